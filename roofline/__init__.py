@@ -1,5 +1,67 @@
-"""roofline: FLOPs and bytes of every PyTorch op, the machine's ceilings, and where each op sits on the roofline."""
+"""roofline: FLOPs and bytes of every PyTorch op, the machine's ceilings, and where each op sits on the roofline.
 
-from roofline import _core  # noqa: F401
+``import roofline`` needs only NumPy; torch is imported when a torch feature is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from roofline import _core  # noqa: F401  (the C extension; fails early if the build is broken)
+from roofline._spec import Cost, TensorSpec, cost
+from roofline.report import Report
 
 __version__ = "0.1.0"
+__all__ = ["measure", "cost", "Cost", "TensorSpec", "Report", "register", "unregister", "__version__"]
+
+
+@contextlib.contextmanager
+def measure(model=None):
+    """Count every aten op that runs inside the block: FLOPs (matrix and vector) and compulsory bytes, per op call,
+    with the module that ran it and the phase (forward, backward, optimizer).
+
+    ``model`` (optional) names the modules from its root, e.g. ``"ResNet.layer1.0.conv1"`` (the naming
+    ``FlopCounterMode`` uses). Works on CPU and CUDA tensors, on the meta device and under ``FakeTensorMode``, under
+    ``no_grad``, ``inference_mode`` and autocast. An exception in the block propagates unchanged and leaves no
+    dispatch mode or hook behind.
+
+    >>> with roofline.measure(model) as r:          # doctest: +SKIP
+    ...     model(x).sum().backward()
+    >>> print(r)                                      # doctest: +SKIP
+    """
+    from roofline import _torch
+
+    session = _torch.Session(model)
+    report = Report([], [], [])
+    session.enter()
+    try:
+        yield report
+    except BaseException as e:
+        session.exit(type(e), e, e.__traceback__)
+        raise
+    else:
+        session.exit(None, None, None)
+    import numpy as np
+
+    from roofline._records import RECORD_DTYPE
+
+    report.__init__(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
+                    session.module_sets, wall_time=session.wall_time)
+
+
+def register(op, formula=None, *, kind=None, flops=0, special=0):
+    from roofline import _torch
+
+    return _torch.register(op, formula, kind=kind, flops=flops, special=special)
+
+
+def unregister(op):
+    from roofline import _torch
+
+    return _torch.unregister(op)
+
+
+register.__doc__ = """Add a cost formula for an op without one (see roofline._torch.register for the full contract).
+
+``roofline.register(torch.ops.mylib.op, lambda x, out=None: {"vector_flops": x.numel()})`` or
+``roofline.register("mylib::op", kind="ewise", flops=2)``."""

@@ -1,0 +1,676 @@
+/* Op cost model. See cost.h for the contract and docs/concepts.md for the conventions. Pure C11, no Python. */
+#include "cost.h"
+
+#include <string.h>
+
+/* ---- dtypes ---------------------------------------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    unsigned itemsize;
+} rl_dtypes[RL_DT_COUNT] = {
+    [RL_DT_UNKNOWN] = {"unknown", 0},
+    [RL_DT_FLOAT64] = {"float64", 8},
+    [RL_DT_FLOAT32] = {"float32", 4},
+    [RL_DT_FLOAT16] = {"float16", 2},
+    [RL_DT_BFLOAT16] = {"bfloat16", 2},
+    [RL_DT_FLOAT8_E4M3FN] = {"float8_e4m3fn", 1},
+    [RL_DT_FLOAT8_E5M2] = {"float8_e5m2", 1},
+    [RL_DT_FLOAT8_E4M3FNUZ] = {"float8_e4m3fnuz", 1},
+    [RL_DT_FLOAT8_E5M2FNUZ] = {"float8_e5m2fnuz", 1},
+    [RL_DT_COMPLEX128] = {"complex128", 16},
+    [RL_DT_COMPLEX64] = {"complex64", 8},
+    [RL_DT_COMPLEX32] = {"complex32", 4},
+    [RL_DT_INT64] = {"int64", 8},
+    [RL_DT_INT32] = {"int32", 4},
+    [RL_DT_INT16] = {"int16", 2},
+    [RL_DT_INT8] = {"int8", 1},
+    [RL_DT_UINT8] = {"uint8", 1},
+    [RL_DT_UINT16] = {"uint16", 2},
+    [RL_DT_UINT32] = {"uint32", 4},
+    [RL_DT_UINT64] = {"uint64", 8},
+    [RL_DT_BOOL] = {"bool", 1},
+};
+
+unsigned rl_dtype_itemsize(int dt) { return (dt > 0 && dt < RL_DT_COUNT) ? rl_dtypes[dt].itemsize : 0; }
+
+const char *rl_dtype_name(int dt) { return (dt > 0 && dt < RL_DT_COUNT) ? rl_dtypes[dt].name : "unknown"; }
+
+const char *rl_status_str(int status) {
+    switch (status) {
+    case RL_OK:
+        return "ok";
+    case RL_E_OVERFLOW:
+        return "count overflows 64 bits";
+    case RL_E_ARGS:
+        return "missing or mistyped argument";
+    case RL_E_SHAPE:
+        return "inconsistent shapes";
+    case RL_E_KIND:
+        return "unknown cost kind";
+    default:
+        return "unknown status";
+    }
+}
+
+/* ---- checked arithmetic: every helper ORs an overflow into *ov and saturates ---------------------------- */
+
+static uint64_t mul(uint64_t a, uint64_t b, int *ov) {
+    uint64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) {
+        *ov = 1;
+        return UINT64_MAX;
+    }
+    return r;
+}
+
+static uint64_t add(uint64_t a, uint64_t b, int *ov) {
+    uint64_t r;
+    if (__builtin_add_overflow(a, b, &r)) {
+        *ov = 1;
+        return UINT64_MAX;
+    }
+    return r;
+}
+
+/* Non-negative int64 as uint64; negative sizes (never produced by torch) count as 0. */
+static uint64_t u(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
+
+uint64_t rl_numel(const rl_tensor *t, int *ov) {
+    uint64_t n = 1;
+    if (t->ndim < 0) {
+        return 0; /* absent output */
+    }
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->size[d] <= 0) {
+            return 0;
+        }
+        n = mul(n, u(t->size[d]), ov);
+    }
+    return n;
+}
+
+uint64_t rl_touched(const rl_tensor *t, int *ov) {
+    uint64_t n = 1;
+    if (t->ndim < 0) {
+        return 0;
+    }
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->size[d] <= 0) {
+            return 0;
+        }
+        if (t->stride[d] != 0) {
+            n = mul(n, u(t->size[d]), ov);
+        }
+    }
+    return n;
+}
+
+static uint64_t nbytes(const rl_tensor *t, int *ov) { return mul(rl_numel(t, ov), rl_dtype_itemsize(t->dtype), ov); }
+
+static uint64_t touched_bytes(const rl_tensor *t, int *ov) {
+    return mul(rl_touched(t, ov), rl_dtype_itemsize(t->dtype), ov);
+}
+
+/* ---- argument access ---------------------------------------------------------------------------------- */
+
+static const rl_arg *arg(const rl_call *c, int i) {
+    static const rl_arg absent = {RL_ARG_ABSENT, 0, 0, 0, 0.0};
+    return (i >= 0 && i < c->nargs) ? &c->args[i] : &absent;
+}
+
+/* The tensor passed as argument i, or NULL. */
+static const rl_tensor *tensor_arg(const rl_call *c, int i) {
+    const rl_arg *a = arg(c, i);
+    return a->type == RL_ARG_TENSOR ? &c->tensors[a->first] : NULL;
+}
+
+/* Truth value of a bool/int argument; `dflt` when absent or None. */
+static int bool_arg(const rl_call *c, int i, int dflt) {
+    const rl_arg *a = arg(c, i);
+    if (a->type == RL_ARG_BOOL || a->type == RL_ARG_INT) {
+        return a->i != 0;
+    }
+    return dflt;
+}
+
+static int64_t int_arg(const rl_call *c, int i, int64_t dflt) {
+    const rl_arg *a = arg(c, i);
+    return (a->type == RL_ARG_INT || a->type == RL_ARG_BOOL) ? a->i : dflt;
+}
+
+/* Element i of a bool-list argument, `dflt` when absent. */
+static int boollist_at(const rl_call *c, int argi, int i, int dflt) {
+    const rl_arg *a = arg(c, argi);
+    if ((a->type == RL_ARG_BOOLLIST || a->type == RL_ARG_INTLIST) && i < a->count) {
+        return c->ints[a->first + i] != 0;
+    }
+    return dflt;
+}
+
+/* Total elements (numel) of all tensors of argument i (tensor or tensor list). */
+static uint64_t arg_numel(const rl_call *c, int i, int *ov) {
+    const rl_arg *a = arg(c, i);
+    uint64_t n = 0;
+    if (a->type == RL_ARG_TENSOR || a->type == RL_ARG_TENSORLIST) {
+        for (int k = 0; k < a->count; k++) {
+            n = add(n, rl_numel(&c->tensors[a->first + k], ov), ov);
+        }
+    }
+    return n;
+}
+
+static uint64_t arg_touched_bytes(const rl_call *c, int i, int *ov) {
+    const rl_arg *a = arg(c, i);
+    uint64_t n = 0;
+    if (a->type == RL_ARG_TENSOR || a->type == RL_ARG_TENSORLIST) {
+        for (int k = 0; k < a->count; k++) {
+            n = add(n, touched_bytes(&c->tensors[a->first + k], ov), ov);
+        }
+    }
+    return n;
+}
+
+static uint64_t arg_nbytes(const rl_call *c, int i, int *ov) {
+    const rl_arg *a = arg(c, i);
+    uint64_t n = 0;
+    if (a->type == RL_ARG_TENSOR || a->type == RL_ARG_TENSORLIST) {
+        for (int k = 0; k < a->count; k++) {
+            n = add(n, nbytes(&c->tensors[a->first + k], ov), ov);
+        }
+    }
+    return n;
+}
+
+static int is_set(uint64_t mask, int i) { return i < 64 && ((mask >> i) & 1u); }
+
+/* The first tensor among the arguments (in order), or NULL. */
+static const rl_tensor *first_tensor(const rl_call *c) {
+    for (int i = 0; i < c->nargs; i++) {
+        const rl_arg *a = &c->args[i];
+        if ((a->type == RL_ARG_TENSOR || a->type == RL_ARG_TENSORLIST) && a->count > 0) {
+            return &c->tensors[a->first];
+        }
+    }
+    return NULL;
+}
+
+static const rl_tensor *first_out(const rl_call *c) {
+    for (int i = 0; i < c->nouts; i++) {
+        if (c->outs[i].ndim >= 0) {
+            return &c->outs[i];
+        }
+    }
+    return NULL;
+}
+
+/* Position of the first argument written in place, or -1. */
+static int first_written(const rl_op *op, const rl_call *c) {
+    for (int i = 0; i < c->nargs && i < 64; i++) {
+        if (is_set(op->write_mask, i)) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Elements of the op's result: the first in-place argument if any, else the first output. */
+static uint64_t result_numel(const rl_op *op, const rl_call *c, int *ov) {
+    int w = first_written(op, c);
+    if (w >= 0) {
+        return arg_numel(c, w, ov);
+    }
+    const rl_tensor *o = first_out(c);
+    return o ? rl_numel(o, ov) : 0;
+}
+
+static int result_dtype(const rl_op *op, const rl_call *c) {
+    int w = first_written(op, c);
+    if (w >= 0 && arg(c, w)->count > 0) {
+        return c->tensors[arg(c, w)->first].dtype;
+    }
+    const rl_tensor *o = first_out(c);
+    if (o) {
+        return o->dtype;
+    }
+    const rl_tensor *t = first_tensor(c);
+    return t ? t->dtype : RL_DT_UNKNOWN;
+}
+
+static int input_dtype(const rl_call *c) {
+    const rl_tensor *t = first_tensor(c);
+    if (t) {
+        return t->dtype;
+    }
+    const rl_tensor *o = first_out(c);
+    return o ? o->dtype : RL_DT_UNKNOWN;
+}
+
+/* Compulsory bytes: every tensor argument not in noread_mask read once at its touched size; written: the in-place
+ * arguments if any, else every output. */
+static void generic_bytes(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    for (int i = 0; i < c->nargs; i++) {
+        if (!is_set(op->noread_mask, i)) {
+            r->bytes_read = add(r->bytes_read, arg_touched_bytes(c, i, ov), ov);
+        }
+    }
+    if (op->write_mask) {
+        for (int i = 0; i < c->nargs && i < 64; i++) {
+            if (is_set(op->write_mask, i)) {
+                r->bytes_written = add(r->bytes_written, arg_nbytes(c, i, ov), ov);
+            }
+        }
+    } else {
+        for (int i = 0; i < c->nouts; i++) {
+            r->bytes_written = add(r->bytes_written, nbytes(&c->outs[i], ov), ov);
+        }
+    }
+}
+
+static uint64_t prod_from(const rl_tensor *t, int from, int *ov) {
+    uint64_t n = 1;
+    for (int d = from; d < t->ndim; d++) {
+        n = mul(n, u(t->size[d]), ov);
+    }
+    return n;
+}
+
+/* ---- matrix products ---------------------------------------------------------------------------------- */
+
+/* 2*M*N*K for a (M,K) x (K,N) product; RL_E_SHAPE if the shapes do not multiply. */
+static int mm_flops(const rl_tensor *a, const rl_tensor *b, uint64_t *flops, int *ov) {
+    if (!a || !b || a->ndim != 2 || b->ndim != 2) {
+        return RL_E_ARGS;
+    }
+    if (a->size[1] != b->size[0]) {
+        return RL_E_SHAPE;
+    }
+    *flops = mul(mul(mul(2, u(a->size[0]), ov), u(b->size[1]), ov), u(a->size[1]), ov);
+    return RL_OK;
+}
+
+static int bmm_flops(const rl_tensor *a, const rl_tensor *b, uint64_t *flops, int *ov) {
+    if (!a || !b || a->ndim != 3 || b->ndim != 3) {
+        return RL_E_ARGS;
+    }
+    if (a->size[0] != b->size[0] || a->size[2] != b->size[1]) {
+        return RL_E_SHAPE;
+    }
+    *flops = mul(mul(mul(mul(2, u(a->size[0]), ov), u(a->size[1]), ov), u(b->size[2]), ov), u(a->size[2]), ov);
+    return RL_OK;
+}
+
+/* ---- convolution -------------------------------------------------------------------------------------- */
+
+/* FlopCounterMode's conv_flop_count: 2 * batch * prod(conv spatial) * prod(filter spatial) * w[0] * w[1], with the
+ * spatial extent taken from x when transposed, else from out. Exact for grouped convolution forward (w[1] is
+ * C_in / groups). */
+static uint64_t conv_count(const rl_tensor *x, const rl_tensor *w, const rl_tensor *out, int transposed, int *ov) {
+    const rl_tensor *sp = transposed ? x : out;
+    uint64_t n = mul(2, u(x->size[0]), ov);
+    n = mul(n, prod_from(sp, 2, ov), ov);
+    n = mul(n, prod_from(w, 2, ov), ov);
+    n = mul(n, u(w->size[0]), ov);
+    return mul(n, u(w->size[1]), ov);
+}
+
+static int cost_conv(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    const rl_tensor *x = tensor_arg(c, 0), *w = tensor_arg(c, 1), *out = first_out(c);
+    if (!x || !w || !out || x->ndim < 3 || w->ndim != x->ndim || out->ndim != x->ndim) {
+        return RL_E_ARGS;
+    }
+    int transposed = op->p1 >= 0 ? bool_arg(c, (int)op->p1, 0) : op->p1 == -2; /* -2: always transposed */
+    /* FlopCounterMode reads positional argument 6 as `transposed` for every conv op it registers. */
+    int fcm_transposed = bool_arg(c, 6, 0);
+    r->matrix = conv_count(x, w, out, transposed, ov);
+    if (op->flags & RL_OPF_FCM) {
+        r->compat = conv_count(x, w, out, fcm_transposed, ov);
+    }
+    if (tensor_arg(c, 2)) {
+        r->vector = rl_numel(out, ov); /* bias add */
+    }
+    generic_bytes(op, c, r, ov);
+    r->dtype = x->dtype;
+    return RL_OK;
+}
+
+/* convolution_backward(grad_out, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
+ * groups, output_mask) -> (grad_input, grad_weight, grad_bias). */
+static int cost_conv_bwd(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    const rl_tensor *go = tensor_arg(c, 0), *x = tensor_arg(c, 1), *w = tensor_arg(c, 2);
+    if (!go || !x || !w || go->ndim < 3 || x->ndim != go->ndim || w->ndim != go->ndim) {
+        return RL_E_ARGS;
+    }
+    int transposed = bool_arg(c, 7, 0);
+    uint64_t groups = u(int_arg(c, 9, 1));
+    if (groups == 0) {
+        return RL_E_ARGS;
+    }
+    int m0 = boollist_at(c, 10, 0, 1), m1 = boollist_at(c, 10, 1, 1), m2 = boollist_at(c, 10, 2, 1);
+    uint64_t fcm = 0, real = 0;
+    if (m0) {
+        /* grad_input = conv_transpose(grad_out, weight) (a conv for a transposed forward): exact with groups. */
+        uint64_t n = mul(2, u(go->size[0]), ov);
+        n = mul(n, prod_from(transposed ? x : go, 2, ov), ov);
+        n = mul(mul(mul(n, prod_from(w, 2, ov), ov), u(w->size[0]), ov), u(w->size[1]), ov);
+        fcm = add(fcm, n, ov);
+        real = add(real, n, ov);
+    }
+    if (m1) {
+        /* grad_weight: every (out channel, in channel of its group) pair, for every window position. FlopCounterMode
+         * multiplies the full input and output channel counts, which over-counts by `groups`. */
+        const rl_tensor *sp = transposed ? x : go;         /* spatial extent the kernel slides over */
+        uint64_t cin_all = u(transposed ? go->size[1] : x->size[1]); /* channels split into groups */
+        uint64_t cother = u(transposed ? x->size[1] : go->size[1]);
+        uint64_t n = mul(mul(2, prod_from(w, 2, ov), ov), prod_from(sp, 2, ov), ov);
+        n = mul(n, u(go->size[0]), ov);
+        uint64_t f = mul(mul(n, cin_all, ov), cother, ov);
+        fcm = add(fcm, f, ov);
+        if (cin_all % groups != 0) {
+            return RL_E_SHAPE;
+        }
+        real = add(real, mul(mul(n, cin_all / groups, ov), cother, ov), ov);
+    }
+    if (m2) {
+        r->vector = rl_numel(go, ov); /* grad_bias = sum of grad_out over batch and space */
+    }
+    r->matrix = real;
+    if (op->flags & RL_OPF_FCM) {
+        r->compat = fcm;
+    }
+    /* Compulsory reads: grad_out always; input only for grad_weight; weight only for grad_input. */
+    r->bytes_read = touched_bytes(go, ov);
+    if (m1) {
+        r->bytes_read = add(r->bytes_read, touched_bytes(x, ov), ov);
+    }
+    if (m0) {
+        r->bytes_read = add(r->bytes_read, touched_bytes(w, ov), ov);
+    }
+    for (int i = 0; i < c->nouts; i++) {
+        r->bytes_written = add(r->bytes_written, nbytes(&c->outs[i], ov), ov);
+    }
+    r->dtype = go->dtype;
+    return RL_OK;
+}
+
+/* ---- attention ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t b, hq, hkv, sq, sk, dq, dv;
+} attn_dims;
+
+static int attn_read_dims(const rl_tensor *q, const rl_tensor *k, const rl_tensor *v, int bshd, attn_dims *d) {
+    if (!q || !k || !v || q->ndim != 4 || k->ndim != 4 || v->ndim != 4) {
+        return RL_E_ARGS;
+    }
+    int hi = bshd ? 2 : 1, si = bshd ? 1 : 2;
+    d->b = u(q->size[0]);
+    d->hq = u(q->size[hi]);
+    d->sq = u(q->size[si]);
+    d->dq = u(q->size[3]);
+    d->hkv = u(k->size[hi]);
+    d->sk = u(k->size[si]);
+    d->dv = u(v->size[3]);
+    if (u(k->size[0]) != d->b || u(v->size[0]) != d->b || u(k->size[3]) != d->dq || u(v->size[si]) != d->sk ||
+        u(v->size[hi]) != d->hkv) {
+        return RL_E_SHAPE;
+    }
+    if (d->hkv == 0 || d->hq % d->hkv != 0) {
+        return RL_E_SHAPE;
+    }
+    return RL_OK;
+}
+
+/* Unmasked (query, key) pairs per batch and head. mask: 0 none, 1 causal aligned top-left (query i sees keys
+ * 0..i, the `is_causal=True` convention of scaled_dot_product_attention), 2 causal aligned bottom-right (query i
+ * sees keys 0..i+sk-sq). */
+static uint64_t attn_pairs(uint64_t sq, uint64_t sk, int mask, int *ov) {
+    if (mask == 0) {
+        return mul(sq, sk, ov);
+    }
+    if (mask == 2) {
+        if (sq <= sk) { /* every row sees sk-sq+1+i keys */
+            return add(mul(sq, sk - sq + 1, ov), mul(sq, sq - 1, ov) / 2, ov);
+        }
+        return mul(sk, sk + 1, ov) / 2; /* the first sq-sk rows see nothing */
+    }
+    if (sq <= sk) { /* row i sees i+1 keys */
+        return mul(sq, sq + 1, ov) / 2;
+    }
+    return add(mul(sk, sk + 1, ov) / 2, mul(sq - sk, sk, ov), ov);
+}
+
+static int cost_attn(const rl_op *op, const rl_call *c, rl_cost *r, int *ov, int backward) {
+    int64_t p = op->p1;
+    int qi = (int)((p >> RL_ATTN_Q_SHIFT) & 0xff);
+    int ci = (int)((p >> RL_ATTN_CAUSAL_SHIFT) & 0xff);
+    int bshd = (p & RL_ATTN_BSHD) != 0;
+    const rl_tensor *q = tensor_arg(c, qi), *k = tensor_arg(c, qi + 1), *v = tensor_arg(c, qi + 2);
+    attn_dims d;
+    int st = attn_read_dims(q, k, v, bshd, &d);
+    if (st != RL_OK) {
+        return st;
+    }
+    int mask = 0;
+    if (ci != 0xff) {
+        if (p & RL_ATTN_MASKTYPE) {
+            mask = (int)int_arg(c, ci, 0);
+            if (mask < 0 || mask > 2) {
+                return RL_E_ARGS;
+            }
+        } else {
+            mask = bool_arg(c, ci, 0);
+        }
+    }
+    uint64_t bh = mul(d.b, d.hq, ov);
+    uint64_t pairs = mul(bh, attn_pairs(d.sq, d.sk, mask, ov), ov);
+    /* Forward: S = Q K^T (2*dq per pair), O = P V (2*dv per pair). Backward: S recomputed (dq), dP = dO V^T (dv),
+     * dV = P^T dO (dv), dQ = dS K (dq), dK = dS^T Q (dq). */
+    uint64_t per_pair = backward ? add(mul(3, d.dq, ov), mul(2, d.dv, ov), ov) : add(d.dq, d.dv, ov);
+    r->matrix = mul(mul(2, pairs, ov), per_pair, ov);
+    /* Softmax on the score matrix: scale, running max, subtract, sum (4 vector FLOPs) and one exp per pair;
+     * forward also normalises the output rows (one division per output element). */
+    r->vector = mul(4, pairs, ov);
+    r->special = pairs;
+    if (!backward) {
+        r->vector = add(r->vector, mul(mul(bh, d.sq, ov), d.dv, ov), ov);
+    }
+    if (p & RL_ATTN_FCM) {
+        /* FlopCounterMode: full (unmasked) score matrix, shapes read as (b, h, s, d) unless it transposes. */
+        attn_dims f;
+        int fb = (p & RL_ATTN_FCM_BSHD) != 0;
+        f.b = u(q->size[0]);
+        f.hq = u(q->size[fb ? 2 : 1]);
+        f.sq = u(q->size[fb ? 1 : 2]);
+        f.dq = u(q->size[3]);
+        f.sk = u(k->size[fb ? 1 : 2]);
+        f.dv = u(v->size[3]);
+        uint64_t fp = mul(mul(mul(f.b, f.hq, ov), f.sq, ov), f.sk, ov);
+        uint64_t fpp = backward ? add(mul(3, f.dq, ov), mul(2, f.dv, ov), ov) : add(f.dq, f.dv, ov);
+        r->compat = mul(mul(2, fp, ov), fpp, ov);
+    }
+    generic_bytes(op, c, r, ov);
+    r->dtype = q->dtype;
+    return RL_OK;
+}
+
+/* ---- the rest ------------------------------------------------------------------------------------------- */
+
+static int cost_gather(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    const rl_tensor *src = first_tensor(c);
+    const rl_tensor *out = first_out(c);
+    if (!src || !out) {
+        return RL_E_ARGS;
+    }
+    for (int i = 1; i < c->nargs; i++) {
+        if (!is_set(op->noread_mask, i)) {
+            r->bytes_read = add(r->bytes_read, arg_touched_bytes(c, i, ov), ov);
+        }
+    }
+    r->bytes_read = add(r->bytes_read, mul(rl_numel(out, ov), rl_dtype_itemsize(src->dtype), ov), ov);
+    for (int i = 0; i < c->nouts; i++) {
+        r->bytes_written = add(r->bytes_written, nbytes(&c->outs[i], ov), ov);
+    }
+    r->dtype = src->dtype;
+    return RL_OK;
+}
+
+static int cost_pool(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    int spatial = (int)(op->p2 & 0xff), ki = (int)((op->p2 >> 8) & 0xff);
+    const rl_arg *ks = arg(c, ki);
+    const rl_tensor *out = first_out(c);
+    if (ks->type != RL_ARG_INTLIST || ks->count < 1 || !out || spatial < 1) {
+        return RL_E_ARGS;
+    }
+    uint64_t taps = 1;
+    for (int s = 0; s < spatial; s++) {
+        taps = mul(taps, u(c->ints[ks->first + (ks->count == 1 ? 0 : s)]), ov);
+    }
+    uint64_t in = arg_numel(c, 0, ov), o = rl_numel(out, ov);
+    uint64_t windows = in < o ? in : o;
+    r->vector = mul(mul(windows, taps, ov), u(op->p1), ov);
+    generic_bytes(op, c, r, ov);
+    r->dtype = result_dtype(op, c);
+    return RL_OK;
+}
+
+static int cost_nll(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    int ti = (int)op->p1;
+    const rl_tensor *target = tensor_arg(c, ti), *self = tensor_arg(c, 0);
+    if (!target || !self) {
+        return RL_E_ARGS;
+    }
+    uint64_t n = rl_numel(target, ov);
+    r->vector = mul(n, u(op->p2), ov);
+    if (ti == 1) { /* forward: the input is gathered at the targets */
+        r->bytes_read = add(touched_bytes(target, ov), mul(n, rl_dtype_itemsize(self->dtype), ov), ov);
+        for (int i = 2; i < c->nargs; i++) {
+            r->bytes_read = add(r->bytes_read, arg_touched_bytes(c, i, ov), ov);
+        }
+        for (int i = 0; i < c->nouts; i++) {
+            r->bytes_written = add(r->bytes_written, nbytes(&c->outs[i], ov), ov);
+        }
+        r->dtype = self->dtype;
+    } else {
+        generic_bytes(op, c, r, ov);
+        r->dtype = result_dtype(op, c);
+    }
+    return RL_OK;
+}
+
+int rl_cost_eval(const rl_op *op, const rl_call *c, rl_cost *r) {
+    int ov = 0, st = RL_OK;
+    uint64_t f = 0;
+    memset(r, 0, sizeof(*r));
+    if (c->nargs < 0 || c->nargs > RL_MAX_ARGS) {
+        return RL_E_ARGS;
+    }
+    switch (op->kind) {
+    case RL_K_ZERO:
+        r->dtype = input_dtype(c);
+        break;
+    case RL_K_COPY:
+        generic_bytes(op, c, r, &ov);
+        r->dtype = result_dtype(op, c);
+        break;
+    case RL_K_FILL:
+    case RL_K_EWISE: {
+        uint64_t n = result_numel(op, c, &ov);
+        r->vector = mul(n, u(op->p1), &ov);
+        r->special = mul(n, u(op->p2), &ov);
+        generic_bytes(op, c, r, &ov);
+        r->dtype = result_dtype(op, c);
+        break;
+    }
+    case RL_K_EWISE_IN:
+    case RL_K_FOREACH: {
+        int first = -1;
+        for (int i = 0; i < c->nargs && first < 0; i++) {
+            if (c->args[i].type == RL_ARG_TENSOR || c->args[i].type == RL_ARG_TENSORLIST) {
+                first = i;
+            }
+        }
+        uint64_t n = first >= 0 ? arg_numel(c, first, &ov) : 0;
+        r->vector = mul(n, u(op->p1), &ov);
+        r->special = mul(n, u(op->p2), &ov);
+        generic_bytes(op, c, r, &ov);
+        r->dtype = op->kind == RL_K_FOREACH ? input_dtype(c) : result_dtype(op, c);
+        if (op->kind == RL_K_EWISE_IN && first >= 0 && arg(c, first)->count > 0) {
+            r->dtype = c->tensors[arg(c, first)->first].dtype;
+        }
+        break;
+    }
+    case RL_K_MM:
+        st = mm_flops(tensor_arg(c, 0), tensor_arg(c, 1), &f, &ov);
+        r->matrix = f;
+        r->compat = (op->flags & RL_OPF_FCM) ? f : 0;
+        generic_bytes(op, c, r, &ov);
+        r->dtype = input_dtype(c);
+        break;
+    case RL_K_SCALED_MM:
+        st = mm_flops(tensor_arg(c, 0), tensor_arg(c, 1), &f, &ov);
+        r->matrix = f;
+        r->compat = (op->flags & RL_OPF_FCM) ? f : 0;
+        if (st == RL_OK) { /* dequantising scale applied to every output element */
+            r->vector = mul(u(tensor_arg(c, 0)->size[0]), u(tensor_arg(c, 1)->size[1]), &ov);
+        }
+        generic_bytes(op, c, r, &ov);
+        r->dtype = input_dtype(c);
+        break;
+    case RL_K_ADDMM:
+        st = mm_flops(tensor_arg(c, 1), tensor_arg(c, 2), &f, &ov);
+        r->matrix = f;
+        r->compat = (op->flags & RL_OPF_FCM) ? f : 0;
+        if (st == RL_OK) { /* bias add: one per output element */
+            r->vector = mul(u(tensor_arg(c, 1)->size[0]), u(tensor_arg(c, 2)->size[1]), &ov);
+        }
+        generic_bytes(op, c, r, &ov);
+        r->dtype = tensor_arg(c, 1) ? tensor_arg(c, 1)->dtype : RL_DT_UNKNOWN;
+        break;
+    case RL_K_BMM:
+        st = bmm_flops(tensor_arg(c, 0), tensor_arg(c, 1), &f, &ov);
+        r->matrix = f;
+        r->compat = (op->flags & RL_OPF_FCM) ? f : 0;
+        generic_bytes(op, c, r, &ov);
+        r->dtype = input_dtype(c);
+        break;
+    case RL_K_BADDBMM:
+        st = bmm_flops(tensor_arg(c, 1), tensor_arg(c, 2), &f, &ov);
+        r->matrix = f;
+        r->compat = (op->flags & RL_OPF_FCM) ? f : 0;
+        if (st == RL_OK) {
+            const rl_tensor *a = tensor_arg(c, 1), *b = tensor_arg(c, 2);
+            r->vector = mul(mul(u(a->size[0]), u(a->size[1]), &ov), u(b->size[2]), &ov);
+        }
+        generic_bytes(op, c, r, &ov);
+        r->dtype = tensor_arg(c, 1) ? tensor_arg(c, 1)->dtype : RL_DT_UNKNOWN;
+        break;
+    case RL_K_CONV:
+        st = cost_conv(op, c, r, &ov);
+        break;
+    case RL_K_CONV_BWD:
+        st = cost_conv_bwd(op, c, r, &ov);
+        break;
+    case RL_K_ATTN:
+        st = cost_attn(op, c, r, &ov, 0);
+        break;
+    case RL_K_ATTN_BWD:
+        st = cost_attn(op, c, r, &ov, 1);
+        break;
+    case RL_K_GATHER:
+        st = cost_gather(op, c, r, &ov);
+        break;
+    case RL_K_POOL:
+        st = cost_pool(op, c, r, &ov);
+        break;
+    case RL_K_NLL:
+        st = cost_nll(op, c, r, &ov);
+        break;
+    default:
+        return RL_E_KIND;
+    }
+    if (st != RL_OK) {
+        return st;
+    }
+    return ov ? RL_E_OVERFLOW : RL_OK;
+}

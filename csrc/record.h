@@ -1,0 +1,34 @@
+/* One op call as the recorder stores it. Pure C; the layout is mirrored by roofline/_records.py (RECORD_DTYPE):
+ * change both together. 80 bytes, no implicit padding. */
+#ifndef RL_RECORD_H
+#define RL_RECORD_H
+
+#include <stdint.h>
+
+/* Record status values beyond rl_status (cost.h). */
+#define RL_E_DESCRIBE 10 /* an argument could not be described (symbolic shape, sparse layout, > RL_MAX_DIMS) */
+
+/* Phases. */
+#define RL_PHASE_FORWARD 0
+#define RL_PHASE_BACKWARD 1
+#define RL_PHASE_OPTIMIZER 2
+
+typedef struct {
+    uint64_t matrix_flops;  /* true matrix FLOPs */
+    uint64_t vector_flops;
+    uint64_t special_ops;   /* transcendental / special-function evaluations */
+    uint64_t bytes_read;
+    uint64_t bytes_written;
+    uint64_t compat_flops;  /* FlopCounterMode's count for this call (0 if it does not register the op) */
+    double t_start;         /* seconds, NaN when not timed */
+    double t_end;
+    uint32_t op;            /* index into the report's op-name table */
+    uint32_t module;        /* index into the report's module-set table */
+    uint8_t phase;          /* RL_PHASE_* */
+    uint8_t dtype;          /* rl_dtype the op computes in */
+    uint8_t status;         /* RL_OK or an error: the counts of this record are then zero */
+    uint8_t kind;           /* rl_kind */
+    uint32_t seq;           /* call order (wraps after 2^32 calls; ordering within a report uses the row index) */
+} rl_record;
+
+#endif

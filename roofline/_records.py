@@ -1,0 +1,63 @@
+"""The record layout shared with the C recorder (csrc/record.h) and the scalar-type table."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline import _core
+
+# One row per op call. Mirrors rl_record in csrc/record.h field for field (checked below at import).
+RECORD_DTYPE = np.dtype([
+    ("matrix_flops", "<u8"),
+    ("vector_flops", "<u8"),
+    ("special_ops", "<u8"),
+    ("bytes_read", "<u8"),
+    ("bytes_written", "<u8"),
+    ("compat_flops", "<u8"),
+    ("t_start", "<f8"),
+    ("t_end", "<f8"),
+    ("op", "<u4"),
+    ("module", "<u4"),
+    ("phase", "u1"),
+    ("dtype", "u1"),
+    ("status", "u1"),
+    ("kind", "u1"),
+    ("seq", "<u4"),
+])
+if RECORD_DTYPE.itemsize != _core.RECORD_SIZE:  # pragma: no cover - a build/layout mismatch
+    raise ImportError(f"roofline._core record size {_core.RECORD_SIZE} != RECORD_DTYPE {RECORD_DTYPE.itemsize}")
+
+PHASES = ("forward", "backward", "optimizer")
+FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
+
+DTYPE_CODES: dict[str, int] = {}
+DTYPE_NAMES: dict[int, str] = {0: "unknown"}
+ITEMSIZE: dict[str, int] = {}
+for _code, _name, _size in _core.dtype_table():
+    DTYPE_CODES[_name] = _code
+    DTYPE_NAMES[_code] = _name
+    ITEMSIZE[_name] = _size
+
+# Accepted spellings of dtype names (numpy and short forms) -> canonical name.
+DTYPE_ALIASES = {
+    "float": "float32", "double": "float64", "half": "float16", "bf16": "bfloat16", "fp16": "float16",
+    "fp32": "float32", "fp64": "float64", "long": "int64", "int": "int32", "short": "int16", "fp8": "float8_e4m3fn",
+    "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32",
+}
+
+
+def canonical_dtype(name) -> str:
+    """Canonical dtype name for a string, a torch.dtype or a numpy dtype; ValueError naming the input otherwise."""
+    s = str(name)
+    if s.startswith("torch."):
+        s = s[len("torch."):]
+    s = DTYPE_ALIASES.get(s, s)
+    if s not in DTYPE_CODES:
+        try:
+            s = np.dtype(name).name
+        except TypeError:
+            pass
+    s = {"bool_": "bool"}.get(s, s)
+    if s not in DTYPE_CODES:
+        raise ValueError(f"unknown dtype {name!r}; known: {', '.join(sorted(DTYPE_CODES))}")
+    return s

@@ -1,0 +1,332 @@
+"""The op table: which cost formula (kind) and per-element costs each operator uses.
+
+This module is pure data plus name resolution; it needs neither torch nor the C extension, so the analytic
+``roofline.cost`` works without torch. The formulas themselves live in ``csrc/cost.c``; the counting conventions are
+documented in ``docs/concepts.md``.
+
+Per-element costs (``flops`` = vector FLOPs, ``special`` = transcendental evaluations) are conventions, chosen to be
+the arithmetic a straightforward kernel performs:
+
+* arithmetic (add, sub, mul, div, neg, abs, min/max, comparisons): 1 FLOP per element; selections and copies
+  (where, masked_fill, cat, clone, casts): 0;
+* exp, log, sqrt, rsqrt, tanh, erf, sin, cos, pow and random draws: 1 special op each, not in the FLOP count;
+* composites count their parts, e.g. sigmoid = exp + add + div (2 FLOPs + 1 special), silu = sigmoid + mul,
+  softmax = max, subtract, sum, divide (4 FLOPs) + exp, layer norm = mean (1) + variance (3) + normalise (2) +
+  affine (2);
+* reductions: 1 FLOP per input element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Cost kinds: must match rl_kind in csrc/cost.h (checked against roofline._core at import of roofline._torch).
+ZERO, COPY, FILL, EWISE, EWISE_IN, MM, ADDMM, BMM, BADDBMM, SCALED_MM = range(10)
+CONV, CONV_BWD, ATTN, ATTN_BWD, GATHER, POOL, NLL, FOREACH = range(10, 18)
+
+KIND_NAMES = {
+    ZERO: "zero", COPY: "copy", FILL: "fill", EWISE: "ewise", EWISE_IN: "ewise_in", MM: "mm", ADDMM: "addmm",
+    BMM: "bmm", BADDBMM: "baddbmm", SCALED_MM: "scaled_mm", CONV: "conv", CONV_BWD: "conv_bwd", ATTN: "attn",
+    ATTN_BWD: "attn_bwd", GATHER: "gather", POOL: "pool", NLL: "nll", FOREACH: "foreach",
+}
+KINDS_BY_NAME = {v: k for k, v in KIND_NAMES.items()}
+MATRIX_KINDS = frozenset({MM, ADDMM, BMM, BADDBMM, SCALED_MM, CONV, CONV_BWD, ATTN, ATTN_BWD})
+
+# Ops torch.utils.flop_counter.FlopCounterMode registers (by packet name): their count is kept as `compat`.
+FLOP_COUNTER_OPS = frozenset({
+    "mm", "addmm", "bmm", "baddbmm", "_scaled_mm",
+    "convolution", "_convolution", "cudnn_convolution", "convolution_overrideable", "_slow_conv2d_forward",
+    "convolution_backward",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_cudnn_attention_backward",
+    "_flash_attention_forward", "_efficient_attention_forward",
+    "_flash_attention_backward", "_efficient_attention_backward",
+})
+
+
+@dataclass(frozen=True)
+class Entry:
+    """How one operator is counted.
+
+    ``kind``: the formula (a name of :data:`KIND_NAMES`). ``flops`` / ``special``: per-element costs for the
+    element-wise kinds (the meaning of p1/p2 for the others is set by ``params``). ``noread``: positions (or names) of arguments
+    whose data is not read (only their shape is used). ``writes``: names of arguments written in place, when the
+    schema's alias annotations over-state it (fused optimizers mark gradients as mutable).
+    """
+
+    kind: int
+    flops: int = 0
+    special: int = 0
+    noread: tuple = ()
+    writes: tuple[str, ...] | None = None
+    params: dict = field(default_factory=dict)
+
+
+def _e(kind, flops=0, special=0, noread=(), writes=None, **params):
+    return Entry(kind, flops, special, tuple(noread), writes, params)
+
+
+ALL_ARGS = ("*",)  # noread marker: no argument is read
+
+TABLE: dict[str, Entry] = {}
+
+
+def _put(names, entry):
+    for n in names.split():
+        if n in TABLE:
+            raise RuntimeError(f"duplicate cost formula for {n}")
+        TABLE[n] = entry
+
+
+# ---- views, metadata, allocation, bookkeeping: nothing moves -------------------------------------------------
+_put("view _unsafe_view _reshape_alias reshape t transpose permute expand expand_as select slice split "
+     "split_with_sizes unbind chunk squeeze unsqueeze alias detach as_strided diagonal unfold narrow view_as "
+     "view_as_real view_as_complex _conj _neg_view lift_fresh movedim numpy_T mT mH adjoint unsafe_split "
+     "unsafe_chunk tensor_split hsplit vsplit _nested_view_from_buffer "
+     "empty empty_like empty_strided new_empty new_empty_strided resize_ set_ "
+     "_record_function_enter _record_function_enter_new _record_function_exit "
+     "sym_size sym_stride sym_numel sym_storage_offset is_same_size _has_compatible_shallow_copy_type "
+     "record_stream _assert_async _assert_scalar _functional_assert_async sym_constrain_range_for_size "
+     "_version prim::device prim::layout", _e(ZERO))
+
+# ---- data movement: compulsory bytes, no FLOPs ----------------------------------------------------------------
+_put("clone _to_copy cat stack hstack vstack constant_pad_nd pad reflection_pad1d reflection_pad2d "
+     "replication_pad1d replication_pad2d _local_scalar_dense tril triu flip roll repeat repeat_interleave "
+     "expand_copy permute_copy view_copy t_copy transpose_copy unsqueeze_copy squeeze_copy slice_copy "
+     "select_copy alias_copy detach_copy unbind_copy split_copy narrow_copy as_strided_copy lift_fresh_copy "
+     "_unsafe_index index_fill masked_fill where masked_select nonzero index_copy index_put "
+     "masked_scatter diag_embed _to_dense to_dense _pin_memory contiguous _copy_from _copy_from_and_resize "
+     "slice_scatter select_scatter diagonal_scatter as_strided_scatter rot90 tile "
+     "slice_backward select_backward diagonal_backward unfold_backward as_strided_backward "
+     "_unsafe_view_copy col2im im2col", _e(COPY))
+_put("copy", _e(COPY, noread=(0,)))
+
+# ---- results written without reading inputs -------------------------------------------------------------------
+_put("zeros ones full zeros_like ones_like full_like new_zeros new_ones new_full scalar_tensor fill zero "
+     "arange linspace logspace eye tensor _efficientzerotensor", _e(FILL, noread=ALL_ARGS))
+_put("randn rand randint randn_like rand_like randint_like normal uniform bernoulli exponential "
+     "geometric cauchy log_normal random randperm multinomial", _e(FILL, special=1, noread=ALL_ARGS))
+
+# ---- element-wise, per element of the result ------------------------------------------------------------------
+_put("add sub rsub mul div true_divide floor_divide remainder fmod maximum minimum fmax fmin neg abs "
+     "reciprocal sign sgn clamp_min clamp_max relu relu6 threshold threshold_backward eq ne lt le gt ge "
+     "logical_and logical_or logical_xor logical_not bitwise_and bitwise_or bitwise_xor bitwise_not "
+     "ceil floor round trunc frac square heaviside copysign isnan isinf isfinite nan_to_num "
+     "leaky_relu hardtanh_backward leaky_relu_backward",
+     _e(EWISE, 1))
+_put("clamp hardtanh hardsigmoid hardsigmoid_backward", _e(EWISE, 2))
+_put("addcmul addcdiv lerp hardswish hardswish_backward tanh_backward sigmoid_backward",
+     _e(EWISE, 3))
+_put("exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh cosh tanh asinh acosh "
+     "atanh erf erfc erfinv pow float_power xlogy lgamma digamma atan2 logit",
+     _e(EWISE, 0, 1))
+_put("sigmoid", _e(EWISE, 2, 1))
+_put("silu elu celu selu mish", _e(EWISE, 3, 1))
+_put("silu_backward elu_backward mish_backward", _e(EWISE, 5, 1))
+_put("gelu", _e(EWISE, 4, 1))
+_put("gelu_backward", _e(EWISE, 6, 2))
+_put("softplus", _e(EWISE, 1, 2))
+_put("softplus_backward", _e(EWISE, 3, 1))
+_put("native_dropout", _e(EWISE, 2, 1))
+_put("native_dropout_backward", _e(EWISE, 2))
+_put("_masked_scale", _e(EWISE, 2))
+_put("_adaptive_avg_pool2d_backward _adaptive_avg_pool3d_backward adaptive_max_pool2d_backward",
+     _e(EWISE, 1, noread=(1,)))
+
+# ---- per element of the first tensor argument: normalisation, softmax, reductions, losses ---------------------
+_put("native_layer_norm native_batch_norm _native_batch_norm_legit _native_batch_norm_legit_no_training "
+     "_native_batch_norm_legit_functional native_group_norm batch_norm_stats", _e(EWISE_IN, 8))
+_put("native_layer_norm_backward native_batch_norm_backward native_group_norm_backward "
+     "batch_norm_backward", _e(EWISE_IN, 12))
+_put("_fused_rms_norm", _e(EWISE_IN, 4))
+_put("_fused_rms_norm_backward", _e(EWISE_IN, 7))
+_put("_softmax _safe_softmax _log_softmax", _e(EWISE_IN, 4, 1))
+_put("_softmax_backward_data", _e(EWISE_IN, 4))
+_put("_log_softmax_backward_data", _e(EWISE_IN, 3, 1))
+_put("sum mean amax amin max min prod argmax argmin any all cumsum cumprod nansum count_nonzero aminmax "
+     "embedding_dense_backward embedding_backward _embedding_bag_backward", _e(EWISE_IN, 1))
+_put("linalg_vector_norm norm", _e(EWISE_IN, 2))
+_put("var std var_mean std_mean", _e(EWISE_IN, 3))
+_put("logsumexp", _e(EWISE_IN, 3, 1))
+_put("mse_loss mse_loss_backward l1_loss smooth_l1_loss huber_loss", _e(EWISE_IN, 3))
+_put("binary_cross_entropy_with_logits binary_cross_entropy", _e(EWISE_IN, 5, 2))
+_put("max_pool2d_with_indices_backward max_pool3d_with_indices_backward max_unpool2d",
+     _e(EWISE_IN, 1, noread=(1,)))
+_put("_adaptive_avg_pool2d _adaptive_avg_pool3d adaptive_max_pool2d", _e(EWISE_IN, 1))
+
+# ---- matrix products --------------------------------------------------------------------------------------------
+_put("mm", _e(MM))
+_put("addmm", _e(ADDMM))
+_put("bmm", _e(BMM))
+_put("baddbmm", _e(BADDBMM))
+_put("_scaled_mm", _e(SCALED_MM))
+_put("convolution _convolution convolution_overrideable", _e(CONV, transposed="transposed", groups="groups"))
+_put("cudnn_convolution _slow_conv2d_forward mkldnn_convolution _conv_depthwise2d slow_conv_dilated2d "
+     "slow_conv3d_forward", _e(CONV))
+_put("cudnn_convolution_transpose slow_conv_transpose2d slow_conv_transpose3d", _e(CONV, transposed=True))
+_put("convolution_backward", _e(CONV_BWD))
+
+# ---- attention: argument positions come from the schema; layout and FlopCounterMode's reading of it here ------
+_ATTN = dict(query="query", causal=("is_causal", "custom_mask_type"))
+_put("_scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention "
+     "_scaled_dot_product_cudnn_attention _scaled_dot_product_flash_attention_for_cpu "
+     "_scaled_dot_product_fused_attention_overrideable", _e(ATTN, **_ATTN))
+_put("_flash_attention_forward", _e(ATTN, bshd=True, fcm_bshd=True, **_ATTN))
+_put("_efficient_attention_forward", _e(ATTN, bshd=True, **_ATTN))
+_put("_scaled_dot_product_flash_attention_backward _scaled_dot_product_efficient_attention_backward "
+     "_scaled_dot_product_cudnn_attention_backward _scaled_dot_product_flash_attention_for_cpu_backward "
+     "_scaled_dot_product_fused_attention_overrideable_backward", _e(ATTN_BWD, **_ATTN))
+_put("_flash_attention_backward", _e(ATTN_BWD, bshd=True, fcm_bshd=True, **_ATTN))
+_put("_efficient_attention_backward", _e(ATTN_BWD, bshd=True, **_ATTN))
+
+# ---- gathers, pooling, losses -----------------------------------------------------------------------------------
+_put("embedding index_select gather index take take_along_dim _embedding_bag embedding_bag", _e(GATHER))
+_put("scatter scatter_add scatter_reduce index_add index_reduce _index_put_impl", _e(EWISE, 1))
+_put("max_pool1d max_pool2d_with_indices max_pool2d", _e(POOL, 1, spatial=2, kernel=1))
+_put("max_pool3d_with_indices", _e(POOL, 1, spatial=3, kernel=1))
+_put("avg_pool2d", _e(POOL, 1, spatial=2, kernel=1))
+_put("avg_pool3d", _e(POOL, 1, spatial=3, kernel=1))
+_put("avg_pool2d_backward", _e(POOL, 1, noread=(1,), spatial=2, kernel=2))
+_put("avg_pool3d_backward", _e(POOL, 1, noread=(1,), spatial=3, kernel=2))
+_put("nll_loss_forward nll_loss2d_forward", _e(NLL, target=1, per_target=1))
+_put("nll_loss_backward nll_loss2d_backward", _e(NLL, noread=(1,), target=2, per_target=2))
+
+# ---- optimizers: per element of the parameter list ---------------------------------------------------------------
+_put("_foreach_add _foreach_sub _foreach_mul _foreach_div _foreach_neg _foreach_abs _foreach_maximum "
+     "_foreach_minimum _foreach_clamp_min _foreach_clamp_max _foreach_reciprocal _foreach_sign "
+     "_foreach_sum", _e(FOREACH, 1))
+_put("_foreach_addcmul _foreach_addcdiv _foreach_lerp", _e(FOREACH, 3))
+_put("_foreach_sqrt _foreach_exp _foreach_log _foreach_pow _foreach_rsqrt", _e(FOREACH, 0, 1))
+_put("_foreach_norm", _e(FOREACH, 2))
+_put("_foreach_copy", _e(FOREACH, 0, noread=(0,)))
+_put("_foreach_zero", _e(FOREACH, 0, noread=ALL_ARGS))
+_put("_fused_adam _fused_adamw", _e(FOREACH, 13, 1, writes=("self", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs")))
+_put("_fused_sgd", _e(FOREACH, 3, writes=("self", "momentum_buffer_list")))
+_put("_fused_adagrad", _e(FOREACH, 6, 1, writes=("self", "state_sums")))
+_put("_amp_foreach_non_finite_check_and_unscale", _e(FOREACH, 2))
+_put("_amp_update_scale", _e(EWISE, 4))
+
+
+def lookup(qualified: str, overload: str = "") -> Entry | None:
+    """Entry for an operator name: ``"aten::add"`` / ``"add"`` (with optional ``overload``), in-place (``add_``) and
+    ``out=`` variants resolving to the functional op's entry. ``None`` when no formula is known."""
+    ns, _, name = qualified.rpartition("::")
+    ns = ns or "aten"
+    candidates = []
+    if ns == "aten":
+        if overload:
+            candidates.append(f"{name}.{overload}")
+        candidates.append(name)
+        if name.endswith("_") and not name.endswith("__"):
+            candidates.append(name[:-1])
+    else:
+        key = f"{ns}::{name}"
+        if overload:
+            candidates.append(f"{key}.{overload}")
+        candidates.append(key)
+    for c in candidates:
+        e = TABLE.get(c)
+        if e is not None:
+            return e
+    return None
+
+
+# Argument names of ops whose formula needs them, for resolving an op without torch (roofline.cost). With torch
+# installed the real schema is used instead.
+SCHEMAS: dict[str, tuple[str, ...]] = {
+    "convolution": ("input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding",
+                    "groups"),
+    "_scaled_dot_product_flash_attention": ("query", "key", "value", "dropout_p", "is_causal",
+                                            "return_debug_mask", "scale"),
+    "_scaled_dot_product_efficient_attention": ("query", "key", "value", "attn_bias", "compute_log_sumexp",
+                                                "dropout_p", "is_causal", "scale"),
+    "_scaled_dot_product_cudnn_attention": ("query", "key", "value", "attn_bias", "compute_log_sumexp",
+                                            "dropout_p", "is_causal", "return_debug_mask", "scale"),
+    "_scaled_dot_product_flash_attention_for_cpu": ("query", "key", "value", "dropout_p", "is_causal",
+                                                    "attn_mask", "scale"),
+    "_scaled_dot_product_flash_attention_for_cpu_backward": ("grad_out", "query", "key", "value", "out",
+                                                             "logsumexp", "dropout_p", "is_causal", "attn_mask",
+                                                             "scale"),
+    "_scaled_dot_product_flash_attention_backward": ("grad_out", "query", "key", "value", "out", "logsumexp",
+                                                     "cum_seq_q", "cum_seq_k", "max_q", "max_k", "dropout_p",
+                                                     "is_causal", "philox_seed", "philox_offset", "scale"),
+    "_flash_attention_forward": ("query", "key", "value", "cum_seq_q", "cum_seq_k", "max_q", "max_k",
+                                 "dropout_p", "is_causal", "return_debug_mask", "scale"),
+    "_efficient_attention_forward": ("query", "key", "value", "bias", "cu_seqlens_q", "cu_seqlens_k",
+                                     "max_seqlen_q", "max_seqlen_k", "dropout_p", "custom_mask_type",
+                                     "compute_log_sumexp", "scale"),
+}
+
+ALL_BITS = (1 << 64) - 1
+OPF_FCM = 1
+ATTN_BSHD, ATTN_MASKTYPE, ATTN_FCM, ATTN_FCM_BSHD = 1 << 16, 1 << 17, 1 << 18, 1 << 19
+
+
+class FormulaError(ValueError):
+    """An op's formula cannot be compiled for its schema (e.g. a named argument is missing)."""
+
+
+def compile_entry(entry: Entry, packet: str, argnames, written=()) -> dict:
+    """Turn an :class:`Entry` into the keyword arguments of ``Recorder.add_op`` for an op whose arguments (positional
+    then keyword-only, in schema order) are ``argnames`` and whose schema marks ``written`` as mutated."""
+    argnames = list(argnames)
+
+    def pos(name, required=True):
+        if isinstance(name, int):
+            return name
+        if name in argnames:
+            return argnames.index(name)
+        if required:
+            raise FormulaError(f"{packet}: its formula needs an argument named {name!r}; the schema has {argnames}")
+        return -1
+
+    kind, p1, p2 = entry.kind, entry.flops, entry.special
+    noread = 0
+    if entry.noread == ALL_ARGS:
+        noread = ALL_BITS
+    else:
+        for n in entry.noread:
+            i = pos(n)
+            if 0 <= i < 64:
+                noread |= 1 << i
+    write = 0
+    wnames = [w for w in written if not w.startswith("out")] if entry.writes is None else list(entry.writes)
+    for n in wnames:
+        i = pos(n, required=False)
+        if 0 <= i < 64:
+            write |= 1 << i
+    for n in written:
+        if n.startswith("out"):  # out= variants: the destination is written, never read
+            i = pos(n, required=False)
+            if 0 <= i < 64:
+                write |= 1 << i
+                noread |= 1 << i
+    flags = OPF_FCM if packet in FLOP_COUNTER_OPS else 0
+    prm = entry.params
+    if kind == CONV:
+        t = prm.get("transposed")
+        p1 = -2 if t is True else (pos(t, required=False) if isinstance(t, str) else -1)
+        p2 = pos(prm["groups"], required=False) if "groups" in prm else -1
+    elif kind in (ATTN, ATTN_BWD):
+        q = pos(prm["query"])
+        causal, masktype = 0xFF, 0
+        for i, name in enumerate(prm["causal"]):
+            c = pos(name, required=False)
+            if c >= 0:
+                causal, masktype = c, (ATTN_MASKTYPE if name == "custom_mask_type" else 0)
+                break
+        p1 = q | (causal << 8) | masktype
+        if prm.get("bshd"):
+            p1 |= ATTN_BSHD
+        if packet in FLOP_COUNTER_OPS:
+            p1 |= ATTN_FCM
+            if prm.get("fcm_bshd"):
+                p1 |= ATTN_FCM_BSHD
+        p2 = 0
+    elif kind == POOL:
+        p2 = prm["spatial"] | (pos(prm["kernel"]) << 8)
+    elif kind == NLL:
+        p1, p2 = pos(prm["target"]), prm["per_target"]
+    return dict(kind=kind, p1=p1, p2=p2, noread_mask=noread, write_mask=write, flags=flags)

@@ -1,0 +1,354 @@
+"""The PyTorch side: a dispatch mode that records the cost of every aten op into the C recorder.
+
+Imported only when torch is used (``roofline.measure``, ``roofline.register`` on a torch op), never by
+``import roofline``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.module_tracker import ModuleTracker
+
+from roofline import _core, _registry
+from roofline._records import BACKWARD, DTYPE_CODES, FORWARD, OPTIMIZER
+
+_CIA = torch._C.DispatchKey.CompositeImplicitAutograd
+_graph_task_id = torch._C._current_graph_task_id
+
+# Ops that only query metadata. FlopCounterMode declines them (they reach a mode only for tensor subclasses), and so
+# do we, so that both see the same op stream.
+_DECLINE = frozenset(
+    op for op in (
+        getattr(torch.ops.aten, "sym_is_contiguous", None),
+        torch.ops.aten.is_contiguous,
+        torch.ops.aten.is_strides_like_format,
+        torch.ops.aten.is_non_overlapping_and_dense,
+        torch.ops.aten.size,
+        torch.ops.aten.sym_size,
+        torch.ops.aten.stride,
+        torch.ops.aten.sym_stride,
+        torch.ops.aten.storage_offset,
+        torch.ops.aten.sym_storage_offset,
+        torch.ops.aten.numel,
+        torch.ops.aten.sym_numel,
+        torch.ops.aten.dim,
+        torch.ops.prim.layout,
+    ) if op is not None
+)
+_DECLINE = frozenset(ov for packet in _DECLINE for ov in (getattr(packet, n) for n in packet.overloads()))
+
+_TORCH_DTYPES = {getattr(torch, name): code for name, code in DTYPE_CODES.items() if hasattr(torch, name)}
+
+# User formulas: qualified name ("aten::foo" / "mylib::op", optionally ".overload") -> Entry or callable.
+_USER: dict[str, object] = {}
+
+
+@dataclass
+class OpInfo:
+    """One distinct operator (overload) seen in a run."""
+
+    name: str            # "aten.mm.default"
+    packet: str          # "aten.mm"
+    kind: str            # cost kind name, "python" for a user formula, "unknown" without a formula
+    packet_obj: object = None  # the OpOverloadPacket, the key FlopCounterMode uses
+
+
+def _qualified(func) -> tuple[str, str]:
+    return func._schema.name, func._overloadname
+
+
+def _packet_name(func) -> str:
+    ns, name = func._schema.name.split("::", 1)
+    return f"{ns}.{name}"
+
+
+def _user_formula(func):
+    if not _USER:
+        return None
+    q, ov = _qualified(func)
+    for key in (f"{q}.{ov}", q):
+        if key in _USER:
+            return _USER[key]
+    return None
+
+
+def _has_composite_kernel(func) -> bool:
+    if _CIA in func.py_kernels:
+        return True
+    return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _CIA)
+
+
+class _Tracker(ModuleTracker):
+    """torch's ModuleTracker (the one FlopCounterMode uses, so module attribution matches it exactly), with a dirty
+    flag set whenever the set of current modules changes, so the per-op path only re-interns it when needed."""
+
+    class _Parents(set):
+        __slots__ = ("owner",)
+
+        def add(self, x):
+            set.add(self, x)
+            self.owner._dirty = True
+
+        def remove(self, x):
+            set.remove(self, x)
+            self.owner._dirty = True
+
+        def discard(self, x):
+            set.discard(self, x)
+            self.owner._dirty = True
+
+    @property
+    def parents(self):
+        return self._parents
+
+    @parents.setter
+    def parents(self, value):
+        p = _Tracker._Parents(value)
+        p.owner = self
+        self._parents = p
+        self._dirty = True
+
+
+class _Mode(TorchDispatchMode):
+    """Records one row per op call. Per call: a dict lookup for the op's resolved formula, the op itself, and one C
+    call that describes the arguments, evaluates the formula and appends the record."""
+
+    def __init__(self, session):
+        super().__init__()
+        self.s = session
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        s = self.s
+        idx = s.op_index.get(func)
+        if idx is None:
+            idx = s.resolve(func)
+        if idx.__class__ is int:
+            out = func(*args, **kwargs) if kwargs else func(*args)
+            if s.tracker._dirty:
+                s.refresh_module()
+            phase = s.phase
+            if phase is None:
+                phase = BACKWARD if _graph_task_id() != -1 else FORWARD
+            s.recorder.record(idx, s.module_id, phase, args, kwargs, out)
+            return out
+        return s.slow_path(self, idx, func, types, args, kwargs or {})
+
+
+_DECOMPOSE, _DECLINED = "decompose", "decline"
+
+
+class Session:
+    """State of one ``measure`` block: the recorder, op table, module sets, phase, hooks."""
+
+    def __init__(self, model=None):
+        self.model = model
+        self.recorder = _core.Recorder(torch.Tensor, _TORCH_DTYPES)
+        self.op_index: dict = {}      # OpOverload -> recorder op index (int) or a slow-path marker
+        self.ops: list[OpInfo] = []   # by recorder op index
+        self.module_sets: list[tuple[str, ...]] = []
+        self._module_ids: dict = {}
+        self.module_id = 0
+        self.phase = None             # OPTIMIZER inside optimizer.step, else None (forward/backward by autograd)
+        self.tracker = _Tracker()
+        self.mode = _Mode(self)
+        self._handles = []
+        self.python_formulas: dict[int, object] = {}
+        self.wall_time = None
+        self._entered = False
+
+    # ---- per-op resolution (once per OpOverload) -------------------------------------------------------------
+    def resolve(self, func, allow_decompose=True):
+        if func in _DECLINE:
+            self.op_index[func] = _DECLINED
+            return _DECLINED
+        user = _user_formula(func)
+        if (allow_decompose and user is None and func is not torch.ops.prim.device.default
+                and _has_composite_kernel(func)):
+            # Same rule as FlopCounterMode: an op with a CompositeImplicitAutograd kernel is decomposed and its
+            # parts are counted.
+            self.op_index[func] = _DECOMPOSE
+            return _DECOMPOSE
+        q, ov = _qualified(func)
+        packet = q.split("::", 1)[1] if q.startswith("aten::") else q
+        args = func._schema.arguments
+        names = [a.name for a in args]
+        written = [a.name for a in args if a.alias_info is not None and a.alias_info.is_write]
+        kwnames = tuple(a.name for a in args if a.kwarg_only)
+        info = OpInfo(name=str(func), packet=_packet_name(func), kind="unknown", packet_obj=func._overloadpacket)
+        if callable(user) and not isinstance(user, _registry.Entry):
+            info.kind = "python"
+            idx = self.recorder.add_op(_core.K_ZERO)
+            self.python_formulas[idx] = user
+            self.ops.append(info)
+            self.op_index[func] = ("python", idx, user)
+            return self.op_index[func]
+        entry = user if isinstance(user, _registry.Entry) else _registry.lookup(q, ov)
+        if entry is None:
+            spec = dict(kind=_core.K_COPY)  # unknown: compulsory bytes are still counted; FLOPs are not
+        else:
+            inplace_base = packet[:-1] if packet.endswith("_") and not packet.endswith("__") else packet
+            try:
+                spec = _registry.compile_entry(entry, inplace_base, names, written)
+            except _registry.FormulaError as e:
+                warnings.warn(f"roofline: {e}; the op is listed in unknown_ops", stacklevel=3)
+                spec, entry = dict(kind=_core.K_COPY), None
+            else:
+                info.kind = _registry.KIND_NAMES[entry.kind]
+        spec["kwnames"] = kwnames or None
+        idx = self.recorder.add_op(**spec)
+        self.ops.append(info)
+        self.op_index[func] = idx
+        return idx
+
+    def slow_path(self, mode, marker, func, types, args, kwargs):
+        if marker is _DECLINED:
+            return NotImplemented
+        if marker is _DECOMPOSE:
+            with mode:
+                r = func.decompose(*args, **kwargs)
+            if r is not NotImplemented:
+                return r
+            # no decomposition after all: count it as an op of its own from now on
+            self.resolve(func, allow_decompose=False)
+            return mode.__torch_dispatch__(func, types, args, kwargs)
+        _, idx, formula = marker
+        out = func(*args, **kwargs)
+        if self.tracker._dirty:
+            self.refresh_module()
+        phase = self.phase if self.phase is not None else (BACKWARD if _graph_task_id() != -1 else FORWARD)
+        self._record_python(idx, formula, phase, args, kwargs, out)
+        return out
+
+    def _record_python(self, idx, formula, phase, args, kwargs, out):
+        from roofline._spec import Cost
+
+        res = formula(*args, out=out, **kwargs)
+        if isinstance(res, Cost):
+            vals = (res.matrix_flops, res.vector_flops, res.special_ops, res.bytes_read, res.bytes_written)
+        elif isinstance(res, dict):
+            unknown = set(res) - {"matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written"}
+            if unknown:
+                raise ValueError(f"roofline formula for {self.ops[idx].name} returned unknown keys {sorted(unknown)}")
+            vals = tuple(int(res.get(k, 0)) for k in (
+                "matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written"))
+        else:
+            raise TypeError(f"roofline formula for {self.ops[idx].name} must return a dict or roofline.Cost, "
+                            f"got {type(res).__name__}")
+        if any(v < 0 for v in vals):
+            raise ValueError(f"roofline formula for {self.ops[idx].name} returned a negative count: {vals}")
+        t = next((a for a in args if isinstance(a, torch.Tensor)), out if isinstance(out, torch.Tensor) else None)
+        dt = _TORCH_DTYPES.get(t.dtype, 0) if t is not None else 0
+        self.recorder.append(idx, self.module_id, phase, dt, *vals, 0)
+
+    # ---- modules and phases -------------------------------------------------------------------------------------
+    def refresh_module(self):
+        key = frozenset(self.tracker.parents)
+        mid = self._module_ids.get(key)
+        if mid is None:
+            mid = self._module_ids[key] = len(self.module_sets)
+            self.module_sets.append(tuple(sorted(key)))
+        self.module_id = mid
+        self.tracker._dirty = False
+
+    def _opt_pre(self, optimizer, args, kwargs):
+        self.phase = OPTIMIZER
+
+    def _opt_post(self, optimizer, args, kwargs):
+        self.phase = None
+
+    # ---- enter / exit ---------------------------------------------------------------------------------------------
+    def enter(self):
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        self.tracker.__enter__()
+        try:
+            if self.model is not None:
+                self.tracker._get_mod_name(self.model)  # name the model's modules from its root
+            self._handles.append(register_optimizer_step_pre_hook(self._opt_pre))
+            self._handles.append(register_optimizer_step_post_hook(self._opt_post))
+            self.refresh_module()
+            _sync_all()
+            self._t0 = time.perf_counter()
+            self.mode.__enter__()
+        except BaseException:
+            self._release()
+            raise
+        self._entered = True
+
+    def exit(self, exc_type, exc, tb):
+        try:
+            if self._entered:
+                self.mode.__exit__(exc_type, exc, tb)
+                self._entered = False
+            if exc_type is None:
+                _sync_all()
+            self.wall_time = time.perf_counter() - self._t0
+        finally:
+            self._release()
+
+    def _release(self):
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self.tracker.__exit__()
+        self.phase = None
+
+
+def _sync_all():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def register(op, formula=None, *, kind=None, flops=0, special=0):
+    """Teach roofline the cost of an op that has no built-in formula (your custom ops, or an override).
+
+    ``op``: an ``OpOverloadPacket`` / ``OpOverload`` (``torch.ops.mylib.op``) or a name (``"mylib::op"``,
+    ``"mylib::op.overload"``). Either pass ``formula``, a callable ``formula(*args, out=..., **kwargs)`` returning
+    :class:`roofline.Cost` or a dict with any of ``matrix_flops``, ``vector_flops``, ``special_ops``,
+    ``bytes_read``, ``bytes_written`` (called once per op call, in Python); or pass ``kind`` (a built-in formula,
+    e.g. ``"ewise"`` with ``flops`` per element of the result, ``"copy"``, ``"mm"``), which runs in C.
+    Registering an op twice raises ``ValueError``; call :func:`unregister` first to replace a formula.
+    """
+    key = _op_key(op)
+    if key in _USER:
+        raise ValueError(f"a formula for {key} is already registered; call roofline.unregister({key!r}) first")
+    if (formula is None) == (kind is None):
+        raise TypeError("register: pass exactly one of formula= (a callable) or kind= (a built-in formula name)")
+    if formula is not None:
+        if not callable(formula):
+            raise TypeError(f"register: formula must be callable, got {type(formula).__name__}")
+        _USER[key] = formula
+    else:
+        if kind not in _registry.KINDS_BY_NAME:
+            raise ValueError(f"register: unknown kind {kind!r}; choose from {sorted(_registry.KINDS_BY_NAME)}")
+        if int(flops) < 0 or int(special) < 0:
+            raise ValueError("register: flops and special must be >= 0")
+        _USER[key] = _registry.Entry(_registry.KINDS_BY_NAME[kind], int(flops), int(special))
+
+
+def unregister(op) -> None:
+    """Remove a formula added with :func:`register` (KeyError if there is none)."""
+    key = _op_key(op)
+    if key not in _USER:
+        raise KeyError(f"no formula registered for {key}")
+    del _USER[key]
+
+
+def _op_key(op) -> str:
+    if isinstance(op, torch._ops.OpOverload):
+        return f"{op._schema.name}.{op._overloadname}"
+    if isinstance(op, torch._ops.OpOverloadPacket):
+        return op._qualified_op_name
+    if isinstance(op, str):
+        s = op
+        if "::" not in s:
+            if s.startswith("aten."):
+                s = s[len("aten."):]
+            s = "aten::" + s
+        return s
+    raise TypeError(f"register: op must be a torch op or its name, got {type(op).__name__}")
