@@ -86,7 +86,7 @@ _put("view _unsafe_view _reshape_alias reshape t transpose permute expand expand
      "view_as_real view_as_complex _conj _neg_view lift_fresh movedim numpy_T mT mH adjoint unsafe_split "
      "unsafe_chunk tensor_split hsplit vsplit _nested_view_from_buffer "
      "empty empty_like empty_strided new_empty new_empty_strided resize_ set_ "
-     "_record_function_enter _record_function_enter_new _record_function_exit "
+     "profiler::_record_function_enter profiler::_record_function_enter_new profiler::_record_function_exit "
      "sym_size sym_stride sym_numel sym_storage_offset is_same_size _has_compatible_shallow_copy_type "
      "record_stream _assert_async _assert_scalar _functional_assert_async sym_constrain_range_for_size "
      "_version prim::device prim::layout", _e(ZERO))

@@ -132,12 +132,21 @@ class Report:
         return out
 
     # ---- roll-ups -------------------------------------------------------------------------------------------------
-    def by_op(self) -> dict[str, dict]:
+    def _rows(self, phase):
+        if phase is None:
+            return self.records
+        if phase not in PHASES:
+            raise ValueError(f"phase must be one of {PHASES} or None, got {phase!r}")
+        return self.records[self.records["phase"] == PHASES.index(phase)]
+
+    def by_op(self, phase: str | None = None) -> dict[str, dict]:
         """Totals per operator overload, most FLOPs first: ``{name: {calls, flops, matrix_flops, vector_flops,
-        special_ops, bytes_read, bytes_written, bytes, intensity}}``."""
+        special_ops, bytes_read, bytes_written, bytes, intensity}}``. ``phase``: "forward", "backward", "optimizer"
+        or None (all)."""
+        rows = self._rows(phase)
         out = {}
-        for i in np.unique(self.records["op"]).tolist():
-            out[self._ops[i].name] = _totals(self.records[self.records["op"] == i])
+        for i in np.unique(rows["op"]).tolist():
+            out[self._ops[i].name] = _totals(rows[rows["op"] == i])
         return dict(sorted(out.items(), key=lambda kv: (-kv[1]["flops"], -kv[1]["bytes"], kv[0])))
 
     def _module_members(self) -> dict[str, list[int]]:
@@ -147,16 +156,19 @@ class Report:
                 members.setdefault(n, []).append(mid)
         return members
 
-    def by_module(self, depth: int | None = None) -> dict[str, dict]:
+    def by_module(self, depth: int | None = None, phase: str | None = None) -> dict[str, dict]:
         """Totals per module, each including everything that ran inside it (forward and, attributed the way
         FlopCounterMode does, backward). ``depth`` keeps modules at most that many levels deep (the root is 1).
-        "Global" is the whole run."""
+        "Global" is the whole run. ``phase`` restricts to one phase."""
+        rows = self._rows(phase)
         out = {}
-        mods = self.records["module"]
+        mods = rows["module"]
         for name, mids in sorted(self._module_members().items()):
             if depth is not None and name != "Global" and name.count(".") + 1 > depth:
                 continue
-            out[name] = _totals(self.records[np.isin(mods, mids)])
+            sel = rows[np.isin(mods, mids)]
+            if len(sel):
+                out[name] = _totals(sel)
         return out
 
     def by_phase(self) -> dict[str, dict]:
