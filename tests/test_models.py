@@ -72,9 +72,14 @@ def test_meta_device_counts_equal_cpu(name, runs):
 
     cpu, meta = runs(name, "cpu", SDPBackend.MATH), runs(name, "meta", SDPBackend.MATH)
     assert meta.flop_counter_compatible()["Global"] == cpu.flop_counter_compatible()["Global"]
-    assert meta.by_module(phase="forward") == cpu.by_module(phase="forward")
+    assert _counts(meta.by_module(phase="forward")) == _counts(cpu.by_module(phase="forward"))
     for phase in ("forward", "backward", "optimizer"):
         assert _costly(meta.by_op(phase)) == _costly(cpu.by_op(phase)), phase
+
+
+def _counts(rollup):
+    """Roll-up rows without the call counts (zero-cost calls such as lift_fresh differ between devices)."""
+    return {k: {f: v for f, v in row.items() if f != "calls"} for k, row in rollup.items()}
 
 
 def _costly(by_op):
