@@ -1,0 +1,94 @@
+"""Counting overhead of roofline.measure beside torch's FlopCounterMode, measured side by side in one run.
+
+For each workload: the bare wall time, the time under FlopCounterMode and the time under roofline.measure
+(medians of repeated runs after a warm-up), and the ratio (roofline - bare) / (FlopCounterMode - bare): below 1.0
+roofline adds less time than FlopCounterMode while also counting bytes and vector FLOPs.
+
+    python bench/overhead.py [--repeats N]
+"""
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+import roofline
+
+
+def resnet50_meta_forward():
+    import torchvision
+
+    with torch.device("meta"):
+        model = torchvision.models.resnet50()
+        x = torch.randn(8, 3, 224, 224)
+
+    def run():
+        with torch.no_grad():
+            model(x)
+
+    return model, run
+
+
+def gpt2_cpu_forward_backward():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config())
+    ids = torch.randint(0, 50257, (1, 128))
+
+    def run():
+        model(ids, labels=ids).loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    return model, run
+
+
+def timed(fn, repeats, wrap=None):
+    times = []
+    for i in range(repeats + 1):
+        t0 = time.perf_counter()
+        if wrap is None:
+            fn()
+        else:
+            with wrap():
+                fn()
+        if i:  # first run is a warm-up
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args(argv)
+    rows = []
+    for name, build in (("ResNet-50 forward, meta, batch 8", resnet50_meta_forward),
+                        ("GPT-2 fwd+bwd, CPU, seq 128", gpt2_cpu_forward_backward)):
+        model, run = build()
+        n_ops = None
+        with roofline.measure(model) as r:
+            run()
+        n_ops = len(r.records)
+        # interleave the three variants so drifts in machine load hit all of them alike
+        bare, fcm, rl = [], [], []
+        for _ in range(args.repeats):
+            bare.append(timed(run, 1))
+            fcm.append(timed(run, 1, lambda: FlopCounterMode(display=False)))
+            rl.append(timed(run, 1, lambda: roofline.measure(model)))
+        b, f, m = statistics.median(bare), statistics.median(fcm), statistics.median(rl)
+        ratio = (m - b) / (f - b) if f > b else float("nan")
+        rows.append((name, n_ops, b, f, m, ratio))
+    print(f"{'workload':<34} {'ops':>6} {'bare ms':>9} {'FCM ms':>9} {'roofline ms':>12} "
+          f"{'FCM us/op':>10} {'roofline us/op':>15} {'ratio':>6}")
+    for name, n, b, f, m, ratio in rows:
+        print(f"{name:<34} {n:>6} {b * 1e3:>9.1f} {f * 1e3:>9.1f} {m * 1e3:>12.1f} "
+              f"{(f - b) / n * 1e6:>10.1f} {(m - b) / n * 1e6:>15.1f} {ratio:>6.2f}")
+    print("ratio = (roofline - bare) / (FlopCounterMode - bare); roofline also counts bytes and vector FLOPs.")
+    return 0 if all(r[-1] <= 1.0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
