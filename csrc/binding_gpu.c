@@ -151,14 +151,17 @@ static PyObject *rl_load_impl(PyObject *module, PyObject *paths, rl_loader load,
     return PyUnicode_DecodeFSDefault(loaded_path());
 }
 
+/* gpu_load_driver(paths) -> str. */
 static PyObject *rl_gpu_load_driver_py(PyObject *module, PyObject *paths) {
     return rl_load_impl(module, paths, rl_gpu_load_driver, rl_gpu_driver_path);
 }
 
+/* gpu_load_nvrtc(paths) -> str. */
 static PyObject *rl_gpu_load_nvrtc_py(PyObject *module, PyObject *paths) {
     return rl_load_impl(module, paths, rl_gpu_load_nvrtc, rl_gpu_nvrtc_path);
 }
 
+/* gpu_loaded() -> {'driver': str | None, 'nvrtc': str | None}; never loads anything. */
 static PyObject *rl_gpu_loaded_py(PyObject *module, PyObject *unused) {
     const char *driver = rl_gpu_driver_path();
     const char *nvrtc = rl_gpu_nvrtc_path();
@@ -169,6 +172,7 @@ static PyObject *rl_gpu_loaded_py(PyObject *module, PyObject *unused) {
 
 /* ---- devices ------------------------------------------------------------------------------------------ */
 
+/* gpu_driver_version() -> int (1000 * major + 10 * minor). */
 static PyObject *rl_gpu_driver_version_py(PyObject *module, PyObject *unused) {
     int version = 0;
     rl_gpu_error err;
@@ -179,6 +183,7 @@ static PyObject *rl_gpu_driver_version_py(PyObject *module, PyObject *unused) {
     return PyLong_FromLong(version);
 }
 
+/* gpu_device_count() -> int. */
 static PyObject *rl_gpu_device_count_py(PyObject *module, PyObject *unused) {
     int count = 0;
     rl_gpu_error err;
@@ -220,6 +225,7 @@ static PyObject *rl_device_props_impl(PyObject *module, int index) {
     return d;
 }
 
+/* gpu_device_props(index) -> dict. */
 static PyObject *rl_gpu_device_props_py(PyObject *module, PyObject *arg) {
     int index = rl_as_int(arg);
     if (index == -1 && PyErr_Occurred()) {
@@ -228,6 +234,7 @@ static PyObject *rl_gpu_device_props_py(PyObject *module, PyObject *arg) {
     return rl_device_props_impl(module, index);
 }
 
+/* gpu_mem_info(index) -> (free_bytes, total_bytes); creates the primary context on first use. */
 static PyObject *rl_gpu_mem_info_py(PyObject *module, PyObject *arg) {
     size_t free_bytes = 0, total_bytes = 0;
     rl_gpu_error err;
@@ -247,6 +254,7 @@ static PyObject *rl_gpu_mem_info_py(PyObject *module, PyObject *arg) {
 
 /* ---- NVRTC -------------------------------------------------------------------------------------------- */
 
+/* gpu_nvrtc_version() -> (major, minor). */
 static PyObject *rl_gpu_nvrtc_version_py(PyObject *module, PyObject *unused) {
     int major = 0, minor = 0;
     rl_gpu_error err;
@@ -257,6 +265,7 @@ static PyObject *rl_gpu_nvrtc_version_py(PyObject *module, PyObject *unused) {
     return Py_BuildValue("(ii)", major, minor);
 }
 
+/* gpu_nvrtc_archs() -> list[int], at most 128 entries. */
 static PyObject *rl_gpu_nvrtc_archs_py(PyObject *module, PyObject *unused) {
     int archs[128];
     size_t n = 0, i;
@@ -305,6 +314,7 @@ static PyObject *rl_compile_impl(PyObject *module, const char *source, const cha
     return result;
 }
 
+/* gpu_compile(source, name, options) -> (bytes, str). */
 static PyObject *rl_gpu_compile_py(PyObject *module, PyObject *args) {
     const char *source, *name;
     PyObject *options_seq, *keep, *result;
@@ -398,6 +408,7 @@ static PyObject *rl_bench_impl(PyObject *module, rl_gpu_bench_spec *spec, PyObje
                          readback != NULL ? readback : Py_None);
 }
 
+/* gpu_bench(...) -> dict: parse buffers, arguments and the read-back range into a spec, then rl_bench_impl. */
 static PyObject *rl_gpu_bench_py(PyObject *module, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"device",  "cubin", "kernel", "grid",     "block",
                                "shared",  "buffers", "args", "warmup",   "reps",

@@ -245,6 +245,13 @@ static rl_gpu_status rl_open_library(const char *what, const char *const *paths,
             break;
         }
         why = dlerror();
+        if (why != NULL) {
+            /* glibc's message starts with the path again: "<path>: cannot open shared object file: ..." */
+            size_t len = strlen(paths[i]);
+            if (strncmp(why, paths[i], len) == 0 && why[len] == ':' && why[len + 1] == ' ') {
+                why += len + 2;
+            }
+        }
         if (used < sizeof tried) {
             int w = snprintf(tried + used, sizeof tried - used, "%s%s (%s)", used > 0 ? "; " : "", paths[i],
                              why != NULL ? why : "not found");
@@ -276,6 +283,7 @@ static rl_gpu_status rl_open_library(const char *what, const char *const *paths,
     return RL_GPU_OK;
 }
 
+/* See gpu.h. cuInit runs on every call, so a GPU that became unusable is reported. */
 rl_gpu_status rl_gpu_load_driver(const char *const *paths, size_t n, rl_gpu_error *err) {
     rl_gpu_status st = RL_GPU_OK;
     rl_cu_result rc;
@@ -303,6 +311,7 @@ rl_gpu_status rl_gpu_load_driver(const char *const *paths, size_t n, rl_gpu_erro
     return st;
 }
 
+/* See gpu.h. */
 rl_gpu_status rl_gpu_load_nvrtc(const char *const *paths, size_t n, rl_gpu_error *err) {
     rl_gpu_status st = RL_GPU_OK;
 
@@ -319,8 +328,10 @@ rl_gpu_status rl_gpu_load_nvrtc(const char *const *paths, size_t n, rl_gpu_error
     return st;
 }
 
+/* See gpu.h: the stored path, or NULL before a successful load. */
 const char *rl_gpu_driver_path(void) { return rl_cu_loaded ? rl_cu_path : NULL; }
 
+/* See gpu.h. */
 const char *rl_gpu_nvrtc_path(void) { return rl_nvrtc_loaded ? rl_nvrtc_path : NULL; }
 
 /* RL_GPU_OK when the driver table is usable, else an RL_GPU_UNAVAILABLE error naming `call`. */
@@ -331,6 +342,7 @@ static rl_gpu_status rl_need_driver(const char *call, rl_gpu_error *err) {
     return rl_fail(err, RL_GPU_UNAVAILABLE, 0, call, "the CUDA driver library is not loaded (load it first)");
 }
 
+/* RL_GPU_OK when the NVRTC table is usable, else an RL_GPU_UNAVAILABLE error naming `call`. */
 static rl_gpu_status rl_need_nvrtc(const char *call, rl_gpu_error *err) {
     if (rl_nvrtc_loaded) {
         return RL_GPU_OK;
@@ -340,6 +352,7 @@ static rl_gpu_status rl_need_nvrtc(const char *call, rl_gpu_error *err) {
 
 /* ---- devices ------------------------------------------------------------------------------------------ */
 
+/* See gpu.h. */
 rl_gpu_status rl_gpu_driver_version(int *version, rl_gpu_error *err) {
     rl_cu_result rc;
     if (rl_need_driver("cuDriverGetVersion", err) != RL_GPU_OK) {
@@ -349,6 +362,7 @@ rl_gpu_status rl_gpu_driver_version(int *version, rl_gpu_error *err) {
     return rc == RL_CU_SUCCESS ? RL_GPU_OK : rl_cu_fail(err, rc, "cuDriverGetVersion", "");
 }
 
+/* See gpu.h. */
 rl_gpu_status rl_gpu_device_count(int *count, rl_gpu_error *err) {
     rl_cu_result rc;
     if (rl_need_driver("cuDeviceGetCount", err) != RL_GPU_OK) {
@@ -383,6 +397,7 @@ static int rl_attribute(rl_cu_device dev, int attribute) {
     return value;
 }
 
+/* See gpu.h. Name and total memory must be readable; other attributes may be -1. */
 rl_gpu_status rl_gpu_device_props(int index, rl_gpu_props *props, rl_gpu_error *err) {
     rl_cu_device dev;
     rl_cu_result rc;
@@ -458,11 +473,13 @@ static rl_gpu_status rl_push_context(int index, rl_cu_device *dev_out, rl_gpu_er
     return rc == RL_CU_SUCCESS ? RL_GPU_OK : rl_cu_fail(err, rc, "cuCtxPushCurrent", "");
 }
 
+/* Undo rl_push_context(); a failure here leaves nothing to clean up, so it is ignored. */
 static void rl_pop_context(void) {
     rl_cu_context popped = NULL;
     (void)rl_cu.cuCtxPopCurrent(&popped);
 }
 
+/* See gpu.h. */
 rl_gpu_status rl_gpu_mem_info(int index, size_t *free_bytes, size_t *total_bytes, rl_gpu_error *err) {
     rl_cu_device dev;
     rl_cu_result rc;
@@ -481,6 +498,7 @@ rl_gpu_status rl_gpu_mem_info(int index, size_t *free_bytes, size_t *total_bytes
 
 /* ---- NVRTC -------------------------------------------------------------------------------------------- */
 
+/* See gpu.h. */
 rl_gpu_status rl_gpu_nvrtc_version(int *major, int *minor, rl_gpu_error *err) {
     rl_nvrtc_result rc;
     if (rl_need_nvrtc("nvrtcVersion", err) != RL_GPU_OK) {
@@ -490,6 +508,7 @@ rl_gpu_status rl_gpu_nvrtc_version(int *major, int *minor, rl_gpu_error *err) {
     return rc == 0 ? RL_GPU_OK : rl_nvrtc_fail(err, rc, "nvrtcVersion");
 }
 
+/* See gpu.h. */
 rl_gpu_status rl_gpu_nvrtc_archs(int *out, size_t cap, size_t *n, rl_gpu_error *err) {
     int count = 0;
     int *all;
@@ -527,6 +546,7 @@ rl_gpu_status rl_gpu_nvrtc_archs(int *out, size_t cap, size_t *n, rl_gpu_error *
     return RL_GPU_OK;
 }
 
+/* See gpu.h. */
 void rl_gpu_blob_free(rl_gpu_blob *blob) {
     if (blob != NULL) {
         free(blob->data);
@@ -554,6 +574,7 @@ static void rl_fetch_log(rl_nvrtc_program prog, rl_gpu_blob *log) {
     log->size = strlen(log->data);
 }
 
+/* See gpu.h. The program is destroyed on every path; the log is fetched before the result is checked. */
 rl_gpu_status rl_gpu_compile(const char *source, const char *name, const char *const *options, size_t n_options,
                              rl_gpu_blob *cubin, rl_gpu_blob *log, rl_gpu_error *err) {
     rl_nvrtc_program prog = NULL;
@@ -623,6 +644,8 @@ typedef union {
     double f64;
 } rl_arg_value;
 
+/* See gpu.h. Validates the spec before touching the device, then: push context, load module, size the grid,
+ * allocate and fill buffers, warm up, time `reps` launches with event pairs, read back, and release everything. */
 rl_gpu_status rl_gpu_bench(const rl_gpu_bench_spec *s, rl_gpu_bench_result *r, rl_gpu_error *err) {
     rl_gpu_status st;
     rl_cu_result rc;

@@ -165,7 +165,7 @@ def _ensure_driver() -> str:
             )
         else:
             hint = (
-                "measuring GPU ceilings needs the NVIDIA driver's libcuda.so.1, which ships with the driver (not "
+                "Measuring GPU ceilings needs the NVIDIA driver's libcuda.so.1, which ships with the driver (not "
                 "with the CUDA toolkit or any pip wheel): install the NVIDIA driver, or set ROOFLINE_LIBCUDA_PATH "
                 "to the libcuda.so.1 file"
             )

@@ -305,6 +305,7 @@ class _FakeDevice:
         self.launches = []
 
     def install(self, monkeypatch):
+        monkeypatch.delenv("ROOFLINE_GPU_WGMMA", raising=False)
         monkeypatch.setattr(_core, "gpu_loaded", lambda: {"driver": "fake", "nvrtc": "fake"})
         monkeypatch.setattr(_core, "gpu_device_count", lambda: 1)
         monkeypatch.setattr(_core, "gpu_driver_version", lambda: 13000)
