@@ -3,7 +3,7 @@
 # with PyTorch. Written for a machine with one NVIDIA GPU and no network (python3 with torch, numpy and pytest
 # installed); run it from anywhere: it works in the repository root.
 #
-#   OUT=/some/dir bench/gpu_check.sh
+#   OUT=/some/dir bench/gpu_check.sh        (default OUT: /tmp/roofline-gpu-check)
 #
 # Everything printed also goes to $OUT/gpu_check.log; the measured numbers go to $OUT/gpu_ceilings.json and a
 # one-line-per-step summary to $OUT/summary.txt. Every step runs under `timeout` inside an overall budget
@@ -12,7 +12,7 @@
 set -u -o pipefail
 
 cd "$(dirname "$0")/.." || exit 1
-OUT="${OUT:-$PWD/gpu-check-out}"
+OUT="${OUT:-/tmp/roofline-gpu-check}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 BUDGET="${GPU_CHECK_BUDGET_S:-420}"

