@@ -780,7 +780,10 @@ def kernels(compute_capability: Optional[Sequence[int]] = None) -> List[Dict[str
 def _warm_up(ctx: _Context) -> None:
     """Keep the GPU busy for ``settings.warmup_s`` so its clocks leave idle before anything is timed."""
     bench = next(b for b in _REGISTRY if b.key == "vector/float32")
-    args = lambda iters: [("buffer", 0), ("i32", iters), ("f32", 0.999), ("f32", 0.001), ("f32", _NAN)]  # noqa: E731
+
+    def args(iters: int) -> list:
+        return [("buffer", 0), ("i32", iters), ("f32", 0.999), ("f32", 0.001), ("f32", _NAN)]
+
     probe = _launch(ctx, bench, [(256, 0)], args(256), block=256, warmup=1, reps=1)
     per_iter = max(_median_s(probe) / 256, 1e-9)
     iters = max(1, min((1 << 31) - 1, int(0.02 / per_iter)))
