@@ -172,6 +172,24 @@ def _ensure_driver() -> str:
         raise CudaUnavailableError(f"{exc}. {hint}.") from None
 
 
+def _preload_nvrtc_builtins(nvrtc_path: str) -> None:
+    """NVRTC dlopens libnvrtc-builtins by soname when it compiles. A wheel's lib directory is not on the loader's
+    search path (the nvidia-cuda-nvrtc 13.0 wheel's libnvrtc has no RPATH to its own directory), so load the
+    builtins beside the chosen libnvrtc first: the later dlopen by soname then finds them already loaded."""
+    import ctypes
+
+    directory = Path(nvrtc_path).parent
+    if not directory.is_dir():
+        return
+    for lib in sorted(directory.glob("libnvrtc-builtins.so*")):
+        if ".alt." in lib.name:
+            continue
+        try:
+            ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            pass
+
+
 def _ensure_nvrtc() -> str:
     """Load NVRTC (once) and return its path; raise CudaUnavailableError saying how to fix it."""
     loaded = _core.gpu_loaded()["nvrtc"]
@@ -184,7 +202,9 @@ def _ensure_nvrtc() -> str:
         except GpuError:
             driver_version = None
     try:
-        return _core.gpu_load_nvrtc(_nvrtc_candidates(driver_version))
+        path = _core.gpu_load_nvrtc(_nvrtc_candidates(driver_version))
+        _preload_nvrtc_builtins(path)
+        return path
     except CudaUnavailableError as exc:
         raise CudaUnavailableError(
             f"{exc}. Compiling the GPU benchmark kernels needs NVRTC (libnvrtc): `pip install nvidia-cuda-nvrtc` "
