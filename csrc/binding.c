@@ -38,6 +38,9 @@ static int core_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, rl_gpu_methods) < 0 || rl_gpu_exec(module) < 0) {
         return -1;
     }
+    if (PyModule_AddFunctions(module, rl_classify_methods) < 0 || rl_classify_exec(module) < 0) {
+        return -1;
+    }
     return 0;
 }
 
