@@ -12,13 +12,19 @@ from roofline._spec import Cost, TensorSpec, cost
 from roofline.report import Report
 
 __version__ = "0.1.0"
-__all__ = ["measure", "cost", "Cost", "TensorSpec", "Report", "register", "unregister", "__version__"]
+__all__ = ["measure", "cost", "Cost", "TensorSpec", "Report", "register", "unregister", "load", "__version__"]
 
 
 @contextlib.contextmanager
-def measure(model=None):
+def measure(model=None, *, timing="model", ceilings="measured"):
     """Count every aten op that runs inside the block: FLOPs (matrix and vector) and compulsory bytes, per op call,
     with the module that ran it and the phase (forward, backward, optimizer).
+
+    ``timing``: ``"model"`` (default) times the whole block, the device synchronised at entry and exit;
+    ``"op"`` also times every op (CPU monotonic clock; on CUDA an event pair per op, resolved once at exit);
+    ``None`` times nothing. ``ceilings``: what ops are judged against: ``"measured"`` (this machine's
+    microbenchmarks, cached), ``"datasheet"``, a device name from :mod:`roofline.devices` (``"H100 SXM"``), or a
+    :class:`roofline.ceilings.Ceilings`. Ceilings are resolved on first use of the report.
 
     ``model`` (optional) names the modules from its root, e.g. ``"ResNet.layer1.0.conv1"`` (the naming
     ``FlopCounterMode`` uses). Works on CPU and CUDA tensors, on the meta device and under ``FakeTensorMode``, under
@@ -31,7 +37,7 @@ def measure(model=None):
     """
     from roofline import _torch
 
-    session = _torch.Session(model)
+    session = _torch.Session(model, timing=timing)
     report = Report([], [], [])
     session.enter()
     try:
@@ -45,8 +51,23 @@ def measure(model=None):
 
     from roofline._records import RECORD_DTYPE
 
+    meta = {"timing": timing, "devices": sorted(session.devices), "version": __version__,
+            "ceilings_source": ceilings if ceilings in ("measured", "datasheet") else "datasheet"}
     report.__init__(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
-                    session.module_sets, wall_time=session.wall_time)
+                    session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
+                    overhead=_torch.instrumentation_overhead(timing) if timing is not None else None)
+
+
+def load(path) -> Report:
+    """Read a report written by :meth:`Report.to_json` (a path, or the JSON text itself)."""
+    import json
+    import os
+
+    text = path
+    if isinstance(path, os.PathLike) or (isinstance(path, str) and not path.lstrip().startswith("{")):
+        with open(path) as f:
+            text = f.read()
+    return Report.from_dict(json.loads(text))
 
 
 def register(op, formula=None, *, kind=None, flops=0, special=0):

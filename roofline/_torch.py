@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
-
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
 from roofline import _core, _registry
 from roofline._records import BACKWARD, DTYPE_CODES, FORWARD, OPTIMIZER
+from roofline.report import OpInfo
 
 _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 _graph_task_id = torch._C._current_graph_task_id
@@ -46,16 +45,6 @@ _TORCH_DTYPES = {getattr(torch, name): code for name, code in DTYPE_CODES.items(
 
 # User formulas: qualified name ("aten::foo" / "mylib::op", optionally ".overload") -> Entry or callable.
 _USER: dict[str, object] = {}
-
-
-@dataclass
-class OpInfo:
-    """One distinct operator (overload) seen in a run."""
-
-    name: str            # "aten.mm.default"
-    packet: str          # "aten.mm"
-    kind: str            # cost kind name, "python" for a user formula, "unknown" without a formula
-    packet_obj: object = None  # the OpOverloadPacket, the key FlopCounterMode uses
 
 
 def _qualified(func) -> tuple[str, str]:
@@ -126,7 +115,7 @@ class _Mode(TorchDispatchMode):
         s = self.s
         idx = s.op_index.get(func)
         if idx is None:
-            idx = s.resolve(func)
+            idx = s.resolve(func, args)
         if idx.__class__ is int:
             out = func(*args, **kwargs) if kwargs else func(*args)
             if s.tracker._dirty:
@@ -139,14 +128,66 @@ class _Mode(TorchDispatchMode):
         return s.slow_path(self, idx, func, types, args, kwargs or {})
 
 
+class _TimedMode(_Mode):
+    """_Mode that also times every op: CPU monotonic clock around the op; for ops on CUDA tensors, a CUDA event pair
+    on the current stream, resolved once at exit (no synchronisation per op)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        s = self.s
+        idx = s.op_index.get(func)
+        if idx is None:
+            idx = s.resolve(func, args)
+        if idx.__class__ is not int:
+            return s.slow_path(self, idx, func, types, args, kwargs or {})
+        cuda = s.cuda_possible and _on_cuda(args)
+        if cuda:
+            e0 = torch.cuda.Event(enable_timing=True)
+            e1 = torch.cuda.Event(enable_timing=True)
+            e0.record()
+            out = func(*args, **kwargs) if kwargs else func(*args)
+            e1.record()
+            s.events.append((len(s.recorder), e0, e1))
+            t0 = t1 = float("nan")
+        else:
+            t0 = _now()
+            out = func(*args, **kwargs) if kwargs else func(*args)
+            t1 = _now()
+        if s.tracker._dirty:
+            s.refresh_module()
+        phase = s.phase
+        if phase is None:
+            phase = BACKWARD if _graph_task_id() != -1 else FORWARD
+        s.recorder.record(idx, s.module_id, phase, args, kwargs, out, t0 - s.t_base, t1 - s.t_base)
+        return out
+
+
+_now = time.perf_counter
+
+
+def _on_cuda(args):
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return a.is_cuda
+        if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
+            return a[0].is_cuda
+    return False
+
+
 _DECOMPOSE, _DECLINED = "decompose", "decline"
 
 
 class Session:
     """State of one ``measure`` block: the recorder, op table, module sets, phase, hooks."""
 
-    def __init__(self, model=None):
+    def __init__(self, model=None, timing="model"):
+        if timing not in ("model", "op", None):
+            raise ValueError(f"measure: timing must be 'model', 'op' or None, got {timing!r}")
         self.model = model
+        self.timing = timing
+        self.events: list = []
+        self.t_base = 0.0
+        self.cuda_possible = False
+        self.devices: set[str] = set()
         self.recorder = _core.Recorder(torch.Tensor, _TORCH_DTYPES)
         self.op_index: dict = {}      # OpOverload -> recorder op index (int) or a slow-path marker
         self.ops: list[OpInfo] = []   # by recorder op index
@@ -155,14 +196,18 @@ class Session:
         self.module_id = 0
         self.phase = None             # OPTIMIZER inside optimizer.step, else None (forward/backward by autograd)
         self.tracker = _Tracker()
-        self.mode = _Mode(self)
+        self.mode = _TimedMode(self) if timing == "op" else _Mode(self)
         self._handles = []
         self.python_formulas: dict[int, object] = {}
         self.wall_time = None
         self._entered = False
 
     # ---- per-op resolution (once per OpOverload) -------------------------------------------------------------
-    def resolve(self, func, allow_decompose=True):
+    def resolve(self, func, args=(), allow_decompose=True):
+        for a in args:  # once per op overload: note which devices ran ops
+            if isinstance(a, torch.Tensor):
+                self.devices.add(str(a.device))
+                break
         if func in _DECLINE:
             self.op_index[func] = _DECLINED
             return _DECLINED
@@ -214,7 +259,7 @@ class Session:
             if r is not NotImplemented:
                 return r
             # no decomposition after all: count it as an op of its own from now on
-            self.resolve(func, allow_decompose=False)
+            self.resolve(func, args, allow_decompose=False)
             return mode.__torch_dispatch__(func, types, args, kwargs)
         _, idx, formula = marker
         out = func(*args, **kwargs)
@@ -272,8 +317,13 @@ class Session:
             self._handles.append(register_optimizer_step_pre_hook(self._opt_pre))
             self._handles.append(register_optimizer_step_post_hook(self._opt_post))
             self.refresh_module()
-            _sync_all()
-            self._t0 = time.perf_counter()
+            self.cuda_possible = torch.cuda.is_available()
+            if self.timing is not None:
+                _sync_all()
+            if self.timing == "op" and self.cuda_possible:
+                self._base_event = torch.cuda.Event(enable_timing=True)
+                self._base_event.record()
+            self._t0 = self.t_base = time.perf_counter()
             self.mode.__enter__()
         except BaseException:
             self._release()
@@ -285,11 +335,21 @@ class Session:
             if self._entered:
                 self.mode.__exit__(exc_type, exc, tb)
                 self._entered = False
-            if exc_type is None:
+            if exc_type is None and self.timing is not None:
                 _sync_all()
-            self.wall_time = time.perf_counter() - self._t0
+                self.wall_time = time.perf_counter() - self._t0
+                if self.events:
+                    self._resolve_events()
         finally:
             self._release()
+
+    def _resolve_events(self):
+        """Turn the CUDA event pairs into op start/end times, in seconds from the block's start (the device was
+        synchronised at entry, so the base event and the host clock start together)."""
+        base = self._base_event
+        for i, e0, e1 in self.events:
+            self.recorder.set_times(i, base.elapsed_time(e0) / 1e3, base.elapsed_time(e1) / 1e3)
+        self.events.clear()
 
     def _release(self):
         for h in self._handles:
@@ -352,3 +412,39 @@ def _op_key(op) -> str:
             s = "aten::" + s
         return s
     raise TypeError(f"register: op must be a torch op or its name, got {type(op).__name__}")
+
+
+_OVERHEAD: dict = {}
+
+
+def instrumentation_overhead(timing) -> dict:
+    """Per-op cost of the instrumentation itself, measured once per process on a tiny CPU op: ``counting_per_op_s``
+    (the dispatch mode, formula and record) and ``timing_per_op_s`` (the clock reads of ``timing="op"``). Reports
+    show it beside the wall time, which includes it."""
+    if "counting_per_op_s" not in _OVERHEAD:
+        a, b = torch.ones(4), torch.ones(4)
+        n = 200
+
+        def loop():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                torch.add(a, b)
+            return (time.perf_counter() - t0) / n
+
+        bare = min(loop() for _ in range(3))
+        s = Session(None, timing=None)
+        s.mode.__enter__()
+        try:
+            counted = min(loop() for _ in range(3))
+        finally:
+            s.mode.__exit__(None, None, None)
+        t0 = time.perf_counter()
+        for _ in range(1000):
+            _now()
+            _now()
+        _OVERHEAD["counting_per_op_s"] = max(counted - bare, 0.0)
+        _OVERHEAD["timing_per_op_s"] = (time.perf_counter() - t0) / 1000
+    out = {"counting_per_op_s": _OVERHEAD["counting_per_op_s"]}
+    if timing == "op":
+        out["timing_per_op_s"] = _OVERHEAD["timing_per_op_s"]
+    return out

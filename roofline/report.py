@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
+import base64
+import json
+import math
+import warnings
+
 from roofline import _core
 from roofline._records import DTYPE_NAMES, PHASES, RECORD_DTYPE
+
+BOUNDS = {_core.BOUND_NONE: "none", _core.BOUND_MEMORY: "memory", _core.BOUND_COMPUTE: "compute",
+          _core.BOUND_BANDWIDTH: "bandwidth"}
+_FLOAT_DTYPES = {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                 "float8_e5m2fnuz", "complex64", "complex128", "complex32"}
+SCHEMA_VERSION = 1
 
 _SUMMED = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
 
@@ -40,6 +52,28 @@ def _fmt(n: float, unit: str = "") -> str:
     return f"{n:.0f} {unit}".rstrip()
 
 
+@dataclass
+class OpInfo:
+    """One distinct operator (overload) seen in a run."""
+
+    name: str            # "aten.mm.default"
+    packet: str          # "aten.mm"
+    kind: str            # cost kind name, "python" for a user formula, "unknown" without a formula
+    packet_obj: object = None  # the OpOverloadPacket (FlopCounterMode's key), when torch is loaded
+
+    def key(self):
+        """FlopCounterMode's key for this op: the OpOverloadPacket when torch can resolve it, else the name."""
+        if self.packet_obj is None:
+            try:
+                import torch
+
+                ns, name = self.packet.split(".", 1)
+                self.packet_obj = getattr(getattr(torch.ops, ns), name)
+            except (ImportError, AttributeError, ValueError):
+                return self.packet
+        return self.packet_obj
+
+
 class Report:
     """Counts of one ``measure`` block.
 
@@ -53,12 +87,18 @@ class Report:
     bound on memory traffic, not a measurement.
     """
 
-    def __init__(self, records, ops, module_sets, wall_time=None, meta=None):
+    def __init__(self, records, ops, module_sets, wall_time=None, meta=None, ceilings=None, overhead=None):
         self.records = np.asarray(records, dtype=RECORD_DTYPE)
         self._ops = list(ops)
         self.module_sets = [tuple(m) for m in module_sets]
         self.wall_time = wall_time
         self.meta = dict(meta or {})
+        self.overhead = dict(overhead or {})
+        self._ceilings_spec = ceilings
+        self._ceilings = None      # resolved Ceilings
+        self._source = "measured"  # which figures of it: "measured" or "datasheet"
+        self._ceilings_note = ""
+        self._class = None         # cached per-record classification
 
     # ---- tables ---------------------------------------------------------------------------------------------------
     @property
@@ -183,36 +223,267 @@ class Report:
         rows = self.records[np.isin(self.records["op"], fcm_ops)]
         out: dict = {}
         for op, mid, f in zip(rows["op"].tolist(), rows["module"].tolist(), rows["compat_flops"].tolist()):
-            key = self._ops[op].packet_obj if self._ops[op].packet_obj is not None else self._ops[op].packet
+            key = self._ops[op].key()
             for name in self.module_sets[mid]:
                 d = out.setdefault(name, {})
                 d[key] = d.get(key, 0) + int(f)
         return out
 
-    # ---- display --------------------------------------------------------------------------------------------------
+    # ---- ceilings and classification -----------------------------------------------------------------------
+    @property
+    def ceilings(self):
+        """The :class:`roofline.ceilings.Ceilings` ops are judged against (resolved on first use), or None when the
+        run has no device with ceilings (e.g. counted on meta: use :meth:`project`)."""
+        if self._ceilings is None and self._ceilings_spec is not None:
+            self._resolve_ceilings()
+        return self._ceilings
+
+    @property
+    def ceilings_source(self) -> str:
+        """"measured" or "datasheet": which figures of :attr:`ceilings` the roofline uses."""
+        self.ceilings  # noqa: B018  (resolves)
+        return self._source
+
+    def _resolve_ceilings(self):
+        from roofline import ceilings as _ceil
+        from roofline import devices
+
+        spec = self._ceilings_spec
+        self._ceilings_spec = None
+        if isinstance(spec, _ceil.Ceilings):
+            self._ceilings, self._source = spec, self.meta.get("ceilings_source", "best")
+            return
+        devs = self.meta.get("devices") or []
+        device = next((d for d in devs if d.startswith("cuda")), "cpu" if "cpu" in devs else None)
+        if spec in ("measured", "datasheet"):
+            if device is None:
+                self._ceilings_note = (f"ops ran on {', '.join(devs) or 'no device'}: no ceilings to judge them "
+                                       "against; use r.project('<device>')")
+                return
+            if spec == "datasheet" and device.startswith("cuda"):
+                import torch
+
+                name = torch.cuda.get_device_name(torch.device(device))
+                ds = devices.lookup(name)
+                if ds is None:
+                    warnings.warn(f"roofline: no datasheet entry for {name!r}; using measured ceilings",
+                                  stacklevel=3)
+                else:
+                    self._ceilings, self._source = _ceil.Ceilings.from_datasheet(ds, device=device), "datasheet"
+                    return
+            try:
+                self._ceilings = _ceil.ceilings(device)
+                self._source = "measured" if spec == "measured" else "datasheet"
+            except Exception as e:  # a GPU without NVRTC, say: say so, and keep the counts usable
+                self._ceilings_note = f"ceilings of {device} unavailable: {e}"
+            return
+        if isinstance(spec, str):
+            self._ceilings = _ceil.Ceilings.from_datasheet(devices.get(spec))
+            self._source = "datasheet"
+            return
+        raise TypeError(f"ceilings must be 'measured', 'datasheet', a device name or a Ceilings, got {spec!r}")
+
+    def _peaks(self, rows):
+        """Per-record (peak FLOP/s of the record's own unit and dtype, DRAM bandwidth), NaN where unknown."""
+        c = self.ceilings
+        n = len(rows)
+        if c is None:
+            return np.full(n, np.nan), np.full(n, np.nan)
+        from roofline.ceilings import CeilingNotAvailable
+
+        unit = (rows["matrix_flops"] > 0).astype(np.int64)  # 1 matrix, 0 vector
+        key = unit * 256 + rows["dtype"].astype(np.int64)
+        peak = np.full(n, np.nan)
+        notes = []
+        for k in np.unique(key).tolist():
+            u, dt = ("matrix" if k // 256 else "vector"), DTYPE_NAMES.get(k % 256, "unknown")
+            if dt not in _FLOAT_DTYPES:
+                dt = "float32"  # integer / bool element-wise work: judged against the fp32 vector rate
+            try:
+                choice = c.resolve_peak(u, dt, self._source)
+                value = choice.value
+                if choice.note:
+                    notes.append(choice.note)
+            except CeilingNotAvailable as e:
+                value = math.nan
+                notes.append(str(e))
+            peak[key == k] = value
+        try:
+            bw = c.bandwidth("DRAM", self._source)
+        except CeilingNotAvailable as e:
+            bw = math.nan
+            notes.append(str(e))
+        self._peak_notes = sorted(set(notes))
+        return peak, np.full(n, bw)
+
+    def _times(self, rows):
+        return rows["t_end"] - rows["t_start"]
+
+    @property
+    def timed(self) -> bool:
+        """Whether ops were timed individually (``timing="op"``)."""
+        return bool(len(self.records)) and bool(np.isfinite(self.records["t_start"]).any())
+
+    def classification(self) -> dict:
+        """Per-record roofline arithmetic (computed in C): ``intensity``, ``ridge``, ``attainable``, ``t_min``
+        (time on the roofline), ``achieved_flops``, ``achieved_bytes``, ``efficiency`` (achieved / attainable),
+        ``mfu``, ``mbu``, ``bound`` (codes, see :data:`BOUNDS`), ``flags`` (above-ceiling, untimed, ...), and the
+        ``peak`` and ``bw`` each record is judged against. Arrays aligned with :attr:`records`."""
+        if self._class is None:
+            r = self.records
+            peak, bw = self._peaks(r)
+            flops = r["matrix_flops"].astype(np.float64) + r["vector_flops"].astype(np.float64)
+            nbytes = r["bytes_read"].astype(np.float64) + r["bytes_written"].astype(np.float64)
+            res = _core.classify(flops, nbytes, self._times(r), peak, bw)
+            res["peak"], res["bw"], res["flops"], res["bytes"] = peak, bw, flops, nbytes
+            self._class = res
+        return self._class
+
+    # ---- grouped analysis ------------------------------------------------------------------------------------
+    def _group(self, mask, c) -> dict:
+        """Roll-up of the records selected by ``mask``: counts, roofline time, measured time, rates."""
+        flops, nbytes = c["flops"][mask], c["bytes"][mask]
+        t_min = c["t_min"][mask]
+        times = self._times(self.records[mask])
+        out = {"calls": int(mask.sum()), "flops": float(flops.sum()), "bytes": float(nbytes.sum())}
+        out["intensity"] = out["flops"] / out["bytes"] if out["bytes"] else (math.inf if out["flops"] else 0.0)
+        finite = np.isfinite(t_min)
+        out["t_min"] = float(t_min[finite].sum()) if finite.any() else math.nan
+        bound = c["bound"][mask]
+        tc = float(t_min[finite & (bound == _core.BOUND_COMPUTE)].sum()) if finite.any() else 0.0
+        out["compute_share"] = tc / out["t_min"] if out["t_min"] and out["t_min"] > 0 else math.nan
+        out["bound"] = (_group_bound(bound, t_min) if finite.any() else
+                        ("none" if not (out["flops"] or out["bytes"]) else "?"))
+        timed = np.isfinite(times)
+        out["time"] = float(times[timed].sum()) if timed.any() else math.nan
+        t = out["time"]
+        peak_time = float((flops / c["peak"][mask]).sum()) if out["flops"] else 0.0  # time at each op's own peak
+        bw = c["bw"][mask][0] if mask.any() else math.nan
+        if t and t > 0 and math.isfinite(t):
+            out["achieved_flops"] = out["flops"] / t
+            out["achieved_bytes"] = out["bytes"] / t
+            out["efficiency"] = out["t_min"] / t if math.isfinite(out["t_min"]) else math.nan
+            out["mfu"] = peak_time / t if out["flops"] else math.nan
+            out["mbu"] = out["bytes"] / (t * bw) if bw == bw else math.nan
+        else:
+            for k in ("achieved_flops", "achieved_bytes", "efficiency", "mfu", "mbu"):
+                out[k] = math.nan
+        out["above_ceiling"] = int(((c["flags"][mask] & (_core.FLAG_ABOVE_PEAK | _core.FLAG_ABOVE_BW)) != 0).sum())
+        return out
+
+    def analysis(self, by: str = "op", depth: int | None = None, phase: str | None = None) -> dict[str, dict]:
+        """Roofline roll-up per op name (``by="op"``) or per module (``by="module"``, with ``depth``), most time
+        first (roofline time when untimed): each row has calls, flops, bytes, intensity, t_min (seconds on the
+        roofline), time (measured, NaN when untimed), achieved_flops, achieved_bytes, efficiency (t_min / time:
+        the fraction of the attainable rate reached), mfu, mbu, bound ("compute", "memory", "bandwidth" for ops
+        with no FLOPs, "mixed", or "?" without ceilings), compute_share and above_ceiling (calls whose achieved
+        rate exceeds its ceiling)."""
+        c = self.classification()
+        sel = np.ones(len(self.records), bool) if phase is None else self.records["phase"] == PHASES.index(phase)
+        rows = {}
+        if by == "op":
+            for i in np.unique(self.records["op"][sel]).tolist():
+                rows[self._ops[i].name] = self._group(sel & (self.records["op"] == i), c)
+        elif by == "module":
+            mods = self.records["module"]
+            for name, mids in sorted(self._module_members().items()):
+                if depth is not None and name != "Global" and name.count(".") + 1 > depth:
+                    continue
+                m = sel & np.isin(mods, mids)
+                if m.any():
+                    rows[name] = self._group(m, c)
+        else:
+            raise ValueError(f"by must be 'op' or 'module', got {by!r}")
+
+        def key(kv):
+            r = kv[1]
+            t = r["time"] if math.isfinite(r["time"]) else r["t_min"]
+            return (-(t if math.isfinite(t) else 0.0), -r["flops"], kv[0])
+
+        return dict(sorted(rows.items(), key=key))
+
+    def totals(self) -> dict:
+        """Whole-run figures: counts, wall time, achieved rates, MFU (the time each op's FLOPs would take at the
+        peak of its own unit and dtype, summed, over the wall time), MBU (bytes / (wall time x DRAM bandwidth)),
+        roofline time, and the compute-bound share of roofline time."""
+        c = self.classification()
+        g = self._group(np.ones(len(self.records), bool), c)
+        t = self.wall_time
+        if t and t > 0:
+            g["time"] = t
+            g["achieved_flops"] = g["flops"] / t
+            g["achieved_bytes"] = g["bytes"] / t
+            g["mfu"] = float((c["flops"] / c["peak"]).sum()) / t if g["flops"] else math.nan
+            g["mbu"] = g["bytes"] / (t * c["bw"][0]) if len(c["bw"]) else math.nan
+            g["efficiency"] = g["t_min"] / t if math.isfinite(g["t_min"]) else math.nan
+        g["wall_time"] = t
+        return g
+
+    # ---- display ----------------------------------------------------------------------------------------------
+    def table(self, by: str = "op", depth: int | None = None, top: int | None = 15, phase: str | None = None) -> str:
+        """A text table of :meth:`analysis` (``top`` rows, None for all)."""
+        rows = list(self.analysis(by, depth, phase).items())
+        if top is not None:
+            rows = rows[:top]
+        if not rows:
+            return "(no ops)"
+        timed = any(math.isfinite(r["time"]) for _, r in rows)
+        w = min(max(len(n) for n, _ in rows), 60)
+        hdr = (f"{'op' if by == 'op' else 'module':<{w}} {'calls':>6} {'FLOPs':>9} {'bytes':>9} {'FLOP/B':>7} "
+               f"{'roof ms':>8}")
+        if timed:
+            hdr += f" {'time ms':>8} {'achieved':>12} {'% roof':>7} {'MFU':>6} {'MBU':>6}"
+        hdr += f" {'bound':>9}"
+        lines = [hdr]
+        for name, r in rows:
+            n = name if len(name) <= w else "..." + name[-(w - 3):]
+            line = (f"{n:<{w}} {r['calls']:>6} {_fmt(r['flops']):>9} {_fmt(r['bytes'], 'B'):>9} "
+                    f"{r['intensity']:>7.2f} {_ms(r['t_min']):>8}")
+            if timed:
+                rate = (_fmt(r["achieved_flops"], "FLOP/s") if r["flops"] else _fmt(r["achieved_bytes"], "B/s")) \
+                    if math.isfinite(r["achieved_bytes"]) else "-"
+                line += (f" {_ms(r['time']):>8} {rate:>12} {_pct(r['efficiency']):>7} {_pct(r['mfu']):>6} "
+                         f"{_pct(r['mbu']):>6}")
+            flag = "!" if r["above_ceiling"] else ""
+            line += f" {r['bound'] + flag:>9}"
+            lines.append(line)
+        return "\n".join(lines)
+
     def summary(self, top: int = 10) -> str:
-        lines = []
-        ph = self.by_phase()
-        lines.append(f"roofline report: {len(self.records)} op calls"
-                     + (f", {self.wall_time * 1e3:.1f} ms wall" if self.wall_time is not None else ""))
+        lines = [f"roofline report: {len(self.records)} op calls"
+                 + (f", {self.wall_time * 1e3:.1f} ms wall" if self.wall_time is not None else "")
+                 + (f", projected onto {self.meta['projected_to']}" if self.meta.get("projected_to") else "")]
         lines.append(f"  FLOPs   {_fmt(self.total_flops)} (matrix {_fmt(self.matrix_flops)}, vector "
                      f"{_fmt(self.vector_flops)}; special functions {_fmt(self.special_ops)})")
         lines.append(f"  bytes   {_fmt(self.bytes, 'B')} compulsory (read {_fmt(self.bytes_read, 'B')}, written "
                      f"{_fmt(self.bytes_written, 'B')}; a lower bound: no reuse across ops)")
         lines.append(f"  intensity {self.intensity:.2f} FLOP/byte")
+        ph = self.by_phase()
         if ph:
             lines.append("  phases  " + ", ".join(f"{k} {_fmt(v['flops'])}FLOP" for k, v in ph.items()))
+        c = self.ceilings
+        if c is not None and len(self.records):
+            t = self.totals()
+            lines.append(f"  ceilings ({self._source}) {c.name}: DRAM {_fmt(self.classification()['bw'][0], 'B/s')}")
+            if t["wall_time"]:
+                lines.append(f"  achieved {_fmt(t['achieved_flops'], 'FLOP/s')}, {_fmt(t['achieved_bytes'], 'B/s')}"
+                             f"; MFU {_pct(t['mfu'])}, MBU {_pct(t['mbu'])}")
+            lines.append(f"  roofline time {_ms(t['t_min'])} ms; compute-bound share {_pct(t['compute_share'])}")
+            if self.overhead.get("counting_per_op_s"):
+                o = self.overhead
+                est = o["counting_per_op_s"] * len(self.records) + o.get("timing_per_op_s", 0) * len(self.records)
+                lines.append(f"  instrumentation: ~{o['counting_per_op_s'] * 1e6:.1f} us/op counting"
+                             + (f" + {o['timing_per_op_s'] * 1e6:.2f} us/op timing" if o.get("timing_per_op_s")
+                                else "") + f" (~{est * 1e3:.1f} ms of the wall time)")
+        elif self._ceilings_note:
+            lines.append(f"  {self._ceilings_note}")
         if self.unknown_ops:
             lines.append(f"  ops without a formula (FLOPs not counted): {self.unknown_ops}")
         if self.errors:
             lines.append(f"  ops whose cost could not be evaluated: {self.errors}")
-        ops = list(self.by_op().items())[:top]
-        if ops:
-            w = max(len(n) for n, _ in ops)
-            lines.append(f"  {'op':<{w}}  {'calls':>6}  {'FLOPs':>10}  {'bytes':>10}  {'FLOP/B':>8}")
-            for n, t in ops:
-                lines.append(f"  {n:<{w}}  {t['calls']:>6}  {_fmt(t['flops']):>10}  {_fmt(t['bytes'], 'B'):>10}  "
-                             f"{t['intensity']:>8.2f}")
+        if len(self.records):
+            lines.append("")
+            lines.append(self.table("op", top=top) if c is not None else _plain_top(self, top))
         return "\n".join(lines)
 
     def __str__(self):
@@ -221,6 +492,237 @@ class Report:
     def __repr__(self):
         return (f"<roofline.Report {len(self.records)} calls, {_fmt(self.total_flops)}FLOP, "
                 f"{_fmt(self.bytes, 'B')}>")
+
+    def _repr_html_(self):
+        import html
+
+        rows = list(self.analysis("op").items())[:15] if self.ceilings is not None else []
+        head = "".join(f"<li>{html.escape(line.strip())}</li>" for line in self.summary().split("\n")[1:8]
+                       if line.strip())
+        out = [f"<div><b>roofline report</b>: {len(self.records)} op calls<ul>{head}</ul>"]
+        if rows:
+            cols = ["calls", "flops", "bytes", "intensity", "t_min", "time", "efficiency", "mfu", "mbu", "bound"]
+            out.append("<table><tr><th>op</th>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>")
+            for name, r in rows:
+                cells = "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in cols)
+                out.append(f"<tr><td>{html.escape(name)}</td>{cells}</tr>")
+            out.append("</table>")
+        out.append("</div>")
+        return "".join(out)
+
+    # ---- export -------------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        c = self.ceilings
+        return {
+            "schema": SCHEMA_VERSION,
+            "records": base64.b64encode(self.records.tobytes()).decode("ascii"),
+            "n_records": int(len(self.records)),
+            "ops": [{"name": o.name, "packet": o.packet, "kind": o.kind} for o in self._ops],
+            "module_sets": [list(m) for m in self.module_sets],
+            "wall_time": self.wall_time,
+            "meta": self.meta,
+            "overhead": self.overhead,
+            "ceilings": None if c is None else c.to_dict(),
+            "ceilings_source": self._source,
+        }
+
+    def to_json(self, path=None, indent: int | None = None) -> str:
+        """Everything (records bit for bit, op and module tables, ceilings, metadata) as JSON; written to ``path``
+        when given. :func:`roofline.load` reads it back."""
+        text = json.dumps(self.to_dict(), indent=indent, allow_nan=True)
+        if path is not None:
+            with open(path, "w") as f:
+                f.write(text)
+        return text
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Report":
+        from roofline.ceilings import Ceilings
+
+        if not isinstance(d, dict) or d.get("schema") != SCHEMA_VERSION:
+            raise ValueError(f"not a roofline report (schema {SCHEMA_VERSION} expected)")
+        raw = base64.b64decode(d["records"])
+        records = np.frombuffer(raw, dtype=RECORD_DTYPE).copy()
+        if len(records) != d["n_records"]:
+            raise ValueError("corrupt report: record count does not match")
+        ops = [OpInfo(o["name"], o["packet"], o["kind"]) for o in d["ops"]]
+        ceil = Ceilings.from_dict(d["ceilings"]) if d.get("ceilings") else None
+        meta = dict(d.get("meta") or {})
+        meta["ceilings_source"] = d.get("ceilings_source", "measured")
+        r = cls(records, ops, d["module_sets"], d.get("wall_time"), meta, ceilings=ceil, overhead=d.get("overhead"))
+        if ceil is None:
+            r._ceilings_spec = None
+        return r
+
+    def to_dataframe(self):
+        """One row per op call with names resolved and the classification columns (needs pandas)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("to_dataframe needs pandas: pip install pandas") from None
+        return pd.DataFrame(self._flat_columns())
+
+    def _flat_columns(self) -> dict:
+        r = self.records
+        c = self.classification()
+        cols = {
+            "op": [self._ops[i].name for i in r["op"].tolist()],
+            "module": [self.module_path(m) for m in r["module"].tolist()],
+            "phase": [PHASES[p] for p in r["phase"].tolist()],
+            "dtype": [DTYPE_NAMES.get(d, "unknown") for d in r["dtype"].tolist()],
+        }
+        for f in ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written", "compat_flops"):
+            cols[f] = r[f]
+        cols["time"] = self._times(r)
+        for f in ("intensity", "t_min", "achieved_flops", "achieved_bytes", "efficiency", "mfu", "mbu"):
+            cols[f] = c[f]
+        cols["bound"] = [BOUNDS[b] for b in c["bound"].tolist()]
+        return cols
+
+    def to_csv(self, path=None) -> str:
+        """One row per op call (the :meth:`to_dataframe` columns) as CSV; written to ``path`` when given."""
+        import csv
+        import io
+
+        cols = self._flat_columns()
+        names = list(cols)
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(names)
+        for row in zip(*(cols[n] for n in names)):
+            w.writerow([repr(float(v)) if isinstance(v, (float, np.floating)) else v for v in row])
+        text = buf.getvalue()
+        if path is not None:
+            with open(path, "w", newline="") as f:
+                f.write(text)
+        return text
+
+    # ---- comparison and projection --------------------------------------------------------------------------
+    def compare(self, other: "Report", by: str = "op", depth: int | None = None) -> "Comparison":
+        """What changed from ``self`` (before) to ``other`` (after), op by op or module by module."""
+        return Comparison(self, other, by, depth)
+
+    def project(self, target, name: str | None = None) -> "Report":
+        """This run's ops on another device: each op's time is estimated as ``max(FLOPs / peak of its unit and
+        dtype, bytes / bandwidth)`` from ``target`` (a device name from :mod:`roofline.devices`, or a
+        ``Ceilings``), and a report of the same shape is returned whose times are those estimates (its wall time
+        is their sum: ops run back to back)."""
+        from roofline import devices
+        from roofline.ceilings import Ceilings
+
+        if isinstance(target, str):
+            ceil, label = Ceilings.from_datasheet(devices.get(target)), devices.get(target).name
+        elif isinstance(target, Ceilings):
+            ceil, label = target, name or target.name
+        else:
+            raise TypeError(f"project: target must be a device name or a Ceilings, got {type(target).__name__}")
+        meta = dict(self.meta, projected_to=label, ceilings_source="datasheet" if isinstance(target, str) else "best")
+        proj = Report(self.records.copy(), self._ops, self.module_sets, None, meta, ceilings=ceil,
+                      overhead=None)
+        proj._ceilings, proj._source, proj._ceilings_spec = ceil, meta["ceilings_source"], None
+        t_min = proj.classification()["t_min"]
+        if np.isnan(t_min).any():
+            missing = sorted({self._ops[i].name for i in proj.records["op"][np.isnan(t_min)].tolist()})
+            warnings.warn(f"roofline: {label} has no ceiling for some ops ({missing[:5]}...); they are left out of "
+                          "the projected time", stacklevel=2)
+        t = np.where(np.isnan(t_min), 0.0, t_min)
+        ends = np.cumsum(t)
+        proj.records["t_start"] = ends - t
+        proj.records["t_end"] = ends
+        proj.wall_time = float(ends[-1]) if len(ends) else 0.0
+        proj._class = None
+        return proj
+
+    # ---- plotting -------------------------------------------------------------------------------------------
+    def plot(self, path=None, ax=None, by: str = "op", top: int = 8, **kwargs):
+        """Draw the roofline chart (matplotlib): see :func:`roofline.plot.plot_report`."""
+        from roofline.plot import plot_report
+
+        return plot_report(self, path=path, ax=ax, by=by, top=top, **kwargs)
+
+
+class Comparison:
+    """Before/after of two reports, by op or by module: ``rows`` maps a name to (before, after) roll-ups."""
+
+    FIELDS = ("flops", "bytes", "time", "t_min", "calls")
+
+    def __init__(self, before: Report, after: Report, by: str = "op", depth: int | None = None):
+        a = before.analysis(by, depth) if before.ceilings is not None else _plain(before, by, depth)
+        b = after.analysis(by, depth) if after.ceilings is not None else _plain(after, by, depth)
+        self.by = by
+        self.rows = {k: (a.get(k), b.get(k)) for k in list(a) + [k for k in b if k not in a]}
+        self.before, self.after = before, after
+
+    def delta(self, name: str, field: str = "flops") -> float:
+        x, y = self.rows[name]
+        return (y or {}).get(field, 0.0) - (x or {}).get(field, 0.0)
+
+    def changed(self, field: str = "flops") -> dict[str, tuple[float, float]]:
+        """Names whose ``field`` differs: name -> (before, after) (0 when absent on one side)."""
+        out = {}
+        for k, (x, y) in self.rows.items():
+            vx, vy = (x or {}).get(field, 0.0), (y or {}).get(field, 0.0)
+            if not (vx == vy or (isinstance(vx, float) and isinstance(vy, float) and math.isnan(vx) and math.isnan(vy))):
+                out[k] = (vx, vy)
+        return out
+
+    def __str__(self):
+        tb, ta = self.before.wall_time, self.after.wall_time
+        lines = [f"comparison by {self.by}: FLOPs {_fmt(self.before.total_flops)} -> {_fmt(self.after.total_flops)}, "
+                 f"bytes {_fmt(self.before.bytes, 'B')} -> {_fmt(self.after.bytes, 'B')}"
+                 + (f", wall {tb * 1e3:.1f} -> {ta * 1e3:.1f} ms" if tb and ta else "")]
+        rows = sorted(self.rows.items(), key=lambda kv: -abs(self.delta(kv[0], "flops")) - abs(self.delta(kv[0], "bytes")))
+        w = min(max((len(k) for k in self.rows), default=10), 50)
+        lines.append(f"{'name':<{w}} {'FLOPs before':>13} {'after':>10} {'ratio':>6} {'bytes before':>13} {'after':>10} "
+                     f"{'time before':>11} {'after':>8}")
+        for k, (x, y) in rows[:25]:
+            x, y = x or {}, y or {}
+            fr = (y.get("flops", 0) / x["flops"]) if x.get("flops") else math.nan
+            lines.append(f"{k[-w:]:<{w}} {_fmt(x.get('flops', 0)):>13} {_fmt(y.get('flops', 0)):>10} {fr:>6.2f} "
+                         f"{_fmt(x.get('bytes', 0), 'B'):>13} {_fmt(y.get('bytes', 0), 'B'):>10} "
+                         f"{_ms(x.get('time', math.nan)):>11} {_ms(y.get('time', math.nan)):>8}")
+        return "\n".join(lines)
+
+
+def _plain(report, by, depth):
+    src = report.by_op() if by == "op" else report.by_module(depth)
+    return {k: dict(v, time=math.nan, t_min=math.nan) for k, v in src.items()}
+
+
+def _plain_top(report, top):
+    ops = list(report.by_op().items())[:top]
+    w = max(len(n) for n, _ in ops)
+    lines = [f"{'op':<{w}}  {'calls':>6}  {'FLOPs':>10}  {'bytes':>10}  {'FLOP/B':>8}"]
+    for n, t in ops:
+        lines.append(f"{n:<{w}}  {t['calls']:>6}  {_fmt(t['flops']):>10}  {_fmt(t['bytes'], 'B'):>10}  "
+                     f"{t['intensity']:>8.2f}")
+    return "\n".join(lines)
+
+
+def _group_bound(bound, t_min):
+    """The bound that holds for most of a group's roofline time ("mixed" when neither has 80%)."""
+    ok = np.isfinite(t_min)
+    total = t_min[ok].sum()
+    if total <= 0:
+        kinds = {BOUNDS[b] for b in bound.tolist()}
+        return kinds.pop() if len(kinds) == 1 else "mixed"
+    shares = {BOUNDS[b]: t_min[ok & (bound == b)].sum() / total for b in np.unique(bound[ok]).tolist()}
+    best = max(shares, key=shares.get)
+    return best if shares[best] >= 0.8 else "mixed"
+
+
+def _ms(t) -> str:
+    return "-" if t is None or not math.isfinite(t) else f"{t * 1e3:.3f}"
+
+
+def _pct(x) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x * 100:.1f}%"
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return "-" if not math.isfinite(v) else f"{v:.4g}"
+    return str(v)
 
 
 def _fcm_ops():
