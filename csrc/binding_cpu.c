@@ -160,11 +160,12 @@ static PyObject *cpu_fma_peak_impl(PyObject *module, rl_dtype dtype, double seco
         return rl_raise_cpu_error(&err);
     }
     int lanes = rl_cpu_simd_lanes(r.simd, dtype == RL_DT_F64 ? 8 : 4);
-    return Py_BuildValue("{s:d,s:d,s:d,s:L,s:i,s:O,s:i,s:s,s:i,s:i,s:O}", "flops", r.flops, "best_flops",
+    return Py_BuildValue("{s:d,s:d,s:d,s:L,s:i,s:O,s:i,s:s,s:i,s:i,s:O,s:d}", "flops", r.flops, "best_flops",
                          r.best_flops, "seconds", r.seconds, "flop_per_repeat", (long long)r.flop_per_rep,
                          "threads", r.threads, "pinned", r.pinned ? Py_True : Py_False, "repeats", r.repeats,
                          "simd", rl_cpu_simd_name(r.simd), "lanes", lanes, "accumulators",
-                         rl_cpu_fma_accumulators(r.simd), "fma", rl_cpu_simd_has_fma(r.simd) ? Py_True : Py_False);
+                         rl_cpu_fma_accumulators(r.simd), "fma", rl_cpu_simd_has_fma(r.simd) ? Py_True : Py_False,
+                         "cpu_share", r.cpu_share);
 }
 
 PyDoc_STRVAR(cpu_fma_peak_doc,
@@ -172,7 +173,9 @@ PyDoc_STRVAR(cpu_fma_peak_doc,
              "All-core FMA peak in FLOP/s (an FMA counts 2 FLOP). dtype is 'float64' or 'float32'; seconds is\n"
              "the approximate total time; threads=0 runs one pinned thread per allowed CPU; simd=None picks the\n"
              "widest SIMD set of this CPU. Returns flops (the median repeat, or the best with stat='max'),\n"
-             "best_flops, seconds (wall time of the call), threads, pinned, simd, lanes, accumulators, fma.");
+             "best_flops, seconds (wall time of the call), threads, pinned, simd, lanes, accumulators, fma, and\n"
+             "cpu_share: CPU time the threads got / (threads x wall time), near 1 unless other processes\n"
+             "competed for the CPUs.");
 
 static PyObject *cpu_fma_peak(PyObject *module, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"dtype", "seconds", "threads", "repeats", "simd", "stat", NULL};
@@ -230,7 +233,8 @@ static int rl_parse_kernel(PyObject *obj, rl_bw_kernel *out) {
 /* sizes: int64 array (owned reference, caller decrefs), kernels[nkernels]; result 1-D when `one_kernel`. */
 static PyObject *cpu_bandwidth_sweep_impl(PyObject *module, PyArrayObject *sizes, const rl_bw_kernel *kernels,
                                           int nkernels, int one_kernel, int threads, int repeats,
-                                          double min_seconds, rl_stat stat, rl_simd simd, int64_t nt_min_bytes) {
+                                          double min_seconds, rl_stat stat, rl_simd simd, int64_t nt_min_bytes,
+                                          int return_stats) {
     (void)module;
     npy_intp nsizes = PyArray_SIZE(sizes);
     npy_intp dims[2] = {nkernels, nsizes};
@@ -242,38 +246,47 @@ static PyObject *cpu_bandwidth_sweep_impl(PyObject *module, PyArrayObject *sizes
     double *rate_data = (double *)PyArray_DATA((PyArrayObject *)rates);
     rl_cpu_error err = {NULL, 0};
     int pinned = 0, rc;
+    double cpu_share = 0.0, start = rl_cpu_now(), seconds;
     Py_BEGIN_ALLOW_THREADS
     rc = rl_cpu_bandwidth_sweep(simd, kernels, nkernels, size_data, (int)nsizes, threads, repeats, min_seconds,
-                                stat, nt_min_bytes, rate_data, &pinned, &err);
+                                stat, nt_min_bytes, rate_data, &pinned, &cpu_share, &err);
     Py_END_ALLOW_THREADS
+    seconds = rl_cpu_now() - start;
     if (rc != 0) {
         Py_DECREF(rates);
         return rl_raise_cpu_error(&err);
     }
-    return rates;
+    if (!return_stats) {
+        return rates;
+    }
+    return Py_BuildValue("(N{s:i,s:O,s:d,s:d,s:s})", rates, "threads", threads, "pinned",
+                         pinned ? Py_True : Py_False, "cpu_share", cpu_share, "seconds", seconds, "simd",
+                         rl_cpu_simd_name(simd == RL_SIMD_AUTO ? rl_cpu_simd_best() : simd));
 }
 
 PyDoc_STRVAR(cpu_bandwidth_sweep_doc,
              "cpu_bandwidth_sweep(sizes, kernel, threads=0, repeats=3, *, min_seconds=0.002, stat='median',\n"
-             "                    simd=None, nt_min_bytes=0) -> ndarray[float64]\n\n"
+             "                    simd=None, nt_min_bytes=0, return_stats=False) -> ndarray[float64]\n\n"
              "Bandwidth in bytes/s for each working-set size in `sizes` (bytes, int64, each >= 1024 * threads).\n"
              "kernel is 'read' (N*8 bytes per pass), 'copy' (2*N*8: read + write) or 'triad' a=b+s*c (3*N*8);\n"
              "the working set is all arrays of all threads, so bytes counted per pass equal the size. A sequence\n"
              "of kernels gives a 2-D array, one row per kernel. Threads are pinned and first-touch their own\n"
              "memory; each timed repeat lasts at least min_seconds; repeats are reduced with stat ('median' or\n"
-             "'max'). Working sets >= nt_min_bytes (0: never) use non-temporal stores where available (x86).");
+             "'max'). Working sets >= nt_min_bytes (0: never) use non-temporal stores where available (x86).\n"
+             "return_stats=True returns (rates, stats) with stats: threads, pinned, cpu_share, seconds, simd.");
 
 static PyObject *cpu_bandwidth_sweep(PyObject *module, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"sizes", "kernel", "threads", "repeats", "min_seconds", "stat", "simd",
-                             "nt_min_bytes", NULL};
+                             "nt_min_bytes", "return_stats", NULL};
     PyObject *sizes_obj = NULL, *kernel_obj = NULL, *simd_obj = Py_None;
     int threads = 0, repeats = 3;
     double min_seconds = 0.002;
     const char *stat_name = "median";
     long long nt_min_bytes = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|ii$dsOL:cpu_bandwidth_sweep", kwlist, &sizes_obj,
+    int return_stats = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|ii$dsOLp:cpu_bandwidth_sweep", kwlist, &sizes_obj,
                                      &kernel_obj, &threads, &repeats, &min_seconds, &stat_name, &simd_obj,
-                                     &nt_min_bytes)) {
+                                     &nt_min_bytes, &return_stats)) {
         return NULL;
     }
     rl_bw_kernel kernels[RL_BW_COUNT];
@@ -345,7 +358,7 @@ static PyObject *cpu_bandwidth_sweep(PyObject *module, PyObject *args, PyObject 
         }
     }
     PyObject *result = cpu_bandwidth_sweep_impl(module, sizes, kernels, nkernels, one_kernel, threads, repeats,
-                                                min_seconds, stat, simd, (int64_t)nt_min_bytes);
+                                                min_seconds, stat, simd, (int64_t)nt_min_bytes, return_stats);
     Py_DECREF(sizes);
     return result;
 }

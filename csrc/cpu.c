@@ -813,16 +813,34 @@ static int rl_team_run(int n, rl_team_fn fn, void *arg, int *pinned, rl_cpu_erro
     return 0;
 }
 
-/* Calibrated timing shared by the team. Thread 0 times each run between two barriers; runs repeat with more
- * work (`reps`) until one lasts min_seconds, and then `repeats` runs are recorded (the calibration run that
- * reached min_seconds is the first of them). */
+/* Thread CPU time in seconds (0 where the clock is missing). */
+static double rl_thread_cpu_time(void) {
+#ifdef CLOCK_THREAD_CPUTIME_ID
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+        return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    }
+#endif
+    return 0.0;
+}
+
+/* Calibrated timing shared by the team. Thread 0 times each run from one barrier to the next; runs repeat with
+ * more work (`reps`, starting from `reps_hint`) until one lasts min_seconds, and then `repeats` runs are recorded
+ * (the calibration run that reached min_seconds is the first of them). Two barriers per run: the one that ends
+ * a run, and the one that publishes thread 0's decision and starts the next.
+ *
+ * Every thread also adds the CPU time it got during each run to cpu_seconds[tid], and thread 0 adds the runs'
+ * wall time to wall_seconds: their ratio tells whether other processes took the CPUs meanwhile. */
 typedef struct {
     double min_seconds;
     int repeats;
-    int64_t reps;     /* work units per run, written by thread 0 */
-    int recorded;     /* runs recorded so far */
-    int again;        /* 1 while more runs are needed */
-    double *times;    /* [repeats] seconds per recorded run */
+    int64_t reps_hint;     /* first guess of reps (>= 1), written by thread 0 before the call */
+    int64_t reps;          /* work units per run, written by thread 0 */
+    int recorded;          /* runs recorded so far */
+    int again;             /* 1 while more runs are needed */
+    double *times;         /* [repeats] seconds per recorded run */
+    double *cpu_seconds;   /* [threads] CPU time of each thread during runs, accumulated over calls */
+    double wall_seconds;   /* wall time of the runs, accumulated over calls */
 } rl_timing;
 
 typedef void (*rl_work_fn)(void *job, int tid, int64_t reps);
@@ -831,32 +849,42 @@ typedef void (*rl_work_fn)(void *job, int tid, int64_t reps);
 
 static void rl_timed_runs(rl_team *team, int tid, rl_timing *tm, rl_work_fn work, void *job) {
     if (tid == 0) {
-        tm->reps = 1;
+        tm->reps = tm->reps_hint > 0 ? tm->reps_hint : 1;
         tm->recorded = 0;
         tm->again = 1;
     }
-    rl_barrier_wait(&team->barrier);
     for (;;) {
-        rl_barrier_wait(&team->barrier);
-        double t0 = tid == 0 ? rl_cpu_now() : 0.0;
+        rl_barrier_wait(&team->barrier); /* publishes thread 0's decision and starts the run */
+        if (!tm->again) {
+            break;
+        }
+        double c0 = rl_thread_cpu_time(), t0 = rl_cpu_now();
         work(job, tid, tm->reps);
-        rl_barrier_wait(&team->barrier);
+        rl_barrier_wait(&team->barrier); /* ends the run */
+        tm->cpu_seconds[tid] += rl_thread_cpu_time() - c0;
         if (tid == 0) {
             double dt = rl_cpu_now() - t0;
+            tm->wall_seconds += dt;
             if (tm->recorded > 0 || dt >= tm->min_seconds || tm->reps >= RL_MAX_REPS) {
                 tm->times[tm->recorded++] = dt;
             } else {
-                double factor = dt > 0.0 ? 1.2 * tm->min_seconds / dt : 1000.0;
+                double factor = dt > 0.0 ? 1.25 * tm->min_seconds / dt : 1000.0;
                 factor = factor < 2.0 ? 2.0 : (factor > 1000.0 ? 1000.0 : factor);
                 tm->reps = (int64_t)((double)tm->reps * factor);
             }
             tm->again = tm->recorded < tm->repeats;
         }
-        rl_barrier_wait(&team->barrier);
-        if (!tm->again) {
-            break;
-        }
     }
+}
+
+/* Share of the CPUs the team got during its runs: sum of thread CPU times / (threads x wall time); 1 when no
+ * other process competed, about 0.5 when every CPU was shared with one other busy process. 0 when unknown. */
+static double rl_cpu_share(const rl_timing *tm, int threads) {
+    double cpu = 0.0;
+    for (int t = 0; t < threads; t++) {
+        cpu += tm->cpu_seconds[t];
+    }
+    return tm->wall_seconds > 0.0 && cpu > 0.0 ? cpu / ((double)threads * tm->wall_seconds) : 0.0;
 }
 
 static int rl_cmp_double(const void *a, const void *b) {
@@ -923,9 +951,11 @@ int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, i
     job.tm.min_seconds = seconds / (repeats + 1);
     job.tm.repeats = repeats;
     job.tm.times = calloc((size_t)repeats, sizeof(double));
+    job.tm.cpu_seconds = calloc((size_t)threads, sizeof(double));
     job.sinks = calloc((size_t)threads, sizeof(rl_sink));
-    if (job.tm.times == NULL || job.sinks == NULL) {
+    if (job.tm.times == NULL || job.tm.cpu_seconds == NULL || job.sinks == NULL) {
         free(job.tm.times);
+        free(job.tm.cpu_seconds);
         free(job.sinks);
         err->call = "calloc";
         err->code = ENOMEM;
@@ -945,9 +975,11 @@ int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, i
         out->pinned = pinned;
         out->repeats = repeats;
         out->simd = simd;
+        out->cpu_share = rl_cpu_share(&job.tm, threads);
         out->seconds = rl_cpu_now() - start;
     }
     free(job.tm.times);
+    free(job.tm.cpu_seconds);
     free(job.sinks);
     return rc;
 }
@@ -1005,18 +1037,26 @@ static void rl_bw_member(rl_team *team, int tid, void *arg) {
         for (int i = 0; i < job->nsizes; i++) {
             rl_bw_kernel kernel = job->kernels[k];
             int64_t n = rl_bw_elems(job->sizes[i], job->threads, rl_cpu_bw_kernel_arrays(kernel));
+            double pass_bytes = (double)n * 8.0 * rl_cpu_bw_kernel_arrays(kernel) * (double)job->threads;
+            /* Every thread has left the previous measurement (and read its last decision) before thread 0 sets up
+             * the next one. */
             rl_barrier_wait(&team->barrier);
             if (tid == 0) {
                 job->kernel = kernel;
                 job->n = n;
                 job->nt = job->nt_min_bytes > 0 && job->sizes[i] >= job->nt_min_bytes;
+                /* Start from the passes the previous size's rate predicts (larger sets rarely run faster), so
+                 * most sizes need no calibration runs. */
+                job->tm.reps_hint = 1;
+                if (i > 0 && job->rates[(int64_t)k * job->nsizes + i - 1] > 0.0) {
+                    double predicted = 1.25 * job->tm.min_seconds * job->rates[(int64_t)k * job->nsizes + i - 1];
+                    job->tm.reps_hint = (int64_t)(predicted / pass_bytes) + 1;
+                }
             }
             rl_timed_runs(team, tid, &job->tm, rl_bw_work, job);
             if (tid == 0) {
-                double bytes = (double)job->tm.reps * (double)n * 8.0 * rl_cpu_bw_kernel_arrays(kernel) *
-                               (double)job->threads;
                 job->rates[(int64_t)k * job->nsizes + i] =
-                    bytes / rl_reduce_times(job->tm.times, job->tm.repeats, job->stat);
+                    (double)job->tm.reps * pass_bytes / rl_reduce_times(job->tm.times, job->tm.repeats, job->stat);
             }
         }
     }
@@ -1024,7 +1064,8 @@ static void rl_bw_member(rl_team *team, int tid, void *arg) {
 
 int rl_cpu_bandwidth_sweep(rl_simd simd, const rl_bw_kernel *kernels, int nkernels, const int64_t *sizes,
                            int nsizes, int threads, int repeats, double min_seconds, rl_stat stat,
-                           int64_t nt_min_bytes, double *rates, int *pinned, rl_cpu_error *err) {
+                           int64_t nt_min_bytes, double *rates, int *pinned, double *cpu_share,
+                           rl_cpu_error *err) {
     if (simd == RL_SIMD_AUTO) {
         simd = rl_cpu_simd_best();
     }
@@ -1083,16 +1124,21 @@ int rl_cpu_bandwidth_sweep(rl_simd simd, const rl_bw_kernel *kernels, int nkerne
     job.tm.min_seconds = min_seconds;
     job.tm.repeats = repeats;
     job.tm.times = calloc((size_t)repeats, sizeof(double));
+    job.tm.cpu_seconds = calloc((size_t)threads, sizeof(double));
     job.sinks = calloc((size_t)threads, sizeof(rl_sink));
     int rc;
-    if (job.tm.times == NULL || job.sinks == NULL) {
+    if (job.tm.times == NULL || job.tm.cpu_seconds == NULL || job.sinks == NULL) {
         err->call = "calloc";
         err->code = ENOMEM;
         rc = -1;
     } else {
         rc = rl_team_run(threads, rl_bw_member, &job, pinned, err);
     }
+    if (rc == 0 && cpu_share != NULL) {
+        *cpu_share = rl_cpu_share(&job.tm, threads);
+    }
     free(job.tm.times);
+    free(job.tm.cpu_seconds);
     free(job.sinks);
     munmap(region, total);
     return rc;

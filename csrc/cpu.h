@@ -98,6 +98,8 @@ typedef struct {
     int threads;           /* threads that ran */
     int pinned;            /* 1 when every thread was pinned to its own CPU */
     int repeats;           /* timed repeats */
+    double cpu_share;      /* CPU time the threads got / (threads x wall time) over all runs: near 1 on an idle
+                              machine, lower when other processes competed for the CPUs; 0 when unknown */
     rl_simd simd;          /* SIMD set used */
 } rl_fma_result;
 
@@ -114,11 +116,13 @@ int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, i
  * bytes (plus padding) is allocated, first touched in parallel by the threads that use it, and freed before
  * returning. Working sets of at least nt_min_bytes (0: none) are written with non-temporal stores where the ISA
  * has them (x86): beyond the last-level cache that is the fastest way to write memory. *pinned is set to 1 when
- * every thread ran pinned to its own CPU. Every size must be at least 1024 * threads bytes. Returns 0, or -1 with
+ * every thread ran pinned to its own CPU; *cpu_share (may be NULL) to the share of the CPUs the threads got
+ * while timed (see rl_fma_result.cpu_share). Every size must be at least 1024 * threads bytes. Returns 0, or -1 with
  * *err filled. */
 int rl_cpu_bandwidth_sweep(rl_simd simd, const rl_bw_kernel *kernels, int nkernels, const int64_t *sizes,
                            int nsizes, int threads, int repeats, double min_seconds, rl_stat stat,
-                           int64_t nt_min_bytes, double *rates, int *pinned, rl_cpu_error *err);
+                           int64_t nt_min_bytes, double *rates, int *pinned, double *cpu_share,
+                           rl_cpu_error *err);
 
 /* Single-thread kernel entry for tests: run `kernel` once over n elements per array in `buf` (which must hold
  * the kernel's arrays back to back: n doubles each, read 1 array x0, copy 2 (x1 = x0), triad 3 (x0 = x1 + s*x2),
