@@ -363,8 +363,13 @@ class Ceilings:
             out.append((f"{key[0]} {key[1]}", _scale(c.measured), _scale(c.datasheet), c.ratio, "GFLOP/s"))
 
         def level_order(level):
-            base = level.split("_")[0]
-            return (LEVELS.index(base) if base in LEVELS else len(LEVELS), level)
+            base, _, kernel = level.partition("_")
+            kernels = ("", "read", "write", "copy", "triad")
+            return (
+                LEVELS.index(base) if base in LEVELS else len(LEVELS),
+                kernels.index(kernel) if kernel in kernels else len(kernels),
+                level,
+            )
 
         for level in sorted(self.bandwidths, key=level_order):
             c = self.bandwidths[level]
@@ -464,6 +469,8 @@ def ceilings(
         cached = _load_cache(path, fingerprint, need_thorough=not quick)
         if cached is not None:
             return cached
+    if progress is not None:
+        progress(f"measuring the CPU ceilings ({'quick' if quick else 'thorough'}): {info.get('model')}")
     result = _measure_cpu(quick=quick, progress=progress, info=info)
     if not result.info.get("busy"):
         _store_cache(path, result)
@@ -828,6 +835,8 @@ def _cuda_ceilings(index: int, refresh: bool, quick: bool, progress: Progress | 
             cached = _load_cache(path, str(dev["fingerprint"]), need_thorough=not quick)
             if cached is not None:
                 return cached
+    if progress is not None:
+        progress(f"measuring the ceilings of {device} ({'quick' if quick else 'thorough'})")
     start = time.perf_counter()
     result = _gpu.measure(index, quick=quick, progress=progress)
     c = _from_gpu_result(result, device, quick, time.perf_counter() - start)
@@ -917,7 +926,7 @@ def _load_cache(path: str, fingerprint: str, need_thorough: bool) -> Ceilings | 
     try:
         with open(path, "rb") as f:
             data = f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as e:
         warnings.warn(f"cannot read the ceilings cache {path} ({e}); re-measuring", RuntimeWarning, stacklevel=3)
