@@ -829,8 +829,9 @@ static double rl_thread_cpu_time(void) {
  * (the calibration run that reached min_seconds is the first of them). Two barriers per run: the one that ends
  * a run, and the one that publishes thread 0's decision and starts the next.
  *
- * Every thread also adds the CPU time it got during each run to cpu_seconds[tid], and thread 0 adds the runs'
- * wall time to wall_seconds: their ratio tells whether other processes took the CPUs meanwhile. */
+ * Each thread also notes the CPU time its work took in cpu_slot[tid]; for each recorded run thread 0 appends
+ * sum(CPU times) / (threads x wall time) to shares[]: near 1 when the threads had their CPUs to themselves, lower
+ * when other processes competed for them. */
 typedef struct {
     double min_seconds;
     int repeats;
@@ -839,8 +840,9 @@ typedef struct {
     int recorded;          /* runs recorded so far */
     int again;             /* 1 while more runs are needed */
     double *times;         /* [repeats] seconds per recorded run */
-    double *cpu_seconds;   /* [threads] CPU time of each thread during runs, accumulated over calls */
-    double wall_seconds;   /* wall time of the runs, accumulated over calls */
+    double *cpu_slot;      /* [threads] CPU seconds of each thread's work in the current run */
+    double *shares;        /* CPU share per recorded run, accumulated over calls (capacity: caller's business) */
+    int nshares;
 } rl_timing;
 
 typedef void (*rl_work_fn)(void *job, int tid, int64_t reps);
@@ -860,13 +862,17 @@ static void rl_timed_runs(rl_team *team, int tid, rl_timing *tm, rl_work_fn work
         }
         double c0 = rl_thread_cpu_time(), t0 = rl_cpu_now();
         work(job, tid, tm->reps);
+        tm->cpu_slot[tid] = rl_thread_cpu_time() - c0;
         rl_barrier_wait(&team->barrier); /* ends the run */
-        tm->cpu_seconds[tid] += rl_thread_cpu_time() - c0;
         if (tid == 0) {
             double dt = rl_cpu_now() - t0;
-            tm->wall_seconds += dt;
             if (tm->recorded > 0 || dt >= tm->min_seconds || tm->reps >= RL_MAX_REPS) {
                 tm->times[tm->recorded++] = dt;
+                double cpu = 0.0;
+                for (int t = 0; t < team->n; t++) {
+                    cpu += tm->cpu_slot[t];
+                }
+                tm->shares[tm->nshares++] = dt > 0.0 ? cpu / ((double)team->n * dt) : 0.0;
             } else {
                 double factor = dt > 0.0 ? 1.25 * tm->min_seconds / dt : 1000.0;
                 factor = factor < 2.0 ? 2.0 : (factor > 1000.0 ? 1000.0 : factor);
@@ -875,16 +881,6 @@ static void rl_timed_runs(rl_team *team, int tid, rl_timing *tm, rl_work_fn work
             tm->again = tm->recorded < tm->repeats;
         }
     }
-}
-
-/* Share of the CPUs the team got during its runs: sum of thread CPU times / (threads x wall time); 1 when no
- * other process competed, about 0.5 when every CPU was shared with one other busy process. 0 when unknown. */
-static double rl_cpu_share(const rl_timing *tm, int threads) {
-    double cpu = 0.0;
-    for (int t = 0; t < threads; t++) {
-        cpu += tm->cpu_seconds[t];
-    }
-    return tm->wall_seconds > 0.0 && cpu > 0.0 ? cpu / ((double)threads * tm->wall_seconds) : 0.0;
 }
 
 static int rl_cmp_double(const void *a, const void *b) {
@@ -900,6 +896,14 @@ static double rl_reduce_times(double *times, int n, rl_stat stat) {
         return times[0];
     }
     return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
+/* Median CPU share of the recorded runs (see rl_timing); 0 when unknown (no thread CPU clock). Sorts in place. */
+static double rl_median_share(rl_timing *tm) {
+    if (tm->nshares == 0) {
+        return 0.0;
+    }
+    return rl_reduce_times(tm->shares, tm->nshares, RL_STAT_MEDIAN);
 }
 
 /* One padded slot per thread for results the compiler must not discard. */
@@ -951,11 +955,13 @@ int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, i
     job.tm.min_seconds = seconds / (repeats + 1);
     job.tm.repeats = repeats;
     job.tm.times = calloc((size_t)repeats, sizeof(double));
-    job.tm.cpu_seconds = calloc((size_t)threads, sizeof(double));
+    job.tm.cpu_slot = calloc((size_t)threads, sizeof(double));
+    job.tm.shares = calloc((size_t)repeats, sizeof(double));
     job.sinks = calloc((size_t)threads, sizeof(rl_sink));
-    if (job.tm.times == NULL || job.tm.cpu_seconds == NULL || job.sinks == NULL) {
+    if (job.tm.times == NULL || job.tm.cpu_slot == NULL || job.tm.shares == NULL || job.sinks == NULL) {
         free(job.tm.times);
-        free(job.tm.cpu_seconds);
+        free(job.tm.cpu_slot);
+        free(job.tm.shares);
         free(job.sinks);
         err->call = "calloc";
         err->code = ENOMEM;
@@ -975,11 +981,12 @@ int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, i
         out->pinned = pinned;
         out->repeats = repeats;
         out->simd = simd;
-        out->cpu_share = rl_cpu_share(&job.tm, threads);
+        out->cpu_share = rl_median_share(&job.tm);
         out->seconds = rl_cpu_now() - start;
     }
     free(job.tm.times);
-    free(job.tm.cpu_seconds);
+    free(job.tm.cpu_slot);
+    free(job.tm.shares);
     free(job.sinks);
     return rc;
 }
@@ -1124,10 +1131,11 @@ int rl_cpu_bandwidth_sweep(rl_simd simd, const rl_bw_kernel *kernels, int nkerne
     job.tm.min_seconds = min_seconds;
     job.tm.repeats = repeats;
     job.tm.times = calloc((size_t)repeats, sizeof(double));
-    job.tm.cpu_seconds = calloc((size_t)threads, sizeof(double));
+    job.tm.cpu_slot = calloc((size_t)threads, sizeof(double));
+    job.tm.shares = calloc((size_t)repeats * (size_t)nkernels * (size_t)nsizes, sizeof(double));
     job.sinks = calloc((size_t)threads, sizeof(rl_sink));
     int rc;
-    if (job.tm.times == NULL || job.tm.cpu_seconds == NULL || job.sinks == NULL) {
+    if (job.tm.times == NULL || job.tm.cpu_slot == NULL || job.tm.shares == NULL || job.sinks == NULL) {
         err->call = "calloc";
         err->code = ENOMEM;
         rc = -1;
@@ -1135,10 +1143,11 @@ int rl_cpu_bandwidth_sweep(rl_simd simd, const rl_bw_kernel *kernels, int nkerne
         rc = rl_team_run(threads, rl_bw_member, &job, pinned, err);
     }
     if (rc == 0 && cpu_share != NULL) {
-        *cpu_share = rl_cpu_share(&job.tm, threads);
+        *cpu_share = rl_median_share(&job.tm);
     }
     free(job.tm.times);
-    free(job.tm.cpu_seconds);
+    free(job.tm.cpu_slot);
+    free(job.tm.shares);
     free(job.sinks);
     munmap(region, total);
     return rc;

@@ -98,8 +98,9 @@ typedef struct {
     int threads;           /* threads that ran */
     int pinned;            /* 1 when every thread was pinned to its own CPU */
     int repeats;           /* timed repeats */
-    double cpu_share;      /* CPU time the threads got / (threads x wall time) over all runs: near 1 on an idle
-                              machine, lower when other processes competed for the CPUs; 0 when unknown */
+    double cpu_share;      /* median over timed repeats of (CPU time of the threads' work) / (threads x wall
+                              time): near 1 on an idle machine, lower when other processes took the CPUs;
+                              0 when unknown */
     rl_simd simd;          /* SIMD set used */
 } rl_fma_result;
 
@@ -116,8 +117,8 @@ int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, i
  * bytes (plus padding) is allocated, first touched in parallel by the threads that use it, and freed before
  * returning. Working sets of at least nt_min_bytes (0: none) are written with non-temporal stores where the ISA
  * has them (x86): beyond the last-level cache that is the fastest way to write memory. *pinned is set to 1 when
- * every thread ran pinned to its own CPU; *cpu_share (may be NULL) to the share of the CPUs the threads got
- * while timed (see rl_fma_result.cpu_share). Every size must be at least 1024 * threads bytes. Returns 0, or -1 with
+ * every thread ran pinned to its own CPU; *cpu_share (may be NULL) to the median over all timed runs of the share
+ * of their CPUs the threads got (see rl_fma_result.cpu_share). Every size must be at least 1024 * threads bytes. Returns 0, or -1 with
  * *err filled. */
 int rl_cpu_bandwidth_sweep(rl_simd simd, const rl_bw_kernel *kernels, int nkernels, const int64_t *sizes,
                            int nsizes, int threads, int repeats, double min_seconds, rl_stat stat,

@@ -493,7 +493,7 @@ def cache_dir() -> str:
 
 # Measurement settings: (FMA seconds per dtype, FMA repeats, sweep repeats, min seconds per timed sweep run,
 # sizes per octave).
-_QUICK = {"fma_seconds": 0.12, "fma_repeats": 5, "bw_repeats": 3, "bw_min_seconds": 0.002, "per_octave": 1}
+_QUICK = {"fma_seconds": 0.12, "fma_repeats": 5, "bw_repeats": 3, "bw_min_seconds": 0.001, "per_octave": 1}
 _THOROUGH = {"fma_seconds": 1.0, "fma_repeats": 9, "bw_repeats": 7, "bw_min_seconds": 0.01, "per_octave": 4}
 _MIN_SIZE = 16 << 10
 # Below this share of their CPUs (CPU time / wall time) the benchmark threads competed with other processes.

@@ -173,8 +173,11 @@ def test_quick_duration(measured):
           f"cpu share {c.info['cpu_share']}")
     assert c.quick is True
     assert 0 < c.duration_s <= wall
-    # Acceptance: at most 3 s on an idle 2-core machine; margin for a shared, busy one.
-    assert c.duration_s < 6.0
+    # Acceptance: at most 3 s on an idle 2-core machine; the bound has a 2x margin, and when other processes took
+    # part of the CPUs (measured by the benchmark itself) it is scaled by the share the benchmark got.
+    share = min(v for v in c.info["cpu_share"].values() if v > 0) if any(c.info["cpu_share"].values()) else 1.0
+    bound = 6.0 / min(1.0, max(share, 0.25))
+    assert c.duration_s < bound
     assert c.version == roofline.__version__ and c.timestamp
 
 
