@@ -1,12 +1,13 @@
 """CPU ceilings next to what NumPy reaches on the same machine, in one run.
 
-    python bench/cpu_ceilings.py [--thorough] [--n 3072] [--repeats 5]
+    python bench/cpu_ceilings.py [--thorough] [--n 3072] [--repeats 5] [--rounds 3]
 
 Prints the measured FMA peaks (float64, float32) against the theoretical peak and NumPy's matmul rate on large
 square matrices (2*n^3 FLOP per product), and the measured DRAM bandwidth (read, copy, triad) against np.copyto
 on arrays much larger than the last-level cache (read + write bytes counted). Targets: peaks >= 90% of
 theoretical and above NumPy's matmul; DRAM triad >= NumPy's copy bandwidth. The ceilings are measured afresh into
-a temporary cache directory (the user's cache is left alone).
+a temporary cache directory (the user's cache is left alone). On a shared machine other processes lower every
+rate, so the script runs several rounds and shows the best round of each figure, for both sides.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 
 import numpy as np
 
@@ -49,63 +51,79 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--thorough", action="store_true", help="measure the ceilings with quick=False")
     parser.add_argument("--n", type=int, default=3072, help="matrix size for NumPy's matmul (default 3072)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed repeats of each NumPy operation")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats of each NumPy operation (median)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of (roofline ceilings, NumPy figures); the best round of each figure is shown, "
+                             "for roofline and NumPy alike, since other processes only ever lower a rate")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:
+    import roofline
+    from roofline.ceilings import ceilings
+
+    rounds = []
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # busy-machine warnings: the share is printed below
         os.environ["ROOFLINE_CACHE_DIR"] = tmp
-        import roofline
-        from roofline.ceilings import ceilings
+        for _ in range(args.rounds):
+            c = ceilings("cpu", refresh=True, quick=not args.thorough)
+            llc = max(c.info["cache_capacity_bytes"].values())
+            array_bytes = max(2 * llc, 256 << 20)  # two arrays: a 4 x LLC working set, like the DRAM ceiling
+            rounds.append({
+                "c": c,
+                "mm_float64": numpy_matmul_flops(args.n, np.float64, args.repeats),
+                "mm_float32": numpy_matmul_flops(args.n, np.float32, args.repeats),
+                "npcopy": numpy_copy_bandwidth(array_bytes, args.repeats),
+                "array_bytes": array_bytes,
+            })
 
-        t = time.perf_counter()
-        c = ceilings("cpu", refresh=True, quick=not args.thorough)
-        wall = time.perf_counter() - t
+    def best(fn):
+        return max(fn(r) for r in rounds)
 
-    info = c.info
-    print(f"roofline {roofline.__version__}  {c.name}  {info['cpus']} CPUs, {info['simd']}, "
-          f"numpy {np.__version__}")
-    print(f"ceilings measured in {c.duration_s:.2f} s ({'quick' if c.quick else 'thorough'}; {wall:.2f} s wall "
-          f"including import of cpu info); CPU share of the benchmark threads: "
-          + ", ".join(f"{k} {100 * v:.0f}%" for k, v in info["cpu_share"].items()))
-    if info.get("busy"):
-        print("WARNING: other processes competed for the CPUs: figures are low")
+    c0 = rounds[0]["c"]
+    info = c0.info
+    print(f"roofline {roofline.__version__}  {c0.name}  {info['cpus']} CPUs, {info['simd']}, numpy {np.__version__}")
+    print(f"best of {len(rounds)} rounds for every figure (roofline and NumPy alike); "
+          f"ceilings {'quick' if c0.quick else 'thorough'}")
+    for i, r in enumerate(rounds):
+        c = r["c"]
+        share = ", ".join(f"{k} {100 * v:.0f}%" for k, v in c.info["cpu_share"].items())
+        print(f"  round {i + 1}: ceilings measured in {c.duration_s:.2f} s; CPU share of the benchmark threads: "
+              f"{share}{'  (busy machine)' if c.info.get('busy') else ''}")
     print()
 
     rows = []
-    ok = True
     print(f"{'peak':8s} {'measured':>10s} {'theoretical':>12s} {'meas/theo':>9s} {'numpy matmul':>13s} "
-          f"{'meas/numpy':>10s}   GFLOP/s")
-    for dtype, np_dtype in (("float64", np.float64), ("float32", np.float32)):
-        entry = c.peaks[("vector", dtype)]
-        mm = numpy_matmul_flops(args.n, np_dtype, args.repeats)
-        theo = entry.datasheet
-        r_theo = entry.measured / theo if theo else float("nan")
-        r_np = entry.measured / mm
-        print(f"{dtype:8s} {entry.measured / 1e9:10.1f} {theo / 1e9 if theo else float('nan'):12.1f} "
-              f"{100 * r_theo:8.0f}% {mm / 1e9:13.1f} {100 * r_np:9.0f}%")
+          f"{'meas/numpy':>10s}   GFLOP/s (numpy: n={args.n}, 2*n^3 FLOP)")
+    for dtype in ("float64", "float32"):
+        measured = best(lambda r: r["c"].peaks[("vector", dtype)].measured)
+        theo = c0.peaks[("vector", dtype)].datasheet
+        mm = best(lambda r: r[f"mm_{dtype}"])
+        r_theo = measured / theo if theo else float("nan")
+        print(f"{dtype:8s} {measured / 1e9:10.1f} {theo / 1e9 if theo else float('nan'):12.1f} "
+              f"{100 * r_theo:8.0f}% {mm / 1e9:13.1f} {100 * measured / mm:9.0f}%")
         rows.append((f"{dtype} peak >= 90% of theoretical", r_theo >= 0.9))
-        rows.append((f"{dtype} peak > NumPy matmul (n={args.n})", r_np > 1.0))
+        rows.append((f"{dtype} peak > NumPy matmul", measured > mm))
 
-    llc = max(info["cache_capacity_bytes"].values())
-    array_bytes = max(2 * llc, 256 << 20)  # two arrays: a working set of 4 x LLC, as the DRAM ceiling uses
-    npcopy = numpy_copy_bandwidth(array_bytes, args.repeats)
+    npcopy = best(lambda r: r["npcopy"])
     print()
     print(f"{'DRAM':8s} {'measured':>10s} {'numpy copy':>12s} {'meas/numpy':>10s}   GB/s "
-          f"(numpy: np.copyto of {array_bytes >> 20} MiB arrays, read + write bytes)")
-    for key in ("DRAM_read", "DRAM_copy", "DRAM"):
-        value = c.bandwidths[key].measured
-        label = key.replace("DRAM_", "") if key != "DRAM" else "triad"
+          f"(numpy: np.copyto of {rounds[0]['array_bytes'] >> 20} MiB arrays, read + write bytes)")
+    for key, label in (("DRAM_read", "read"), ("DRAM_copy", "copy"), ("DRAM", "triad")):
+        value = best(lambda r: r["c"].bandwidths[key].measured)
         print(f"{label:8s} {value / 1e9:10.1f} {npcopy / 1e9:12.1f} {100 * value / npcopy:9.0f}%")
-    rows.append(("DRAM triad >= NumPy copy bandwidth", c.bandwidths["DRAM"].measured >= npcopy))
+    triad = best(lambda r: r["c"].bandwidths["DRAM"].measured)
+    rows.append(("DRAM triad >= NumPy copy bandwidth", triad >= npcopy))
 
     print()
+    ok = True
     for label, passed in rows:
         ok &= passed
         print(f"{'met   ' if passed else 'MISSED'} {label}")
     print()
-    print(f"theoretical = {c.peaks[('vector', 'float64')].datasheet_source}")
-    for note in c.notes:
-        print(f"note: {note}")
+    print(f"theoretical = {c0.peaks[('vector', 'float64')].datasheet_source}")
+    for note in c0.notes:
+        if "other processes" not in note:
+            print(f"note: {note}")
     return 0 if ok else 1
 
 
