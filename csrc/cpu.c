@@ -501,35 +501,44 @@ double rl_cpu_fma_kernel(rl_simd simd, rl_dtype dtype, int64_t iters) {
     }
 }
 
-/* Stream kernels. Arrays x0, x1, x2 of n doubles: read sums x0; copy x1[i] = x0[i]; triad x0[i] = x1[i] + s*x2[i].
- * Each vector body moves 8 vectors per array and iteration; a scalar loop finishes the tail. */
+/* Stream kernels. Arrays x0, x1, x2 of n doubles, `reps` passes: read sums x0; copy x1[i] = x0[i]; triad
+ * x0[i] = x1[i] + s*x2[i]. The passes loop inside the kernel so that small (L1) working sets are not dominated by
+ * call and reduction overhead. Each vector body moves 8 vectors (triad: 4 per array); a scalar loop finishes the
+ * tail. */
 
-__attribute__((noinline)) static double rl_read_scalar(const double *x0, int64_t n) {
+__attribute__((noinline)) static double rl_read_scalar(const double *x0, int64_t n, int64_t reps) {
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += x0[i];
-        s1 += x0[i + 1];
-        s2 += x0[i + 2];
-        s3 += x0[i + 3];
-    }
-    for (; i < n; i++) {
-        s0 += x0[i];
+    for (int64_t r = 0; r < reps; r++) {
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+            s0 += x0[i];
+            s1 += x0[i + 1];
+            s2 += x0[i + 2];
+            s3 += x0[i + 3];
+        }
+        for (; i < n; i++) {
+            s0 += x0[i];
+        }
     }
     return (s0 + s1) + (s2 + s3);
 }
 
-__attribute__((noinline)) static void rl_copy_scalar(const double *restrict x0, double *restrict x1, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        x1[i] = x0[i];
+__attribute__((noinline)) static void rl_copy_scalar(const double *restrict x0, double *restrict x1, int64_t n,
+                                                     int64_t reps) {
+    for (int64_t r = 0; r < reps; r++) {
+        for (int64_t i = 0; i < n; i++) {
+            x1[i] = x0[i];
+        }
     }
 }
 
 __attribute__((noinline)) static void rl_triad_scalar(double *restrict x0, const double *restrict x1,
-                                                      const double *restrict x2, int64_t n) {
+                                                      const double *restrict x2, int64_t n, int64_t reps) {
     const double s = RL_TRIAD_SCALAR;
-    for (int64_t i = 0; i < n; i++) {
-        x0[i] = x1[i] + s * x2[i];
+    for (int64_t r = 0; r < reps; r++) {
+        for (int64_t i = 0; i < n; i++) {
+            x0[i] = x1[i] + s * x2[i];
+        }
     }
 }
 
@@ -540,62 +549,72 @@ __attribute__((noinline)) static void rl_triad_scalar(double *restrict x0, const
     RL_WRITE_KERNELS(ATTR, SUF, V, W, LOAD, STORE, MULADD, SET1)
 
 #define RL_READ_KERNEL(ATTR, SUF, V, W, LOAD, ADD, ZERO, HSUM)                                                     \
-    ATTR __attribute__((noinline)) static double rl_read_##SUF(const double *x0, int64_t n) {                      \
+    ATTR __attribute__((noinline)) static double rl_read_##SUF(const double *x0, int64_t n, int64_t reps) {        \
         V s0 = ZERO(), s1 = ZERO(), s2 = ZERO(), s3 = ZERO(), s4 = ZERO(), s5 = ZERO(), s6 = ZERO(), s7 = ZERO();   \
-        int64_t i = 0;                                                                                             \
-        for (; i + 8 * (W) <= n; i += 8 * (W)) {                                                                   \
-            s0 = ADD(s0, LOAD(x0 + i));                                                                            \
-            s1 = ADD(s1, LOAD(x0 + i + (W)));                                                                      \
-            s2 = ADD(s2, LOAD(x0 + i + 2 * (W)));                                                                  \
-            s3 = ADD(s3, LOAD(x0 + i + 3 * (W)));                                                                  \
-            s4 = ADD(s4, LOAD(x0 + i + 4 * (W)));                                                                  \
-            s5 = ADD(s5, LOAD(x0 + i + 5 * (W)));                                                                  \
-            s6 = ADD(s6, LOAD(x0 + i + 6 * (W)));                                                                  \
-            s7 = ADD(s7, LOAD(x0 + i + 7 * (W)));                                                                  \
+        double tail = 0.0;                                                                                         \
+        for (int64_t r = 0; r < reps; r++) {                                                                       \
+            int64_t i = 0;                                                                                         \
+            for (; i + 8 * (W) <= n; i += 8 * (W)) {                                                               \
+                s0 = ADD(s0, LOAD(x0 + i));                                                                        \
+                s1 = ADD(s1, LOAD(x0 + i + (W)));                                                                  \
+                s2 = ADD(s2, LOAD(x0 + i + 2 * (W)));                                                              \
+                s3 = ADD(s3, LOAD(x0 + i + 3 * (W)));                                                              \
+                s4 = ADD(s4, LOAD(x0 + i + 4 * (W)));                                                              \
+                s5 = ADD(s5, LOAD(x0 + i + 5 * (W)));                                                              \
+                s6 = ADD(s6, LOAD(x0 + i + 6 * (W)));                                                              \
+                s7 = ADD(s7, LOAD(x0 + i + 7 * (W)));                                                              \
+            }                                                                                                      \
+            for (; i < n; i++) {                                                                                   \
+                tail += x0[i];                                                                                     \
+            }                                                                                                      \
         }                                                                                                          \
-        double s = HSUM(ADD(ADD(ADD(s0, s1), ADD(s2, s3)), ADD(ADD(s4, s5), ADD(s6, s7))));                        \
-        for (; i < n; i++) {                                                                                       \
-            s += x0[i];                                                                                            \
-        }                                                                                                          \
-        return s;                                                                                                  \
+        return HSUM(ADD(ADD(ADD(s0, s1), ADD(s2, s3)), ADD(ADD(s4, s5), ADD(s6, s7)))) + tail;                     \
     }
 
 /* Copy and triad for one store flavour: SUF names the variant, STORE is the store instruction. */
 #define RL_WRITE_KERNELS(ATTR, SUF, V, W, LOAD, STORE, MULADD, SET1)                                               \
     ATTR __attribute__((noinline)) static void rl_copy_##SUF(const double *restrict x0, double *restrict x1,       \
-                                                             int64_t n) {                                          \
-        int64_t i = 0;                                                                                             \
-        for (; i + 8 * (W) <= n; i += 8 * (W)) {                                                                   \
-            V v0 = LOAD(x0 + i), v1 = LOAD(x0 + i + (W)), v2 = LOAD(x0 + i + 2 * (W)), v3 = LOAD(x0 + i + 3 * (W)); \
-            V v4 = LOAD(x0 + i + 4 * (W)), v5 = LOAD(x0 + i + 5 * (W)), v6 = LOAD(x0 + i + 6 * (W)),               \
-              v7 = LOAD(x0 + i + 7 * (W));                                                                         \
-            STORE(x1 + i, v0);                                                                                     \
-            STORE(x1 + i + (W), v1);                                                                               \
-            STORE(x1 + i + 2 * (W), v2);                                                                           \
-            STORE(x1 + i + 3 * (W), v3);                                                                           \
-            STORE(x1 + i + 4 * (W), v4);                                                                           \
-            STORE(x1 + i + 5 * (W), v5);                                                                           \
-            STORE(x1 + i + 6 * (W), v6);                                                                           \
-            STORE(x1 + i + 7 * (W), v7);                                                                           \
-        }                                                                                                          \
-        for (; i < n; i++) {                                                                                       \
-            x1[i] = x0[i];                                                                                         \
+                                                             int64_t n, int64_t reps) {                            \
+        for (int64_t r = 0; r < reps; r++) {                                                                       \
+            int64_t i = 0;                                                                                         \
+            for (; i + 8 * (W) <= n; i += 8 * (W)) {                                                               \
+                V v0 = LOAD(x0 + i), v1 = LOAD(x0 + i + (W)), v2 = LOAD(x0 + i + 2 * (W)),                         \
+                  v3 = LOAD(x0 + i + 3 * (W));                                                                     \
+                V v4 = LOAD(x0 + i + 4 * (W)), v5 = LOAD(x0 + i + 5 * (W)), v6 = LOAD(x0 + i + 6 * (W)),           \
+                  v7 = LOAD(x0 + i + 7 * (W));                                                                     \
+                STORE(x1 + i, v0);                                                                                 \
+                STORE(x1 + i + (W), v1);                                                                           \
+                STORE(x1 + i + 2 * (W), v2);                                                                       \
+                STORE(x1 + i + 3 * (W), v3);                                                                       \
+                STORE(x1 + i + 4 * (W), v4);                                                                       \
+                STORE(x1 + i + 5 * (W), v5);                                                                       \
+                STORE(x1 + i + 6 * (W), v6);                                                                       \
+                STORE(x1 + i + 7 * (W), v7);                                                                       \
+            }                                                                                                      \
+            for (; i < n; i++) {                                                                                   \
+                x1[i] = x0[i];                                                                                     \
+            }                                                                                                      \
         }                                                                                                          \
     }                                                                                                              \
     ATTR __attribute__((noinline)) static void rl_triad_##SUF(double *restrict x0, const double *restrict x1,      \
-                                                              const double *restrict x2, int64_t n) {              \
+                                                              const double *restrict x2, int64_t n,                \
+                                                              int64_t reps) {                                      \
         const V s = SET1(RL_TRIAD_SCALAR);                                                                         \
-        int64_t i = 0;                                                                                             \
-        for (; i + 4 * (W) <= n; i += 4 * (W)) {                                                                   \
-            V c0 = LOAD(x2 + i), c1 = LOAD(x2 + i + (W)), c2 = LOAD(x2 + i + 2 * (W)), c3 = LOAD(x2 + i + 3 * (W)); \
-            V b0 = LOAD(x1 + i), b1 = LOAD(x1 + i + (W)), b2 = LOAD(x1 + i + 2 * (W)), b3 = LOAD(x1 + i + 3 * (W)); \
-            STORE(x0 + i, MULADD(s, c0, b0));                                                                      \
-            STORE(x0 + i + (W), MULADD(s, c1, b1));                                                                \
-            STORE(x0 + i + 2 * (W), MULADD(s, c2, b2));                                                            \
-            STORE(x0 + i + 3 * (W), MULADD(s, c3, b3));                                                            \
-        }                                                                                                          \
-        for (; i < n; i++) {                                                                                       \
-            x0[i] = x1[i] + RL_TRIAD_SCALAR * x2[i];                                                               \
+        for (int64_t r = 0; r < reps; r++) {                                                                       \
+            int64_t i = 0;                                                                                         \
+            for (; i + 4 * (W) <= n; i += 4 * (W)) {                                                               \
+                V c0 = LOAD(x2 + i), c1 = LOAD(x2 + i + (W)), c2 = LOAD(x2 + i + 2 * (W)),                         \
+                  c3 = LOAD(x2 + i + 3 * (W));                                                                     \
+                V b0 = LOAD(x1 + i), b1 = LOAD(x1 + i + (W)), b2 = LOAD(x1 + i + 2 * (W)),                         \
+                  b3 = LOAD(x1 + i + 3 * (W));                                                                     \
+                STORE(x0 + i, MULADD(s, c0, b0));                                                                  \
+                STORE(x0 + i + (W), MULADD(s, c1, b1));                                                            \
+                STORE(x0 + i + 2 * (W), MULADD(s, c2, b2));                                                        \
+                STORE(x0 + i + 3 * (W), MULADD(s, c3, b3));                                                        \
+            }                                                                                                      \
+            for (; i < n; i++) {                                                                                   \
+                x0[i] = x1[i] + RL_TRIAD_SCALAR * x2[i];                                                           \
+            }                                                                                                      \
         }                                                                                                          \
     }
 
@@ -646,29 +665,30 @@ const char *rl_cpu_bw_kernel_name(rl_bw_kernel kernel) {
 
 int rl_cpu_bw_kernel_arrays(rl_bw_kernel kernel) { return (kernel >= 0 && kernel < RL_BW_COUNT) ? kernel + 1 : 0; }
 
-/* Run one pass of `kernel` over arrays x0, x1, x2 (n doubles each) with regular stores, or with non-temporal
- * stores when `nt` is set and the ISA has them (x86; elsewhere regular stores). Returns the read sum or 0. */
+/* Run `reps` passes of `kernel` over arrays x0, x1, x2 (n doubles each) with regular stores, or with
+ * non-temporal stores when `nt` is set and the ISA has them (x86; elsewhere regular stores). Returns the read sum
+ * or 0. */
 #define RL_BW_DISPATCH(SUF)                                                                                        \
     if (kernel == RL_BW_READ) {                                                                                    \
-        return rl_read_##SUF(x0, n);                                                                               \
+        return rl_read_##SUF(x0, n, reps);                                                                         \
     }                                                                                                              \
     if (kernel == RL_BW_COPY) {                                                                                    \
-        rl_copy_##SUF(x0, x1, n);                                                                                  \
+        rl_copy_##SUF(x0, x1, n, reps);                                                                            \
     } else {                                                                                                       \
-        rl_triad_##SUF(x0, x1, x2, n);                                                                             \
+        rl_triad_##SUF(x0, x1, x2, n, reps);                                                                       \
     }                                                                                                              \
     return 0.0;
 #define RL_BW_DISPATCH_NT(SUF)                                                                                     \
     if (kernel == RL_BW_COPY) {                                                                                    \
-        rl_copy_##SUF##_nt(x0, x1, n);                                                                             \
+        rl_copy_##SUF##_nt(x0, x1, n, reps);                                                                       \
     } else {                                                                                                       \
-        rl_triad_##SUF##_nt(x0, x1, x2, n);                                                                        \
+        rl_triad_##SUF##_nt(x0, x1, x2, n, reps);                                                                  \
     }                                                                                                              \
     _mm_sfence();                                                                                                  \
     return 0.0;
 
-static double rl_bw_pass(rl_simd simd, rl_bw_kernel kernel, int nt, double *x0, double *x1, double *x2,
-                         int64_t n) {
+static double rl_bw_passes(rl_simd simd, rl_bw_kernel kernel, int nt, double *x0, double *x1, double *x2,
+                           int64_t n, int64_t reps) {
     nt = nt && kernel != RL_BW_READ;
     switch (simd) {
 #ifdef RL_X86
@@ -696,7 +716,7 @@ static double rl_bw_pass(rl_simd simd, rl_bw_kernel kernel, int nt, double *x0, 
 }
 
 double rl_cpu_bw_kernel_once(rl_simd simd, rl_bw_kernel kernel, int nt, double *buf, int64_t n) {
-    return rl_bw_pass(simd, kernel, nt, buf, buf + n, buf + 2 * n, n);
+    return rl_bw_passes(simd, kernel, nt, buf, buf + n, buf + 2 * n, n, 1);
 }
 
 /* ------------------------------------------------------------------------------------------------------------
@@ -1026,11 +1046,7 @@ static void rl_bw_work(void *p, int tid, int64_t reps) {
     double *base = job->region + (int64_t)tid * job->thread_elems;
     int64_t n = job->n, stride = rl_bw_array_stride(n);
     double *x0 = base, *x1 = base + stride, *x2 = base + 2 * stride;
-    double s = 0.0;
-    for (int64_t r = 0; r < reps; r++) {
-        s += rl_bw_pass(job->simd, job->kernel, job->nt, x0, x1, x2, n);
-    }
-    job->sinks[tid].value += s;
+    job->sinks[tid].value += rl_bw_passes(job->simd, job->kernel, job->nt, x0, x1, x2, n, reps);
 }
 
 static void rl_bw_member(rl_team *team, int tid, void *arg) {
