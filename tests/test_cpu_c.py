@@ -56,3 +56,30 @@ def test_cpu_c_unit_tests(sanitizer_cc, tmp_path):
     print(p.stdout)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "ok: 0 failure(s)" in p.stdout
+
+
+@pytest.mark.skipif(
+    not (shutil.which("aarch64-linux-gnu-gcc") and shutil.which("qemu-aarch64")),
+    reason="needs aarch64-linux-gnu-gcc and qemu-aarch64 (Debian: gcc-aarch64-linux-gnu, qemu-user)",
+)
+def test_cpu_c_unit_tests_aarch64_neon(tmp_path):
+    """The NEON kernels, cross-compiled for AArch64 and run under user-mode emulation."""
+    exe = tmp_path / "test_cpu_arm"
+    build = [
+        "aarch64-linux-gnu-gcc",
+        *FLAGS,
+        "-static",
+        "-I",
+        os.path.join(REPO, "csrc"),
+        os.path.join(REPO, "csrc", "cpu.c"),
+        os.path.join(REPO, "tests", "c", "test_cpu.c"),
+        "-o",
+        str(exe),
+        "-lpthread",
+        "-lm",
+    ]
+    p = subprocess.run(build, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run(["qemu-aarch64", str(exe)], capture_output=True, text=True, timeout=300)
+    print(p.stdout)
+    assert p.returncode == 0 and "ok: 0 failure(s)" in p.stdout, p.stdout + p.stderr
