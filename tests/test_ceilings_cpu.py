@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import glob
+import importlib
 import json
 import os
 import subprocess
@@ -23,12 +24,11 @@ import numpy as np
 import pytest
 
 import roofline
-from roofline import _core
-from roofline import ceilings as ceilings_mod
-from roofline import cli
-from roofline.ceilings import Ceiling, CeilingNotAvailable, Ceilings, ceilings
+from roofline import _core, cli
+from roofline.ceilings import CeilingNotAvailable, Ceilings, ceilings
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The module itself, even where the package re-exports the function under the same name.
+ceilings_mod = importlib.import_module("roofline.ceilings")
 
 
 @pytest.fixture(scope="module")
