@@ -1,7 +1,376 @@
-/* Python binding of the cpu ceiling benchmarks (placeholder until the benchmarks land). */
+/* Python binding of the CPU ceiling benchmarks (cpu.c).
+ *
+ * Each exported function parses and validates its arguments, then calls an `_impl` that does the work with the
+ * GIL released around the pure C measurement and converts the result. Argument errors raise ValueError or
+ * TypeError naming the argument; a failed system call raises RuntimeError naming that call. */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu.h"
 #include "rl_module.h"
+#include "rl_numpy.h"
+
+#define RL_MAX_THREADS 4096
+#define RL_MAX_SECONDS 600.0
+
+/* ---- shared argument converters ---- */
+
+/* Map a dtype name to rl_dtype. Returns 0, or -1 with ValueError naming `argname`. */
+static int rl_parse_dtype(const char *name, const char *argname, rl_dtype *out) {
+    if (strcmp(name, "float64") == 0) {
+        *out = RL_DT_F64;
+        return 0;
+    }
+    if (strcmp(name, "float32") == 0) {
+        *out = RL_DT_F32;
+        return 0;
+    }
+    rl_err_value("%s must be 'float64' or 'float32', not '%s'", argname, name);
+    return -1;
+}
+
+/* Map an optional SIMD name (None: the widest supported) to rl_simd. Returns 0, or -1 with ValueError. */
+static int rl_parse_simd(PyObject *obj, rl_simd *out) {
+    if (obj == NULL || obj == Py_None) {
+        *out = RL_SIMD_AUTO;
+        return 0;
+    }
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "simd must be a str or None, not %.100s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    const char *name = PyUnicode_AsUTF8(obj);
+    if (name == NULL) {
+        return -1;
+    }
+    for (int s = 0; s < RL_SIMD_COUNT; s++) {
+        if (strcmp(name, rl_cpu_simd_name((rl_simd)s)) == 0) {
+            if (!rl_cpu_simd_supported((rl_simd)s)) {
+                rl_err_value("simd='%s' is not supported by this CPU or build", name);
+                return -1;
+            }
+            *out = (rl_simd)s;
+            return 0;
+        }
+    }
+    rl_err_value("simd must be one of 'avx512', 'avx2', 'sse2', 'neon', 'scalar' or None, not '%s'", name);
+    return -1;
+}
+
+static int rl_parse_stat(const char *name, rl_stat *out) {
+    if (strcmp(name, "median") == 0) {
+        *out = RL_STAT_MEDIAN;
+        return 0;
+    }
+    if (strcmp(name, "max") == 0) {
+        *out = RL_STAT_MAX;
+        return 0;
+    }
+    rl_err_value("stat must be 'median' or 'max', not '%s'", name);
+    return -1;
+}
+
+/* threads: 0 means one per allowed CPU. Returns the resolved count, or -1 with ValueError. */
+static int rl_parse_threads(int threads) {
+    if (threads < 0 || threads > RL_MAX_THREADS) {
+        rl_err_value("threads must be between 0 (one per CPU) and %d, not %d", RL_MAX_THREADS, threads);
+        return -1;
+    }
+    return threads == 0 ? rl_cpu_count() : threads;
+}
+
+static PyObject *rl_raise_cpu_error(const rl_cpu_error *err) {
+    if (err->code != 0) {
+        return rl_err_runtime("%s failed: %s", err->call, strerror(err->code));
+    }
+    return rl_err_runtime("%s failed", err->call);
+}
+
+/* ---- cpu_info ---- */
+
+static PyObject *cpu_info_impl(PyObject *module) {
+    (void)module;
+    rl_cpu_info info;
+    Py_BEGIN_ALLOW_THREADS
+    rl_cpu_info_get(&info);
+    Py_END_ALLOW_THREADS
+
+    rl_simd best = rl_cpu_simd_best();
+    PyObject *supported = PyList_New(0);
+    PyObject *caches = PyDict_New();
+    if (supported == NULL || caches == NULL) {
+        goto fail;
+    }
+    for (int s = RL_SIMD_COUNT - 1; s >= 0; s--) {
+        if (rl_cpu_simd_supported((rl_simd)s)) {
+            PyObject *name = PyUnicode_FromString(rl_cpu_simd_name((rl_simd)s));
+            if (name == NULL || PyList_Append(supported, name) < 0) {
+                Py_XDECREF(name);
+                goto fail;
+            }
+            Py_DECREF(name);
+        }
+    }
+    for (int level = 1; level <= RL_CPU_MAX_LEVEL; level++) {
+        if (info.cache_bytes[level] <= 0) {
+            continue;
+        }
+        char key[8];
+        snprintf(key, sizeof(key), "L%d", level);
+        PyObject *entry = Py_BuildValue("{s:L,s:i}", "bytes", (long long)info.cache_bytes[level], "instances",
+                                        info.cache_instances[level]);
+        if (entry == NULL || PyDict_SetItemString(caches, key, entry) < 0) {
+            Py_XDECREF(entry);
+            goto fail;
+        }
+        Py_DECREF(entry);
+    }
+    PyObject *result = Py_BuildValue(
+        "{s:s,s:i,s:i,s:i,s:d,s:s,s:s,s:O,s:{s:i,s:i},s:O,s:i,s:O,s:s}", "model", info.model, "cpus", info.cpus,
+        "online", info.online, "physical_cores", info.physical_cores, "clock_hz", info.clock_hz, "clock_source",
+        info.clock_source, "simd", rl_cpu_simd_name(best), "simd_supported", supported, "lanes", "float64",
+        rl_cpu_simd_lanes(best, 8), "float32", rl_cpu_simd_lanes(best, 4), "fma",
+        rl_cpu_simd_has_fma(best) ? Py_True : Py_False, "fma_accumulators", rl_cpu_fma_accumulators(best), "caches",
+        caches, "cache_source", info.cache_source);
+    Py_DECREF(supported);
+    Py_DECREF(caches);
+    return result;
+fail:
+    Py_XDECREF(supported);
+    Py_XDECREF(caches);
+    return NULL;
+}
+
+static PyObject *cpu_info(PyObject *module, PyObject *Py_UNUSED(ignored)) { return cpu_info_impl(module); }
+
+/* ---- cpu_fma_peak ---- */
+
+static PyObject *cpu_fma_peak_impl(PyObject *module, rl_dtype dtype, double seconds, int threads, int repeats,
+                                   rl_simd simd, rl_stat stat) {
+    (void)module;
+    rl_fma_result r;
+    rl_cpu_error err = {NULL, 0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = rl_cpu_fma_peak(simd, dtype, seconds, threads, repeats, stat, &r, &err);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) {
+        return rl_raise_cpu_error(&err);
+    }
+    int lanes = rl_cpu_simd_lanes(r.simd, dtype == RL_DT_F64 ? 8 : 4);
+    return Py_BuildValue("{s:d,s:d,s:d,s:L,s:i,s:O,s:i,s:s,s:i,s:i,s:O,s:d}", "flops", r.flops, "best_flops",
+                         r.best_flops, "seconds", r.seconds, "flop_per_repeat", (long long)r.flop_per_rep,
+                         "threads", r.threads, "pinned", r.pinned ? Py_True : Py_False, "repeats", r.repeats,
+                         "simd", rl_cpu_simd_name(r.simd), "lanes", lanes, "accumulators",
+                         rl_cpu_fma_accumulators(r.simd), "fma", rl_cpu_simd_has_fma(r.simd) ? Py_True : Py_False,
+                         "cpu_share", r.cpu_share);
+}
+
+PyDoc_STRVAR(cpu_fma_peak_doc,
+             "cpu_fma_peak(dtype, seconds=0.25, threads=0, *, repeats=5, simd=None, stat='median') -> dict\n\n"
+             "All-core FMA peak in FLOP/s (an FMA counts 2 FLOP). dtype is 'float64' or 'float32'; seconds is\n"
+             "the approximate total time; threads=0 runs one pinned thread per allowed CPU; simd=None picks the\n"
+             "widest SIMD set of this CPU. Returns flops (the median repeat, or the best with stat='max'),\n"
+             "best_flops, seconds (wall time of the call), threads, pinned, simd, lanes, accumulators, fma, and\n"
+             "cpu_share: CPU time the threads got / (threads x wall time), near 1 unless other processes\n"
+             "competed for the CPUs.");
+
+static PyObject *cpu_fma_peak(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"dtype", "seconds", "threads", "repeats", "simd", "stat", NULL};
+    const char *dtype_name = NULL, *stat_name = "median";
+    double seconds = 0.25;
+    int threads = 0, repeats = 5;
+    PyObject *simd_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|di$iOs:cpu_fma_peak", kwlist, &dtype_name, &seconds,
+                                     &threads, &repeats, &simd_obj, &stat_name)) {
+        return NULL;
+    }
+    rl_dtype dtype;
+    rl_simd simd;
+    rl_stat stat;
+    if (rl_parse_dtype(dtype_name, "dtype", &dtype) < 0 || rl_parse_simd(simd_obj, &simd) < 0 ||
+        rl_parse_stat(stat_name, &stat) < 0) {
+        return NULL;
+    }
+    if (!isfinite(seconds) || seconds <= 0.0 || seconds > RL_MAX_SECONDS) {
+        return rl_err_value("seconds must be > 0 and <= %g, not %g", RL_MAX_SECONDS, seconds);
+    }
+    if (repeats < 1 || repeats > 1000) {
+        return rl_err_value("repeats must be between 1 and 1000, not %d", repeats);
+    }
+    threads = rl_parse_threads(threads);
+    if (threads < 0) {
+        return NULL;
+    }
+    return cpu_fma_peak_impl(module, dtype, seconds, threads, repeats, simd, stat);
+}
+
+/* ---- cpu_bandwidth_sweep ---- */
+
+/* Map a kernel name to rl_bw_kernel. Returns 0, or -1 with ValueError. */
+static int rl_parse_kernel(PyObject *obj, rl_bw_kernel *out) {
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "kernel must be a str or a sequence of str, not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    const char *name = PyUnicode_AsUTF8(obj);
+    if (name == NULL) {
+        return -1;
+    }
+    for (int k = 0; k < RL_BW_COUNT; k++) {
+        if (strcmp(name, rl_cpu_bw_kernel_name((rl_bw_kernel)k)) == 0) {
+            *out = (rl_bw_kernel)k;
+            return 0;
+        }
+    }
+    rl_err_value("kernel must be 'read', 'copy' or 'triad', not '%s'", name);
+    return -1;
+}
+
+/* sizes: int64 array (owned reference, caller decrefs), kernels[nkernels]; result 1-D when `one_kernel`. */
+static PyObject *cpu_bandwidth_sweep_impl(PyObject *module, PyArrayObject *sizes, const rl_bw_kernel *kernels,
+                                          int nkernels, int one_kernel, int threads, int repeats,
+                                          double min_seconds, rl_stat stat, rl_simd simd, int64_t nt_min_bytes,
+                                          int return_stats) {
+    (void)module;
+    npy_intp nsizes = PyArray_SIZE(sizes);
+    npy_intp dims[2] = {nkernels, nsizes};
+    PyObject *rates = one_kernel ? PyArray_SimpleNew(1, &dims[1], NPY_FLOAT64) : PyArray_SimpleNew(2, dims, NPY_FLOAT64);
+    if (rates == NULL) {
+        return NULL;
+    }
+    const int64_t *size_data = (const int64_t *)PyArray_DATA(sizes);
+    double *rate_data = (double *)PyArray_DATA((PyArrayObject *)rates);
+    rl_cpu_error err = {NULL, 0};
+    int pinned = 0, rc;
+    double cpu_share = 0.0, start = rl_cpu_now(), seconds;
+    Py_BEGIN_ALLOW_THREADS
+    rc = rl_cpu_bandwidth_sweep(simd, kernels, nkernels, size_data, (int)nsizes, threads, repeats, min_seconds,
+                                stat, nt_min_bytes, rate_data, &pinned, &cpu_share, &err);
+    Py_END_ALLOW_THREADS
+    seconds = rl_cpu_now() - start;
+    if (rc != 0) {
+        Py_DECREF(rates);
+        return rl_raise_cpu_error(&err);
+    }
+    if (!return_stats) {
+        return rates;
+    }
+    return Py_BuildValue("(N{s:i,s:O,s:d,s:d,s:s})", rates, "threads", threads, "pinned",
+                         pinned ? Py_True : Py_False, "cpu_share", cpu_share, "seconds", seconds, "simd",
+                         rl_cpu_simd_name(simd == RL_SIMD_AUTO ? rl_cpu_simd_best() : simd));
+}
+
+PyDoc_STRVAR(cpu_bandwidth_sweep_doc,
+             "cpu_bandwidth_sweep(sizes, kernel, threads=0, repeats=3, *, min_seconds=0.002, stat='median',\n"
+             "                    simd=None, nt_min_bytes=0, return_stats=False) -> ndarray[float64]\n\n"
+             "Bandwidth in bytes/s for each working-set size in `sizes` (bytes, int64, each >= 1024 * threads).\n"
+             "kernel is 'read' (N*8 bytes per pass), 'copy' (2*N*8: read + write) or 'triad' a=b+s*c (3*N*8);\n"
+             "the working set is all arrays of all threads, so bytes counted per pass equal the size. A sequence\n"
+             "of kernels gives a 2-D array, one row per kernel. Threads are pinned and first-touch their own\n"
+             "memory; each timed repeat lasts at least min_seconds; repeats are reduced with stat ('median' or\n"
+             "'max'). Working sets >= nt_min_bytes (0: never) use non-temporal stores where available (x86).\n"
+             "return_stats=True returns (rates, stats) with stats: threads, pinned, cpu_share, seconds, simd.");
+
+static PyObject *cpu_bandwidth_sweep(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *kwlist[] = {"sizes", "kernel", "threads", "repeats", "min_seconds", "stat", "simd",
+                             "nt_min_bytes", "return_stats", NULL};
+    PyObject *sizes_obj = NULL, *kernel_obj = NULL, *simd_obj = Py_None;
+    int threads = 0, repeats = 3;
+    double min_seconds = 0.002;
+    const char *stat_name = "median";
+    long long nt_min_bytes = 0;
+    int return_stats = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|ii$dsOLp:cpu_bandwidth_sweep", kwlist, &sizes_obj,
+                                     &kernel_obj, &threads, &repeats, &min_seconds, &stat_name, &simd_obj,
+                                     &nt_min_bytes, &return_stats)) {
+        return NULL;
+    }
+    rl_bw_kernel kernels[RL_BW_COUNT];
+    int nkernels = 0, one_kernel = PyUnicode_Check(kernel_obj);
+    if (one_kernel) {
+        if (rl_parse_kernel(kernel_obj, &kernels[0]) < 0) {
+            return NULL;
+        }
+        nkernels = 1;
+    } else {
+        PyObject *seq = PySequence_Fast(kernel_obj, "kernel must be a str or a sequence of str");
+        if (seq == NULL) {
+            return NULL;
+        }
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        if (n < 1 || n > RL_BW_COUNT) {
+            Py_DECREF(seq);
+            return rl_err_value("kernel must name 1 to %d kernels, got %zd", RL_BW_COUNT, n);
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (rl_parse_kernel(PySequence_Fast_GET_ITEM(seq, i), &kernels[i]) < 0) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+        }
+        Py_DECREF(seq);
+        nkernels = (int)n;
+    }
+    rl_stat stat;
+    rl_simd simd;
+    if (rl_parse_stat(stat_name, &stat) < 0 || rl_parse_simd(simd_obj, &simd) < 0) {
+        return NULL;
+    }
+    threads = rl_parse_threads(threads);
+    if (threads < 0) {
+        return NULL;
+    }
+    if (repeats < 1 || repeats > 1000) {
+        return rl_err_value("repeats must be between 1 and 1000, not %d", repeats);
+    }
+    if (!isfinite(min_seconds) || min_seconds < 0.0 || min_seconds > RL_MAX_SECONDS) {
+        return rl_err_value("min_seconds must be >= 0 and <= %g, not %g", RL_MAX_SECONDS, min_seconds);
+    }
+    if (nt_min_bytes < 0) {
+        return rl_err_value("nt_min_bytes must be >= 0, not %lld", nt_min_bytes);
+    }
+    PyArrayObject *sizes = (PyArrayObject *)PyArray_FROMANY(sizes_obj, NPY_INT64, 1, 1, NPY_ARRAY_IN_ARRAY);
+    if (sizes == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_ValueError) || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "sizes must be a 1-D array of integers (bytes)");
+        }
+        return NULL;
+    }
+    npy_intp nsizes = PyArray_SIZE(sizes);
+    if (nsizes < 1 || nsizes > 100000) {
+        Py_DECREF(sizes);
+        return rl_err_value("sizes must hold 1 to 100000 sizes, got %zd", (Py_ssize_t)nsizes);
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    int64_t limit = (pages > 0 && page > 0) ? (int64_t)pages * page / 2 : INT64_MAX / 4;
+    const int64_t *size_data = (const int64_t *)PyArray_DATA(sizes);
+    for (npy_intp i = 0; i < nsizes; i++) {
+        if (size_data[i] < 1024 * (int64_t)threads || size_data[i] > limit) {
+            Py_DECREF(sizes);
+            return rl_err_value("sizes[%zd] = %lld bytes is out of range: each size must be >= 1024 * threads "
+                                "(%lld) and <= half the physical memory (%lld)",
+                                (Py_ssize_t)i, (long long)size_data[i], 1024LL * threads, (long long)limit);
+        }
+    }
+    PyObject *result = cpu_bandwidth_sweep_impl(module, sizes, kernels, nkernels, one_kernel, threads, repeats,
+                                                min_seconds, stat, simd, (int64_t)nt_min_bytes, return_stats);
+    Py_DECREF(sizes);
+    return result;
+}
 
 PyMethodDef rl_cpu_methods[] = {
+    {"cpu_info", (PyCFunction)cpu_info, METH_NOARGS,
+     PyDoc_STR("cpu_info() -> dict: model, cpus, physical_cores, clock_hz and clock_source, simd (widest), "
+               "simd_supported, lanes per dtype, fma, fma_accumulators, caches {'L1': {'bytes', 'instances'}, "
+               "...}, cache_source.")},
+    {"cpu_fma_peak", (PyCFunction)(void (*)(void))cpu_fma_peak, METH_VARARGS | METH_KEYWORDS, cpu_fma_peak_doc},
+    {"cpu_bandwidth_sweep", (PyCFunction)(void (*)(void))cpu_bandwidth_sweep, METH_VARARGS | METH_KEYWORDS,
+     cpu_bandwidth_sweep_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,1170 @@
+/* CPU ceiling microbenchmarks (see cpu.h for the contracts and units).
+ *
+ * Layout of this file:
+ *   1. machine information (sysfs, procfs, sysconf)
+ *   2. SIMD detection and the per-ISA kernels (FMA chains; read / copy / triad streams)
+ *   3. the thread team: pinned pthreads, a spinning barrier, a calibrated timing protocol
+ *   4. the two measurements: all-core FMA peak and the bandwidth sweep
+ *
+ * Keeping the work alive: every FMA accumulator is summed into a per-thread volatile sink after the timed loop;
+ * read sums go to the same sinks; copy and triad write memory the caller can observe. Accumulators start from
+ * different values so the compiler cannot merge identical chains. */
+#define _GNU_SOURCE
+#include "cpu.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define RL_X86 1
+#include <immintrin.h>
+#endif
+#if defined(__aarch64__)
+#define RL_ARM64 1
+#include <arm_neon.h>
+#endif
+
+#define RL_CACHE_LINE 64
+#define RL_MAX_CPUS 1024 /* CPU_SETSIZE on glibc; machines with more CPUs are measured on the first 1024 */
+
+double rl_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------------------------------------------
+ * 1. Machine information
+ * ------------------------------------------------------------------------------------------------------------ */
+
+/* Read the first line of `path` into buf (NUL-terminated, trailing newline removed). Returns 0, or -1 when the
+ * file cannot be read. */
+static int rl_read_line(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        return -1;
+    }
+    char *ok = fgets(buf, (int)cap, f);
+    fclose(f);
+    if (ok == NULL) {
+        return -1;
+    }
+    buf[strcspn(buf, "\n")] = '\0';
+    return 0;
+}
+
+/* Parse a sysfs cache size such as "48K", "2048K", "1M" into bytes; 0 when malformed. */
+static int64_t rl_parse_size(const char *s) {
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || v <= 0) {
+        return 0;
+    }
+    switch (toupper((unsigned char)*end)) {
+    case 'K': return (int64_t)v << 10;
+    case 'M': return (int64_t)v << 20;
+    case 'G': return (int64_t)v << 30;
+    default: return (int64_t)v;
+    }
+}
+
+/* The logical CPUs this process may run on, in increasing order, written to cpus (capacity RL_MAX_CPUS).
+ * Returns their count (>= 1). */
+static int rl_allowed_cpus(int *cpus) {
+#ifdef __linux__
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        int n = 0;
+        for (int c = 0; c < CPU_SETSIZE && n < RL_MAX_CPUS; c++) {
+            if (CPU_ISSET(c, &set)) {
+                cpus[n++] = c;
+            }
+        }
+        if (n > 0) {
+            return n;
+        }
+    }
+#endif
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = online > 0 ? (int)(online < RL_MAX_CPUS ? online : RL_MAX_CPUS) : 1;
+    for (int c = 0; c < n; c++) {
+        cpus[c] = c;
+    }
+    return n;
+}
+
+int rl_cpu_count(void) {
+    int *cpus = malloc(sizeof(int) * RL_MAX_CPUS);
+    if (cpus == NULL) {
+        return 1;
+    }
+    int n = rl_allowed_cpus(cpus);
+    free(cpus);
+    return n;
+}
+
+/* Count the distinct strings among n strings of `width` bytes each in `strs`. */
+static int rl_count_distinct(const char *strs, int n, size_t width) {
+    int distinct = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) {
+            seen = strcmp(strs + (size_t)i * width, strs + (size_t)j * width) == 0;
+        }
+        distinct += !seen;
+    }
+    return distinct;
+}
+
+#define RL_LIST_WIDTH 64
+
+/* For each allowed CPU read the sysfs file cpu<N>/<rel> (a CPU list) and count distinct contents: the number of
+ * instances of a shared resource (a core, a cache) serving the allowed CPUs. 0 when any read fails. */
+static int rl_count_instances(const int *cpus, int ncpus, const char *rel) {
+    char *lists = calloc((size_t)ncpus, RL_LIST_WIDTH);
+    if (lists == NULL) {
+        return 0;
+    }
+    char path[256];
+    int ok = 1;
+    for (int i = 0; i < ncpus && ok; i++) {
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/%s", cpus[i], rel);
+        ok = rl_read_line(path, lists + (size_t)i * RL_LIST_WIDTH, RL_LIST_WIDTH) == 0;
+    }
+    int count = ok ? rl_count_distinct(lists, ncpus, RL_LIST_WIDTH) : 0;
+    free(lists);
+    return count;
+}
+
+static void rl_info_caches(rl_cpu_info *out, const int *cpus, int ncpus) {
+    char path[256], buf[128];
+    for (int idx = 0; idx < 16; idx++) {
+        int cpu0 = cpus[0];
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/cache/index%d/type", cpu0, idx);
+        if (rl_read_line(path, buf, sizeof(buf)) != 0) {
+            break;
+        }
+        if (strcmp(buf, "Instruction") == 0) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/cache/index%d/level", cpu0, idx);
+        if (rl_read_line(path, buf, sizeof(buf)) != 0) {
+            continue;
+        }
+        int level = atoi(buf);
+        if (level < 1 || level > RL_CPU_MAX_LEVEL) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/cache/index%d/size", cpu0, idx);
+        if (rl_read_line(path, buf, sizeof(buf)) != 0) {
+            continue;
+        }
+        out->cache_bytes[level] = rl_parse_size(buf);
+        snprintf(path, sizeof(path), "cache/index%d/shared_cpu_list", idx);
+        int inst = rl_count_instances(cpus, ncpus, path);
+        out->cache_instances[level] = inst > 0 ? inst : 1;
+        snprintf(out->cache_source, sizeof(out->cache_source), "sysfs");
+    }
+    if (out->cache_bytes[1] > 0) {
+        return;
+    }
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
+    /* glibc fallback: sizes only; L1 and L2 assumed private to each CPU, L3 shared by all. */
+    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE),
+         l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l1 > 0) {
+        out->cache_bytes[1] = l1;
+        out->cache_instances[1] = ncpus;
+        if (l2 > 0) {
+            out->cache_bytes[2] = l2;
+            out->cache_instances[2] = ncpus;
+        }
+        if (l3 > 0) {
+            out->cache_bytes[3] = l3;
+            out->cache_instances[3] = 1;
+        }
+        snprintf(out->cache_source, sizeof(out->cache_source), "sysconf");
+    }
+#endif
+}
+
+static void rl_info_cpuinfo(rl_cpu_info *out) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f == NULL) {
+        return;
+    }
+    char line[512];
+    double mhz = 0.0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char *colon = strchr(line, ':');
+        if (colon == NULL) {
+            continue;
+        }
+        char *value = colon + 1;
+        while (*value == ' ' || *value == '\t') {
+            value++;
+        }
+        value[strcspn(value, "\n")] = '\0';
+        if (out->model[0] == '\0' && strncmp(line, "model name", 10) == 0) {
+            snprintf(out->model, sizeof(out->model), "%s", value);
+        } else if (mhz == 0.0 && strncmp(line, "cpu MHz", 7) == 0) {
+            mhz = strtod(value, NULL);
+        }
+    }
+    fclose(f);
+    if (out->clock_hz == 0.0 && mhz > 0.0) {
+        out->clock_hz = mhz * 1e6;
+        snprintf(out->clock_source, sizeof(out->clock_source), "/proc/cpuinfo cpu MHz");
+    }
+}
+
+void rl_cpu_info_get(rl_cpu_info *out) {
+    memset(out, 0, sizeof(*out));
+    snprintf(out->clock_source, sizeof(out->clock_source), "unknown");
+    snprintf(out->cache_source, sizeof(out->cache_source), "unknown");
+    int *cpus = malloc(sizeof(int) * RL_MAX_CPUS);
+    int fallback_cpu = 0;
+    int ncpus = 1;
+    if (cpus != NULL) {
+        ncpus = rl_allowed_cpus(cpus);
+    } else {
+        cpus = &fallback_cpu;
+    }
+    out->cpus = ncpus;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    out->online = online > 0 ? (int)online : ncpus;
+
+    char path[256], buf[128];
+    snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d/cpufreq/cpuinfo_max_freq", cpus[0]);
+    if (rl_read_line(path, buf, sizeof(buf)) == 0 && strtod(buf, NULL) > 0) {
+        out->clock_hz = strtod(buf, NULL) * 1e3; /* the file is in kHz */
+        snprintf(out->clock_source, sizeof(out->clock_source), "cpufreq cpuinfo_max_freq");
+    }
+    rl_info_cpuinfo(out);
+    if (out->model[0] == '\0') {
+        struct utsname u;
+        if (uname(&u) == 0) {
+            snprintf(out->model, sizeof(out->model), "%s", u.machine);
+        }
+    }
+    out->physical_cores = rl_count_instances(cpus, ncpus, "topology/core_cpus_list");
+    if (out->physical_cores == 0) {
+        out->physical_cores = rl_count_instances(cpus, ncpus, "topology/thread_siblings_list");
+    }
+    rl_info_caches(out, cpus, ncpus);
+    if (cpus != &fallback_cpu) {
+        free(cpus);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------------------------
+ * 2. SIMD detection and kernels
+ * ------------------------------------------------------------------------------------------------------------ */
+
+static const char *const rl_simd_names[RL_SIMD_COUNT] = {"scalar", "sse2", "avx2", "avx512", "neon"};
+
+const char *rl_cpu_simd_name(rl_simd simd) {
+    return (simd >= 0 && simd < RL_SIMD_COUNT) ? rl_simd_names[simd] : "?";
+}
+
+int rl_cpu_simd_supported(rl_simd simd) {
+    switch (simd) {
+    case RL_SIMD_SCALAR: return 1;
+#ifdef RL_X86
+    case RL_SIMD_SSE2: __builtin_cpu_init(); return __builtin_cpu_supports("sse2") != 0;
+    case RL_SIMD_AVX2:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
+    case RL_SIMD_AVX512: __builtin_cpu_init(); return __builtin_cpu_supports("avx512f") != 0;
+#endif
+#ifdef RL_ARM64
+    case RL_SIMD_NEON: return 1; /* Advanced SIMD with FMA is mandatory on AArch64 */
+#endif
+    default: return 0;
+    }
+}
+
+rl_simd rl_cpu_simd_best(void) {
+    static const rl_simd order[] = {RL_SIMD_AVX512, RL_SIMD_AVX2, RL_SIMD_NEON, RL_SIMD_SSE2};
+    for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+        if (rl_cpu_simd_supported(order[i])) {
+            return order[i];
+        }
+    }
+    return RL_SIMD_SCALAR;
+}
+
+int rl_cpu_simd_lanes(rl_simd simd, int elem_bytes) {
+    if (elem_bytes != 4 && elem_bytes != 8) {
+        return 0;
+    }
+    static const int vector_bytes[RL_SIMD_COUNT] = {0, 16, 32, 64, 16};
+    if (simd < 0 || simd >= RL_SIMD_COUNT) {
+        return 0;
+    }
+    return simd == RL_SIMD_SCALAR ? 1 : vector_bytes[simd] / elem_bytes;
+}
+
+int rl_cpu_simd_has_fma(rl_simd simd) {
+    return simd == RL_SIMD_AVX2 || simd == RL_SIMD_AVX512 || simd == RL_SIMD_NEON;
+}
+
+/* Accumulators: FMA latency (4-5 cycles) x FMA pipes (2, up to 4 on some Arm cores) must be covered. x86 has 16
+ * ymm/xmm registers (12 chains + 2 constants) and 32 zmm; AArch64 has 32 vector registers. */
+#define RL_FMA_CHAINS 12
+#define RL_FMA_CHAINS_NEON 16
+
+int rl_cpu_fma_accumulators(rl_simd simd) { return simd == RL_SIMD_NEON ? RL_FMA_CHAINS_NEON : RL_FMA_CHAINS; }
+
+/* Starting value of chain k: distinct per chain so no two chains can be merged. */
+#define RL_CHAIN_X0(k) (RL_FMA_X0 + (double)(k) * 0.0078125)
+
+/* Apply OP(k) for k = 0..11 / 0..15. */
+#define RL_REP12(OP) OP(0) OP(1) OP(2) OP(3) OP(4) OP(5) OP(6) OP(7) OP(8) OP(9) OP(10) OP(11)
+#define RL_REP16(OP) RL_REP12(OP) OP(12) OP(13) OP(14) OP(15)
+
+/* The multiplier and addend pass through a volatile so the compiler cannot fold the recurrence. */
+static volatile double rl_fma_mul = RL_FMA_MUL;
+static volatile double rl_fma_add = RL_FMA_ADD;
+
+/* Portable scalar chains: x = x*m + a as a separate multiply and add (ISO C mode does not contract them). */
+#define RL_SCALAR_FMA(T, NAME)                                                                                     \
+    __attribute__((noinline)) static double NAME(int64_t iters) {                                                  \
+        const T m = (T)rl_fma_mul, a = (T)rl_fma_add;                                                              \
+        RL_REP12(RL_SC_DECL_##T)                                                                                   \
+        for (int64_t i = 0; i < iters; i++) {                                                                      \
+            RL_REP12(RL_SC_STEP)                                                                                   \
+        }                                                                                                          \
+        double s = 0.0;                                                                                            \
+        RL_REP12(RL_SC_SUM)                                                                                        \
+        return s;                                                                                                  \
+    }
+#define RL_SC_DECL_double(k) double x##k = (double)RL_CHAIN_X0(k);
+#define RL_SC_DECL_float(k) float x##k = (float)RL_CHAIN_X0(k);
+#define RL_SC_STEP(k) x##k = x##k * m + a;
+#define RL_SC_SUM(k) s += (double)x##k;
+RL_SCALAR_FMA(double, rl_fma_scalar_f64)
+RL_SCALAR_FMA(float, rl_fma_scalar_f32)
+
+/* A vector FMA kernel over the vector type VT_ of element ET_ (macros defined before each use): SET1_
+ * broadcasts, STEP_(x, m, a) computes x*m + a, STORE_ writes a vector to an ET_ array. REP picks the chain count. */
+#define RL_VECTOR_FMA(ATTR, NAME, REP)                                                                             \
+    ATTR __attribute__((noinline)) static double NAME(int64_t iters) {                                             \
+        const VT_ m = SET1_((ET_)rl_fma_mul), a = SET1_((ET_)rl_fma_add);                                          \
+        REP(RL_V_DECL)                                                                                             \
+        for (int64_t i = 0; i < iters; i++) {                                                                      \
+            REP(RL_V_STEP)                                                                                         \
+        }                                                                                                          \
+        ET_ lanes[sizeof(VT_) / sizeof(ET_)];                                                                      \
+        double s = 0.0;                                                                                            \
+        REP(RL_V_SUM)                                                                                              \
+        return s;                                                                                                  \
+    }
+#define RL_V_DECL(k) VT_ x##k = SET1_((ET_)RL_CHAIN_X0(k));
+#define RL_V_STEP(k) x##k = STEP_(x##k, m, a);
+#define RL_V_SUM(k)                                                                                                \
+    STORE_(lanes, x##k);                                                                                           \
+    for (int l = 0; l < (int)(sizeof(lanes) / sizeof(lanes[0])); l++) {                                           \
+        s += (double)lanes[l];                                                                                     \
+    }
+
+#ifdef RL_X86
+#define RL_ATTR_SSE2 __attribute__((target("sse2")))
+#define RL_ATTR_AVX2 __attribute__((target("avx2,fma")))
+#define RL_ATTR_AVX512 __attribute__((target("avx512f")))
+
+#define VT_ __m128d
+#define ET_ double
+#define SET1_ _mm_set1_pd
+#define STEP_(x, m, a) _mm_add_pd(_mm_mul_pd((x), (m)), (a))
+#define STORE_ _mm_storeu_pd
+RL_VECTOR_FMA(RL_ATTR_SSE2, rl_fma_sse2_f64, RL_REP12)
+#undef VT_
+#undef ET_
+#undef SET1_
+#undef STEP_
+#undef STORE_
+
+#define VT_ __m128
+#define ET_ float
+#define SET1_ _mm_set1_ps
+#define STEP_(x, m, a) _mm_add_ps(_mm_mul_ps((x), (m)), (a))
+#define STORE_ _mm_storeu_ps
+RL_VECTOR_FMA(RL_ATTR_SSE2, rl_fma_sse2_f32, RL_REP12)
+#undef VT_
+#undef ET_
+#undef SET1_
+#undef STEP_
+#undef STORE_
+
+#define VT_ __m256d
+#define ET_ double
+#define SET1_ _mm256_set1_pd
+#define STEP_(x, m, a) _mm256_fmadd_pd((x), (m), (a))
+#define STORE_ _mm256_storeu_pd
+RL_VECTOR_FMA(RL_ATTR_AVX2, rl_fma_avx2_f64, RL_REP12)
+#undef VT_
+#undef ET_
+#undef SET1_
+#undef STEP_
+#undef STORE_
+
+#define VT_ __m256
+#define ET_ float
+#define SET1_ _mm256_set1_ps
+#define STEP_(x, m, a) _mm256_fmadd_ps((x), (m), (a))
+#define STORE_ _mm256_storeu_ps
+RL_VECTOR_FMA(RL_ATTR_AVX2, rl_fma_avx2_f32, RL_REP12)
+#undef VT_
+#undef ET_
+#undef SET1_
+#undef STEP_
+#undef STORE_
+
+#define VT_ __m512d
+#define ET_ double
+#define SET1_ _mm512_set1_pd
+#define STEP_(x, m, a) _mm512_fmadd_pd((x), (m), (a))
+#define STORE_ _mm512_storeu_pd
+RL_VECTOR_FMA(RL_ATTR_AVX512, rl_fma_avx512_f64, RL_REP12)
+#undef VT_
+#undef ET_
+#undef SET1_
+#undef STEP_
+#undef STORE_
+
+#define VT_ __m512
+#define ET_ float
+#define SET1_ _mm512_set1_ps
+#define STEP_(x, m, a) _mm512_fmadd_ps((x), (m), (a))
+#define STORE_ _mm512_storeu_ps
+RL_VECTOR_FMA(RL_ATTR_AVX512, rl_fma_avx512_f32, RL_REP12)
+#undef VT_
+#undef ET_
+#undef SET1_
+#undef STEP_
+#undef STORE_
+#endif /* RL_X86 */
+
+#ifdef RL_ARM64
+#define RL_ATTR_NEON
+/* vfmaq(a, x, m) = a + x*m */
+#define VT_ float64x2_t
+#define ET_ double
+#define SET1_ vdupq_n_f64
+#define STEP_(x, m, a) vfmaq_f64((a), (x), (m))
+#define STORE_ vst1q_f64
+RL_VECTOR_FMA(RL_ATTR_NEON, rl_fma_neon_f64, RL_REP16)
+#undef VT_
+#undef ET_
+#undef SET1_
+#undef STEP_
+#undef STORE_
+
+#define VT_ float32x4_t
+#define ET_ float
+#define SET1_ vdupq_n_f32
+#define STEP_(x, m, a) vfmaq_f32((a), (x), (m))
+#define STORE_ vst1q_f32
+RL_VECTOR_FMA(RL_ATTR_NEON, rl_fma_neon_f32, RL_REP16)
+#undef VT_
+#undef ET_
+#undef SET1_
+#undef STEP_
+#undef STORE_
+#endif /* RL_ARM64 */
+
+double rl_cpu_fma_kernel(rl_simd simd, rl_dtype dtype, int64_t iters) {
+    int f64 = dtype == RL_DT_F64;
+    switch (simd) {
+#ifdef RL_X86
+    case RL_SIMD_SSE2: return f64 ? rl_fma_sse2_f64(iters) : rl_fma_sse2_f32(iters);
+    case RL_SIMD_AVX2: return f64 ? rl_fma_avx2_f64(iters) : rl_fma_avx2_f32(iters);
+    case RL_SIMD_AVX512: return f64 ? rl_fma_avx512_f64(iters) : rl_fma_avx512_f32(iters);
+#endif
+#ifdef RL_ARM64
+    case RL_SIMD_NEON: return f64 ? rl_fma_neon_f64(iters) : rl_fma_neon_f32(iters);
+#endif
+    default: return f64 ? rl_fma_scalar_f64(iters) : rl_fma_scalar_f32(iters);
+    }
+}
+
+/* Stream kernels. Arrays x0, x1, x2 of n doubles, `reps` passes: read sums x0; copy x1[i] = x0[i]; triad
+ * x0[i] = x1[i] + s*x2[i]. The passes loop inside the kernel so that small (L1) working sets are not dominated by
+ * call and reduction overhead. Each vector body moves 8 vectors (triad: 4 per array); a scalar loop finishes the
+ * tail. */
+
+__attribute__((noinline)) static double rl_read_scalar(const double *x0, int64_t n, int64_t reps) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int64_t r = 0; r < reps; r++) {
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+            s0 += x0[i];
+            s1 += x0[i + 1];
+            s2 += x0[i + 2];
+            s3 += x0[i + 3];
+        }
+        for (; i < n; i++) {
+            s0 += x0[i];
+        }
+    }
+    return (s0 + s1) + (s2 + s3);
+}
+
+__attribute__((noinline)) static void rl_copy_scalar(const double *restrict x0, double *restrict x1, int64_t n,
+                                                     int64_t reps) {
+    for (int64_t r = 0; r < reps; r++) {
+        for (int64_t i = 0; i < n; i++) {
+            x1[i] = x0[i];
+        }
+    }
+}
+
+__attribute__((noinline)) static void rl_triad_scalar(double *restrict x0, const double *restrict x1,
+                                                      const double *restrict x2, int64_t n, int64_t reps) {
+    const double s = RL_TRIAD_SCALAR;
+    for (int64_t r = 0; r < reps; r++) {
+        for (int64_t i = 0; i < n; i++) {
+            x0[i] = x1[i] + s * x2[i];
+        }
+    }
+}
+
+/* Vector stream kernels for one ISA. V vector type, W doubles per vector, LOAD/STORE unaligned memory ops, ADD,
+ * MULADD(s, c, b) = b + s*c, SET1, ZERO, HSUM reduces a vector to a double. */
+#define RL_STREAM_KERNELS(ATTR, SUF, V, W, LOAD, STORE, ADD, MULADD, SET1, ZERO, HSUM)                              \
+    RL_READ_KERNEL(ATTR, SUF, V, W, LOAD, ADD, ZERO, HSUM)                                                         \
+    RL_WRITE_KERNELS(ATTR, SUF, V, W, LOAD, STORE, MULADD, SET1)
+
+#define RL_READ_KERNEL(ATTR, SUF, V, W, LOAD, ADD, ZERO, HSUM)                                                     \
+    ATTR __attribute__((noinline)) static double rl_read_##SUF(const double *x0, int64_t n, int64_t reps) {        \
+        V s0 = ZERO(), s1 = ZERO(), s2 = ZERO(), s3 = ZERO(), s4 = ZERO(), s5 = ZERO(), s6 = ZERO(), s7 = ZERO();   \
+        double tail = 0.0;                                                                                         \
+        for (int64_t r = 0; r < reps; r++) {                                                                       \
+            int64_t i = 0;                                                                                         \
+            for (; i + 8 * (W) <= n; i += 8 * (W)) {                                                               \
+                s0 = ADD(s0, LOAD(x0 + i));                                                                        \
+                s1 = ADD(s1, LOAD(x0 + i + (W)));                                                                  \
+                s2 = ADD(s2, LOAD(x0 + i + 2 * (W)));                                                              \
+                s3 = ADD(s3, LOAD(x0 + i + 3 * (W)));                                                              \
+                s4 = ADD(s4, LOAD(x0 + i + 4 * (W)));                                                              \
+                s5 = ADD(s5, LOAD(x0 + i + 5 * (W)));                                                              \
+                s6 = ADD(s6, LOAD(x0 + i + 6 * (W)));                                                              \
+                s7 = ADD(s7, LOAD(x0 + i + 7 * (W)));                                                              \
+            }                                                                                                      \
+            for (; i < n; i++) {                                                                                   \
+                tail += x0[i];                                                                                     \
+            }                                                                                                      \
+        }                                                                                                          \
+        return HSUM(ADD(ADD(ADD(s0, s1), ADD(s2, s3)), ADD(ADD(s4, s5), ADD(s6, s7)))) + tail;                     \
+    }
+
+/* Copy and triad for one store flavour: SUF names the variant, STORE is the store instruction. */
+#define RL_WRITE_KERNELS(ATTR, SUF, V, W, LOAD, STORE, MULADD, SET1)                                               \
+    ATTR __attribute__((noinline)) static void rl_copy_##SUF(const double *restrict x0, double *restrict x1,       \
+                                                             int64_t n, int64_t reps) {                            \
+        for (int64_t r = 0; r < reps; r++) {                                                                       \
+            int64_t i = 0;                                                                                         \
+            for (; i + 8 * (W) <= n; i += 8 * (W)) {                                                               \
+                V v0 = LOAD(x0 + i), v1 = LOAD(x0 + i + (W)), v2 = LOAD(x0 + i + 2 * (W)),                         \
+                  v3 = LOAD(x0 + i + 3 * (W));                                                                     \
+                V v4 = LOAD(x0 + i + 4 * (W)), v5 = LOAD(x0 + i + 5 * (W)), v6 = LOAD(x0 + i + 6 * (W)),           \
+                  v7 = LOAD(x0 + i + 7 * (W));                                                                     \
+                STORE(x1 + i, v0);                                                                                 \
+                STORE(x1 + i + (W), v1);                                                                           \
+                STORE(x1 + i + 2 * (W), v2);                                                                       \
+                STORE(x1 + i + 3 * (W), v3);                                                                       \
+                STORE(x1 + i + 4 * (W), v4);                                                                       \
+                STORE(x1 + i + 5 * (W), v5);                                                                       \
+                STORE(x1 + i + 6 * (W), v6);                                                                       \
+                STORE(x1 + i + 7 * (W), v7);                                                                       \
+            }                                                                                                      \
+            for (; i < n; i++) {                                                                                   \
+                x1[i] = x0[i];                                                                                     \
+            }                                                                                                      \
+        }                                                                                                          \
+    }                                                                                                              \
+    ATTR __attribute__((noinline)) static void rl_triad_##SUF(double *restrict x0, const double *restrict x1,      \
+                                                              const double *restrict x2, int64_t n,                \
+                                                              int64_t reps) {                                      \
+        const V s = SET1(RL_TRIAD_SCALAR);                                                                         \
+        for (int64_t r = 0; r < reps; r++) {                                                                       \
+            int64_t i = 0;                                                                                         \
+            for (; i + 4 * (W) <= n; i += 4 * (W)) {                                                               \
+                V c0 = LOAD(x2 + i), c1 = LOAD(x2 + i + (W)), c2 = LOAD(x2 + i + 2 * (W)),                         \
+                  c3 = LOAD(x2 + i + 3 * (W));                                                                     \
+                V b0 = LOAD(x1 + i), b1 = LOAD(x1 + i + (W)), b2 = LOAD(x1 + i + 2 * (W)),                         \
+                  b3 = LOAD(x1 + i + 3 * (W));                                                                     \
+                STORE(x0 + i, MULADD(s, c0, b0));                                                                  \
+                STORE(x0 + i + (W), MULADD(s, c1, b1));                                                            \
+                STORE(x0 + i + 2 * (W), MULADD(s, c2, b2));                                                        \
+                STORE(x0 + i + 3 * (W), MULADD(s, c3, b3));                                                        \
+            }                                                                                                      \
+            for (; i < n; i++) {                                                                                   \
+                x0[i] = x1[i] + RL_TRIAD_SCALAR * x2[i];                                                           \
+            }                                                                                                      \
+        }                                                                                                          \
+    }
+
+#ifdef RL_X86
+RL_ATTR_SSE2 static inline double rl_hsum_sse2(__m128d v) {
+    double t[2];
+    _mm_storeu_pd(t, v);
+    return t[0] + t[1];
+}
+RL_ATTR_AVX2 static inline double rl_hsum_avx2(__m256d v) {
+    double t[4];
+    _mm256_storeu_pd(t, v);
+    return (t[0] + t[1]) + (t[2] + t[3]);
+}
+RL_ATTR_AVX512 static inline double rl_hsum_avx512(__m512d v) {
+    double t[8];
+    _mm512_storeu_pd(t, v);
+    return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+}
+#define RL_SSE2_MULADD(s, c, b) _mm_add_pd((b), _mm_mul_pd((s), (c)))
+RL_STREAM_KERNELS(RL_ATTR_SSE2, sse2, __m128d, 2, _mm_loadu_pd, _mm_storeu_pd, _mm_add_pd, RL_SSE2_MULADD,
+                  _mm_set1_pd, _mm_setzero_pd, rl_hsum_sse2)
+RL_STREAM_KERNELS(RL_ATTR_AVX2, avx2, __m256d, 4, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_add_pd,
+                  _mm256_fmadd_pd, _mm256_set1_pd, _mm256_setzero_pd, rl_hsum_avx2)
+RL_STREAM_KERNELS(RL_ATTR_AVX512, avx512, __m512d, 8, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_add_pd,
+                  _mm512_fmadd_pd, _mm512_set1_pd, _mm512_setzero_pd, rl_hsum_avx512)
+/* Non-temporal (streaming) stores: they bypass the caches and skip the read-for-ownership of the destination;
+ * the destination must be aligned to the vector width (the sweep's arrays are 64-byte aligned). */
+RL_WRITE_KERNELS(RL_ATTR_SSE2, sse2_nt, __m128d, 2, _mm_loadu_pd, _mm_stream_pd, RL_SSE2_MULADD, _mm_set1_pd)
+RL_WRITE_KERNELS(RL_ATTR_AVX2, avx2_nt, __m256d, 4, _mm256_loadu_pd, _mm256_stream_pd, _mm256_fmadd_pd,
+                 _mm256_set1_pd)
+RL_WRITE_KERNELS(RL_ATTR_AVX512, avx512_nt, __m512d, 8, _mm512_loadu_pd, _mm512_stream_pd, _mm512_fmadd_pd,
+                 _mm512_set1_pd)
+#endif
+
+#ifdef RL_ARM64
+static inline double rl_hsum_neon(float64x2_t v) { return vaddvq_f64(v); }
+#define RL_NEON_MULADD(s, c, b) vfmaq_f64((b), (s), (c))
+#define RL_NEON_ZERO() vdupq_n_f64(0.0)
+RL_STREAM_KERNELS(RL_ATTR_NEON, neon, float64x2_t, 2, vld1q_f64, vst1q_f64, vaddq_f64, RL_NEON_MULADD,
+                  vdupq_n_f64, RL_NEON_ZERO, rl_hsum_neon)
+#endif
+
+const char *rl_cpu_bw_kernel_name(rl_bw_kernel kernel) {
+    static const char *const names[RL_BW_COUNT] = {"read", "copy", "triad"};
+    return (kernel >= 0 && kernel < RL_BW_COUNT) ? names[kernel] : "?";
+}
+
+int rl_cpu_bw_kernel_arrays(rl_bw_kernel kernel) { return (kernel >= 0 && kernel < RL_BW_COUNT) ? kernel + 1 : 0; }
+
+/* Run `reps` passes of `kernel` over arrays x0, x1, x2 (n doubles each) with regular stores, or with
+ * non-temporal stores when `nt` is set and the ISA has them (x86; elsewhere regular stores). Returns the read sum
+ * or 0. */
+#define RL_BW_DISPATCH(SUF)                                                                                        \
+    if (kernel == RL_BW_READ) {                                                                                    \
+        return rl_read_##SUF(x0, n, reps);                                                                         \
+    }                                                                                                              \
+    if (kernel == RL_BW_COPY) {                                                                                    \
+        rl_copy_##SUF(x0, x1, n, reps);                                                                            \
+    } else {                                                                                                       \
+        rl_triad_##SUF(x0, x1, x2, n, reps);                                                                       \
+    }                                                                                                              \
+    return 0.0;
+#define RL_BW_DISPATCH_NT(SUF)                                                                                     \
+    if (kernel == RL_BW_COPY) {                                                                                    \
+        rl_copy_##SUF##_nt(x0, x1, n, reps);                                                                       \
+    } else {                                                                                                       \
+        rl_triad_##SUF##_nt(x0, x1, x2, n, reps);                                                                  \
+    }                                                                                                              \
+    _mm_sfence();                                                                                                  \
+    return 0.0;
+
+static double rl_bw_passes(rl_simd simd, rl_bw_kernel kernel, int nt, double *x0, double *x1, double *x2,
+                           int64_t n, int64_t reps) {
+    nt = nt && kernel != RL_BW_READ;
+    switch (simd) {
+#ifdef RL_X86
+    case RL_SIMD_SSE2:
+        if (nt) {
+            RL_BW_DISPATCH_NT(sse2)
+        }
+        RL_BW_DISPATCH(sse2)
+    case RL_SIMD_AVX2:
+        if (nt) {
+            RL_BW_DISPATCH_NT(avx2)
+        }
+        RL_BW_DISPATCH(avx2)
+    case RL_SIMD_AVX512:
+        if (nt) {
+            RL_BW_DISPATCH_NT(avx512)
+        }
+        RL_BW_DISPATCH(avx512)
+#endif
+#ifdef RL_ARM64
+    case RL_SIMD_NEON: RL_BW_DISPATCH(neon)
+#endif
+    default: RL_BW_DISPATCH(scalar)
+    }
+}
+
+double rl_cpu_bw_kernel_once(rl_simd simd, rl_bw_kernel kernel, int nt, double *buf, int64_t n) {
+    return rl_bw_passes(simd, kernel, nt, buf, buf + n, buf + 2 * n, n, 1);
+}
+
+/* ------------------------------------------------------------------------------------------------------------
+ * 3. Thread team
+ * ------------------------------------------------------------------------------------------------------------ */
+
+/* Sense-counting barrier: spins briefly, then yields so an oversubscribed machine still makes progress. */
+typedef struct {
+    atomic_int count;
+    atomic_int generation;
+    int n;
+} rl_barrier;
+
+static void rl_barrier_wait(rl_barrier *b) {
+    int gen = atomic_load_explicit(&b->generation, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) == b->n - 1) {
+        atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&b->generation, 1, memory_order_acq_rel);
+        return;
+    }
+    unsigned spins = 0;
+    while (atomic_load_explicit(&b->generation, memory_order_acquire) == gen) {
+        if (++spins > 2000) {
+            sched_yield();
+        }
+    }
+}
+
+typedef struct rl_team rl_team;
+typedef void (*rl_team_fn)(rl_team *team, int tid, void *arg);
+
+struct rl_team {
+    int n;                 /* threads */
+    rl_barrier barrier;    /* all n threads */
+    atomic_int gate;       /* 0: wait, 1: run, -1: abort (a thread could not be created) */
+    atomic_int unpinned;   /* threads whose pinning failed */
+    int cpus[RL_MAX_CPUS]; /* allowed CPUs, thread t runs on cpus[t % ncpus] */
+    int ncpus;
+    rl_team_fn fn;
+    void *arg;
+};
+
+typedef struct {
+    rl_team *team;
+    int tid;
+} rl_member;
+
+static void *rl_team_main(void *p) {
+    rl_member *m = p;
+    rl_team *team = m->team;
+#ifdef __linux__
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(team->cpus[m->tid % team->ncpus], &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) {
+        atomic_fetch_add(&team->unpinned, 1);
+    }
+#else
+    atomic_fetch_add(&team->unpinned, 1);
+#endif
+    int gate;
+    while ((gate = atomic_load_explicit(&team->gate, memory_order_acquire)) == 0) {
+        sched_yield();
+    }
+    if (gate > 0) {
+        team->fn(team, m->tid, team->arg);
+    }
+    return NULL;
+}
+
+/* Run fn(team, tid, arg) on n pinned threads (tid 0..n-1) and wait for all of them. *pinned is set to 1 when every
+ * thread was pinned to its own CPU. Returns 0, or -1 with *err naming the failed call (no thread runs fn then). */
+static int rl_team_run(int n, rl_team_fn fn, void *arg, int *pinned, rl_cpu_error *err) {
+    rl_team *team = calloc(1, sizeof(*team));
+    pthread_t *threads = calloc((size_t)n, sizeof(*threads));
+    rl_member *members = calloc((size_t)n, sizeof(*members));
+    if (team == NULL || threads == NULL || members == NULL) {
+        free(team);
+        free(threads);
+        free(members);
+        err->call = "calloc";
+        err->code = ENOMEM;
+        return -1;
+    }
+    team->n = n;
+    team->barrier.n = n;
+    team->ncpus = rl_allowed_cpus(team->cpus);
+    team->fn = fn;
+    team->arg = arg;
+    int created = 0, rc = 0;
+    for (; created < n; created++) {
+        members[created].team = team;
+        members[created].tid = created;
+        rc = pthread_create(&threads[created], NULL, rl_team_main, &members[created]);
+        if (rc != 0) {
+            break;
+        }
+    }
+    atomic_store_explicit(&team->gate, created == n ? 1 : -1, memory_order_release);
+    for (int t = 0; t < created; t++) {
+        pthread_join(threads[t], NULL);
+    }
+    if (pinned != NULL) {
+        *pinned = atomic_load(&team->unpinned) == 0 && n <= team->ncpus;
+    }
+    free(team);
+    free(threads);
+    free(members);
+    if (created != n) {
+        err->call = "pthread_create";
+        err->code = rc;
+        return -1;
+    }
+    return 0;
+}
+
+/* Thread CPU time in seconds (0 where the clock is missing). */
+static double rl_thread_cpu_time(void) {
+#ifdef CLOCK_THREAD_CPUTIME_ID
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+        return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    }
+#endif
+    return 0.0;
+}
+
+/* Calibrated timing shared by the team. Thread 0 times each run from one barrier to the next; runs repeat with
+ * more work (`reps`, starting from `reps_hint`) until one lasts min_seconds, and then `repeats` runs are recorded
+ * (the calibration run that reached min_seconds is the first of them). Two barriers per run: the one that ends
+ * a run, and the one that publishes thread 0's decision and starts the next.
+ *
+ * Each thread also notes the CPU time its work took in cpu_slot[tid]; for each recorded run thread 0 appends
+ * sum(CPU times) / (threads x wall time) to shares[]: near 1 when the threads had their CPUs to themselves, lower
+ * when other processes competed for them. */
+typedef struct {
+    double min_seconds;
+    int repeats;
+    int64_t reps_hint;     /* first guess of reps (>= 1), written by thread 0 before the call */
+    int64_t reps;          /* work units per run, written by thread 0 */
+    int recorded;          /* runs recorded so far */
+    int again;             /* 1 while more runs are needed */
+    double *times;         /* [repeats] seconds per recorded run */
+    double *cpu_slot;      /* [threads] CPU seconds of each thread's work in the current run */
+    double *shares;        /* CPU share per recorded run, accumulated over calls (capacity: caller's business) */
+    int nshares;
+} rl_timing;
+
+typedef void (*rl_work_fn)(void *job, int tid, int64_t reps);
+
+#define RL_MAX_REPS ((int64_t)1 << 40)
+
+static void rl_timed_runs(rl_team *team, int tid, rl_timing *tm, rl_work_fn work, void *job) {
+    if (tid == 0) {
+        tm->reps = tm->reps_hint > 0 ? tm->reps_hint : 1;
+        tm->recorded = 0;
+        tm->again = 1;
+    }
+    for (;;) {
+        rl_barrier_wait(&team->barrier); /* publishes thread 0's decision and starts the run */
+        if (!tm->again) {
+            break;
+        }
+        double c0 = rl_thread_cpu_time(), t0 = rl_cpu_now();
+        work(job, tid, tm->reps);
+        tm->cpu_slot[tid] = rl_thread_cpu_time() - c0;
+        rl_barrier_wait(&team->barrier); /* ends the run */
+        if (tid == 0) {
+            double dt = rl_cpu_now() - t0;
+            if (tm->recorded > 0 || dt >= tm->min_seconds || tm->reps >= RL_MAX_REPS) {
+                tm->times[tm->recorded++] = dt;
+                double cpu = 0.0;
+                for (int t = 0; t < team->n; t++) {
+                    cpu += tm->cpu_slot[t];
+                }
+                tm->shares[tm->nshares++] = dt > 0.0 ? cpu / ((double)team->n * dt) : 0.0;
+            } else {
+                double factor = dt > 0.0 ? 1.25 * tm->min_seconds / dt : 1000.0;
+                factor = factor < 2.0 ? 2.0 : (factor > 1000.0 ? 1000.0 : factor);
+                tm->reps = (int64_t)((double)tm->reps * factor);
+            }
+            tm->again = tm->recorded < tm->repeats;
+        }
+    }
+}
+
+static int rl_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Seconds per run reduced so that the figure is a rate statistic: the median time gives the median rate, the
+ * minimum time the best rate. Sorts `times` in place. */
+static double rl_reduce_times(double *times, int n, rl_stat stat) {
+    qsort(times, (size_t)n, sizeof(double), rl_cmp_double);
+    if (stat == RL_STAT_MAX) {
+        return times[0];
+    }
+    return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
+/* Median CPU share of the recorded runs (see rl_timing); 0 when unknown (no thread CPU clock). Sorts in place. */
+static double rl_median_share(rl_timing *tm) {
+    if (tm->nshares == 0) {
+        return 0.0;
+    }
+    return rl_reduce_times(tm->shares, tm->nshares, RL_STAT_MEDIAN);
+}
+
+/* One padded slot per thread for results the compiler must not discard. */
+typedef struct {
+    volatile double value;
+    char pad[RL_CACHE_LINE - sizeof(double)];
+} rl_sink;
+
+/* ------------------------------------------------------------------------------------------------------------
+ * 4. Measurements
+ * ------------------------------------------------------------------------------------------------------------ */
+
+#define RL_FMA_ITERS_PER_REP 4096
+
+typedef struct {
+    rl_simd simd;
+    rl_dtype dtype;
+    rl_timing tm;
+    rl_sink *sinks;
+} rl_fma_job;
+
+static void rl_fma_work(void *p, int tid, int64_t reps) {
+    rl_fma_job *job = p;
+    job->sinks[tid].value += rl_cpu_fma_kernel(job->simd, job->dtype, reps * RL_FMA_ITERS_PER_REP);
+}
+
+static void rl_fma_member(rl_team *team, int tid, void *arg) {
+    rl_timed_runs(team, tid, &((rl_fma_job *)arg)->tm, rl_fma_work, arg);
+}
+
+int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, int repeats, rl_stat stat,
+                    rl_fma_result *out, rl_cpu_error *err) {
+    double start = rl_cpu_now();
+    if (simd == RL_SIMD_AUTO) {
+        simd = rl_cpu_simd_best();
+    }
+    if (!rl_cpu_simd_supported(simd)) {
+        err->call = "rl_cpu_simd_supported";
+        err->code = EINVAL;
+        return -1;
+    }
+    if (threads <= 0) {
+        threads = rl_cpu_count();
+    }
+    if (repeats < 1) {
+        repeats = 1;
+    }
+    rl_fma_job job = {.simd = simd, .dtype = dtype};
+    job.tm.min_seconds = seconds / (repeats + 1);
+    job.tm.repeats = repeats;
+    job.tm.times = calloc((size_t)repeats, sizeof(double));
+    job.tm.cpu_slot = calloc((size_t)threads, sizeof(double));
+    job.tm.shares = calloc((size_t)repeats, sizeof(double));
+    job.sinks = calloc((size_t)threads, sizeof(rl_sink));
+    if (job.tm.times == NULL || job.tm.cpu_slot == NULL || job.tm.shares == NULL || job.sinks == NULL) {
+        free(job.tm.times);
+        free(job.tm.cpu_slot);
+        free(job.tm.shares);
+        free(job.sinks);
+        err->call = "calloc";
+        err->code = ENOMEM;
+        return -1;
+    }
+    int pinned = 0;
+    int rc = rl_team_run(threads, rl_fma_member, &job, &pinned, err);
+    if (rc == 0) {
+        int lanes = rl_cpu_simd_lanes(simd, dtype == RL_DT_F64 ? 8 : 4);
+        int64_t flop = job.tm.reps * RL_FMA_ITERS_PER_REP * rl_cpu_fma_accumulators(simd) * lanes * 2 *
+                       (int64_t)threads;
+        double typical = rl_reduce_times(job.tm.times, repeats, stat);
+        out->flop_per_rep = flop;
+        out->flops = (double)flop / typical;
+        out->best_flops = (double)flop / job.tm.times[0];
+        out->threads = threads;
+        out->pinned = pinned;
+        out->repeats = repeats;
+        out->simd = simd;
+        out->cpu_share = rl_median_share(&job.tm);
+        out->seconds = rl_cpu_now() - start;
+    }
+    free(job.tm.times);
+    free(job.tm.cpu_slot);
+    free(job.tm.shares);
+    free(job.sinks);
+    return rc;
+}
+
+/* Per-thread layout of the bandwidth buffer: arrays of n doubles, array j starting at j * rl_bw_array_stride(n)
+ * doubles from the thread's base. Arrays start 64-byte aligned and are offset from each other by 1088 bytes
+ * modulo 4 KiB so a load and a store in flight do not alias in the low address bits. */
+static int64_t rl_bw_array_stride(int64_t n) { return ((n * 8 + 4095) / 4096 * 4096 + 1088) / 8; }
+
+/* Elements per array per thread for a working set of `bytes` over `threads` threads and `arrays` arrays: a
+ * multiple of 8 (one cache line). */
+static int64_t rl_bw_elems(int64_t bytes, int threads, int arrays) {
+    return bytes / threads / arrays / 8 / 8 * 8;
+}
+
+typedef struct {
+    rl_simd simd;
+    const rl_bw_kernel *kernels;
+    int nkernels;
+    const int64_t *sizes;
+    int nsizes;
+    int threads;
+    rl_stat stat;
+    double *region;        /* whole buffer */
+    int64_t thread_elems;  /* doubles reserved per thread */
+    rl_bw_kernel kernel;   /* current kernel (all threads compute it themselves) */
+    int64_t n;             /* current elements per array per thread */
+    int nt;                /* current measurement uses non-temporal stores */
+    int64_t nt_min_bytes;  /* working sets of at least this many bytes use non-temporal stores; 0: never */
+    rl_timing tm;
+    double *rates;
+    rl_sink *sinks;
+} rl_bw_job;
+
+static void rl_bw_work(void *p, int tid, int64_t reps) {
+    rl_bw_job *job = p;
+    double *base = job->region + (int64_t)tid * job->thread_elems;
+    int64_t n = job->n, stride = rl_bw_array_stride(n);
+    double *x0 = base, *x1 = base + stride, *x2 = base + 2 * stride;
+    job->sinks[tid].value += rl_bw_passes(job->simd, job->kernel, job->nt, x0, x1, x2, n, reps);
+}
+
+static void rl_bw_member(rl_team *team, int tid, void *arg) {
+    rl_bw_job *job = arg;
+    /* First touch by the thread that will use the memory, so its pages are local to that thread's node. */
+    double *base = job->region + (int64_t)tid * job->thread_elems;
+    for (int64_t i = 0; i < job->thread_elems; i++) {
+        base[i] = 1.0;
+    }
+    for (int k = 0; k < job->nkernels; k++) {
+        for (int i = 0; i < job->nsizes; i++) {
+            rl_bw_kernel kernel = job->kernels[k];
+            int64_t n = rl_bw_elems(job->sizes[i], job->threads, rl_cpu_bw_kernel_arrays(kernel));
+            double pass_bytes = (double)n * 8.0 * rl_cpu_bw_kernel_arrays(kernel) * (double)job->threads;
+            /* Every thread has left the previous measurement (and read its last decision) before thread 0 sets up
+             * the next one. */
+            rl_barrier_wait(&team->barrier);
+            if (tid == 0) {
+                job->kernel = kernel;
+                job->n = n;
+                job->nt = job->nt_min_bytes > 0 && job->sizes[i] >= job->nt_min_bytes;
+                /* Start from the passes the previous size's rate predicts (larger sets rarely run faster), so
+                 * most sizes need no calibration runs. */
+                job->tm.reps_hint = 1;
+                if (i > 0 && job->rates[(int64_t)k * job->nsizes + i - 1] > 0.0) {
+                    double predicted = 1.25 * job->tm.min_seconds * job->rates[(int64_t)k * job->nsizes + i - 1];
+                    job->tm.reps_hint = (int64_t)(predicted / pass_bytes) + 1;
+                }
+            }
+            rl_timed_runs(team, tid, &job->tm, rl_bw_work, job);
+            if (tid == 0) {
+                job->rates[(int64_t)k * job->nsizes + i] =
+                    (double)job->tm.reps * pass_bytes / rl_reduce_times(job->tm.times, job->tm.repeats, job->stat);
+            }
+        }
+    }
+}
+
+int rl_cpu_bandwidth_sweep(rl_simd simd, const rl_bw_kernel *kernels, int nkernels, const int64_t *sizes,
+                           int nsizes, int threads, int repeats, double min_seconds, rl_stat stat,
+                           int64_t nt_min_bytes, double *rates, int *pinned, double *cpu_share,
+                           rl_cpu_error *err) {
+    if (simd == RL_SIMD_AUTO) {
+        simd = rl_cpu_simd_best();
+    }
+    if (threads <= 0) {
+        threads = rl_cpu_count();
+    }
+    if (!rl_cpu_simd_supported(simd) || nkernels < 1 || nsizes < 1 || repeats < 1) {
+        err->call = "rl_cpu_bandwidth_sweep";
+        err->code = EINVAL;
+        return -1;
+    }
+    int64_t max_size = 0;
+    for (int i = 0; i < nsizes; i++) {
+        if (sizes[i] < 1024 * (int64_t)threads) {
+            err->call = "rl_cpu_bandwidth_sweep";
+            err->code = EINVAL;
+            return -1;
+        }
+        max_size = sizes[i] > max_size ? sizes[i] : max_size;
+    }
+    for (int k = 0; k < nkernels; k++) {
+        if (rl_cpu_bw_kernel_arrays(kernels[k]) == 0) {
+            err->call = "rl_cpu_bandwidth_sweep";
+            err->code = EINVAL;
+            return -1;
+        }
+    }
+    /* Per-thread share: the largest layout any kernel needs, rounded to 4 KiB (2 MiB when large, so each thread's
+     * share starts on its own huge page). */
+    int64_t per_thread = max_size / threads + 3 * (4096 + 1088) + 4096;
+    int64_t align = per_thread >= ((int64_t)8 << 20) ? ((int64_t)2 << 20) : 4096;
+    per_thread = (per_thread + align - 1) / align * align;
+    size_t total = (size_t)per_thread * (size_t)threads;
+    void *region = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) {
+        err->call = "mmap";
+        err->code = errno;
+        return -1;
+    }
+#ifdef MADV_HUGEPAGE
+    if (align > 4096) {
+        (void)madvise(region, total, MADV_HUGEPAGE); /* advisory: fewer TLB misses on large working sets */
+    }
+#endif
+    rl_bw_job job = {.simd = simd,
+                     .kernels = kernels,
+                     .nkernels = nkernels,
+                     .sizes = sizes,
+                     .nsizes = nsizes,
+                     .threads = threads,
+                     .stat = stat,
+                     .region = region,
+                     .thread_elems = per_thread / 8,
+                     .nt_min_bytes = nt_min_bytes,
+                     .rates = rates};
+    job.tm.min_seconds = min_seconds;
+    job.tm.repeats = repeats;
+    job.tm.times = calloc((size_t)repeats, sizeof(double));
+    job.tm.cpu_slot = calloc((size_t)threads, sizeof(double));
+    job.tm.shares = calloc((size_t)repeats * (size_t)nkernels * (size_t)nsizes, sizeof(double));
+    job.sinks = calloc((size_t)threads, sizeof(rl_sink));
+    int rc;
+    if (job.tm.times == NULL || job.tm.cpu_slot == NULL || job.tm.shares == NULL || job.sinks == NULL) {
+        err->call = "calloc";
+        err->code = ENOMEM;
+        rc = -1;
+    } else {
+        rc = rl_team_run(threads, rl_bw_member, &job, pinned, err);
+    }
+    if (rc == 0 && cpu_share != NULL) {
+        *cpu_share = rl_median_share(&job.tm);
+    }
+    free(job.tm.times);
+    free(job.tm.cpu_slot);
+    free(job.tm.shares);
+    free(job.sinks);
+    munmap(region, total);
+    return rc;
+}

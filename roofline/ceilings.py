@@ -1,0 +1,1075 @@
+"""The machine's ceilings: peak FLOP/s per (unit, dtype) and bandwidth per memory level.
+
+``ceilings("cpu")`` measures them with the C microbenchmarks of ``roofline._core`` (all-core FMA peak per dtype, a
+read / copy / triad bandwidth sweep over working-set sizes), ``ceilings("cuda:N")`` with the GPU benchmarks of
+``roofline._gpu``. Results are cached on disk per device fingerprint and package version; see docs/ceilings.md.
+
+Counting: a FLOP is one add or one multiply, a fused multiply-add counts 2. Bandwidth counts the bytes a kernel
+must move: read N*8, copy 2*N*8 (read + write), triad ``a = b + s*c`` 3*N*8; write-allocate traffic is not
+counted. Rates are FLOP/s and bytes/s (the CLI prints GFLOP/s and GB/s, 1 G = 1e9).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+
+from roofline import _core
+
+__all__ = [
+    "Ceiling",
+    "Ceilings",
+    "CeilingNotAvailable",
+    "PeakChoice",
+    "cache_dir",
+    "ceilings",
+]
+
+SCHEMA = "roofline.ceilings/1"
+UNITS = ("vector", "matrix")
+DTYPES = ("float64", "float32", "bfloat16", "float16", "tfloat32", "int8", "float8_e4m3fn")
+LEVELS = ("L1", "L2", "L3", "DRAM")
+SOURCES = ("measured", "datasheet", "best")
+KERNELS = ("read", "copy", "triad")
+
+# Low-precision dtypes a CPU computes in float32 unless it has native instructions (which are not measured).
+_CPU_F32_FALLBACK = ("bfloat16", "float16", "tfloat32")
+# /proc/cpuinfo flags of native low-precision arithmetic, per dtype.
+_NATIVE_LOWP_FLAGS = {
+    "bfloat16": ("avx512_bf16", "amx_bf16", "bf16"),
+    "float16": ("avx512_fp16", "amx_fp16", "asimdhp", "fphp"),
+}
+# FMA pipes per core assumed for the theoretical peak, per SIMD set (override: ROOFLINE_CPU_FMA_UNITS).
+_FMA_UNITS_ASSUMED = {
+    "avx512": (2, "2 assumed: typical of AVX-512 server cores (Xeon Gold/Platinum, Sapphire Rapids and later); "
+                  "some parts have 1"),
+    "avx2": (2, "2 assumed: typical of AVX2 cores since Haswell and Zen 2; Zen 1 splits 256-bit FMAs"),
+    "neon": (2, "2 assumed: typical of Arm Neoverse N1/N2 and Cortex-A7x; Neoverse V1/V2 and Apple cores have 4"),
+    "sse2": (1, "1 assumed: one multiply and one add per cycle per lane (no FMA instruction)"),
+    "scalar": (1, "1 assumed: unknown instruction set, one multiply and one add per cycle"),
+}
+
+
+class CeilingNotAvailable(LookupError):
+    """No ceiling of the requested kind exists in this ``Ceilings`` (nor any documented fallback)."""
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One ceiling: FLOP/s for a peak, bytes/s for a bandwidth.
+
+    ``measured`` is this package's own benchmark result (None when not measured), ``datasheet`` the vendor figure
+    (for a CPU: the theoretical peak from its clock and SIMD width; None when unknown), ``method`` how the measured
+    value was obtained, ``datasheet_source`` where the datasheet value comes from.
+    """
+
+    measured: float | None
+    datasheet: float | None = None
+    method: str = ""
+    datasheet_source: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        """measured / datasheet, or None when either is missing."""
+        if self.measured is None or not self.datasheet:
+            return None
+        return self.measured / self.datasheet
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "measured": self.measured,
+            "datasheet": self.datasheet,
+            "method": self.method,
+            "datasheet_source": self.datasheet_source,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Ceiling":
+        if not isinstance(d, dict):
+            raise ValueError(f"a ceiling entry must be an object, not {type(d).__name__}")
+        return cls(
+            measured=_opt_float(d.get("measured"), "measured"),
+            datasheet=_opt_float(d.get("datasheet"), "datasheet"),
+            method=_str(d.get("method", ""), "method"),
+            datasheet_source=_str(d.get("datasheet_source", ""), "datasheet_source"),
+        )
+
+
+class PeakChoice(NamedTuple):
+    """The outcome of a peak lookup: the value and which entry it came from, with a note when it is a fallback."""
+
+    value: float
+    unit: str
+    dtype: str
+    source: str  # "measured" or "datasheet"
+    note: str  # "" when the requested (unit, dtype) itself was used
+
+
+@dataclass(eq=False)
+class Ceilings:
+    """Ceilings of one device.
+
+    ``peaks`` maps (unit, dtype) to a ``Ceiling`` in FLOP/s; unit is "vector" or "matrix", dtype a torch-style name
+    ("float64", "float32", "bfloat16", "float16", "tfloat32", "int8", "float8_e4m3fn"). ``bandwidths`` maps a memory
+    level ("L1", "L2", "L3", "DRAM"; per-kernel figures such as "DRAM_read" may also be present) to a ``Ceiling`` in
+    bytes/s. ``sweep`` holds the CPU bandwidth sweep as NumPy arrays ("sizes" in bytes, and bytes/s per kernel).
+    """
+
+    device: str
+    name: str
+    fingerprint: str
+    peaks: dict[tuple[str, str], Ceiling] = field(default_factory=dict)
+    bandwidths: dict[str, Ceiling] = field(default_factory=dict)
+    duration_s: float | None = None
+    version: str = ""
+    timestamp: str | None = None
+    quick: bool | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    sweep: dict[str, np.ndarray] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    # ---- lookups ----
+
+    def resolve_peak(self, unit: str, dtype: str, source: str = "measured") -> PeakChoice:
+        """Find the peak an op of (unit, dtype) is bounded by, following the documented fallbacks.
+
+        Fallbacks, in order, until an entry with a value from ``source`` is found:
+
+        1. the (unit, dtype) entry itself;
+        2. for unit "matrix": the ("vector", dtype) entry, since a matrix product can always run on the vector
+           units (on a CPU, matrix products in float32/float64 *are* vector FMA work);
+        3. on a CPU, for bfloat16, float16 and tfloat32: the float32 peak (matrix, then vector): without native
+           low-precision arithmetic a CPU converts to float32 and computes there. When the CPU does advertise native
+           instructions (e.g. AVX512_BF16, AMX), they are not measured, so the float32 rate is a lower bound and the
+           note says so.
+
+        ``source`` is "measured", "datasheet", or "best" (measured where available, else datasheet). Raises
+        ``CeilingNotAvailable`` when nothing matches (e.g. int8 on a CPU).
+        """
+        unit, dtype, source = _check_peak_args(unit, dtype, source)
+        chain = [(unit, dtype)]
+        if unit == "matrix":
+            chain.append(("vector", dtype))
+        if self.device == "cpu" and dtype in _CPU_F32_FALLBACK:
+            if unit == "matrix":
+                chain.append(("matrix", "float32"))
+            chain.append(("vector", "float32"))
+        for i, (u, d) in enumerate(chain):
+            entry = self.peaks.get((u, d))
+            if entry is None:
+                continue
+            for src in (("measured", "datasheet") if source == "best" else (source,)):
+                value = entry.measured if src == "measured" else entry.datasheet
+                if value is not None:
+                    note = "" if i == 0 else self._fallback_note(unit, dtype, u, d)
+                    return PeakChoice(float(value), u, d, src, note)
+        available = ", ".join(f"{u}/{d}" for (u, d) in sorted(self.peaks)) or "none"
+        raise CeilingNotAvailable(
+            f"no {source} peak for {unit}/{dtype} on {self.device} ({self.name}) nor any fallback; "
+            f"available: {available}"
+            + ("" if source != "measured" else "; source='best' also accepts datasheet figures")
+        )
+
+    def peak(self, unit: str, dtype: str, source: str = "measured") -> float:
+        """Peak FLOP/s for an op of (unit, dtype); see ``resolve_peak`` for the fallbacks."""
+        return self.resolve_peak(unit, dtype, source).value
+
+    def bandwidth(self, level: str = "DRAM", source: str = "measured") -> float:
+        """Bandwidth of a memory level in bytes/s ("L1", "L2", "L3", "DRAM", or a per-kernel key such as
+        "DRAM_read"). ``source`` as in ``resolve_peak``. Raises ``CeilingNotAvailable`` when absent."""
+        if not isinstance(level, str):
+            raise TypeError(f"level must be a str, not {type(level).__name__}")
+        _check_source(source)
+        entry = self.bandwidths.get(level)
+        if entry is not None:
+            for src in (("measured", "datasheet") if source == "best" else (source,)):
+                value = entry.measured if src == "measured" else entry.datasheet
+                if value is not None:
+                    return float(value)
+        available = ", ".join(self.bandwidths) or "none"
+        raise CeilingNotAvailable(
+            f"no {source} bandwidth for level {level!r} on {self.device} ({self.name}); available: {available}"
+        )
+
+    def _fallback_note(self, unit: str, dtype: str, used_unit: str, used_dtype: str) -> str:
+        if used_dtype == dtype:
+            return (
+                f"no {unit}/{dtype} peak: using {used_unit}/{used_dtype} "
+                "(a matrix product can run on the vector units at their rate)"
+            )
+        native = (self.info.get("native_lowp") or {}).get(dtype) or []
+        if native:
+            return (
+                f"{unit}/{dtype}: using the measured {used_unit}/{used_dtype} peak; this CPU has native "
+                f"{dtype} instructions ({', '.join(native)}) that are not measured, so the real peak may be higher"
+            )
+        return (
+            f"{unit}/{dtype}: this CPU has no native {dtype} arithmetic, so it computes in float32: "
+            f"using the {used_unit}/{used_dtype} peak"
+        )
+
+    # ---- serialisation ----
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-compatible dict; ``from_dict`` inverts it exactly."""
+        return {
+            "schema": SCHEMA,
+            "device": self.device,
+            "name": self.name,
+            "fingerprint": self.fingerprint,
+            "version": self.version,
+            "timestamp": self.timestamp,
+            "duration_s": self.duration_s,
+            "quick": self.quick,
+            "peaks": {f"{u}/{d}": c.to_dict() for (u, d), c in self.peaks.items()},
+            "bandwidth": {level: c.to_dict() for level, c in self.bandwidths.items()},
+            "info": self.info,
+            "sweep": None
+            if self.sweep is None
+            else {k: (v.tolist() if isinstance(v, np.ndarray) else list(v)) for k, v in self.sweep.items()},
+            "notes": list(self.notes),
+        }
+
+    def to_json(self, indent: int | None = 1) -> str:
+        """JSON text; floats are written with ``repr`` so ``from_json`` restores them bit for bit."""
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Ceilings":
+        """Inverse of ``to_dict``. Raises ValueError on a wrong schema or malformed content."""
+        if not isinstance(d, dict):
+            raise ValueError(f"ceilings JSON must be an object, not {type(d).__name__}")
+        if d.get("schema") != SCHEMA:
+            raise ValueError(f"unsupported ceilings schema {d.get('schema')!r} (expected {SCHEMA!r})")
+        try:
+            peaks = {}
+            for key, entry in _dict(d["peaks"], "peaks").items():
+                unit, _, dtype = key.partition("/")
+                if unit not in UNITS or not dtype:
+                    raise ValueError(f"bad peak key {key!r} (expected 'unit/dtype')")
+                peaks[(unit, dtype)] = Ceiling.from_dict(entry)
+            bandwidths = {str(k): Ceiling.from_dict(v) for k, v in _dict(d["bandwidth"], "bandwidth").items()}
+            sweep = None
+            if d.get("sweep") is not None:
+                sweep = {}
+                for k, v in _dict(d["sweep"], "sweep").items():
+                    if not isinstance(v, list):
+                        raise ValueError(f"sweep[{k!r}] must be a list")
+                    sweep[k] = np.array(v, dtype=np.int64 if k == "sizes" else np.float64)
+            quick = d.get("quick")
+            if quick is not None and not isinstance(quick, bool):
+                raise ValueError("quick must be a bool or null")
+            notes = d.get("notes", [])
+            if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+                raise ValueError("notes must be a list of str")
+            timestamp = d.get("timestamp")
+            return cls(
+                device=_str(d["device"], "device"),
+                name=_str(d["name"], "name"),
+                fingerprint=_str(d["fingerprint"], "fingerprint"),
+                peaks=peaks,
+                bandwidths=bandwidths,
+                duration_s=_opt_float(d.get("duration_s"), "duration_s"),
+                version=_str(d.get("version", ""), "version"),
+                timestamp=None if timestamp is None else _str(timestamp, "timestamp"),
+                quick=quick,
+                info=_dict(d.get("info", {}), "info"),
+                sweep=sweep,
+                notes=notes,
+            )
+        except KeyError as e:
+            raise ValueError(f"ceilings JSON lacks the field {e.args[0]!r}") from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "Ceilings":
+        """Inverse of ``to_json``. Raises ValueError on malformed JSON or a wrong schema."""
+        try:
+            d = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"not valid ceilings JSON: {e}") from None
+        return cls.from_dict(d)
+
+    @classmethod
+    def from_datasheet(cls, spec: Any, device: str = "cuda") -> "Ceilings":
+        """Ceilings holding only the datasheet figures of ``spec`` (a ``roofline.devices.DeviceSpec``: ``.name``,
+        ``.peaks`` {(unit, dtype): FLOP/s}, ``.memory_bandwidth`` bytes/s, ``.l2_bytes``, ``.sm_count``,
+        ``.boost_clock_hz``, ``.sources``). Use ``source="datasheet"`` (or "best") to look values up."""
+        name = str(spec.name)
+        sources = getattr(spec, "sources", None) or {}
+        peaks = {}
+        for key, value in (getattr(spec, "peaks", None) or {}).items():
+            unit, dtype = key
+            peaks[(str(unit), str(dtype))] = Ceiling(
+                measured=None,
+                datasheet=None if value is None else float(value),
+                method="not measured",
+                datasheet_source=_spec_source(sources, key, "peaks"),
+            )
+        bandwidths = {}
+        mem_bw = getattr(spec, "memory_bandwidth", None)
+        if mem_bw is not None:
+            bandwidths["DRAM"] = Ceiling(
+                measured=None,
+                datasheet=float(mem_bw),
+                method="not measured",
+                datasheet_source=_spec_source(sources, "memory_bandwidth", "memory_bandwidth"),
+            )
+        info = {
+            k: _jsonable(getattr(spec, k, None)) for k in ("sm_count", "boost_clock_hz", "l2_bytes")
+        }
+        info["datasheet_sources"] = {str(k): str(v) for k, v in sources.items()}
+        return cls(
+            device=device,
+            name=name,
+            fingerprint="datasheet:" + name,
+            peaks=peaks,
+            bandwidths=bandwidths,
+            version=_version(),
+            info=info,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Ceilings):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # ---- display ----
+
+    def rows(self) -> list[tuple[str, float | None, float | None, float | None, str]]:
+        """(label, measured, datasheet, ratio, unit) per ceiling, in display units (GFLOP/s, GB/s)."""
+        out = []
+
+        def dtype_order(key):
+            unit, dtype = key
+            return (UNITS.index(unit), DTYPES.index(dtype) if dtype in DTYPES else len(DTYPES), dtype)
+
+        for key in sorted(self.peaks, key=dtype_order):
+            c = self.peaks[key]
+            out.append((f"{key[0]} {key[1]}", _scale(c.measured), _scale(c.datasheet), c.ratio, "GFLOP/s"))
+
+        def level_order(level):
+            base, _, kernel = level.partition("_")
+            kernels = ("", "read", "write", "copy", "triad")
+            return (
+                LEVELS.index(base) if base in LEVELS else len(LEVELS),
+                kernels.index(kernel) if kernel in kernels else len(kernels),
+                level,
+            )
+
+        for level in sorted(self.bandwidths, key=level_order):
+            c = self.bandwidths[level]
+            out.append((f"bandwidth {level}", _scale(c.measured), _scale(c.datasheet), c.ratio, "GB/s"))
+        return out
+
+    def table(self, methods: bool = False) -> str:
+        """A text table: ceiling, measured, datasheet, measured/datasheet, unit (and the method with methods=True)."""
+        header = ("ceiling", "measured", "datasheet", "meas/data", "unit")
+        body = [
+            (label, _fmt(m), _fmt(s), "-" if r is None else f"{100 * r:.0f}%", unit)
+            for label, m, s, r, unit in self.rows()
+        ]
+        widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+        lines = [f"{self.name} ({self.device})"]
+        when = []
+        if self.timestamp:
+            when.append(f"measured {self.timestamp}")
+        if self.duration_s is not None:
+            when.append(f"in {self.duration_s:.2f} s" + (" (quick)" if self.quick else " (thorough)"))
+        if when:
+            lines.append(" ".join(when))
+
+        def fmt_row(row):
+            return "  ".join(
+                (cell.ljust(w) if i == 0 or i == len(row) - 1 else cell.rjust(w))
+                for i, (cell, w) in enumerate(zip(row, widths))
+            )
+
+        lines.append(fmt_row(header))
+        lines.append("  ".join("-" * w for w in widths))
+        lines.extend(fmt_row(row) for row in body)
+        if methods:
+            lines.append("")
+            for (u, d), c in self.peaks.items():
+                lines.append(f"{u} {d}: {c.method}")
+                if c.datasheet_source:
+                    lines.append(f"  datasheet: {c.datasheet_source}")
+            for level, c in self.bandwidths.items():
+                lines.append(f"bandwidth {level}: {c.method}")
+                if c.datasheet_source:
+                    lines.append(f"  datasheet: {c.datasheet_source}")
+        if self.notes:
+            lines.append("")
+            lines.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        parts = []
+        for key in (("vector", "float64"), ("vector", "float32"), ("matrix", "bfloat16")):
+            c = self.peaks.get(key)
+            if c is not None and (c.measured or c.datasheet):
+                v = c.measured if c.measured is not None else c.datasheet
+                parts.append(f"{key[0]}/{key[1]}={v / 1e9:.1f} GFLOP/s")
+        c = self.bandwidths.get("DRAM")
+        if c is not None and (c.measured or c.datasheet):
+            v = c.measured if c.measured is not None else c.datasheet
+            parts.append(f"DRAM={v / 1e9:.1f} GB/s")
+        when = f", measured in {self.duration_s:.2f} s" if self.duration_s is not None else ""
+        return f"Ceilings({self.device!r}, {self.name!r}, {', '.join(parts)}{when})"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Public entry point
+# ---------------------------------------------------------------------------------------------------------------
+
+Progress = Callable[[str], None]
+
+
+def ceilings(
+    device: Any = "cpu", refresh: bool = False, quick: bool = True, progress: Progress | None = None
+) -> Ceilings:
+    """Measured ceilings of ``device`` ("cpu", "cuda" or "cuda:N"; a ``torch.device`` also works).
+
+    Results are cached on disk (see ``cache_dir``) per device fingerprint and package version and reused;
+    ``refresh=True`` re-measures. A cache file that is corrupt, truncated, of another schema or version, or of
+    another machine is ignored with a warning and re-measured. ``quick=True`` (the default) takes about 2-3 s on
+    a small CPU; ``quick=False`` sweeps more sizes with more repeats, and a quick cached result is then re-measured.
+    ``progress`` receives short status lines while measuring.
+    """
+    if not isinstance(refresh, bool):
+        raise TypeError(f"refresh must be a bool, not {type(refresh).__name__}")
+    if not isinstance(quick, bool):
+        raise TypeError(f"quick must be a bool, not {type(quick).__name__}")
+    if progress is not None and not callable(progress):
+        raise TypeError("progress must be a callable taking a str, or None")
+    kind, index = _parse_device(device)
+    if kind == "cuda":
+        return _cuda_ceilings(index, refresh=refresh, quick=quick, progress=progress)
+    info = _cpu_info()
+    fingerprint = _cpu_fingerprint(info)
+    path = _cache_path("cpu", fingerprint)
+    if not refresh:
+        cached = _load_cache(path, fingerprint, need_thorough=not quick)
+        if cached is not None:
+            return cached
+    if progress is not None:
+        progress(f"measuring the CPU ceilings ({'quick' if quick else 'thorough'}): {info.get('model')}")
+    result = _measure_cpu(quick=quick, progress=progress, info=info)
+    if not result.info.get("busy"):
+        _store_cache(path, result)
+    return result
+
+
+def cache_dir() -> str:
+    """Directory of the ceilings cache: $ROOFLINE_CACHE_DIR, else $XDG_CACHE_HOME/roofline, else
+    ~/.cache/roofline."""
+    override = os.environ.get("ROOFLINE_CACHE_DIR")
+    if override:
+        return override
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "roofline")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# CPU measurement
+# ---------------------------------------------------------------------------------------------------------------
+
+# Measurement settings: (FMA seconds per dtype, FMA repeats, sweep repeats, min seconds per timed sweep run,
+# sizes per octave).
+_QUICK = {"fma_seconds": 0.12, "fma_repeats": 5, "bw_repeats": 3, "bw_min_seconds": 0.001, "per_octave": 1}
+_THOROUGH = {"fma_seconds": 0.6, "fma_repeats": 9, "bw_repeats": 5, "bw_min_seconds": 0.005, "per_octave": 2}
+_MIN_SIZE = 16 << 10
+# Below this share of their CPUs (CPU time / wall time) the benchmark threads competed with other processes.
+_BUSY_SHARE = 0.85
+
+
+def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -> Ceilings:
+    """Run the CPU benchmarks and build a Ceilings (the cache is handled by the caller)."""
+    settings = _QUICK if quick else _THOROUGH
+    say = progress or (lambda msg: None)
+    start = time.perf_counter()
+    threads = int(info["cpus"])
+    durations = {}
+    notes = []
+
+    fma = {}
+    for i, dtype in enumerate(("float64", "float32")):
+        say(f"measuring the {dtype} FMA peak on {threads} threads ({i + 1}/3)")
+        t = time.perf_counter()
+        fma[dtype] = _core.cpu_fma_peak(
+            dtype, settings["fma_seconds"], threads, repeats=settings["fma_repeats"]
+        )
+        durations[f"fma_{dtype}"] = time.perf_counter() - t
+
+    caps = _cache_capacities(info)
+    if not caps:
+        caps = {"L1": 32 << 10, "L2": 1 << 20, "L3": 32 << 20}
+        notes.append("cache sizes unknown: assumed 32 KiB L1, 1 MiB L2, 32 MiB L3 (aggregate) for the sweep ranges")
+    llc = caps[max(caps)]
+    dram_size, capped = _dram_size(llc, threads)
+    if capped:
+        notes.append(
+            f"the DRAM working set is {dram_size >> 20} MiB, less than 4 x the last-level cache "
+            f"({4 * llc >> 20} MiB), to stay within a quarter of the available memory: the DRAM figure may "
+            "include cache hits"
+        )
+    sizes = _sweep_sizes(caps, dram_size, threads, quick, settings["per_octave"])
+    nt_min = llc
+    say(f"measuring bandwidth: read, copy, triad over {len(sizes)} working sets up to {dram_size >> 20} MiB (3/3)")
+    t = time.perf_counter()
+    rates, sweep_stats = _core.cpu_bandwidth_sweep(
+        sizes,
+        KERNELS,
+        threads,
+        settings["bw_repeats"],
+        min_seconds=settings["bw_min_seconds"],
+        nt_min_bytes=nt_min,
+        return_stats=True,
+    )
+    durations["bandwidth_sweep"] = time.perf_counter() - t
+    sweep = {"sizes": sizes}
+    sweep.update({k: rates[i] for i, k in enumerate(KERNELS)})
+
+    simd = fma["float64"]["simd"]
+    theory = _theoretical(info, simd)
+    if theory["clock_note"]:
+        notes.append(theory["clock_note"])
+
+    peaks = {}
+    for dtype in ("float64", "float32"):
+        r = fma[dtype]
+        lanes = r["lanes"]
+        op = "FMA x = x*m + a (2 FLOP)" if r["fma"] else "multiply + add x = x*m + a (2 FLOP)"
+        method = (
+            f"{r['threads']} {'pinned ' if r['pinned'] else ''}threads x {r['accumulators']} independent {simd} "
+            f"chains of {lanes} {dtype} lanes, {op}; median of {r['repeats']} timed repeats after calibration"
+        )
+        theo = theory["peak"].get(dtype)
+        peaks[("vector", dtype)] = Ceiling(
+            measured=r["flops"],
+            datasheet=theo,
+            method=method,
+            datasheet_source=theory["formula"].get(dtype, ""),
+        )
+    f64 = peaks[("vector", "float64")]
+    if f64.datasheet and f64.measured > 1.05 * f64.datasheet:
+        implied = f64.measured / (theory["cores"] * _lanes(simd, 8) * theory["fma_units"] * 2)
+        notes.append(
+            f"the measured float64 peak exceeds the theoretical one: it implies an all-core clock of "
+            f"{implied / 1e9:.2f} GHz at {theory['fma_units']} FMA units per core, above the "
+            f"{info['clock_hz'] / 1e9:.2f} GHz used for the theoretical peak"
+        )
+    native = info.get("native_lowp") or {}
+    for dtype in ("bfloat16", "float16"):
+        if native.get(dtype):
+            notes.append(
+                f"{dtype}: the CPU advertises {', '.join(native[dtype])}, which is not measured; {dtype} peaks "
+                "fall back to the float32 peak (a lower bound)"
+            )
+        else:
+            notes.append(f"{dtype}: no native arithmetic on this CPU; {dtype} peaks fall back to the float32 peak")
+
+    plateaus = _plateaus(sizes, rates, caps, dram_size)
+    bandwidths = {}
+    for level, (lo, hi, values) in plateaus.items():
+        n = len([s for s in sizes if lo <= s <= hi])
+        span = f"{_human(lo)}" if lo == hi else f"{_human(lo)} to {_human(hi)}"
+        nt_text = (
+            "; stores are non-temporal (the working set exceeds the last-level cache)"
+            if lo >= nt_min and simd != "neon" and simd != "scalar"
+            else ""
+        )
+        base = (
+            f"median over {n} working set{'s' if n != 1 else ''} of {span} ({threads} pinned threads, "
+            f"{settings['bw_repeats']} repeats each, median)"
+        )
+        bandwidths[level] = Ceiling(
+            measured=values["triad"],
+            datasheet=None,
+            method=f"triad a = b + s*c, 3*N*8 bytes per pass; {base}{nt_text}",
+        )
+        for k in ("read", "copy"):
+            count = "N*8" if k == "read" else "2*N*8"
+            bandwidths[f"{level}_{k}"] = Ceiling(
+                measured=values[k],
+                datasheet=None,
+                method=f"{k}, {count} bytes per pass; {base}{nt_text if k == 'copy' else ''}",
+            )
+
+    shares = {
+        "fma_float64": fma["float64"]["cpu_share"],
+        "fma_float32": fma["float32"]["cpu_share"],
+        "bandwidth_sweep": sweep_stats["cpu_share"],
+    }
+    busy = [k for k, v in shares.items() if 0 < v < _BUSY_SHARE]
+    if busy:
+        worst = min(shares[k] for k in busy)
+        msg = (
+            f"other processes used the CPUs while measuring (the benchmark threads got {100 * worst:.0f}% of "
+            "their CPUs): the ceilings are low; they are not cached, re-run when the machine is idle"
+        )
+        notes.append(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+    duration = time.perf_counter() - start
+    durations["total"] = duration
+    cpu_info = dict(info)
+    cpu_info.update(
+        {
+            "threads": threads,
+            "fma_units": theory["fma_units"],
+            "fma_units_source": theory["fma_units_source"],
+            "theoretical_cores": theory["cores"],
+            "cache_capacity_bytes": caps,
+            "dram_working_set_bytes": dram_size,
+            "nt_min_bytes": nt_min,
+            "durations_s": durations,
+            "cpu_share": shares,
+            "busy": bool(busy),
+        }
+    )
+    return Ceilings(
+        device="cpu",
+        name=str(info.get("model") or "CPU"),
+        fingerprint=_cpu_fingerprint(info),
+        peaks=peaks,
+        bandwidths=bandwidths,
+        duration_s=duration,
+        version=_version(),
+        timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        quick=quick,
+        info=_jsonable(cpu_info),
+        sweep=sweep,
+        notes=notes,
+    )
+
+
+def _cache_capacities(info: dict[str, Any]) -> dict[str, int]:
+    """Aggregate capacity per cache level over the CPUs in use: size of one instance x instances."""
+    caps = {}
+    for level, c in (info.get("caches") or {}).items():
+        if c.get("bytes", 0) > 0:
+            caps[level] = int(c["bytes"]) * max(1, int(c.get("instances", 1)))
+    return caps
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _dram_size(llc: int, threads: int) -> tuple[int, bool]:
+    """Working set for the DRAM plateau: 4 x the last-level cache, capped at a quarter of available memory.
+    Returns (bytes, capped)."""
+    want = max(4 * llc, 64 << 20)
+    avail = _available_memory()
+    if avail is not None and want > avail // 4:
+        return max(avail // 4 // (1 << 20) << 20, 1024 * threads), True
+    return want, False
+
+
+def _sweep_sizes(caps: dict[str, int], dram: int, threads: int, quick: bool, per_octave: int) -> np.ndarray:
+    """Working-set sizes in bytes: geometric from 16 KiB (or 4 KiB per thread) with `per_octave` sizes per
+    doubling; quick stops at half the last-level cache and adds the DRAM size, thorough runs up to it."""
+    lo = max(_MIN_SIZE, 4096 * threads)
+    llc = caps[max(caps)]
+    top = llc // 2 if quick else dram
+    sizes = []
+    k = 0
+    while True:
+        s = int(round(lo * 2 ** (k / per_octave))) // 64 * 64
+        if s > top:
+            break
+        sizes.append(s)
+        k += 1
+    sizes.append(dram)
+    return np.array(sorted(set(sizes)), dtype=np.int64)
+
+
+def _level_range(level: str, caps: dict[str, int], lo: int) -> tuple[int, int]:
+    """Working sets attributed to a cache level: from twice the previous level's capacity to half this one's."""
+    names = sorted(caps)
+    i = names.index(level)
+    prev = caps[names[i - 1]] if i > 0 else 0
+    return max(lo, 2 * prev), caps[level] // 2
+
+
+def _plateaus(
+    sizes: np.ndarray, rates: np.ndarray, caps: dict[str, int], dram: int
+) -> dict[str, tuple[int, int, dict[str, float]]]:
+    """Median rate per kernel within each level's range of working sets (see _level_range; DRAM: sizes >= the
+    DRAM working set). A level whose range holds no size falls back to the sizes between the previous capacity
+    and its own; a level with none at all is left out. Returns {level: (lo, hi, {kernel: bytes/s})}."""
+    out = {}
+    lo_all = int(sizes.min())
+    ranges = {level: _level_range(level, caps, lo_all) for level in sorted(caps)}
+    ranges["DRAM"] = (dram, int(sizes.max()))
+    for level, (lo, hi) in ranges.items():
+        mask = (sizes >= lo) & (sizes <= hi)
+        if not mask.any() and level != "DRAM":
+            names = sorted(caps)
+            i = names.index(level)
+            prev = caps[names[i - 1]] if i > 0 else 0
+            mask = (sizes > prev) & (sizes <= caps[level])
+        if not mask.any():
+            continue
+        chosen = sizes[mask]
+        out[level] = (
+            int(chosen.min()),
+            int(chosen.max()),
+            {k: float(statistics.median(rates[j][mask].tolist())) for j, k in enumerate(KERNELS)},
+        )
+    return out
+
+
+def _theoretical(info: dict[str, Any], simd: str) -> dict[str, Any]:
+    """Theoretical peak = cores x clock x SIMD lanes x FMA units x 2 FLOP, per dtype, with its assumptions."""
+    cores = int(info.get("physical_cores") or 0) or int(info["cpus"])
+    clock = float(info.get("clock_hz") or 0.0)
+    clock_source = info.get("clock_source", "unknown")
+    env = os.environ.get("ROOFLINE_CPU_FMA_UNITS")
+    if env:
+        try:
+            units = int(env)
+            if units < 1:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"ROOFLINE_CPU_FMA_UNITS must be a positive integer, not {env!r}") from None
+        units_source = "ROOFLINE_CPU_FMA_UNITS"
+    else:
+        units, units_source = _FMA_UNITS_ASSUMED.get(simd, _FMA_UNITS_ASSUMED["scalar"])
+    lanes = {"float64": _lanes(simd, 8), "float32": _lanes(simd, 4)}
+    out = {"cores": cores, "fma_units": units, "fma_units_source": units_source, "peak": {}, "formula": {},
+           "clock_note": ""}
+    if clock <= 0:
+        out["clock_note"] = "the CPU clock is unknown: no theoretical peak"
+        return out
+    if "cpuinfo" in clock_source:
+        out["clock_note"] = (
+            f"clock {clock / 1e9:.2f} GHz from {clock_source}: often the nominal (base) clock in a VM; all-core "
+            "turbo can exceed it, so measured/theoretical above 100% is possible"
+        )
+    for dtype, n in lanes.items():
+        out["peak"][dtype] = cores * clock * n * units * 2.0
+        out["formula"][dtype] = (
+            f"theoretical: {cores} cores x {clock / 1e9:.2f} GHz ({clock_source}) x {n} {simd} {dtype} lanes x "
+            f"{units} FMA units ({units_source}) x 2 FLOP"
+        )
+    return out
+
+
+def _lanes(simd: str, elem_bytes: int) -> int:
+    width = {"avx512": 64, "avx2": 32, "sse2": 16, "neon": 16}.get(simd)
+    return 1 if width is None else width // elem_bytes
+
+
+def _cpu_info() -> dict[str, Any]:
+    """_core.cpu_info() plus the native low-precision instructions the CPU advertises."""
+    info = _core.cpu_info()
+    info["native_lowp"] = _native_lowp()
+    return info
+
+
+def _native_lowp() -> dict[str, list[str]]:
+    """Native low-precision instruction flags per dtype, from /proc/cpuinfo."""
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key = line.split(":", 1)[0].strip()
+                if key in ("flags", "Features"):
+                    flags.update(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        return {}
+    return {dtype: [f for f in names if f in flags] for dtype, names in _NATIVE_LOWP_FLAGS.items()}
+
+
+def _cpu_fingerprint(info: dict[str, Any]) -> str:
+    """Hash of what decides the CPU's ceilings: model, CPU counts, SIMD set, cache sizes and instances."""
+    key = {
+        "model": info.get("model"),
+        "cpus": info.get("cpus"),
+        "physical_cores": info.get("physical_cores"),
+        "simd": info.get("simd"),
+        "caches": info.get("caches"),
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _cuda_ceilings(index: int, refresh: bool, quick: bool, progress: Progress | None) -> Ceilings:
+    try:
+        from roofline import _gpu
+    except ImportError as e:
+        raise RuntimeError(f"GPU ceilings are unavailable: the GPU benchmarks could not be loaded ({e})") from e
+    device = f"cuda:{index}"
+    path = None
+    device_info = getattr(_gpu, "device_info", None)
+    if device_info is not None:
+        dev = device_info(index)
+        path = _cache_path("cuda", str(dev["fingerprint"]))
+        if not refresh:
+            cached = _load_cache(path, str(dev["fingerprint"]), need_thorough=not quick)
+            if cached is not None:
+                return cached
+    if progress is not None:
+        progress(f"measuring the ceilings of {device} ({'quick' if quick else 'thorough'})")
+    start = time.perf_counter()
+    result = _gpu.measure(index, quick=quick, progress=progress)
+    c = _from_gpu_result(result, device, quick, time.perf_counter() - start)
+    if path is None:
+        path = _cache_path("cuda", c.fingerprint)
+    _store_cache(path, c)
+    return c
+
+
+def _from_gpu_result(result: dict[str, Any], device: str, quick: bool, wall: float) -> Ceilings:
+    """Convert the dict of roofline._gpu.measure into Ceilings, adding datasheet figures from roofline.devices."""
+    dev = dict(result["device"])
+    name = str(dev["name"])
+    spec = None
+    try:
+        from roofline import devices
+
+        spec = devices.lookup(name)
+    except ImportError:
+        spec = None
+    notes = []
+    if spec is None:
+        warnings.warn(f"no datasheet entry for the GPU {name!r}: showing measured ceilings only", stacklevel=3)
+        notes.append(f"no datasheet entry for {name!r}")
+    methods = result.get("method") or {}
+    sources = (getattr(spec, "sources", None) or {}) if spec is not None else {}
+    spec_peaks = (getattr(spec, "peaks", None) or {}) if spec is not None else {}
+    peaks = {}
+    for key, value in (result.get("peaks") or {}).items():
+        unit, _, dtype = key.partition("/")
+        sheet = spec_peaks.get((unit, dtype))
+        peaks[(unit, dtype)] = Ceiling(
+            measured=float(value),
+            datasheet=None if sheet is None else float(sheet),
+            method=str(methods.get(key, "")),
+            datasheet_source=_spec_source(sources, (unit, dtype), "peaks") if sheet is not None else "",
+        )
+    for (unit, dtype), sheet in spec_peaks.items():
+        if (unit, dtype) not in peaks and sheet is not None:
+            peaks[(unit, dtype)] = Ceiling(
+                measured=None,
+                datasheet=float(sheet),
+                method="not measured",
+                datasheet_source=_spec_source(sources, (unit, dtype), "peaks"),
+            )
+    bandwidths = {}
+    for level, value in (result.get("bandwidth") or {}).items():
+        sheet = getattr(spec, "memory_bandwidth", None) if (spec is not None and level == "DRAM") else None
+        bandwidths[level] = Ceiling(
+            measured=float(value),
+            datasheet=None if sheet is None else float(sheet),
+            method=str(methods.get(level, methods.get(f"bandwidth/{level}", ""))),
+            datasheet_source=_spec_source(sources, "memory_bandwidth", "memory_bandwidth") if sheet else "",
+        )
+    duration = result.get("duration_s")
+    info = _jsonable(dev)
+    if spec is not None:
+        info["datasheet_sources"] = {str(k): str(v) for k, v in sources.items()}
+    return Ceilings(
+        device=device,
+        name=name,
+        fingerprint=str(dev.get("fingerprint", name)),
+        peaks=peaks,
+        bandwidths=bandwidths,
+        duration_s=float(duration) if duration is not None else wall,
+        version=_version(),
+        timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        quick=quick,
+        info=info,
+        sweep=None,
+        notes=notes,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Cache
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _cache_path(kind: str, fingerprint: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", fingerprint)
+    return os.path.join(cache_dir(), f"ceilings-{kind}-{safe}.json")
+
+
+def _load_cache(path: str, fingerprint: str, need_thorough: bool) -> Ceilings | None:
+    """The cached Ceilings at `path`, or None: missing (silently), or unusable (with a warning)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        warnings.warn(f"cannot read the ceilings cache {path} ({e}); re-measuring", RuntimeWarning, stacklevel=3)
+        return None
+    try:
+        c = Ceilings.from_json(data)
+        if c.fingerprint != fingerprint:
+            raise ValueError(f"it describes another device (fingerprint {c.fingerprint}, expected {fingerprint})")
+        if c.version != _version():
+            raise ValueError(f"it was measured by roofline {c.version!r}, this is {_version()!r}")
+        if c.duration_s is None:
+            raise ValueError("it holds no measurement")
+    except ValueError as e:
+        warnings.warn(f"ignoring the ceilings cache {path}: {e}; re-measuring", RuntimeWarning, stacklevel=3)
+        return None
+    if need_thorough and c.quick:
+        return None  # a quick result does not answer a thorough request: measure again, silently
+    return c
+
+
+def _store_cache(path: str, c: Ceilings) -> None:
+    """Write `c` to `path` atomically (temporary file in the same directory + os.replace). Never raises: a cache
+    that cannot be written costs a re-measurement next time, with a warning now."""
+    directory = os.path.dirname(path)
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".ceilings-", suffix=".tmp", dir=directory)
+        with os.fdopen(fd, "w") as f:
+            f.write(c.to_json())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        warnings.warn(f"cannot write the ceilings cache {path} ({e})", RuntimeWarning, stacklevel=3)
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _parse_device(device: Any) -> tuple[str, int]:
+    if hasattr(device, "type") and not isinstance(device, str):  # torch.device
+        kind, index = device.type, device.index
+        device = kind if index is None else f"{kind}:{index}"
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a str such as 'cpu' or 'cuda:0', not {type(device).__name__}")
+    m = re.fullmatch(r"(cpu|cuda)(?::(\d+))?", device.strip())
+    if m is None or (m.group(1) == "cpu" and m.group(2) not in (None, "0")):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+    return m.group(1), int(m.group(2) or 0)
+
+
+def _check_source(source: str) -> str:
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(map(repr, SOURCES))}, not {source!r}")
+    return source
+
+
+def _check_peak_args(unit: str, dtype: str, source: str) -> tuple[str, str, str]:
+    if not isinstance(unit, str) or unit not in UNITS:
+        raise ValueError(f"unit must be 'vector' or 'matrix', not {unit!r}")
+    if not isinstance(dtype, str):
+        dtype = str(dtype).replace("torch.", "")  # accept torch.float32 and the like
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    return unit, dtype, _check_source(source)
+
+
+def _spec_source(sources: dict, key: Any, fallback_key: str) -> str:
+    for k in (key, "/".join(key) if isinstance(key, tuple) else None, fallback_key):
+        if k is not None and k in sources:
+            return str(sources[k])
+    return ""
+
+
+def _version() -> str:
+    module = sys.modules.get("roofline")
+    return str(getattr(module, "__version__", "")) if module is not None else ""
+
+
+def _jsonable(obj: Any) -> Any:
+    """Plain JSON types: dict keys become str, tuples lists, NumPy scalars Python numbers."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _opt_float(v: Any, name: str) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{name} must be a number or null, not {type(v).__name__}")
+    return float(v)
+
+
+def _str(v: Any, name: str) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"{name} must be a string, not {type(v).__name__}")
+    return v
+
+
+def _dict(v: Any, name: str) -> dict:
+    if not isinstance(v, dict):
+        raise ValueError(f"{name} must be an object, not {type(v).__name__}")
+    return v
+
+
+def _scale(v: float | None) -> float | None:
+    return None if v is None else v / 1e9
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.1f}" if v < 1e5 else f"{v:,.0f}"
+
+
+def _human(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            v = n / (1 << shift)
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+    return f"{n} B"

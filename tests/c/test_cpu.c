@@ -1,0 +1,181 @@
+/* Unit tests of csrc/cpu.c, built with -fsanitize=address,undefined by tests/test_cpu_c.py.
+ *
+ * Expected values are computed here from the kernels' definitions: the FMA recurrence x <- x*m + a per chain,
+ * read = sum, copy b = a, triad a = b + 3*c. Exit status 0 when every check passes; failures are printed. */
+#define _GNU_SOURCE
+#include "cpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+
+#define CHECK(cond, ...)                                                                                           \
+    do {                                                                                                           \
+        if (!(cond)) {                                                                                             \
+            failures++;                                                                                            \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                                 \
+            printf(__VA_ARGS__);                                                                                   \
+            printf("\n");                                                                                          \
+        }                                                                                                          \
+    } while (0)
+
+/* Sum over chains k of the recurrence x <- x*m + a from x0 + k/128, iterated `iters` times in the element type
+ * (double or float), each lane of a chain identical. */
+static double expected_fma(rl_simd simd, rl_dtype dtype, int64_t iters) {
+    int chains = rl_cpu_fma_accumulators(simd);
+    int lanes = rl_cpu_simd_lanes(simd, dtype == RL_DT_F64 ? 8 : 4);
+    double total = 0.0;
+    for (int k = 0; k < chains; k++) {
+        if (dtype == RL_DT_F64) {
+            double x = RL_FMA_X0 + k * 0.0078125;
+            for (int64_t i = 0; i < iters; i++) {
+                x = x * RL_FMA_MUL + RL_FMA_ADD;
+            }
+            total += lanes * x;
+        } else {
+            float x = (float)(RL_FMA_X0 + k * 0.0078125);
+            for (int64_t i = 0; i < iters; i++) {
+                x = x * (float)RL_FMA_MUL + (float)RL_FMA_ADD;
+            }
+            total += lanes * (double)x;
+        }
+    }
+    return total;
+}
+
+static void test_fma_kernels(void) {
+    const int64_t iters[] = {0, 1, 7, 1000};
+    for (int s = 0; s < RL_SIMD_COUNT; s++) {
+        if (!rl_cpu_simd_supported((rl_simd)s)) {
+            continue;
+        }
+        for (int d = 0; d < 2; d++) {
+            for (size_t i = 0; i < sizeof(iters) / sizeof(iters[0]); i++) {
+                double got = rl_cpu_fma_kernel((rl_simd)s, (rl_dtype)d, iters[i]);
+                double want = expected_fma((rl_simd)s, (rl_dtype)d, iters[i]);
+                /* fused vs separate rounding differ in the last bits of each step */
+                CHECK(fabs(got - want) <= 1e-5 * fabs(want), "%s %s iters=%lld: got %.17g want %.17g",
+                      rl_cpu_simd_name((rl_simd)s), d ? "f32" : "f64", (long long)iters[i], got, want);
+            }
+        }
+    }
+}
+
+static void test_stream_kernels(void) {
+    const int64_t sizes[] = {8, 64, 72, 1000, 4096 + 24};
+    for (int s = 0; s < RL_SIMD_COUNT; s++) {
+        if (!rl_cpu_simd_supported((rl_simd)s)) {
+            continue;
+        }
+        for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+            int64_t n = sizes[z];
+            for (int nt = 0; nt < 2; nt++) {
+                double *buf = aligned_alloc(64, (size_t)(3 * n) * sizeof(double));
+                CHECK(buf != NULL, "aligned_alloc");
+                if (buf == NULL) {
+                    return;
+                }
+                double *x0 = buf, *x1 = buf + n, *x2 = buf + 2 * n;
+                for (int64_t i = 0; i < n; i++) {
+                    x0[i] = (double)(i % 97);
+                    x1[i] = -1.0;
+                    x2[i] = (double)(i % 13);
+                }
+                /* read: sum of small integers is exact */
+                double want = 0.0;
+                for (int64_t i = 0; i < n; i++) {
+                    want += (double)(i % 97);
+                }
+                double got = rl_cpu_bw_kernel_once((rl_simd)s, RL_BW_READ, nt, buf, n);
+                CHECK(got == want, "%s read n=%lld: %g != %g", rl_cpu_simd_name((rl_simd)s), (long long)n, got, want);
+                /* copy: x1 = x0 */
+                rl_cpu_bw_kernel_once((rl_simd)s, RL_BW_COPY, nt, buf, n);
+                int ok = 1;
+                for (int64_t i = 0; i < n; i++) {
+                    ok &= x1[i] == (double)(i % 97);
+                }
+                CHECK(ok, "%s copy nt=%d n=%lld", rl_cpu_simd_name((rl_simd)s), nt, (long long)n);
+                /* triad: x0 = x1 + 3*x2, exact on small integers */
+                rl_cpu_bw_kernel_once((rl_simd)s, RL_BW_TRIAD, nt, buf, n);
+                ok = 1;
+                for (int64_t i = 0; i < n; i++) {
+                    ok &= x0[i] == (double)(i % 97) + RL_TRIAD_SCALAR * (double)(i % 13);
+                }
+                CHECK(ok, "%s triad nt=%d n=%lld", rl_cpu_simd_name((rl_simd)s), nt, (long long)n);
+                free(buf);
+            }
+        }
+    }
+}
+
+static void test_measurements(void) {
+    rl_cpu_error err = {NULL, 0};
+    rl_fma_result r;
+    for (int threads = 1; threads <= 3; threads++) {
+        int rc = rl_cpu_fma_peak(RL_SIMD_AUTO, RL_DT_F32, 0.02, threads, 3, RL_STAT_MEDIAN, &r, &err);
+        CHECK(rc == 0, "fma peak threads=%d failed in %s", threads, err.call ? err.call : "?");
+        CHECK(r.flops > 0 && r.best_flops >= r.flops && r.threads == threads, "fma result threads=%d", threads);
+        int lanes = rl_cpu_simd_lanes(r.simd, 4);
+        CHECK(r.flop_per_rep % ((int64_t)threads * rl_cpu_fma_accumulators(r.simd) * lanes * 2) == 0,
+              "flop count is whole iterations");
+    }
+    const int64_t sizes[] = {16 << 10, 1 << 20, 3 << 20};
+    const rl_bw_kernel kernels[] = {RL_BW_READ, RL_BW_COPY, RL_BW_TRIAD};
+    double rates[9];
+    int pinned = -1;
+    double share = -1;
+    for (int threads = 1; threads <= 3; threads++) {
+        memset(rates, 0, sizeof(rates));
+        int rc = rl_cpu_bandwidth_sweep(RL_SIMD_AUTO, kernels, 3, sizes, 3, threads, 2, 0.0005, RL_STAT_MAX,
+                                        2 << 20, rates, &pinned, &share, &err);
+        CHECK(rc == 0, "sweep threads=%d failed in %s", threads, err.call ? err.call : "?");
+        for (int i = 0; i < 9; i++) {
+            CHECK(rates[i] > 0 && isfinite(rates[i]), "rate %d = %g", i, rates[i]);
+        }
+        CHECK(pinned == 0 || pinned == 1, "pinned flag");
+        CHECK(share >= 0 && share < 1.5, "cpu share %g", share);
+    }
+    /* a working set below 1 KiB per thread is rejected, naming the call */
+    const int64_t tiny[] = {512};
+    err.call = NULL;
+    CHECK(rl_cpu_bandwidth_sweep(RL_SIMD_AUTO, kernels, 1, tiny, 1, 1, 1, 0.0, RL_STAT_MEDIAN, 0, rates, NULL, NULL,
+                                 &err) == -1 &&
+              err.call != NULL,
+          "tiny size rejected");
+    const rl_bw_kernel bad[] = {(rl_bw_kernel)7};
+    CHECK(rl_cpu_bandwidth_sweep(RL_SIMD_AUTO, bad, 1, sizes, 1, 1, 1, 0.0, RL_STAT_MEDIAN, 0, rates, NULL, NULL,
+                                 &err) == -1,
+          "bad kernel rejected");
+}
+
+static void test_info_and_names(void) {
+    rl_cpu_info info;
+    rl_cpu_info_get(&info);
+    CHECK(info.cpus >= 1 && info.cpus == rl_cpu_count(), "cpus %d", info.cpus);
+    CHECK(info.online >= 1, "online %d", info.online);
+    CHECK(info.model[0] != '\0', "model name");
+    CHECK(info.clock_hz >= 0, "clock");
+    for (int level = 1; level <= RL_CPU_MAX_LEVEL; level++) {
+        CHECK(info.cache_bytes[level] >= 0 && (info.cache_bytes[level] == 0 || info.cache_instances[level] >= 1),
+              "cache L%d", level);
+    }
+    CHECK(strcmp(rl_cpu_simd_name((rl_simd)99), "?") == 0, "bad simd name");
+    CHECK(strcmp(rl_cpu_bw_kernel_name(RL_BW_TRIAD), "triad") == 0, "kernel name");
+    CHECK(rl_cpu_bw_kernel_arrays(RL_BW_COPY) == 2 && rl_cpu_bw_kernel_arrays((rl_bw_kernel)9) == 0, "arrays");
+    CHECK(rl_cpu_simd_lanes(RL_SIMD_AVX512, 8) == 8 && rl_cpu_simd_lanes(RL_SIMD_AVX2, 4) == 8 &&
+              rl_cpu_simd_lanes(RL_SIMD_SCALAR, 8) == 1 && rl_cpu_simd_lanes(RL_SIMD_SSE2, 3) == 0,
+          "lanes");
+    CHECK(rl_cpu_simd_supported(RL_SIMD_SCALAR) && rl_cpu_simd_supported(rl_cpu_simd_best()), "best is supported");
+}
+
+int main(void) {
+    test_info_and_names();
+    test_fma_kernels();
+    test_stream_kernels();
+    test_measurements();
+    printf("%s: %d failure(s)\n", failures ? "FAILED" : "ok", failures);
+    return failures != 0;
+}
