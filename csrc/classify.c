@@ -3,6 +3,10 @@
 
 #include <math.h>
 
+/* Relative slack before a rate counts as above its ceiling: floating-point rounding of rates computed exactly on
+ * the roof (projections) must not be flagged. */
+#define RL_CEILING_TOLERANCE 1e-9
+
 void rl_classify(size_t n, const double *flops, const double *bytes, const double *time, const double *peak,
                  const double *bw, const rl_class_out *o) {
     for (size_t i = 0; i < n; i++) {
@@ -44,13 +48,13 @@ void rl_classify(size_t n, const double *flops, const double *bytes, const doubl
             ab = b / t;
             if (have_peak) {
                 mfu = f / (t * p);
-                if (af > p) {
+                if (af > p * (1.0 + RL_CEILING_TOLERANCE)) {
                     flags |= RL_FLAG_ABOVE_PEAK;
                 }
             }
             if (have_bw) {
                 mbu = b / (t * w);
-                if (ab > w) {
+                if (ab > w * (1.0 + RL_CEILING_TOLERANCE)) {
                     flags |= RL_FLAG_ABOVE_BW;
                 }
             }
