@@ -58,7 +58,7 @@ def main() -> int:
     args = parser.parse_args()
 
     import roofline
-    from roofline.ceilings import ceilings
+    from roofline._ceilings import ceilings
 
     rounds = []
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():

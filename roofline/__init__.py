@@ -8,11 +8,15 @@ from __future__ import annotations
 import contextlib
 
 from roofline import _core  # noqa: F401  (the C extension; fails early if the build is broken)
+from roofline._ceilings import CeilingNotAvailable, Ceiling, Ceilings, ceilings
 from roofline._spec import Cost, TensorSpec, cost
 from roofline.report import Report
 
 __version__ = "0.1.0"
-__all__ = ["measure", "cost", "Cost", "TensorSpec", "Report", "register", "unregister", "load", "__version__"]
+
+from roofline import devices  # noqa: E402  (datasheet table, standard library only)
+__all__ = ["measure", "cost", "Cost", "TensorSpec", "Report", "register", "unregister", "load", "ceilings",
+           "Ceilings", "Ceiling", "CeilingNotAvailable", "devices", "__version__"]
 
 
 @contextlib.contextmanager
@@ -24,7 +28,7 @@ def measure(model=None, *, timing="model", ceilings="measured"):
     ``"op"`` also times every op (CPU monotonic clock; on CUDA an event pair per op, resolved once at exit);
     ``None`` times nothing. ``ceilings``: what ops are judged against: ``"measured"`` (this machine's
     microbenchmarks, cached), ``"datasheet"``, a device name from :mod:`roofline.devices` (``"H100 SXM"``), or a
-    :class:`roofline.ceilings.Ceilings`. Ceilings are resolved on first use of the report.
+    :class:`roofline.Ceilings`. Ceilings are resolved on first use of the report.
 
     ``model`` (optional) names the modules from its root, e.g. ``"ResNet.layer1.0.conv1"`` (the naming
     ``FlopCounterMode`` uses). Works on CPU and CUDA tensors, on the meta device and under ``FakeTensorMode``, under

@@ -81,7 +81,7 @@ class _Progress:
 
 
 def _cmd_ceilings(args: argparse.Namespace) -> int:
-    from roofline.ceilings import ceilings
+    from roofline._ceilings import ceilings
 
     progress = _Progress(sys.stderr)
     c = ceilings(args.device, refresh=args.refresh, quick=not args.thorough, progress=progress)

@@ -232,7 +232,7 @@ class Report:
     # ---- ceilings and classification -----------------------------------------------------------------------
     @property
     def ceilings(self):
-        """The :class:`roofline.ceilings.Ceilings` ops are judged against (resolved on first use), or None when the
+        """The :class:`roofline.Ceilings` ops are judged against (resolved on first use), or None when the
         run has no device with ceilings (e.g. counted on meta: use :meth:`project`)."""
         if self._ceilings is None and self._ceilings_spec is not None:
             self._resolve_ceilings()
@@ -245,7 +245,7 @@ class Report:
         return self._source
 
     def _resolve_ceilings(self):
-        from roofline import ceilings as _ceil
+        from roofline import _ceilings as _ceil
         from roofline import devices
 
         spec = self._ceilings_spec
@@ -289,7 +289,7 @@ class Report:
         n = len(rows)
         if c is None:
             return np.full(n, np.nan), np.full(n, np.nan)
-        from roofline.ceilings import CeilingNotAvailable
+        from roofline._ceilings import CeilingNotAvailable
 
         unit = (rows["matrix_flops"] > 0).astype(np.int64)  # 1 matrix, 0 vector
         key = unit * 256 + rows["dtype"].astype(np.int64)
@@ -537,7 +537,7 @@ class Report:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Report":
-        from roofline.ceilings import Ceilings
+        from roofline._ceilings import Ceilings
 
         if not isinstance(d, dict) or d.get("schema") != SCHEMA_VERSION:
             raise ValueError(f"not a roofline report (schema {SCHEMA_VERSION} expected)")
@@ -608,7 +608,7 @@ class Report:
         ``Ceilings``), and a report of the same shape is returned whose times are those estimates (its wall time
         is their sum: ops run back to back)."""
         from roofline import devices
-        from roofline.ceilings import Ceilings
+        from roofline._ceilings import Ceilings
 
         if isinstance(target, str):
             ceil, label = Ceilings.from_datasheet(devices.get(target)), devices.get(target).name

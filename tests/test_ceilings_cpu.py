@@ -25,10 +25,10 @@ import pytest
 
 import roofline
 from roofline import _core, cli
-from roofline.ceilings import CeilingNotAvailable, Ceilings, ceilings
+from roofline._ceilings import CeilingNotAvailable, Ceilings, ceilings
 
 # The module itself, even where the package re-exports the function under the same name.
-ceilings_mod = importlib.import_module("roofline.ceilings")
+ceilings_mod = importlib.import_module("roofline._ceilings")
 
 
 @pytest.fixture(scope="module")
@@ -499,7 +499,7 @@ def test_cpu_ceilings_when_cuda_libraries_fail_to_load(tmp_path):
         except OSError:
             pass
         import roofline
-        from roofline.ceilings import ceilings
+        from roofline._ceilings import ceilings
         c = ceilings("cpu")
         assert c.peak("vector", "float32") > 0 and c.bandwidth("DRAM") > 0
         try:
