@@ -56,7 +56,8 @@ def measure(model=None, *, timing="model", ceilings="measured"):
     from roofline._records import RECORD_DTYPE
 
     meta = {"timing": timing, "devices": sorted(session.devices), "version": __version__,
-            "ceilings_source": ceilings if ceilings in ("measured", "datasheet") else "datasheet"}
+            "ceilings_source": (ceilings if ceilings in ("measured", "datasheet") else
+                                "datasheet" if isinstance(ceilings, str) else "best")}
     report.__init__(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
                     session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
                     overhead=_torch.instrumentation_overhead(timing) if timing is not None else None)

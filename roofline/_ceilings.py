@@ -154,7 +154,8 @@ class Ceilings:
         3. on a CPU, for bfloat16, float16 and tfloat32: the float32 peak (matrix, then vector): without native
            low-precision arithmetic a CPU converts to float32 and computes there. When the CPU does advertise native
            instructions (e.g. AVX512_BF16, AMX), they are not measured, so the float32 rate is a lower bound and the
-           note says so.
+           note says so. On a GPU, for the same dtypes: the float32 vector peak, when the datasheet lists no
+           non-tensor rate for them (a lower bound: packed half2 arithmetic runs at least at the fp32 rate).
 
         ``source`` is "measured", "datasheet", or "best" (measured where available, else datasheet). Raises
         ``CeilingNotAvailable`` when nothing matches (e.g. int8 on a CPU).
@@ -166,6 +167,10 @@ class Ceilings:
         if self.device == "cpu" and dtype in _CPU_F32_FALLBACK:
             if unit == "matrix":
                 chain.append(("matrix", "float32"))
+            chain.append(("vector", "float32"))
+        elif dtype in _CPU_F32_FALLBACK:
+            # GPU datasheets rarely list non-tensor fp16/bf16 rates (packed half2 runs at >= the fp32 rate):
+            # element-wise low-precision work falls back to the fp32 vector peak, a lower bound
             chain.append(("vector", "float32"))
         for i, (u, d) in enumerate(chain):
             entry = self.peaks.get((u, d))

@@ -18,6 +18,11 @@ from roofline.report import OpInfo
 
 _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 _graph_task_id = torch._C._current_graph_task_id
+try:
+    from torch._subclasses.fake_tensor import FakeTensor as _FakeTensor
+except ImportError:  # pragma: no cover
+    class _FakeTensor:  # noqa: D101
+        pass
 
 # Ops that only query metadata. FlopCounterMode declines them (they reach a mode only for tensor subclasses), and so
 # do we, so that both see the same op stream.
@@ -206,7 +211,7 @@ class Session:
     def resolve(self, func, args=(), allow_decompose=True):
         for a in args:  # once per op overload: note which devices ran ops
             if isinstance(a, torch.Tensor):
-                self.devices.add(str(a.device))
+                self.devices.add("fake" if isinstance(a, _FakeTensor) else str(a.device))
                 break
         if func in _DECLINE:
             self.op_index[func] = _DECLINED

@@ -255,6 +255,8 @@ class Report:
             return
         devs = self.meta.get("devices") or []
         device = next((d for d in devs if d.startswith("cuda")), "cpu" if "cpu" in devs else None)
+        if "meta" in devs or "fake" in devs:
+            device = None  # counted without running: only a projection has ceilings
         if spec in ("measured", "datasheet"):
             if device is None:
                 self._ceilings_note = (f"ops ran on {', '.join(devs) or 'no device'}: no ceilings to judge them "
