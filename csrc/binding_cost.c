@@ -639,6 +639,7 @@ int rl_cost_exec(PyObject *module) {
         {"K_SCALED_MM", RL_K_SCALED_MM}, {"K_CONV", RL_K_CONV},     {"K_CONV_BWD", RL_K_CONV_BWD},
         {"K_ATTN", RL_K_ATTN},       {"K_ATTN_BWD", RL_K_ATTN_BWD}, {"K_GATHER", RL_K_GATHER},
         {"K_POOL", RL_K_POOL},       {"K_NLL", RL_K_NLL},           {"K_FOREACH", RL_K_FOREACH},
+        {"K_MHA", RL_K_MHA},
         {"ATTN_BSHD", RL_ATTN_BSHD}, {"ATTN_MASKTYPE", RL_ATTN_MASKTYPE}, {"ATTN_FCM", RL_ATTN_FCM},
         {"ATTN_FCM_BSHD", RL_ATTN_FCM_BSHD}, {"OPF_FCM", (int)RL_OPF_FCM}, {"MAX_ARGS", RL_MAX_ARGS},
         {"MAX_DIMS", RL_MAX_DIMS},   {"E_DESCRIBE", RL_E_DESCRIBE}, {"E_OVERFLOW", RL_E_OVERFLOW},

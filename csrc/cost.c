@@ -558,6 +558,31 @@ static int cost_nll(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     return RL_OK;
 }
 
+/* _native_multi_head_attention (the fused inference path of nn.MultiheadAttention): q (B, Sq, E), k and v (B, Sk, E),
+ * H heads of E/H. Products: Q, K, V projections (2*B*S*E*E each), QK^T and PV (2*B*H*Sq*Sk*(E/H) each), the output
+ * projection (2*B*Sq*E*E). Vector: the four bias adds and the softmax (4 per score + 1 exp). */
+static int cost_mha(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    const rl_tensor *q = tensor_arg(c, 0), *k = tensor_arg(c, 1);
+    int64_t e = int_arg(c, 3, -1), h = int_arg(c, 4, -1);
+    if (!q || !k || q->ndim != 3 || k->ndim != 3 || e <= 0 || h <= 0 || e % h != 0) {
+        return RL_E_ARGS;
+    }
+    uint64_t b = u(q->size[0]), sq = u(q->size[1]), sk = u(k->size[1]), E = u(e), H = u(h);
+    if (u(q->size[2]) != E || u(k->size[2]) != E || u(k->size[0]) != b) {
+        return RL_E_SHAPE;
+    }
+    uint64_t proj = add(mul(sq, 2, ov), mul(sk, 2, ov), ov);                 /* Q and out over Sq, K and V over Sk */
+    uint64_t m = mul(mul(mul(2, b, ov), proj, ov), mul(E, E, ov), ov);
+    uint64_t pairs = mul(mul(mul(b, H, ov), sq, ov), sk, ov);
+    m = add(m, mul(mul(2, pairs, ov), mul(2, E / H, ov), ov), ov);
+    r->matrix = m;
+    r->vector = add(mul(mul(b, proj, ov), E, ov), mul(4, pairs, ov), ov);
+    r->special = pairs;
+    generic_bytes(op, c, r, ov);
+    r->dtype = q->dtype;
+    return RL_OK;
+}
+
 int rl_cost_eval(const rl_op *op, const rl_call *c, rl_cost *r) {
     int ov = 0, st = RL_OK;
     uint64_t f = 0;
@@ -665,6 +690,9 @@ int rl_cost_eval(const rl_op *op, const rl_call *c, rl_cost *r) {
         break;
     case RL_K_NLL:
         st = cost_nll(op, c, r, &ov);
+        break;
+    case RL_K_MHA:
+        st = cost_mha(op, c, r, &ov);
         break;
     default:
         return RL_E_KIND;

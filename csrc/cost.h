@@ -111,6 +111,8 @@ typedef enum {
     RL_K_NLL,        /* nll_loss: p1 = position of target, p2 = vector FLOPs per target; forward (target at 1)
                         reads target, weight and one element of input per target */
     RL_K_FOREACH,    /* _foreach_* and fused optimizers: p1/p2 per element of the first list */
+    RL_K_MHA,        /* _native_multi_head_attention(q, k, v, embed_dim, num_head, qkv_w, qkv_b, proj_w, proj_b,
+                        mask, need_weights, ...): in-projections, attention, out-projection */
     RL_K_COUNT
 } rl_kind;
 

@@ -22,15 +22,15 @@ from dataclasses import dataclass, field
 
 # Cost kinds: must match rl_kind in csrc/cost.h (checked against roofline._core at import of roofline._torch).
 ZERO, COPY, FILL, EWISE, EWISE_IN, MM, ADDMM, BMM, BADDBMM, SCALED_MM = range(10)
-CONV, CONV_BWD, ATTN, ATTN_BWD, GATHER, POOL, NLL, FOREACH = range(10, 18)
+CONV, CONV_BWD, ATTN, ATTN_BWD, GATHER, POOL, NLL, FOREACH, MHA = range(10, 19)
 
 KIND_NAMES = {
     ZERO: "zero", COPY: "copy", FILL: "fill", EWISE: "ewise", EWISE_IN: "ewise_in", MM: "mm", ADDMM: "addmm",
     BMM: "bmm", BADDBMM: "baddbmm", SCALED_MM: "scaled_mm", CONV: "conv", CONV_BWD: "conv_bwd", ATTN: "attn",
-    ATTN_BWD: "attn_bwd", GATHER: "gather", POOL: "pool", NLL: "nll", FOREACH: "foreach",
+    ATTN_BWD: "attn_bwd", GATHER: "gather", POOL: "pool", NLL: "nll", FOREACH: "foreach", MHA: "mha",
 }
 KINDS_BY_NAME = {v: k for k, v in KIND_NAMES.items()}
-MATRIX_KINDS = frozenset({MM, ADDMM, BMM, BADDBMM, SCALED_MM, CONV, CONV_BWD, ATTN, ATTN_BWD})
+MATRIX_KINDS = frozenset({MM, ADDMM, BMM, BADDBMM, SCALED_MM, CONV, CONV_BWD, ATTN, ATTN_BWD, MHA})
 
 # Ops torch.utils.flop_counter.FlopCounterMode registers (by packet name): their count is kept as `compat`.
 FLOP_COUNTER_OPS = frozenset({
@@ -180,6 +180,8 @@ _put("_scaled_dot_product_flash_attention_backward _scaled_dot_product_efficient
      "_scaled_dot_product_fused_attention_overrideable_backward", _e(ATTN_BWD, **_ATTN))
 _put("_flash_attention_backward", _e(ATTN_BWD, bshd=True, fcm_bshd=True, **_ATTN))
 _put("_efficient_attention_backward", _e(ATTN_BWD, bshd=True, **_ATTN))
+
+_put("_native_multi_head_attention", _e(MHA))
 
 # ---- gathers, pooling, losses -----------------------------------------------------------------------------------
 _put("embedding index_select gather index take take_along_dim _embedding_bag embedding_bag", _e(GATHER))

@@ -164,3 +164,25 @@ def test_causal_attention_flop_counter_counts_full():
     assert c.flop_counter_flops == sdpa_flop_count((b, h, s, d), (b, h, s, d), (b, h, s, d))
     assert c.flop_counter_flops == 2 * b * h * s * s * (d + d)
     assert c.matrix_flops == 2 * b * h * (s * (s + 1) // 2) * (d + d)
+
+
+def test_registry_kinds_match_the_c_enum():
+    from roofline import _core, _registry
+
+    for code, name in _registry.KIND_NAMES.items():
+        assert getattr(_core, "K_" + name.upper()) == code, name
+
+
+def test_fused_multi_head_attention_inference_path():
+    """nn.MultiheadAttention in eval under no_grad runs one fused op, _native_multi_head_attention."""
+    B, S, E, H = 2, 10, 16, 4
+    mha = torch.nn.MultiheadAttention(E, H, batch_first=True).eval()
+    x = rnd(B, S, E)
+    with torch.no_grad(), roofline.measure() as r:
+        mha(x, x, x, need_weights=False)
+    row = r.by_op()["aten._native_multi_head_attention.default"]
+    proj = 2 * B * S * E * E * 4  # Q, K, V and output projections: 2*B*S*E*E each
+    attn = 2 * B * H * S * S * (E // H) * 2  # QK^T and PV
+    assert row["matrix_flops"] == proj + attn
+    assert row["vector_flops"] == B * S * 4 * E + 4 * B * H * S * S  # four bias adds + softmax
+    assert r.unknown_ops == {}
