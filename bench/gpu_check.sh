@@ -86,6 +86,8 @@ step "GPU tests" 200 "$PY" -m pytest tests/test_gpu.py -q -rs -p no:cacheprovide
 
 step "ceilings vs datasheet and PyTorch" 200 "$PY" bench/gpu_ceilings.py --full --json "$OUT/gpu_ceilings.json"
 
+step "measure on CUDA" 120 "$PY" bench/gpu_measure.py
+
 # pytest exits 5 when it collects nothing: not a failure here.
 step "other tests" 90 bash -c "$PY -m pytest tests -q -x -p no:cacheprovider --ignore=tests/test_gpu.py; rc=\$?; exit \$((rc == 5 ? 0 : rc))"
 
