@@ -421,6 +421,32 @@ static int build_call(Recorder *self, op_entry *e, PyObject *args, PyObject *kwa
     return 0;
 }
 
+/* Append one record with the counts of `c` (its dtype included). 0, or -1 with MemoryError set. */
+static int push_record(Recorder *self, Py_ssize_t opi, uint32_t module, uint32_t phase, uint32_t status,
+                       const rl_cost *c, double t0, double t1) {
+    if (grow((void **)&self->recs, &self->cap_recs, self->nrecs + 1, sizeof(rl_record)) < 0) {
+        return -1;
+    }
+    rl_record *rec = &self->recs[self->nrecs++];
+    memset(rec, 0, sizeof(*rec));
+    rec->matrix_flops = c->matrix;
+    rec->vector_flops = c->vector;
+    rec->special_ops = c->special;
+    rec->bytes_read = c->bytes_read;
+    rec->bytes_written = c->bytes_written;
+    rec->compat_flops = c->compat;
+    rec->t_start = t0;
+    rec->t_end = t1;
+    rec->op = (uint32_t)opi;
+    rec->module = module;
+    rec->phase = (uint8_t)phase;
+    rec->dtype = (uint8_t)c->dtype;
+    rec->status = (uint8_t)status;
+    rec->kind = (uint8_t)self->ops[opi].op.kind;
+    rec->seq = self->seq++;
+    return 0;
+}
+
 /* record(op, module, phase, args, kwargs, out, t_start=nan, t_end=nan) */
 static PyObject *Recorder_record(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
     if (argc < 6 || argc > 8) {
@@ -458,28 +484,12 @@ static PyObject *Recorder_record(Recorder *self, PyObject *const *argv, Py_ssize
     if (st == RL_OK && bad && e->op.kind != RL_K_ZERO) {
         st = RL_E_DESCRIBE;
     }
-    if (grow((void **)&self->recs, &self->cap_recs, self->nrecs + 1, sizeof(rl_record)) < 0) {
-        return NULL;
-    }
-    rl_record *rec = &self->recs[self->nrecs++];
     if (st != RL_OK) {
         memset(&c, 0, sizeof(c));
     }
-    rec->matrix_flops = c.matrix;
-    rec->vector_flops = c.vector;
-    rec->special_ops = c.special;
-    rec->bytes_read = c.bytes_read;
-    rec->bytes_written = c.bytes_written;
-    rec->compat_flops = c.compat;
-    rec->t_start = t0;
-    rec->t_end = t1;
-    rec->op = (uint32_t)opi;
-    rec->module = (uint32_t)module;
-    rec->phase = (uint8_t)phase;
-    rec->dtype = (uint8_t)c.dtype;
-    rec->status = (uint8_t)st;
-    rec->kind = (uint8_t)e->op.kind;
-    rec->seq = self->seq++;
+    if (push_record(self, opi, (uint32_t)module, (uint32_t)phase, (uint32_t)st, &c, t0, t1) < 0) {
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -496,26 +506,10 @@ static PyObject *Recorder_append(Recorder *self, PyObject *args) {
     if (opi < 0 || opi >= self->nops) {
         return rl_err_value("append: op index %zd was not registered with add_op", opi);
     }
-    if (grow((void **)&self->recs, &self->cap_recs, self->nrecs + 1, sizeof(rl_record)) < 0) {
+    rl_cost c = {m, v, sp, br, bw, cp, (int32_t)dtype};
+    if (push_record(self, opi, module, phase, status, &c, NAN, NAN) < 0) {
         return NULL;
     }
-    rl_record *rec = &self->recs[self->nrecs++];
-    memset(rec, 0, sizeof(*rec));
-    rec->matrix_flops = m;
-    rec->vector_flops = v;
-    rec->special_ops = sp;
-    rec->bytes_read = br;
-    rec->bytes_written = bw;
-    rec->compat_flops = cp;
-    rec->t_start = NAN;
-    rec->t_end = NAN;
-    rec->op = (uint32_t)opi;
-    rec->module = module;
-    rec->phase = (uint8_t)phase;
-    rec->dtype = (uint8_t)dtype;
-    rec->status = (uint8_t)status;
-    rec->kind = (uint8_t)self->ops[opi].op.kind;
-    rec->seq = self->seq++;
     Py_RETURN_NONE;
 }
 
