@@ -17,7 +17,8 @@
 
 typedef struct {
     rl_op op;
-    PyObject *kwnames; /* tuple of keyword-only argument names appended after the positionals, or NULL */
+    PyObject *kwnames; /* tuple of keyword-only argument names, or NULL */
+    Py_ssize_t kwpos;  /* schema position of the first keyword-only argument (-1: right after the positionals) */
 } op_entry;
 
 typedef struct {
@@ -136,7 +137,11 @@ static int describe(builder *b, PyObject *t, rl_tensor *d) {
     PyObject *code = PyDict_GetItemWithError(r->dtype_map, dt);
     Py_DECREF(dt);
     if (code) {
-        d->dtype = (int32_t)PyLong_AsLong(code);
+        long v = PyLong_AsLong(code);
+        if (v == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        d->dtype = (int32_t)v;
     } else if (PyErr_Occurred()) {
         return -1;
     }
@@ -345,14 +350,15 @@ static void Recorder_dealloc(Recorder *self) {
 }
 
 static PyObject *Recorder_add_op(Recorder *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"kind", "p1", "p2", "noread_mask", "write_mask", "flags", "kwnames", NULL};
+    static char *kwlist[] = {"kind", "p1", "p2", "noread_mask", "write_mask", "flags", "kwnames", "kwpos", NULL};
     int kind;
     long long p1 = 0, p2 = 0;
     unsigned long long noread = 0, write = 0;
     unsigned int flags = 0;
     PyObject *kwnames = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "i|LLKKIO:add_op", kwlist, &kind, &p1, &p2, &noread, &write, &flags,
-                                     &kwnames)) {
+    Py_ssize_t kwpos = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "i|LLKKIOn:add_op", kwlist, &kind, &p1, &p2, &noread, &write,
+                                     &flags, &kwnames, &kwpos)) {
         return NULL;
     }
     if (kind < 0 || kind >= RL_K_COUNT) {
@@ -373,6 +379,7 @@ static PyObject *Recorder_add_op(Recorder *self, PyObject *args, PyObject *kwds)
     e->op.write_mask = write;
     e->op.flags = flags;
     e->kwnames = (kwnames != Py_None && PyTuple_GET_SIZE(kwnames) > 0) ? Py_NewRef(kwnames) : NULL;
+    e->kwpos = kwpos;
     return PyLong_FromSsize_t(self->nops++);
 }
 
@@ -382,19 +389,32 @@ static int build_call(Recorder *self, op_entry *e, PyObject *args, PyObject *kwa
     builder b = {self, 0, 0, 0};
     Py_ssize_t npos = PyTuple_GET_SIZE(args);
     Py_ssize_t nkw = e->kwnames ? PyTuple_GET_SIZE(e->kwnames) : 0;
-    if (npos + nkw > RL_MAX_ARGS) {
-        *bad = 1;
-        npos = RL_MAX_ARGS - nkw > 0 ? RL_MAX_ARGS - nkw : 0;
-        nkw = RL_MAX_ARGS - npos;
+    /* Dispatch drops trailing positional arguments equal to their defaults: keyword-only arguments still go to
+     * their schema positions, with the dropped positionals absent in between. */
+    Py_ssize_t kw0 = (nkw && e->kwpos > npos) ? e->kwpos : npos;
+    if (kw0 > RL_MAX_ARGS) {
+        kw0 = RL_MAX_ARGS;
     }
-    call->nargs = (int32_t)(npos + nkw);
+    if (npos > kw0) {
+        npos = kw0;
+        *bad = 1;
+    }
+    if (kw0 + nkw > RL_MAX_ARGS) {
+        nkw = RL_MAX_ARGS - kw0;
+        *bad = 1;
+    }
+    call->nargs = (int32_t)(kw0 + nkw);
     for (Py_ssize_t i = 0; i < npos; i++) {
         if (convert_arg(&b, PyTuple_GET_ITEM(args, i), &call->args[i]) < 0) {
             return -1;
         }
     }
+    for (Py_ssize_t i = npos; i < kw0; i++) {
+        memset(&call->args[i], 0, sizeof(rl_arg));
+        call->args[i].type = RL_ARG_ABSENT;
+    }
     for (Py_ssize_t k = 0; k < nkw; k++) {
-        rl_arg *a = &call->args[npos + k];
+        rl_arg *a = &call->args[kw0 + k];
         PyObject *v = NULL;
         if (kwargs && kwargs != Py_None) {
             v = PyDict_GetItemWithError(kwargs, PyTuple_GET_ITEM(e->kwnames, k));

@@ -333,7 +333,7 @@ static PyObject *cpu_bandwidth_sweep(PyObject *module, PyObject *args, PyObject 
     if (nt_min_bytes < 0) {
         return rl_err_value("nt_min_bytes must be >= 0, not %lld", nt_min_bytes);
     }
-    PyArrayObject *sizes = (PyArrayObject *)PyArray_FROMANY(sizes_obj, NPY_INT64, 1, 1, NPY_ARRAY_IN_ARRAY);
+    PyArrayObject *sizes = (PyArrayObject *)PyArray_FROMANY(sizes_obj, NPY_INT64, 1, 1, NPY_ARRAY_IN_ARRAY | NPY_ARRAY_ENSURECOPY);
     if (sizes == NULL) {
         if (PyErr_ExceptionMatches(PyExc_ValueError) || PyErr_ExceptionMatches(PyExc_TypeError)) {
             PyErr_Clear();

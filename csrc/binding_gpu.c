@@ -58,7 +58,7 @@ static PyObject *rl_gpu_raise(PyObject *module, const rl_gpu_error *err, const r
     if (log != NULL && log->size > 0) {
         message = PyUnicode_FromFormat("%s\n---- NVRTC log ----\n%s", err->message, log->data);
     } else {
-        message = PyUnicode_FromString(err->message);
+        message = PyUnicode_DecodeUTF8(err->message, (Py_ssize_t)strlen(err->message), "replace");
     }
     if (message == NULL) {
         Py_DECREF(cls);

@@ -226,8 +226,9 @@ static uint64_t result_numel(const rl_op *op, const rl_call *c, int *ov) {
 
 static int result_dtype(const rl_op *op, const rl_call *c) {
     int w = first_written(op, c);
-    if (w >= 0 && arg(c, w)->count > 0) {
-        return c->tensors[arg(c, w)->first].dtype;
+    const rl_arg *wa = arg(c, w);
+    if (w >= 0 && (wa->type == RL_ARG_TENSOR || wa->type == RL_ARG_TENSORLIST) && wa->count > 0) {
+        return c->tensors[wa->first].dtype;
     }
     const rl_tensor *o = first_out(c);
     if (o) {
@@ -326,7 +327,7 @@ static int cost_conv(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     if (op->flags & RL_OPF_FCM) {
         r->compat = conv_count(x, w, out, fcm_transposed, ov);
     }
-    if (tensor_arg(c, 2)) {
+    if (tensor_arg(c, op->p2 >= 0 ? (int)op->p2 : 2)) {
         r->vector = rl_numel(out, ov); /* bias add */
     }
     generic_bytes(op, c, r, ov);
@@ -519,7 +520,8 @@ static int cost_pool(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     int spatial = (int)(op->p2 & 0xff), ki = (int)((op->p2 >> 8) & 0xff);
     const rl_arg *ks = arg(c, ki);
     const rl_tensor *out = first_out(c);
-    if (ks->type != RL_ARG_INTLIST || ks->count < 1 || !out || spatial < 1) {
+    if (ks->type != RL_ARG_INTLIST || ks->count < 1 || (ks->count != 1 && ks->count < spatial) || !out ||
+        spatial < 1) {
         return RL_E_ARGS;
     }
     uint64_t taps = 1;

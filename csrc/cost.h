@@ -100,7 +100,7 @@ typedef enum {
     RL_K_BADDBMM,    /* baddbmm(self, a, b) */
     RL_K_SCALED_MM,  /* _scaled_mm(a, b, scale_a, scale_b, bias?, ...) */
     RL_K_CONV,       /* convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups);
-                        p1 = position of `transposed` (-1: never transposed, -2: always), p2 = position of `groups` */
+                        p1 = position of `transposed` (-1: never transposed, -2: always), p2 = position of `bias` */
     RL_K_CONV_BWD,   /* convolution_backward(grad_out, x, w, bias_sizes, ..., transposed, ..., groups, mask) */
     RL_K_ATTN,       /* fused attention forward; p1 packs argument positions and flags, see RL_ATTN_* */
     RL_K_ATTN_BWD,   /* fused attention backward */

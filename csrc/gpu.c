@@ -175,8 +175,9 @@ static const rl_symbol rl_nvrtc_symbols[] = {
 static pthread_mutex_t rl_lock = PTHREAD_MUTEX_INITIALIZER;
 static rl_cu_table rl_cu;
 static rl_nvrtc_table rl_nvrtc;
-static int rl_cu_loaded;
-static int rl_nvrtc_loaded;
+/* Set (release) under rl_lock once a table is complete; read (acquire) without the lock. */
+static _Atomic int rl_cu_loaded;
+static _Atomic int rl_nvrtc_loaded;
 static char rl_cu_path[RL_PATH_MAX];
 static char rl_nvrtc_path[RL_PATH_MAX];
 static rl_cu_context rl_primary[RL_MAX_DEVICES];
@@ -272,10 +273,11 @@ static rl_gpu_status rl_open_library(const char *what, const char *const *paths,
         if (address == NULL && symbols[i].required) {
             dlclose(handle);
             memset(table, 0, table_size);
+            rl_fail(err, RL_GPU_UNAVAILABLE, 0, "dlsym",
+                    "%s at %s lacks the symbol %s: the library is too old or not the real one", what, path_out,
+                    symbols[i].name);
             path_out[0] = '\0';
-            return rl_fail(err, RL_GPU_UNAVAILABLE, 0, "dlsym",
-                           "%s at %s lacks the symbol %s: the library is too old or not the real one", what,
-                           paths[i], symbols[i].name);
+            return RL_GPU_UNAVAILABLE;
         }
         /* Function pointers and void * have the same representation on every platform dlsym exists on. */
         memcpy((char *)table + symbols[i].offset, &address, sizeof address);

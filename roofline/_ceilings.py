@@ -879,6 +879,8 @@ def _from_gpu_result(result: dict[str, Any], device: str, quick: bool, wall: flo
     spec_peaks = (getattr(spec, "peaks", None) or {}) if spec is not None else {}
     peaks = {}
     for key, value in (result.get("peaks") or {}).items():
+        if value is None:  # not supported on this device, or its benchmark failed: the datasheet fills it below
+            continue
         unit, _, dtype = key.partition("/")
         sheet = spec_peaks.get((unit, dtype))
         peaks[(unit, dtype)] = Ceiling(
@@ -897,6 +899,8 @@ def _from_gpu_result(result: dict[str, Any], device: str, quick: bool, wall: flo
             )
     bandwidths = {}
     for level, value in (result.get("bandwidth") or {}).items():
+        if value is None:
+            continue
         sheet = getattr(spec, "memory_bandwidth", None) if (spec is not None and level == "DRAM") else None
         bandwidths[level] = Ceiling(
             measured=float(value),

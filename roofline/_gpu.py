@@ -152,10 +152,7 @@ def _nvrtc_candidates(driver_version: Optional[int] = None) -> List[str]:
 
 def _ensure_driver() -> str:
     """Load libcuda (once) and return its path; raise CudaUnavailableError saying how to fix it."""
-    loaded = _core.gpu_loaded()["driver"]
-    if loaded:
-        return loaded
-    try:
+    try:  # idempotent; runs cuInit each time, so a GPU that became unusable is reported with the hint below
         return _core.gpu_load_driver(_driver_candidates())
     except CudaUnavailableError as exc:
         if exc.call == "cuInit":

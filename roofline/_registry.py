@@ -162,7 +162,7 @@ _put("addmm", _e(ADDMM))
 _put("bmm", _e(BMM))
 _put("baddbmm", _e(BADDBMM))
 _put("_scaled_mm", _e(SCALED_MM))
-_put("convolution _convolution convolution_overrideable", _e(CONV, transposed="transposed", groups="groups"))
+_put("convolution _convolution convolution_overrideable", _e(CONV, transposed="transposed"))
 _put("cudnn_convolution _slow_conv2d_forward mkldnn_convolution _conv_depthwise2d slow_conv_dilated2d "
      "slow_conv3d_forward", _e(CONV))
 _put("cudnn_convolution_transpose slow_conv_transpose2d slow_conv_transpose3d", _e(CONV, transposed=True))
@@ -270,10 +270,13 @@ class FormulaError(ValueError):
     """An op's formula cannot be compiled for its schema (e.g. a named argument is missing)."""
 
 
-def compile_entry(entry: Entry, packet: str, argnames, written=()) -> dict:
+def compile_entry(entry: Entry, packet: str, argnames, written=(), outs=None) -> dict:
     """Turn an :class:`Entry` into the keyword arguments of ``Recorder.add_op`` for an op whose arguments (positional
-    then keyword-only, in schema order) are ``argnames`` and whose schema marks ``written`` as mutated."""
+    then keyword-only, in schema order) are ``argnames`` and whose schema marks ``written`` as mutated. ``outs``:
+    the ``out=`` destinations (mutated keyword-only arguments); without a schema, names starting with "out"."""
     argnames = list(argnames)
+    if outs is None:
+        outs = [w for w in written if w.startswith("out")]
 
     def pos(name, required=True):
         if isinstance(name, int):
@@ -294,23 +297,22 @@ def compile_entry(entry: Entry, packet: str, argnames, written=()) -> dict:
             if 0 <= i < 64:
                 noread |= 1 << i
     write = 0
-    wnames = [w for w in written if not w.startswith("out")] if entry.writes is None else list(entry.writes)
+    wnames = [w for w in written if w not in outs] if entry.writes is None else list(entry.writes)
     for n in wnames:
         i = pos(n, required=False)
         if 0 <= i < 64:
             write |= 1 << i
-    for n in written:
-        if n.startswith("out"):  # out= variants: the destination is written, never read
-            i = pos(n, required=False)
-            if 0 <= i < 64:
-                write |= 1 << i
-                noread |= 1 << i
+    for n in outs:  # out= variants: the destination is written, never read
+        i = pos(n, required=False)
+        if 0 <= i < 64:
+            write |= 1 << i
+            noread |= 1 << i
     flags = OPF_FCM if packet in FLOP_COUNTER_OPS else 0
     prm = entry.params
     if kind == CONV:
         t = prm.get("transposed")
         p1 = -2 if t is True else (pos(t, required=False) if isinstance(t, str) else -1)
-        p2 = pos(prm["groups"], required=False) if "groups" in prm else -1
+        p2 = pos("bias", required=False)  # -1 when the op takes no bias
     elif kind in (ATTN, ATTN_BWD):
         q = pos(prm["query"])
         causal, masktype = 0xFF, 0

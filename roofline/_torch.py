@@ -243,13 +243,15 @@ class Session:
         else:
             inplace_base = packet[:-1] if packet.endswith("_") and not packet.endswith("__") else packet
             try:
-                spec = _registry.compile_entry(entry, inplace_base, names, written)
+                outs = [a.name for a in args if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+                spec = _registry.compile_entry(entry, inplace_base, names, written, outs)
             except _registry.FormulaError as e:
                 warnings.warn(f"roofline: {e}; the op is listed in unknown_ops", stacklevel=3)
                 spec, entry = dict(kind=_core.K_COPY), None
             else:
                 info.kind = _registry.KIND_NAMES[entry.kind]
         spec["kwnames"] = kwnames or None
+        spec["kwpos"] = len(names) - len(kwnames)
         idx = self.recorder.add_op(**spec)
         self.ops.append(info)
         self.op_index[func] = idx
@@ -369,6 +371,11 @@ def _sync_all():
         torch.cuda.synchronize()
 
 
+# Kinds a user may register by name: their formulas need no schema-specific parameters.
+_REGISTRABLE = frozenset({"zero", "copy", "fill", "ewise", "ewise_in", "mm", "addmm", "bmm", "baddbmm", "scaled_mm",
+                          "gather", "foreach"})
+
+
 def register(op, formula=None, *, kind=None, flops=0, special=0):
     """Teach roofline the cost of an op that has no built-in formula (your custom ops, or an override).
 
@@ -390,7 +397,10 @@ def register(op, formula=None, *, kind=None, flops=0, special=0):
         _USER[key] = formula
     else:
         if kind not in _registry.KINDS_BY_NAME:
-            raise ValueError(f"register: unknown kind {kind!r}; choose from {sorted(_registry.KINDS_BY_NAME)}")
+            raise ValueError(f"register: unknown kind {kind!r}; choose from {sorted(_REGISTRABLE)}")
+        if kind not in _REGISTRABLE:
+            raise ValueError(f"register: kind {kind!r} needs argument positions from a schema it knows; register a "
+                             f"formula= callable instead, or one of {sorted(_REGISTRABLE)}")
         if int(flops) < 0 or int(special) < 0:
             raise ValueError("register: flops and special must be >= 0")
         _USER[key] = _registry.Entry(_registry.KINDS_BY_NAME[kind], int(flops), int(special))

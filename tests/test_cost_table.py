@@ -186,3 +186,26 @@ def test_fused_multi_head_attention_inference_path():
     assert row["matrix_flops"] == proj + attn
     assert row["vector_flops"] == B * S * 4 * E + 4 * B * H * S * S  # four bias adds + softmax
     assert r.unknown_ops == {}
+
+
+def test_out_variants_write_the_destination_and_do_not_read_it():
+    x, o = rnd(1000), torch.empty(1000)
+    with roofline.measure() as r:
+        torch.clamp(x, 0.0, out=o)  # dispatch drops the default `max`; `out` keeps its schema position
+    assert r.by_op()["aten.clamp.out"]["bytes_read"] == 4000 and r.by_op()["aten.clamp.out"]["bytes_written"] == 4000
+    v, i = torch.empty(100), torch.empty(100, dtype=torch.long)
+    with roofline.measure() as r:
+        torch.max(x.view(10, 100), 0, out=(v, i))  # destinations named `max` and `max_values`, not `out*`
+    row = r.by_op()["aten.max.dim_max"]
+    assert (row["bytes_read"], row["bytes_written"]) == (4000, 100 * 4 + 100 * 8)
+
+
+def test_malformed_arguments_are_errors_not_crashes():
+    with pytest.raises(ValueError, match="missing or mistyped"):
+        roofline.cost("avg_pool3d", (1, 1, 8, 8, 8), [2, 2], out=(1, 1, 4, 4, 4))  # 2 kernel sizes for 3 dims
+    c = roofline.cost("relu_", [1, 2, 3])  # an int list where a tensor belongs: no tensor, nothing counted
+    assert c.bytes == 0 and c.flops == 0
+    rec = roofline._core.Recorder(roofline.TensorSpec, {"float32": "not an int"})
+    idx = rec.add_op(roofline._core.K_EWISE, 1)
+    with pytest.raises(TypeError):
+        rec.record(idx, 0, 0, (roofline.TensorSpec((2,)),), None, roofline.TensorSpec((2,)))

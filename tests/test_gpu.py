@@ -307,6 +307,7 @@ class _FakeDevice:
     def install(self, monkeypatch):
         monkeypatch.delenv("ROOFLINE_GPU_WGMMA", raising=False)
         monkeypatch.setattr(_core, "gpu_loaded", lambda: {"driver": "fake", "nvrtc": "fake"})
+        monkeypatch.setattr(_core, "gpu_load_driver", lambda paths: "fake")
         monkeypatch.setattr(_core, "gpu_device_count", lambda: 1)
         monkeypatch.setattr(_core, "gpu_driver_version", lambda: 13000)
         monkeypatch.setattr(_core, "gpu_nvrtc_version", lambda: (13, 0))
@@ -526,3 +527,22 @@ def test_against_torch(measured):
     print(f"DRAM copy vs torch {ratio_copy:.3f}, bf16 tensor vs torch matmul {ratio_mm:.3f}")
     assert 0.7 < ratio_copy < 1.4
     assert 0.5 < ratio_mm < 2.0
+
+
+def test_unsupported_gpu_peaks_fall_back_to_the_datasheet():
+    """measure() leaves a peak None when the device cannot run its benchmark (no fp8 mma.sync on an A100): the
+    Ceilings keep the datasheet figure for it instead of failing."""
+    import importlib
+
+    ceil = importlib.import_module("roofline._ceilings")
+    result = {
+        "device": {"name": "NVIDIA A100-SXM4-80GB", "index": 0, "sm_count": 108, "compute_capability": [8, 0],
+                   "clock_hz": 1410000000, "memory_bandwidth_theoretical": None, "fingerprint": "x"},
+        "peaks": {"vector/float32": 19.0e12, "matrix/bfloat16": 290e12, "matrix/float8_e4m3fn": None},
+        "bandwidth": {"DRAM": 1.8e12, "L2": None},
+        "method": {}, "duration_s": 1.0,
+    }
+    c = ceil._from_gpu_result(result, "cuda:0", True, 1.0)
+    assert c.peak("matrix", "bfloat16") == 290e12
+    assert ("matrix", "float8_e4m3fn") not in c.peaks or c.peaks[("matrix", "float8_e4m3fn")].measured is None
+    assert c.bandwidth("DRAM") == 1.8e12 and "L2" not in c.bandwidths

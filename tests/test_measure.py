@@ -200,3 +200,8 @@ def test_import_and_cost_model_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_register_rejects_kinds_that_need_a_schema():
+    with pytest.raises(ValueError, match="needs argument positions"):
+        roofline.register("rltest::pooling", kind="pool")
