@@ -35,6 +35,9 @@ def measure(model=None, *, timing="model", ceilings="measured"):
     ``no_grad``, ``inference_mode`` and autocast. An exception in the block propagates unchanged and leaves no
     dispatch mode or hook behind.
 
+    Yields a :class:`roofline.Report`, which is empty inside the block and filled when the block exits: read it
+    after the ``with`` statement. Needs torch (imported on first use).
+
     >>> with roofline.measure(model) as r:          # doctest: +SKIP
     ...     model(x).sum().backward()
     >>> print(r)                                      # doctest: +SKIP
@@ -82,12 +85,28 @@ def register(op, formula=None, *, kind=None, flops=0, special=0):
 
 
 def unregister(op):
+    """Remove a formula added with :func:`register` (``op`` as given there); KeyError if there is none."""
     from roofline import _torch
 
     return _torch.unregister(op)
 
 
-register.__doc__ = """Add a cost formula for an op without one (see roofline._torch.register for the full contract).
+register.__doc__ = """Add a cost formula for an op that has none (your custom ops), or override a built-in one.
+
+``op``: an ``OpOverloadPacket`` / ``OpOverload`` (``torch.ops.mylib.op``) or a name (``"mylib::op"``,
+``"mylib::op.overload"``; a bare name such as ``"gelu"`` means ``"aten::gelu"``). Pass exactly one of:
+
+* ``formula``: a callable ``formula(*args, out=..., **kwargs)`` called once per op call, in Python, with the op's
+  arguments and its result, returning a :class:`roofline.Cost` or a dict with any of ``matrix_flops``,
+  ``vector_flops``, ``special_ops``, ``bytes_read``, ``bytes_written`` (missing keys count 0; negative counts and
+  unknown keys raise);
+* ``kind``: the name of a built-in formula evaluated in C (``"ewise"`` with ``flops`` / ``special`` per element of
+  the result, ``"ewise_in"`` per element of the first tensor argument, ``"foreach"`` per element of the first
+  tensor list, ``"zero"``, ``"copy"``, ``"mm"``, ``"bmm"``, ...; see ``roofline._registry.KIND_NAMES``.
+  The attention, pooling and NLL kinds need argument positions this form cannot give).
+
+Registering an op twice raises ValueError: call :func:`unregister` first to replace a formula. Register before
+entering ``measure``: a block resolves an op's formula the first time it meets the op. Needs torch. Returns None.
 
 ``roofline.register(torch.ops.mylib.op, lambda x, out=None: {"vector_flops": x.numel()})`` or
 ``roofline.register("mylib::op", kind="ewise", flops=2)``."""

@@ -89,6 +89,7 @@ class Ceiling:
         return self.measured / self.datasheet
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"measured", "datasheet", "method", "datasheet_source"}``, JSON-compatible; inverse of ``from_dict``."""
         return {
             "measured": self.measured,
             "datasheet": self.datasheet,
@@ -98,6 +99,7 @@ class Ceiling:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Ceiling":
+        """Inverse of ``to_dict``; raises ValueError on a malformed entry."""
         if not isinstance(d, dict):
             raise ValueError(f"a ceiling entry must be an object, not {type(d).__name__}")
         return cls(
@@ -109,7 +111,9 @@ class Ceiling:
 
 
 class PeakChoice(NamedTuple):
-    """The outcome of a peak lookup: the value and which entry it came from, with a note when it is a fallback."""
+    """The outcome of a peak lookup (:meth:`Ceilings.resolve_peak`): ``value`` (FLOP/s), the ``unit`` and
+    ``dtype`` of the entry it came from, its ``source`` ("measured" or "datasheet") and a ``note``, empty unless the
+    value is a fallback for another (unit, dtype)."""
 
     value: float
     unit: str
@@ -126,6 +130,15 @@ class Ceilings:
     ("float64", "float32", "bfloat16", "float16", "tfloat32", "int8", "float8_e4m3fn"). ``bandwidths`` maps a memory
     level ("L1", "L2", "L3", "DRAM"; per-kernel figures such as "DRAM_read" may also be present) to a ``Ceiling`` in
     bytes/s. ``sweep`` holds the CPU bandwidth sweep as NumPy arrays ("sizes" in bytes, and bytes/s per kernel).
+
+    Other fields: ``device`` ("cpu", "cuda:N"), ``name`` (CPU model or GPU name), ``fingerprint`` (hash of what
+    decides the ceilings; the cache key), ``duration_s`` (seconds the measurement took; None for datasheet-only
+    ceilings), ``version`` (roofline version that measured them), ``timestamp`` (UTC, ISO 8601), ``quick`` (True for
+    the quick run, False for the thorough one), ``info`` (machine details: clock, cores, caches, the FMA-unit
+    assumption, CPU share while measuring, ...) and ``notes`` (caveats, also printed under the table).
+
+    Made by :func:`ceilings` (measured, cached) or :meth:`from_datasheet`; two instances compare equal when their
+    ``to_dict()`` are equal.
     """
 
     device: str
@@ -452,7 +465,8 @@ def ceilings(
 ) -> Ceilings:
     """Measured ceilings of ``device`` ("cpu", "cuda" or "cuda:N"; a ``torch.device`` also works).
 
-    Results are cached on disk (see ``cache_dir``) per device fingerprint and package version and reused;
+    Results are cached on disk (in ``roofline._ceilings.cache_dir()``: ``$ROOFLINE_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/roofline``, else ``~/.cache/roofline``) per device fingerprint and package version and reused;
     ``refresh=True`` re-measures. A cache file that is corrupt, truncated, of another schema or version, or of
     another machine is ignored with a warning and re-measured. ``quick=True`` (the default) takes about 2-3 s on
     a small CPU; ``quick=False`` sweeps more sizes with more repeats, and a quick cached result is then re-measured.

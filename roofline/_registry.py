@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Cost kinds: must match rl_kind in csrc/cost.h (checked against roofline._core at import of roofline._torch).
+# Cost kinds: must match rl_kind in csrc/cost.h (checked against roofline._core by
+# tests/test_cost_table.py::test_registry_kinds_match_the_c_enum).
 ZERO, COPY, FILL, EWISE, EWISE_IN, MM, ADDMM, BMM, BADDBMM, SCALED_MM = range(10)
 CONV, CONV_BWD, ATTN, ATTN_BWD, GATHER, POOL, NLL, FOREACH, MHA = range(10, 19)
 

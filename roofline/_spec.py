@@ -14,8 +14,10 @@ from roofline._records import DTYPE_CODES, DTYPE_NAMES, ITEMSIZE, RECORD_DTYPE, 
 class TensorSpec:
     """A tensor described by shape, dtype and (optionally) strides in elements, for :func:`cost`.
 
-    A stride of 0 marks a broadcast (expanded) dimension, which is read only once. Without ``stride`` the tensor is
-    contiguous.
+    ``TensorSpec(shape, dtype="float32", stride=None)``: ``shape`` a sequence of non-negative ints (at most 16),
+    ``dtype`` a name (``"bfloat16"``, ``"fp16"``, ``"float"``), a ``torch.dtype`` or a NumPy dtype. A stride of 0 marks
+    a broadcast (expanded) dimension, which is read only once. Without ``stride`` the tensor is contiguous.
+    Attributes ``shape`` (tuple) and ``dtype`` (canonical name); ``stride()`` is a method, as on a torch tensor.
     """
 
     __slots__ = ("shape", "dtype", "_stride")
@@ -49,6 +51,7 @@ class TensorSpec:
 
     @property
     def numel(self) -> int:
+        """Number of elements: the product of ``shape`` (1 for a 0-d tensor)."""
         n = 1
         for s in self.shape:
             n *= s
@@ -56,6 +59,8 @@ class TensorSpec:
 
     @property
     def nbytes(self) -> int:
+        """``numel`` x the size of one element of ``dtype``, in bytes (the expanded size: a broadcast operand
+        occupies less, which is what :func:`cost` counts)."""
         return self.numel * ITEMSIZE[self.dtype]
 
     def __repr__(self):
@@ -77,6 +82,10 @@ class Cost:
     ``flop_counter_flops`` is what ``torch.utils.flop_counter.FlopCounterMode`` would count for the call (0 for ops it
     does not register); ``matrix_flops`` is the true count (they differ for causal attention and for grouped
     convolution backward).
+
+    Fields: ``op`` (the name passed to :func:`cost`), ``matrix_flops``, ``vector_flops``, ``special_ops``
+    (transcendental evaluations, not FLOPs), ``bytes_read``, ``bytes_written``, ``flop_counter_flops`` and ``dtype``
+    (the dtype the op computes in).
     """
 
     op: str
@@ -95,6 +104,7 @@ class Cost:
 
     @property
     def bytes(self) -> int:
+        """Compulsory bytes moved: ``bytes_read + bytes_written``."""
         return self.bytes_read + self.bytes_written
 
     @property

@@ -1,11 +1,12 @@
 """Command line interface: ``python -m roofline COMMAND`` (also installed as ``roofline``).
 
-Commands:
-  ceilings   measure (or load from the cache) and print the machine's ceilings
-  profile    count, time and classify a built-in model or your own callable, and print the report
+Commands (every option is described in docs/cli.md):
+
+* ``ceilings``: measure (or load from the cache) and print the machine's ceilings;
+* ``profile``: count, time and classify a built-in model or your own callable, and print the report.
 
 Each command is a ``_add_<name>(subparsers)`` function that registers its parser and sets ``func``; a new command
-(``profile``, ...) adds one such function and one line in ``build_parser``.
+adds one such function and one line in ``build_parser``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Sequence, TextIO
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``argparse`` parser of ``python -m roofline``, with one sub-command per ``_add_<name>`` function."""
     parser = argparse.ArgumentParser(
         prog="roofline",
         description="Which hardware ceiling binds each PyTorch op: FLOPs, bytes and the machine's ceilings.",
@@ -29,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the process exit status (0 ok, 1 failure, 2 usage error)."""
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the process exit status: 0 ok,
+    1 when the command failed (the error is printed on stderr), 130 when interrupted. A usage error exits
+    through argparse (``SystemExit`` with status 2)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     with warnings.catch_warnings():

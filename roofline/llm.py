@@ -126,14 +126,17 @@ class DecoderConfig:
     # ---- parameter counts by part -------------------------------------------------------------------------------
     @property
     def q_dim(self) -> int:
+        """Width of the query projection: ``heads x head_dim``."""
         return self.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
+        """Width of the key (and of the value) projection: ``kv_heads x head_dim``."""
         return self.kv_heads * self.head_dim
 
     @property
     def mlp_matrices(self) -> int:
+        """Weight matrices in one MLP: 3 for ``"gated"`` (gate, up, down), 2 for ``"plain"`` (up, down)."""
         return 3 if self.mlp == "gated" else 2
 
     @property
@@ -159,6 +162,7 @@ class DecoderConfig:
 
     @property
     def lm_head_params(self) -> int:
+        """Weights of the LM head: ``hidden x vocab`` (whether or not it is tied to the embedding)."""
         return self.hidden * self.vocab
 
     @property
@@ -344,6 +348,7 @@ class CrossCheck:
 
     @property
     def ok(self) -> bool:
+        """``|rel_diff| <= tolerance``."""
         return abs(self.rel_diff) <= self.tolerance
 
     def __bool__(self):

@@ -85,6 +85,15 @@ class Report:
 
     Bytes are compulsory traffic (each input read once, each output written once, no reuse across ops): a lower
     bound on memory traffic, not a measurement.
+
+    Other attributes: ``module_sets`` (one tuple of module names per ``records["module"]`` value: every module that
+    was active when the op ran, "Global" included), ``wall_time`` (seconds of the ``measure`` block, device
+    synchronised at entry and exit; None when ``timing=None``), ``meta`` (timing mode, devices that ran ops,
+    package version, ceilings source, ``projected_to`` for a projection) and ``overhead`` (the per-op cost of the
+    instrumentation, seconds: ``counting_per_op_s`` and, with ``timing="op"``, ``timing_per_op_s``).
+
+    A report is built by :func:`roofline.measure` (or :func:`roofline.load`, :meth:`project`); constructing one
+    by hand is not part of the API.
     """
 
     def __init__(self, records, ops, module_sets, wall_time=None, meta=None, ceilings=None, overhead=None):
@@ -108,6 +117,7 @@ class Report:
 
     @property
     def dtype_names(self) -> dict[int, str]:
+        """Dtype code -> name (``"float32"``, ``"bfloat16"``, ...; 0 is ``"unknown"``), for ``records["dtype"]``."""
         return dict(DTYPE_NAMES)
 
     def module_path(self, module_id: int) -> str:
@@ -123,6 +133,7 @@ class Report:
 
     @property
     def vector_flops(self) -> int:
+        """Vector FLOPs (element-wise ops, norms, softmax, reductions, losses, optimizer updates, bias adds), exact."""
         return _sum(self.records["vector_flops"])
 
     @property
@@ -132,14 +143,17 @@ class Report:
 
     @property
     def total_flops(self) -> int:
+        """``matrix_flops + vector_flops`` (special-function evaluations are not FLOPs: see :attr:`special_ops`)."""
         return self.matrix_flops + self.vector_flops
 
     @property
     def bytes_read(self) -> int:
+        """Compulsory bytes read: every input once, at the size it occupies in memory."""
         return _sum(self.records["bytes_read"])
 
     @property
     def bytes_written(self) -> int:
+        """Compulsory bytes written: every output (or in-place argument) once."""
         return _sum(self.records["bytes_written"])
 
     @property
@@ -149,6 +163,8 @@ class Report:
 
     @property
     def intensity(self) -> float:
+        """Arithmetic intensity of the whole run, ``total_flops / bytes`` in FLOP per byte (inf when FLOPs move no
+        bytes, 0 when nothing was counted)."""
         return self.total_flops / self.bytes if self.bytes else float("inf") if self.total_flops else 0.0
 
     @property
@@ -212,6 +228,8 @@ class Report:
         return out
 
     def by_phase(self) -> dict[str, dict]:
+        """Totals per phase that ran (``"forward"``, ``"backward"``, ``"optimizer"``), each with the fields of
+        :meth:`by_op`."""
         return {PHASES[p]: _totals(self.records[self.records["phase"] == p])
                 for p in np.unique(self.records["phase"]).tolist()}
 
@@ -240,7 +258,8 @@ class Report:
 
     @property
     def ceilings_source(self) -> str:
-        """"measured" or "datasheet": which figures of :attr:`ceilings` the roofline uses."""
+        """Which figures of :attr:`ceilings` the roofline uses: "measured", "datasheet", or "best" (measured where
+        present, else datasheet: for a :class:`roofline.Ceilings` passed to ``measure`` or ``project``)."""
         self.ceilings  # noqa: B018  (resolves)
         return self._source
 
@@ -327,10 +346,16 @@ class Report:
         return bool(len(self.records)) and bool(np.isfinite(self.records["t_start"]).any())
 
     def classification(self) -> dict:
-        """Per-record roofline arithmetic (computed in C): ``intensity``, ``ridge``, ``attainable``, ``t_min``
-        (time on the roofline), ``achieved_flops``, ``achieved_bytes``, ``efficiency`` (achieved / attainable),
-        ``mfu``, ``mbu``, ``bound`` (codes, see :data:`BOUNDS`), ``flags`` (above-ceiling, untimed, ...), and the
-        ``peak`` and ``bw`` each record is judged against. Arrays aligned with :attr:`records`."""
+        """Per-record roofline arithmetic (computed in C, see csrc/classify.h): a dict of NumPy arrays aligned with
+        :attr:`records`: ``intensity`` (FLOP/byte), ``ridge`` (peak / bw), ``attainable`` (FLOP/s), ``t_min``
+        (seconds on the roofline: ``max(flops / peak, bytes / bw)``), ``achieved_flops``, ``achieved_bytes``,
+        ``efficiency`` (achieved / attainable = t_min / time), ``mfu`` (flops / (time x peak)), ``mbu`` (bytes /
+        (time x bw)), ``bound`` (codes: 0 none, 1 memory, 2 compute, 3 bandwidth; names in
+        ``roofline.report.BOUNDS``), ``flags`` (bits: 1 above the peak, 2 above the bandwidth, 4 untimed, 8 zero
+        time, 16 no ceiling), and the ``peak`` (FLOP/s of the record's own unit and dtype), ``bw`` (DRAM bytes/s),
+        ``flops`` (matrix + vector) and ``bytes`` each record is judged with. Rates are NaN for untimed records and
+        where a ceiling is missing. A record is "matrix" when it has matrix FLOPs; all its FLOPs are then judged
+        against the matrix peak of its dtype."""
         if self._class is None:
             r = self.records
             peak, bw = self._peaks(r)
@@ -378,8 +403,11 @@ class Report:
         first (roofline time when untimed): each row has calls, flops, bytes, intensity, t_min (seconds on the
         roofline), time (measured, NaN when untimed), achieved_flops, achieved_bytes, efficiency (t_min / time:
         the fraction of the attainable rate reached), mfu, mbu, bound ("compute", "memory", "bandwidth" for ops
-        with no FLOPs, "mixed", or "?" without ceilings), compute_share and above_ceiling (calls whose achieved
-        rate exceeds its ceiling)."""
+        with no FLOPs, "none" for ops that move nothing, "mixed" when neither bound holds 80% of the group's
+        roofline time, or "?" without ceilings), compute_share (share of roofline time in compute-bound calls) and
+        above_ceiling (calls whose achieved rate exceeds its ceiling). A group's mfu is the time its calls' FLOPs
+        would take at their own peaks over their measured time; its mbu is bytes / (measured time x DRAM
+        bandwidth)."""
         c = self.classification()
         sel = np.ones(len(self.records), bool) if phase is None else self.records["phase"] == PHASES.index(phase)
         rows = {}
@@ -405,9 +433,13 @@ class Report:
         return dict(sorted(rows.items(), key=key))
 
     def totals(self) -> dict:
-        """Whole-run figures: counts, wall time, achieved rates, MFU (the time each op's FLOPs would take at the
-        peak of its own unit and dtype, summed, over the wall time), MBU (bytes / (wall time x DRAM bandwidth)),
-        roofline time, and the compute-bound share of roofline time."""
+        """Whole-run figures, a dict with the keys of an :meth:`analysis` row over all records (``calls``,
+        ``flops``, ``bytes``, ``intensity``, ``t_min``, ``compute_share``, ``bound``, ``above_ceiling``) plus
+        ``wall_time``; when the block was timed, ``time`` is the wall time and the rates use it: ``achieved_flops``
+        and ``achieved_bytes`` (per second of wall time), ``efficiency`` (t_min / wall time), MFU (the time each
+        op's FLOPs would take at the peak of its own unit and dtype, summed, over the wall time) and MBU (bytes /
+        (wall time x DRAM bandwidth)). The wall time includes Python and framework overhead between ops, so these
+        are lower than the per-op figures of :meth:`analysis`."""
         c = self.classification()
         g = self._group(np.ones(len(self.records), bool), c)
         t = self.wall_time
@@ -452,6 +484,8 @@ class Report:
         return "\n".join(lines)
 
     def summary(self, top: int = 10) -> str:
+        """The text ``print(r)`` shows: totals, phases, ceilings, achieved rates, MFU/MBU (against the wall time),
+        unknown ops and errors, then the ``top`` ops by time (:meth:`table`, or by FLOPs without ceilings)."""
         lines = [f"roofline report: {len(self.records)} op calls"
                  + (f", {self.wall_time * 1e3:.1f} ms wall" if self.wall_time is not None else "")
                  + (f", projected onto {self.meta['projected_to']}" if self.meta.get("projected_to") else "")]
@@ -514,6 +548,8 @@ class Report:
 
     # ---- export -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
+        """A JSON-compatible dict of everything in the report (records as base64 of their raw bytes); inverse of
+        :meth:`from_dict`. Resolves the ceilings first, so they are saved with the counts."""
         c = self.ceilings
         return {
             "schema": SCHEMA_VERSION,
@@ -539,6 +575,7 @@ class Report:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Report":
+        """Rebuild a report from :meth:`to_dict`; raises ValueError on another schema or a corrupt record block."""
         from roofline._ceilings import Ceilings
 
         if not isinstance(d, dict) or d.get("schema") != SCHEMA_VERSION:
@@ -557,7 +594,11 @@ class Report:
         return r
 
     def to_dataframe(self):
-        """One row per op call with names resolved and the classification columns (needs pandas)."""
+        """A pandas DataFrame with one row per op call (needs pandas). Columns: ``op``, ``module`` (innermost),
+        ``phase``, ``dtype`` (names), the counts ``matrix_flops``, ``vector_flops``, ``special_ops``, ``bytes_read``,
+        ``bytes_written``, ``compat_flops``, the measured ``time`` (seconds, NaN when untimed) and the
+        classification ``intensity``, ``t_min``, ``achieved_flops``, ``achieved_bytes``, ``efficiency``, ``mfu``,
+        ``mbu``, ``bound`` (a name)."""
         try:
             import pandas as pd
         except ImportError:
@@ -644,7 +685,13 @@ class Report:
 
 
 class Comparison:
-    """Before/after of two reports, by op or by module: ``rows`` maps a name to (before, after) roll-ups."""
+    """Before/after of two reports, by op or by module (made by :meth:`Report.compare`).
+
+    ``rows`` maps each op (or module) name to a pair ``(before, after)`` of :meth:`Report.analysis` rows (or of
+    :meth:`Report.by_op` / :meth:`Report.by_module` rows with NaN times when a report has no ceilings); a side is
+    None when the name is absent from that report. ``before``, ``after``: the two reports; ``by``: "op" or
+    "module". ``str(comparison)`` is a table of the 25 largest changes.
+    """
 
     FIELDS = ("flops", "bytes", "time", "t_min", "calls")
 
@@ -656,6 +703,8 @@ class Comparison:
         self.before, self.after = before, after
 
     def delta(self, name: str, field: str = "flops") -> float:
+        """``after - before`` of ``field`` ("flops", "bytes", "time", "t_min", "calls", ...) for one name (a missing
+        side counts 0). KeyError when the name is in neither report."""
         x, y = self.rows[name]
         return (y or {}).get(field, 0.0) - (x or {}).get(field, 0.0)
 

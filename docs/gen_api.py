@@ -1,0 +1,211 @@
+"""Generate docs/api.md, the API reference, from the package's docstrings and signatures.
+
+    python docs/gen_api.py            # rewrite docs/api.md
+    python docs/gen_api.py --check    # exit 1 if docs/api.md is not what this script would write
+
+tests/test_api_doc.py runs the check, so a docstring change without a regenerated api.md fails the suite. The
+list of what is documented (``SECTIONS``) is the public API; tests/test_docstrings.py checks that each of those
+objects has a docstring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import re
+import sys
+from pathlib import Path
+
+import roofline
+import roofline.cli
+import roofline.devices
+import roofline.llm
+import roofline.plot
+from roofline._ceilings import PeakChoice
+from roofline.report import Comparison
+
+OUT = Path(__file__).resolve().parent / "api.md"
+
+# Classes listed without a constructor signature: users receive them, they do not build them.
+NOT_CONSTRUCTED = {roofline.Report, Comparison, PeakChoice, roofline.CeilingNotAvailable}
+
+# Module-level constants, which carry no docstring of their own.
+CONSTANTS = {
+    "roofline.__version__": "The package version, a string (``\"0.1.0\"``). Saved in reports and in the ceilings "
+                            "cache, whose entries of another version are re-measured.",
+    "roofline.devices.DEVICES": "Read-only mapping of canonical device name -> :class:`DeviceSpec`, in table order "
+                                "(the order of :func:`names`).",
+    "roofline.devices.UNITS": "The execution units a peak can belong to: ``%r``." % (roofline.devices.UNITS,),
+    "roofline.devices.DTYPES": "The dtype names a datasheet peak can have: ``%r``." % (roofline.devices.DTYPES,),
+}
+
+# (heading, module, [(display name, object or constant name)]) in reading order.
+SECTIONS = [
+    ("roofline", roofline, [
+        ("measure", roofline.measure),
+        ("cost", roofline.cost),
+        ("load", roofline.load),
+        ("register", roofline.register),
+        ("unregister", roofline.unregister),
+        ("ceilings", roofline.ceilings),
+        ("Report", roofline.Report),
+        ("report.Comparison", Comparison),
+        ("Cost", roofline.Cost),
+        ("TensorSpec", roofline.TensorSpec),
+        ("Ceilings", roofline.Ceilings),
+        ("Ceiling", roofline.Ceiling),
+        ("_ceilings.PeakChoice", PeakChoice),
+        ("CeilingNotAvailable", roofline.CeilingNotAvailable),
+        ("__version__", "roofline.__version__"),
+    ]),
+    ("roofline.devices", roofline.devices, [
+        ("lookup", roofline.devices.lookup),
+        ("get", roofline.devices.get),
+        ("names", roofline.devices.names),
+        ("DeviceSpec", roofline.devices.DeviceSpec),
+        ("DEVICES", "roofline.devices.DEVICES"),
+        ("UNITS", "roofline.devices.UNITS"),
+        ("DTYPES", "roofline.devices.DTYPES"),
+    ]),
+    ("roofline.llm", roofline.llm, [(name, getattr(roofline.llm, name)) for name in roofline.llm.__all__]),
+    ("roofline.plot", roofline.plot, [("plot_report", roofline.plot.plot_report)]),
+    ("roofline.cli", roofline.cli, [("main", roofline.cli.main), ("build_parser", roofline.cli.build_parser)]),
+]
+
+_ROLE = re.compile(r":(?:func|meth|class|attr|data|mod|exc):`~?([^`]+)`")
+
+
+def markdown(doc: str) -> str:
+    """A docstring as Markdown: reST roles and double backticks become code spans, doctest lines a code block."""
+    doc = inspect.cleandoc(doc or "")
+    doc = _ROLE.sub(r"`\1`", doc)
+    doc = doc.replace("``", "`")
+    out, in_example = [], False
+    for line in doc.splitlines():
+        # an example runs from a ">>>" line to the next blank line (its expected output included)
+        example = line.lstrip().startswith(">>>") or (in_example and line.strip() != "")
+        if example and not in_example:
+            out.append("```pycon")
+        elif not example and in_example:
+            out.append("```")
+        in_example = example
+        out.append(re.sub(r"\s*# doctest:.*$", "", line) if example else line)
+    if in_example:
+        out.append("```")
+    return "\n".join(out).strip()
+
+
+class _Text:
+    """An annotation shown as written (string annotations would otherwise be quoted)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _plain(annotation):
+    if annotation is inspect.Parameter.empty:
+        return annotation
+    text = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+    return _Text(re.sub(r"""['"](\w+)['"]""", r"\1", text))  # "Report" (a forward reference) -> Report
+
+
+def signature(obj, drop_first: bool = False) -> str:
+    """``(a, b: int = 1, *, c=None) -> str`` with annotations as written in the source."""
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return "(...)"
+    params = list(sig.parameters.values())
+    if drop_first and params:
+        params = params[1:]
+    params = [p.replace(annotation=_plain(p.annotation)) for p in params]
+    return str(sig.replace(parameters=params, return_annotation=_plain(sig.return_annotation)))
+
+
+def _members(cls):
+    """Public methods and properties defined by ``cls`` itself, in source order."""
+    for name, value in vars(cls).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(value, property):
+            yield name, "property", value
+        elif isinstance(value, classmethod):
+            yield name, "classmethod", value.__func__
+        elif isinstance(value, staticmethod):
+            yield name, "staticmethod", value.__func__
+        elif inspect.isfunction(value):
+            yield name, "method", value
+
+
+def _entry(prefix: str, name: str, obj) -> list[str]:
+    lines = []
+    if isinstance(obj, str):
+        value_doc = CONSTANTS[obj]
+        lines += [f"### `{prefix}.{name}`", "", markdown(value_doc), ""]
+        return lines
+    if inspect.isclass(obj):
+        sig = "" if obj in NOT_CONSTRUCTED or issubclass(obj, Exception) else signature(obj)
+        sig = sig.removesuffix(" -> None")
+        kind = "exception" if issubclass(obj, Exception) else "class"
+        lines += [f"### {kind} `{prefix}.{name}{sig}`", "", markdown(obj.__doc__), ""]
+        short = obj.__name__
+        for mname, mkind, member in _members(obj):
+            if mkind == "property":
+                ret = signature(member.fget, drop_first=True).split(" -> ", 1)
+                ret = f" -> {ret[1]}" if len(ret) == 2 else ""
+                head = f"#### property `{short}.{mname}{ret}`"
+                doc = member.fget.__doc__
+            else:
+                head = f"#### {'' if mkind == 'method' else mkind + ' '}`{short}.{mname}" \
+                       f"{signature(member, drop_first=mkind != 'staticmethod')}`"
+                doc = member.__doc__
+            lines += [head, "", markdown(doc), ""]
+        return lines
+    lines += [f"### `{prefix}.{name}{signature(obj)}`", "", markdown(obj.__doc__), ""]
+    return lines
+
+
+def render() -> str:
+    lines = [
+        "# API reference",
+        "",
+        "<!-- Generated by `python docs/gen_api.py` from the docstrings; edit those, then regenerate. "
+        "tests/test_api_doc.py fails when this file is stale. -->",
+        "",
+        "Every public function, class, method and property, with its signature (annotations as written in the "
+        "source) and its docstring. Counting conventions and the definitions of MFU and MBU are in "
+        "[concepts.md](concepts.md); a guided tour is in [quickstart.md](quickstart.md); the command line is in "
+        "[cli.md](cli.md). The GPU benchmark module `roofline._gpu` is described in [gpu.md](gpu.md).",
+        "",
+        "Contents: " + ", ".join(f"[`{heading}`](#{heading.replace('.', '')})" for heading, _, _ in SECTIONS),
+        "",
+    ]
+    for heading, module, entries in SECTIONS:
+        lines += [f"## {heading}", "", markdown(module.__doc__), ""]
+        for name, obj in entries:
+            lines += _entry(heading, name, obj)
+    text = "\n".join(lines)
+    return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Generate docs/api.md from the docstrings.")
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/api.md is out of date")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = OUT.read_text() if OUT.exists() else ""
+        if current != text:
+            print(f"{OUT} is out of date: run python docs/gen_api.py", file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(text)
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
