@@ -40,7 +40,8 @@ __all__ = [
 
 SCHEMA = "roofline.ceilings/1"
 UNITS = ("vector", "matrix")
-DTYPES = ("float64", "float32", "bfloat16", "float16", "tfloat32", "int8", "float8_e4m3fn")
+DTYPES = ("float64", "float32", "bfloat16", "float16", "tfloat32", "int8", "float8_e4m3fn", "float8_e5m2",
+          "float8_e4m3fnuz", "float8_e5m2fnuz")
 LEVELS = ("L1", "L2", "L3", "DRAM")
 SOURCES = ("measured", "datasheet", "best")
 KERNELS = ("read", "copy", "triad")

@@ -31,7 +31,6 @@ KIND_NAMES = {
     ATTN_BWD: "attn_bwd", GATHER: "gather", POOL: "pool", NLL: "nll", FOREACH: "foreach", MHA: "mha",
 }
 KINDS_BY_NAME = {v: k for k, v in KIND_NAMES.items()}
-MATRIX_KINDS = frozenset({MM, ADDMM, BMM, BADDBMM, SCALED_MM, CONV, CONV_BWD, ATTN, ATTN_BWD, MHA})
 
 # Ops torch.utils.flop_counter.FlopCounterMode registers (by packet name): their count is kept as `compat`.
 FLOP_COUNTER_OPS = frozenset({

@@ -13,6 +13,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
 from roofline import _core, _registry
+
+try:  # torch imports dynamo lazily on the first op under a dispatch mode (~1 s): not inside the first timed block
+    import torch._dynamo  # noqa: F401
+except Exception:  # pragma: no cover - optional in minimal torch builds
+    pass
 from roofline._records import BACKWARD, DTYPE_CODES, FORWARD, OPTIMIZER
 from roofline.report import OpInfo
 
@@ -269,11 +274,15 @@ class Session:
             self.resolve(func, args, allow_decompose=False)
             return mode.__torch_dispatch__(func, types, args, kwargs)
         _, idx, formula = marker
+        t0 = _now()
         out = func(*args, **kwargs)
+        t1 = _now()
         if self.tracker._dirty:
             self.refresh_module()
         phase = self.phase if self.phase is not None else (BACKWARD if _graph_task_id() != -1 else FORWARD)
         self._record_python(idx, formula, phase, args, kwargs, out)
+        if self.timing == "op":  # CPU clock; CUDA ops with a Python formula are timed on the host
+            self.recorder.set_times(len(self.recorder) - 1, t0 - self.t_base, t1 - self.t_base)
         return out
 
     def _record_python(self, idx, formula, phase, args, kwargs, out):

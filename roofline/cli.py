@@ -237,14 +237,14 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     with roofline.measure(model, timing=timing, ceilings=args.ceilings) as r:
         step()
     report = r
-    print(r)
+    print(r.summary(top=args.top))
     if args.by_module:
         print()
         print(r.table("module", depth=args.by_module, top=None) if r.ceilings is not None else r.by_module(args.by_module))
     if args.project:
         report = r.project(args.project)
         print()
-        print(report)
+        print(report.summary(top=args.top))
     if args.json:
         r.to_json(args.json)
         print(f"report written to {args.json}", file=sys.stderr)

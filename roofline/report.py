@@ -325,15 +325,19 @@ class Report:
                 value = choice.value
                 if choice.note:
                     notes.append(choice.note)
-            except CeilingNotAvailable as e:
+            except (CeilingNotAvailable, ValueError) as e:  # e.g. complex or fp8 variants with no ceiling
                 value = math.nan
                 notes.append(str(e))
             peak[key == k] = value
         try:
             bw = c.bandwidth("DRAM", self._source)
         except CeilingNotAvailable as e:
-            bw = math.nan
-            notes.append(str(e))
+            try:  # a CPU has no datasheet bandwidth: use the measured one, and say so
+                bw = c.bandwidth("DRAM", "best")
+                notes.append(f"no {self._source} DRAM bandwidth: using the measured one")
+            except CeilingNotAvailable:
+                bw = math.nan
+                notes.append(str(e))
         self._peak_notes = sorted(set(notes))
         return peak, np.full(n, bw)
 
@@ -384,7 +388,7 @@ class Report:
         timed = np.isfinite(times)
         out["time"] = float(times[timed].sum()) if timed.any() else math.nan
         t = out["time"]
-        peak_time = float((flops / c["peak"][mask]).sum()) if out["flops"] else 0.0  # time at each op's own peak
+        peak_time = _peak_time(flops, c["peak"][mask]) if out["flops"] else 0.0  # time at each op's own peak
         bw = c["bw"][mask][0] if mask.any() else math.nan
         if t and t > 0 and math.isfinite(t):
             out["achieved_flops"] = out["flops"] / t
@@ -447,7 +451,7 @@ class Report:
             g["time"] = t
             g["achieved_flops"] = g["flops"] / t
             g["achieved_bytes"] = g["bytes"] / t
-            g["mfu"] = float((c["flops"] / c["peak"]).sum()) / t if g["flops"] else math.nan
+            g["mfu"] = _peak_time(c["flops"], c["peak"]) / t if g["flops"] else math.nan
             g["mbu"] = g["bytes"] / (t * c["bw"][0]) if len(c["bw"]) else math.nan
             g["efficiency"] = g["t_min"] / t if math.isfinite(g["t_min"]) else math.nan
         g["wall_time"] = t
@@ -748,6 +752,13 @@ def _plain_top(report, top):
         lines.append(f"{n:<{w}}  {t['calls']:>6}  {_fmt(t['flops']):>10}  {_fmt(t['bytes'], 'B'):>10}  "
                      f"{t['intensity']:>8.2f}")
     return "\n".join(lines)
+
+
+def _peak_time(flops, peak) -> float:
+    """Seconds the FLOPs would take at each op's own peak. Ops without FLOPs count 0; ops whose unit and dtype have
+    no ceiling (complex arithmetic, say) are left out rather than making the sum NaN."""
+    ok = (flops > 0) & np.isfinite(peak) & (peak > 0)
+    return float(np.divide(flops, peak, out=np.zeros_like(flops), where=ok).sum())
 
 
 def _group_bound(bound, t_min):

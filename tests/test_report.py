@@ -251,3 +251,32 @@ def test_project_llama3_8b_training_step_onto_h100():
     assert 0 < t["mfu"] <= 1 and 0 < t["compute_share"] < 1
     assert p.meta["projected_to"] == "H100 SXM"
     assert p.records.tobytes() != r.records.tobytes() and (p.records["matrix_flops"] == r.records["matrix_flops"]).all()
+
+
+def test_unusual_dtypes_and_datasheet_on_cpu_still_classify(cpu_ceilings):
+    x = torch.randn(64, dtype=torch.complex64)
+    with roofline.measure(timing="op", ceilings=cpu_ceilings) as r:
+        (x * 2).abs()
+        torch.randn(64).to(torch.float8_e5m2)
+    assert "roofline report" in str(r)  # no peak for complex64: NaN for those ops, not an exception
+    t = r.totals()
+    assert math.isfinite(t["mfu"])
+    with roofline.measure(timing="op", ceilings="datasheet") as r2:
+        torch.randn(256, 256) @ torch.randn(256, 256)
+    mm = r2.analysis("op")["aten.mm.default"]
+    assert mm["bound"] in ("compute", "memory")  # datasheet peak (theoretical) + measured DRAM bandwidth
+
+
+def test_ops_with_a_python_formula_are_timed():
+    @torch.library.custom_op("rltest::twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    roofline.register(torch.ops.rltest.twice, lambda x, out=None: {"vector_flops": x.numel()})
+    try:
+        with roofline.measure(timing="op") as r:
+            torch.ops.rltest.twice(torch.randn(10))
+        row = r.records[r.records["vector_flops"] == 10]
+        assert len(row) == 1 and np.isfinite(row["t_end"] - row["t_start"]).all()
+    finally:
+        roofline.unregister(torch.ops.rltest.twice)
