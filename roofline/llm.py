@@ -1,8 +1,11 @@
 """Closed-form counts for decoder-only transformers, to set beside what ``roofline.measure`` counts.
 
-Everything here is arithmetic on a model's shape (:class:`DecoderConfig`, or a transformers config converted by
+Most of this is arithmetic on a model's shape (:class:`DecoderConfig`, or a transformers config converted by
 :meth:`DecoderConfig.from_hf`); only :func:`param_count` and :func:`matmul_param_count` given an ``nn.Module`` look
-at a model. torch is not imported by this module.
+at a model. A few helpers run one: :func:`prefill`, :func:`repeat_cache` and :func:`decode_step` drive a
+transformers causal LM with a real KV cache, :func:`time_step` times a step without instrumentation, and
+:func:`step_utilization` turns that time and a report's counts into MFU and MBU. torch is imported only when one of
+those is called, never by importing this module.
 
 Conventions (the same as roofline's; see docs/concepts.md):
 
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 __all__ = [
     "DecoderConfig", "CrossCheck", "param_count", "matmul_param_count", "forward_flops", "training_flops",
     "attention_flops", "decode_step_bytes", "decode_step_flops", "kv_cache_bytes", "tokens_per_second",
-    "cross_check",
+    "cross_check", "predict_decode", "prefill", "repeat_cache", "decode_step", "time_step", "step_utilization",
 ]
 
 _ATTENTION = ("causal", "full")
@@ -374,3 +377,158 @@ def cross_check(report, expected_flops, rel: float = 0.02, *, field: str = "matr
         raise ValueError("expected must be non-zero")
     return CrossCheck(measured=int(measured), expected=int(expected),
                       rel_diff=(measured - expected) / expected, tolerance=rel, field=field)
+
+
+def predict_decode(config, batch: int, context_len: int, device="H100 SXM", dtype: str = "bfloat16") -> dict:
+    """The roofline of an ideal decode step on a datasheet device: a prediction, not a measurement.
+
+    Matrix FLOPs from :func:`decode_step_flops`, compulsory bytes from :func:`decode_step_bytes` (weights read
+    once per step, the KV cache read once, the new keys and values written), the peak of ``("matrix", dtype)`` and
+    the DRAM bandwidth of ``device`` (a name from :mod:`roofline.devices` or a ``DeviceSpec``). The step takes at
+    least ``max(flops / peak, bytes / bandwidth)``. Returns ``{"flops", "bytes", "intensity", "ridge",
+    "step_time", "tokens_per_second", "bound"}`` (``bound``: "memory" below the ridge, else "compute"). Vector work
+    (norms, activations) and the cache copy of an implementation that concatenates are left out: real steps are
+    slower.
+    """
+    from roofline import devices
+
+    spec = devices.get(device) if isinstance(device, str) else device
+    peak = spec.peak("matrix", dtype)
+    bw = spec.memory_bandwidth
+    if not bw:
+        raise ValueError(f"{spec.name} has no datasheet memory bandwidth")
+    flops = decode_step_flops(config, batch, context_len)["total"]
+    nbytes = decode_step_bytes(config, batch, context_len, dtype)["total"]
+    step = max(flops / peak, nbytes / bw)
+    intensity, ridge = flops / nbytes, peak / bw
+    return {"flops": flops, "bytes": nbytes, "intensity": intensity, "ridge": ridge, "step_time": step,
+            "tokens_per_second": tokens_per_second(step, batch),
+            "bound": "memory" if intensity < ridge else "compute"}
+
+
+# ---- running a transformers causal LM (torch imported on use) -----------------------------------------------------
+
+def _cache_argument(model) -> str:
+    """The keyword ``model.forward`` takes the KV cache under: ``cache`` (newer transformers) or
+    ``past_key_values``."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _model_device(model):
+    for p in model.parameters():
+        return p.device
+    import torch
+
+    return torch.device("cpu")
+
+
+def prefill(model, context_len: int, *, seed: int = 0):
+    """Run one random prompt of ``context_len`` tokens through ``model`` (a transformers causal LM) and return its
+    KV cache (the transformers cache object, e.g. ``DynamicCache``) for one sequence. Use :func:`repeat_cache` for a
+    batch: the cost of a decode step depends on the cache's shape, not on what the prompt said."""
+    import torch
+
+    if not isinstance(context_len, int) or context_len <= 0:
+        raise ValueError(f"context_len must be a positive int, got {context_len!r}")
+    dev = _model_device(model)
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (1, context_len), generator=g).to(dev)
+    with torch.no_grad():
+        out = model(ids, use_cache=True)
+    cache = getattr(out, "cache", None)
+    if cache is None:  # transformers before the rename
+        cache = getattr(out, "past_key_values", None)
+    if cache is None:
+        raise RuntimeError(f"{type(model).__name__} returned no KV cache")
+    return cache
+
+
+def repeat_cache(cache, batch: int):
+    """A copy of a one-sequence ``cache`` holding ``batch`` sequences (the original is left as it is)."""
+    import copy
+
+    if not isinstance(batch, int) or batch <= 0:
+        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    out = copy.deepcopy(cache)
+    if batch > 1:
+        out.batch_repeat_interleave(batch)
+    return out
+
+
+def decode_step(model, cache, batch: int, *, keep_context: bool = True, seed: int = 0):
+    """One decode step: one new token for each of ``batch`` sequences through ``model`` with its KV cache ``cache``
+    (``use_cache=True``); returns the logits. The cache grows by one token; with ``keep_context`` (the default) that
+    token is dropped again afterwards (``cache.crop(-1)``), so repeated steps see the same context length and can
+    be timed against each other."""
+    import torch
+
+    dev = _model_device(model)
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (batch, 1), generator=g).to(dev)
+    with torch.no_grad():
+        out = model(ids, use_cache=True, **{_cache_argument(model): cache})
+    if keep_context:
+        cache.crop(-1)
+    return out.logits
+
+
+def time_step(step, repeats: int = 5, warmup: int = 1, statistic: str = "median") -> float:
+    """Wall time in seconds of ``step()`` (a callable) over ``repeats`` runs after ``warmup`` untimed ones, without
+    any instrumentation: the ``"median"`` run (default) or the fastest (``"min"``, the better estimate on a machine
+    shared with other work, whose interference only ever adds time). CUDA work is synchronised before and after each
+    run when CUDA is initialised."""
+    import statistics
+    import time
+
+    if repeats < 1 or warmup < 0:
+        raise ValueError("repeats must be >= 1 and warmup >= 0")
+    if statistic not in ("median", "min"):
+        raise ValueError(f"statistic must be 'median' or 'min', got {statistic!r}")
+    sync = _cuda_sync()
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) if statistic == "median" else min(times)
+
+
+def _cuda_sync():
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.synchronize
+    return lambda: None
+
+
+def step_utilization(report, seconds: float) -> dict:
+    """MFU and MBU of a step whose work ``report`` counted and which took ``seconds`` (e.g. :func:`time_step`'s
+    median of uninstrumented runs: the counting itself costs a few microseconds per op, which matters for a small
+    model's short ops).
+
+    The same definitions as ``report.totals()`` with ``seconds`` in place of the report's wall time: MFU is the time
+    every op's FLOPs would take at the peak of its own unit and dtype, summed, over ``seconds``; MBU is the
+    compulsory bytes over ``seconds x`` DRAM bandwidth. Returns ``{"time", "flops", "bytes", "intensity",
+    "achieved_flops", "achieved_bytes", "mfu", "mbu"}``; needs a report with ceilings.
+    """
+    if not seconds or seconds <= 0:
+        raise ValueError(f"seconds must be positive, got {seconds!r}")
+    if report.ceilings is None:
+        raise ValueError("the report has no ceilings (counted on meta?): use report.project('<device>')")
+    c = report.classification()
+    flops, nbytes = float(c["flops"].sum()), float(c["bytes"].sum())
+    has = c["flops"] > 0
+    peak_time = float((c["flops"][has] / c["peak"][has]).sum())
+    bw = float(c["bw"][0]) if len(c["bw"]) else float("nan")
+    return {"time": float(seconds), "flops": flops, "bytes": nbytes,
+            "intensity": flops / nbytes if nbytes else float("inf"),
+            "achieved_flops": flops / seconds, "achieved_bytes": nbytes / seconds,
+            "mfu": peak_time / seconds, "mbu": nbytes / (seconds * bw)}

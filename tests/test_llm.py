@@ -187,3 +187,98 @@ def test_decode_step_against_measured():
     ideal = llm.decode_step_bytes(cfg, b, ctx, "float32")
     assert r.bytes >= ideal["total"]
     assert r.by_op()["aten.mm.default"]["bytes_read"] >= 4 * llm.matmul_param_count(cfg)  # each weight read once
+
+
+# ---- predictions, step timing and utilisation ---------------------------------------------------------------------
+def test_predict_decode_by_hand():
+    """Llama-3-8B decode on the H100 SXM datasheet (989 TFLOP/s bf16, 3.35 TB/s): memory-bound at batch 1, where the
+    step is the bytes over the bandwidth; compute-bound once the batch passes the ridge (~295 FLOP/byte)."""
+    p = llm.predict_decode(LLAMA3_8B, 1, 1000)
+    flops = llm.decode_step_flops(LLAMA3_8B, 1, 1000)["total"]
+    nbytes = llm.decode_step_bytes(LLAMA3_8B, 1, 1000)["total"]
+    assert p["flops"] == flops and p["bytes"] == nbytes
+    assert p["ridge"] == pytest.approx(989e12 / 3.35e12)
+    assert p["bound"] == "memory" and p["step_time"] == pytest.approx(nbytes / 3.35e12)
+    assert p["tokens_per_second"] == pytest.approx(3.35e12 / nbytes)
+    # batch 1024, one cached token: ~2 x 7.5e9 x 1024 FLOPs over ~16 GB of weights, intensity ~950 > ridge
+    big = llm.predict_decode(LLAMA3_8B, 1024, 1)
+    assert big["bound"] == "compute" and big["step_time"] == pytest.approx(big["flops"] / 989e12)
+    assert big["tokens_per_second"] > 100 * p["tokens_per_second"]
+    from roofline import devices
+
+    a100 = llm.predict_decode(LLAMA3_8B, 1, 1000, device=devices.get("A100 SXM 80GB"))
+    assert a100["step_time"] == pytest.approx(nbytes / 2.039e12)
+    with pytest.raises(KeyError):
+        llm.predict_decode(LLAMA3_8B, 1, 10, device="no such gpu")
+
+
+def test_step_utilization_by_hand():
+    import numpy as np
+
+    import roofline
+    from roofline._records import DTYPE_CODES, RECORD_DTYPE
+    from roofline.report import OpInfo, Report
+
+    c = roofline.Ceilings(device="cpu", name="test", fingerprint="test",
+                          peaks={("matrix", "float32"): roofline.Ceiling(100.0),
+                                 ("vector", "float32"): roofline.Ceiling(10.0)},
+                          bandwidths={"DRAM": roofline.Ceiling(5.0)})
+    rec = np.zeros(2, dtype=RECORD_DTYPE)
+    rec["op"] = [0, 1]
+    rec["matrix_flops"], rec["vector_flops"] = [400, 0], [0, 20]
+    rec["bytes_read"], rec["dtype"] = [30, 20], DTYPE_CODES["float32"]
+    ops = [OpInfo("aten.mm.default", "aten.mm", "mm"), OpInfo("aten.add.Tensor", "aten.add", "ewise")]
+    r = Report(rec, ops, [("Global",)], wall_time=99.0, ceilings=c)
+    u = llm.step_utilization(r, 20.0)
+    # at their own peaks: 400 / 100 + 20 / 10 = 6 s of 20 s; 50 bytes / (20 s x 5 B/s)
+    assert u["mfu"] == pytest.approx(6 / 20) and u["mbu"] == pytest.approx(50 / 100)
+    assert u["flops"] == 420 and u["bytes"] == 50 and u["intensity"] == pytest.approx(8.4)
+    assert u["achieved_flops"] == pytest.approx(21.0) and u["achieved_bytes"] == pytest.approx(2.5)
+    r.wall_time = 20.0
+    assert r.totals()["mfu"] == pytest.approx(u["mfu"]) and r.totals()["mbu"] == pytest.approx(u["mbu"])
+    with pytest.raises(ValueError):
+        llm.step_utilization(r, 0)
+
+
+def test_time_step_counts_calls_and_picks_the_statistic():
+    import time
+
+    calls = []
+    t = llm.time_step(lambda: calls.append(1), repeats=4, warmup=2)
+    assert len(calls) == 6 and 0 <= t < 0.1
+    sleeps = iter([0.0, 0.03, 0.0, 0.03, 0.03])  # warm-up, then four timed runs: 0, 30, 30, 30 ms
+
+    def step():
+        time.sleep(next(sleeps))
+
+    assert llm.time_step(step, repeats=4, warmup=1, statistic="min") < 0.02
+    sleeps = iter([0.0, 0.03, 0.0, 0.03, 0.03])
+    assert llm.time_step(step, repeats=4, warmup=1) >= 0.03
+    with pytest.raises(ValueError):
+        llm.time_step(lambda: None, repeats=0)
+    with pytest.raises(ValueError):
+        llm.time_step(lambda: None, statistic="mean")
+
+
+def test_prefill_repeat_and_decode_step():
+    """A real transformers cache: the prompt runs once, the copy holds the batch, and a step with keep_context leaves
+    the context length as it was; its matrix FLOPs are exactly decode_step_flops."""
+    import torch
+
+    import roofline
+
+    cfg, model, _ = _llama("cpu")
+    base = llm.prefill(model, 50)
+    cache = llm.repeat_cache(base, 3)
+    assert base.get_seq_length() == cache.get_seq_length() == 50
+    with roofline.measure(model) as r:
+        logits = llm.decode_step(model, cache, 3)
+    assert logits.shape == (3, 1, cfg.vocab_size)
+    assert cache.get_seq_length() == 50 and base.get_seq_length() == 50
+    assert r.matrix_flops == llm.decode_step_flops(cfg, 3, 50)["total"]
+    llm.decode_step(model, cache, 3, keep_context=False)
+    assert cache.get_seq_length() == 51
+    with torch.no_grad():
+        assert llm.repeat_cache(base, 1).get_seq_length() == 50
+    with pytest.raises(ValueError):
+        llm.repeat_cache(base, 0)

@@ -1,0 +1,179 @@
+"""Every notebook in notebooks/ runs top to bottom, and the facts its prose relies on hold on this machine.
+
+Each notebook ends with a cell tagged ``checks`` that prints a JSON object of the figures it computed; the tests
+below compare those figures with what the roofline model says they must be (not with flags the notebook set).
+Notebooks are executed in memory, in a kernel running this interpreter, with a temporary working directory and a
+private ceilings cache: nothing is written into the repository.
+"""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+for _module in ("ipykernel", "torch", "torchvision", "transformers", "matplotlib", "pandas"):
+    pytest.importorskip(_module)
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = {p.stem: p for p in sorted((ROOT / "notebooks").glob("*.ipynb"))}
+CELL_TIMEOUT = 900  # seconds per cell; the notebooks take about a minute each on a small CPU
+MAX_NOTEBOOK_BYTES = 1_500_000
+
+
+@pytest.fixture(scope="session")
+def kernel_env(tmp_path_factory):
+    """A kernel spec named ``python3`` that starts this interpreter, first on JUPYTER_PATH (so a ``python3`` kernel
+    installed for another Python is not picked), and a private ceilings cache."""
+    jupyter = tmp_path_factory.mktemp("jupyter")
+    spec = jupyter / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    spec.joinpath("kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (tests)", "language": "python"}))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("JUPYTER_PATH", os.pathsep.join(filter(None, [str(jupyter), os.environ.get("JUPYTER_PATH")])))
+    mp.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("roofline-cache")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="session")
+def executed(kernel_env, tmp_path_factory):
+    """name -> (executed notebook, checks dict, seconds); each notebook runs once per session."""
+    runs = {}
+
+    def run(name):
+        if name not in runs:
+            nb = nbformat.read(NOTEBOOKS[name], as_version=4)
+            probe = nbformat.v4.new_code_cell("import sys; print('KERNEL-PYTHON', sys.executable)")
+            nb.cells.insert(0, probe)
+            workdir = tmp_path_factory.mktemp(name)
+            client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT,
+                                             resources={"metadata": {"path": str(workdir)}})
+            start = time.perf_counter()
+            client.execute()  # raises CellExecutionError, with the cell and traceback, on any error
+            seconds = time.perf_counter() - start
+            assert _stdout(nb.cells[0]).split()[-1] == sys.executable
+            checks = [c for c in nb.cells if "checks" in c.metadata.get("tags", [])]
+            assert len(checks) == 1, f"{name}: expected one cell tagged 'checks'"
+            runs[name] = (nb, json.loads(_stdout(checks[0])), seconds)
+        return runs[name]
+
+    return run
+
+
+def _stdout(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream" and o.name == "stdout")
+
+
+def test_all_notebooks_are_covered():
+    assert set(NOTEBOOKS) == {"resnet", "vit", "llm_decode", "llm_train", "ceilings"}
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+def test_committed_notebook_carries_its_outputs(name):
+    """The notebooks read on GitHub without running: every code cell was executed, in order, without errors, and
+    the plots are there; the file stays small."""
+    path = NOTEBOOKS[name]
+    assert path.stat().st_size < MAX_NOTEBOOK_BYTES
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for c in code for o in c.outputs) >= 2
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+def test_notebook_runs_without_touching_the_repository(name, executed):
+    before = {p: p.read_bytes() for p in NOTEBOOKS.values()}
+    nb, checks, seconds = executed(name)
+    assert {p: p.read_bytes() for p in NOTEBOOKS.values()} == before
+    assert checks
+    print(f"{name}: {seconds:.1f} s")
+
+
+def test_resnet_facts(executed):
+    _, c, _ = executed("resnet")
+    # torchvision's published count: 4.09 GMACs per 224x224 image
+    assert c["gmacs_per_image"] == pytest.approx(4.09, rel=0.005)
+    # convolutions sit right of the ridge; batch norm and ReLU (about 1 and 1/8 FLOP/byte in fp32) left of it
+    assert c["conv"]["intensity"] > c["ridge"] and c["conv"]["bound"] == "compute"
+    assert c["batch_norm"]["intensity"] < min(2.5, c["ridge"]) and c["batch_norm"]["bound"] == "memory"
+    assert c["relu"]["intensity"] < 1 and c["relu"]["bound"] == "memory"
+    # backward = two products per forward product, less the first convolution's input gradient
+    assert 2.9 < c["train_over_inference_matrix_flops"] < 3.0
+    assert c["unknown_ops"] == {}
+    # datasheet projection: the faster the matrix units, the lower the attainable MFU of the same op stream
+    assert 0 < c["h100_training_mfu_at_most"] < c["a100_training_mfu_at_most"] < 1
+
+
+def test_vit_facts(executed):
+    _, c, _ = executed("vit")
+    assert c["gmacs_per_image"] == pytest.approx(17.56, rel=0.005)
+    assert c["linear"]["intensity"] > c["ridge"] and c["linear"]["bound"] == "compute"
+    assert c["layer_norm"]["intensity"] < min(2.5, c["ridge"]) and c["layer_norm"]["bound"] == "memory"
+    # fused attention backward recomputes the scores: a little more than three times the forward work
+    assert 3.0 <= c["train_over_inference_matrix_flops"] < 3.15
+    assert c["unknown_ops"] == {}
+    # the published ordering: ViT-B/16 has a higher intensity and a higher attainable MFU than ResNet-50
+    assert c["intensity_batch64"]["ViT-B/16"] > c["intensity_batch64"]["ResNet-50"]
+    for phase in ("h100_inference_mfu_at_most", "h100_training_mfu_at_most"):
+        assert c[phase]["ViT-B/16"] > c[phase]["ResNet-50"] > 0
+
+
+def test_llm_decode_facts(executed):
+    _, c, _ = executed("llm_decode")
+    b1 = c["batch1"]
+    # one token per sequence: ~2 FLOPs per weight read, 0.5 FLOP/byte in fp32, 1 in bf16; far below the ridge
+    assert b1["intensity"] < c["ridge"] and b1["mm_intensity"] < 1.01 and b1["mm_bound"] == "memory"
+    assert b1["flops_rel_diff"] == 0.0  # decode_step_flops is exact
+    assert 1.0 <= b1["bytes_over_ideal"] < 1.1  # the ideal step is a lower bound, and close at batch 1
+    assert all(c["matrix_flops_exact"]) and len(c["matrix_flops_exact"]) == len(c["batches"])
+    # intensity grows with the batch (the weights are shared; the KV cache is not)
+    assert all(b > a for a, b in zip(c["intensity"], c["intensity"][1:]))
+    assert c["intensity"][-1] > 10 * c["intensity"][0]
+    assert c["tokens_per_s"][-1] > 2 * c["tokens_per_s"][0]  # timing: a lenient bound, the machine may be busy
+    # datasheet prediction without a KV cache: linear in the batch below the ridge (~295 on an H100), flat beyond
+    p = c["predicted_h100_context0"]
+    assert p["128"] / p["1"] == pytest.approx(128, rel=0.02)
+    assert p["2048"] == pytest.approx(p["512"], rel=0.01)
+    assert c["predicted_h100_bound_context512"] == ["memory"]
+
+
+def test_llm_train_facts(executed):
+    _, c, _ = executed("llm_train")
+    n = len(c["tokens"])
+    # counted training matrix FLOPs vs 6PT + attention (causal, recomputed in the fused backward)
+    assert len(c["formula_rel_diff"]) == n and max(abs(d) for d in c["formula_rel_diff"]) <= 0.02
+    assert max(abs(d) for d in c["meta_full_attention_rel_diff"]) <= 0.02
+    # 6PT alone misses the attention term, whose share grows with the sequence length
+    six = c["six_pt_only_rel_diff"]
+    assert six[0] > 0 and all(b > a for a, b in zip(six, six[1:]))
+    assert c["intensity"][-1] > 5 * c["intensity"][0]
+    assert c["mm_bound_longest"] == "compute"
+    # timing: throughput and MFU rise with tokens per step (lenient bounds; the machine may be busy)
+    assert c["tokens_per_s"][-1] > 3 * c["tokens_per_s"][0]
+    assert c["mfu"][-1] > 2 * c["mfu"][0]
+
+
+def test_ceilings_facts(executed):
+    _, c, _ = executed("ceilings")
+    cpu = c["cpu"]
+    assert cpu["ridge_fp32_dram"] == pytest.approx(cpu["peak_fp32"] / cpu["bandwidth"]["DRAM"], rel=1e-12)
+    assert cpu["bandwidth"]["L1"] > cpu["bandwidth"]["DRAM"]
+    assert c["h100_ridge_bf16"] == pytest.approx(989e12 / 3.35e12)
+    # copy: read and write every element, three times; no FLOPs
+    assert c["copy"]["bytes"] == c["copy"]["expected_bytes"] and c["copy"]["flops"] == 0
+    assert c["gemm"]["intensity"] > c["ridge"] and c["gemm"]["bound"] == "compute"
+    # add: 1 FLOP per 3 elements moved
+    itemsize = {"float32": 4, "bfloat16": 2}[c["dtype"]]
+    assert c["add"]["intensity"] == pytest.approx(1 / (3 * itemsize)) and c["add"]["bound"] == "memory"
+    assert c["gemv"]["intensity"] < 1.01 and c["gemv"]["bound"] == "memory"
+    # the fused kernel keeps the scores on chip: higher intensity than the math backend, compute-bound
+    assert c["attention_fused"]["intensity"] > 5 * c["attention_math"]["intensity"]
+    assert c["attention_fused"]["bound"] == "compute"
