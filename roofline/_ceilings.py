@@ -511,8 +511,8 @@ def cache_dir() -> str:
 # CPU measurement
 # ---------------------------------------------------------------------------------------------------------------
 
-# Measurement settings: (FMA seconds per dtype, FMA repeats, sweep repeats, min seconds per timed sweep run,
-# sizes per octave).
+# Measurement settings: FMA seconds per dtype and timed repeats; sweep repeats per (kernel, size), minimum seconds
+# per timed sweep run, working-set sizes per octave (doubling).
 _QUICK = {"fma_seconds": 0.12, "fma_repeats": 5, "bw_repeats": 3, "bw_min_seconds": 0.001, "per_octave": 1}
 _THOROUGH = {"fma_seconds": 0.6, "fma_repeats": 9, "bw_repeats": 5, "bw_min_seconds": 0.005, "per_octave": 2}
 _MIN_SIZE = 16 << 10
@@ -526,6 +526,8 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
     say = progress or (lambda msg: None)
     start = time.perf_counter()
     threads = int(info["cpus"])
+    simd = str(info["simd"])
+    theory = _theoretical(info, simd)  # first: a bad ROOFLINE_CPU_FMA_UNITS fails before any measuring
     durations = {}
     notes = []
 
@@ -567,8 +569,6 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
     sweep = {"sizes": sizes}
     sweep.update({k: rates[i] for i, k in enumerate(KERNELS)})
 
-    simd = fma["float64"]["simd"]
-    theory = _theoretical(info, simd)
     if theory["clock_note"]:
         notes.append(theory["clock_note"])
 
@@ -617,7 +617,8 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
             else ""
         )
         base = (
-            f"median over {n} working set{'s' if n != 1 else ''} of {span} ({threads} pinned threads, "
+            f"median over {n} working set{'s' if n != 1 else ''} of {span} ({threads} "
+            f"{'pinned ' if sweep_stats['pinned'] else ''}threads, "
             f"{settings['bw_repeats']} repeats each, median)"
         )
         bandwidths[level] = Ceiling(
@@ -719,7 +720,7 @@ def _sweep_sizes(caps: dict[str, int], dram: int, threads: int, quick: bool, per
     doubling; quick stops at half the last-level cache and adds the DRAM size, thorough runs up to it."""
     lo = max(_MIN_SIZE, 4096 * threads)
     llc = caps[max(caps)]
-    top = llc // 2 if quick else dram
+    top = min(llc // 2 if quick else dram, dram)
     sizes = []
     k = 0
     while True:
