@@ -1,5 +1,9 @@
 """Per-op overhead of counting alone and of counting + per-op timing (timing="op"), on CPU, beside the bare run.
 
+The first workload isolates the per-op path (tiny ops, no modules); the model workloads also include the per-module
+cost of attributing ops to modules (hooks on every module call) and the fixed cost of a measure block, spread over
+their op calls.
+
 Each variant runs interleaved with the others (so drifts in machine load hit all alike); medians of repeats after a
 warm-up; overhead per op = (variant - bare) / number of op calls.
 
@@ -34,7 +38,14 @@ def workloads():
         gpt2(ids, labels=ids).loss.backward()
         gpt2.zero_grad(set_to_none=True)
 
-    return [("ResNet-50 inference, batch 1", resnet, resnet_step),
+    a, b = torch.ones(4), torch.ones(4)
+
+    def tiny_ops():  # the per-op path alone: no modules, ops that take well under a microsecond
+        for _ in range(2000):
+            torch.add(a, b)
+
+    return [("2000 tiny adds (no modules)", None, tiny_ops),
+            ("ResNet-50 inference, batch 1", resnet, resnet_step),
             ("GPT-2 (4 layers) fwd+bwd, seq 128", gpt2, gpt2_step)]
 
 
@@ -68,6 +79,7 @@ def main(argv=None):
         print(f"{name:<36} {n:>6} {b * 1e3:>9.1f} {c * 1e3:>9.1f} {t * 1e3:>14.1f} "
               f"{(c - b) / n * 1e6:>12.1f} {(t - c) / n * 1e6:>13.1f}")
     print("count us/op: counting alone over the bare run; timing us/op: what timing='op' adds on top of counting.")
+    print("On the models these include module attribution and the block's fixed cost, spread over the op calls.")
 
 
 if __name__ == "__main__":
