@@ -234,7 +234,7 @@ static int rl_parse_kernel(PyObject *obj, rl_bw_kernel *out) {
 static PyObject *cpu_bandwidth_sweep_impl(PyObject *module, PyArrayObject *sizes, const rl_bw_kernel *kernels,
                                           int nkernels, int one_kernel, int threads, int repeats,
                                           double min_seconds, rl_stat stat, rl_simd simd, int64_t nt_min_bytes,
-                                          int return_stats) {
+                                          int hugepages, int return_stats) {
     (void)module;
     npy_intp nsizes = PyArray_SIZE(sizes);
     npy_intp dims[2] = {nkernels, nsizes};
@@ -249,7 +249,7 @@ static PyObject *cpu_bandwidth_sweep_impl(PyObject *module, PyArrayObject *sizes
     double cpu_share = 0.0, start = rl_cpu_now(), seconds;
     Py_BEGIN_ALLOW_THREADS
     rc = rl_cpu_bandwidth_sweep(simd, kernels, nkernels, size_data, (int)nsizes, threads, repeats, min_seconds,
-                                stat, nt_min_bytes, rate_data, &pinned, &cpu_share, &err);
+                                stat, nt_min_bytes, hugepages, rate_data, &pinned, &cpu_share, &err);
     Py_END_ALLOW_THREADS
     seconds = rl_cpu_now() - start;
     if (rc != 0) {
@@ -277,16 +277,16 @@ PyDoc_STRVAR(cpu_bandwidth_sweep_doc,
 
 static PyObject *cpu_bandwidth_sweep(PyObject *module, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"sizes", "kernel", "threads", "repeats", "min_seconds", "stat", "simd",
-                             "nt_min_bytes", "return_stats", NULL};
+                             "nt_min_bytes", "return_stats", "hugepages", NULL};
     PyObject *sizes_obj = NULL, *kernel_obj = NULL, *simd_obj = Py_None;
     int threads = 0, repeats = 3;
     double min_seconds = 0.002;
     const char *stat_name = "median";
     long long nt_min_bytes = 0;
-    int return_stats = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|ii$dsOLp:cpu_bandwidth_sweep", kwlist, &sizes_obj,
+    int return_stats = 0, hugepages = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|ii$dsOLpp:cpu_bandwidth_sweep", kwlist, &sizes_obj,
                                      &kernel_obj, &threads, &repeats, &min_seconds, &stat_name, &simd_obj,
-                                     &nt_min_bytes, &return_stats)) {
+                                     &nt_min_bytes, &return_stats, &hugepages)) {
         return NULL;
     }
     rl_bw_kernel kernels[RL_BW_COUNT];
@@ -358,7 +358,7 @@ static PyObject *cpu_bandwidth_sweep(PyObject *module, PyObject *args, PyObject 
         }
     }
     PyObject *result = cpu_bandwidth_sweep_impl(module, sizes, kernels, nkernels, one_kernel, threads, repeats,
-                                                min_seconds, stat, simd, (int64_t)nt_min_bytes, return_stats);
+                                                min_seconds, stat, simd, (int64_t)nt_min_bytes, hugepages, return_stats);
     Py_DECREF(sizes);
     return result;
 }

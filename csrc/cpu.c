@@ -1087,7 +1087,7 @@ static void rl_bw_member(rl_team *team, int tid, void *arg) {
 
 int rl_cpu_bandwidth_sweep(rl_simd simd, const rl_bw_kernel *kernels, int nkernels, const int64_t *sizes,
                            int nsizes, int threads, int repeats, double min_seconds, rl_stat stat,
-                           int64_t nt_min_bytes, double *rates, int *pinned, double *cpu_share,
+                           int64_t nt_min_bytes, int hugepages, double *rates, int *pinned, double *cpu_share,
                            rl_cpu_error *err) {
     if (simd == RL_SIMD_AUTO) {
         simd = rl_cpu_simd_best();
@@ -1129,7 +1129,7 @@ int rl_cpu_bandwidth_sweep(rl_simd simd, const rl_bw_kernel *kernels, int nkerne
         return -1;
     }
 #ifdef MADV_HUGEPAGE
-    if (align > 4096) {
+    if (hugepages && align > 4096) {
         (void)madvise(region, total, MADV_HUGEPAGE); /* advisory: fewer TLB misses on large working sets */
     }
 #endif

@@ -118,11 +118,13 @@ int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, i
  * returning. Working sets of at least nt_min_bytes (0: none) are written with non-temporal stores where the ISA
  * has them (x86): beyond the last-level cache that is the fastest way to write memory. *pinned is set to 1 when
  * every thread ran pinned to its own CPU; *cpu_share (may be NULL) to the median over all timed runs of the share
- * of their CPUs the threads got (see rl_fma_result.cpu_share). Every size must be at least 1024 * threads bytes. Returns 0, or -1 with
+ * of their CPUs the threads got (see rl_fma_result.cpu_share). `hugepages` asks for transparent huge pages on large
+ * working sets (fewer TLB misses, a higher DRAM figure; but the first touch may stall for seconds while the kernel
+ * compacts memory). Every size must be at least 1024 * threads bytes. Returns 0, or -1 with
  * *err filled. */
 int rl_cpu_bandwidth_sweep(rl_simd simd, const rl_bw_kernel *kernels, int nkernels, const int64_t *sizes,
                            int nsizes, int threads, int repeats, double min_seconds, rl_stat stat,
-                           int64_t nt_min_bytes, double *rates, int *pinned, double *cpu_share,
+                           int64_t nt_min_bytes, int hugepages, double *rates, int *pinned, double *cpu_share,
                            rl_cpu_error *err);
 
 /* Single-thread kernel entry for tests: run `kernel` once over n elements per array in `buf` (which must hold

@@ -564,6 +564,9 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
         min_seconds=settings["bw_min_seconds"],
         nt_min_bytes=nt_min,
         return_stats=True,
+        # Transparent huge pages raise the DRAM figure (fewer TLB misses), but their first touch can stall for
+        # seconds while the kernel compacts memory: only the thorough run asks for them.
+        hugepages=not quick,
     )
     durations["bandwidth_sweep"] = time.perf_counter() - t
     sweep = {"sizes": sizes}

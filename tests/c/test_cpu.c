@@ -130,7 +130,7 @@ static void test_measurements(void) {
     for (int threads = 1; threads <= 3; threads++) {
         memset(rates, 0, sizeof(rates));
         int rc = rl_cpu_bandwidth_sweep(RL_SIMD_AUTO, kernels, 3, sizes, 3, threads, 2, 0.0005, RL_STAT_MAX,
-                                        2 << 20, rates, &pinned, &share, &err);
+                                        2 << 20, threads == 2, rates, &pinned, &share, &err);
         CHECK(rc == 0, "sweep threads=%d failed in %s", threads, err.call ? err.call : "?");
         for (int i = 0; i < 9; i++) {
             CHECK(rates[i] > 0 && isfinite(rates[i]), "rate %d = %g", i, rates[i]);
@@ -141,12 +141,12 @@ static void test_measurements(void) {
     /* a working set below 1 KiB per thread is rejected, naming the call */
     const int64_t tiny[] = {512};
     err.call = NULL;
-    CHECK(rl_cpu_bandwidth_sweep(RL_SIMD_AUTO, kernels, 1, tiny, 1, 1, 1, 0.0, RL_STAT_MEDIAN, 0, rates, NULL, NULL,
+    CHECK(rl_cpu_bandwidth_sweep(RL_SIMD_AUTO, kernels, 1, tiny, 1, 1, 1, 0.0, RL_STAT_MEDIAN, 0, 0, rates, NULL, NULL,
                                  &err) == -1 &&
               err.call != NULL,
           "tiny size rejected");
     const rl_bw_kernel bad[] = {(rl_bw_kernel)7};
-    CHECK(rl_cpu_bandwidth_sweep(RL_SIMD_AUTO, bad, 1, sizes, 1, 1, 1, 0.0, RL_STAT_MEDIAN, 0, rates, NULL, NULL,
+    CHECK(rl_cpu_bandwidth_sweep(RL_SIMD_AUTO, bad, 1, sizes, 1, 1, 1, 0.0, RL_STAT_MEDIAN, 0, 0, rates, NULL, NULL,
                                  &err) == -1,
           "bad kernel rejected");
 }
