@@ -611,7 +611,10 @@ int rl_cost_eval(const rl_op *op, const rl_call *c, rl_cost *r) {
     }
     case RL_K_EWISE_IN:
     case RL_K_FOREACH: {
-        int first = -1;
+        int first = (int)((op->flags >> RL_OPF_OF_SHIFT) & 0xffu) - 1;
+        if (first >= 0 && !(arg(c, first)->type == RL_ARG_TENSOR || arg(c, first)->type == RL_ARG_TENSORLIST)) {
+            return RL_E_ARGS;
+        }
         for (int i = 0; i < c->nargs && first < 0; i++) {
             if (c->args[i].type == RL_ARG_TENSOR || c->args[i].type == RL_ARG_TENSORLIST) {
                 first = i;

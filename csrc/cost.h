@@ -127,6 +127,7 @@ typedef enum {
 
 /* Op-independent flags of a registry entry, also in rl_op. */
 #define RL_OPF_FCM 1u /* FlopCounterMode registers this op: compat holds its count */
+#define RL_OPF_OF_SHIFT 8 /* bits 8-15: 1 + position of the argument RL_K_EWISE_IN counts (0: the first tensor) */
 
 /* A resolved op: kind, parameters, which arguments are not read (shape-only) and which are written in place. */
 typedef struct {

@@ -44,6 +44,11 @@ def measure(model=None, *, timing="model", ceilings="measured"):
     """
     from roofline import _torch
 
+    if isinstance(ceilings, str) and ceilings not in ("measured", "datasheet"):
+        devices.get(ceilings)  # a device name: fail now (KeyError listing close matches), not after the run
+    elif not isinstance(ceilings, (str, Ceilings)):
+        raise TypeError(f"measure: ceilings must be 'measured', 'datasheet', a device name or a Ceilings, "
+                        f"got {type(ceilings).__name__}")
     session = _torch.Session(model, timing=timing)
     report = Report([], [], [])
     session.enter()
@@ -72,10 +77,14 @@ def load(path) -> Report:
     import os
 
     text = path
-    if isinstance(path, os.PathLike) or (isinstance(path, str) and not path.lstrip().startswith("{")):
+    if isinstance(path, os.PathLike) or (isinstance(path, str) and not path.lstrip().startswith(("{", "["))):
         with open(path) as f:
             text = f.read()
-    return Report.from_dict(json.loads(text))
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not a roofline report: invalid JSON ({e})") from None
+    return Report.from_dict(data)
 
 
 def register(op, formula=None, *, kind=None, flops=0, special=0):

@@ -48,6 +48,8 @@ DTYPE_ALIASES = {
 
 def canonical_dtype(name) -> str:
     """Canonical dtype name for a string, a torch.dtype or a numpy dtype; ValueError naming the input otherwise."""
+    if name is None:
+        raise ValueError("dtype must be given (a name such as 'float32', a torch.dtype or a numpy dtype), not None")
     s = str(name)
     if s.startswith("torch."):
         s = s[len("torch."):]

@@ -157,10 +157,16 @@ _put("max_pool2d_with_indices_backward max_pool3d_with_indices_backward max_unpo
 _put("_adaptive_avg_pool2d _adaptive_avg_pool3d adaptive_max_pool2d", _e(EWISE_IN, 1))
 
 # ---- matrix products --------------------------------------------------------------------------------------------
-_put("mm", _e(MM))
+_put("mm _int_mm", _e(MM))
 _put("addmm", _e(ADDMM))
 _put("bmm", _e(BMM))
-_put("baddbmm", _e(BADDBMM))
+_put("baddbmm addbmm", _e(BADDBMM))
+# matrix-vector and vector-vector products: one multiply-add per element of the matrix (or vector) they stream;
+# they run on the vector units at the memory's pace, so they are vector FLOPs
+_put("mv", _e(EWISE_IN, 2))
+_put("dot vdot inner", _e(EWISE_IN, 2))
+_put("addmv", _e(EWISE_IN, 2, of="mat"))
+_put("addr", _e(EWISE, 2))
 _put("_scaled_mm", _e(SCALED_MM))
 _put("convolution _convolution convolution_overrideable", _e(CONV, transposed="transposed"))
 _put("cudnn_convolution _slow_conv2d_forward mkldnn_convolution _conv_depthwise2d slow_conv_dilated2d "
@@ -263,6 +269,7 @@ SCHEMAS: dict[str, tuple[str, ...]] = {
 
 ALL_BITS = (1 << 64) - 1
 OPF_FCM = 1
+OPF_OF_SHIFT = 8  # rl_op.flags bits 8-15: 1 + position of the argument RL_K_EWISE_IN counts (0: the first tensor)
 ATTN_BSHD, ATTN_MASKTYPE, ATTN_FCM, ATTN_FCM_BSHD = 1 << 16, 1 << 17, 1 << 18, 1 << 19
 
 
@@ -333,4 +340,6 @@ def compile_entry(entry: Entry, packet: str, argnames, written=(), outs=None) ->
         p2 = prm["spatial"] | (pos(prm["kernel"]) << 8)
     elif kind == NLL:
         p1, p2 = pos(prm["target"]), prm["per_target"]
+    elif kind == EWISE_IN and "of" in prm:  # count the elements of this argument instead of the first tensor's
+        flags |= (pos(prm["of"]) + 1) << OPF_OF_SHIFT
     return dict(kind=kind, p1=p1, p2=p2, noread_mask=noread, write_mask=write, flags=flags)

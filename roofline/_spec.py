@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import threading
 from dataclasses import dataclass
 
@@ -23,8 +24,10 @@ class TensorSpec:
     __slots__ = ("shape", "dtype", "_stride")
 
     def __init__(self, shape, dtype="float32", stride=None):
+        if isinstance(shape, (str, bytes)):
+            raise TypeError(f"TensorSpec: shape must be a sequence of ints, got {shape!r}")
         try:
-            shape = tuple(int(s) for s in shape)
+            shape = tuple(operator.index(s) for s in shape)
         except TypeError:
             raise TypeError(f"TensorSpec: shape must be a sequence of ints, got {shape!r}") from None
         if any(s < 0 for s in shape):
@@ -40,7 +43,10 @@ class TensorSpec:
                 acc *= max(s, 1)
             stride = tuple(reversed(st))
         else:
-            stride = tuple(int(s) for s in stride)
+            try:
+                stride = tuple(operator.index(s) for s in stride)
+            except TypeError:
+                raise TypeError(f"TensorSpec: stride must be a sequence of ints, got {stride!r}") from None
             if len(stride) != len(shape):
                 raise ValueError(f"TensorSpec: stride {stride} has {len(stride)} entries for shape {shape}")
         self._stride = stride
@@ -263,13 +269,19 @@ def cost(op: str, *args, out=None, dtype="float32") -> Cost:
     short = qualified.split("::", 1)[1]
     inplace = short.endswith("_") and not short.endswith("__")
     if out is None and not inplace:
-        out = _infer_out(entry, short, args, dtype)
+        try:
+            out = _infer_out(entry, short, args, dtype)
+        except (IndexError, AttributeError, TypeError, ZeroDivisionError) as e:
+            raise ValueError(f"{op}: arguments do not fit the op's schema ({type(e).__name__}: {e}); "
+                             f"got {args!r}") from None
         if out is None and entry.kind not in (_registry.ZERO,):
             raise ValueError(f"cannot infer the result shape of {op!r}; pass out=<shape or TensorSpec>")
     if isinstance(out, tuple) and all(isinstance(s, int) for s in out):
         out = TensorSpec(out, dtype)
     elif isinstance(out, list):
-        out = [_as_tensor(o, dtype) for o in out]
+        out = [None if o is None else _as_tensor(o, dtype) for o in out]  # None: an output not computed
+    elif out is not None and not isinstance(out, TensorSpec):
+        raise TypeError(f"out must be a shape, a TensorSpec or a list of them, got {type(out).__name__}")
     names, written = _schema_names(qualified, overload)
     if names is None:
         names = [f"arg{i}" for i in range(len(args))]

@@ -10,6 +10,7 @@ import time
 import warnings
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as _mode_stack
 from torch.utils.module_tracker import ModuleTracker
 
 from roofline import _core, _registry
@@ -101,6 +102,16 @@ class _Tracker(ModuleTracker):
             set.discard(self, x)
             self.owner._dirty = True
 
+    session = None  # the Session whose mode must be active on the calling thread for the hooks to act
+
+    def _fw_pre_hook(self, mod, input):
+        if self.session is None or self.session._active_here():
+            super()._fw_pre_hook(mod, input)
+
+    def _fw_post_hook(self, mod, input, output):
+        if self.session is None or self.session._active_here():
+            super()._fw_post_hook(mod, input, output)
+
     @property
     def parents(self):
         return self._parents
@@ -116,6 +127,10 @@ class _Tracker(ModuleTracker):
 class _Mode(TorchDispatchMode):
     """Records one row per op call. Per call: a dict lookup for the op's resolved formula, the op itself, and one C
     call that describes the arguments, evaluates the formula and appends the record."""
+
+    # Higher-order operators (torch.cond, map, ...) reach the mode: they are listed in unknown_ops and run as usual,
+    # the ops inside them uncounted.
+    supports_higher_order_operators = True
 
     def __init__(self, session):
         super().__init__()
@@ -149,7 +164,7 @@ class _TimedMode(_Mode):
             idx = s.resolve(func, args)
         if idx.__class__ is not int:
             return s.slow_path(self, idx, func, types, args, kwargs or {})
-        cuda = s.cuda_possible and _on_cuda(args)
+        cuda = s.cuda_possible and _on_cuda(args, kwargs)
         if cuda:
             e0 = torch.cuda.Event(enable_timing=True)
             e1 = torch.cuda.Event(enable_timing=True)
@@ -174,7 +189,11 @@ class _TimedMode(_Mode):
 _now = time.perf_counter
 
 
-def _on_cuda(args):
+def _on_cuda(args, kwargs=None):
+    if kwargs:
+        dev = kwargs.get("device")
+        if dev is not None:  # factory ops (arange, full, randn) have only a device argument
+            return torch.device(dev).type == "cuda"
     for a in args:
         if isinstance(a, torch.Tensor):
             return a.is_cuda
@@ -205,7 +224,9 @@ class Session:
         self._module_ids: dict = {}
         self.module_id = 0
         self.phase = None             # OPTIMIZER inside optimizer.step, else None (forward/backward by autograd)
+        self._opt_depth = 0
         self.tracker = _Tracker()
+        self.tracker.session = self
         self.mode = _TimedMode(self) if timing == "op" else _Mode(self)
         self._handles = []
         self.python_formulas: dict[int, object] = {}
@@ -214,6 +235,12 @@ class Session:
 
     # ---- per-op resolution (once per OpOverload) -------------------------------------------------------------
     def resolve(self, func, args=(), allow_decompose=True):
+        if isinstance(func, torch._ops.HigherOrderOperator):
+            info = OpInfo(name=f"higher_order.{func.name()}", packet=f"higher_order.{func.name()}", kind="unknown")
+            idx = self.recorder.add_op(_core.K_ZERO)
+            self.ops.append(info)
+            self.op_index[func] = ("hop", idx, None)
+            return self.op_index[func]
         for a in args:  # once per op overload: note which devices ran ops
             if isinstance(a, torch.Tensor):
                 self.devices.add("fake" if isinstance(a, _FakeTensor) else str(a.device))
@@ -265,6 +292,11 @@ class Session:
     def slow_path(self, mode, marker, func, types, args, kwargs):
         if marker is _DECLINED:
             return NotImplemented
+        if marker[0] == "hop":  # counted as a call without a formula; its body runs below this mode, uncounted
+            if self.tracker._dirty:
+                self.refresh_module()
+            self.recorder.append(marker[1], self.module_id, self._phase(), 0, 0, 0, 0, 0, 0, 0)
+            return func(*args, **kwargs)
         if marker is _DECOMPOSE:
             with mode:
                 r = func.decompose(*args, **kwargs)
@@ -279,8 +311,7 @@ class Session:
         t1 = _now()
         if self.tracker._dirty:
             self.refresh_module()
-        phase = self.phase if self.phase is not None else (BACKWARD if _graph_task_id() != -1 else FORWARD)
-        self._record_python(idx, formula, phase, args, kwargs, out)
+        self._record_python(idx, formula, self._phase(), args, kwargs, out)
         if self.timing == "op":  # CPU clock; CUDA ops with a Python formula are timed on the host
             self.recorder.set_times(len(self.recorder) - 1, t0 - self.t_base, t1 - self.t_base)
         return out
@@ -288,7 +319,7 @@ class Session:
     def _record_python(self, idx, formula, phase, args, kwargs, out):
         from roofline._spec import Cost
 
-        res = formula(*args, out=out, **kwargs)
+        res = formula(*args, **{**kwargs, "out": out})  # an out= overload's own `out` is the result too
         if isinstance(res, Cost):
             vals = (res.matrix_flops, res.vector_flops, res.special_ops, res.bytes_read, res.bytes_written)
         elif isinstance(res, dict):
@@ -316,11 +347,23 @@ class Session:
         self.module_id = mid
         self.tracker._dirty = False
 
+    def _phase(self):
+        return self.phase if self.phase is not None else (BACKWARD if _graph_task_id() != -1 else FORWARD)
+
+    def _active_here(self) -> bool:
+        """Whether this measure block is active on the calling thread (hooks are process-global; modes are not)."""
+        return self.mode in _mode_stack()
+
     def _opt_pre(self, optimizer, args, kwargs):
-        self.phase = OPTIMIZER
+        if self._active_here():
+            self._opt_depth += 1  # nested steps (a wrapper optimizer calling its inner one) stay in the phase
+            self.phase = OPTIMIZER
 
     def _opt_post(self, optimizer, args, kwargs):
-        self.phase = None
+        if self._active_here() and self._opt_depth > 0:
+            self._opt_depth -= 1
+            if self._opt_depth == 0:
+                self.phase = None
 
     # ---- enter / exit ---------------------------------------------------------------------------------------------
     def enter(self):
@@ -446,7 +489,6 @@ def instrumentation_overhead(timing) -> dict:
     (the dispatch mode, formula and record) and ``timing_per_op_s`` (the clock reads of ``timing="op"``). Reports
     show it beside the wall time, which includes it."""
     if "counting_per_op_s" not in _OVERHEAD:
-        a, b = torch.ones(4), torch.ones(4)
         n = 200
 
         def loop():
@@ -455,20 +497,33 @@ def instrumentation_overhead(timing) -> dict:
                 torch.add(a, b)
             return (time.perf_counter() - t0) / n
 
-        bare = min(loop() for _ in range(3))
-        s = Session(None, timing=None)
-        s.mode.__enter__()
-        try:
-            counted = min(loop() for _ in range(3))
-        finally:
-            s.mode.__exit__(None, None, None)
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():  # outside any mode the caller has active (an enclosing measure, say)
+            a, b = torch.ones(4, device="cpu"), torch.ones(4, device="cpu")
+            bare = min(loop() for _ in range(3))
+            s = Session(None, timing=None)
+            s.mode.__enter__()
+            try:
+                counted = min(loop() for _ in range(3))
+            finally:
+                s.mode.__exit__(None, None, None)
         t0 = time.perf_counter()
         for _ in range(1000):
             _now()
             _now()
         _OVERHEAD["counting_per_op_s"] = max(counted - bare, 0.0)
         _OVERHEAD["timing_per_op_s"] = (time.perf_counter() - t0) / 1000
+        if torch.cuda.is_available():  # the CUDA path creates and records two events per op instead
+            t0 = time.perf_counter()
+            for _ in range(200):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                e1.record()
+            _OVERHEAD["cuda_timing_per_op_s"] = (time.perf_counter() - t0) / 200
     out = {"counting_per_op_s": _OVERHEAD["counting_per_op_s"]}
     if timing == "op":
         out["timing_per_op_s"] = _OVERHEAD["timing_per_op_s"]
+        if "cuda_timing_per_op_s" in _OVERHEAD:
+            out["cuda_timing_per_op_s"] = _OVERHEAD["cuda_timing_per_op_s"]
     return out

@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             return int(args.func(args) or 0)
-        except (RuntimeError, ValueError, TypeError, LookupError) as e:
+        except (RuntimeError, ValueError, TypeError, LookupError, OSError, ImportError) as e:
             print(f"roofline {args.command}: error: {e}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
@@ -238,7 +238,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         step()
     report = r
     print(r.summary(top=args.top))
-    if args.by_module:
+    if args.by_module is not None:
         print()
         print(r.table("module", depth=args.by_module, top=None) if r.ceilings is not None else r.by_module(args.by_module))
     if args.project:

@@ -525,8 +525,9 @@ def step_utilization(report, seconds: float) -> dict:
         raise ValueError("the report has no ceilings (counted on meta?): use report.project('<device>')")
     c = report.classification()
     flops, nbytes = float(c["flops"].sum()), float(c["bytes"].sum())
-    has = c["flops"] > 0
-    peak_time = float((c["flops"][has] / c["peak"][has]).sum())
+    from roofline.report import _peak_time
+
+    peak_time = _peak_time(c["flops"], c["peak"])  # the same rule as report.totals(): ops without a peak left out
     bw = float(c["bw"][0]) if len(c["bw"]) else float("nan")
     return {"time": float(seconds), "flops": flops, "bytes": nbytes,
             "intensity": flops / nbytes if nbytes else float("inf"),

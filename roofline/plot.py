@@ -20,11 +20,7 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
     labelled. Ops without FLOPs (copies, views) cannot sit on a FLOP/s axis and are left out; the title says how
     many. Saves to ``path`` (PNG, SVG, PDF by extension) when given; returns the matplotlib Figure."""
     try:
-        import matplotlib
-
-        if ax is None and path is not None:
-            matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
     except ImportError:
         raise ImportError("plot needs matplotlib: pip install matplotlib") from None
     c = report.ceilings
@@ -34,10 +30,15 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
     rows = report.analysis(by=by)
     timed = report.timed or bool(report.meta.get("projected_to"))
     pts = [(n, r) for n, r in rows.items() if r["flops"] > 0 and r["bytes"] > 0]
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(9, 6))
-    else:
+    if ax is not None:
         fig = ax.figure
+    elif path is not None:  # a file only: a bare Figure, so the session's backend (a notebook's) is left alone
+        fig = Figure(figsize=(9, 6))
+        ax = fig.subplots()
+    else:
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(9, 6))
     ax.set_xscale("log")
     ax.set_yscale("log")
 
@@ -81,8 +82,9 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
         for i in order.tolist():
             name = pts[i][0].replace("aten.", "").replace(".default", "")
             ax.annotate(name, (x[i], y[i]), textcoords="offset points", xytext=(5, 5), fontsize=8)
-        ys = [v for v in y if math.isfinite(v)] + [p[2] for p in pairs]
-        ax.set_ylim(min(ys) / 5, max(ys) * 3)
+        ys = [v for v in y if math.isfinite(v) and v > 0] + [p[2] for p in pairs]
+        if ys:
+            ax.set_ylim(min(ys) / 5, max(ys) * 3)
     ax.set_xlim(x_lo, x_hi)
     ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")
     ax.set_ylabel("FLOP/s " + ("achieved" if timed else "attainable (not timed)"))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import base64
+import binascii
 import json
 import math
 import warnings
@@ -237,7 +238,8 @@ class Report:
         """The counts in exactly the structure of ``FlopCounterMode.get_flop_counts()``: ``{module name: {op packet:
         FLOPs}}`` with "Global", FlopCounterMode's module names and its (sometimes over-stated) formulas, so the two
         tools can be compared one to one. The true counts are in :attr:`matrix_flops`."""
-        fcm_ops = [i for i, o in enumerate(self._ops) if o.packet.split(".", 1)[-1] in _fcm_ops()]
+        fcm_ops = [i for i, o in enumerate(self._ops)
+                   if o.packet.startswith("aten.") and o.packet.split(".", 1)[-1] in _fcm_ops()]
         rows = self.records[np.isin(self.records["op"], fcm_ops)]
         out: dict = {}
         for op, mid, f in zip(rows["op"].tolist(), rows["module"].tolist(), rows["compat_flops"].tolist()):
@@ -413,6 +415,8 @@ class Report:
         would take at their own peaks over their measured time; its mbu is bytes / (measured time x DRAM
         bandwidth)."""
         c = self.classification()
+        if phase is not None and phase not in PHASES:
+            raise ValueError(f"phase must be one of {PHASES} or None, got {phase!r}")
         sel = np.ones(len(self.records), bool) if phase is None else self.records["phase"] == PHASES.index(phase)
         rows = {}
         if by == "op":
@@ -584,15 +588,23 @@ class Report:
 
         if not isinstance(d, dict) or d.get("schema") != SCHEMA_VERSION:
             raise ValueError(f"not a roofline report (schema {SCHEMA_VERSION} expected)")
-        raw = base64.b64decode(d["records"])
-        records = np.frombuffer(raw, dtype=RECORD_DTYPE).copy()
-        if len(records) != d["n_records"]:
-            raise ValueError("corrupt report: record count does not match")
-        ops = [OpInfo(o["name"], o["packet"], o["kind"]) for o in d["ops"]]
+        try:
+            raw = base64.b64decode(d["records"], validate=True)
+            if len(raw) % RECORD_DTYPE.itemsize:
+                raise ValueError("the record block is truncated")
+            records = np.frombuffer(raw, dtype=RECORD_DTYPE).copy()
+            if len(records) != d["n_records"]:
+                raise ValueError("record count does not match")
+            ops = [OpInfo(str(o["name"]), str(o["packet"]), str(o["kind"])) for o in d["ops"]]
+            module_sets = [tuple(str(n) for n in m) for m in d["module_sets"]]
+        except (KeyError, TypeError, ValueError, binascii.Error) as e:
+            raise ValueError(f"corrupt roofline report: {e}") from None
+        if len(records) and (int(records["op"].max()) >= len(ops) or int(records["module"].max()) >= len(module_sets)):
+            raise ValueError("corrupt roofline report: a record refers to an op or module set that is not listed")
         ceil = Ceilings.from_dict(d["ceilings"]) if d.get("ceilings") else None
         meta = dict(d.get("meta") or {})
         meta["ceilings_source"] = d.get("ceilings_source", "measured")
-        r = cls(records, ops, d["module_sets"], d.get("wall_time"), meta, ceilings=ceil, overhead=d.get("overhead"))
+        r = cls(records, ops, module_sets, d.get("wall_time"), meta, ceilings=ceil, overhead=d.get("overhead"))
         if ceil is None:
             r._ceilings_spec = None
         return r
@@ -768,9 +780,15 @@ def _group_bound(bound, t_min):
     if total <= 0:
         kinds = {BOUNDS[b] for b in bound.tolist()}
         return kinds.pop() if len(kinds) == 1 else "mixed"
-    shares = {BOUNDS[b]: t_min[ok & (bound == b)].sum() / total for b in np.unique(bound[ok]).tolist()}
-    best = max(shares, key=shares.get)
-    return best if shares[best] >= 0.8 else "mixed"
+    compute = t_min[ok & (bound == _core.BOUND_COMPUTE)].sum() / total
+    if compute >= 0.8:
+        return "compute"
+    # memory-bound ops with FLOPs and bandwidth-only ops (copies) both wait on memory
+    memory = t_min[ok & (bound == _core.BOUND_MEMORY)].sum() / total
+    bandwidth = t_min[ok & (bound == _core.BOUND_BANDWIDTH)].sum() / total
+    if memory + bandwidth >= 0.8:
+        return "memory" if memory > 0 else "bandwidth"
+    return "mixed"
 
 
 def _ms(t) -> str:

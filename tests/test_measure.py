@@ -205,3 +205,100 @@ def test_import_and_cost_model_without_torch():
 def test_register_rejects_kinds_that_need_a_schema():
     with pytest.raises(ValueError, match="needs argument positions"):
         roofline.register("rltest::pooling", kind="pool")
+
+
+def test_outer_measure_sees_only_the_inner_blocks_ops():
+    """The first block's instrumentation calibration must not leak ops into an enclosing measure."""
+    from roofline import _torch
+
+    _torch._OVERHEAD.clear()
+    a = torch.randn(8)
+    with roofline.measure(timing=None) as outer:
+        with roofline.measure(timing="op") as inner:
+            a + a
+    assert len(inner.records) == 1
+    assert len(outer.records) == 1
+
+
+def test_higher_order_ops_run_and_are_listed():
+    def true_fn(x):
+        return x.sin()
+
+    def false_fn(x):
+        return x.cos()
+
+    x = torch.randn(4)
+    with roofline.measure(timing=None) as r:
+        y = torch.cond(x.sum() > 0, true_fn, false_fn, (x,))
+    assert torch.allclose(y, true_fn(x) if x.sum() > 0 else false_fn(x))
+    assert r.unknown_ops.get("higher_order.cond") == 1
+
+
+def test_nested_optimizer_steps_stay_in_the_optimizer_phase():
+    m = nn.Linear(4, 4)
+    inner = torch.optim.SGD(m.parameters(), lr=0.1)
+
+    class Wrapper(torch.optim.Optimizer):  # a Lookahead-style wrapper whose step calls the inner step
+        def __init__(self, inner):
+            self.inner = inner
+            super().__init__(inner.param_groups[0]["params"], {})
+
+        def step(self, closure=None):
+            self.inner.step()
+            for p in self.inner.param_groups[0]["params"]:
+                p.data.mul_(1.0)
+
+    opt = Wrapper(inner)
+    m(torch.randn(2, 4)).sum().backward()
+    with roofline.measure(m, timing=None) as r:
+        opt.step()
+        m(torch.randn(2, 4))
+    ph = r.by_phase()
+    assert ph["optimizer"]["calls"] >= 4 and ph["forward"]["matrix_flops"] == 2 * 2 * 4 * 4
+
+
+def test_user_formula_on_an_out_overload():
+    roofline.register("aten::add.out", lambda *a, out=None, **k: {"vector_flops": out.numel()})
+    try:
+        x, z = torch.randn(5), torch.empty(5)
+        with roofline.measure(timing=None) as r:
+            torch.add(x, x, out=z)
+        assert r.vector_flops == 5
+    finally:
+        roofline.unregister("aten::add.out")
+
+
+def test_bad_ceilings_fail_before_the_run():
+    with pytest.raises(KeyError, match="H100"):
+        with roofline.measure(ceilings="H100 SMX"):
+            raise AssertionError("the block must not run")
+    with pytest.raises(TypeError, match="ceilings"):
+        with roofline.measure(ceilings=123):
+            raise AssertionError("the block must not run")
+
+
+def test_load_rejects_corrupt_reports(tmp_path):
+    with roofline.measure(timing=None) as r:
+        torch.randn(4) + 1
+    d = r.to_dict()
+    for bad in ({**d, "records": "@@@"}, {**d, "n_records": 7}, {k: v for k, v in d.items() if k != "ops"},
+                {**d, "ops": []}):
+        with pytest.raises(ValueError, match="corrupt"):
+            roofline.Report.from_dict(bad)
+    p = tmp_path / "bad.json"
+    p.write_text("{not json")
+    with pytest.raises(ValueError, match="invalid JSON"):
+        roofline.load(p)
+
+
+def test_matrix_vector_products_have_formulas():
+    W, x, b = torch.randn(64, 32), torch.randn(32), torch.randn(64)
+    with roofline.measure(timing=None) as r:
+        W @ x
+        torch.addmv(b, W, x)
+        torch.dot(x, x)
+    ops = r.by_op()
+    assert ops["aten.mv.default"]["vector_flops"] == 2 * 64 * 32  # one multiply-add per matrix element
+    assert ops["aten.addmv.default"]["vector_flops"] == 2 * 64 * 32
+    assert ops["aten.dot.default"]["vector_flops"] == 2 * 32
+    assert r.unknown_ops == {}

@@ -280,3 +280,12 @@ def test_ops_with_a_python_formula_are_timed():
         assert len(row) == 1 and np.isfinite(row["t_end"] - row["t_start"]).all()
     finally:
         roofline.unregister(torch.ops.rltest.twice)
+
+
+def test_memory_and_bandwidth_bound_ops_roll_up_as_memory():
+    c = _ceil({("vector", "float32"): 100.0}, dram=10.0)
+    # an add (1 FLOP per 12 bytes: memory-bound) and a copy (no FLOPs: bandwidth-only), half the roofline time each
+    r = _hand_report([(1, 0, 10, 100, "float32", 20.0), (0, 0, 0, 100, "float32", 20.0)], c)
+    r._ops[0] = OpInfo("aten.clone.default", "aten.clone", "copy")
+    g = r.totals()
+    assert g["compute_share"] == 0.0 and g["bound"] == "memory"
