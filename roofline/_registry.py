@@ -70,6 +70,10 @@ def _e(kind, flops=0, special=0, noread=(), writes=None, **params):
 
 ALL_ARGS = ("*",)  # noread marker: no argument is read
 
+# Formulas added with roofline.register(): qualified name ("aten::foo", "mylib::op", optionally ".overload") -> an
+# Entry (a built-in kind) or a Python callable. Consulted before TABLE.
+USER: dict[str, object] = {}
+
 TABLE: dict[str, Entry] = {}
 
 

@@ -261,9 +261,13 @@ def cost(op: str, *args, out=None, dtype="float32") -> Cost:
     4194304
     """
     qualified, overload = _split_name(op)
-    entry = _registry.lookup(qualified, overload)
+    user = next((_registry.USER[k] for k in (f"{qualified}.{overload}", qualified) if k in _registry.USER), None)
+    if user is not None and not isinstance(user, _registry.Entry):
+        raise ValueError(f"{op!r} has a Python formula (registered with roofline.register(formula=...)), which runs "
+                         "on real tensors inside measure(); roofline.cost() evaluates built-in kinds only")
+    entry = user if user is not None else _registry.lookup(qualified, overload)
     if entry is None:
-        raise ValueError(f"no cost formula for {op!r}; register one with roofline.register()")
+        raise ValueError(f"no cost formula for {op!r}; register one with roofline.register(op, kind=...)")
     dtype = canonical_dtype(dtype)
     args = _convert_args(args, dtype)
     short = qualified.split("::", 1)[1]

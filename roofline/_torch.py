@@ -55,7 +55,7 @@ _DECLINE = frozenset(ov for packet in _DECLINE for ov in (getattr(packet, n) for
 _TORCH_DTYPES = {getattr(torch, name): code for name, code in DTYPE_CODES.items() if hasattr(torch, name)}
 
 # User formulas: qualified name ("aten::foo" / "mylib::op", optionally ".overload") -> Entry or callable.
-_USER: dict[str, object] = {}
+_USER = _registry.USER  # shared with roofline.cost(), which honours the formulas registered by kind
 
 
 def _qualified(func) -> tuple[str, str]:

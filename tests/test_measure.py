@@ -302,3 +302,14 @@ def test_matrix_vector_products_have_formulas():
     assert ops["aten.addmv.default"]["vector_flops"] == 2 * 64 * 32
     assert ops["aten.dot.default"]["vector_flops"] == 2 * 32
     assert r.unknown_ops == {}
+
+
+def test_cost_honours_formulas_registered_by_kind():
+    with pytest.raises(ValueError, match="no cost formula"):
+        roofline.cost("rltest::axpy", (8,), (8,), out=(8,))
+    roofline.register("rltest::axpy", kind="ewise", flops=2)
+    try:
+        c = roofline.cost("rltest::axpy", (8,), (8,), out=(8,))
+        assert c.vector_flops == 2 * 8 and c.bytes == (8 + 8 + 8) * 4
+    finally:
+        roofline.unregister("rltest::axpy")
