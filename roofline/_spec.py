@@ -261,7 +261,8 @@ def cost(op: str, *args, out=None, dtype="float32") -> Cost:
     4194304
     """
     qualified, overload = _split_name(op)
-    user = next((_registry.USER[k] for k in (f"{qualified}.{overload}", qualified) if k in _registry.USER), None)
+    keys = (f"{qualified}.{overload}", qualified) if overload else (qualified,)
+    user = next((_registry.USER[k] for k in keys if k in _registry.USER), None)
     if user is not None and not isinstance(user, _registry.Entry):
         raise ValueError(f"{op!r} has a Python formula (registered with roofline.register(formula=...)), which runs "
                          "on real tensors inside measure(); roofline.cost() evaluates built-in kinds only")

@@ -32,25 +32,12 @@ except ImportError:  # pragma: no cover
 
 # Ops that only query metadata. FlopCounterMode declines them (they reach a mode only for tensor subclasses), and so
 # do we, so that both see the same op stream.
-_DECLINE = frozenset(
-    op for op in (
-        getattr(torch.ops.aten, "sym_is_contiguous", None),
-        torch.ops.aten.is_contiguous,
-        torch.ops.aten.is_strides_like_format,
-        torch.ops.aten.is_non_overlapping_and_dense,
-        torch.ops.aten.size,
-        torch.ops.aten.sym_size,
-        torch.ops.aten.stride,
-        torch.ops.aten.sym_stride,
-        torch.ops.aten.storage_offset,
-        torch.ops.aten.sym_storage_offset,
-        torch.ops.aten.numel,
-        torch.ops.aten.sym_numel,
-        torch.ops.aten.dim,
-        torch.ops.prim.layout,
-    ) if op is not None
-)
-_DECLINE = frozenset(ov for packet in _DECLINE for ov in (getattr(packet, n) for n in packet.overloads()))
+_DECLINE_PACKETS = [getattr(torch.ops.aten, name, None) for name in (
+    "sym_is_contiguous", "is_contiguous", "is_strides_like_format", "is_non_overlapping_and_dense", "size",
+    "sym_size", "stride", "sym_stride", "storage_offset", "sym_storage_offset", "numel", "sym_numel", "dim",
+)] + [torch.ops.prim.layout]
+_DECLINE = frozenset(getattr(packet, ov) for packet in _DECLINE_PACKETS if packet is not None
+                     for ov in packet.overloads())
 
 _TORCH_DTYPES = {getattr(torch, name): code for name, code in DTYPE_CODES.items() if hasattr(torch, name)}
 
@@ -472,12 +459,10 @@ def _op_key(op) -> str:
     if isinstance(op, torch._ops.OpOverloadPacket):
         return op._qualified_op_name
     if isinstance(op, str):
-        s = op
-        if "::" not in s:
-            if s.startswith("aten."):
-                s = s[len("aten."):]
-            s = "aten::" + s
-        return s
+        from roofline._spec import _split_name  # the one parser of op names ("add", "aten.add.Tensor", "ns::op")
+
+        qualified, overload = _split_name(op)
+        return f"{qualified}.{overload}" if overload else qualified
     raise TypeError(f"register: op must be a torch op or its name, got {type(op).__name__}")
 
 
