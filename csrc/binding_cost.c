@@ -9,22 +9,30 @@
  * its `shape` (a tuple of ints), `stride()` (a tuple of ints, in elements) and `dtype`. */
 #include "rl_module.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cost.h"
 #include "record.h"
 
+/* Int lists longer than this are not interpreted (no cost formula reads one that long): the argument is recorded
+ * as RL_ARG_OTHER, so a junk list costs no memory in proportion to its length. */
+#define RL_MAX_INTLIST 4096
+
 typedef struct {
     rl_op op;
-    PyObject *kwnames; /* tuple of keyword-only argument names, or NULL */
+    PyObject *kwnames; /* tuple of keyword-only argument names (str), or NULL */
     Py_ssize_t kwpos;  /* schema position of the first keyword-only argument (-1: right after the positionals) */
+    PyObject *name;    /* the op's name (str) for error messages, or NULL */
 } op_entry;
 
 typedef struct {
     PyObject_HEAD
     PyObject *tensor_type; /* type object */
-    PyObject *dtype_map;   /* dict: dtype object -> int code */
+    PyObject *dtype_map;   /* dict (a private copy): dtype object -> int code */
     PyObject *s_shape, *s_stride, *s_dtype;
     op_entry *ops;
     Py_ssize_t nops, cap_ops;
@@ -38,7 +46,24 @@ typedef struct {
     rl_tensor *outs;
     Py_ssize_t cap_outs;
     uint32_t seq;
+    /* Set while record() describes a call: Python code runs then (a tensor's shape, stride() or dtype may be
+     * Python, a finalizer may fire, another thread may take the GIL) and must not re-enter the recorder, whose
+     * scratch arrays, op table and records are in use. */
+    int busy;
 } Recorder;
+
+/* RuntimeError unless the recorder is idle. 0, or -1 with the exception set. */
+static int check_idle(Recorder *self, const char *method) {
+    if (self->busy) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "Recorder.%s: the recorder is in the middle of record() (re-entered from Python code run while "
+                     "describing a tensor: a shape, stride() or dtype property, a finalizer or another thread); a "
+                     "Recorder is not re-entrant",
+                     method);
+        return -1;
+    }
+    return 0;
+}
 
 /* Grow *buf (element size `elem`) to hold at least `need` elements. 0 on success, -1 with MemoryError set. */
 static int grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t elem) {
@@ -47,6 +72,10 @@ static int grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t elem) {
     }
     Py_ssize_t n = *cap ? *cap : 16;
     while (n < need) {
+        if (n > PY_SSIZE_T_MAX / 2 || (size_t)n > (size_t)PY_SSIZE_T_MAX / elem / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
         n *= 2;
     }
     void *p = PyMem_Realloc(*buf, (size_t)n * elem);
@@ -59,17 +88,142 @@ static int grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t elem) {
     return 0;
 }
 
+/* The op's name for messages: a new reference to its name, or "op #i". */
+static PyObject *op_label(const op_entry *e, Py_ssize_t opi) {
+    return e->name ? Py_NewRef(e->name) : PyUnicode_FromFormat("op #%zd", opi);
+}
+
+/* Parse an int argument of a Recorder method into [0, max]. `what` names it and `label` (may be NULL) the op in the
+ * errors: TypeError for a non-int (a bool included: a count is never True), ValueError for a negative value,
+ * OverflowError above `max`. Nothing is wrapped or truncated. 0, or -1 with the exception set. */
+static int parse_uint(PyObject *o, unsigned long long max, PyObject *label, const char *method, const char *what,
+                      unsigned long long *out) {
+    PyObject *exc;
+    char why[128];
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        exc = PyExc_TypeError;
+        snprintf(why, sizeof(why), "must be an int, not %.60s", Py_TYPE(o)->tp_name);
+    } else {
+        int sign = 0;
+        long long x = PyLong_AsLongLongAndOverflow(o, &sign);
+        if (x == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (sign < 0 || (sign == 0 && x < 0)) {
+            exc = PyExc_ValueError;
+            if (sign < 0) {
+                snprintf(why, sizeof(why), "must not be negative, got an int below -2**63");
+            } else {
+                snprintf(why, sizeof(why), "must not be negative, got %lld", x);
+            }
+        } else {
+            unsigned long long v = (unsigned long long)x;
+            if (sign > 0) {
+                v = PyLong_AsUnsignedLongLong(o);
+                if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+                    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                        return -1;
+                    }
+                    PyErr_Clear();
+                    exc = PyExc_OverflowError;
+                    snprintf(why, sizeof(why), "does not fit in 64 bits (2**64 or more; at most %llu)", max);
+                    goto fail;
+                }
+            }
+            if (v <= max) {
+                *out = v;
+                return 0;
+            }
+            exc = PyExc_OverflowError;
+            snprintf(why, sizeof(why), "must be at most %llu, got %llu", max, v);
+        }
+    }
+fail:
+    if (label) {
+        PyErr_Format(exc, "Recorder.%s: %.200U: %s %s", method, label, what, why);
+    } else {
+        PyErr_Format(exc, "Recorder.%s: %s %s", method, what, why);
+    }
+    return -1;
+}
+
+/* Parse the `phase` argument of record()/append(). */
+static int parse_phase(PyObject *o, PyObject *label, const char *method, unsigned *out) {
+    unsigned long long v = 0;
+    if (parse_uint(o, RL_PHASE_OPTIMIZER, label, method, "phase (0 forward, 1 backward, 2 optimizer)", &v) < 0) {
+        return -1;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
 /* ---- describing Python values -------------------------------------------------------------------------- */
 
 typedef struct {
     Recorder *r;
+    const op_entry *e;
+    Py_ssize_t opi;
     Py_ssize_t ntensors, nints;
     int bad; /* an argument could not be described */
+    /* where the value being described sits, for error messages */
+    const char *where; /* "argument" or "output" */
+    Py_ssize_t pos;    /* its position */
+    Py_ssize_t elem;   /* its index in a list argument, or -1 */
 } builder;
 
-/* Read a tuple of ints into dst (at most RL_MAX_DIMS). Returns ndim, or -1 (no exception left set) if `seq` is not
- * a tuple of plain ints (e.g. symbolic sizes) or is too long. */
-static int read_dims(PyObject *seq, int64_t *dst) {
+/* Raise `exc` with "<op>: <argument N[, element M]>: <detail>". Returns -1. */
+static int arg_error(const builder *b, PyObject *exc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *detail = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (!detail) {
+        return -1;
+    }
+    PyObject *label = op_label(b->e, b->opi);
+    if (!label) {
+        Py_DECREF(detail);
+        return -1;
+    }
+    if (b->elem >= 0) {
+        PyErr_Format(exc, "%.200U: %s %zd, element %zd: %U", label, b->where, b->pos, b->elem, detail);
+    } else {
+        PyErr_Format(exc, "%.200U: %s %zd: %U", label, b->where, b->pos, detail);
+    }
+    Py_DECREF(label);
+    Py_DECREF(detail);
+    return -1;
+}
+
+/* "(a, b, c)" of the first n sizes into buf (always fits: at most RL_MAX_DIMS 20-digit numbers). */
+static const char *format_dims(const int64_t *v, int n, char *buf, size_t cap) {
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, cap - k, "(");
+    for (int i = 0; i < n && k < cap; i++) {
+        k += (size_t)snprintf(buf + k, cap - k, i ? ", %lld" : "%lld", (long long)v[i]);
+    }
+    if (k < cap) {
+        snprintf(buf + k, cap - k, n == 1 ? ",)" : ")");
+    }
+    return buf;
+}
+
+/* Python code run on a tensor (shape, stride(), dtype) raised. An ordinary error (e.g. a layout without strides,
+ * a symbolic size) means the tensor cannot be described: the exception is cleared and 0 returned. MemoryError and
+ * the exceptions that are not errors of the tensor (KeyboardInterrupt, SystemExit, ...) propagate: -1. */
+static int soft_error(void) {
+    if (PyErr_ExceptionMatches(PyExc_Exception) && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+/* Read the tuple `seq` of ints into dst (at most RL_MAX_DIMS). `what` ("shape" or "stride()") names it in errors.
+ * Returns ndim; -1 without an exception when `seq` is not a tuple of ints (e.g. symbolic sizes) or has more than
+ * RL_MAX_DIMS entries: the tensor cannot be described; -2 with an exception for values no tensor has: a bool, a
+ * value beyond 64 bits, a negative size (`sizes` set). No Python code runs here. */
+static int read_dims(const builder *b, PyObject *seq, const char *what, int sizes, int64_t *dst) {
     if (!PyTuple_Check(seq)) {
         return -1;
     }
@@ -82,90 +236,156 @@ static int read_dims(PyObject *seq, int64_t *dst) {
         if (!PyLong_Check(v)) {
             return -1;
         }
-        long long x = PyLong_AsLongLong(v);
+        if (PyBool_Check(v)) {
+            arg_error(b, PyExc_TypeError, "%s[%zd] is a bool, not an int", what, i);
+            return -2;
+        }
+        int sign = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &sign);
         if (x == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return -1;
+            return -2;
+        }
+        if (sign != 0) {
+            arg_error(b, PyExc_OverflowError, "%s[%zd] does not fit in a signed 64-bit integer", what, i);
+            return -2;
+        }
+        if (sizes && x < 0) {
+            arg_error(b, PyExc_ValueError, "%s[%zd] = %lld is negative", what, i, x);
+            return -2;
         }
         dst[i] = x;
     }
     return (int)n;
 }
 
-/* Describe tensor `t` into *d. Returns 0, or -1 with an exception set for a hard error (MemoryError). A tensor
- * that cannot be described sets b->bad and is recorded with ndim 0. */
+/* Describe tensor `t` into *d (the caller's own storage: Python code runs here, which may reallocate the
+ * recorder's arrays). Returns 0, or -1 with an exception set: MemoryError, or a shape/stride no tensor can have
+ * (named in the message). A tensor that cannot be described (no strides, symbolic sizes, too many dimensions)
+ * sets b->bad and is recorded as well as possible. */
 static int describe(builder *b, PyObject *t, rl_tensor *d) {
     Recorder *r = b->r;
+    char buf[RL_MAX_DIMS * 24 + 8];
+    memset(d, 0, sizeof(*d));
     d->ndim = 0;
     d->dtype = RL_DT_UNKNOWN;
     PyObject *shape = PyObject_GetAttr(t, r->s_shape);
     if (!shape) {
-        PyErr_Clear();
+        if (soft_error() < 0) {
+            return -1;
+        }
         b->bad = 1;
         return 0;
     }
-    int nd = read_dims(shape, d->size);
+    int nd = read_dims(b, shape, "shape", 1, d->size);
     Py_DECREF(shape);
+    if (nd == -2) {
+        return -1;
+    }
     if (nd < 0) {
         b->bad = 1;
         return 0;
+    }
+    /* A tensor's element count fits in int64 (torch checks it): a shape whose count does not is refused here,
+     * before any count is derived from it. */
+    int64_t numel = 1;
+    int empty = 0, ovf = 0;
+    for (int i = 0; i < nd; i++) {
+        if (d->size[i] == 0) {
+            empty = 1;
+        } else if (__builtin_mul_overflow(numel, d->size[i], &numel)) {
+            ovf = 1;
+        }
+    }
+    if (ovf && !empty) {
+        return arg_error(b, PyExc_OverflowError, "shape %s has 2**63 or more elements (does not fit in 64 bits)",
+                         format_dims(d->size, nd, buf, sizeof(buf)));
     }
     d->ndim = nd;
     PyObject *stride = PyObject_CallMethodNoArgs(t, r->s_stride);
     int ns = -1;
     if (stride) {
-        ns = read_dims(stride, d->stride);
+        ns = read_dims(b, stride, "stride()", 0, d->stride);
         Py_DECREF(stride);
-    } else {
-        PyErr_Clear(); /* e.g. sparse or nested layouts have no strides */
+        if (ns == -2) {
+            return -1;
+        }
+    } else if (soft_error() < 0) { /* e.g. sparse or nested layouts have no strides */
+        return -1;
     }
     if (ns != nd) {
         /* no usable strides: describe as contiguous, and say the bytes are an estimate */
         int64_t s = 1;
         for (int i = nd - 1; i >= 0; i--) {
             d->stride[i] = s;
-            s *= d->size[i] > 0 ? d->size[i] : 1;
+            if (i > 0 && __builtin_mul_overflow(s, d->size[i] > 0 ? d->size[i] : 1, &s)) {
+                return arg_error(b, PyExc_OverflowError,
+                                 "the contiguous strides of shape %s do not fit in 64 bits",
+                                 format_dims(d->size, nd, buf, sizeof(buf)));
+            }
         }
         b->bad = 1;
     }
     PyObject *dt = PyObject_GetAttr(t, r->s_dtype);
     if (!dt) {
-        PyErr_Clear();
+        if (soft_error() < 0) {
+            return -1;
+        }
         b->bad = 1;
         return 0;
     }
     PyObject *code = PyDict_GetItemWithError(r->dtype_map, dt);
+    Py_XINCREF(code);
     Py_DECREF(dt);
-    if (code) {
-        long v = PyLong_AsLong(code);
-        if (v == -1 && PyErr_Occurred()) {
+    if (!code) {
+        if (PyErr_Occurred() && soft_error() < 0) { /* an unhashable dtype: not one the map knows */
             return -1;
         }
-        d->dtype = (int32_t)v;
-    } else if (PyErr_Occurred()) {
+        return 0;
+    }
+    if (!PyLong_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "Recorder: dtype_map values must be int codes, got %.100s",
+                     Py_TYPE(code)->tp_name);
+        Py_DECREF(code);
         return -1;
     }
+    long v = PyLong_AsLong(code);
+    Py_DECREF(code);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (v < 0 || v >= RL_DT_COUNT) {
+        PyErr_Format(PyExc_ValueError, "Recorder: dtype_map code %ld is not a dtype code (0..%d)", v,
+                     RL_DT_COUNT - 1);
+        return -1;
+    }
+    d->dtype = (int32_t)v;
     return 0;
 }
 
 static int is_tensor(Recorder *r, PyObject *o) { return PyObject_TypeCheck(o, (PyTypeObject *)r->tensor_type); }
 
+/* Describe `t` and append it to the call's tensors. The description is complete before the array is touched. */
 static int push_tensor(builder *b, PyObject *t) {
     Recorder *r = b->r;
+    rl_tensor d;
+    if (describe(b, t, &d) < 0) {
+        return -1;
+    }
+    if (b->ntensors >= INT32_MAX) {
+        return arg_error(b, PyExc_OverflowError, "more than 2**31 tensors in one call");
+    }
     if (grow((void **)&r->tensors, &r->cap_tensors, b->ntensors + 1, sizeof(rl_tensor)) < 0) {
         return -1;
     }
-    if (describe(b, t, &r->tensors[b->ntensors]) < 0) {
-        return -1;
-    }
-    b->ntensors++;
+    r->tensors[b->ntensors++] = d;
     return 0;
 }
 
-/* Convert one argument value into *a. Returns 0 or -1 with an exception set. */
+/* Convert one argument value (a reference the caller keeps alive) into *a. Returns 0 or -1 with an exception. */
 static int convert_arg(builder *b, PyObject *v, rl_arg *a) {
     Recorder *r = b->r;
     memset(a, 0, sizeof(*a));
+    b->elem = -1;
     if (v == Py_None) {
         a->type = RL_ARG_NONE;
     } else if (is_tensor(r, v)) {
@@ -177,9 +397,13 @@ static int convert_arg(builder *b, PyObject *v, rl_arg *a) {
         a->type = RL_ARG_BOOL;
         a->i = v == Py_True;
     } else if (PyLong_Check(v)) {
-        long long x = PyLong_AsLongLong(v);
+        /* a scalar beyond 64 bits (e.g. a uint64 fill value) is not interpreted */
+        int sign = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &sign);
         if (x == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
+            return -1;
+        }
+        if (sign != 0) {
             a->type = RL_ARG_OTHER;
         } else {
             a->type = RL_ARG_INT;
@@ -189,9 +413,9 @@ static int convert_arg(builder *b, PyObject *v, rl_arg *a) {
         a->type = RL_ARG_FLOAT;
         a->f = PyFloat_AS_DOUBLE(v);
     } else if (PyList_Check(v) || PyTuple_Check(v)) {
-        PyObject *seq = v;
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-        PyObject **items = PySequence_Fast_ITEMS(seq);
+        /* Classify the items: type checks only, no Python code runs, so the borrowed item array stays valid. */
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+        PyObject **items = PySequence_Fast_ITEMS(v);
         int has_tensor = 0, all_int = 1, all_bool = 1;
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *it = items[i];
@@ -206,31 +430,49 @@ static int convert_arg(builder *b, PyObject *v, rl_arg *a) {
             }
         }
         if (has_tensor) {
+            /* describe() runs Python code, which may mutate a list: walk a tuple copy that owns its items. */
+            PyObject *tup = PyList_Check(v) ? PyList_AsTuple(v) : Py_NewRef(v);
+            if (!tup) {
+                return -1;
+            }
             a->type = RL_ARG_TENSORLIST;
             a->first = (int32_t)b->ntensors;
-            for (Py_ssize_t i = 0; i < n; i++) {
-                if (items[i] != Py_None && is_tensor(r, items[i])) {
-                    if (push_tensor(b, items[i]) < 0) {
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tup); i++) {
+                PyObject *it = PyTuple_GET_ITEM(tup, i);
+                if (it != Py_None && is_tensor(r, it)) {
+                    b->elem = i;
+                    if (push_tensor(b, it) < 0) {
+                        Py_DECREF(tup);
                         return -1;
                     }
                     a->count++;
                 }
             }
-        } else if (all_int) { /* includes the empty list and bool lists */
+            b->elem = -1;
+            Py_DECREF(tup);
+        } else if (all_int && n > RL_MAX_INTLIST) {
+            a->type = RL_ARG_OTHER; /* longer than any list a formula reads: not copied */
+        } else if (all_int) {       /* includes the empty list and bool lists */
             a->type = (all_bool && n > 0) ? RL_ARG_BOOLLIST : RL_ARG_INTLIST;
+            /* check every value first (no Python code runs: the items are ints), then fill the scratch array */
+            for (Py_ssize_t i = 0; i < n; i++) {
+                int sign = 0;
+                long long x = PyLong_AsLongLongAndOverflow(items[i], &sign);
+                if (x == -1 && PyErr_Occurred()) {
+                    return -1;
+                }
+                if (sign != 0) {
+                    b->elem = i;
+                    return arg_error(b, PyExc_OverflowError, "does not fit in a signed 64-bit integer");
+                }
+            }
             if (grow((void **)&r->ints, &r->cap_ints, b->nints + n, sizeof(int64_t)) < 0) {
                 return -1;
             }
             a->first = (int32_t)b->nints;
             a->count = (int32_t)n;
             for (Py_ssize_t i = 0; i < n; i++) {
-                long long x = PyLong_AsLongLong(items[i]);
-                if (x == -1 && PyErr_Occurred()) {
-                    PyErr_Clear();
-                    x = 0;
-                    b->bad = 1;
-                }
-                r->ints[b->nints++] = x;
+                r->ints[b->nints++] = PyLong_AsLongLong(items[i]);
             }
         } else {
             a->type = RL_ARG_OTHER;
@@ -241,52 +483,72 @@ static int convert_arg(builder *b, PyObject *v, rl_arg *a) {
     return 0;
 }
 
-/* Flatten outputs (a tensor, None, or tuples/lists of those, nested once) into r->outs. None inside a sequence
- * keeps its position as an absent output (ndim -1). Returns the count, or -1 with an exception set. */
+/* Describe one output (a tensor, or None: an absent output, ndim -1) and append it to the call's outputs. */
 static int add_out(builder *b, Py_ssize_t *n, PyObject *o) {
     Recorder *r = b->r;
+    rl_tensor d;
+    b->pos = *n;
+    if (o == Py_None) {
+        memset(&d, 0, sizeof(d));
+        d.ndim = -1;
+        d.dtype = RL_DT_UNKNOWN;
+    } else if (describe(b, o, &d) < 0) {
+        return -1;
+    }
+    if (*n >= INT32_MAX) {
+        return arg_error(b, PyExc_OverflowError, "more than 2**31 outputs");
+    }
     if (grow((void **)&r->outs, &r->cap_outs, *n + 1, sizeof(rl_tensor)) < 0) {
         return -1;
     }
-    rl_tensor *d = &r->outs[*n];
-    if (o == Py_None) {
-        d->ndim = -1;
-        d->dtype = RL_DT_UNKNOWN;
-    } else if (describe(b, o, d) < 0) {
-        return -1;
-    }
-    (*n)++;
+    r->outs[(*n)++] = d;
     return 0;
 }
 
+/* Flatten outputs (a tensor, None, or tuples/lists of those, nested once) into r->outs. None inside a sequence
+ * keeps its position as an absent output. Lists are walked as tuple copies: describe() runs Python code. Returns
+ * the count, or -1 with an exception set. */
 static Py_ssize_t flatten_outs(builder *b, PyObject *out) {
     Recorder *r = b->r;
     Py_ssize_t n = 0;
+    b->where = "output";
+    b->elem = -1;
     if (is_tensor(r, out)) {
         return add_out(b, &n, out) < 0 ? -1 : n;
     }
     if (!(PyTuple_Check(out) || PyList_Check(out))) {
         return 0;
     }
-    Py_ssize_t m = PySequence_Fast_GET_SIZE(out);
-    PyObject **items = PySequence_Fast_ITEMS(out);
-    for (Py_ssize_t i = 0; i < m; i++) {
-        PyObject *o = items[i];
+    PyObject *tup = PyList_Check(out) ? PyList_AsTuple(out) : Py_NewRef(out);
+    if (!tup) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tup); i++) {
+        PyObject *o = PyTuple_GET_ITEM(tup, i);
         if (o == Py_None || is_tensor(r, o)) {
             if (add_out(b, &n, o) < 0) {
-                return -1;
+                goto fail;
             }
         } else if (PyTuple_Check(o) || PyList_Check(o)) {
-            Py_ssize_t k = PySequence_Fast_GET_SIZE(o);
-            PyObject **sub = PySequence_Fast_ITEMS(o);
-            for (Py_ssize_t j = 0; j < k; j++) {
-                if (is_tensor(r, sub[j]) && add_out(b, &n, sub[j]) < 0) {
-                    return -1;
+            PyObject *sub = PyList_Check(o) ? PyList_AsTuple(o) : Py_NewRef(o);
+            if (!sub) {
+                goto fail;
+            }
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(sub); j++) {
+                PyObject *s = PyTuple_GET_ITEM(sub, j);
+                if (is_tensor(r, s) && add_out(b, &n, s) < 0) {
+                    Py_DECREF(sub);
+                    goto fail;
                 }
             }
+            Py_DECREF(sub);
         }
     }
+    Py_DECREF(tup);
     return n;
+fail:
+    Py_DECREF(tup);
+    return -1;
 }
 
 /* ---- Recorder methods ----------------------------------------------------------------------------------- */
@@ -294,6 +556,9 @@ static Py_ssize_t flatten_outs(builder *b, PyObject *out) {
 static int Recorder_init(Recorder *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"tensor_type", "dtype_map", NULL};
     PyObject *tt, *dm;
+    if (check_idle(self, "__init__") < 0) {
+        return -1;
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!:Recorder", kwlist, &tt, &PyDict_Type, &dm)) {
         return -1;
     }
@@ -301,8 +566,12 @@ static int Recorder_init(Recorder *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_TypeError, "Recorder: tensor_type must be a type");
         return -1;
     }
+    PyObject *copy = PyDict_Copy(dm); /* private: no one mutates it while a lookup runs */
+    if (!copy) {
+        return -1;
+    }
     Py_XSETREF(self->tensor_type, Py_NewRef(tt));
-    Py_XSETREF(self->dtype_map, Py_NewRef(dm));
+    Py_XSETREF(self->dtype_map, copy);
     if (!self->s_shape) {
         self->s_shape = PyUnicode_InternFromString("shape");
         self->s_stride = PyUnicode_InternFromString("stride");
@@ -320,6 +589,7 @@ static int Recorder_traverse(Recorder *self, visitproc visit, void *arg) {
     Py_VISIT(self->dtype_map);
     for (Py_ssize_t i = 0; i < self->nops; i++) {
         Py_VISIT(self->ops[i].kwnames);
+        Py_VISIT(self->ops[i].name);
     }
     return 0;
 }
@@ -329,6 +599,7 @@ static int Recorder_clear(Recorder *self) {
     Py_CLEAR(self->dtype_map);
     for (Py_ssize_t i = 0; i < self->nops; i++) {
         Py_CLEAR(self->ops[i].kwnames);
+        Py_CLEAR(self->ops[i].name);
     }
     return 0;
 }
@@ -350,22 +621,46 @@ static void Recorder_dealloc(Recorder *self) {
 }
 
 static PyObject *Recorder_add_op(Recorder *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"kind", "p1", "p2", "noread_mask", "write_mask", "flags", "kwnames", "kwpos", NULL};
+    static char *kwlist[] = {"kind",  "p1",      "p2",    "noread_mask", "write_mask",
+                             "flags", "kwnames", "kwpos", "name",        NULL};
     int kind;
     long long p1 = 0, p2 = 0;
-    unsigned long long noread = 0, write = 0;
-    unsigned int flags = 0;
-    PyObject *kwnames = Py_None;
+    unsigned long long noread = 0, write = 0, flags = 0;
+    PyObject *noread_o = NULL, *write_o = NULL, *flags_o = NULL;
+    PyObject *kwnames = Py_None, *name = Py_None;
     Py_ssize_t kwpos = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "i|LLKKIOn:add_op", kwlist, &kind, &p1, &p2, &noread, &write,
-                                     &flags, &kwnames, &kwpos)) {
+    if (check_idle(self, "add_op") < 0) {
+        return NULL;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "i|LLOOOOnO:add_op", kwlist, &kind, &p1, &p2, &noread_o, &write_o,
+                                     &flags_o, &kwnames, &kwpos, &name)) {
         return NULL;
     }
     if (kind < 0 || kind >= RL_K_COUNT) {
         return rl_err_value("add_op: kind %d is not a cost kind (0..%d)", kind, RL_K_COUNT - 1);
     }
-    if (kwnames != Py_None && !PyTuple_Check(kwnames)) {
-        PyErr_SetString(PyExc_TypeError, "add_op: kwnames must be a tuple of str or None");
+    if ((noread_o && parse_uint(noread_o, UINT64_MAX, NULL, "add_op", "noread_mask", &noread) < 0) ||
+        (write_o && parse_uint(write_o, UINT64_MAX, NULL, "add_op", "write_mask", &write) < 0) ||
+        (flags_o && parse_uint(flags_o, UINT32_MAX, NULL, "add_op", "flags", &flags) < 0)) {
+        return NULL;
+    }
+    if (kwnames != Py_None) {
+        if (!PyTuple_Check(kwnames)) {
+            PyErr_SetString(PyExc_TypeError, "add_op: kwnames must be a tuple of str or None");
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(kwnames, i))) {
+                PyErr_SetString(PyExc_TypeError, "add_op: kwnames must be a tuple of str or None");
+                return NULL;
+            }
+        }
+    }
+    if (kwpos < -1) {
+        return rl_err_value("add_op: kwpos must be -1 or a schema position >= 0, got %zd", kwpos);
+    }
+    if (name != Py_None && !PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError, "add_op: name must be a str or None, got %.100s", Py_TYPE(name)->tp_name);
         return NULL;
     }
     if (grow((void **)&self->ops, &self->cap_ops, self->nops + 1, sizeof(op_entry)) < 0) {
@@ -377,16 +672,18 @@ static PyObject *Recorder_add_op(Recorder *self, PyObject *args, PyObject *kwds)
     e->op.p2 = p2;
     e->op.noread_mask = noread;
     e->op.write_mask = write;
-    e->op.flags = flags;
+    e->op.flags = (uint32_t)flags;
     e->kwnames = (kwnames != Py_None && PyTuple_GET_SIZE(kwnames) > 0) ? Py_NewRef(kwnames) : NULL;
     e->kwpos = kwpos;
+    e->name = name != Py_None ? Py_NewRef(name) : NULL;
     return PyLong_FromSsize_t(self->nops++);
 }
 
-/* Fill an rl_call from (args, kwargs, out) for op `e`. Returns 0 or -1 with an exception set. */
-static int build_call(Recorder *self, op_entry *e, PyObject *args, PyObject *kwargs, PyObject *out, rl_call *call,
-                      int *bad) {
-    builder b = {self, 0, 0, 0};
+/* Fill an rl_call from (args, kwargs, out) for op `e` (a copy owned by the caller). Returns 0 or -1 with an
+ * exception set. */
+static int build_call(Recorder *self, const op_entry *e, Py_ssize_t opi, PyObject *args, PyObject *kwargs,
+                      PyObject *out, rl_call *call, int *bad) {
+    builder b = {self, e, opi, 0, 0, 0, "argument", 0, -1};
     Py_ssize_t npos = PyTuple_GET_SIZE(args);
     Py_ssize_t nkw = e->kwnames ? PyTuple_GET_SIZE(e->kwnames) : 0;
     /* Dispatch drops trailing positional arguments equal to their defaults: keyword-only arguments still go to
@@ -404,7 +701,9 @@ static int build_call(Recorder *self, op_entry *e, PyObject *args, PyObject *kwa
         *bad = 1;
     }
     call->nargs = (int32_t)(kw0 + nkw);
+    /* `args` is a tuple the caller keeps alive: its items live as long as the call */
     for (Py_ssize_t i = 0; i < npos; i++) {
+        b.pos = i;
         if (convert_arg(&b, PyTuple_GET_ITEM(args, i), &call->args[i]) < 0) {
             return -1;
         }
@@ -416,16 +715,23 @@ static int build_call(Recorder *self, op_entry *e, PyObject *args, PyObject *kwa
     for (Py_ssize_t k = 0; k < nkw; k++) {
         rl_arg *a = &call->args[kw0 + k];
         PyObject *v = NULL;
-        if (kwargs && kwargs != Py_None) {
+        if (kwargs != Py_None) {
+            /* the dict may change while Python code runs: hold the value */
             v = PyDict_GetItemWithError(kwargs, PyTuple_GET_ITEM(e->kwnames, k));
             if (!v && PyErr_Occurred()) {
                 return -1;
             }
+            Py_XINCREF(v);
         }
+        b.pos = kw0 + k;
         if (!v) {
             memset(a, 0, sizeof(*a));
             a->type = RL_ARG_ABSENT;
-        } else if (convert_arg(&b, v, a) < 0) {
+            continue;
+        }
+        int rc = convert_arg(&b, v, a);
+        Py_DECREF(v);
+        if (rc < 0) {
             return -1;
         }
     }
@@ -441,9 +747,10 @@ static int build_call(Recorder *self, op_entry *e, PyObject *args, PyObject *kwa
     return 0;
 }
 
-/* Append one record with the counts of `c` (its dtype included). 0, or -1 with MemoryError set. */
-static int push_record(Recorder *self, Py_ssize_t opi, uint32_t module, uint32_t phase, uint32_t status,
-                       const rl_cost *c, double t0, double t1) {
+/* Append one record with the counts of `c` (its dtype included). 0, or -1 with MemoryError set. The arguments
+ * are range-checked by the callers. */
+static int push_record(Recorder *self, Py_ssize_t opi, int32_t kind, uint32_t module, unsigned phase,
+                       unsigned status, const rl_cost *c, double t0, double t1) {
     if (grow((void **)&self->recs, &self->cap_recs, self->nrecs + 1, sizeof(rl_record)) < 0) {
         return -1;
     }
@@ -462,28 +769,68 @@ static int push_record(Recorder *self, Py_ssize_t opi, uint32_t module, uint32_t
     rec->phase = (uint8_t)phase;
     rec->dtype = (uint8_t)c->dtype;
     rec->status = (uint8_t)status;
-    rec->kind = (uint8_t)self->ops[opi].op.kind;
+    rec->kind = (uint8_t)kind;
     rec->seq = self->seq++;
+    return 0;
+}
+
+/* The op index argument of record()/append(): an int naming an op registered with add_op. */
+static int parse_op(Recorder *self, PyObject *o, const char *method, Py_ssize_t *opi) {
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "Recorder.%s: op must be an int index from add_op, got %.100s", method,
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    int sign = 0;
+    long long x = PyLong_AsLongLongAndOverflow(o, &sign);
+    if (x == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (sign != 0 || x < 0 || x >= self->nops || x > UINT32_MAX) {
+        if (sign != 0) {
+            x = sign < 0 ? LLONG_MIN : LLONG_MAX;
+        }
+        PyErr_Format(PyExc_ValueError, "Recorder.%s: op index %lld was not registered with add_op (0..%zd)",
+                     method, x, self->nops - 1);
+        return -1;
+    }
+    *opi = (Py_ssize_t)x;
     return 0;
 }
 
 /* record(op, module, phase, args, kwargs, out, t_start=nan, t_end=nan) */
 static PyObject *Recorder_record(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
+    if (check_idle(self, "record") < 0) {
+        return NULL;
+    }
     if (argc < 6 || argc > 8) {
         PyErr_SetString(PyExc_TypeError, "record(op, module, phase, args, kwargs, out[, t_start, t_end])");
         return NULL;
     }
-    Py_ssize_t opi = PyLong_AsSsize_t(argv[0]);
-    long module = PyLong_AsLong(argv[1]);
-    long phase = PyLong_AsLong(argv[2]);
-    if (PyErr_Occurred()) {
+    Py_ssize_t opi;
+    unsigned long long module;
+    unsigned phase;
+    if (parse_op(self, argv[0], "record", &opi) < 0) {
         return NULL;
     }
-    if (opi < 0 || opi >= self->nops) {
-        return rl_err_value("record: op index %zd was not registered with add_op", opi);
+    PyObject *label = op_label(&self->ops[opi], opi);
+    if (!label) {
+        return NULL;
+    }
+    int rc = (parse_uint(argv[1], UINT32_MAX, label, "record", "module", &module) < 0 ||
+              parse_phase(argv[2], label, "record", &phase) < 0)
+                 ? -1
+                 : 0;
+    Py_DECREF(label);
+    if (rc < 0) {
+        return NULL;
     }
     if (!PyTuple_Check(argv[3])) {
         PyErr_SetString(PyExc_TypeError, "record: args must be a tuple");
+        return NULL;
+    }
+    if (argv[4] != Py_None && !PyDict_Check(argv[4])) {
+        PyErr_Format(PyExc_TypeError, "record: kwargs must be a dict or None, got %.100s", Py_TYPE(argv[4])->tp_name);
         return NULL;
     }
     double t0 = NAN, t1 = NAN;
@@ -493,44 +840,88 @@ static PyObject *Recorder_record(Recorder *self, PyObject *const *argv, Py_ssize
     if (argc > 7 && (t1 = PyFloat_AsDouble(argv[7])) == -1.0 && PyErr_Occurred()) {
         return NULL;
     }
-    op_entry *e = &self->ops[opi];
+    /* A copy of the op entry, holding its objects: describing the arguments runs Python code. */
+    op_entry e = self->ops[opi];
+    Py_XINCREF(e.kwnames);
+    Py_XINCREF(e.name);
     rl_call call;
     int bad = 0;
-    if (build_call(self, e, argv[3], argv[4], argv[5], &call, &bad) < 0) {
-        return NULL;
+    PyObject *result = NULL;
+    self->busy = 1;
+    if (build_call(self, &e, opi, argv[3], argv[4], argv[5], &call, &bad) == 0) {
+        rl_cost c;
+        int st = rl_cost_eval(&e.op, &call, &c);
+        if (st == RL_OK && bad && e.op.kind != RL_K_ZERO) {
+            st = RL_E_DESCRIBE;
+        }
+        if (st != RL_OK) {
+            memset(&c, 0, sizeof(c));
+        }
+        if (push_record(self, opi, e.op.kind, (uint32_t)module, phase, (unsigned)st, &c, t0, t1) == 0) {
+            result = Py_NewRef(Py_None);
+        }
     }
-    rl_cost c;
-    int st = rl_cost_eval(&e->op, &call, &c);
-    if (st == RL_OK && bad && e->op.kind != RL_K_ZERO) {
-        st = RL_E_DESCRIBE;
-    }
-    if (st != RL_OK) {
-        memset(&c, 0, sizeof(c));
-    }
-    if (push_record(self, opi, (uint32_t)module, (uint32_t)phase, (uint32_t)st, &c, t0, t1) < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    self->busy = 0;
+    Py_XDECREF(e.kwnames);
+    Py_XDECREF(e.name);
+    return result;
+}
+
+/* A known record status: an rl_status or RL_E_DESCRIBE. */
+static int known_status(unsigned long long st) {
+    return st <= 255 && (st == RL_E_DESCRIBE || strcmp(rl_status_str((int)st), rl_status_str(-1)) != 0);
 }
 
 /* append(op, module, phase, dtype, matrix, vector, special, bytes_read, bytes_written, compat[, status]): a record
- * whose counts were computed elsewhere (a formula registered from Python). */
-static PyObject *Recorder_append(Recorder *self, PyObject *args) {
+ * whose counts were computed elsewhere (a formula registered from Python). Every value is range-checked: a count
+ * must be an int in [0, 2**64) (a float, a bool, a negative or larger value is an error naming the op). */
+static PyObject *Recorder_append(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
+    static const char *count_names[6] = {"matrix_flops", "vector_flops", "special_ops",
+                                         "bytes_read",   "bytes_written", "compat_flops"};
+    if (check_idle(self, "append") < 0) {
+        return NULL;
+    }
+    if (argc < 10 || argc > 11) {
+        PyErr_SetString(PyExc_TypeError, "append(op, module, phase, dtype, matrix, vector, special, bytes_read, "
+                                         "bytes_written, compat[, status])");
+        return NULL;
+    }
     Py_ssize_t opi;
-    unsigned int module, phase, dtype, status = RL_OK;
-    unsigned long long m, v, sp, br, bw, cp;
-    if (!PyArg_ParseTuple(args, "nIIIKKKKKK|I:append", &opi, &module, &phase, &dtype, &m, &v, &sp, &br, &bw, &cp,
-                          &status)) {
+    if (parse_op(self, argv[0], "append", &opi) < 0) {
         return NULL;
     }
-    if (opi < 0 || opi >= self->nops) {
-        return rl_err_value("append: op index %zd was not registered with add_op", opi);
-    }
-    rl_cost c = {m, v, sp, br, bw, cp, (int32_t)dtype};
-    if (push_record(self, opi, module, phase, status, &c, NAN, NAN) < 0) {
+    PyObject *label = op_label(&self->ops[opi], opi);
+    if (!label) {
         return NULL;
     }
-    Py_RETURN_NONE;
+    unsigned long long module = 0, dtype = 0, status = RL_OK, counts[6] = {0};
+    unsigned phase = 0;
+    int rc = -1;
+    if (parse_uint(argv[1], UINT32_MAX, label, "append", "module", &module) < 0 ||
+        parse_phase(argv[2], label, "append", &phase) < 0 ||
+        parse_uint(argv[3], RL_DT_COUNT - 1, label, "append", "dtype", &dtype) < 0) {
+        goto done;
+    }
+    for (int k = 0; k < 6; k++) {
+        if (parse_uint(argv[4 + k], UINT64_MAX, label, "append", count_names[k], &counts[k]) < 0) {
+            goto done;
+        }
+    }
+    if (argc > 10) {
+        if (parse_uint(argv[10], 255, label, "append", "status", &status) < 0) {
+            goto done;
+        }
+        if (!known_status(status)) {
+            PyErr_Format(PyExc_ValueError, "Recorder.append: %.200U: status %llu is not a record status", label,
+                         status);
+            goto done;
+        }
+    }
+    rl_cost c = {counts[0], counts[1], counts[2], counts[3], counts[4], counts[5], (int32_t)dtype};
+    rc = push_record(self, opi, self->ops[opi].op.kind, (uint32_t)module, phase, (unsigned)status, &c, NAN, NAN);
+done:
+    Py_DECREF(label);
+    return rc < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 static PyObject *Recorder_records_bytes(Recorder *self, PyObject *Py_UNUSED(ignored)) {
@@ -540,6 +931,9 @@ static PyObject *Recorder_records_bytes(Recorder *self, PyObject *Py_UNUSED(igno
 static PyObject *Recorder_set_times(Recorder *self, PyObject *args) {
     Py_ssize_t i;
     double t0, t1;
+    if (check_idle(self, "set_times") < 0) {
+        return NULL;
+    }
     if (!PyArg_ParseTuple(args, "ndd:set_times", &i, &t0, &t1)) {
         return NULL;
     }
@@ -552,6 +946,9 @@ static PyObject *Recorder_set_times(Recorder *self, PyObject *args) {
 }
 
 static PyObject *Recorder_clear_records(Recorder *self, PyObject *Py_UNUSED(ignored)) {
+    if (check_idle(self, "clear") < 0) {
+        return NULL;
+    }
     self->nrecs = 0;
     self->seq = 0;
     Py_RETURN_NONE;
@@ -561,12 +958,12 @@ static Py_ssize_t Recorder_len(Recorder *self) { return self->nrecs; }
 
 static PyMethodDef Recorder_methods[] = {
     {"add_op", (PyCFunction)(void (*)(void))Recorder_add_op, METH_VARARGS | METH_KEYWORDS,
-     "add_op(kind, p1=0, p2=0, noread_mask=0, write_mask=0, flags=0, kwnames=None) -> int\n"
-     "Register an op's cost formula; returns the index record() takes."},
+     "add_op(kind, p1=0, p2=0, noread_mask=0, write_mask=0, flags=0, kwnames=None, kwpos=-1, name=None) -> int\n"
+     "Register an op's cost formula; returns the index record() takes. `name` (a str) names the op in errors."},
     {"record", (PyCFunction)(void (*)(void))Recorder_record, METH_FASTCALL,
      "record(op, module, phase, args, kwargs, out, t_start=nan, t_end=nan)\n"
      "Evaluate the cost of one call and append a record."},
-    {"append", (PyCFunction)Recorder_append, METH_VARARGS,
+    {"append", (PyCFunction)(void (*)(void))Recorder_append, METH_FASTCALL,
      "append(op, module, phase, dtype, matrix, vector, special, bytes_read, bytes_written, compat[, status])"},
     {"records_bytes", (PyCFunction)Recorder_records_bytes, METH_NOARGS, "The records as raw bytes (RECORD_DTYPE)."},
     {"set_times", (PyCFunction)Recorder_set_times, METH_VARARGS, "set_times(i, t_start, t_end)"},
