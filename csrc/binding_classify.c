@@ -7,7 +7,11 @@
 /* A 1-D C-contiguous float64 view of `obj` (new reference), or NULL with an exception naming `name`. */
 static PyArrayObject *as_f64(PyObject *obj, const char *name) {
     PyArrayObject *a = (PyArrayObject *)PyArray_FROMANY(obj, NPY_DOUBLE, 1, 1, NPY_ARRAY_IN_ARRAY);
-    if (!a) {
+    /* Only a value that is not a 1-D array of numbers becomes this TypeError (NumPy says so with TypeError or
+     * ValueError); anything else (MemoryError, KeyboardInterrupt, an error raised by the object's own __array__ or
+     * __len__ that is neither) propagates as it is. */
+    if (!a && (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError))) {
+        PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "classify: %s must be a 1-D array of numbers", name);
     }
     return a;

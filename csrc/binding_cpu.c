@@ -3,13 +3,14 @@
  * Each exported function parses and validates its arguments, then calls an `_impl` that does the work with the
  * GIL released around the pure C measurement and converts the result. Argument errors raise ValueError or
  * TypeError naming the argument; a failed system call raises RuntimeError naming that call. */
+#include "rl_module.h" /* Python.h first: it sets the feature macros the C library headers read */
+
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cpu.h"
-#include "rl_module.h"
 #include "rl_numpy.h"
 
 #define RL_MAX_THREADS 4096
@@ -81,11 +82,38 @@ static int rl_parse_threads(int threads) {
     return threads == 0 ? rl_cpu_count() : threads;
 }
 
+/* strerror_r returns an int (POSIX) or a char * (GNU) depending on the C library and feature macros: pick the text
+ * from either. */
+static const char *rl_errtext_int(int rc, const char *buf) { return (rc == 0 && buf[0]) ? buf : "unknown error"; }
+static const char *rl_errtext_ptr(const char *p, const char *buf) {
+    (void)buf;
+    return p ? p : "unknown error";
+}
+#define RL_ERRTEXT(rc, buf) _Generic((rc), int: rl_errtext_int, default: rl_errtext_ptr)((rc), (buf))
+
 static PyObject *rl_raise_cpu_error(const rl_cpu_error *err) {
     if (err->code != 0) {
-        return rl_err_runtime("%s failed: %s", err->call, strerror(err->code));
+        char buf[256];
+        buf[0] = '\0';
+        const char *text = RL_ERRTEXT(strerror_r(err->code, buf, sizeof(buf)), buf); /* strerror is not thread-safe */
+        return rl_err_runtime("%s failed: %s (errno %d)", err->call, text, err->code);
     }
     return rl_err_runtime("%s failed", err->call);
+}
+
+/* ValueError "<name> must be <rule> <RL_MAX_SECONDS>, not <value>": PyErr_Format has no float conversion, so the
+ * numbers are formatted here, as Python's repr() writes them. */
+static PyObject *rl_err_seconds(const char *name, const char *rule, double value) {
+    char *lim = PyOS_double_to_string(RL_MAX_SECONDS, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    char *got = PyOS_double_to_string(value, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (lim && got) {
+        rl_err_value("%s must be %s %s, not %s", name, rule, lim, got);
+    } else {
+        PyErr_NoMemory();
+    }
+    PyMem_Free(lim);
+    PyMem_Free(got);
+    return NULL;
 }
 
 /* ---- cpu_info ---- */
@@ -195,7 +223,7 @@ static PyObject *cpu_fma_peak(PyObject *module, PyObject *args, PyObject *kwargs
         return NULL;
     }
     if (!isfinite(seconds) || seconds <= 0.0 || seconds > RL_MAX_SECONDS) {
-        return rl_err_value("seconds must be > 0 and <= %g, not %g", RL_MAX_SECONDS, seconds);
+        return rl_err_seconds("seconds", "> 0 and <=", seconds);
     }
     if (repeats < 1 || repeats > 1000) {
         return rl_err_value("repeats must be between 1 and 1000, not %d", repeats);
@@ -328,7 +356,7 @@ static PyObject *cpu_bandwidth_sweep(PyObject *module, PyObject *args, PyObject 
         return rl_err_value("repeats must be between 1 and 1000, not %d", repeats);
     }
     if (!isfinite(min_seconds) || min_seconds < 0.0 || min_seconds > RL_MAX_SECONDS) {
-        return rl_err_value("min_seconds must be >= 0 and <= %g, not %g", RL_MAX_SECONDS, min_seconds);
+        return rl_err_seconds("min_seconds", ">= 0 and <=", min_seconds);
     }
     if (nt_min_bytes < 0) {
         return rl_err_value("nt_min_bytes must be >= 0, not %lld", nt_min_bytes);
