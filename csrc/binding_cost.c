@@ -96,8 +96,26 @@ static PyObject *op_label(const op_entry *e, Py_ssize_t opi) {
 /* Parse an int argument of a Recorder method into [0, max]. `what` names it and `label` (may be NULL) the op in the
  * errors: TypeError for a non-int (a bool included: a count is never True), ValueError for a negative value,
  * OverflowError above `max`. Nothing is wrapped or truncated. 0, or -1 with the exception set. */
+static int parse_uint_int(PyObject *o, unsigned long long max, PyObject *label, const char *method,
+                          const char *what, unsigned long long *out);
+
 static int parse_uint(PyObject *o, unsigned long long max, PyObject *label, const char *method, const char *what,
                       unsigned long long *out) {
+    if (PyLong_Check(o) || PyBool_Check(o) || !Py_TYPE(o)->tp_as_number || !Py_TYPE(o)->tp_as_number->nb_index) {
+        return parse_uint_int(o, max, label, method, what, out);
+    }
+    /* an integer type of another library (numpy.int64): its value, through __index__ */
+    PyObject *v = PyNumber_Index(o);
+    if (!v) {
+        return -1;
+    }
+    int rc = parse_uint_int(v, max, label, method, what, out);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int parse_uint_int(PyObject *o, unsigned long long max, PyObject *label, const char *method,
+                          const char *what, unsigned long long *out) {
     PyObject *exc;
     char why[128];
     if (!PyLong_Check(o) || PyBool_Check(o)) {

@@ -351,6 +351,12 @@ def test_append_counts_are_never_wrapped_or_truncated():
     rec.append(i, 0, 0, 0, 2**64 - 1, 2**63, 0, 0, 1, 0)  # the largest counts are kept exactly
     row = _rows(rec)[0]
     assert int(row["matrix_flops"]) == 2**64 - 1 and int(row["vector_flops"]) == 2**63
+    rec.append(i, np.uint32(1), np.int64(2), np.int8(2), np.uint64(2**64 - 1), np.int64(5), 0, 0, 0, 0)
+    row = _rows(rec)[1]  # integers of other libraries are read exactly, through __index__
+    assert (int(row["module"]), int(row["phase"]), int(row["matrix_flops"]), int(row["vector_flops"])) == (
+        1, 2, 2**64 - 1, 5)
+    with pytest.raises(TypeError, match="vector_flops must be an int, not numpy.float64"):
+        rec.append(i, 0, 0, 0, 0, np.float64(2.0), 0, 0, 0, 0)
     unnamed = rec.add_op(_core.K_ZERO)
     with pytest.raises(OverflowError, match=r"op #1: bytes_written"):
         rec.append(unnamed, 0, 0, 0, 0, 0, 0, 0, 2**64, 0)
