@@ -151,7 +151,11 @@ register.__doc__ = """Add a cost formula for an op that has none (your custom op
   tensor list, ``"zero"``, ``"copy"``, ``"mm"``, ``"bmm"``, ...; see ``roofline._registry.KIND_NAMES``.
   The attention, pooling and NLL kinds need argument positions this form cannot give).
 
-Registering an op twice raises ValueError: call :func:`unregister` first to replace a formula. Register before
+Every argument is checked at the call, and an error names the op: ``flops`` and ``special`` must be ints (a
+float such as 2.7 is refused, not truncated) from 0 to 2**63 - 1, and only the per-element kinds (``"fill"``,
+``"ewise"``, ``"ewise_in"``, ``"foreach"``) take them. A formula's counts must be ints from 0 to 2**64 - 1
+(TypeError, ValueError or OverflowError inside the block otherwise). Registering an op twice raises ValueError:
+call :func:`unregister` first to replace a formula. Register before
 entering ``measure``: a block resolves an op's formula the first time it meets the op. Needs torch. Returns None.
 
 ``roofline.register(torch.ops.mylib.op, lambda x, out=None: {"vector_flops": x.numel()})`` or

@@ -465,8 +465,9 @@ def ceilings(
     ``$XDG_CACHE_HOME/roofline``, else ``~/.cache/roofline``) per device fingerprint and package version and reused;
     ``refresh=True`` re-measures. A cache file that is corrupt, truncated, of another schema or version, or of
     another machine is ignored with a warning and re-measured; so is a cache directory that is not the user's own
-    or that its group or others can write (then nothing is cached either). ``quick=True`` (the default) takes about 2-3 s on
-    a small CPU; ``quick=False`` sweeps more sizes with more repeats, and a quick cached result is then re-measured.
+    or that its group or others can write (then nothing is cached either). ``quick=True`` (the default) takes
+    about 2-3 s on a small CPU; ``quick=False`` sweeps more sizes with more repeats, and a quick cached result is
+    then re-measured.
     ``progress`` receives short status lines while measuring.
     """
     if not isinstance(refresh, bool):
