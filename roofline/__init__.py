@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 from roofline import _core  # noqa: F401  (the C extension; fails early if the build is broken)
 from roofline._ceilings import CeilingNotAvailable, Ceiling, Ceilings, ceilings
 from roofline._spec import Cost, TensorSpec, cost
@@ -19,7 +17,6 @@ __all__ = ["measure", "cost", "Cost", "TensorSpec", "Report", "register", "unreg
            "Ceilings", "Ceiling", "CeilingNotAvailable", "devices", "__version__"]
 
 
-@contextlib.contextmanager
 def measure(model=None, *, timing="model", ceilings="measured"):
     """Count every aten op that runs inside the block: FLOPs (matrix and vector) and compulsory bytes, per op call,
     with the module that ran it and the phase (forward, backward, optimizer).
@@ -30,10 +27,15 @@ def measure(model=None, *, timing="model", ceilings="measured"):
     microbenchmarks, cached), ``"datasheet"``, a device name from :mod:`roofline.devices` (``"H100 SXM"``), or a
     :class:`roofline.Ceilings`. Ceilings are resolved on first use of the report.
 
-    ``model`` (optional) names the modules from its root, e.g. ``"ResNet.layer1.0.conv1"`` (the naming
-    ``FlopCounterMode`` uses). Works on CPU and CUDA tensors, on the meta device and under ``FakeTensorMode``, under
-    ``no_grad``, ``inference_mode`` and autocast. An exception in the block propagates unchanged and leaves no
-    dispatch mode or hook behind.
+    ``model`` (optional): a ``torch.nn.Module``, whose modules are then named from its root, e.g.
+    ``"ResNet.layer1.0.conv1"`` (the naming ``FlopCounterMode`` uses); modules are attributed without it too.
+    Works on CPU and CUDA tensors, on the meta device and under ``FakeTensorMode``, under ``no_grad``,
+    ``inference_mode`` and autocast. An exception in the block propagates unchanged and leaves no dispatch mode or
+    hook behind.
+
+    The arguments are checked when ``measure`` is called (TypeError or ValueError; KeyError, listing close
+    matches, for an unknown device name). The object it returns is a context manager for one ``with`` block:
+    entering it again raises RuntimeError (call ``measure`` again for another block).
 
     Yields a :class:`roofline.Report`, which is empty inside the block and filled when the block exits: read it
     after the ``with`` statement. Needs torch (imported on first use).
@@ -42,49 +44,84 @@ def measure(model=None, *, timing="model", ceilings="measured"):
     ...     model(x).sum().backward()
     >>> print(r)                                      # doctest: +SKIP
     """
-    from roofline import _torch
-
-    if isinstance(ceilings, str) and ceilings not in ("measured", "datasheet"):
-        devices.get(ceilings)  # a device name: fail now (KeyError listing close matches), not after the run
-    elif not isinstance(ceilings, (str, Ceilings)):
+    if timing is not None and not isinstance(timing, str):
+        raise TypeError(f"measure: timing must be 'model', 'op' or None, got {type(timing).__name__}")
+    if timing not in ("model", "op", None):
+        raise ValueError(f"measure: timing must be 'model', 'op' or None, got {timing!r}")
+    if isinstance(ceilings, str):
+        if ceilings not in ("measured", "datasheet"):
+            devices.get(ceilings)  # a device name: fail now (KeyError listing close matches), not after the run
+    elif not isinstance(ceilings, Ceilings):
         raise TypeError(f"measure: ceilings must be 'measured', 'datasheet', a device name or a Ceilings, "
                         f"got {type(ceilings).__name__}")
-    session = _torch.Session(model, timing=timing)
-    report = Report([], [], [])
-    session.enter()
-    try:
-        yield report
-    except BaseException as e:
-        session.exit(type(e), e, e.__traceback__)
-        raise
-    else:
-        session.exit(None, None, None)
-    import numpy as np
+    from roofline import _torch  # needs torch
 
-    from roofline._records import RECORD_DTYPE
+    if model is not None and not isinstance(model, _torch.torch.nn.Module):
+        hint = " (a model's name is not enough: pass the model object)" if isinstance(model, str) else ""
+        raise TypeError(f"measure: model must be a torch.nn.Module or None, got {type(model).__name__}{hint}")
+    return _Measure(model, timing, ceilings)
 
-    meta = {"timing": timing, "devices": sorted(session.devices), "version": __version__,
-            "ceilings_source": (ceilings if ceilings in ("measured", "datasheet") else
-                                "datasheet" if isinstance(ceilings, str) else "best")}
-    report.__init__(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
-                    session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
-                    overhead=_torch.instrumentation_overhead(timing) if timing is not None else None)
+
+class _Measure:
+    """The context manager :func:`measure` returns: one block, one report."""
+
+    __slots__ = ("_model", "_timing", "_ceilings", "_session", "_report", "_used")
+
+    def __init__(self, model, timing, ceilings):
+        self._model, self._timing, self._ceilings = model, timing, ceilings
+        self._session = self._report = None
+        self._used = False
+
+    def __enter__(self) -> Report:
+        from roofline import _torch
+
+        if self._used:
+            raise RuntimeError("this roofline.measure(...) object has already been entered; it is single-use: "
+                               "call roofline.measure(...) again for another block")
+        self._used = True
+        session = _torch.Session(self._model, timing=self._timing)
+        session.enter()  # on failure it releases whatever it had installed
+        self._session, self._report = session, Report([], [], [])
+        return self._report
+
+    def __exit__(self, exc_type, exc, tb):
+        session, report, self._session = self._session, self._report, None
+        session.exit(exc_type, exc, tb)
+        if exc_type is not None:
+            return False  # propagate unchanged
+        import numpy as np
+
+        from roofline import _torch
+        from roofline._records import RECORD_DTYPE
+
+        timing, ceilings = self._timing, self._ceilings
+        meta = {"timing": timing, "devices": sorted(session.devices), "version": __version__,
+                "ceilings_source": (ceilings if ceilings in ("measured", "datasheet") else
+                                    "datasheet" if isinstance(ceilings, str) else "best")}
+        report.__init__(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
+                        session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
+                        overhead=_torch.instrumentation_overhead(timing) if timing is not None else None)
+        return False
 
 
 def load(path) -> Report:
-    """Read a report written by :meth:`Report.to_json` (a path, or the JSON text itself)."""
-    import json
+    """Read a report written by :meth:`Report.to_json` (a path, or the JSON text itself).
+
+    The document is checked against its schema version before anything is built (see :meth:`Report.from_dict`):
+    malformed JSON, nesting deeper than a report's, or any field of the wrong type or out of range raises
+    ValueError naming it."""
     import os
 
-    text = path
+    from roofline import _safejson
+
     if isinstance(path, os.PathLike) or (isinstance(path, str) and not path.lstrip().startswith(("{", "["))):
-        with open(path) as f:
+        with open(path, "rb") as f:
             text = f.read()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"not a roofline report: invalid JSON ({e})") from None
-    return Report.from_dict(data)
+    elif isinstance(path, (str, bytes, bytearray)):
+        text = path
+    else:
+        raise TypeError(f"load: expected a path or the JSON text of a report, got {type(path).__name__}")
+    return Report.from_dict(_safejson.loads(text, "not a roofline report"))
 
 
 def register(op, formula=None, *, kind=None, flops=0, special=0):
@@ -114,7 +151,11 @@ register.__doc__ = """Add a cost formula for an op that has none (your custom op
   tensor list, ``"zero"``, ``"copy"``, ``"mm"``, ``"bmm"``, ...; see ``roofline._registry.KIND_NAMES``.
   The attention, pooling and NLL kinds need argument positions this form cannot give).
 
-Registering an op twice raises ValueError: call :func:`unregister` first to replace a formula. Register before
+Every argument is checked at the call, and an error names the op: ``flops`` and ``special`` must be ints (a
+float such as 2.7 is refused, not truncated) from 0 to 2**63 - 1, and only the per-element kinds (``"fill"``,
+``"ewise"``, ``"ewise_in"``, ``"foreach"``) take them. A formula's counts must be ints from 0 to 2**64 - 1
+(TypeError, ValueError or OverflowError inside the block otherwise). Registering an op twice raises ValueError:
+call :func:`unregister` first to replace a formula. Register before
 entering ``measure``: a block resolves an op's formula the first time it meets the op. Needs torch. Returns None.
 
 ``roofline.register(torch.ops.mylib.op, lambda x, out=None: {"vector_flops": x.numel()})`` or

@@ -27,7 +27,8 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from roofline import _core
+from roofline import _core, _safejson
+from roofline._cachedir import ensure_private_dir, untrusted_reason
 
 __all__ = [
     "Ceiling",
@@ -268,7 +269,8 @@ class Ceilings:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Ceilings":
-        """Inverse of ``to_dict``. Raises ValueError on a wrong schema or malformed content."""
+        """Inverse of ``to_dict``. Raises ValueError on a wrong schema or malformed content (every field is checked:
+        types, finite non-negative rates, integer sweep sizes), and no other exception."""
         if not isinstance(d, dict):
             raise ValueError(f"ceilings JSON must be an object, not {type(d).__name__}")
         if d.get("schema") != SCHEMA:
@@ -283,11 +285,7 @@ class Ceilings:
             bandwidths = {str(k): Ceiling.from_dict(v) for k, v in _dict(d["bandwidth"], "bandwidth").items()}
             sweep = None
             if d.get("sweep") is not None:
-                sweep = {}
-                for k, v in _dict(d["sweep"], "sweep").items():
-                    if not isinstance(v, list):
-                        raise ValueError(f"sweep[{k!r}] must be a list")
-                    sweep[k] = np.array(v, dtype=np.int64 if k == "sizes" else np.float64)
+                sweep = _sweep(_dict(d["sweep"], "sweep"))
             quick = d.get("quick")
             if quick is not None and not isinstance(quick, bool):
                 raise ValueError("quick must be a bool or null")
@@ -305,7 +303,7 @@ class Ceilings:
                 version=_str(d.get("version", ""), "version"),
                 timestamp=None if timestamp is None else _str(timestamp, "timestamp"),
                 quick=quick,
-                info=_dict(d.get("info", {}), "info"),
+                info=_info(d.get("info", {})),
                 sweep=sweep,
                 notes=notes,
             )
@@ -314,12 +312,9 @@ class Ceilings:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Ceilings":
-        """Inverse of ``to_json``. Raises ValueError on malformed JSON or a wrong schema."""
-        try:
-            d = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"not valid ceilings JSON: {e}") from None
-        return cls.from_dict(d)
+        """Inverse of ``to_json``. Raises ValueError on malformed JSON (nesting deeper than a ceilings document's
+        included) or a wrong schema."""
+        return cls.from_dict(_safejson.loads(text, "not valid ceilings JSON"))
 
     @classmethod
     def from_datasheet(cls, spec: Any, device: str = "cuda") -> "Ceilings":
@@ -469,8 +464,10 @@ def ceilings(
     Results are cached on disk (in ``roofline._ceilings.cache_dir()``: ``$ROOFLINE_CACHE_DIR``, else
     ``$XDG_CACHE_HOME/roofline``, else ``~/.cache/roofline``) per device fingerprint and package version and reused;
     ``refresh=True`` re-measures. A cache file that is corrupt, truncated, of another schema or version, or of
-    another machine is ignored with a warning and re-measured. ``quick=True`` (the default) takes about 2-3 s on
-    a small CPU; ``quick=False`` sweeps more sizes with more repeats, and a quick cached result is then re-measured.
+    another machine is ignored with a warning and re-measured; so is a cache directory that is not the user's own
+    or that its group or others can write (then nothing is cached either). ``quick=True`` (the default) takes
+    about 2-3 s on a small CPU; ``quick=False`` sweeps more sizes with more repeats, and a quick cached result is
+    then re-measured.
     ``progress`` receives short status lines while measuring.
     """
     if not isinstance(refresh, bool):
@@ -957,17 +954,26 @@ def _cache_path(kind: str, fingerprint: str) -> str:
     return os.path.join(cache_dir(), f"ceilings-{kind}-{safe}.json")
 
 
+_MAX_CACHE_BYTES = 16 << 20  # a ceilings file is tens of KiB; anything far larger is not one
+
+
 def _load_cache(path: str, fingerprint: str, need_thorough: bool) -> Ceilings | None:
-    """The cached Ceilings at `path`, or None: missing (silently), or unusable (with a warning)."""
+    """The cached Ceilings at `path`, or None: missing (silently), or unusable (with a warning). Never raises. A
+    directory that is not the user's own or that others can write is not read (the write that follows says why):
+    it could feed forged ceilings into every report."""
+    if untrusted_reason(os.path.dirname(path) or ".") is not None:
+        return None
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(_MAX_CACHE_BYTES + 1)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as e:
         warnings.warn(f"cannot read the ceilings cache {path} ({e}); re-measuring", RuntimeWarning, stacklevel=3)
         return None
     try:
+        if len(data) > _MAX_CACHE_BYTES:
+            raise ValueError(f"it is larger than {_MAX_CACHE_BYTES} bytes")
         c = Ceilings.from_json(data)
         if c.fingerprint != fingerprint:
             raise ValueError(f"it describes another device (fingerprint {c.fingerprint}, expected {fingerprint})")
@@ -984,12 +990,16 @@ def _load_cache(path: str, fingerprint: str, need_thorough: bool) -> Ceilings | 
 
 
 def _store_cache(path: str, c: Ceilings) -> None:
-    """Write `c` to `path` atomically (temporary file in the same directory + os.replace). Never raises: a cache
-    that cannot be written costs a re-measurement next time, with a warning now."""
-    directory = os.path.dirname(path)
+    """Write `c` to `path` atomically (temporary file in the same directory + os.replace), in a directory only this
+    user can write. Never raises: a cache that cannot be written costs a re-measurement next time, with a warning
+    now."""
+    directory = os.path.dirname(path) or "."
     tmp = None
+    reason = ensure_private_dir(directory)
+    if reason is not None:
+        warnings.warn(f"cannot write the ceilings cache {path} ({reason})", RuntimeWarning, stacklevel=3)
+        return
     try:
-        os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".ceilings-", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "w") as f:
             f.write(c.to_json())
@@ -997,7 +1007,7 @@ def _store_cache(path: str, c: Ceilings) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
         tmp = None
-    except OSError as e:
+    except (OSError, ValueError) as e:  # ValueError: a result that is not valid JSON (NaN) is not cached
         warnings.warn(f"cannot write the ceilings cache {path} ({e})", RuntimeWarning, stacklevel=3)
     finally:
         if tmp is not None:
@@ -1070,7 +1080,50 @@ def _opt_float(v: Any, name: str) -> float | None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"{name} must be a number or null, not {type(v).__name__}")
-    return float(v)
+    try:
+        f = float(v)
+    except OverflowError:  # an int beyond the float range
+        raise ValueError(f"{name} is out of range: {v}") from None
+    if not math.isfinite(f) or f < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, not {f}")
+    return f
+
+
+_MAX_SWEEP_SIZE = 1 << 62  # bytes: far beyond any working set, and clear of int64
+
+
+def _sweep(d: dict) -> dict[str, np.ndarray]:
+    """The bandwidth sweep of a ceilings document, checked: "sizes" integer byte counts, every other entry rates
+    (finite, >= 0), all of one length."""
+    out = {}
+    for k, v in d.items():
+        if not isinstance(v, list):
+            raise ValueError(f"sweep[{k!r}] must be a list")
+        if k == "sizes":
+            for x in v:
+                if isinstance(x, bool) or not isinstance(x, int) or not 0 < x <= _MAX_SWEEP_SIZE:
+                    raise ValueError(f"sweep['sizes'] must hold integer byte counts in 1..2**62, not {x!r}")
+            out[k] = np.array(v, dtype=np.int64)
+        else:
+            out[k] = np.array([_opt_float(x, f"sweep[{k!r}] entry") if x is not None else _null(k) for x in v],
+                              dtype=np.float64)
+    if len({len(a) for a in out.values()}) > 1:
+        raise ValueError("the sweep's lists differ in length")
+    return out
+
+
+def _null(k: str):
+    raise ValueError(f"sweep[{k!r}] holds a null")
+
+
+def _info(v: Any) -> dict:
+    """The ``info`` object: free-form machine details, but the entries read back are checked."""
+    info = _dict(v, "info")
+    lowp = info.get("native_lowp")
+    if lowp is not None and not (isinstance(lowp, dict) and all(
+            isinstance(x, list) and all(isinstance(i, str) for i in x) for x in lowp.values())):
+        raise ValueError("info.native_lowp must map dtype names to lists of str")
+    return info
 
 
 def _str(v: Any, name: str) -> str:

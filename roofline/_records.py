@@ -38,6 +38,10 @@ for _code, _name, _size in _core.dtype_table():
     DTYPE_NAMES[_code] = _name
     ITEMSIZE[_name] = _size
 
+# records["dtype"] and records["phase"] are one byte each: every code the recorder can be given must fit.
+if any(not 0 <= c <= 0xFF for c in DTYPE_NAMES) or len(PHASES) > 0x100:  # pragma: no cover - a build mismatch
+    raise ImportError(f"roofline._core dtype codes {sorted(DTYPE_NAMES)} do not fit the record's dtype field")
+
 # Accepted spellings of dtype names (numpy and short forms) -> canonical name.
 DTYPE_ALIASES = {
     "float": "float32", "double": "float64", "half": "float16", "bf16": "bfloat16", "fp16": "float16",

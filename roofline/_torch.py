@@ -6,6 +6,8 @@ Imported only when torch is used (``roofline.measure``, ``roofline.register`` on
 
 from __future__ import annotations
 
+import operator
+import re
 import time
 import warnings
 import torch
@@ -20,6 +22,7 @@ try:  # torch imports dynamo lazily on the first op under a dispatch mode (~1 s)
 except Exception:  # pragma: no cover - optional in minimal torch builds
     pass
 from roofline._records import BACKWARD, DTYPE_CODES, FORWARD, OPTIMIZER
+from roofline._spec import Cost
 from roofline.report import OpInfo
 
 _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
@@ -174,6 +177,26 @@ class _TimedMode(_Mode):
 
 
 _now = time.perf_counter
+_COUNT_KEYS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
+_MAX_COUNT = (1 << 64) - 1  # the records hold unsigned 64-bit counts
+_MAX_MODULE_ID = (1 << 32) - 1  # records["module"] is uint32
+
+
+def _formula_count(op: str, key: str, value) -> int:
+    """One count returned by a user formula, checked: an int (a float would be truncated, a bool is a mistake),
+    >= 0, and small enough for the record's 64-bit field (never stored modulo 2**64)."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"roofline formula for {op} returned {key}={value!r} ({type(value).__name__}); counts must "
+                        "be ints") from None
+    if n < 0:
+        raise ValueError(f"roofline formula for {op} returned a negative count: {key}={n}")
+    if n > _MAX_COUNT:
+        raise OverflowError(f"roofline formula for {op} returned {key}={n}, which does not fit 64 bits")
+    return n
 
 
 def _on_cuda(args, kwargs=None):
@@ -304,22 +327,18 @@ class Session:
         return out
 
     def _record_python(self, idx, formula, phase, args, kwargs, out):
-        from roofline._spec import Cost
-
         res = formula(*args, **{**kwargs, "out": out})  # an out= overload's own `out` is the result too
+        name = self.ops[idx].name
         if isinstance(res, Cost):
-            vals = (res.matrix_flops, res.vector_flops, res.special_ops, res.bytes_read, res.bytes_written)
+            res = {k: getattr(res, k) for k in _COUNT_KEYS}
         elif isinstance(res, dict):
-            unknown = set(res) - {"matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written"}
+            unknown = set(res) - set(_COUNT_KEYS)
             if unknown:
-                raise ValueError(f"roofline formula for {self.ops[idx].name} returned unknown keys {sorted(unknown)}")
-            vals = tuple(int(res.get(k, 0)) for k in (
-                "matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written"))
+                raise ValueError(f"roofline formula for {name} returned unknown keys {sorted(map(str, unknown))}")
         else:
-            raise TypeError(f"roofline formula for {self.ops[idx].name} must return a dict or roofline.Cost, "
+            raise TypeError(f"roofline formula for {name} must return a dict or roofline.Cost, "
                             f"got {type(res).__name__}")
-        if any(v < 0 for v in vals):
-            raise ValueError(f"roofline formula for {self.ops[idx].name} returned a negative count: {vals}")
+        vals = tuple(_formula_count(name, k, res.get(k, 0)) for k in _COUNT_KEYS)
         t = next((a for a in args if isinstance(a, torch.Tensor)), out if isinstance(out, torch.Tensor) else None)
         dt = _TORCH_DTYPES.get(t.dtype, 0) if t is not None else 0
         self.recorder.append(idx, self.module_id, phase, dt, *vals, 0)
@@ -329,7 +348,10 @@ class Session:
         key = frozenset(self.tracker.parents)
         mid = self._module_ids.get(key)
         if mid is None:
-            mid = self._module_ids[key] = len(self.module_sets)
+            mid = len(self.module_sets)
+            if mid > _MAX_MODULE_ID:  # the record's module field is 32-bit: never let an id wrap onto another set
+                raise RuntimeError(f"measure: more than {_MAX_MODULE_ID + 1} distinct sets of active modules")
+            self._module_ids[key] = mid
             self.module_sets.append(tuple(sorted(key)))
         self.module_id = mid
         self.tracker._dirty = False
@@ -426,34 +448,71 @@ def register(op, formula=None, *, kind=None, flops=0, special=0):
     Registering an op twice raises ``ValueError``; call :func:`unregister` first to replace a formula.
     """
     key = _op_key(op)
-    if key in _USER:
-        raise ValueError(f"a formula for {key} is already registered; call roofline.unregister({key!r}) first")
     if (formula is None) == (kind is None):
-        raise TypeError("register: pass exactly one of formula= (a callable) or kind= (a built-in formula name)")
+        raise TypeError(f"register({key}): pass exactly one of formula= (a callable) or kind= (a built-in formula "
+                        "name)")
     if formula is not None:
         if not callable(formula):
-            raise TypeError(f"register: formula must be callable, got {type(formula).__name__}")
-        _USER[key] = formula
+            raise TypeError(f"register({key}): formula must be callable, got {type(formula).__name__}")
+        if _per_element_count(key, "flops", flops) or _per_element_count(key, "special", special):
+            raise TypeError(f"register({key}): flops= and special= go with kind=; a formula= returns its own counts")
+        entry = formula
     else:
+        if not isinstance(kind, str):
+            raise TypeError(f"register({key}): kind must be a str (one of {sorted(_REGISTRABLE)}), "
+                            f"got {type(kind).__name__}")
         if kind not in _registry.KINDS_BY_NAME:
-            raise ValueError(f"register: unknown kind {kind!r}; choose from {sorted(_REGISTRABLE)}")
+            raise ValueError(f"register({key}): unknown kind {kind!r}; choose from {sorted(_REGISTRABLE)}")
         if kind not in _REGISTRABLE:
-            raise ValueError(f"register: kind {kind!r} needs argument positions from a schema it knows; register a "
-                             f"formula= callable instead, or one of {sorted(_REGISTRABLE)}")
-        if int(flops) < 0 or int(special) < 0:
-            raise ValueError("register: flops and special must be >= 0")
-        _USER[key] = _registry.Entry(_registry.KINDS_BY_NAME[kind], int(flops), int(special))
+            raise ValueError(f"register({key}): kind {kind!r} needs argument positions from a schema it knows; "
+                             f"register a formula= callable instead, or one of {sorted(_REGISTRABLE)}")
+        per_element = kind in _PER_ELEMENT
+        counts = []
+        for name, value in (("flops", flops), ("special", special)):
+            n = _per_element_count(key, name, value)
+            if n and not per_element:
+                raise ValueError(f"register({key}): kind {kind!r} takes no {name}= (only "
+                                 f"{', '.join(sorted(_PER_ELEMENT))} count per element); got {name}={n}")
+            counts.append(n)
+        entry = _registry.Entry(_registry.KINDS_BY_NAME[kind], counts[0], counts[1])
+    if key in _USER:
+        raise ValueError(f"a formula for {key} is already registered; call roofline.unregister({key!r}) first")
+    _USER[key] = entry
+
+
+# Kinds whose flops/special are counts per element (of the result, the first tensor, the first tensor list).
+_PER_ELEMENT = frozenset({"fill", "ewise", "ewise_in", "foreach"})
+# The per-element costs are stored in signed 64-bit fields of the C op table (rl_op.p1, rl_op.p2 in csrc/cost.h).
+_MAX_PER_ELEMENT = (1 << 63) - 1
+
+
+def _per_element_count(key: str, name: str, value) -> int:
+    """``value`` as a per-element count for the C op table: an integer (bool and float refused: 2.7 FLOPs per element
+    cannot be stored, and truncating it would be a silently wrong count) in 0 .. 2**63-1."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"register({key}): {name} must be an int (a count per element), got "
+                        f"{type(value).__name__} {value!r}") from None
+    if n < 0:
+        raise ValueError(f"register({key}): {name} must be >= 0, got {n}")
+    if n > _MAX_PER_ELEMENT:
+        raise OverflowError(f"register({key}): {name}={n} does not fit the per-element cost field "
+                            f"(at most 2**63 - 1)")
+    return n
 
 
 def unregister(op) -> None:
     """Remove a formula added with :func:`register` (KeyError if there is none)."""
-    key = _op_key(op)
+    key = _op_key(op, "unregister")
     if key not in _USER:
         raise KeyError(f"no formula registered for {key}")
     del _USER[key]
 
 
-def _op_key(op) -> str:
+def _op_key(op, what: str = "register") -> str:
     if isinstance(op, torch._ops.OpOverload):
         return f"{op._schema.name}.{op._overloadname}"
     if isinstance(op, torch._ops.OpOverloadPacket):
@@ -462,8 +521,15 @@ def _op_key(op) -> str:
         from roofline._spec import _split_name  # the one parser of op names ("add", "aten.add.Tensor", "ns::op")
 
         qualified, overload = _split_name(op)
+        if not _OP_NAME.fullmatch(qualified) or not _OVERLOAD.fullmatch(overload):
+            raise ValueError(f"{what}: {op!r} is not an operator name (\"mylib::op\", \"mylib::op.overload\", "
+                             "or an aten name such as \"gelu\")")
         return f"{qualified}.{overload}" if overload else qualified
-    raise TypeError(f"register: op must be a torch op or its name, got {type(op).__name__}")
+    raise TypeError(f"{what}: op must be a torch op or its name, got {type(op).__name__}")
+
+
+_OP_NAME = re.compile(r"[A-Za-z_]\w*::[A-Za-z_]\w*")
+_OVERLOAD = re.compile(r"\w*")
 
 
 _OVERHEAD: dict = {}

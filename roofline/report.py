@@ -583,28 +583,12 @@ class Report:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Report":
-        """Rebuild a report from :meth:`to_dict`; raises ValueError on another schema or a corrupt record block."""
-        from roofline._ceilings import Ceilings
-
-        if not isinstance(d, dict) or d.get("schema") != SCHEMA_VERSION:
-            raise ValueError(f"not a roofline report (schema {SCHEMA_VERSION} expected)")
-        try:
-            raw = base64.b64decode(d["records"], validate=True)
-            if len(raw) % RECORD_DTYPE.itemsize:
-                raise ValueError("the record block is truncated")
-            records = np.frombuffer(raw, dtype=RECORD_DTYPE).copy()
-            if len(records) != d["n_records"]:
-                raise ValueError("record count does not match")
-            ops = [OpInfo(str(o["name"]), str(o["packet"]), str(o["kind"])) for o in d["ops"]]
-            module_sets = [tuple(str(n) for n in m) for m in d["module_sets"]]
-        except (KeyError, TypeError, ValueError, binascii.Error) as e:
-            raise ValueError(f"corrupt roofline report: {e}") from None
-        if len(records) and (int(records["op"].max()) >= len(ops) or int(records["module"].max()) >= len(module_sets)):
-            raise ValueError("corrupt roofline report: a record refers to an op or module set that is not listed")
-        ceil = Ceilings.from_dict(d["ceilings"]) if d.get("ceilings") else None
-        meta = dict(d.get("meta") or {})
-        meta["ceilings_source"] = d.get("ceilings_source", "measured")
-        r = cls(records, ops, module_sets, d.get("wall_time"), meta, ceilings=ceil, overhead=d.get("overhead"))
+        """Rebuild a report from :meth:`to_dict`. The whole document is checked against its schema version before
+        anything is built: ValueError naming the first field that is wrong (another schema, a corrupt record block,
+        a record whose op, module, phase, dtype or status is out of range, a field of the wrong type)."""
+        records, ops, module_sets, wall_time, meta, overhead, ceil, source = _validate(d)
+        meta["ceilings_source"] = source
+        r = cls(records, ops, module_sets, wall_time, meta, ceilings=ceil, overhead=overhead)
         if ceil is None:
             r._ceilings_spec = None
         return r
@@ -809,3 +793,154 @@ def _fcm_ops():
     from roofline._registry import FLOP_COUNTER_OPS
 
     return FLOP_COUNTER_OPS
+
+
+# ---- reading a report back: the schema, checked field by field ------------------------------------------------
+_OP_KINDS = None  # the kind names a report's op table may hold (built on first use)
+_CEILINGS_SOURCES = ("measured", "datasheet", "best")
+_TIMINGS = ("model", "op", None)
+
+
+def _bad(field: str, problem: str):
+    raise ValueError(f"corrupt roofline report: {field} {problem}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _type(v) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def _list_of_str(v, field: str) -> list[str]:
+    if not isinstance(v, list):
+        _bad(field, f"must be a list of str, not {_type(v)}")
+    for i, x in enumerate(v):
+        if not isinstance(x, str):
+            _bad(f"{field}[{i}]", f"must be a str, not {_type(x)}")
+    return v
+
+
+def _time(v, field: str):
+    if v is None:
+        return None
+    if not _is_number(v) or not math.isfinite(float(v)) or v < 0:
+        _bad(field, f"must be a finite number of seconds >= 0 or null, not {v!r}")
+    return float(v)
+
+
+def _validate(d):
+    """The parts of a report document, each checked; ValueError naming the first wrong field."""
+    global _OP_KINDS
+    if not isinstance(d, dict):
+        raise ValueError(f"not a roofline report (schema {SCHEMA_VERSION} expected): a JSON object is needed, not "
+                         f"{_type(d)}")
+    schema = d.get("schema")
+    if not (_is_int(schema) and schema == SCHEMA_VERSION):
+        raise ValueError(f"not a roofline report (schema {SCHEMA_VERSION} expected, the document has "
+                         f"schema {schema!r})")
+    for key in ("records", "n_records", "ops", "module_sets"):
+        if key not in d:
+            _bad(key, "is missing")
+    # op and module tables
+    if _OP_KINDS is None:
+        from roofline._registry import KIND_NAMES
+
+        _OP_KINDS = frozenset(KIND_NAMES.values()) | {"python", "unknown"}
+    if not isinstance(d["ops"], list):
+        _bad("ops", f"must be a list, not {_type(d['ops'])}")
+    ops = []
+    for i, o in enumerate(d["ops"]):
+        if not isinstance(o, dict):
+            _bad(f"ops[{i}]", f"must be an object, not {_type(o)}")
+        for k in ("name", "packet", "kind"):
+            if not isinstance(o.get(k), str):
+                _bad(f"ops[{i}].{k}", f"must be a str, not {_type(o.get(k))}")
+        if o["kind"] not in _OP_KINDS:
+            _bad(f"ops[{i}].kind", f"is {o['kind']!r}, not a cost kind ({', '.join(sorted(_OP_KINDS))})")
+        ops.append(OpInfo(o["name"], o["packet"], o["kind"]))
+    if not isinstance(d["module_sets"], list):
+        _bad("module_sets", f"must be a list, not {_type(d['module_sets'])}")
+    module_sets = [tuple(_list_of_str(m, f"module_sets[{i}]")) for i, m in enumerate(d["module_sets"])]
+    # the record block
+    if not isinstance(d["records"], str):
+        _bad("records", f"must be a base64 str, not {_type(d['records'])}")
+    try:
+        raw = base64.b64decode(d["records"], validate=True)
+    except (binascii.Error, ValueError) as e:
+        _bad("records", f"is not base64 ({e})")
+    if len(raw) % RECORD_DTYPE.itemsize:
+        _bad("records", f"is truncated ({len(raw)} bytes, not a multiple of the {RECORD_DTYPE.itemsize}-byte record)")
+    records = np.frombuffer(raw, dtype=RECORD_DTYPE).copy()
+    n = d["n_records"]
+    if not _is_int(n) or n != len(records):
+        _bad("n_records", f"is {n!r}: the record count does not match the {len(records)} records in the block")
+    _check_records(records, len(ops), len(module_sets))
+    # scalars and small objects
+    wall_time = _time(d.get("wall_time"), "wall_time")
+    meta = d.get("meta")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        _bad("meta", f"must be an object, not {_type(meta)}")
+    meta = dict(meta)
+    if "timing" in meta and meta["timing"] not in _TIMINGS:
+        _bad("meta.timing", f"is {meta['timing']!r}, not one of {_TIMINGS}")
+    if "devices" in meta:
+        _list_of_str(meta["devices"], "meta.devices")
+    for k in ("version", "projected_to", "ceilings_source"):
+        if meta.get(k) is not None and not isinstance(meta[k], str):
+            _bad(f"meta.{k}", f"must be a str, not {_type(meta[k])}")
+    overhead = d.get("overhead")
+    if overhead is None:
+        overhead = {}
+    if not isinstance(overhead, dict):
+        _bad("overhead", f"must be an object, not {_type(overhead)}")
+    for k, v in overhead.items():
+        _time(v, f"overhead.{k}")
+        if v is None:
+            _bad(f"overhead.{k}", "must be a number of seconds, not null")
+    source = d.get("ceilings_source", "measured")
+    if source not in _CEILINGS_SOURCES:
+        _bad("ceilings_source", f"is {source!r}, not one of {_CEILINGS_SOURCES}")
+    ceil = None
+    if d.get("ceilings") is not None:
+        from roofline._ceilings import Ceilings
+
+        try:
+            ceil = Ceilings.from_dict(d["ceilings"])
+        except ValueError as e:
+            _bad("ceilings", f"are malformed: {e}")
+    return records, ops, module_sets, wall_time, meta, dict(overhead), ceil, source
+
+
+def _check_records(records, n_ops: int, n_module_sets: int):
+    """Every record's references and codes are in range (the roll-ups index tables with them)."""
+    if not len(records):
+        return
+
+    def first(mask, field, problem):
+        if mask.any():
+            i = int(np.flatnonzero(mask)[0])
+            _bad(f"records[{i}].{field}", problem(records[field][i]))
+
+    first(records["op"] >= n_ops, "op", lambda v: f"is {v}, but the report lists {n_ops} ops")
+    first(records["module"] >= n_module_sets, "module",
+          lambda v: f"is {v}, but the report lists {n_module_sets} module sets")
+    first(records["phase"] >= len(PHASES), "phase",
+          lambda v: f"is {v}, not a phase (" + ", ".join(f"{i} {p}" for i, p in enumerate(PHASES)) + ")")
+    first(~np.isin(records["dtype"], list(DTYPE_NAMES)), "dtype", lambda v: f"is {v}, not a dtype code")
+    statuses = np.unique(records["status"]).tolist()
+    bad = [st for st in statuses if st != 0 and _core.status_str(st) == _core.status_str(-1)]
+    first(np.isin(records["status"], bad), "status", lambda v: f"is {v}, not a status code")
+    t0, t1 = records["t_start"], records["t_end"]
+    first(np.isinf(t0), "t_start", lambda v: f"is {v}, not a time")
+    first(np.isinf(t1), "t_end", lambda v: f"is {v}, not a time")
+    first(np.isnan(t0) != np.isnan(t1), "t_end", lambda v: "and t_start must both be times or both be NaN")
+    with np.errstate(invalid="ignore"):
+        first(t1 < t0, "t_end", lambda v: f"is {v}, before the record's t_start")

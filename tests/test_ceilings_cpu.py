@@ -13,6 +13,7 @@ import glob
 import importlib
 import json
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -247,22 +248,67 @@ def _bad_value(text):
     return json.dumps(d)
 
 
-@pytest.mark.parametrize(
-    "corrupt",
-    [
-        lambda t: b"\x00\xff\xfegarbage\x89PNG",
-        lambda t: t[: len(t) // 2],
-        lambda t: "",
-        lambda t: "[1, 2, 3]",
-        _schema,
-        _stale,
-        _other_machine,
-        _missing_field,
-        _bad_value,
-    ],
-    ids=["garbage", "truncated", "empty", "not-object", "schema", "stale-version", "other-machine",
-         "missing-field", "bad-value"],
-)
+def _edit(**changes):
+    """A corruption that sets fields of the cached document (a callable value edits the old one)."""
+
+    def corrupt(text):
+        d = json.loads(text)
+        for k, v in changes.items():
+            d[k] = v(d[k]) if callable(v) else v
+        return json.dumps(d)
+
+    return corrupt
+
+
+def _sweep_entry(key, value):
+    return _edit(sweep=lambda s: {**s, key: [value] + s[key][1:]})
+
+
+def _deep_inside(text):
+    d = json.loads(text)
+    d["info"]["extra"] = "DEEP"
+    return json.dumps(d).replace('"DEEP"', "[" * 5000 + "0" + "]" * 5000)
+
+
+_CORRUPTIONS = {
+    "garbage": lambda t: b"\x00\xff\xfegarbage\x89PNG",
+    "truncated": lambda t: t[: len(t) // 2],
+    "empty": lambda t: "",
+    "not-object": lambda t: "[1, 2, 3]",
+    "schema": _schema,
+    "stale-version": _stale,
+    "other-machine": _other_machine,
+    "missing-field": _missing_field,
+    "bad-value": _bad_value,
+    # each of these used to raise out of ceilings() (RecursionError, OverflowError, TypeError) or load silently
+    "deep-nesting": lambda t: "[" * 100_000 + "]" * 100_000,
+    "deep-inside": _deep_inside,
+    "sizes-1e30": _sweep_entry("sizes", 1e30),
+    "sizes-null": _sweep_entry("sizes", None),
+    "sizes-fraction": _sweep_entry("sizes", 1.5),
+    "sizes-bool": _sweep_entry("sizes", True),
+    "sizes-2**70": _sweep_entry("sizes", 2**70),
+    "rate-null": _sweep_entry("read", None),
+    "rate-text": _sweep_entry("read", "fast"),
+    "sweep-lengths": _edit(sweep=lambda s: {**s, "read": s["read"][:-1]}),
+    "sweep-list": _edit(sweep=[1, 2]),
+    "peak-NaN": lambda t: t.replace('"measured": ', '"measured": NaN, "x": ', 1),
+    "peak-inf": lambda t: t.replace('"measured": ', '"measured": 1e999, "x": ', 1),
+    "peak-negative": _edit(peaks=lambda p: {k: {**v, "measured": -1.0} for k, v in p.items()}),
+    "peak-huge-int": _edit(peaks=lambda p: {k: {**v, "measured": 10**400} for k, v in p.items()}),
+    "peaks-list": _edit(peaks=[]),
+    "peak-entry-list": _edit(peaks=lambda p: {k: [1] for k in p}),
+    "quick-text": _edit(quick="yes"),
+    "info-list": _edit(info=[1, 2]),
+    "info-native-lowp": _edit(info=lambda i: {**i, "native_lowp": ["avx512_bf16"]}),
+    "notes-ints": _edit(notes=[1, 2]),
+    "duration-text": _edit(duration_s="2 s"),
+    "huge-integer": lambda t: t.replace('"duration_s": ', '"duration_s": ' + "9" * 5000 + ', "x": ', 1),
+    "not-utf8": lambda t: t.encode()[:-2] + b"\xff\xfe}",
+}
+
+
+@pytest.mark.parametrize("corrupt", list(_CORRUPTIONS.values()), ids=list(_CORRUPTIONS))
 def test_bad_cache_file_is_remeasured_with_warning(cache, fake_measure, corrupt):
     ceilings("cpu")
     path, text = _valid_text(cache)
@@ -276,6 +322,97 @@ def test_bad_cache_file_is_remeasured_with_warning(cache, fake_measure, corrupt)
     # the bad file was replaced by a valid one
     _, fixed = _valid_text(cache)
     assert Ceilings.from_json(fixed) == c
+
+
+def test_corrupt_documents_raise_only_value_error(measured):
+    """The reader behind the cache (and behind the ceilings saved in a report) has one failure mode."""
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    c, _ = measured
+    doc = json.loads(c.to_json())
+    scalars = st.none() | st.booleans() | st.integers(-2**80, 2**80) | st.floats() | st.text(max_size=4)
+    values = st.recursive(scalars, lambda x: st.lists(x, max_size=3) | st.dictionaries(st.text(max_size=3), x,
+                                                                                       max_size=3), max_leaves=6)
+
+    def paths(obj, prefix=()):
+        yield prefix
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                yield from paths(v, prefix + (k,))
+        elif isinstance(obj, list):
+            for i, v in enumerate(obj[:2]):
+                yield from paths(v, prefix + (i,))
+
+    all_paths = [p for p in paths(doc) if p]
+
+    @hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
+    @hypothesis.given(st.sampled_from(all_paths), values)
+    def check(path, value):
+        d = json.loads(json.dumps(doc))
+        parent = d
+        for k in path[:-1]:
+            parent = parent[k]
+        parent[path[-1]] = value
+        try:
+            back = Ceilings.from_json(json.dumps(d))
+        except ValueError:
+            return
+        str(back)  # whatever loads can be shown and looked up
+        try:
+            back.peak("vector", "float32", "best")
+        except CeilingNotAvailable:  # the documented answer for an entry with no figure
+            pass
+        back.to_json()
+
+    check()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="ownership and mode checks are POSIX")
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o722])
+def test_cache_directory_writable_by_others_is_not_used(tmp_path, fake_measure, monkeypatch, mode):
+    """A forged file in a directory others can write must not feed ceilings into reports, and nothing is written
+    there."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(shared))
+    ceilings("cpu")  # while the directory is private: cached
+    (path,) = glob.glob(str(shared / "*.json"))
+    forged = json.loads(open(path).read())
+    forged["peaks"]["vector/float64"]["measured"] = 1e30
+    with open(path, "w") as f:
+        json.dump(forged, f)
+    os.chmod(shared, mode)
+    with pytest.warns(RuntimeWarning, match=r"cannot write the ceilings cache .*writable by its group or by others"):
+        c = ceilings("cpu")
+    assert fake_measure == [True, True]  # re-measured, the forged file not read
+    assert c.peak("vector", "float64") < 1e30
+    assert json.loads(open(path).read()) == forged  # and not overwritten either
+    os.chmod(shared, 0o700)
+    _forbid_measuring(monkeypatch)
+    assert ceilings("cpu").peak("vector", "float64") == 1e30  # private again: the same file is used
+
+
+def test_cache_directory_that_is_a_symlink_is_not_used(tmp_path, fake_measure):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ROOFLINE_CACHE_DIR", str(link))
+    try:
+        with pytest.warns(RuntimeWarning, match="symbolic link"):
+            ceilings("cpu")
+    finally:
+        mp.undo()
+    assert os.listdir(real) == []
+
+
+def test_missing_cache_directory_is_created_private(tmp_path, fake_measure, monkeypatch):
+    target = tmp_path / "a" / "b"
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(target))
+    ceilings("cpu")
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o700
+    assert len(glob.glob(str(target / "*.json"))) == 1
 
 
 def test_unwritable_cache_warns_and_still_returns(tmp_path, fake_measure, monkeypatch):

@@ -75,6 +75,11 @@ def test_meta_device_counts_equal_cpu(name, runs):
     assert _counts(meta.by_module(phase="forward")) == _counts(cpu.by_module(phase="forward"))
     for phase in ("forward", "backward", "optimizer"):
         assert _costly(meta.by_op(phase)) == _costly(cpu.by_op(phase)), phase
+    for field in ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written"):
+        assert getattr(meta, field) == getattr(cpu, field), field
+    assert _costly(meta.by_op()) == _costly(cpu.by_op())
+    assert meta.unknown_ops == {} and cpu.unknown_ops == {}
+    assert meta.errors == {} and cpu.errors == {}
 
 
 def _counts(rollup):
@@ -85,10 +90,6 @@ def _counts(rollup):
 def _costly(by_op):
     """Drop ops that cost nothing (e.g. lift_fresh of a Python constant, which only the CPU run creates)."""
     return {k: v for k, v in by_op.items() if v["flops"] or v["bytes"]}
-    for field in ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written"):
-        assert getattr(meta, field) == getattr(cpu, field), field
-    assert meta.by_op() == cpu.by_op()
-    assert meta.unknown_ops == {}
 
 
 def test_gpt2_math_attention_equals_flop_counter(runs):
