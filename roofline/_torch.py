@@ -247,7 +247,7 @@ class Session:
     def resolve(self, func, args=(), allow_decompose=True):
         if isinstance(func, torch._ops.HigherOrderOperator):
             info = OpInfo(name=f"higher_order.{func.name()}", packet=f"higher_order.{func.name()}", kind="unknown")
-            idx = self.recorder.add_op(_core.K_ZERO)
+            idx = self.recorder.add_op(_core.K_ZERO, name=info.name)
             self.ops.append(info)
             self.op_index[func] = ("hop", idx, None)
             return self.op_index[func]
@@ -274,7 +274,7 @@ class Session:
         info = OpInfo(name=str(func), packet=_packet_name(func), kind="unknown", packet_obj=func._overloadpacket)
         if callable(user) and not isinstance(user, _registry.Entry):
             info.kind = "python"
-            idx = self.recorder.add_op(_core.K_ZERO)
+            idx = self.recorder.add_op(_core.K_ZERO, name=info.name)
             self.python_formulas[idx] = user
             self.ops.append(info)
             self.op_index[func] = ("python", idx, user)
@@ -294,6 +294,7 @@ class Session:
                 info.kind = _registry.KIND_NAMES[entry.kind]
         spec["kwnames"] = kwnames or None
         spec["kwpos"] = len(names) - len(kwnames)
+        spec["name"] = info.name  # error messages from the recorder name the op
         idx = self.recorder.add_op(**spec)
         self.ops.append(info)
         self.op_index[func] = idx
