@@ -96,9 +96,14 @@ def test_arch_normalization():
 # ---- NVRTC ---------------------------------------------------------------------------------------------------
 
 
+# Every architecture the kernels target: Turing (vector only), Ampere, Ada (native fp8 mma.sync), Hopper with and
+# without wgmma, Blackwell datacenter and consumer parts.
+ARCHS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120"]
+
+
 def _nvrtc_archs():
-    """(arch, reason-to-skip-or-None): sm_80 and sm_90 always, sm_90a, sm_100, sm_120 where NVRTC knows them."""
-    return ["sm_80", "sm_90", "sm_90a", "sm_100", "sm_120"]
+    """sm_80 and sm_90 must be supported; the others are skipped where NVRTC does not know them."""
+    return ARCHS
 
 
 @pytest.mark.parametrize("arch", _nvrtc_archs())
@@ -202,7 +207,7 @@ NVCC_ARCHS = _nvcc_archs()
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)")
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_90a", "sm_100", "sm_120"])
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("source", SOURCES)
 def test_nvcc_compiles_without_warnings(source, arch, tmp_path):
     if arch.rstrip("a") not in NVCC_ARCHS:
@@ -297,12 +302,39 @@ def test_nvrtc_search_order(monkeypatch, tmp_path):
 # ---- measure() with a simulated device -------------------------------------------------------------------------
 
 
-class _FakeDevice:
-    """Stands in for the driver: an H100-like device on which every launch takes `seconds`."""
+# K of each tensor-core kernel's instruction (m16n8k16 for f16/bf16, ...), written out here from the PTX ISA so
+# that the simulated check results below do not come from the code under test.
+TENSOR_K = {"rl_mma_f16": 16, "rl_mma_bf16": 16, "rl_mma_tf32": 8, "rl_mma_s8": 32, "rl_mma_e4m3": 32,
+            "rl_wgmma_f16": 16, "rl_wgmma_bf16": 16, "rl_wgmma_tf32": 8, "rl_wgmma_s8": 32, "rl_wgmma_e4m3": 32}
 
-    def __init__(self, seconds=1e-3):
+
+def simulated_check_result(kernel, iters, threads):
+    """The bytes a correct tensor-core kernel stores in its check mode (all-ones operands, block 0): mma.sync
+    kernels start accumulator c, element j at 0.125 * (4c + j) (4c + j for int8) and add K per loop to each of
+    their 8 chains x 4 elements; wgmma kernels start register i at i % 16 and add 16 x K per loop (16 wgmma per
+    loop) to each of their 128 registers."""
+    import struct
+
+    k = TENSOR_K[kernel]
+    integer = kernel.endswith("s8")
+    if "wgmma" in kernel:
+        values = [(i % 16) + iters * 16 * k for i in range(128)]
+    else:
+        values = [(i if integer else 0.125 * i) + iters * k for i in range(8 * 4)]
+    return struct.pack(f"<{len(values) * threads}{'i' if integer else 'f'}", *(values * threads))
+
+
+class _FakeDevice:
+    """Stands in for the driver: an H100-like device on which every launch takes `seconds` (or
+    `seconds(kernel, args)`), at an SM clock of `clock_hz`. Check-mode launches of the tensor-core kernels read
+    back what a correct kernel computes, unless the kernel is in `wrong`."""
+
+    def __init__(self, seconds=1e-3, clock_hz=1.755e9, wrong=()):
         self.seconds = seconds
+        self.clock_hz = clock_hz
+        self.wrong = set(wrong)
         self.launches = []
+        self.events = []  # ("compile", source, arch) and ("launch", kernel) in order
 
     def install(self, monkeypatch):
         monkeypatch.delenv("ROOFLINE_GPU_WGMMA", raising=False)
@@ -318,16 +350,40 @@ class _FakeDevice:
             "l2_cache_bytes": 50 << 20, "max_threads_per_sm": 2048, "max_shared_per_block_optin": 232448,
             "registers_per_sm": 65536, "total_memory_bytes": 80 << 30, "pci_domain": 0, "pci_bus": 0x1b,
             "pci_device": 0})
-        monkeypatch.setattr(_gpu, "compile", lambda source, arch: b"\x7fELF" + source.encode() + arch.encode())
+
+        def fake_compile(source, arch):
+            self.events.append(("compile", source, arch))
+            return b"\x7fELF" + source.encode() + arch.encode()
+
+        monkeypatch.setattr(_gpu, "compile", fake_compile)
         monkeypatch.setattr(_core, "gpu_bench", self.bench)
 
     def bench(self, device, cubin, kernel, grid, block, shared, buffers, args, warmup, reps, readback=None,
-              max_blocks_per_sm=0):
-        self.launches.append((kernel, grid, block, list(buffers), list(args), reps))
+              max_blocks_per_sm=0, launches_per_rep=1):
+        self.launches.append((kernel, grid, block, list(buffers), list(args), reps, launches_per_rep))
+        self.events.append(("launch", kernel))
         per_sm = max_blocks_per_sm or (1 if "wgmma" in kernel else 8)
-        return {"times_s": [self.seconds] * reps, "grid": grid or 132 * per_sm, "block": block,
-                "blocks_per_sm": per_sm, "registers": 32, "local_bytes": 0, "static_shared_bytes": 0,
-                "readback": None}
+        seconds = self.seconds(kernel, args) if callable(self.seconds) else self.seconds
+        data = None
+        if readback is not None:
+            index, offset, nbytes = readback
+            iters, check = args[1][1], args[-1][1]
+            assert kernel in TENSOR_K and check == 1 and grid == 1, (kernel, args, grid)
+            data = simulated_check_result(kernel, iters, block)
+            if kernel in self.wrong:
+                data = data[:-4] + b"\0\0\0\0"
+            assert len(data) == nbytes == buffers[index][0]
+        launches = reps * launches_per_rep
+        return {"times_s": [seconds] * reps, "grid": grid or 132 * per_sm, "block": block,
+                "launches_per_rep": launches_per_rep, "blocks_per_sm": per_sm, "registers": 32, "local_bytes": 0,
+                "static_shared_bytes": 0, "params_checked": True,
+                "clock_cycles": round(self.clock_hz * seconds) * launches if self.clock_hz else 0,
+                "clock_ns": round(seconds * 1e9) * launches if self.clock_hz else 0,
+                "readback": data}
+
+    def timed(self, kernel):
+        """The last launch of `kernel` (the timed one)."""
+        return [launch for launch in self.launches if launch[0] == kernel][-1]
 
 
 def test_measure_contract_with_a_simulated_device(monkeypatch):
@@ -336,7 +392,7 @@ def test_measure_contract_with_a_simulated_device(monkeypatch):
     seen = []
     result = _gpu.measure(0, quick=True, progress=seen.append)
 
-    assert set(result) == {"device", "peaks", "bandwidth", "method", "duration_s"}
+    assert set(result) == {"device", "peaks", "bandwidth", "method", "sm_clock_hz", "notes", "duration_s"}
     assert set(result["device"]) == {"name", "index", "sm_count", "compute_capability", "clock_hz",
                                      "memory_bandwidth_theoretical", "fingerprint"}
     dev = result["device"]
@@ -352,15 +408,33 @@ def test_measure_contract_with_a_simulated_device(monkeypatch):
         assert result["method"].get(key), key
     assert "warm-up" in seen and "DRAM copy" in seen and "bf16 wgmma" in seen
     assert isinstance(result["duration_s"], float)
+    assert result["notes"] == []  # the (simulated) driver checked every launch's arguments
 
     # The arithmetic, with every launch taking 1 ms:
     # DRAM copy of two 1 GiB buffers (32 x 50 MiB L2 = 1600 MiB, capped at 1 GiB in quick mode):
     # 2 * 16 * (2**30 / 16) bytes / 1e-3 s.
     assert result["bandwidth"]["DRAM_copy"] == pytest.approx(2 * 2**30 / 1e-3)
     assert result["bandwidth"]["DRAM_read"] == pytest.approx(2**30 / 1e-3)
+    # Each DRAM sample times ceil(4 ms target / 1 ms per launch) = 4 back-to-back launches in one event pair,
+    # and the times reported are per launch (so the rates above are unchanged by the batching).
+    for kernel in ("rl_bw_read", "rl_bw_write", "rl_bw_copy"):
+        assert fake.timed(kernel)[6] == 4, fake.timed(kernel)
+    assert "4 back-to-back launches per CUDA event pair" in result["method"]["DRAM_copy"]
     # fp32 FMA: every launch lasts 1 ms, so calibration asks for iters = 16 * 4 ms / 1 ms = 64 loops.
-    # FLOPs = 2 * threads (132 SMs * 8 blocks * 256) * 64 loops * 16 unrolled * 8 chains * 1 lane.
-    assert result["peaks"]["vector/float32"] == pytest.approx(2 * 132 * 8 * 256 * 64 * 16 * 8 / 1e-3)
+    # FLOPs = 2 * threads (132 SMs * 8 blocks * 256) * 64 loops * 64 unrolled * 8 chains * 1 lane.
+    assert result["peaks"]["vector/float32"] == pytest.approx(2 * 132 * 8 * 256 * 64 * 64 * 8 / 1e-3)
+    assert fake.timed("rl_fma_f32")[4][1] == ("i32", 64)
+    # L2: 50 MiB L2, 132 x 8 blocks of 256 threads, 4 loads per thread per trip: one trip of every thread is
+    # 1056 * 256 * 4 * 16 B = 17.3 MB, within a third of the L2 (17.5 MB), so the whole grid runs one trip per
+    # pass: n = 1056 * 256 * 4 words, and 64 passes (16 probed x 4 ms / 1 ms).
+    l2 = fake.timed("rl_l2_read")
+    assert l2[1] == 1056 and l2[4][1] == ("u64", 1056 * 256 * 4) and l2[4][2] == ("i32", 64)
+    assert result["bandwidth"]["L2"] == pytest.approx(16 * 1056 * 256 * 4 * 64 / 1e-3)
+    # The SM clock each kernel counted (1.755 GHz in the simulation) is reported per figure and in its method.
+    assert result["sm_clock_hz"]["vector/float32"] == pytest.approx(1.755e9)
+    assert result["sm_clock_hz"]["DRAM"] == pytest.approx(1.755e9)
+    assert set(result["sm_clock_hz"]) == set(_gpu.PEAK_KEYS) | set(_gpu.BANDWIDTH_KEYS)
+    assert "SM clock 1.755 GHz during the timed launches" in result["method"]["matrix/bfloat16"]
     assert result["peaks"]["vector/bfloat16"] == pytest.approx(2 * result["peaks"]["vector/float32"])
     # bf16 wgmma: 132 blocks of 2 warpgroups, 64 loops, 16 wgmma per loop, 2*64*256*16 FLOPs each; it beats
     # mma.sync (132*8*8 warps * 64 loops * 8 chains * 2*16*8*16), so it is the reported figure.
@@ -370,6 +444,121 @@ def test_measure_contract_with_a_simulated_device(monkeypatch):
     assert "also measured" in result["method"]["matrix/bfloat16"]
     # fp8 on Hopper comes from wgmma only (mma.sync e4m3 is not native there).
     assert not any(k == "rl_mma_e4m3" for k, *_ in fake.launches)
+    # Every tensor-core kernel was run once in its check mode (one block, all-ones operands, result read back)
+    # before it was timed, and the timed launches use the timing mode.
+    for kernel in ("rl_mma_f16", "rl_mma_bf16", "rl_mma_tf32", "rl_mma_s8", "rl_wgmma_f16", "rl_wgmma_bf16",
+                   "rl_wgmma_tf32", "rl_wgmma_s8", "rl_wgmma_e4m3"):
+        runs = [launch for launch in fake.launches if launch[0] == kernel]
+        assert runs[0][1] == 1 and runs[0][4][-1] == ("i32", 1), runs[0]
+        assert all(run[4][-1] == ("i32", 0) for run in runs[1:]), kernel
+    assert "result checked on all-ones operands" in result["method"]["matrix/bfloat16"]
+
+
+def test_everything_is_compiled_before_the_warm_up(monkeypatch):
+    """Compiling a kernel (seconds for wgmma) between the warm-up and its benchmark would let the clocks drop:
+    every source the device runs is compiled, once, before the first launch."""
+    fake = _FakeDevice()
+    fake.install(monkeypatch)
+    _gpu.measure(0)
+    first_launch = next(i for i, event in enumerate(fake.events) if event[0] == "launch")
+    compiles = [event for event in fake.events if event[0] == "compile"]
+    assert all(i < first_launch for i, event in enumerate(fake.events) if event[0] == "compile")
+    assert sorted(compiles) == [("compile", "bandwidth", "sm_90"), ("compile", "fma", "sm_90"),
+                                ("compile", "mma", "sm_90"), ("compile", "wgmma", "sm_90a")]
+
+
+def test_a_compile_error_fails_only_its_benchmarks(monkeypatch):
+    fake = _FakeDevice()
+    fake.install(monkeypatch)
+
+    def failing(source, arch):
+        if source == "wgmma":
+            exc = _gpu.NvrtcError("nvrtcCompileProgram failed with NVRTC_ERROR_COMPILATION (6)")
+            exc.call, exc.code, exc.log = "nvrtcCompileProgram", 6, "error"
+            raise exc
+        return b"\x7fELF" + source.encode()
+
+    monkeypatch.setattr(_gpu, "compile", failing)
+    with pytest.warns(RuntimeWarning, match="bf16 wgmma failed: nvrtcCompileProgram"):
+        result = _gpu.measure(0)
+    assert result["method"]["matrix/bfloat16"].startswith("mma.sync")
+    assert result["peaks"]["matrix/float8_e4m3fn"] is None
+
+
+def test_a_wrong_tensor_core_result_is_not_reported(monkeypatch):
+    fake = _FakeDevice(wrong={"rl_wgmma_bf16"})
+    fake.install(monkeypatch)
+    with pytest.warns(RuntimeWarning, match="rl_wgmma_bf16 computed wrong results"):
+        result = _gpu.measure(0)
+    assert result["method"]["matrix/bfloat16"].startswith("mma.sync")
+    assert "bf16 wgmma failed: rl_wgmma_bf16 computed wrong results" in result["method"]["matrix/bfloat16"]
+    # Only the check launch ran: nothing was timed for the wrong kernel.
+    assert [launch[1] for launch in fake.launches if launch[0] == "rl_wgmma_bf16"] == [1]
+
+
+@pytest.mark.parametrize("kernel, bench_key", [
+    ("rl_mma_bf16", "matrix/bfloat16"), ("rl_mma_s8", "matrix/int8"), ("rl_mma_tf32", "matrix/tfloat32"),
+    ("rl_wgmma_f16", "matrix/float16"), ("rl_wgmma_s8", "matrix/int8"), ("rl_wgmma_e4m3", "matrix/float8_e4m3fn"),
+])
+def test_tensor_check_compares_every_value(kernel, bench_key):
+    bench = next(b for b in _gpu._REGISTRY if b.kernel == kernel and b.key == bench_key)
+    threads = 256
+    good = simulated_check_result(kernel, 4, threads)
+    assert _gpu._tensor_check_compare(bench, good, 4) == []
+    # One wrong value anywhere is found and located.
+    per_thread = 128 if "wgmma" in kernel else 32
+    for index in (0, 37, threads * per_thread - 1):
+        bad = bytearray(good)
+        bad[4 * index: 4 * index + 4] = b"\x00\x00\xc0\x7f"  # a NaN, or a large int
+        problems = _gpu._tensor_check_compare(bench, bytes(bad), 4)
+        thread, value = divmod(index, per_thread)
+        assert len(problems) == 1 and problems[0].startswith(f"thread {thread} value {value}:"), problems
+    # A result from another iteration count (a wrong K per instruction would look the same) fails everywhere.
+    assert _gpu._tensor_check_compare(bench, simulated_check_result(kernel, 5, threads), 4)[-1] == "..."
+    assert "read back" in _gpu._tensor_check_compare(bench, good[:-4], 4)[0]
+
+
+def test_calibration_scales_from_the_last_probe(monkeypatch):
+    """When every probe is shorter than 100 us, the final count scales from the last probe's own count (the old
+    code scaled from 16x more and overshot the target 16x)."""
+    fake = _FakeDevice(seconds=lambda kernel, args: args[1][1] * 5e-12 if kernel == "rl_fma_f32" else 1e-3)
+    fake.install(monkeypatch)
+    ctx = _gpu._Context(0, _gpu.device_info(0), _gpu._QUICK)
+    bench = next(b for b in _gpu._REGISTRY if b.kernel == "rl_fma_f32")
+    _gpu._run_fma(ctx, bench)
+    probes = [launch[4][1][1] for launch in fake.launches]
+    # Six probes, 16 .. 16**6 iterations; the last lasts 16**6 * 5 ps = 83.9 us < 100 us. Then 4 ms / 5 ps.
+    assert probes[:6] == [16, 256, 4096, 65536, 16**5, 16**6]
+    assert probes[6] == pytest.approx(4e-3 / 5e-12, abs=1)
+    assert len(probes) == 7
+
+
+def test_calibration_stops_at_the_first_probe_over_100_us(monkeypatch):
+    fake = _FakeDevice(seconds=lambda kernel, args: args[1][1] * 1e-9 if kernel == "rl_fma_f32" else 1e-3)
+    fake.install(monkeypatch)
+    ctx = _gpu._Context(0, _gpu.device_info(0), _gpu._QUICK)
+    bench = next(b for b in _gpu._REGISTRY if b.kernel == "rl_fma_f32")
+    _gpu._run_fma(ctx, bench)
+    probes = [launch[4][1][1] for launch in fake.launches]
+    # 16**5 iterations at 1 ns last 1.05 ms >= 100 us; 4 ms then needs 4,000,000 iterations.
+    assert probes == [16, 256, 4096, 65536, 16**5, 4_000_000]
+
+
+@pytest.mark.parametrize("l2, full_grid, sms, blocks, n", [
+    # H200: 60 MiB L2, 132 SMs x 8 blocks. One trip of all 1056 x 256 threads, 4 x 16 B each, is 17.3 MB, within a
+    # third of the L2 (21.0 MB), and a quarter (15.7 MB) holds no second trip: n = 1056 * 256 * 4.
+    (60 << 20, 1056, 132, 1056, 1056 * 256 * 4),
+    # A100: 40 MiB L2, 108 SMs x 8 blocks: 864 * 16384 B = 14.2 MB > 40 MiB / 3 = 14.0 MB, so the grid shrinks to
+    # whole waves: 14.0 MB // 16384 B = 853 blocks -> 7 waves of 108 = 756 blocks; trips = 10.5 MB // 12.4 MB -> 1.
+    (40 << 20, 864, 108, 756, 756 * 256 * 4),
+    # T4: 4 MiB L2, 40 SMs x 4 blocks: 1.40 MB // 16384 = 85 blocks -> 2 waves = 80 blocks; n = 80 * 256 * 4.
+    (4 << 20, 160, 40, 80, 80 * 256 * 4),
+    # A small grid on a large L2: a quarter of 64 MiB holds 16.8 MB // (8 * 16384 B) = 128 trips.
+    (64 << 20, 8, 1, 8, 128 * 8 * 256 * 4),
+])
+def test_l2_working_set_is_whole_trips(l2, full_grid, sms, blocks, n):
+    assert _gpu._l2_shape(l2, full_grid, 256, sms) == (blocks, n)
+    assert n % (blocks * 256 * 4) == 0 and 16 * n <= l2 // 3
 
 
 def test_measure_without_wgmma_and_on_ampere(monkeypatch):
