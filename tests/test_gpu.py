@@ -2,6 +2,7 @@
 registry and measure()'s contract. They run on a machine without a GPU; the tests at the end need a CUDA device
 and skip cleanly without one."""
 
+import json
 import os
 import shutil
 import statistics
@@ -177,6 +178,272 @@ def test_virtual_architecture_is_rejected(cache):
     _nvrtc_or_skip()
     with pytest.raises(_gpu.NvrtcError, match="real architecture"):
         _core.gpu_compile('extern "C" __global__ void k() {}', "k.cu", ["-arch=compute_80"])
+
+
+def test_cubin_check_accepts_real_cubins_and_rejects_damaged_ones(cache):
+    _nvrtc_or_skip()
+    good = _gpu.compile("fma", "sm_80")
+    assert _core.gpu_check_cubin(good) is None and _gpu._is_cubin(good)
+    # Every truncation is refused (the section header table sits at the end of a cubin, the sections before it).
+    for length in (0, 10, 63, 64, len(good) // 2, len(good) - 64, len(good) - 1):
+        with pytest.raises(ValueError, match="shorter than an ELF header|truncated"):
+            _core.gpu_check_cubin(good[:length])
+    damaged = bytearray(good)
+    damaged[18:20] = (62).to_bytes(2, "little")  # e_machine: x86-64 instead of CUDA (190)
+    with pytest.raises(ValueError, match="machine 62, not CUDA"):
+        _core.gpu_check_cubin(bytes(damaged))
+    damaged = bytearray(good)
+    damaged[4] = 1  # 32-bit class
+    with pytest.raises(ValueError, match="64-bit"):
+        _core.gpu_check_cubin(bytes(damaged))
+    with pytest.raises(ValueError, match="ELF magic"):
+        _core.gpu_check_cubin(b"\0" * 4096)
+    # A section whose offset points past the end (a corrupt header, same length) is refused too.
+    shoff = int.from_bytes(good[40:48], "little")
+    damaged = bytearray(good)
+    first_section = shoff + 64  # section 0 is the null section
+    damaged[first_section + 24:first_section + 32] = (len(good) - 8).to_bytes(8, "little")
+    with pytest.raises(ValueError, match="section 1 .* ends past"):
+        _core.gpu_check_cubin(bytes(damaged))
+    with pytest.raises(TypeError):
+        _core.gpu_check_cubin("not bytes")
+
+
+def test_truncated_cubin_never_reaches_the_driver(cache):
+    """gpu_bench checks the image before anything else, so a truncated cubin is a ValueError even without a driver
+    (the driver would read past the end of the buffer)."""
+    _nvrtc_or_skip()
+    good = _gpu.compile("fma", "sm_80")
+    with pytest.raises(ValueError, match="refusing to load rl_fma_f32's cubin: the cubin is truncated"):
+        _core.gpu_bench(0, good[: len(good) // 2], "rl_fma_f32", 0, 256, 0, [(256, 0)],
+                        [("buffer", 0), ("i32", 1), ("f32", 1.0), ("f32", 0.0), ("f32", 0.0)], 0, 1)
+
+
+def test_truncated_cache_entry_is_recompiled(cache):
+    _nvrtc_or_skip()
+    good = _gpu.compile("bandwidth", "sm_80")
+    (path,) = cache.glob("bandwidth-sm_80-*.cubin")
+    path.write_bytes(good[: len(good) - 100])  # still starts with the ELF magic and is long
+    assert _gpu.compile("bandwidth", "sm_80") == good
+    assert path.read_bytes() == good
+
+
+def test_cache_directory_must_be_private(cache):
+    """A cubin cache directory that others can write to is not used: a planted cubin would run on the GPU."""
+    _nvrtc_or_skip()
+    good = _gpu.compile("bandwidth", "sm_80")
+    (path,) = cache.glob("bandwidth-sm_80-*.cubin")
+    assert (cache.stat().st_mode & 0o777) == 0o700  # created private
+    planted = _gpu.compile("fma", "sm_80")
+    path.write_bytes(planted)
+    os.chmod(cache, 0o777)
+    _gpu._warned_cache.clear()
+    with pytest.warns(RuntimeWarning, match="not using the cubin cache: .* writable by its group or by others"):
+        assert _gpu.compile("bandwidth", "sm_80") == good  # compiled afresh, the planted file ignored
+    assert path.read_bytes() == planted  # and nothing written there
+    os.chmod(cache, 0o700)
+    assert _gpu.compile("bandwidth", "sm_80") == planted  # a private directory is trusted again
+
+
+# A stand-in for libcuda, built by the tests below: enough of the driver API for rl_gpu_bench, with device
+# pointers that are host pointers, a clock that advances 1 ms per launch, and a record of the call sequence.
+# FAKE_PARAM_SIZES (env) lists the kernel's parameter sizes for cuFuncGetParamInfo; -DFAKE_NO_PARAM_INFO builds a
+# driver without that entry point (before CUDA 12.4) and -DFAKE_NO_LAUNCH one that lacks cuLaunchKernel.
+FAKE_LIBCUDA = r"""
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+typedef int CUresult;
+static char calls[1 << 16];
+static size_t ncalls;
+static double now_ms;
+static unsigned long long clock_counters[2];
+static void note(char c) { if (ncalls + 1 < sizeof calls) { calls[ncalls++] = c; calls[ncalls] = 0; } }
+const char *fake_calls(void) { return calls; }
+CUresult cuInit(unsigned f) { (void)f; return 0; }
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+CUresult cuGetErrorString(CUresult r, const char **s) { (void)r; *s = "fake error"; return 0; }
+CUresult cuGetErrorName(CUresult r, const char **s) { (void)r; *s = "CUDA_ERROR_FAKE"; return 0; }
+CUresult cuDeviceGetCount(int *n) { *n = 1; return 0; }
+CUresult cuDeviceGet(int *d, int i) { *d = i; return 0; }
+CUresult cuDeviceGetName(char *name, int len, int d) { (void)d; strncpy(name, "Fake GPU", (size_t)len); return 0; }
+CUresult cuDeviceGetAttribute(int *v, int attr, int d) {
+    (void)d;
+    switch (attr) {
+    case 16: *v = 4; return 0;      /* multiprocessors */
+    case 75: *v = 9; return 0;      /* compute capability */
+    case 76: *v = 0; return 0;
+    default: *v = 1; return 0;
+    }
+}
+CUresult cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = (size_t)1 << 30; return 0; }
+CUresult cuDevicePrimaryCtxRetain(void **c, int d) { (void)d; *c = (void *)&now_ms; return 0; }
+CUresult cuCtxPushCurrent_v2(void *c) { (void)c; return 0; }
+CUresult cuCtxPopCurrent_v2(void **c) { *c = (void *)&now_ms; return 0; }
+CUresult cuCtxSynchronize(void) { return 0; }
+CUresult cuMemGetInfo_v2(size_t *f, size_t *t) { *f = *t = (size_t)1 << 30; return 0; }
+CUresult cuModuleLoadData(void **m, const void *image) { (void)image; *m = (void *)&ncalls; note('M'); return 0; }
+CUresult cuModuleUnload(void *m) { (void)m; return 0; }
+CUresult cuModuleGetFunction(void **f, void *m, const char *name) { (void)m; (void)name; *f = (void *)&ncalls; return 0; }
+CUresult cuModuleGetGlobal_v2(unsigned long long *p, size_t *bytes, void *m, const char *name) {
+    (void)m;
+    if (strcmp(name, "rl_clock") != 0) return 500;
+    *p = (unsigned long long)(uintptr_t)clock_counters; *bytes = sizeof clock_counters; return 0;
+}
+#ifndef FAKE_NO_PARAM_INFO
+CUresult cuFuncGetParamInfo(void *f, size_t index, size_t *offset, size_t *size) {
+    const char *spec = getenv("FAKE_PARAM_SIZES");
+    size_t i = 0, off = 0;
+    (void)f;
+    while (spec != NULL && *spec) {
+        size_t s = (size_t)strtoul(spec, (char **)&spec, 10);
+        off = (off + s - 1) / s * s;
+        if (i == index) { *offset = off; *size = s; return 0; }
+        off += s; i++;
+        if (*spec == ',') spec++;
+    }
+    return 1; /* CUDA_ERROR_INVALID_VALUE: no such parameter */
+}
+#endif
+CUresult cuFuncGetAttribute(int *v, int a, void *f) { (void)a; (void)f; *v = 0; return 0; }
+CUresult cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; return 0; }
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int b, size_t s) {
+    (void)f; (void)b; (void)s; *n = 2; return 0;
+}
+#ifndef FAKE_NO_LAUNCH
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned sh, void *st, void **params, void **extra) {
+    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)sh; (void)st; (void)params;
+    (void)extra;
+    now_ms += 1.0;
+    clock_counters[0] += 1755000; /* what the kernel's block 0 adds: 1 ms at 1.755 GHz */
+    clock_counters[1] += 1000000;
+    note('L');
+    return 0;
+}
+#endif
+CUresult cuMemAlloc_v2(unsigned long long *p, size_t n) { *p = (unsigned long long)(uintptr_t)calloc(1, n); return 0; }
+CUresult cuMemFree_v2(unsigned long long p) { free((void *)(uintptr_t)p); return 0; }
+CUresult cuMemsetD32_v2(unsigned long long p, unsigned v, size_t n) {
+    uint32_t *w = (uint32_t *)(uintptr_t)p; size_t i; for (i = 0; i < n; i++) w[i] = v; return 0;
+}
+CUresult cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t n) { memcpy(dst, (void *)(uintptr_t)src, n); return 0; }
+CUresult cuEventCreate(double **e, unsigned f) { (void)f; *e = calloc(1, sizeof(double)); return 0; }
+CUresult cuEventDestroy_v2(double *e) { free(e); return 0; }
+CUresult cuEventRecord(double *e, void *s) { (void)s; *e = now_ms; note('E'); return 0; }
+CUresult cuEventSynchronize(double *e) { (void)e; return 0; }
+CUresult cuEventElapsedTime(float *ms, double *a, double *b) { *ms = (float)(*b - *a); return 0; }
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_libcuda(tmp_path_factory):
+    """Paths of fake driver libraries: {'full', 'no_param_info', 'no_launch'}."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler to build the fake driver library")
+    directory = tmp_path_factory.mktemp("fake_libcuda")
+    source = directory / "fake_libcuda.c"
+    source.write_text(FAKE_LIBCUDA)
+    built = {}
+    for name, flags in (("full", []), ("no_param_info", ["-DFAKE_NO_PARAM_INFO"]), ("no_launch", ["-DFAKE_NO_LAUNCH"])):
+        out = directory / f"libcuda_{name}.so"
+        subprocess.run([cc, "-shared", "-fPIC", "-O1", *flags, "-o", str(out), str(source)], check=True,
+                       capture_output=True, timeout=120)
+        built[name] = str(out)
+    return built
+
+
+def _run_with_fake(parts, fake_libcuda, **env):
+    """Run the code pieces (each dedented on its own) in a fresh interpreter with FAKE naming the fake drivers."""
+    preamble = f"""
+        import ctypes, json
+        from roofline import _core, _gpu
+        FAKE = {fake_libcuda!r}
+    """
+    parts = [parts] if isinstance(parts, str) else parts
+    return _run_python("".join(textwrap.dedent(p) for p in [preamble, *parts]), **env)
+
+
+def test_loader_skips_a_libcuda_that_lacks_a_symbol(fake_libcuda):
+    proc = _run_with_fake("""
+        path = _core.gpu_load_driver([FAKE["no_launch"], FAKE["full"]])
+        print("LOADED", path == FAKE["full"])
+    """, fake_libcuda)
+    assert proc.returncode == 0, proc.stderr
+    assert "LOADED True" in proc.stdout
+    proc = _run_with_fake("""
+        try:
+            _core.gpu_load_driver(["/nonexistent/libcuda.so.1", FAKE["no_launch"]])
+        except _gpu.CudaUnavailableError as exc:
+            print("RAISED", exc)
+        print("STILL UNLOADED", _core.gpu_loaded()["driver"] is None)
+    """, fake_libcuda)
+    assert proc.returncode == 0, proc.stderr
+    assert "lacks the symbol cuLaunchKernel" in proc.stdout and "/nonexistent/libcuda.so.1 (" in proc.stdout
+    assert "STILL UNLOADED True" in proc.stdout
+
+
+BENCH_WITH_FAKE = """
+    cubin = _gpu.compile("fma", "sm_90")
+    _core.gpu_load_driver([FAKE[{which!r}]])
+    args = [("buffer", 0), ("i32", 8), ("f32", 0.999), ("f32", 0.001), ("f32", float("nan"))]
+    def run(args, **kw):
+        try:
+            r = _core.gpu_bench(0, cubin, "rl_fma_f32", 0, 256, 0, [(256, 0)], args, 2, 3, None, 0, **kw)
+        except ValueError as exc:
+            return "ValueError: " + str(exc)
+        r.pop("readback")
+        return r
+    lib = ctypes.CDLL(FAKE[{which!r}])
+    lib.fake_calls.restype = ctypes.c_char_p
+"""
+
+
+def test_kernel_arguments_are_checked_against_the_parameters(fake_libcuda, cache):
+    _nvrtc_or_skip()
+    proc = _run_with_fake([BENCH_WITH_FAKE.format(which="full"), """
+        print(json.dumps({
+            "ok": run(args),
+            "short": run(args[:4]),
+            "long": run(args + [("i32", 0)]),
+            "wide": run(args[:2] + [("f64", 0.999)] + args[3:]),
+        }))
+    """], fake_libcuda, FAKE_PARAM_SIZES="8,4,4,4,4", ROOFLINE_CACHE_DIR=str(cache.parent))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["ok"]["params_checked"] is True
+    assert out["short"] == "ValueError: rl_fma_f32 takes 5 parameters, but 4 arguments were given"
+    assert out["long"] == "ValueError: rl_fma_f32 takes 5 parameters, but 6 arguments were given"
+    assert out["wide"] == "ValueError: parameter 2 of rl_fma_f32 is 4 bytes, but argument 2 is a f64 (8 bytes)"
+
+
+def test_without_param_info_the_check_is_skipped_and_said_so(fake_libcuda, cache):
+    _nvrtc_or_skip()
+    proc = _run_with_fake([BENCH_WITH_FAKE.format(which="no_param_info"), """
+        print(json.dumps(run(args[:4])))
+    """], fake_libcuda, ROOFLINE_CACHE_DIR=str(cache.parent))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["params_checked"] is False
+
+
+def test_batched_launches_and_the_clock_counters(fake_libcuda, cache):
+    """launches_per_rep launches run between one pair of events and the time is divided back per launch; the
+    kernel's clock counters are zeroed after the warm-up and read after the timed launches."""
+    _nvrtc_or_skip()
+    proc = _run_with_fake([BENCH_WITH_FAKE.format(which="full"), """
+        r = run(args, launches_per_rep=4)
+        print(json.dumps({"result": r, "calls": lib.fake_calls().decode()}))
+    """], fake_libcuda, FAKE_PARAM_SIZES="8,4,4,4,4", ROOFLINE_CACHE_DIR=str(cache.parent))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    # Module load, 2 warm-up launches, then 3 x (event, 4 launches, event).
+    assert out["calls"] == "M" + "LL" + "ELLLLE" * 3
+    r = out["result"]
+    assert r["times_s"] == [pytest.approx(1e-3)] * 3 and r["launches_per_rep"] == 4
+    # 12 timed launches, each counted by the fake as 1,755,000 cycles in 1,000,000 ns; the warm-up not at all.
+    assert (r["clock_cycles"], r["clock_ns"]) == (12 * 1755000, 12 * 1000000)
+    assert _gpu._clock_hz(r) == pytest.approx(1.755e9)
 
 
 # ---- nvcc ----------------------------------------------------------------------------------------------------
