@@ -490,6 +490,159 @@ def test_nvcc_compiles_without_warnings(source, arch, tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
+def _ptx_params(source, arch):
+    """{kernel: [parameter sizes in bytes]} of every entry in cuda/<source>.cu, from nvcc's PTX (a second reading
+    of the kernels' signatures, independent of roofline's own code)."""
+    import re
+
+    flags = [f"-D{k}={v}" for k, v in sorted(_gpu._DEFINES[source].items())]
+    target = [f"-gencode=arch=compute_{arch[3:]},code={arch}"] if arch.endswith("a") else [f"-arch={arch}"]
+    proc = subprocess.run([NVCC, "-ptx", *target, "-std=c++17", *flags, "-o", "-", str(ROOT / "cuda" / f"{source}.cu")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = {}
+    for name, params in re.findall(r"\.entry\s+(\w+)\s*\(([^)]*)\)", proc.stdout):
+        out[name] = [int(t) // 8 for t in re.findall(r"\.param\s+\.[a-z](\d+)", params)]
+    return out
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)")
+@pytest.mark.parametrize("cc", [(9, 0), (8, 9)])
+def test_every_launch_matches_the_kernel_parameters(monkeypatch, cc):
+    """Each launch measure() makes passes as many arguments as the kernel has parameters, each of its size (the
+    driver reads the parameter values through the argument array, so a mismatch reads past it)."""
+    fake = _FakeDevice()
+    fake.install(monkeypatch)
+    props = _core.gpu_device_props(0)
+    props.update(compute_capability=cc)
+    monkeypatch.setattr(_core, "gpu_device_props", lambda index: dict(props))
+    _gpu.measure(0)
+    arch = "sm_%d%d" % cc
+    signatures = {}
+    for source in SOURCES:
+        signatures.update(_ptx_params(source, "sm_90a" if source == "wgmma" else arch))
+    size = {"buffer": 8, "i64": 8, "u64": 8, "f64": 8, "i32": 4, "u32": 4, "f32": 4}
+    launched = set()
+    for kernel, _grid, _block, _buffers, args, *_ in fake.launches:
+        assert [size[kind] for kind, _value in args] == signatures[kernel], (kernel, args)
+        launched.add(kernel)
+    expected = {e["kernel"] for e in _gpu.kernels(cc) if e["supported"]}
+    assert launched == expected
+
+
+def _cuobjdump():
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    import importlib.util
+
+    spec = importlib.util.find_spec("triton")  # triton wheels bundle cuobjdump
+    if spec and spec.origin:
+        candidate = Path(spec.origin).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+CUOBJDUMP = _cuobjdump()
+
+
+def _sass(cubin, kernel, tmp_path):
+    """[(address, instruction text)] of `kernel` in `cubin`."""
+    import re
+
+    path = tmp_path / f"{kernel}.cubin"
+    path.write_bytes(cubin)
+    proc = subprocess.run([CUOBJDUMP, "-sass", "-fun", kernel, str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [(int(a, 16), text.strip()) for a, text in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", proc.stdout)]
+
+
+def _loops(sass):
+    """Bodies of every loop: from the target of each backward branch to that branch, last loop first."""
+    import re
+
+    bodies = []
+    for address, text in reversed(sass):
+        match = re.search(r"\bBRA(?:\.U)?\s+(?:!?U?P[T\d]+,\s*)?0x([0-9a-f]+)", text)
+        if match and int(match.group(1), 16) < address:
+            target = int(match.group(1), 16)
+            bodies.append([t for a, t in sass if target <= a <= address])
+    assert bodies, "no loop found"
+    return bodies
+
+
+def _loop_body(sass):
+    """Instructions of the timed loop: the last loop of the kernel."""
+    return _loops(sass)[0]
+
+
+def _opcodes(body, name):
+    import re
+
+    return [t for t in body if re.match(rf"(@!?U?P\d+\s+)?{name}\b", t)]
+
+
+@pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump not found (CUDA toolkit or the triton wheel)")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90", "sm_90a", "sm_120"])
+def test_sass_work_per_loop_matches_the_counted_work(arch, cache, tmp_path):
+    """The machine code executes what _gpu.py counts: per trip of the timed loop, RL_FMA_CHAINS x RL_FMA_UNROLL
+    FMAs, RL_MMA_CHAINS matrix instructions on that many distinct (A, B) register pairs, RL_WGMMA_UNROLL wgmma;
+    nothing spills to local memory; the SM clock is read around the loop."""
+    info = _nvrtc_or_skip()
+    if info["archs"] and int(arch[3:].rstrip("a")) not in info["archs"]:
+        pytest.skip(f"NVRTC does not know {arch}")
+    d = _gpu._DEFINES
+    if arch == "sm_90a":
+        cubin = _gpu.compile("wgmma", arch)
+        for kernel in ("rl_wgmma_f16", "rl_wgmma_bf16", "rl_wgmma_tf32", "rl_wgmma_s8", "rl_wgmma_e4m3"):
+            sass = _sass(cubin, kernel, tmp_path)
+            body = _loop_body(sass)
+            assert len(_opcodes(body, "(HGMMA|IGMMA|QGMMA)")) == d["wgmma"]["RL_WGMMA_UNROLL"], (kernel, body)
+            assert not _opcodes([t for _a, t in sass], "(STL|LDL)"), kernel
+        return
+    fma = _gpu.compile("fma", arch)
+    per_trip = d["fma"]["RL_FMA_CHAINS"] * d["fma"]["RL_FMA_UNROLL"]
+    for kernel, op in (("rl_fma_f32", "FFMA"), ("rl_fma_f64", "DFMA"), ("rl_fma_f16x2", "HFMA2"),
+                       ("rl_fma_bf16x2", "HFMA2")):
+        sass = _sass(fma, kernel, tmp_path)
+        body = _loop_body(sass)
+        assert len(_opcodes(body, op)) == per_trip, (kernel, len(_opcodes(body, op)))
+        # The loop's own instructions (counter, compare, branch and, on some targets, a reload of the constant
+        # multiplier and a loop-exit call) are at most 6 next to 512 FMAs, over 98.8% FMAs (with 128 FMAs per trip
+        # the same overhead left 97.7%).
+        # (NOPs do not count: on sm_120, whose DFMA unit runs at 1/64 rate, the compiler paces DFMAs with them.)
+        overhead = [t for t in body if not t.startswith(op) and t != "NOP"]
+        assert len(overhead) <= 6, (kernel, overhead)
+        texts = [t for _a, t in sass]
+        clocks = [i for i, t in enumerate(texts) if "SR_CLOCKLO" in t]
+        first_fma = next(i for i, t in enumerate(texts) if body[0] == t)
+        assert len(clocks) == 2 and clocks[0] < first_fma < clocks[1], kernel
+        assert not _opcodes(texts, "(STL|LDL)"), kernel
+    mma = _gpu.compile("mma", arch)
+    kernels = ["rl_mma_f16", "rl_mma_bf16", "rl_mma_tf32", "rl_mma_s8"]
+    if arch in ("sm_89", "sm_120"):
+        kernels.append("rl_mma_e4m3")
+    for kernel in kernels:
+        sass = _sass(mma, kernel, tmp_path)
+        body = _loop_body(sass)
+        ops = _opcodes(body, "(HMMA|IMMA|QMMA|OMMA)")
+        assert len(ops) == d["mma"]["RL_MMA_CHAINS"], (kernel, body)
+        # Operands after the destination: A, B, C. Every instruction of the trip uses its own (A, B) pair.
+        pairs = {tuple(op.split(",")[1:3]) for op in ops}
+        assert len(pairs) == d["mma"]["RL_MMA_CHAINS"], (kernel, ops)
+        assert len({p[0] for p in pairs}) == d["mma"]["RL_MMA_SETS"], (kernel, ops)
+        assert not _opcodes([t for _a, t in sass], "(STL|LDL)"), kernel
+    bandwidth = _gpu.compile("bandwidth", arch)
+    # The full-trip loop: the smallest loop with loads in it (the pass loop encloses it).
+    body = min((b for b in _loops(_sass(bandwidth, "rl_l2_read", tmp_path)) if any("LDG" in t for t in b)), key=len)
+    loads = [i for i, t in enumerate(body) if "LDG" in t]
+    folds = [i for i, t in enumerate(body) if t.startswith("LOP3")]
+    # The full trips: RL_L2_LOADS loads issued before the first instruction that uses one.
+    assert len(loads) >= d["bandwidth"]["RL_L2_LOADS"] and max(loads[:4]) < min(folds), body
+
+
 # ---- without CUDA ----------------------------------------------------------------------------------------------
 
 
