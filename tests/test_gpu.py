@@ -5,7 +5,6 @@ and skip cleanly without one."""
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import textwrap
@@ -1072,70 +1071,48 @@ def test_copy_and_write_kernels_move_the_right_data():
 
 
 @requires_gpu
-def test_measured_ceilings_are_plausible(measured):
+def test_tensor_kernels_compute_the_right_results_on_device():
+    """Every tensor-core kernel this device runs, in its check mode (all-ones operands): D must be exactly the
+    start value plus K per instruction. wgmma is skipped when ROOFLINE_GPU_WGMMA=0 (bench/gpu_check.sh sets it
+    when the wgmma smoke test, run first in its own process, failed)."""
     info = _gpu.device_info(0)
-    bw, peaks = measured["bandwidth"], measured["peaks"]
-    theoretical = info["memory_bandwidth_theoretical"]
-    assert bw["DRAM_copy"] > 0 and bw["DRAM_read"] > 0 and bw["DRAM_write"] > 0
-    if theoretical:
-        # Within reach of the memory system, and not a sign that work was optimised away.
-        assert 0.3 * theoretical < bw["DRAM_copy"] < 1.05 * theoretical, (bw, theoretical)
-        assert bw["DRAM_read"] < 1.05 * theoretical
-    assert bw["L2"] > bw["DRAM_read"]
-    # No SM issues more than 128 fp32 FMAs per clock: more would mean the compiler deleted work.
-    if info["clock_hz"]:
-        fp32_bound = info["sm_count"] * 128 * 2 * info["clock_hz"]
-        assert 0.3 * fp32_bound < peaks["vector/float32"] < 1.05 * fp32_bound
-    if info["compute_capability"][0] >= 8:
-        assert peaks["matrix/float16"] > peaks["vector/float16"]
-        assert peaks["matrix/bfloat16"] > peaks["vector/float32"]
-        assert peaks["matrix/int8"] > peaks["matrix/bfloat16"] * 0.9
-        # tf32 runs at half the bf16 rate on every tensor core generation measured here (power limits can
-        # narrow the gap, so only a clear margin is required).
-        assert peaks["matrix/bfloat16"] > 1.2 * peaks["matrix/tfloat32"]
-    assert measured["duration_s"] < 60
-
-
-def _torch_cuda():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch if torch.cuda.is_available() else None
+    ctx = _gpu._Context(0, info, _gpu._QUICK)
+    checked = []
+    for bench in _gpu._REGISTRY:
+        if bench.runner not in (_gpu._run_mma, _gpu._run_wgmma) or not bench.supported(ctx.cc):
+            continue
+        if bench.source == "wgmma" and not _gpu._wgmma_enabled():
+            continue
+        _gpu._tensor_check(ctx, bench)  # raises GpuError naming the first wrong values
+        checked.append(bench.kernel)
+    if tuple(info["compute_capability"]) >= (8, 0):
+        assert checked
 
 
 @requires_gpu
-def test_against_torch(measured):
-    torch = _torch_cuda()
-    if torch is None:
-        pytest.skip("torch with CUDA is not installed")
-
-    def median_time(fn, warmup=3, reps=10):
-        for _ in range(warmup):
-            fn()
-        times = []
-        for _ in range(reps):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e-3)
-        return statistics.median(times)
-
-    x = torch.empty(1 << 28, dtype=torch.float32, device="cuda").uniform_()
-    y = torch.empty_like(x)
-    copy_rate = 2 * x.numel() * 4 / median_time(lambda: y.copy_(x))
-    del x, y
-    n = 4096
-    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
-    b = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
-    mm_rate = 2 * n**3 / median_time(lambda: a @ b)
-    ratio_copy = measured["bandwidth"]["DRAM_copy"] / copy_rate
-    ratio_mm = measured["peaks"]["matrix/bfloat16"] / mm_rate
-    print(f"DRAM copy vs torch {ratio_copy:.3f}, bf16 tensor vs torch matmul {ratio_mm:.3f}")
-    assert 0.7 < ratio_copy < 1.4
-    assert 0.5 < ratio_mm < 2.0
+def test_measured_ceilings_respect_the_hardware_limits(measured):
+    """No figure may exceed what the hardware can issue at the SM clock the kernel itself measured: more would
+    mean the compiler deleted work or the counting is wrong. (How close each figure comes to the datasheet and to
+    PyTorch is a timing question, checked by bench/gpu_ceilings.py, not here.)"""
+    info = _gpu.device_info(0)
+    peaks, clocks = measured["peaks"], measured["sm_clock_hz"]
+    assert all(v is None or (isinstance(v, float) and v > 0) for v in peaks.values())
+    assert all(v is None or (isinstance(v, float) and v > 0) for v in measured["bandwidth"].values())
+    sms = info["sm_count"]
+    # FP32: 64 FMA lanes per SM up to sm_80 (Volta, Turing, A100), 128 from sm_86 on (GA10x, Ada, Hopper,
+    # Blackwell), 2 FLOPs each per clock; 1% for the clock measurement (%globaltimer's resolution).
+    lanes = 64 if tuple(info["compute_capability"]) <= (8, 0) else 128
+    clock = clocks["vector/float32"]
+    assert clock, measured["method"]["vector/float32"]
+    assert peaks["vector/float32"] <= sms * lanes * 2 * clock * 1.01
+    # Dense bf16 tensor FLOPs per SM per clock: 4096 on Hopper (989.4e12 / (132 x 1.83e9)), 2048 on A100
+    # (312e12 / (108 x 1.41e9)).
+    per_clock = {(9, 0): 4096, (8, 0): 2048}.get(tuple(info["compute_capability"]))
+    if per_clock and clocks["matrix/bfloat16"]:
+        assert peaks["matrix/bfloat16"] <= sms * per_clock * clocks["matrix/bfloat16"] * 1.01
+    for key in ("matrix/bfloat16", "matrix/float16", "matrix/int8"):
+        if peaks[key] is not None:
+            assert "result checked on all-ones operands" in measured["method"][key]
 
 
 def test_unsupported_gpu_peaks_fall_back_to_the_datasheet():
