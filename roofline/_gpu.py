@@ -796,10 +796,10 @@ def _tensor_check_expected(bench: Benchmark, iters: int) -> List[float]:
     threads, per_thread = _tensor_check_layout(bench)
     if bench.source == "wgmma":
         step = iters * _DEFINES["wgmma"]["RL_WGMMA_UNROLL"] * k
-        one = [float((i & 15) + step) for i in range(per_thread)]
+        one = [(i & 15) + step if bench.param("integer") else float((i & 15) + step) for i in range(per_thread)]
     else:
         integer = bench.param("integer")
-        one = [(float(i) if integer else 0.125 * i) + iters * k for i in range(per_thread)]
+        one = [(i if integer else 0.125 * i) + iters * k for i in range(per_thread)]
     return one * threads
 
 

@@ -445,6 +445,29 @@ def test_batched_launches_and_the_clock_counters(fake_libcuda, cache):
     assert _gpu._clock_hz(r) == pytest.approx(1.755e9)
 
 
+def test_measure_end_to_end_through_the_c_layer(fake_libcuda, cache):
+    """measure() with the real extension and a fake driver (kernels do nothing, every launch takes 1 ms, the
+    clock counters say 1.755 GHz, no cuFuncGetParamInfo): the whole flow runs, the arithmetic holds, the
+    tensor-core kernels fail their result check (nothing was computed) and are not reported."""
+    _nvrtc_or_skip()
+    proc = _run_with_fake("""
+        import warnings
+        warnings.simplefilter("ignore")
+        r = _gpu.measure(0)
+        print(json.dumps(r))
+    """, fake_libcuda, ROOFLINE_LIBCUDA_PATH=fake_libcuda["no_param_info"], ROOFLINE_CACHE_DIR=str(cache.parent))
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout.splitlines()[-1])
+    # The fake has 4 SMs and allows 2 blocks of 256 threads per SM; fp32 calibrates to 16 x 4 ms / 1 ms = 64 loops.
+    assert r["peaks"]["vector/float32"] == pytest.approx(2 * (4 * 2 * 256) * 64 * 64 * 8 / 1e-3)
+    assert r["sm_clock_hz"]["vector/float32"] == pytest.approx(1.755e9)
+    assert "4 back-to-back launches per CUDA event pair" in r["method"]["DRAM_copy"]
+    assert r["notes"] == ["kernel arguments were not checked against the kernels' parameter lists: the driver has "
+                          "no cuFuncGetParamInfo (CUDA 12.4 and later)"]
+    for key in ("matrix/bfloat16", "matrix/int8", "matrix/float8_e4m3fn"):
+        assert r["peaks"][key] is None and "computed wrong results" in r["method"][key], key
+
+
 # ---- nvcc ----------------------------------------------------------------------------------------------------
 
 
