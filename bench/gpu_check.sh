@@ -5,8 +5,10 @@
 #
 #   OUT=/some/dir bench/gpu_check.sh        (default OUT: /tmp/roofline-gpu-check)
 #
-# Everything printed also goes to $OUT/gpu_check.log; the measured numbers go to $OUT/gpu_ceilings.json and a
-# one-line-per-step summary to $OUT/summary.txt. Every step runs under `timeout` inside an overall budget
+# Everything printed also goes to $OUT/gpu_check.log; the measured numbers go to $OUT/gpu_ceilings.json (with
+# the SM clock each figure was measured at), the GPU tests' report to $OUT/pytest_gpu.xml, the device's clocks
+# and throttle reasons before and after to $OUT/nvidia_smi_*.csv, and a one-line-per-step summary to
+# $OUT/summary.txt. Every step runs under `timeout` inside an overall budget
 # (GPU_CHECK_BUDGET_S, default 420 s), and a failing step does not stop the later ones, so partial results are
 # always written. Exit status: 0 if every step passed, 1 otherwise.
 set -u -o pipefail
@@ -52,7 +54,9 @@ step() {
     return $rc
 }
 
+SMI_QUERY=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,clocks_throttle_reasons.active
 step "environment" 60 bash -c "
+    nvidia-smi --query-gpu=$SMI_QUERY --format=csv >'$OUT/nvidia_smi_before.csv' 2>&1 || true
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit \
         --format=csv || nvidia-smi || true
     $PY -c 'import sys; print(sys.version)'
@@ -82,11 +86,17 @@ if ! step "wgmma smoke test" 90 "$PY" bench/gpu_ceilings.py --wgmma-smoke; then
     export ROOFLINE_GPU_WGMMA=0
 fi
 
-step "GPU tests" 200 "$PY" -m pytest tests/test_gpu.py -q -rs -p no:cacheprovider -s
+# The compile-only checks (every architecture through NVRTC and nvcc, the SASS inspection) ran on the CPU side
+# already; on the device the GPU tests and the simulated-device tests run.
+step "GPU tests" 200 "$PY" -m pytest tests/test_gpu.py -q -rs -p no:cacheprovider -s \
+    -k "not nvcc_compiles and not sass_work and not nvrtc_compiles_every_kernel and not every_launch_matches" \
+    --junitxml="$OUT/pytest_gpu.xml"
 
 step "ceilings vs datasheet and PyTorch" 200 "$PY" bench/gpu_ceilings.py --full --json "$OUT/gpu_ceilings.json"
 
 step "measure on CUDA" 120 "$PY" bench/gpu_measure.py
+
+step "clocks after" 30 bash -c "nvidia-smi --query-gpu=$SMI_QUERY --format=csv | tee '$OUT/nvidia_smi_after.csv' || true"
 
 # pytest exits 5 when it collects nothing: not a failure here.
 step "other tests" 90 bash -c "$PY -m pytest tests -q -x -p no:cacheprovider --ignore=tests/test_gpu.py; rc=\$?; exit \$((rc == 5 ? 0 : rc))"

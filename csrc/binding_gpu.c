@@ -402,9 +402,12 @@ static PyObject *rl_bench_impl(PyObject *module, rl_gpu_bench_spec *spec, PyObje
         }
         PyList_SET_ITEM(times, (Py_ssize_t)k, v);
     }
-    return Py_BuildValue("{s:N,s:I,s:I,s:i,s:i,s:i,s:i,s:O}", "times_s", times, "grid", res.grid, "block",
-                         spec->block, "blocks_per_sm", res.blocks_per_sm, "registers", res.registers, "local_bytes",
-                         res.local_bytes, "static_shared_bytes", res.static_shared_bytes, "readback",
+    return Py_BuildValue("{s:N,s:I,s:I,s:I,s:i,s:i,s:i,s:i,s:O,s:K,s:K,s:O}", "times_s", times, "grid", res.grid,
+                         "block", spec->block, "launches_per_rep",
+                         spec->launches_per_rep > 0 ? spec->launches_per_rep : 1u, "blocks_per_sm", res.blocks_per_sm,
+                         "registers", res.registers, "local_bytes", res.local_bytes, "static_shared_bytes",
+                         res.static_shared_bytes, "params_checked", res.params_checked ? Py_True : Py_False,
+                         "clock_cycles", res.clock_cycles, "clock_ns", res.clock_ns, "readback",
                          readback != NULL ? readback : Py_None);
 }
 
@@ -412,7 +415,7 @@ static PyObject *rl_bench_impl(PyObject *module, rl_gpu_bench_spec *spec, PyObje
 static PyObject *rl_gpu_bench_py(PyObject *module, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"device",  "cubin", "kernel", "grid",     "block",
                                "shared",  "buffers", "args", "warmup",   "reps",
-                               "readback", "max_blocks_per_sm", NULL};
+                               "readback", "max_blocks_per_sm", "launches_per_rep", NULL};
     rl_gpu_bench_spec spec;
     Py_buffer cubin = {0};
     PyObject *buffers_seq, *args_seq, *readback_obj = Py_None;
@@ -424,15 +427,20 @@ static PyObject *rl_gpu_bench_py(PyObject *module, PyObject *args, PyObject *kwa
 
     memset(&spec, 0, sizeof spec);
     spec.readback = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iy*sIIIOOII|OI:gpu_bench", keywords, &spec.device, &cubin,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iy*sIIIOOII|OII:gpu_bench", keywords, &spec.device, &cubin,
                                      &spec.kernel, &spec.grid, &spec.block, &spec.shared_bytes, &buffers_seq,
-                                     &args_seq, &spec.warmup, &spec.reps, &readback_obj, &spec.max_blocks_per_sm)) {
+                                     &args_seq, &spec.warmup, &spec.reps, &readback_obj, &spec.max_blocks_per_sm,
+                                     &spec.launches_per_rep)) {
         return NULL;
     }
     spec.cubin = cubin.buf;
     spec.cubin_size = (size_t)cubin.len;
     if (spec.reps == 0 || spec.reps > 100000) {
         rl_err_value("reps must be between 1 and 100000, got %u", spec.reps);
+        goto done;
+    }
+    if (spec.launches_per_rep > 100000) {
+        rl_err_value("launches_per_rep must be at most 100000, got %u", spec.launches_per_rep);
         goto done;
     }
     buffers = PySequence_Tuple(buffers_seq);
@@ -495,7 +503,27 @@ done:
     return result;
 }
 
+/* gpu_check_cubin(data) -> None; ValueError saying what is wrong when `data` is not a complete CUDA ELF image. */
+static PyObject *rl_gpu_check_cubin_py(PyObject *module, PyObject *arg) {
+    Py_buffer view;
+    char why[256];
+    int ok;
+    (void)module;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    ok = rl_gpu_check_cubin(view.buf, (size_t)view.len, why, sizeof why);
+    PyBuffer_Release(&view);
+    if (!ok) {
+        return rl_err_value("%s", why);
+    }
+    Py_RETURN_NONE;
+}
+
 PyMethodDef rl_gpu_methods[] = {
+    {"gpu_check_cubin", rl_gpu_check_cubin_py, METH_O,
+     "gpu_check_cubin(data) -> None\n\nRaise ValueError unless `data` is a complete 64-bit CUDA ELF image (header, "
+     "section and program header tables and every section inside the buffer)."},
     {"gpu_load_driver", rl_gpu_load_driver_py, METH_O,
      "gpu_load_driver(paths) -> str\n\nOpen the CUDA driver library from the first loadable path, resolve its entry "
      "points and call cuInit. Returns the path loaded. Raises CudaUnavailableError."},
@@ -517,10 +545,12 @@ PyMethodDef rl_gpu_methods[] = {
      "NvrtcError carrying the compile log."},
     {"gpu_bench", (PyCFunction)(void (*)(void))rl_gpu_bench_py, METH_VARARGS | METH_KEYWORDS,
      "gpu_bench(device, cubin, kernel, grid, block, shared, buffers, args, warmup, reps, readback=None, "
-     "max_blocks_per_sm=0) -> dict\n\nLoad `cubin`, allocate `buffers` ((bytes, fill32) pairs), launch `kernel` "
-     "`warmup` times, then `reps` times between CUDA events. grid 0 fills the device from the occupancy "
-     "calculator. Returns {'times_s', 'grid', 'block', 'blocks_per_sm', 'registers', 'local_bytes', "
-     "'static_shared_bytes', 'readback'}."},
+     "max_blocks_per_sm=0, launches_per_rep=1) -> dict\n\nCheck `cubin` and load it, allocate `buffers` ((bytes, "
+     "fill32) pairs), check `args` against the kernel's parameters where the driver can tell, launch `kernel` "
+     "`warmup` times, then `reps` times `launches_per_rep` launches between CUDA events (times are per launch). "
+     "grid 0 fills the device from the occupancy calculator. Returns {'times_s', 'grid', 'block', "
+     "'launches_per_rep', 'blocks_per_sm', 'registers', 'local_bytes', 'static_shared_bytes', 'params_checked', "
+     "'clock_cycles', 'clock_ns', 'readback'}."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,6 +31,7 @@ typedef struct {
 
 enum {
     RL_CU_SUCCESS = 0,
+    RL_CU_ERROR_INVALID_VALUE = 1,
     RL_CU_ATTR_CLOCK_RATE = 13,
     RL_CU_ATTR_MULTIPROCESSOR_COUNT = 16,
     RL_CU_ATTR_PCI_BUS_ID = 33,
@@ -83,6 +84,8 @@ typedef struct {
     rl_cu_result (*cuEventRecord)(rl_cu_event, rl_cu_stream);
     rl_cu_result (*cuEventSynchronize)(rl_cu_event);
     rl_cu_result (*cuEventElapsedTime)(float *, rl_cu_event, rl_cu_event);
+    rl_cu_result (*cuModuleGetGlobal)(rl_cu_deviceptr *, size_t *, rl_cu_module, const char *); /* optional */
+    rl_cu_result (*cuFuncGetParamInfo)(rl_cu_function, size_t, size_t *, size_t *); /* optional: CUDA >= 12.4 */
 } rl_cu_table;
 
 /* ---- mirrored NVRTC declarations ---------------------------------------------------------------------- */
@@ -149,6 +152,8 @@ static const rl_symbol rl_cu_symbols[] = {
     RL_SYM(rl_cu_table, cuEventRecord, "cuEventRecord", NULL, 1),
     RL_SYM(rl_cu_table, cuEventSynchronize, "cuEventSynchronize", NULL, 1),
     RL_SYM(rl_cu_table, cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime", 1),
+    RL_SYM(rl_cu_table, cuModuleGetGlobal, "cuModuleGetGlobal_v2", "cuModuleGetGlobal", 0),
+    RL_SYM(rl_cu_table, cuFuncGetParamInfo, "cuFuncGetParamInfo", NULL, 0),
 };
 
 static const rl_symbol rl_nvrtc_symbols[] = {
@@ -223,66 +228,74 @@ static rl_gpu_status rl_nvrtc_fail(rl_gpu_error *err, rl_nvrtc_result rc, const 
 
 /* ---- loading ------------------------------------------------------------------------------------------ */
 
-/* Try `paths[0..n)` in order with dlopen; on success store the handle and the path (into `path_out`, of size
- * RL_PATH_MAX) and resolve `symbols[0..n_symbols)` into `table`. `what` names the library in messages
- * ("the CUDA driver library (libcuda)"). Called with rl_lock held. On failure nothing stays open. */
+/* Append "<path> (<why>)" to the list of tried candidates in `tried` (of `cap` bytes, `*used` filled). */
+static void rl_note_tried(char *tried, size_t cap, size_t *used, const char *path, const char *why) {
+    if (*used < cap) {
+        int w = snprintf(tried + *used, cap - *used, "%s%s (%s)", *used > 0 ? "; " : "", path, why);
+        *used += w > 0 ? (size_t)w : 0;
+    }
+}
+
+/* Try `paths[0..n)` in order: dlopen each and resolve `symbols[0..n_symbols)` into `table`; the first candidate
+ * that opens and has every required symbol wins, and its path goes to `path_out` (of size RL_PATH_MAX). A
+ * candidate lacking a required symbol (an old driver, a stub library earlier on the search path) is closed and
+ * the next one tried. `what` names the library in messages ("the CUDA driver library (libcuda)"). Called with
+ * rl_lock held. On failure nothing stays open and the message names every candidate with why it was refused. */
 static rl_gpu_status rl_open_library(const char *what, const char *const *paths, size_t n, const rl_symbol *symbols,
                                      size_t n_symbols, void *table, size_t table_size, char *path_out,
                                      rl_gpu_error *err) {
     char tried[1536];
+    char reason[160];
     size_t used = 0;
-    void *handle = NULL;
-    size_t i;
+    size_t i, j;
 
     tried[0] = '\0';
-    for (i = 0; i < n && handle == NULL; i++) {
+    for (i = 0; i < n; i++) {
         const char *why;
+        const char *missing = NULL;
+        void *handle;
         if (paths[i] == NULL || paths[i][0] == '\0') {
             continue;
         }
         handle = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
-        if (handle != NULL) {
-            snprintf(path_out, RL_PATH_MAX, "%s", paths[i]);
-            break;
-        }
-        why = dlerror();
-        if (why != NULL) {
-            /* glibc's message starts with the path again: "<path>: cannot open shared object file: ..." */
-            size_t len = strlen(paths[i]);
-            if (strncmp(why, paths[i], len) == 0 && why[len] == ':' && why[len + 1] == ' ') {
-                why += len + 2;
+        if (handle == NULL) {
+            why = dlerror();
+            if (why != NULL) {
+                /* glibc's message starts with the path again: "<path>: cannot open shared object file: ..." */
+                size_t len = strlen(paths[i]);
+                if (strncmp(why, paths[i], len) == 0 && why[len] == ':' && why[len + 1] == ' ') {
+                    why += len + 2;
+                }
             }
+            rl_note_tried(tried, sizeof tried, &used, paths[i], why != NULL ? why : "not found");
+            continue;
         }
-        if (used < sizeof tried) {
-            int w = snprintf(tried + used, sizeof tried - used, "%s%s (%s)", used > 0 ? "; " : "", paths[i],
-                             why != NULL ? why : "not found");
-            used += w > 0 ? (size_t)w : 0;
+        memset(table, 0, table_size);
+        for (j = 0; j < n_symbols; j++) {
+            void *address = dlsym(handle, symbols[j].name);
+            if (address == NULL && symbols[j].fallback != NULL) {
+                address = dlsym(handle, symbols[j].fallback);
+            }
+            if (address == NULL && symbols[j].required) {
+                missing = symbols[j].name;
+                break;
+            }
+            /* Function pointers and void * have the same representation on every platform dlsym exists on. */
+            memcpy((char *)table + symbols[j].offset, &address, sizeof address);
         }
-    }
-    if (handle == NULL) {
-        return rl_fail(err, RL_GPU_UNAVAILABLE, 0, "dlopen", "could not load %s: %s", what,
-                       used > 0 ? tried : "no candidate paths were given");
-    }
-
-    memset(table, 0, table_size);
-    for (i = 0; i < n_symbols; i++) {
-        void *address = dlsym(handle, symbols[i].name);
-        if (address == NULL && symbols[i].fallback != NULL) {
-            address = dlsym(handle, symbols[i].fallback);
-        }
-        if (address == NULL && symbols[i].required) {
+        if (missing != NULL) {
             dlclose(handle);
             memset(table, 0, table_size);
-            rl_fail(err, RL_GPU_UNAVAILABLE, 0, "dlsym",
-                    "%s at %s lacks the symbol %s: the library is too old or not the real one", what, path_out,
-                    symbols[i].name);
-            path_out[0] = '\0';
-            return RL_GPU_UNAVAILABLE;
+            snprintf(reason, sizeof reason, "lacks the symbol %s: too old or not the real library", missing);
+            rl_note_tried(tried, sizeof tried, &used, paths[i], reason);
+            continue;
         }
-        /* Function pointers and void * have the same representation on every platform dlsym exists on. */
-        memcpy((char *)table + symbols[i].offset, &address, sizeof address);
+        snprintf(path_out, RL_PATH_MAX, "%s", paths[i]);
+        return RL_GPU_OK;
     }
-    return RL_GPU_OK;
+    path_out[0] = '\0';
+    return rl_fail(err, RL_GPU_UNAVAILABLE, 0, used > 0 && strstr(tried, "lacks the symbol") ? "dlsym" : "dlopen",
+                   "could not load %s: %s", what, used > 0 ? tried : "no candidate paths were given");
 }
 
 /* See gpu.h. cuInit runs on every call, so a GPU that became unusable is reported. */
@@ -633,6 +646,108 @@ done:
     return st;
 }
 
+/* ---- cubin check -------------------------------------------------------------------------------------- */
+
+/* Little-endian reads from a buffer whose bounds the caller has checked. */
+static uint64_t rl_le(const unsigned char *p, int bytes) {
+    uint64_t v = 0;
+    int i;
+    for (i = bytes - 1; i >= 0; i--) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+/* 1 when [offset, offset + length) lies inside a buffer of `size` bytes (no overflow possible). */
+static int rl_inside(uint64_t offset, uint64_t length, size_t size) {
+    return offset <= (uint64_t)size && length <= (uint64_t)size - offset;
+}
+
+#define RL_ELF_HEADER 64
+#define RL_ELF_SECTION_HEADER 64
+#define RL_ELF_PROGRAM_HEADER 56
+#define RL_EM_CUDA 190
+#define RL_SHT_NOBITS 8
+
+/* See gpu.h. */
+int rl_gpu_check_cubin(const void *data, size_t size, char *why, size_t why_size) {
+    const unsigned char *b = data;
+    uint64_t phoff, shoff, i;
+    unsigned phnum, shnum, phentsize, shentsize, machine;
+
+#define RL_BAD(...)                                                                                                \
+    do {                                                                                                           \
+        if (why != NULL && why_size > 0) {                                                                         \
+            snprintf(why, why_size, __VA_ARGS__);                                                                  \
+        }                                                                                                          \
+        return 0;                                                                                                  \
+    } while (0)
+
+    if (b == NULL || size < RL_ELF_HEADER) {
+        RL_BAD("the cubin is %zu bytes, shorter than an ELF header (%d bytes)", size, RL_ELF_HEADER);
+    }
+    if (memcmp(b, "\x7f" "ELF", 4) != 0) {
+        RL_BAD("the cubin does not start with the ELF magic number");
+    }
+    if (b[4] != 2 || b[5] != 1) {
+        RL_BAD("the cubin is not a 64-bit little-endian ELF image (class %u, data %u)", b[4], b[5]);
+    }
+    machine = (unsigned)rl_le(b + 18, 2);
+    if (machine != RL_EM_CUDA) {
+        RL_BAD("the ELF image is for machine %u, not CUDA (%d)", machine, RL_EM_CUDA);
+    }
+    phoff = rl_le(b + 32, 8);
+    shoff = rl_le(b + 40, 8);
+    phentsize = (unsigned)rl_le(b + 54, 2);
+    phnum = (unsigned)rl_le(b + 56, 2);
+    shentsize = (unsigned)rl_le(b + 58, 2);
+    shnum = (unsigned)rl_le(b + 60, 2);
+    if (rl_le(b + 52, 2) != RL_ELF_HEADER) {
+        RL_BAD("the ELF header size field is %u, not %d", (unsigned)rl_le(b + 52, 2), RL_ELF_HEADER);
+    }
+    if (shnum == 0 || shentsize != RL_ELF_SECTION_HEADER) {
+        RL_BAD("the ELF image has %u section headers of %u bytes (a cubin has sections of %d-byte headers)", shnum,
+               shentsize, RL_ELF_SECTION_HEADER);
+    }
+    if (!rl_inside(shoff, (uint64_t)shnum * RL_ELF_SECTION_HEADER, size)) {
+        RL_BAD("the cubin is truncated: its section header table (%u x %d bytes at offset %llu) ends past its %zu "
+               "bytes",
+               shnum, RL_ELF_SECTION_HEADER, (unsigned long long)shoff, size);
+    }
+    if (rl_le(b + 62, 2) >= shnum) {
+        RL_BAD("the ELF section-name table index %u is not below the section count %u", (unsigned)rl_le(b + 62, 2),
+               shnum);
+    }
+    if (phnum > 0) {
+        if (phentsize != RL_ELF_PROGRAM_HEADER) {
+            RL_BAD("the ELF program headers are %u bytes, not %d", phentsize, RL_ELF_PROGRAM_HEADER);
+        }
+        if (!rl_inside(phoff, (uint64_t)phnum * RL_ELF_PROGRAM_HEADER, size)) {
+            RL_BAD("the cubin is truncated: its program header table (%u x %d bytes at offset %llu) ends past its "
+                   "%zu bytes",
+                   phnum, RL_ELF_PROGRAM_HEADER, (unsigned long long)phoff, size);
+        }
+    }
+    for (i = 0; i < shnum; i++) {
+        const unsigned char *sh = b + shoff + i * RL_ELF_SECTION_HEADER;
+        uint64_t offset = rl_le(sh + 24, 8), length = rl_le(sh + 32, 8);
+        if (rl_le(sh + 4, 4) != RL_SHT_NOBITS && !rl_inside(offset, length, size)) {
+            RL_BAD("the cubin is truncated: section %llu (%llu bytes at offset %llu) ends past its %zu bytes",
+                   (unsigned long long)i, (unsigned long long)length, (unsigned long long)offset, size);
+        }
+    }
+    for (i = 0; i < phnum; i++) {
+        const unsigned char *ph = b + phoff + i * RL_ELF_PROGRAM_HEADER;
+        uint64_t offset = rl_le(ph + 8, 8), length = rl_le(ph + 32, 8);
+        if (!rl_inside(offset, length, size)) {
+            RL_BAD("the cubin is truncated: segment %llu (%llu bytes at offset %llu) ends past its %zu bytes",
+                   (unsigned long long)i, (unsigned long long)length, (unsigned long long)offset, size);
+        }
+    }
+#undef RL_BAD
+    return 1;
+}
+
 /* ---- timed launches ----------------------------------------------------------------------------------- */
 
 /* Storage for one kernel argument; cuLaunchKernel reads the value through a pointer into this. */
@@ -645,6 +760,63 @@ typedef union {
     float f32;
     double f64;
 } rl_arg_value;
+
+#define RL_MAX_PARAMS 256
+
+/* Size in bytes of the kernel parameter an argument of this kind fills. */
+static size_t rl_arg_size(rl_gpu_arg_kind kind) {
+    switch (kind) {
+    case RL_GPU_ARG_BUFFER:
+    case RL_GPU_ARG_I64:
+    case RL_GPU_ARG_U64:
+    case RL_GPU_ARG_F64: return 8;
+    default: return 4;
+    }
+}
+
+static const char *rl_arg_kind_name(rl_gpu_arg_kind kind) {
+    static const char *const names[] = {"buffer", "i32", "u32", "i64", "u64", "f32", "f64"};
+    return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "unknown";
+}
+
+/* Check the spec's arguments against the parameters of `fn` (their number and each one's size) with
+ * cuFuncGetParamInfo. `*checked` is 1 when the driver could answer, 0 when it has no such entry point (before
+ * CUDA 12.4) or does not support it for this function; then nothing is checked and RL_GPU_OK is returned.
+ * A mismatch is RL_GPU_ARG: cuLaunchKernel would read parameter values past the caller's array. */
+static rl_gpu_status rl_check_params(rl_cu_function fn, const rl_gpu_bench_spec *s, int *checked, rl_gpu_error *err) {
+    size_t count, offset = 0, size = 0;
+    size_t sizes[RL_MAX_PARAMS + 1];
+    rl_cu_result rc = RL_CU_SUCCESS;
+
+    *checked = 0;
+    if (rl_cu.cuFuncGetParamInfo == NULL) {
+        return RL_GPU_OK;
+    }
+    for (count = 0; count <= RL_MAX_PARAMS; count++) {
+        rc = rl_cu.cuFuncGetParamInfo(fn, count, &offset, &size);
+        if (rc != RL_CU_SUCCESS) {
+            break;
+        }
+        sizes[count] = size;
+    }
+    if (rc != RL_CU_ERROR_INVALID_VALUE) { /* not "index past the last parameter": the driver cannot tell */
+        return RL_GPU_OK;
+    }
+    *checked = 1;
+    if (count != s->n_args) {
+        return rl_fail(err, RL_GPU_ARG, 0, "cuFuncGetParamInfo", "%s takes %zu parameter%s, but %zu argument%s given",
+                       s->kernel, count, count == 1 ? "" : "s", s->n_args, s->n_args == 1 ? " was" : "s were");
+    }
+    for (count = 0; count < s->n_args; count++) {
+        size_t want = rl_arg_size(s->args[count].kind);
+        if (sizes[count] != want) {
+            return rl_fail(err, RL_GPU_ARG, 0, "cuFuncGetParamInfo",
+                           "parameter %zu of %s is %zu bytes, but argument %zu is a %s (%zu bytes)", count, s->kernel,
+                           sizes[count], count, rl_arg_kind_name(s->args[count].kind), want);
+        }
+    }
+    return RL_GPU_OK;
+}
 
 /* See gpu.h. Validates the spec before touching the device, then: push context, load module, size the grid,
  * allocate and fill buffers, warm up, time `reps` launches with event pairs, read back, and release everything. */
@@ -662,15 +834,19 @@ rl_gpu_status rl_gpu_bench(const rl_gpu_bench_spec *s, rl_gpu_bench_result *r, r
     unsigned k;
     int sm_count = 0;
     rl_cu_device dev;
+    rl_cu_deviceptr clock_global = 0;
+    size_t clock_bytes = 0;
+    unsigned per_rep = s->launches_per_rep > 0 ? s->launches_per_rep : 1;
     char after[160];
+    char why[256];
 
     memset(r, 0, sizeof *r);
-    if (rl_need_driver("cuLaunchKernel", err) != RL_GPU_OK) {
-        return RL_GPU_UNAVAILABLE;
-    }
     if (s->block == 0 || s->reps == 0 || s->kernel == NULL || s->cubin == NULL || s->cubin_size == 0) {
         return rl_fail(err, RL_GPU_ARG, 0, "cuLaunchKernel", "a timed launch needs a cubin, a kernel name, "
                                                               "a block size > 0 and at least one repetition");
+    }
+    if (!rl_gpu_check_cubin(s->cubin, s->cubin_size, why, sizeof why)) {
+        return rl_fail(err, RL_GPU_ARG, 0, "cuModuleLoadData", "refusing to load %s's cubin: %s", s->kernel, why);
     }
     for (i = 0; i < s->n_buffers; i++) {
         if (s->buffers[i].bytes == 0 || s->buffers[i].bytes % 4 != 0) {
@@ -691,6 +867,13 @@ rl_gpu_status rl_gpu_bench(const rl_gpu_bench_spec *s, rl_gpu_bench_result *r, r
          s->readback_bytes > s->buffers[s->readback].bytes - s->readback_offset)) {
         return rl_fail(err, RL_GPU_ARG, 0, "cuMemcpyDtoH", "the read-back range lies outside buffer %d",
                        s->readback);
+    }
+    if (s->n_args > RL_MAX_PARAMS) {
+        return rl_fail(err, RL_GPU_ARG, 0, "cuLaunchKernel", "%zu kernel arguments, more than the %d supported",
+                       s->n_args, RL_MAX_PARAMS);
+    }
+    if (rl_need_driver("cuLaunchKernel", err) != RL_GPU_OK) {
+        return RL_GPU_UNAVAILABLE;
     }
     snprintf(after, sizeof after, " (after launching %s)", s->kernel);
 
@@ -720,6 +903,17 @@ rl_gpu_status rl_gpu_bench(const rl_gpu_bench_spec *s, rl_gpu_bench_result *r, r
     if (rc != RL_CU_SUCCESS) {
         st = rl_cu_fail(err, rc, "cuModuleGetFunction", "");
         goto done;
+    }
+    st = rl_check_params(fn, s, &r->params_checked, err);
+    if (st != RL_GPU_OK) {
+        goto done;
+    }
+    if (rl_cu.cuModuleGetGlobal != NULL &&
+        rl_cu.cuModuleGetGlobal(&clock_global, &clock_bytes, module, "rl_clock") != RL_CU_SUCCESS) {
+        clock_global = 0; /* a module without the clock counters: nothing to read back */
+    }
+    if (clock_bytes < 2 * sizeof(unsigned long long)) {
+        clock_global = 0;
     }
     if (s->shared_bytes > 48 * 1024) {
         rc = rl_cu.cuFuncSetAttribute(fn, RL_CU_FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)s->shared_bytes);
@@ -794,6 +988,13 @@ rl_gpu_status rl_gpu_bench(const rl_gpu_bench_spec *s, rl_gpu_bench_result *r, r
         st = rl_cu_fail(err, rc, "cuCtxSynchronize", after);
         goto done;
     }
+    if (clock_global != 0) { /* count the timed launches only */
+        rc = rl_cu.cuMemsetD32(clock_global, 0, 4);
+        if (rc != RL_CU_SUCCESS) {
+            st = rl_cu_fail(err, rc, "cuMemsetD32", " (clearing rl_clock)");
+            goto done;
+        }
+    }
 
     for (i = 0; i < n_events; i++) {
         rc = rl_cu.cuEventCreate(&events[i], 0);
@@ -806,10 +1007,13 @@ rl_gpu_status rl_gpu_bench(const rl_gpu_bench_spec *s, rl_gpu_bench_result *r, r
     for (k = 0; k < s->reps; k++) {
         rc = rl_cu.cuEventRecord(events[2 * k], NULL);
         if (rc == RL_CU_SUCCESS) {
-            rc = rl_cu.cuLaunchKernel(fn, r->grid, 1, 1, s->block, 1, 1, s->shared_bytes, NULL, params, NULL);
-            if (rc != RL_CU_SUCCESS) {
-                st = rl_cu_fail(err, rc, "cuLaunchKernel", after);
-                goto done;
+            unsigned j;
+            for (j = 0; j < per_rep; j++) {
+                rc = rl_cu.cuLaunchKernel(fn, r->grid, 1, 1, s->block, 1, 1, s->shared_bytes, NULL, params, NULL);
+                if (rc != RL_CU_SUCCESS) {
+                    st = rl_cu_fail(err, rc, "cuLaunchKernel", after);
+                    goto done;
+                }
             }
             rc = rl_cu.cuEventRecord(events[2 * k + 1], NULL);
         }
@@ -830,7 +1034,17 @@ rl_gpu_status rl_gpu_bench(const rl_gpu_bench_spec *s, rl_gpu_bench_result *r, r
             st = rl_cu_fail(err, rc, "cuEventElapsedTime", "");
             goto done;
         }
-        s->times_s[k] = (double)ms * 1e-3;
+        s->times_s[k] = (double)ms * 1e-3 / per_rep;
+    }
+    if (clock_global != 0) {
+        unsigned long long counters[2] = {0, 0};
+        rc = rl_cu.cuMemcpyDtoH(counters, clock_global, sizeof counters);
+        if (rc != RL_CU_SUCCESS) {
+            st = rl_cu_fail(err, rc, "cuMemcpyDtoH", " (reading rl_clock)");
+            goto done;
+        }
+        r->clock_cycles = counters[0];
+        r->clock_ns = counters[1];
     }
     if (s->readback >= 0 && s->readback_bytes > 0) {
         rc = rl_cu.cuMemcpyDtoH(s->readback_dst, buffers[s->readback] + s->readback_offset, s->readback_bytes);

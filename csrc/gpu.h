@@ -89,9 +89,15 @@ typedef struct {
     uint32_t fill;
 } rl_gpu_buffer_spec;
 
-/* One timed kernel: load `cubin`, launch `kernel` `warmup` times untimed, then `reps` times each between a pair
- * of CUDA events on the default stream. `grid` 0 means "fill the device": multiprocessors times the blocks per
- * multiprocessor that the occupancy calculator allows (capped at `max_blocks_per_sm` when that is > 0). */
+/* One timed kernel: load `cubin`, launch `kernel` `warmup` times untimed, then `reps` times a group of
+ * `launches_per_rep` back-to-back launches (0 counts as 1) between a pair of CUDA events on the default stream;
+ * each time reported is the group's time divided by `launches_per_rep`, so a short kernel is not timed alone
+ * with the fixed cost of an event pair. `grid` 0 means "fill the device": multiprocessors times the blocks per
+ * multiprocessor that the occupancy calculator allows (capped at `max_blocks_per_sm` when that is > 0).
+ *
+ * Before the module is loaded the cubin is checked to be a complete ELF image (rl_gpu_check_cubin), and, where
+ * the driver has cuFuncGetParamInfo (CUDA 12.4 and later), the arguments are checked against the kernel's
+ * parameters: their number and each one's size (8 bytes for buffers, i64, u64 and f64; 4 for the others). */
 typedef struct {
     int device;
     const void *cubin;
@@ -107,7 +113,8 @@ typedef struct {
     size_t n_args;
     unsigned warmup;
     unsigned reps;
-    double *times_s;   /* out: `reps` elapsed times in seconds */
+    unsigned launches_per_rep; /* launches timed by one event pair; 0 or 1: one */
+    double *times_s;   /* out: `reps` elapsed times in seconds, per launch */
     int readback;      /* buffer to copy back after the runs, -1 for none */
     size_t readback_offset;
     void *readback_dst; /* `readback_bytes` bytes of host memory */
@@ -120,11 +127,24 @@ typedef struct {
     int registers;          /* per thread */
     int local_bytes;        /* per thread: > 0 means the compiler spilled or put an array in local memory */
     int static_shared_bytes;
+    int params_checked;     /* 1: arguments checked with cuFuncGetParamInfo; 0: the driver cannot tell */
+    /* SM clock during the timed launches, from the module's `__device__ unsigned long long rl_clock[2]` when it
+     * has one: the kernels add the SM cycles (%clock64) and nanoseconds (%globaltimer) that block 0's first
+     * thread spent in each launch. Both 0 when the module has no such variable. */
+    unsigned long long clock_cycles;
+    unsigned long long clock_ns;
 } rl_gpu_bench_result;
 
-/* Open the CUDA driver library from the first of `paths[0..n)` that dlopen accepts, resolve its entry points
- * and call cuInit(0). Idempotent: once loaded, returns RL_GPU_OK at once. On failure the message lists every
- * path tried with dlerror's answer. */
+/* Check that `data[0..size)` is a complete 64-bit little-endian ELF image for the CUDA machine (EM_CUDA): the
+ * header, the program and section header tables and every section and segment with file contents lie inside
+ * the buffer. The driver trusts the offsets of an image it loads, so a truncated or corrupt cubin must never
+ * reach cuModuleLoadData. Returns 1 when it is complete; else 0, with the reason in `why` (of `why_size`). */
+int rl_gpu_check_cubin(const void *data, size_t size, char *why, size_t why_size);
+
+/* Open the CUDA driver library from the first of `paths[0..n)` that dlopen accepts and that has every required
+ * entry point (a candidate lacking one is closed and the next one tried), resolve its entry points and call
+ * cuInit(0). Idempotent: once loaded, returns RL_GPU_OK at once. On failure the message lists every path tried
+ * with dlerror's answer or the symbol it lacks. */
 rl_gpu_status rl_gpu_load_driver(const char *const *paths, size_t n, rl_gpu_error *err);
 
 /* Same for NVRTC. */

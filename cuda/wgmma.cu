@@ -6,11 +6,14 @@
 // kernels below have empty bodies (the registry never launches them).
 //
 // Each block has RL_WGMMA_THREADS threads (two warpgroups of 128). Both operands are read from shared memory
-// through matrix descriptors: A is a 64 x K tile and B an N x K tile (N = 256), each row holding 32 bytes of K
-// (K = 16 for fp16/bf16, 8 for tf32, 32 for fp8/int8), filled once with finite random values of the input type.
-// Every warpgroup keeps one 64 x 256 accumulator tile in registers (128 per thread) and issues RL_WGMMA_UNROLL
-// wgmma per loop iteration into it, then commits them as one group and waits until at most one group is still
-// pending, so one group always queues behind the one executing:
+// through matrix descriptors: an A operand is a 64 x K tile and a B operand an N x K tile (N = 256), each row
+// holding 32 bytes of K (K = 16 for fp16/bf16, 8 for tf32, 32 for fp8/int8). Shared memory holds RL_WGMMA_TILES
+// distinct A tiles and RL_WGMMA_TILES distinct B tiles of finite random values of the input type, and wgmma
+// number u of a loop iteration reads A tile u % RL_WGMMA_TILES and B tile (u + u / RL_WGMMA_TILES) %
+// RL_WGMMA_TILES, so consecutive instructions never see the same operands (tensor cores run cooler, and can
+// clock higher, on data that does not change). Every warpgroup keeps one 64 x 256 accumulator tile in registers
+// (128 per thread) and issues RL_WGMMA_UNROLL wgmma per loop iteration into it, then commits them as one group
+// and waits until at most one group is still pending, so one group always queues behind the one executing:
 //
 //   kernel          instruction (m64n256k*, A and B from shared memory)     FLOPs per wgmma (2*64*256*K)
 //   rl_wgmma_f16    wgmma.mma_async.m64n256k16.f32.f16.f16                  524288
@@ -23,11 +26,20 @@
 //
 // Shared-memory layout (no swizzle, K-major): an operand is made of 8-row x 16-byte "core matrices", each
 // stored as 128 contiguous bytes. Core matrix (r, k) of an operand, r counting groups of 8 rows and k the two
-// 16-byte halves of a 32-byte row, sits at byte (2 * r + k) * 128: the leading-dimension byte offset (between
-// neighbours along K) is 128 and the stride-dimension byte offset (between groups of 8 rows) is 256. The data
-// are random, so the arithmetic result is meaningless; only the instruction count matters.
+// 16-byte halves of a 32-byte row, sits at byte (2 * r + k) * 128 from the tile's start: the leading-dimension
+// byte offset (between neighbours along K) is 128 and the stride-dimension byte offset (between groups of 8
+// rows) is 256. The A tiles come first (RL_A_BYTES each), then the B tiles (RL_B_BYTES each).
 //
-// The accumulators are summed and stored only when the sum equals `sentinel`, which keeps the work alive.
+// Two modes, chosen by `check`:
+//   0  (timing) the data are random, so the arithmetic result is meaningless; the accumulators are summed and
+//      stored only when the sum equals `sentinel`, which keeps the work alive;
+//   1  (result check) every A and B element is 1 and block 0 stores all of its accumulators:
+//      sink[thread * 128 + i] = (i & 15) + iters * RL_WGMMA_UNROLL * K, since each wgmma adds the k-long dot
+//      product of ones, K, to every element of D. The host compares: this shows that the instruction runs,
+//      that it writes every accumulator, and that K, the count the FLOPs use, is right.
+//
+// SM clock: block 0's first thread adds the SM cycles (%clock64) and nanoseconds (%globaltimer) it spent in the
+// kernel to `rl_clock`, which the host zeroes before the timed launches and reads back after them.
 
 #ifndef RL_WGMMA_UNROLL
 #define RL_WGMMA_UNROLL 16
@@ -35,10 +47,15 @@
 #ifndef RL_WGMMA_THREADS
 #define RL_WGMMA_THREADS 256
 #endif
+#ifndef RL_WGMMA_TILES
+#define RL_WGMMA_TILES 4
+#endif
 
 #define RL_A_BYTES (64 * 32)
 #define RL_B_BYTES (256 * 32)
-#define RL_SMEM_WORDS ((RL_A_BYTES + RL_B_BYTES) / 4)
+#define RL_SMEM_WORDS (RL_WGMMA_TILES * (RL_A_BYTES + RL_B_BYTES) / 4)
+
+__device__ unsigned long long rl_clock[2];
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -57,6 +74,24 @@ __device__ __forceinline__ unsigned rl_bits_bf16(unsigned h) { return (h & 0x807
 __device__ __forceinline__ unsigned rl_bits_tf32(unsigned h) { return (h & 0x807fe000U) | 0x3f000000U; }
 __device__ __forceinline__ unsigned rl_bits_s8(unsigned h) { return h; }
 __device__ __forceinline__ unsigned rl_bits_e4m3(unsigned h) { return (h & 0x87878787U) | 0x30303030U; }
+
+// The value 1 in every element of a 32-bit word, per input type (for the result check).
+#define RL_ONE_F16 0x3c003c00U
+#define RL_ONE_BF16 0x3f803f80U
+#define RL_ONE_TF32 0x3f800000U
+#define RL_ONE_S8 0x01010101U
+#define RL_ONE_E4M3 0x38383838U
+
+__device__ __forceinline__ unsigned long long rl_clock64(void) {
+    unsigned long long c;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
+    return c;
+}
+__device__ __forceinline__ unsigned long long rl_globaltimer(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 
 // Shared-memory matrix descriptor: bits 0-13 start address >> 4, bits 16-29 leading-dimension byte offset >> 4,
 // bits 32-45 stride-dimension byte offset >> 4, bits 49-51 base offset (0), bits 62-63 swizzle mode (0: none).
@@ -94,22 +129,26 @@ __device__ __forceinline__ void rl_wgmma_wait0(void) { asm volatile("wgmma.wait_
 #define RL_KEEP_R(x) asm volatile("" : "+r"(x)::"memory")
 
 // One kernel per type. ACC/CONS/KEEP: accumulator type, its asm constraint and an empty asm that pins it (so the
-// compiler moves no accumulator access across the wgmma fences); BITS fills shared memory; INSTR is the
-// instruction and TAIL its immediate operands after scale-d (scale-a, scale-b and, for 16-bit types, the two
-// transpose flags, all plain: 1, 1, 0, 0).
-#define RL_WGMMA_KERNEL(NAME, ACC, CONS, KEEP, BITS, INSTR, TAIL)                                                 \
+// compiler moves no accumulator access across the wgmma fences); BITS fills shared memory and ONE is a word of
+// ones; INSTR is the instruction and TAIL its immediate operands after scale-d (scale-a, scale-b and, for 16-bit
+// types, the two transpose flags, all plain: 1, 1, 0, 0).
+#define RL_WGMMA_KERNEL(NAME, ACC, CONS, KEEP, BITS, ONE, INSTR, TAIL)                                            \
     extern "C" __global__ void __launch_bounds__(RL_WGMMA_THREADS, 1)                                              \
-        NAME(ACC *sink, int iters, unsigned seed, ACC sentinel) {                                                  \
+        NAME(ACC *sink, int iters, unsigned seed, ACC sentinel, int check) {                                       \
+        const unsigned long long c0 = rl_clock64(), t0 = rl_globaltimer();                                         \
         __shared__ __align__(1024) unsigned smem[RL_SMEM_WORDS];                                                   \
         for (unsigned i = threadIdx.x; i < RL_SMEM_WORDS; i += blockDim.x) {                                       \
-            smem[i] = BITS(rl_hash(i * 2654435761U + seed + blockIdx.x));                                          \
+            smem[i] = check ? ONE : BITS(rl_hash(i * 2654435761U + seed + blockIdx.x));                            \
         }                                                                                                          \
         /* Ordinary stores become visible to the tensor cores (the async proxy) only after this fence. */          \
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");                                               \
         __syncthreads();                                                                                           \
         const unsigned base = (unsigned)__cvta_generic_to_shared(smem);                                            \
-        const unsigned long long desc_a = rl_smem_desc(base);                                                      \
-        const unsigned long long desc_b = rl_smem_desc(base + RL_A_BYTES);                                         \
+        unsigned long long desc_a[RL_WGMMA_TILES], desc_b[RL_WGMMA_TILES];                                         \
+        _Pragma("unroll") for (int t = 0; t < RL_WGMMA_TILES; ++t) {                                               \
+            desc_a[t] = rl_smem_desc(base + t * RL_A_BYTES);                                                       \
+            desc_b[t] = rl_smem_desc(base + RL_WGMMA_TILES * RL_A_BYTES + t * RL_B_BYTES);                         \
+        }                                                                                                          \
         ACC d[128];                                                                                                \
         _Pragma("unroll") for (int i = 0; i < 128; ++i) {                                                          \
             d[i] = (ACC)(i & 15);                                                                                  \
@@ -118,44 +157,59 @@ __device__ __forceinline__ void rl_wgmma_wait0(void) { asm volatile("wgmma.wait_
         _Pragma("unroll 1") for (int it = 0; it < iters; ++it) {                                                   \
             rl_wgmma_fence();                                                                                      \
             _Pragma("unroll") for (int u = 0; u < RL_WGMMA_UNROLL; ++u) {                                          \
+                const int ta = u % RL_WGMMA_TILES, tb = (u + u / RL_WGMMA_TILES) % RL_WGMMA_TILES;                 \
                 asm volatile("{\n"                                                                                 \
                              ".reg .pred p;\n"                                                                     \
                              "setp.ne.b32 p, %130, 0;\n" INSTR " " RL_REGS128 ", %128, %129, p" TAIL ";\n"         \
                              "}\n"                                                                                 \
                              : RL_D128(CONS)                                                                       \
-                             : "l"(desc_a), "l"(desc_b), "r"(1));                                                  \
+                             : "l"(desc_a[ta]), "l"(desc_b[tb]), "r"(1));                                          \
             }                                                                                                      \
             rl_wgmma_commit();                                                                                     \
             rl_wgmma_wait1();                                                                                      \
         }                                                                                                          \
         rl_wgmma_wait0();                                                                                          \
-        ACC s = 0;                                                                                                 \
-        _Pragma("unroll") for (int i = 0; i < 128; ++i) {                                                          \
-            KEEP(d[i]);                                                                                            \
-            s += d[i];                                                                                             \
+        if (check) {                                                                                               \
+            if (blockIdx.x == 0) {                                                                                 \
+                _Pragma("unroll") for (int i = 0; i < 128; ++i) {                                                  \
+                    KEEP(d[i]);                                                                                    \
+                    sink[threadIdx.x * 128 + i] = d[i];                                                            \
+                }                                                                                                  \
+            }                                                                                                      \
+        } else {                                                                                                   \
+            ACC s = 0;                                                                                             \
+            _Pragma("unroll") for (int i = 0; i < 128; ++i) {                                                      \
+                KEEP(d[i]);                                                                                        \
+                s += d[i];                                                                                         \
+            }                                                                                                      \
+            if (s == sentinel) {                                                                                   \
+                sink[threadIdx.x & 31] = s;                                                                        \
+            }                                                                                                      \
         }                                                                                                          \
-        if (s == sentinel) {                                                                                       \
-            sink[threadIdx.x & 31] = s;                                                                            \
+        if (blockIdx.x == 0 && threadIdx.x == 0) {                                                                 \
+            const unsigned long long c1 = rl_clock64(), t1 = rl_globaltimer();                                     \
+            atomicAdd(&rl_clock[0], c1 - c0);                                                                      \
+            atomicAdd(&rl_clock[1], t1 - t0);                                                                      \
         }                                                                                                          \
     }
 
-RL_WGMMA_KERNEL(rl_wgmma_f16, float, RL_CONS_F, RL_KEEP_F, rl_bits_f16,
+RL_WGMMA_KERNEL(rl_wgmma_f16, float, RL_CONS_F, RL_KEEP_F, rl_bits_f16, RL_ONE_F16,
                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", ", 1, 1, 0, 0")
-RL_WGMMA_KERNEL(rl_wgmma_bf16, float, RL_CONS_F, RL_KEEP_F, rl_bits_bf16,
+RL_WGMMA_KERNEL(rl_wgmma_bf16, float, RL_CONS_F, RL_KEEP_F, rl_bits_bf16, RL_ONE_BF16,
                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", ", 1, 1, 0, 0")
-RL_WGMMA_KERNEL(rl_wgmma_tf32, float, RL_CONS_F, RL_KEEP_F, rl_bits_tf32,
+RL_WGMMA_KERNEL(rl_wgmma_tf32, float, RL_CONS_F, RL_KEEP_F, rl_bits_tf32, RL_ONE_TF32,
                 "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32", ", 1, 1")
-RL_WGMMA_KERNEL(rl_wgmma_e4m3, float, RL_CONS_F, RL_KEEP_F, rl_bits_e4m3,
+RL_WGMMA_KERNEL(rl_wgmma_e4m3, float, RL_CONS_F, RL_KEEP_F, rl_bits_e4m3, RL_ONE_E4M3,
                 "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3", ", 1, 1")
-RL_WGMMA_KERNEL(rl_wgmma_s8, int, RL_CONS_R, RL_KEEP_R, rl_bits_s8, "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8",
-                "")
+RL_WGMMA_KERNEL(rl_wgmma_s8, int, RL_CONS_R, RL_KEEP_R, rl_bits_s8, RL_ONE_S8,
+                "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8", "")
 
 #else
 
-extern "C" __global__ void rl_wgmma_f16(float *, int, unsigned, float) {}
-extern "C" __global__ void rl_wgmma_bf16(float *, int, unsigned, float) {}
-extern "C" __global__ void rl_wgmma_tf32(float *, int, unsigned, float) {}
-extern "C" __global__ void rl_wgmma_e4m3(float *, int, unsigned, float) {}
-extern "C" __global__ void rl_wgmma_s8(int *, int, unsigned, int) {}
+extern "C" __global__ void rl_wgmma_f16(float *, int, unsigned, float, int) {}
+extern "C" __global__ void rl_wgmma_bf16(float *, int, unsigned, float, int) {}
+extern "C" __global__ void rl_wgmma_tf32(float *, int, unsigned, float, int) {}
+extern "C" __global__ void rl_wgmma_e4m3(float *, int, unsigned, float, int) {}
+extern "C" __global__ void rl_wgmma_s8(int *, int, unsigned, int, int) {}
 
 #endif

@@ -22,6 +22,7 @@ import math
 import os
 import re
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from roofline import _core
+from roofline._cachedir import ensure_private_dir
 
 GpuError = _core.GpuError
 CudaUnavailableError = _core.CudaUnavailableError
@@ -240,7 +242,8 @@ def kernel_sources() -> Dict[str, Path]:
 
 def cache_dir() -> Path:
     """Cubin cache directory: ``$ROOFLINE_CACHE_DIR/cubin``, else ``$XDG_CACHE_HOME/roofline/cubin``, else
-    ``~/.cache/roofline/cubin``."""
+    ``~/.cache/roofline/cubin``. It is used only when it is the current user's own and nobody else can write to
+    it (see :func:`roofline._cachedir.ensure_private_dir`): a cubin planted there would run on the GPU."""
     root = os.environ.get("ROOFLINE_CACHE_DIR")
     if root:
         return Path(root) / "cubin"
@@ -270,14 +273,38 @@ def _cache_key(source: str, options: Sequence[str], nvrtc_version: Tuple[int, in
 
 
 def _is_cubin(data: bytes) -> bool:
-    return len(data) > 64 and data[:4] == b"\x7fELF"
+    """True when ``data`` is a complete CUDA ELF image (the C layer checks the header and that every table,
+    section and segment lies inside the data), so a truncated cache file is never handed to the driver."""
+    try:
+        _core.gpu_check_cubin(data)
+    except ValueError:
+        return False
+    return True
+
+
+_warned_cache: set = set()
+
+
+def _usable_cache_dir() -> Optional[Path]:
+    """:func:`cache_dir`, created private if missing, or None (with one warning per directory and process) when it
+    may not be trusted: not owned by the current user, writable by others, or a symbolic link."""
+    directory = cache_dir()
+    reason = ensure_private_dir(directory)
+    if reason is None:
+        return directory
+    if str(directory) not in _warned_cache:
+        _warned_cache.add(str(directory))
+        warnings.warn(f"roofline: not using the cubin cache: {reason}; kernels are compiled afresh each time",
+                      RuntimeWarning, stacklevel=3)
+    return None
 
 
 def compile_source(source: str, name: str, arch: Any, options: Sequence[str] = (), cache: bool = True) -> bytes:
     """Compile CUDA C++ ``source`` with NVRTC into a cubin for ``arch`` and return it.
 
     ``name`` is the file name used in diagnostics. The cubin is cached under :func:`cache_dir` keyed by a hash of
-    the source, the options, NVRTC's version and the architecture; a cached file is reused as is. Raises
+    the source, the options, NVRTC's version and the architecture; a cached file is reused when it is a complete
+    CUDA ELF image, and the cache is skipped when its directory is not private to the user. Raises
     :class:`NvrtcError` (with ``.log`` holding the full compile log) when the source does not compile, and
     :class:`CudaUnavailableError` when NVRTC cannot be found.
     """
@@ -287,8 +314,9 @@ def compile_source(source: str, name: str, arch: Any, options: Sequence[str] = (
     version = tuple(_core.gpu_nvrtc_version())
     key = _cache_key(source, opts, version, arch)
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(name).stem)
-    path = cache_dir() / f"{stem}-{arch}-{key[:32]}.cubin"
-    if cache:
+    directory = _usable_cache_dir() if cache else None
+    path = directory / f"{stem}-{arch}-{key[:32]}.cubin" if directory is not None else None
+    if path is not None:
         try:
             data = path.read_bytes()
             if _is_cubin(data):
@@ -296,16 +324,15 @@ def compile_source(source: str, name: str, arch: Any, options: Sequence[str] = (
         except OSError:
             pass
     cubin, _log = _core.gpu_compile(source, name, opts)
-    if cache:
+    if path is not None:
         _write_atomic(path, cubin)
     return cubin
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename; a cache that cannot be written is
-    skipped silently (the cubin is still returned to the caller)."""
+    """Write ``data`` to ``path`` (in a directory already checked private) through a temporary file and a rename;
+    a cache that cannot be written is skipped silently (the cubin is still returned to the caller)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".cubin")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -324,10 +351,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
 # Compile-time constants of each source. The work arithmetic below reads the same numbers, so the FLOP and byte
 # counts always match the loops that ran.
 _DEFINES: Dict[str, Dict[str, int]] = {
-    "bandwidth": {"RL_BW_UNROLL": 4},
-    "fma": {"RL_FMA_CHAINS": 8, "RL_FMA_UNROLL": 16},
-    "mma": {"RL_MMA_CHAINS": 8},
-    "wgmma": {"RL_WGMMA_UNROLL": 16, "RL_WGMMA_THREADS": 256},
+    "bandwidth": {"RL_BW_UNROLL": 4, "RL_L2_LOADS": 4},
+    "fma": {"RL_FMA_CHAINS": 8, "RL_FMA_UNROLL": 64},
+    "mma": {"RL_MMA_CHAINS": 8, "RL_MMA_SETS": 4},
+    "wgmma": {"RL_WGMMA_UNROLL": 16, "RL_WGMMA_THREADS": 256, "RL_WGMMA_TILES": 4},
 }
 
 
@@ -450,6 +477,9 @@ class _Context:
     info: Dict[str, Any]
     settings: _Settings
     cubins: Dict[Tuple[str, str], bytes] = dataclasses.field(default_factory=dict)
+    compile_errors: Dict[Tuple[str, str], GpuError] = dataclasses.field(default_factory=dict)
+    last: Optional[Dict[str, Any]] = None  # result of the latest launch (the timed one, after a runner returns)
+    unchecked_params: bool = False  # some launch ran without the driver checking its arguments
 
     @property
     def cc(self) -> CC:
@@ -459,10 +489,22 @@ class _Context:
         major, minor = self.cc
         return f"sm_{major}{minor}{suffix}"
 
+    def prepare(self, source: str, suffix: str = "") -> None:
+        """Compile (or fetch from the cache) ``source`` for this device now; a compile error is kept and raised
+        by :meth:`cubin` when a benchmark asks for it, so the other benchmarks still run."""
+        key = (source, self.arch(suffix))
+        if key in self.cubins or key in self.compile_errors:
+            return
+        try:
+            self.cubins[key] = compile(source, key[1])
+        except (NvrtcError, GpuError) as exc:
+            self.compile_errors[key] = exc
+
     def cubin(self, source: str, suffix: str = "") -> bytes:
         key = (source, self.arch(suffix))
-        if key not in self.cubins:
-            self.cubins[key] = compile(source, key[1])
+        self.prepare(source, suffix)
+        if key in self.compile_errors:
+            raise self.compile_errors[key]
         return self.cubins[key]
 
 
@@ -490,6 +532,17 @@ def _median_s(result: Dict[str, Any]) -> float:
     return statistics.median(times)
 
 
+def _clock_hz(result: Optional[Dict[str, Any]]) -> Optional[float]:
+    """Average SM clock of a launch's timed runs, from the cycles and nanoseconds the kernel's block 0 counted
+    (``%clock64`` / ``%globaltimer``), or None when the kernel did not count them."""
+    if not result:
+        return None
+    cycles, ns = result.get("clock_cycles") or 0, result.get("clock_ns") or 0
+    if cycles <= 0 or ns <= 0:
+        return None
+    return cycles / ns * 1e9
+
+
 def _launch(
     ctx: _Context,
     bench: Benchmark,
@@ -502,15 +555,20 @@ def _launch(
     grid: int = 0,
     max_blocks_per_sm: int = 0,
     readback: Optional[Tuple[int, int, int]] = None,
+    launches_per_rep: int = 1,
 ) -> Dict[str, Any]:
     cubin = ctx.cubin(bench.source, bench.arch_suffix)
     try:
-        return _core.gpu_bench(
+        result = _core.gpu_bench(
             ctx.index, cubin, bench.kernel, grid, block, 0, list(buffers), list(args), warmup, reps, readback,
-            max_blocks_per_sm,
+            max_blocks_per_sm, launches_per_rep,
         )
     except CudaError as exc:
         raise _explain(exc, ctx, bench) from None
+    ctx.last = result
+    if not result.get("params_checked", True):
+        ctx.unchecked_params = True
+    return result
 
 
 def _explain(exc: CudaError, ctx: _Context, bench: Benchmark) -> CudaError:
@@ -535,39 +593,50 @@ def _explain(exc: CudaError, ctx: _Context, bench: Benchmark) -> CudaError:
 _NAN = float("nan")
 _INT_SENTINEL = 0x5BD1E995
 
+# Calibration: probes grow the iteration count 16x at a time until one lasts _PROBE_MIN_S, for at most
+# _PROBE_MAX probes.
+_PROBE_MIN_S = 1e-4
+_PROBE_MAX = 6
+_ITERS_MAX = (1 << 31) - 1
+
 
 def _calibrate(ctx: _Context, bench: Benchmark, make_args: Callable[[int], list], launch_kw: Dict[str, Any]) -> Tuple[int, Dict[str, Any]]:
     """Find an iteration count whose launch lasts about ``settings.target_s``, then time it.
 
-    Starts small, grows by 16x while a launch is shorter than 100 us, then scales linearly to the target.
-    Returns (iterations, timed result).
+    Probes start at 16 iterations and grow 16x while a probe is shorter than 100 us (at most 6 probes), then the
+    count scales linearly from the last probe, the one actually timed, to the target. Returns (iterations, timed
+    result).
     """
     target = ctx.settings.target_s
+    common = {"block": launch_kw["block"], "grid": launch_kw.get("grid", 0),
+              "max_blocks_per_sm": launch_kw.get("max_blocks_per_sm", 0)}
     iters = 16
-    for _ in range(6):
-        probe = _launch(ctx, bench, launch_kw["buffers"], make_args(iters), block=launch_kw["block"], warmup=1,
-                        reps=1, max_blocks_per_sm=launch_kw.get("max_blocks_per_sm", 0))
+    for probe_number in range(1, _PROBE_MAX + 1):
+        probe = _launch(ctx, bench, launch_kw["buffers"], make_args(iters), warmup=1, reps=1, **common)
         elapsed = _median_s(probe)
-        if elapsed >= 1e-4 or iters >= (1 << 26):
+        if elapsed >= _PROBE_MIN_S or probe_number == _PROBE_MAX or iters * 16 > _ITERS_MAX:
             break
         iters *= 16
-    iters = max(1, min((1 << 31) - 1, int(iters * target / elapsed)))
-    result = _launch(ctx, bench, launch_kw["buffers"], make_args(iters), block=launch_kw["block"],
-                     warmup=ctx.settings.warmup, reps=ctx.settings.reps,
-                     max_blocks_per_sm=launch_kw.get("max_blocks_per_sm", 0))
+    # `elapsed` is the time of `iters` iterations: the count that was probed last.
+    iters = max(1, min(_ITERS_MAX, int(iters * target / elapsed)))
+    result = _launch(ctx, bench, launch_kw["buffers"], make_args(iters), warmup=ctx.settings.warmup,
+                     reps=ctx.settings.reps, **common)
     return iters, result
 
 
 def _describe_timing(result: Dict[str, Any], median: float) -> str:
+    per = result.get("launches_per_rep", 1) or 1
+    batch = f" (timed {per} back-to-back launches per CUDA event pair)" if per > 1 else ""
     return (
         f"{result['grid']} blocks x {result['block']} threads, median of {len(result['times_s'])} launches of "
-        f"{median * 1e3:.3g} ms"
+        f"{median * 1e3:.3g} ms{batch}"
     )
 
 
 # ---- bandwidth ------------------------------------------------------------------------------------------------
 
 _FILL = 0x3C00_3C00  # buffer contents: a nonzero pattern (two fp16 1.0s per word)
+_LAUNCHES_PER_REP_MAX = 1000
 
 
 def _dram_bytes(ctx: _Context) -> int:
@@ -586,9 +655,18 @@ def _dram_bytes(ctx: _Context) -> int:
     return size
 
 
+def _launches_per_rep(ctx: _Context, one_launch_s: float) -> int:
+    """How many launches one CUDA event pair times so that the pair spans about ``settings.target_s``: an event
+    pair around a single sub-millisecond launch adds its own fixed cost to the time and reads the rate low."""
+    if one_launch_s <= 0:
+        return 1
+    return max(1, min(_LAUNCHES_PER_REP_MAX, math.ceil(ctx.settings.target_s / one_launch_s)))
+
+
 def _run_dram(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
     """DRAM read / write / copy over one large buffer per operand. Bytes per launch: 16*n read, 16*n written, or
-    2*16*n copied, with n = buffer bytes / 16."""
+    2*16*n copied, with n = buffer bytes / 16. One probe launch gives the time of a launch; each timed sample
+    then covers enough back-to-back launches to last about ``settings.target_s`` (time per launch reported)."""
     kind = bench.param("kind")
     size = _dram_bytes(ctx)
     n = size // 16
@@ -605,7 +683,10 @@ def _run_dram(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
         buffers = [(size, _FILL), (size, 0)]
         args = [("buffer", 0), ("buffer", 1), ("u64", n)]
         moved = 2 * 16 * n
-    result = _launch(ctx, bench, buffers, args, block=256, warmup=max(3, s.warmup), reps=s.bw_reps)
+    probe = _launch(ctx, bench, buffers, args, block=256, warmup=1, reps=1)
+    per_rep = _launches_per_rep(ctx, _median_s(probe))
+    result = _launch(ctx, bench, buffers, args, block=256, warmup=max(3, s.warmup), reps=s.bw_reps,
+                     launches_per_rep=per_rep)
     median = _median_s(result)
     what = {"read": "read", "write": "written", "copy": "read + written"}[kind]
     text = (
@@ -615,21 +696,48 @@ def _run_dram(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
     return moved / median, text
 
 
-def _run_l2(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
-    """L2 read: a working set of a quarter of the L2, read `passes` times with L1-bypassing loads. Bytes per
-    launch: 16 * n * passes."""
-    l2 = ctx.info.get("l2_cache_bytes") or (4 << 20)
-    size = max(1 << 20, (l2 // 4 >> 16) << 16)
-    n = size // 16
+def _l2_shape(l2_bytes: int, full_grid: int, block: int, sm_count: int) -> Tuple[int, int]:
+    """(blocks, n) for the L2 kernel: n 16-byte words, a whole number of trips of RL_L2_LOADS loads by every
+    thread of ``blocks`` blocks, so that no thread has a partial trip.
 
-    def make_args(passes: int) -> list:
+    The working set stays near a quarter of the L2 and never above a third of it. The whole device (``full_grid``
+    blocks) is used when one trip of every thread fits in that third; on a GPU whose L2 is small for its thread
+    count, the grid shrinks to whole waves of ``sm_count`` blocks (at least one block per multiprocessor).
+    """
+    loads = _DEFINES["bandwidth"]["RL_L2_LOADS"]
+    per_block = loads * block * 16  # bytes one block reads in one trip
+    blocks = full_grid
+    if blocks * per_block > l2_bytes // 3:
+        sms = max(1, sm_count)
+        blocks = max(sms, (l2_bytes // 3 // per_block) // sms * sms)
+        blocks = min(blocks, full_grid)
+    trips = max(1, (l2_bytes // 4) // (blocks * per_block))
+    return blocks, trips * blocks * block * loads
+
+
+def _run_l2(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
+    """L2 read: a working set of about a quarter of the L2 (a whole number of RL_L2_LOADS-load trips per thread,
+    see :func:`_l2_shape`), read `passes` times with L1-bypassing loads. Bytes per launch: 16 * n * passes."""
+    l2 = ctx.info.get("l2_cache_bytes") or (4 << 20)
+    block = 256
+    sink = (128, 0)
+
+    def make_args(n: int, passes: int) -> list:
         return [("buffer", 0), ("u64", n), ("i32", passes), ("buffer", 1), ("i32", _INT_SENTINEL)]
 
-    passes, result = _calibrate(ctx, bench, make_args, {"buffers": [(size, _FILL), (128, 0)], "block": 256})
+    # One short launch to learn the grid that fills the device.
+    shape_probe = _launch(ctx, bench, [(1 << 20, _FILL), sink], make_args(1 << 16, 1), block=block, warmup=0,
+                          reps=1)
+    blocks, n = _l2_shape(l2, shape_probe["grid"], block, ctx.info.get("sm_count") or 1)
+    size = 16 * n
+    passes, result = _calibrate(ctx, bench, lambda p: make_args(n, p),
+                                {"buffers": [(size, _FILL), sink], "block": block, "grid": blocks})
     median = _median_s(result)
+    loads = _DEFINES["bandwidth"]["RL_L2_LOADS"]
     text = (
         f"{bench.kernel}: {size >> 10} KiB working set (L2 is {l2 >> 20} MiB) read {passes} times with "
-        f"ld.global.cg (L1 bypassed), 16-byte accesses; " + _describe_timing(result, median)
+        f"ld.global.cg (L1 bypassed), 16-byte accesses, {n // (blocks * block)} per thread per pass in trips of "
+        f"{loads} loads in flight; " + _describe_timing(result, median)
     )
     return 16 * n * passes / median, text
 
@@ -664,16 +772,83 @@ def _run_fma(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
 
 # ---- tensor cores ---------------------------------------------------------------------------------------------
 
+# Result check of the tensor-core kernels (their `check` argument = 1): all-ones operands, one block, a few loops.
+_CHECK_ITERS = 4
+_CHECK_BLOCK = 256
+
+
+def _tensor_check_layout(bench: Benchmark) -> Tuple[int, int]:
+    """(threads, values per thread) the check mode of a tensor-core kernel stores: block 0's accumulators."""
+    if bench.source == "wgmma":
+        return _DEFINES["wgmma"]["RL_WGMMA_THREADS"], 128
+    return _CHECK_BLOCK, _DEFINES["mma"]["RL_MMA_CHAINS"] * 4
+
+
+def _tensor_check_expected(bench: Benchmark, iters: int) -> List[float]:
+    """What a tensor-core kernel's check mode must store after ``iters`` loops on all-ones operands: each matrix
+    instruction adds K (the dot product of K ones) to every accumulator element, and the kernels start from
+    known values (see cuda/mma.cu and cuda/wgmma.cu).
+
+    mma.sync: value (c, j) of a thread, for accumulator chain c and element j, is INIT(c, j) + iters * K, with
+    INIT(c, j) = 0.125 * (4c + j) for a float accumulator and 4c + j for int32. wgmma: value i of a thread is
+    (i & 15) + iters * RL_WGMMA_UNROLL * K."""
+    _m, _n, k = bench.param("shape")
+    threads, per_thread = _tensor_check_layout(bench)
+    if bench.source == "wgmma":
+        step = iters * _DEFINES["wgmma"]["RL_WGMMA_UNROLL"] * k
+        one = [(i & 15) + step if bench.param("integer") else float((i & 15) + step) for i in range(per_thread)]
+    else:
+        integer = bench.param("integer")
+        one = [(i if integer else 0.125 * i) + iters * k for i in range(per_thread)]
+    return one * threads
+
+
+def _tensor_check_compare(bench: Benchmark, data: bytes, iters: int) -> List[str]:
+    """Compare the bytes a check launch read back with :func:`_tensor_check_expected`; return a description of
+    each of the first few mismatches (an empty list when every value matches exactly)."""
+    expected = _tensor_check_expected(bench, iters)
+    code = "i" if bench.param("integer") else "f"
+    if len(data) != 4 * len(expected):
+        return [f"read back {len(data)} bytes, expected {4 * len(expected)}"]
+    got = struct.unpack(f"<{len(expected)}{code}", data)
+    _threads, per_thread = _tensor_check_layout(bench)
+    problems = []
+    for index, (g, e) in enumerate(zip(got, expected)):
+        if g != e:
+            thread, value = divmod(index, per_thread)
+            problems.append(f"thread {thread} value {value}: {g!r} instead of {e!r}")
+            if len(problems) == 5:
+                problems.append("...")
+                break
+    return problems
+
+
+def _tensor_check(ctx: _Context, bench: Benchmark) -> None:
+    """Run ``bench``'s kernel once in its check mode and raise GpuError when D is not what the instruction count
+    and K imply, so that no throughput is ever reported for a kernel that computes something else."""
+    threads, per_thread = _tensor_check_layout(bench)
+    nbytes = 4 * threads * per_thread
+    sentinel = ("i32", -_INT_SENTINEL) if bench.param("integer") else ("f32", _NAN)
+    args = [("buffer", 0), ("i32", _CHECK_ITERS), ("u32", 0), sentinel, ("i32", 1)]
+    result = _launch(ctx, bench, [(nbytes, 0)], args, block=threads, grid=1, warmup=0, reps=1,
+                     readback=(0, 0, nbytes))
+    problems = _tensor_check_compare(bench, result["readback"], _CHECK_ITERS)
+    if problems:
+        raise GpuError(f"{bench.kernel} computed wrong results on all-ones operands ({_CHECK_ITERS} loops): "
+                       + "; ".join(problems))
+
 
 def _run_mma(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
     """FLOPs per launch = warps * iters * RL_MMA_CHAINS * 2*m*n*k."""
     m, n, k = bench.param("shape")
     chains = _DEFINES["mma"]["RL_MMA_CHAINS"]
+    sets = _DEFINES["mma"]["RL_MMA_SETS"]
     integer = bench.param("integer")
     sentinel = ("i32", -_INT_SENTINEL) if integer else ("f32", _NAN)
+    _tensor_check(ctx, bench)
 
     def make_args(iters: int) -> list:
-        return [("buffer", 0), ("i32", iters), ("u32", 0x9E3779B9), sentinel]
+        return [("buffer", 0), ("i32", iters), ("u32", 0x9E3779B9), sentinel, ("i32", 0)]
 
     iters, result = _calibrate(ctx, bench, make_args, {"buffers": [(256, 0)], "block": 256})
     median = _median_s(result)
@@ -681,7 +856,8 @@ def _run_mma(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
     flops = warps * iters * chains * 2 * m * n * k
     text = (
         f"mma.sync m{m}n{n}k{k} {bench.param('types')}: {chains} independent accumulators per warp x {iters} "
-        f"loops, 2*m*n*k per instruction, random operands; " + _describe_timing(result, median)
+        f"loops, 2*m*n*k per instruction, random operands cycling through {sets} A and {sets} B fragment sets, "
+        f"result checked on all-ones operands; " + _describe_timing(result, median)
     )
     return flops / median, text
 
@@ -691,11 +867,13 @@ def _run_wgmma(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
     m, n, k = bench.param("shape")
     unroll = _DEFINES["wgmma"]["RL_WGMMA_UNROLL"]
     threads = _DEFINES["wgmma"]["RL_WGMMA_THREADS"]
+    tiles = _DEFINES["wgmma"]["RL_WGMMA_TILES"]
     integer = bench.param("integer")
     sentinel = ("i32", -_INT_SENTINEL) if integer else ("f32", _NAN)
+    _tensor_check(ctx, bench)
 
     def make_args(iters: int) -> list:
-        return [("buffer", 0), ("i32", iters), ("u32", 0x9E3779B9), sentinel]
+        return [("buffer", 0), ("i32", iters), ("u32", 0x9E3779B9), sentinel, ("i32", 0)]
 
     iters, result = _calibrate(
         ctx, bench, make_args, {"buffers": [(256, 0)], "block": threads, "max_blocks_per_sm": 1}
@@ -705,8 +883,8 @@ def _run_wgmma(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
     flops = warpgroups * iters * unroll * 2 * m * n * k
     text = (
         f"wgmma.mma_async m{m}n{n}k{k} {bench.param('types')} (sm_90a), A and B from shared memory: {unroll} per "
-        f"commit group x {iters} loops per warpgroup, 2*m*n*k per instruction, random operands; "
-        + _describe_timing(result, median)
+        f"commit group x {iters} loops per warpgroup, 2*m*n*k per instruction, random operands cycling through "
+        f"{tiles} A and {tiles} B tiles, result checked on all-ones operands; " + _describe_timing(result, median)
     )
     return flops / median, text
 
@@ -820,7 +998,17 @@ def measure(device_index: int = 0, quick: bool = True, progress: Optional[Callab
                    "matrix/float8_e4m3fn"},
          "bandwidth": {"DRAM" (= DRAM_copy), "DRAM_read", "DRAM_write", "DRAM_copy", "L2"},   # bytes/s
          "method": {key: how it was measured, or why it is None},
+         "sm_clock_hz": {key: average SM clock during the reported figure's timed launches, or None},
+         "notes": [remarks about the whole run],
          "duration_s": seconds this call took}
+
+    Every kernel this device runs is compiled (or read from the cubin cache) first, then the GPU is kept busy
+    for a moment so its clocks leave idle, then the benchmarks run back to back, so a slow compile never lets the
+    clocks drop between warm-up and measurement. The SM clock of each benchmark is measured inside its kernel
+    (block 0's ``%clock64`` cycles over ``%globaltimer`` nanoseconds) and appears in ``sm_clock_hz`` and in the
+    ``method`` line: a figure taken at a throttled clock shows it. The tensor-core kernels are run once on
+    all-ones operands and their results compared before they are timed; one that computes wrong results is
+    reported as failed, not measured.
 
     A peak the device cannot run (fp8 before sm_89, say) is None, with the reason in ``method``. Where several
     kernels measure one key (mma.sync and, on Hopper, wgmma) the higher rate is reported and ``method`` names
@@ -845,6 +1033,17 @@ def measure(device_index: int = 0, quick: bool = True, progress: Optional[Callab
     method: Dict[str, str] = {}
     notes: Dict[str, List[str]] = {}
 
+    clocks: Dict[str, Optional[float]] = {}
+    run_notes: List[str] = []
+
+    def wanted(bench: Benchmark) -> bool:
+        return bench.supported(cc) and (bench.source != "wgmma" or _wgmma_enabled())
+
+    if progress:
+        progress("compile")
+    for bench in _REGISTRY:
+        if wanted(bench):
+            ctx.prepare(bench.source, bench.arch_suffix)
     if progress:
         progress("warm-up")
     _warm_up(ctx)
@@ -862,8 +1061,11 @@ def measure(device_index: int = 0, quick: bool = True, progress: Optional[Callab
             continue
         if progress:
             progress(bench.label)
+        ctx.last = None
         try:
             value, text = bench.runner(ctx, bench)
+            clock = _clock_hz(ctx.last)
+            text += "; SM clock " + (f"{clock / 1e9:.4g} GHz during the timed launches" if clock else "not recorded")
         except (CudaError, NvrtcError, GpuError) as exc:
             if isinstance(exc, CudaError) and exc.code in _STICKY_ERRORS:
                 raise
@@ -882,11 +1084,18 @@ def measure(device_index: int = 0, quick: bool = True, progress: Optional[Callab
                 )
             table[result_key] = value
             method[result_key] = text
+            clocks[result_key] = clock
         else:
             notes.setdefault(result_key, []).append(f"also measured: {bench.label} at {value:.4g}/s")
 
     bandwidth["DRAM"] = bandwidth["DRAM_copy"]
     method["DRAM"] = "same as DRAM_copy (bytes read + bytes written per second)"
+    clocks["DRAM"] = clocks.get("DRAM_copy")
+    if ctx.unchecked_params:
+        run_notes.append(
+            "kernel arguments were not checked against the kernels' parameter lists: the driver has no "
+            "cuFuncGetParamInfo (CUDA 12.4 and later)"
+        )
     for key, extra in notes.items():
         base = method.get(key, "not measured")
         method[key] = base + " | " + "; ".join(extra)
@@ -898,5 +1107,7 @@ def measure(device_index: int = 0, quick: bool = True, progress: Optional[Callab
         "peaks": peaks,
         "bandwidth": bandwidth,
         "method": method,
+        "sm_clock_hz": {k: clocks.get(k) for k in list(PEAK_KEYS) + list(BANDWIDTH_KEYS)},
+        "notes": run_notes,
         "duration_s": time.perf_counter() - start,
     }

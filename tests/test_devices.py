@@ -249,34 +249,79 @@ def test_missing_peak_names_what_exists():
 # Derivations: the published peaks against the chip's structure
 
 
+# Dense datasheet figures, written out from shared/reference/gpu-datasheet.md (TFLOP/s, TOPS for int8, TB/s): every
+# figure the table has must be exactly the published one.
+DATASHEET = {
+    "H100 SXM": {"vector/float64": 33.5, "vector/float32": 67, "matrix/tfloat32": 494.5, "matrix/bfloat16": 989,
+                 "matrix/float16": 989, "matrix/float8_e4m3fn": 1979, "matrix/int8": 1979, "DRAM": 3.35},
+    "H100 PCIe": {"vector/float32": 51, "matrix/tfloat32": 378, "matrix/bfloat16": 756, "matrix/float16": 756,
+                  "matrix/float8_e4m3fn": 1513, "matrix/int8": 1513, "DRAM": 2.0},
+    "H200 SXM": {"vector/float32": 67, "matrix/tfloat32": 494.5, "matrix/bfloat16": 989, "matrix/float16": 989,
+                 "matrix/float8_e4m3fn": 1979, "matrix/int8": 1979, "DRAM": 4.8},
+    "A100 SXM 80GB": {"vector/float64": 9.7, "matrix/float64": 19.5, "vector/float32": 19.5, "matrix/tfloat32": 156,
+                      "matrix/bfloat16": 312, "matrix/int8": 624, "DRAM": 2.039},
+    "A100 PCIe 80GB": {"vector/float64": 9.7, "matrix/float64": 19.5, "vector/float32": 19.5,
+                       "matrix/tfloat32": 156, "matrix/bfloat16": 312, "matrix/int8": 624, "DRAM": 1.935},
+    "L4": {"matrix/tfloat32": 60, "matrix/bfloat16": 121, "matrix/float8_e4m3fn": 242.5, "matrix/int8": 242.5,
+           "DRAM": 0.300},
+    "L40S": {"vector/float32": 91.6, "matrix/tfloat32": 183, "matrix/bfloat16": 362, "matrix/float8_e4m3fn": 733,
+             "matrix/int8": 733, "DRAM": 0.864},
+    "RTX 4090": {"vector/float32": 82.6, "matrix/bfloat16": 165, "DRAM": 1.008},
+    "B200": {"vector/float32": 80, "matrix/tfloat32": 1125, "matrix/bfloat16": 2250, "matrix/float8_e4m3fn": 4500,
+             "matrix/int8": 4500, "DRAM": 8.0},
+    "GB200": {"vector/float32": 80, "matrix/tfloat32": 1250, "matrix/bfloat16": 2500, "matrix/float8_e4m3fn": 5000,
+              "matrix/int8": 5000, "DRAM": 8.0},
+    "V100 SXM2 16GB": {"vector/float64": 7.8, "vector/float32": 15.7, "matrix/float16": 125, "DRAM": 0.900},
+    "T4": {"vector/float32": 8.1, "matrix/float16": 65, "matrix/int8": 130, "DRAM": 0.320},
+}
+
+
+@pytest.mark.parametrize("name", sorted(DATASHEET))
+def test_table_holds_the_datasheet_figures_exactly(name):
+    spec = DEVICES[name]
+    for key, value in DATASHEET[name].items():
+        exact = float(f"{value}e12")  # the decimal figure itself, not value * 1e12 with its rounding error
+        if key == "DRAM":
+            assert spec.memory_bandwidth == exact, name
+        else:
+            unit, dtype = key.split("/")
+            assert spec.peak(unit, dtype) == exact, (name, key)
+
+
 def test_hopper_fp32_vector_derivation():
-    # 132 SMs x 128 FP32 lanes x 2 FLOP/FMA x 1.98 GHz (max boost) = 66.9 TFLOP/s, within 1% of the table's 67.
+    # 132 SMs x 128 FP32 lanes x 2 FLOP/FMA x 1.98 GHz (max boost) = 66.91 TFLOP/s; the datasheet rounds to 67.
     derived = 132 * 128 * 2 * 1.98e9
-    assert derived == pytest.approx(66.9e12, rel=1e-3)
+    assert derived == pytest.approx(66.90816e12, rel=1e-12)
     for name in ("H100 SXM", "H200 SXM"):
         spec = DEVICES[name]
         assert spec.sm_count == 132
-        assert spec.peak("vector", "float32") == pytest.approx(derived, rel=0.01)
+        assert spec.peak("vector", "float32") == 67e12
+        assert round(derived / 1e12) == spec.peak("vector", "float32") / 1e12
 
 
 def test_hopper_bf16_tensor_derivation():
-    # 132 SMs x 2048 dense FP16 FMA/clk/SM (4 tensor cores x 512) x 2 x 1.83 GHz = 989.4 TFLOP/s.
+    # 132 SMs x 2048 dense FP16 FMA/clk/SM (4 tensor cores x 512) x 2 x 1.83 GHz = 989.43 TFLOP/s, published as 989;
+    # TF32 is half of that (494.71, published 494.5), FP8 and INT8 twice (1978.86, published 1979).
     for name in ("H100 SXM", "H200 SXM"):
         spec = DEVICES[name]
+        assert spec.sm_count == 132 and spec.boost_clock_hz == 1.83e9
         derived = spec.sm_count * 2048 * 2 * spec.boost_clock_hz
-        assert derived == pytest.approx(989.4e12, rel=1e-3)
-        assert spec.peak("matrix", "bfloat16") == pytest.approx(derived, rel=0.01)
+        assert derived == pytest.approx(989.42976e12, rel=1e-12)
+        assert spec.peak("matrix", "bfloat16") == 989e12 == round(derived / 1e12) * 1e12
+        assert abs(spec.peak("matrix", "tfloat32") - derived / 2) <= 0.5e12
+        assert spec.peak("matrix", "float8_e4m3fn") == 1979e12 == round(2 * derived / 1e12) * 1e12
 
 
 def test_a100_tensor_and_vector_derivation():
     spec = DEVICES["A100 SXM 80GB"]
-    # 108 SMs x 1024 dense FP16 FMA/clk/SM (4 tensor cores x 256) x 2 x 1.41 GHz = 311.9 TFLOP/s.
+    # 108 SMs x 1024 dense FP16 FMA/clk/SM (4 tensor cores x 256) x 2 x 1.41 GHz = 311.87 TFLOP/s, published 312.
     derived = 108 * 1024 * 2 * 1.41e9
-    assert derived == pytest.approx(311.9e12, rel=1e-3)
+    assert derived == pytest.approx(311.86944e12, rel=1e-12)
     assert spec.sm_count == 108 and spec.boost_clock_hz == 1.41e9
-    assert spec.peak("matrix", "bfloat16") == pytest.approx(derived, rel=0.01)
-    # 108 SMs x 64 FP32 lanes x 2 x 1.41 GHz = 19.5 TFLOP/s.
-    assert spec.peak("vector", "float32") == pytest.approx(108 * 64 * 2 * 1.41e9, rel=0.01)
+    assert spec.peak("matrix", "bfloat16") == 312e12 == round(derived / 1e12) * 1e12
+    # 108 SMs x 64 FP32 lanes x 2 x 1.41 GHz = 19.49 TFLOP/s, published 19.5.
+    assert 108 * 64 * 2 * 1.41e9 == pytest.approx(19.49184e12, rel=1e-12)
+    assert spec.peak("vector", "float32") == 19.5e12 == round(108 * 64 * 2 * 1.41e9 / 1e11) * 1e11
 
 
 def test_v100_and_t4_derivations():
