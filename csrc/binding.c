@@ -9,6 +9,9 @@
 
 #include <stdarg.h>
 
+extern PyMethodDef rl_track_methods[]; /* binding_track.c: module tracking and the per-op dispatch path */
+int rl_track_exec(PyObject *module);
+
 PyObject *rl_err_value(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -39,6 +42,9 @@ static int core_exec(PyObject *module) {
         return -1;
     }
     if (PyModule_AddFunctions(module, rl_classify_methods) < 0 || rl_classify_exec(module) < 0) {
+        return -1;
+    }
+    if (PyModule_AddFunctions(module, rl_track_methods) < 0 || rl_track_exec(module) < 0) {
         return -1;
     }
     return 0;

@@ -9,11 +9,14 @@ from __future__ import annotations
 import operator
 import re
 import time
+import types
 import warnings
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as _mode_stack
-from torch.utils.module_tracker import ModuleTracker
+from torch.autograd.graph import register_multi_grad_hook
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+from torch.utils._pytree import tree_flatten
 
 from roofline import _core, _registry
 
@@ -73,50 +76,103 @@ def _has_composite_kernel(func) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), _CIA)
 
 
-class _Tracker(ModuleTracker):
-    """torch's ModuleTracker (the one FlopCounterMode uses, so module attribution matches it exactly), with a dirty
-    flag set whenever the set of current modules changes, so the per-op path only re-interns it when needed."""
+class _Tracker:
+    """Which modules are running, with the semantics of torch's ModuleTracker (the tracker FlopCounterMode uses, so
+    module attribution matches it exactly), the per-call work in C (``_core.ModuleTracker``).
 
-    class _Parents(set):
-        __slots__ = ("owner",)
+    Two process-global module forward hooks (C functions) act while the block's dispatch mode is on the calling
+    thread's mode stack: the pre-hook adds the module's name to the current set, the post-hook removes it. As in
+    ModuleTracker, a module whose inputs require grad leaves the set again when their gradients have been computed,
+    and one whose outputs require grad re-enters it when theirs are computed (``register_multi_grad_hook``, the same
+    hooks torch registers); the set is back to ``{"Global"}`` at the end of each backward. Modules are named from
+    the first root they are seen under (``_get_mod_name``, ModuleTracker's rule)."""
 
-        def add(self, x):
-            set.add(self, x)
-            self.owner._dirty = True
-
-        def remove(self, x):
-            set.remove(self, x)
-            self.owner._dirty = True
-
-        def discard(self, x):
-            set.discard(self, x)
-            self.owner._dirty = True
-
-    session = None  # the Session whose mode must be active on the calling thread for the hooks to act
-
-    def _fw_pre_hook(self, mod, input):
-        if self.session is None or self.session._active_here():
-            super()._fw_pre_hook(mod, input)
-
-    def _fw_post_hook(self, mod, input, output):
-        if self.session is None or self.session._active_here():
-            super()._fw_post_hook(mod, input, output)
+    def __init__(self, mode):
+        self.known: dict = {}  # module -> name; strong references, released at exit (close)
+        self.seen: set = set()  # modules whose children are named
+        self._grad_hooks: list = []
+        self._handles: list = []
+        self._has_callback = False
+        self.c = _core.ModuleTracker(mode, torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at,
+                                     self._get_mod_name, _leaves, self._on_inputs, self._on_outputs, torch.Tensor,
+                                     torch.nn.Parameter, self.known, self.seen)
 
     @property
-    def parents(self):
-        return self._parents
+    def module_id(self) -> int:
+        """Id of the current set of modules (an index into ``sets``)."""
+        return self.c.module_id
 
-    @parents.setter
-    def parents(self, value):
-        p = _Tracker._Parents(value)
-        p.owner = self
-        self._parents = p
-        self._dirty = True
+    @property
+    def parents(self) -> frozenset:
+        return self.c.parents
+
+    @property
+    def sets(self) -> list:
+        return self.c.sets
+
+    def _get_mod_name(self, mod):
+        known = self.known
+        if mod not in known:
+            known[mod] = type(mod).__name__
+        mod_name = known[mod]
+        if mod not in self.seen:
+            for name, submod in mod.named_children():
+                known[submod] = f"{mod_name}.{name}"
+                self._get_mod_name(submod)
+            self.seen.add(mod)
+        return mod_name
+
+    def _on_inputs(self, name, tensors):
+        discard = self.c.discard
+
+        def leave(*_):
+            discard(name)
+
+        self._grad_hooks.append(register_multi_grad_hook(tensors, leave))
+
+    def _on_outputs(self, name, tensors):
+        add = self.c.add
+
+        def reenter(*_):
+            self._maybe_set_engine_callback()
+            add(name)
+
+        self._grad_hooks.append(register_multi_grad_hook(tensors, reenter))
+
+    def _maybe_set_engine_callback(self):
+        if self._has_callback:
+            return
+
+        def callback():
+            self.c.reset()
+            self._has_callback = False
+
+        torch.autograd.Variable._execution_engine.queue_callback(callback)
+        self._has_callback = True
+
+    def enter(self):
+        self._handles.append(register_module_forward_pre_hook(self.c.pre))
+        self._handles.append(register_module_forward_hook(self.c.post))
+
+    def exit(self):
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        for h in self._grad_hooks:
+            h.remove()
+        self._grad_hooks.clear()
+        self.c.close()
+
+
+def _leaves(obj):
+    return tree_flatten(obj)[0]
 
 
 class _Mode(TorchDispatchMode):
-    """Records one row per op call. Per call: a dict lookup for the op's resolved formula, the op itself, and one C
-    call that describes the arguments, evaluates the formula and appends the record."""
+    """Records one row per op call. A session binds ``Session.dispatch`` (C) as the instance's __torch_dispatch__:
+    per call it finds the op in a table keyed by the OpOverload, runs it, and calls the recorder, with no Python
+    frame. The method below is the path for ops not in that table (first calls, decomposed ops, Python formulas,
+    higher-order operators)."""
 
     # Higher-order operators (torch.cond, map, ...) reach the mode: they are listed in unknown_ops and run as usual,
     # the ops inside them uncounted.
@@ -132,15 +188,19 @@ class _Mode(TorchDispatchMode):
         if idx is None:
             idx = s.resolve(func, args)
         if idx.__class__ is int:
+            s.dispatch.set_op(func, idx, _runner(func))  # later calls take the C path
             out = func(*args, **kwargs) if kwargs else func(*args)
-            if s.tracker._dirty:
-                s.refresh_module()
-            phase = s.phase
-            if phase is None:
-                phase = BACKWARD if _graph_task_id() != -1 else FORWARD
-            s.recorder.record(idx, s.module_id, phase, args, kwargs, out)
+            s.recorder.record(idx, s.tracker.module_id, s._phase(), args, kwargs, out)
             return out
         return s.slow_path(self, idx, func, types, args, kwargs or {})
+
+
+def _runner(func):
+    """What runs an OpOverload: its C++ op, unless OpOverload.__call__ may divert the call (a Python dispatcher)."""
+    op = getattr(func, "_op", None)
+    if op is None or getattr(func, "_pyobj_dispatcher", None) is not None:
+        return func
+    return op
 
 
 class _TimedMode(_Mode):
@@ -167,19 +227,13 @@ class _TimedMode(_Mode):
             t0 = _now()
             out = func(*args, **kwargs) if kwargs else func(*args)
             t1 = _now()
-        if s.tracker._dirty:
-            s.refresh_module()
-        phase = s.phase
-        if phase is None:
-            phase = BACKWARD if _graph_task_id() != -1 else FORWARD
-        s.recorder.record(idx, s.module_id, phase, args, kwargs, out, t0 - s.t_base, t1 - s.t_base)
+        s.recorder.record(idx, s.tracker.module_id, s._phase(), args, kwargs, out, t0 - s.t_base, t1 - s.t_base)
         return out
 
 
 _now = time.perf_counter
 _COUNT_KEYS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
 _MAX_COUNT = (1 << 64) - 1  # the records hold unsigned 64-bit counts
-_MAX_MODULE_ID = (1 << 32) - 1  # records["module"] is uint32
 
 
 def _formula_count(op: str, key: str, value) -> int:
@@ -230,14 +284,14 @@ class Session:
         self.recorder = _core.Recorder(torch.Tensor, _TORCH_DTYPES)
         self.op_index: dict = {}      # OpOverload -> recorder op index (int) or a slow-path marker
         self.ops: list[OpInfo] = []   # by recorder op index
-        self.module_sets: list[tuple[str, ...]] = []
-        self._module_ids: dict = {}
-        self.module_id = 0
-        self.phase = None             # OPTIMIZER inside optimizer.step, else None (forward/backward by autograd)
         self._opt_depth = 0
-        self.tracker = _Tracker()
-        self.tracker.session = self
         self.mode = _TimedMode(self) if timing == "op" else _Mode(self)
+        self.tracker = _Tracker(self.mode)
+        # the per-op path in C; `phase` is OPTIMIZER inside optimizer.step, else None (forward/backward by autograd)
+        self.dispatch = _core.Dispatch(self.tracker.c, self.recorder.record, _graph_task_id, _Mode.__torch_dispatch__,
+                                       FORWARD, BACKWARD)
+        if timing != "op":  # bound to the mode, as the C++ dispatcher requires of a __torch_dispatch__
+            self.mode.__torch_dispatch__ = types.MethodType(self.dispatch, self.mode)
         self._handles = []
         self.python_formulas: dict[int, object] = {}
         self.wall_time = None
@@ -304,9 +358,7 @@ class Session:
         if marker is _DECLINED:
             return NotImplemented
         if marker[0] == "hop":  # counted as a call without a formula; its body runs below this mode, uncounted
-            if self.tracker._dirty:
-                self.refresh_module()
-            self.recorder.append(marker[1], self.module_id, self._phase(), 0, 0, 0, 0, 0, 0, 0)
+            self.recorder.append(marker[1], self.tracker.module_id, self._phase(), 0, 0, 0, 0, 0, 0, 0)
             return func(*args, **kwargs)
         if marker is _DECOMPOSE:
             with mode:
@@ -320,8 +372,6 @@ class Session:
         t0 = _now()
         out = func(*args, **kwargs)
         t1 = _now()
-        if self.tracker._dirty:
-            self.refresh_module()
         self._record_python(idx, formula, self._phase(), args, kwargs, out)
         if self.timing == "op":  # CPU clock; CUDA ops with a Python formula are timed on the host
             self.recorder.set_times(len(self.recorder) - 1, t0 - self.t_base, t1 - self.t_base)
@@ -342,20 +392,21 @@ class Session:
         vals = tuple(_formula_count(name, k, res.get(k, 0)) for k in _COUNT_KEYS)
         t = next((a for a in args if isinstance(a, torch.Tensor)), out if isinstance(out, torch.Tensor) else None)
         dt = _TORCH_DTYPES.get(t.dtype, 0) if t is not None else 0
-        self.recorder.append(idx, self.module_id, phase, dt, *vals, 0)
+        self.recorder.append(idx, self.tracker.module_id, phase, dt, *vals, 0)
 
     # ---- modules and phases -------------------------------------------------------------------------------------
-    def refresh_module(self):
-        key = frozenset(self.tracker.parents)
-        mid = self._module_ids.get(key)
-        if mid is None:
-            mid = len(self.module_sets)
-            if mid > _MAX_MODULE_ID:  # the record's module field is 32-bit: never let an id wrap onto another set
-                raise RuntimeError(f"measure: more than {_MAX_MODULE_ID + 1} distinct sets of active modules")
-            self._module_ids[key] = mid
-            self.module_sets.append(tuple(sorted(key)))
-        self.module_id = mid
-        self.tracker._dirty = False
+    @property
+    def module_sets(self) -> list[tuple[str, ...]]:
+        """One sorted tuple of module names per module id (``records["module"]``)."""
+        return self.tracker.sets
+
+    @property
+    def phase(self):
+        return self.dispatch.phase
+
+    @phase.setter
+    def phase(self, value):
+        self.dispatch.phase = value
 
     def _phase(self):
         return self.phase if self.phase is not None else (BACKWARD if _graph_task_id() != -1 else FORWARD)
@@ -379,13 +430,13 @@ class Session:
     def enter(self):
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-        self.tracker.__enter__()
+        self.tracker.enter()
         try:
             if self.model is not None:
                 self.tracker._get_mod_name(self.model)  # name the model's modules from its root
             self._handles.append(register_optimizer_step_pre_hook(self._opt_pre))
             self._handles.append(register_optimizer_step_post_hook(self._opt_post))
-            self.refresh_module()
+            self.tracker.module_id  # noqa: B018 - interns {"Global"} as module set 0
             self.cuda_possible = torch.cuda.is_available()
             if self.timing is not None:
                 _sync_all()
@@ -424,7 +475,7 @@ class Session:
         for h in self._handles:
             h.remove()
         self._handles.clear()
-        self.tracker.__exit__()
+        self.tracker.exit()
         self.phase = None
 
 

@@ -1,0 +1,903 @@
+/* The per-op and per-module hot paths of roofline.measure: `ModuleTracker` and `Dispatch`.
+ *
+ * ModuleTracker keeps the set of modules whose forward (or backward) is running, with the semantics of torch's
+ * torch.utils.module_tracker.ModuleTracker (the tracker FlopCounterMode uses), so that module attribution matches
+ * FlopCounterMode exactly. Its `pre` and `post` methods are installed as process-global module forward hooks; they
+ * act only while the measure block's dispatch mode is on the calling thread's mode stack. Per module call they:
+ *   - name the module (a dict lookup; the first time a module is seen, a Python `namer` names it and its children
+ *     from that root, as ModuleTracker does);
+ *   - add (pre) or remove (post) the name from the set of current modules;
+ *   - collect the tensors that require grad among the inputs (pre) or outputs (post), walking tuples, lists and
+ *     dicts here and anything else with torch's pytree (`flatten`), and hand them to a Python callback that
+ *     registers ModuleTracker's gradient hooks (the module leaves, resp. re-enters, the set in backward).
+ * Each distinct set of current modules is interned once into an id (a record's `module` field) and a sorted tuple
+ * of names (`sets`).
+ *
+ * Dispatch is the body of the dispatch mode's __torch_dispatch__ for ops whose formula runs in C: an open-addressing
+ * table maps the OpOverload (by identity) to its recorder op index and the callable that runs it; a call runs the
+ * op, reads the module id and phase, and calls the recorder's `record`. No Python frame runs on that path. Any op
+ * not in the table (first call, decomposed ops, Python formulas, higher-order operators, declined ops) goes to the
+ * Python `slow` callable, which may add it to the table. */
+#include "rl_module.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "structmember.h"
+
+/* ---- ModuleTracker ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *mode;        /* the dispatch mode that enables the forward hooks (None: always enabled) */
+    PyObject *stack_len;   /* torch._C._len_torch_dispatch_stack */
+    PyObject *stack_at;    /* torch._C._get_dispatch_stack_at */
+    PyObject *namer;       /* namer(module) -> name; fills `known` and `seen` */
+    PyObject *flatten;     /* flatten(obj) -> list of pytree leaves */
+    PyObject *on_inputs;   /* on_inputs(name, [tensors]): gradient hooks for a module's inputs */
+    PyObject *on_outputs;  /* on_outputs(name, [tensors]): gradient hooks for a module's outputs */
+    PyObject *tensor_type; /* torch.Tensor */
+    PyObject *param_type;  /* torch.nn.Parameter */
+    PyObject *known;       /* dict: module -> name */
+    PyObject *seen;        /* set: modules whose children are named */
+    PyObject *parents;     /* set of current module names */
+    PyObject *ids;         /* dict: frozenset of names -> int id */
+    PyObject *sets;        /* list: id -> sorted tuple of names */
+    PyObject *module_id;   /* int: id of the current set (valid when !dirty) */
+    PyObject *s_global;    /* "Global" */
+    PyObject *s_requires_grad;
+    int dirty;
+    int enabled;
+} Tracker;
+
+#define RL_MAX_MODULE_SETS ((Py_ssize_t)UINT32_MAX + 1) /* records["module"] is uint32 */
+#define RL_WALK_DEPTH 32                               /* deeper containers are flattened by pytree */
+
+static PyTypeObject *tracker_type_of(PyObject *module);
+
+static int Tracker_traverse(Tracker *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->mode);
+    Py_VISIT(self->stack_len);
+    Py_VISIT(self->stack_at);
+    Py_VISIT(self->namer);
+    Py_VISIT(self->flatten);
+    Py_VISIT(self->on_inputs);
+    Py_VISIT(self->on_outputs);
+    Py_VISIT(self->tensor_type);
+    Py_VISIT(self->param_type);
+    Py_VISIT(self->known);
+    Py_VISIT(self->seen);
+    Py_VISIT(self->parents);
+    Py_VISIT(self->ids);
+    Py_VISIT(self->sets);
+    Py_VISIT(self->module_id);
+    return 0;
+}
+
+static int Tracker_clear(Tracker *self) {
+    Py_CLEAR(self->mode);
+    Py_CLEAR(self->stack_len);
+    Py_CLEAR(self->stack_at);
+    Py_CLEAR(self->namer);
+    Py_CLEAR(self->flatten);
+    Py_CLEAR(self->on_inputs);
+    Py_CLEAR(self->on_outputs);
+    Py_CLEAR(self->tensor_type);
+    Py_CLEAR(self->param_type);
+    Py_CLEAR(self->known);
+    Py_CLEAR(self->seen);
+    Py_CLEAR(self->parents);
+    Py_CLEAR(self->ids);
+    Py_CLEAR(self->sets);
+    Py_CLEAR(self->module_id);
+    Py_CLEAR(self->s_global);
+    Py_CLEAR(self->s_requires_grad);
+    self->enabled = 0;
+    return 0;
+}
+
+static void Tracker_dealloc(Tracker *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Tracker_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"mode",        "stack_len",  "stack_at", "namer", "flatten", "on_inputs",
+                             "on_outputs", "tensor_type", "param_type", "known", "seen", NULL};
+    PyObject *mode, *stack_len, *stack_at, *namer, *flatten, *on_inputs, *on_outputs, *tensor_type, *param_type;
+    PyObject *known, *seen;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOO!O!:ModuleTracker", kwlist, &mode, &stack_len,
+                                     &stack_at, &namer, &flatten, &on_inputs, &on_outputs, &tensor_type, &param_type,
+                                     &PyDict_Type, &known, &PySet_Type, &seen)) {
+        return -1;
+    }
+    PyObject *callables[] = {stack_len, stack_at, namer, flatten, on_inputs, on_outputs};
+    static const char *names[] = {"stack_len", "stack_at", "namer", "flatten", "on_inputs", "on_outputs"};
+    for (int i = 0; i < 6; i++) {
+        if (!PyCallable_Check(callables[i])) {
+            PyErr_Format(PyExc_TypeError, "ModuleTracker: %s must be callable, got %.100s", names[i],
+                         Py_TYPE(callables[i])->tp_name);
+            return -1;
+        }
+    }
+    if (!PyType_Check(tensor_type) || !PyType_Check(param_type)) {
+        PyErr_SetString(PyExc_TypeError, "ModuleTracker: tensor_type and param_type must be types");
+        return -1;
+    }
+    if (self->parents) {
+        PyErr_SetString(PyExc_RuntimeError, "ModuleTracker: already initialised");
+        return -1;
+    }
+    self->s_global = PyUnicode_InternFromString("Global");
+    self->s_requires_grad = PyUnicode_InternFromString("requires_grad");
+    self->parents = PySet_New(NULL);
+    self->ids = PyDict_New();
+    self->sets = PyList_New(0);
+    if (!self->s_global || !self->s_requires_grad || !self->parents || !self->ids || !self->sets ||
+        PySet_Add(self->parents, self->s_global) < 0) {
+        return -1;
+    }
+    self->mode = Py_NewRef(mode);
+    self->stack_len = Py_NewRef(stack_len);
+    self->stack_at = Py_NewRef(stack_at);
+    self->namer = Py_NewRef(namer);
+    self->flatten = Py_NewRef(flatten);
+    self->on_inputs = Py_NewRef(on_inputs);
+    self->on_outputs = Py_NewRef(on_outputs);
+    self->tensor_type = Py_NewRef(tensor_type);
+    self->param_type = Py_NewRef(param_type);
+    self->known = Py_NewRef(known);
+    self->seen = Py_NewRef(seen);
+    self->dirty = 1;
+    self->enabled = 1;
+    return 0;
+}
+
+static int check_ready(Tracker *self) {
+    if (!self->parents) {
+        PyErr_SetString(PyExc_RuntimeError, "ModuleTracker: not initialised or already closed");
+        return -1;
+    }
+    return 0;
+}
+
+/* The id of the current module set, interned on first sight. Borrowed reference, or NULL with an exception. */
+static PyObject *tracker_module_id(Tracker *self) {
+    if (!self->dirty) {
+        return self->module_id;
+    }
+    PyObject *key = PyFrozenSet_New(self->parents);
+    if (!key) {
+        return NULL;
+    }
+    PyObject *id = PyDict_GetItemWithError(self->ids, key);
+    if (id) {
+        Py_INCREF(id);
+    } else if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return NULL;
+    } else {
+        Py_ssize_t n = PyList_GET_SIZE(self->sets);
+        if (n >= RL_MAX_MODULE_SETS) { /* the record's module field is 32-bit: never let an id wrap */
+            Py_DECREF(key);
+            PyErr_Format(PyExc_RuntimeError, "measure: more than %zd distinct sets of active modules",
+                         RL_MAX_MODULE_SETS);
+            return NULL;
+        }
+        PyObject *names = PySequence_List(key);
+        PyObject *tup = NULL;
+        if (names && PyList_Sort(names) == 0) {
+            tup = PyList_AsTuple(names);
+        }
+        Py_XDECREF(names);
+        id = tup ? PyLong_FromSsize_t(n) : NULL;
+        if (!id || PyList_Append(self->sets, tup) < 0 || PyDict_SetItem(self->ids, key, id) < 0) {
+            if (id && PyList_GET_SIZE(self->sets) > n) {
+                PyList_SetSlice(self->sets, n, n + 1, NULL);
+            }
+            Py_XDECREF(tup);
+            Py_XDECREF(id);
+            Py_DECREF(key);
+            return NULL;
+        }
+        Py_DECREF(tup);
+    }
+    Py_DECREF(key);
+    Py_XSETREF(self->module_id, id);
+    self->dirty = 0;
+    return self->module_id;
+}
+
+/* Whether the tracker's mode is on this thread's dispatch mode stack. 1, 0, or -1 with an exception. */
+static int active_here(Tracker *self) {
+    if (!self->enabled) {
+        return 0;
+    }
+    if (self->mode == Py_None) {
+        return 1;
+    }
+    PyObject *n_obj = PyObject_CallNoArgs(self->stack_len);
+    if (!n_obj) {
+        return -1;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(n_obj);
+    Py_DECREF(n_obj);
+    if (n == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    for (Py_ssize_t i = n - 1; i >= 0; i--) { /* the mode is usually on top */
+        PyObject *idx = PyLong_FromSsize_t(i);
+        if (!idx) {
+            return -1;
+        }
+        PyObject *m = PyObject_CallOneArg(self->stack_at, idx);
+        Py_DECREF(idx);
+        if (!m) {
+            return -1;
+        }
+        int same = m == self->mode;
+        Py_DECREF(m);
+        if (same) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The module's name: `known[mod]` once its children are named, else namer(mod). New reference or NULL. */
+static PyObject *module_name(Tracker *self, PyObject *mod) {
+    int seen = PySet_Contains(self->seen, mod);
+    if (seen < 0) {
+        return NULL;
+    }
+    if (seen) {
+        PyObject *name = PyDict_GetItemWithError(self->known, mod);
+        if (name) {
+            return Py_NewRef(name);
+        }
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    return PyObject_CallOneArg(self->namer, mod);
+}
+
+/* Add `t` to `out` if it is a torch.Tensor with requires_grad. 0, or -1 with an exception. */
+static int take_if_grad(Tracker *self, PyObject *t, PyObject *out) {
+    int is_tensor = PyObject_IsInstance(t, self->tensor_type);
+    if (is_tensor <= 0) {
+        return is_tensor;
+    }
+    PyObject *rg = PyObject_GetAttr(t, self->s_requires_grad);
+    if (!rg) {
+        return -1;
+    }
+    int truth = PyObject_IsTrue(rg);
+    Py_DECREF(rg);
+    if (truth <= 0) {
+        return truth;
+    }
+    return PyList_Append(out, t);
+}
+
+/* Append to `out` every pytree leaf of `obj` that is a tensor requiring grad, in pytree order. Plain tuples,
+ * lists and dicts are walked here (their pytree flattening is their items, resp. values); plain tensors and
+ * scalars are leaves; anything else goes through `flatten`. */
+static int collect_grad_tensors(Tracker *self, PyObject *obj, PyObject *out, int depth) {
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (tp == (PyTypeObject *)self->tensor_type || tp == (PyTypeObject *)self->param_type) {
+        return take_if_grad(self, obj, out);
+    }
+    if (obj == Py_None || tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyBool_Type || tp == &PyUnicode_Type) {
+        return 0;
+    }
+    if (depth < RL_WALK_DEPTH) {
+        if (tp == &PyTuple_Type) {
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++) {
+                if (collect_grad_tensors(self, PyTuple_GET_ITEM(obj, i), out, depth + 1) < 0) {
+                    return -1;
+                }
+            }
+            return 0;
+        }
+        if (tp == &PyList_Type) {
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(obj); i++) {
+                PyObject *item = Py_NewRef(PyList_GET_ITEM(obj, i));
+                int rc = collect_grad_tensors(self, item, out, depth + 1);
+                Py_DECREF(item);
+                if (rc < 0) {
+                    return -1;
+                }
+                if (i >= PyList_GET_SIZE(obj)) {
+                    break;
+                }
+            }
+            return 0;
+        }
+        if (tp == &PyDict_Type) {
+            PyObject *values = PyDict_Values(obj);
+            if (!values) {
+                return -1;
+            }
+            int rc = collect_grad_tensors(self, values, out, depth + 1);
+            Py_DECREF(values);
+            return rc;
+        }
+    }
+    PyObject *leaves = PyObject_CallOneArg(self->flatten, obj);
+    if (!leaves) {
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(leaves, "ModuleTracker: flatten must return a sequence");
+    Py_DECREF(leaves);
+    if (!seq) {
+        return -1;
+    }
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && rc == 0; i++) {
+        rc = take_if_grad(self, PySequence_Fast_GET_ITEM(seq, i), out);
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
+/* Hand the grad-requiring tensors among `obj`'s leaves to `callback(name, tensors)`, if there are any. */
+static int grad_hooks(Tracker *self, PyObject *name, PyObject *obj, PyObject *callback) {
+    PyObject *tensors = PyList_New(0);
+    if (!tensors) {
+        return -1;
+    }
+    int rc = collect_grad_tensors(self, obj, tensors, 0);
+    if (rc == 0 && PyList_GET_SIZE(tensors) > 0) {
+        PyObject *r = PyObject_CallFunctionObjArgs(callback, name, tensors, NULL);
+        rc = r ? 0 : -1;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(tensors);
+    return rc;
+}
+
+/* pre(module, input): global forward pre-hook. */
+static PyObject *Tracker_pre(Tracker *self, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "ModuleTracker.pre(module, input)");
+        return NULL;
+    }
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    int active = active_here(self);
+    if (active <= 0) {
+        return active < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *name = module_name(self, argv[0]);
+    if (!name) {
+        return NULL;
+    }
+    self->dirty = 1;
+    if (PySet_Add(self->parents, name) < 0 || grad_hooks(self, name, argv[1], self->on_inputs) < 0) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    Py_DECREF(name);
+    Py_RETURN_NONE;
+}
+
+/* post(module, input, output): global forward hook. */
+static PyObject *Tracker_post(Tracker *self, PyObject *const *argv, Py_ssize_t argc) {
+    if (argc != 3) {
+        PyErr_SetString(PyExc_TypeError, "ModuleTracker.post(module, input, output)");
+        return NULL;
+    }
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    int active = active_here(self);
+    if (active <= 0) {
+        return active < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *name = module_name(self, argv[0]);
+    if (!name) {
+        return NULL;
+    }
+    self->dirty = 1;
+    if (PySet_Discard(self->parents, name) < 0 || grad_hooks(self, name, argv[2], self->on_outputs) < 0) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    Py_DECREF(name);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Tracker_add(Tracker *self, PyObject *name) {
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    if (!PyUnicode_Check(name)) {
+        return PyErr_Format(PyExc_TypeError, "ModuleTracker.add: name must be a str, got %.100s",
+                            Py_TYPE(name)->tp_name);
+    }
+    self->dirty = 1;
+    if (PySet_Add(self->parents, name) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* discard(name) -> whether the name was in the set. */
+static PyObject *Tracker_discard(Tracker *self, PyObject *name) {
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    self->dirty = 1;
+    int r = PySet_Discard(self->parents, name);
+    if (r < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(r);
+}
+
+static PyObject *Tracker_reset(Tracker *self, PyObject *Py_UNUSED(ignored)) {
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    self->dirty = 1;
+    if (PySet_Clear(self->parents) < 0 || PySet_Add(self->parents, self->s_global) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* close(): the hooks stop acting; the module names and modules are released (the interned sets stay). */
+static PyObject *Tracker_close(Tracker *self, PyObject *Py_UNUSED(ignored)) {
+    self->enabled = 0;
+    if (self->known) {
+        PyDict_Clear(self->known);
+    }
+    if (self->seen && PySet_Clear(self->seen) < 0) {
+        return NULL;
+    }
+    Py_CLEAR(self->mode);
+    self->mode = Py_NewRef(Py_None);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Tracker_get_module_id(Tracker *self, void *Py_UNUSED(c)) {
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    PyObject *id = tracker_module_id(self);
+    return id ? Py_NewRef(id) : NULL;
+}
+
+static PyObject *Tracker_get_parents(Tracker *self, void *Py_UNUSED(c)) {
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    return PyFrozenSet_New(self->parents);
+}
+
+static PyObject *Tracker_get_sets(Tracker *self, void *Py_UNUSED(c)) {
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    return Py_NewRef(self->sets);
+}
+
+static PyObject *Tracker_get_enabled(Tracker *self, void *Py_UNUSED(c)) { return PyBool_FromLong(self->enabled); }
+
+static PyMethodDef Tracker_methods[] = {
+    {"pre", (PyCFunction)(void (*)(void))Tracker_pre, METH_FASTCALL,
+     "pre(module, input): global forward pre-hook: the module enters the current set."},
+    {"post", (PyCFunction)(void (*)(void))Tracker_post, METH_FASTCALL,
+     "post(module, input, output): global forward hook: the module leaves the current set."},
+    {"add", (PyCFunction)Tracker_add, METH_O, "add(name): a module (re-)enters the current set (backward)."},
+    {"discard", (PyCFunction)Tracker_discard, METH_O,
+     "discard(name) -> bool: a module leaves the current set; whether it was in it."},
+    {"reset", (PyCFunction)Tracker_reset, METH_NOARGS, "The current set becomes {'Global'} (end of a backward)."},
+    {"close", (PyCFunction)Tracker_close, METH_NOARGS, "Stop acting; release the modules named so far."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Tracker_getset[] = {
+    {"module_id", (getter)Tracker_get_module_id, NULL, "Id of the current module set (interned on first use).", NULL},
+    {"parents", (getter)Tracker_get_parents, NULL, "The current module names (a frozenset copy).", NULL},
+    {"sets", (getter)Tracker_get_sets, NULL, "The interned module sets: a list of sorted tuples, by id.", NULL},
+    {"enabled", (getter)Tracker_get_enabled, NULL, "Whether the hooks act (False after close()).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot Tracker_slots[] = {
+    {Py_tp_doc, "ModuleTracker(mode, stack_len, stack_at, namer, flatten, on_inputs, on_outputs, tensor_type, "
+                "param_type, known, seen): the set of running modules, torch ModuleTracker semantics."},
+    {Py_tp_init, Tracker_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_dealloc, Tracker_dealloc},
+    {Py_tp_traverse, Tracker_traverse},
+    {Py_tp_clear, Tracker_clear},
+    {Py_tp_methods, Tracker_methods},
+    {Py_tp_getset, Tracker_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Tracker_spec = {
+    .name = "roofline._core.ModuleTracker",
+    .basicsize = sizeof(Tracker),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = Tracker_slots,
+};
+
+/* ---- Dispatch ----------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject *func;   /* the OpOverload (key, by identity; strong reference so the address is never reused) */
+    PyObject *callee; /* what runs the op: func._op, or func itself */
+    PyObject *idx;    /* recorder op index (int) */
+} op_slot;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Tracker *tracker;
+    PyObject *record;   /* the recorder's bound `record` */
+    PyObject *task_id;  /* torch._C._current_graph_task_id */
+    PyObject *slow;     /* slow(mode, func, types, args=(), kwargs=None) for ops not in the table */
+    PyObject *phase;    /* None, or the phase every record gets (the optimizer step) */
+    PyObject *forward, *backward;
+    op_slot *tab;       /* open addressing, capacity a power of two, at most half full */
+    Py_ssize_t cap, n;
+} Dispatch;
+
+static int Dispatch_traverse(Dispatch *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->tracker);
+    Py_VISIT(self->record);
+    Py_VISIT(self->task_id);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->phase);
+    Py_VISIT(self->forward);
+    Py_VISIT(self->backward);
+    for (Py_ssize_t i = 0; i < self->cap; i++) {
+        Py_VISIT(self->tab[i].func);
+        Py_VISIT(self->tab[i].callee);
+        Py_VISIT(self->tab[i].idx);
+    }
+    return 0;
+}
+
+static void clear_table(Dispatch *self) {
+    op_slot *tab = self->tab;
+    Py_ssize_t cap = self->cap;
+    self->tab = NULL;
+    self->cap = self->n = 0;
+    for (Py_ssize_t i = 0; i < cap; i++) {
+        Py_XDECREF(tab[i].func);
+        Py_XDECREF(tab[i].callee);
+        Py_XDECREF(tab[i].idx);
+    }
+    PyMem_Free(tab);
+}
+
+static int Dispatch_clear(Dispatch *self) {
+    Py_CLEAR(self->tracker);
+    Py_CLEAR(self->record);
+    Py_CLEAR(self->task_id);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->phase);
+    Py_CLEAR(self->forward);
+    Py_CLEAR(self->backward);
+    clear_table(self);
+    return 0;
+}
+
+static void Dispatch_dealloc(Dispatch *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    Dispatch_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static inline size_t ptr_hash(const void *p) {
+    uintptr_t x = (uintptr_t)p;
+    x ^= x >> 17;
+    x *= (uintptr_t)0xed5ad4bbU;
+    x ^= x >> 11;
+    return (size_t)x;
+}
+
+static op_slot *find_slot(Dispatch *self, PyObject *func) {
+    if (!self->cap) {
+        return NULL;
+    }
+    size_t mask = (size_t)self->cap - 1;
+    for (size_t i = ptr_hash(func) & mask;; i = (i + 1) & mask) {
+        op_slot *s = &self->tab[i];
+        if (s->func == func) {
+            return s;
+        }
+        if (!s->func) {
+            return NULL;
+        }
+    }
+}
+
+static int grow_table(Dispatch *self) {
+    Py_ssize_t cap = self->cap ? self->cap * 2 : 64;
+    op_slot *tab = PyMem_Calloc((size_t)cap, sizeof(op_slot));
+    if (!tab) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t mask = (size_t)cap - 1;
+    for (Py_ssize_t j = 0; j < self->cap; j++) {
+        op_slot *s = &self->tab[j];
+        if (!s->func) {
+            continue;
+        }
+        size_t i = ptr_hash(s->func) & mask;
+        while (tab[i].func) {
+            i = (i + 1) & mask;
+        }
+        tab[i] = *s;
+    }
+    PyMem_Free(self->tab);
+    self->tab = tab;
+    self->cap = cap;
+    return 0;
+}
+
+static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"tracker", "record", "task_id", "slow", "forward", "backward", NULL};
+    PyObject *tracker, *record, *task_id, *slow, *forward, *backward;
+    PyTypeObject *ttype = tracker_type_of(PyType_GetModule(Py_TYPE(self)));
+    if (!ttype) {
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOOO!O!:Dispatch", kwlist, ttype, &tracker, &record, &task_id,
+                                     &slow, &PyLong_Type, &forward, &PyLong_Type, &backward)) {
+        return -1;
+    }
+    if (!PyCallable_Check(record) || !PyCallable_Check(task_id) || !PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError, "Dispatch: record, task_id and slow must be callable");
+        return -1;
+    }
+    if (self->tracker) {
+        PyErr_SetString(PyExc_RuntimeError, "Dispatch: already initialised");
+        return -1;
+    }
+    self->tracker = (Tracker *)Py_NewRef(tracker);
+    self->record = Py_NewRef(record);
+    self->task_id = Py_NewRef(task_id);
+    self->slow = Py_NewRef(slow);
+    self->phase = Py_NewRef(Py_None);
+    self->forward = Py_NewRef(forward);
+    self->backward = Py_NewRef(backward);
+    return 0;
+}
+
+/* __call__(mode, func, types, args=(), kwargs=None): bound to the mode, it is the mode's __torch_dispatch__. */
+static PyObject *Dispatch_call(Dispatch *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (!self->tracker) {
+        PyErr_SetString(PyExc_RuntimeError, "Dispatch: not initialised");
+        return NULL;
+    }
+    if (kwnames || nargs < 3 || nargs > 5) {
+        goto slow;
+    }
+    op_slot *s = find_slot(self, argv[1]);
+    if (!s) {
+        goto slow;
+    }
+    PyObject *args = nargs > 3 ? argv[3] : NULL;
+    PyObject *kwargs = nargs > 4 ? argv[4] : Py_None;
+    if ((args && !PyTuple_CheckExact(args)) || (kwargs != Py_None && !PyDict_CheckExact(kwargs))) {
+        goto slow;
+    }
+    PyObject *empty = NULL;
+    if (!args) {
+        args = empty = PyTuple_New(0);
+        if (!empty) {
+            return NULL;
+        }
+    }
+    PyObject *op_idx = Py_NewRef(s->idx); /* the table may grow while the op runs */
+    PyObject *out = PyObject_Call(s->callee, args, (kwargs != Py_None && PyDict_GET_SIZE(kwargs)) ? kwargs : NULL);
+    PyObject *phase = NULL, *r = NULL;
+    if (!out) {
+        goto done;
+    }
+    Tracker *tr = self->tracker;
+    PyObject *mid = tr->parents ? tracker_module_id(tr) : NULL;
+    if (!mid) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "Dispatch: the module tracker is closed");
+        }
+        goto done;
+    }
+    Py_INCREF(mid);
+    if (self->phase != Py_None) {
+        phase = Py_NewRef(self->phase);
+    } else {
+        PyObject *tid = PyObject_CallNoArgs(self->task_id);
+        if (!tid) {
+            Py_DECREF(mid);
+            goto done;
+        }
+        long v = PyLong_AsLong(tid);
+        Py_DECREF(tid);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(mid);
+            goto done;
+        }
+        phase = Py_NewRef(v != -1 ? self->backward : self->forward);
+    }
+    PyObject *rargs[6] = {op_idx, mid, phase, args, kwargs, out};
+    r = PyObject_Vectorcall(self->record, rargs, 6, NULL);
+    Py_DECREF(mid);
+done:
+    Py_XDECREF(phase);
+    Py_DECREF(op_idx);
+    Py_XDECREF(empty);
+    if (!r) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    Py_DECREF(r);
+    return out;
+slow:
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "Dispatch: call it bound to the mode: (mode, func, types, args, kwargs)");
+        return NULL;
+    }
+    return PyObject_Vectorcall(self->slow, argv, (size_t)nargs, kwnames); /* slow(mode, func, types, ...) */
+}
+
+/* set_op(func, idx, callee): calls of `func` take the fast path from now on. */
+static PyObject *Dispatch_set_op(Dispatch *self, PyObject *args) {
+    PyObject *func, *idx, *callee;
+    if (!PyArg_ParseTuple(args, "OO!O:set_op", &func, &PyLong_Type, &idx, &callee)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(callee)) {
+        return PyErr_Format(PyExc_TypeError, "Dispatch.set_op: callee must be callable, got %.100s",
+                            Py_TYPE(callee)->tp_name);
+    }
+    if (PyLong_AsSsize_t(idx) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "Dispatch.set_op: idx must be >= 0");
+        }
+        return NULL;
+    }
+    op_slot *s = find_slot(self, func);
+    if (!s) {
+        if ((self->n + 1) * 2 > self->cap && grow_table(self) < 0) {
+            return NULL;
+        }
+        size_t mask = (size_t)self->cap - 1;
+        size_t i = ptr_hash(func) & mask;
+        while (self->tab[i].func) {
+            i = (i + 1) & mask;
+        }
+        s = &self->tab[i];
+        s->func = Py_NewRef(func);
+        self->n++;
+    }
+    Py_XSETREF(s->callee, Py_NewRef(callee));
+    Py_XSETREF(s->idx, Py_NewRef(idx));
+    Py_RETURN_NONE;
+}
+
+static PyObject *Dispatch_clear_ops(Dispatch *self, PyObject *Py_UNUSED(ignored)) {
+    clear_table(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Dispatch_get_phase(Dispatch *self, void *Py_UNUSED(c)) {
+    return Py_NewRef(self->phase ? self->phase : Py_None);
+}
+
+static int Dispatch_set_phase(Dispatch *self, PyObject *value, void *Py_UNUSED(c)) {
+    if (!value || (value != Py_None && !PyLong_CheckExact(value))) {
+        PyErr_SetString(PyExc_TypeError, "Dispatch.phase must be None or an int");
+        return -1;
+    }
+    Py_XSETREF(self->phase, Py_NewRef(value));
+    return 0;
+}
+
+static PyObject *Dispatch_len(Dispatch *self, void *Py_UNUSED(c)) { return PyLong_FromSsize_t(self->n); }
+
+static PyMethodDef Dispatch_methods[] = {
+    {"set_op", (PyCFunction)Dispatch_set_op, METH_VARARGS,
+     "set_op(func, idx, callee): calls of func run callee and are recorded as recorder op idx, in C."},
+    {"clear_ops", (PyCFunction)Dispatch_clear_ops, METH_NOARGS, "Forget every op (all calls take the slow path)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Dispatch_getset[] = {
+    {"phase", (getter)Dispatch_get_phase, (setter)Dispatch_set_phase,
+     "None (forward/backward from autograd's graph task) or the phase of every record.", NULL},
+    {"n_ops", (getter)Dispatch_len, NULL, "Number of ops on the fast path.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyObject *Dispatch_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    Dispatch *self = (Dispatch *)PyType_GenericNew(type, args, kwds);
+    if (self) {
+        self->vectorcall = (vectorcallfunc)Dispatch_call;
+    }
+    return (PyObject *)self;
+}
+
+static PyMemberDef Dispatch_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Dispatch, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot Dispatch_slots[] = {
+    {Py_tp_doc, "Dispatch(tracker, record, task_id, slow, forward, backward): the per-op path of the dispatch "
+                "mode; call it bound to the mode: (mode, func, types, args=(), kwargs=None)."},
+    {Py_tp_init, Dispatch_init},
+    {Py_tp_new, Dispatch_new},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_dealloc, Dispatch_dealloc},
+    {Py_tp_traverse, Dispatch_traverse},
+    {Py_tp_clear, Dispatch_clear},
+    {Py_tp_methods, Dispatch_methods},
+    {Py_tp_getset, Dispatch_getset},
+    {Py_tp_members, Dispatch_members},
+    {0, NULL},
+};
+
+static PyType_Spec Dispatch_spec = {
+    .name = "roofline._core.Dispatch",
+    .basicsize = sizeof(Dispatch),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .slots = Dispatch_slots,
+};
+
+/* ---- module ------------------------------------------------------------------------------------------------- */
+
+static PyTypeObject *tracker_type_of(PyObject *module) {
+    if (!module) {
+        return NULL;
+    }
+    PyObject *tp = PyObject_GetAttrString(module, "ModuleTracker");
+    if (!tp) {
+        return NULL;
+    }
+    if (!PyType_Check(tp)) {
+        Py_DECREF(tp);
+        PyErr_SetString(PyExc_TypeError, "roofline._core.ModuleTracker is not a type");
+        return NULL;
+    }
+    Py_DECREF(tp); /* the module keeps it alive */
+    return (PyTypeObject *)tp;
+}
+
+PyMethodDef rl_track_methods[] = {
+    {NULL, NULL, 0, NULL},
+};
+
+int rl_track_exec(PyObject *module) {
+    PyType_Spec *specs[] = {&Tracker_spec, &Dispatch_spec};
+    const char *names[] = {"ModuleTracker", "Dispatch"};
+    for (int i = 0; i < 2; i++) {
+        PyObject *tp = PyType_FromModuleAndSpec(module, specs[i], NULL);
+        if (!tp) {
+            return -1;
+        }
+        int rc = PyModule_AddObjectRef(module, names[i], tp);
+        Py_DECREF(tp);
+        if (rc < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
