@@ -4,7 +4,12 @@ For each workload: the bare wall time, the time under FlopCounterMode and the ti
 (medians of repeated runs after a warm-up), and the ratio (roofline - bare) / (FlopCounterMode - bare): below 1.0
 roofline adds less time than FlopCounterMode while also counting bytes and vector FLOPs.
 
-    python bench/overhead.py [--repeats N]
+    python bench/overhead.py [--repeats N] [--workload resnet|gpt2] [--clock wall|cpu] [--calls]
+
+--clock cpu times with this process's CPU time instead of the wall clock: on a machine loaded by other work it
+is far less noisy (GPT-2 then sums the CPU time of torch's intra-op threads). --calls also prints the Python
+function calls per op call under each variant, counted by cProfile: a deterministic measure of the per-op work
+done in Python (it does not see C or C++ work).
 """
 
 import argparse
@@ -46,27 +51,55 @@ def gpt2_cpu_forward_backward():
     return model, run
 
 
-def timed(fn, repeats, wrap=None):
+WORKLOADS = {"resnet": ("ResNet-50 forward, meta, batch 8", resnet50_meta_forward),
+             "gpt2": ("GPT-2 fwd+bwd, CPU, seq 128", gpt2_cpu_forward_backward)}
+
+
+def timed(fn, repeats, wrap=None, clock=time.perf_counter):
     times = []
     for i in range(repeats + 1):
-        t0 = time.perf_counter()
+        t0 = clock()
         if wrap is None:
             fn()
         else:
             with wrap():
                 fn()
         if i:  # first run is a warm-up
-            times.append(time.perf_counter() - t0)
+            times.append(clock() - t0)
     return statistics.median(times)
+
+
+def python_calls(run, wrap=None):
+    """Python function calls (cProfile's count, built-ins included) of one run of `run`, after a warm-up."""
+    import cProfile
+    import pstats
+
+    for _ in range(2):
+        prof = cProfile.Profile()
+        prof.enable()
+        try:
+            if wrap is None:
+                run()
+            else:
+                with wrap():
+                    run()
+        finally:
+            prof.disable()
+    return pstats.Stats(prof).total_calls
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--workload", choices=sorted(WORKLOADS), action="append",
+                    help="run only this workload (repeatable; default: all)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--calls", action="store_true", help="also count Python function calls per op (cProfile)")
     args = ap.parse_args(argv)
-    rows = []
-    for name, build in (("ResNet-50 forward, meta, batch 8", resnet50_meta_forward),
-                        ("GPT-2 fwd+bwd, CPU, seq 128", gpt2_cpu_forward_backward)):
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    rows, calls = [], []
+    for key in args.workload or list(WORKLOADS):
+        name, build = WORKLOADS[key]
         model, run = build()
         n_ops = None
         with roofline.measure(model) as r:
@@ -75,18 +108,28 @@ def main(argv=None):
         # interleave the three variants so drifts in machine load hit all of them alike
         bare, fcm, rl = [], [], []
         for _ in range(args.repeats):
-            bare.append(timed(run, 1))
-            fcm.append(timed(run, 1, lambda: FlopCounterMode(display=False)))
-            rl.append(timed(run, 1, lambda: roofline.measure(model)))
+            bare.append(timed(run, 1, clock=clock))
+            fcm.append(timed(run, 1, lambda: FlopCounterMode(display=False), clock=clock))
+            rl.append(timed(run, 1, lambda: roofline.measure(model), clock=clock))
         b, f, m = statistics.median(bare), statistics.median(fcm), statistics.median(rl)
         ratio = (m - b) / (f - b) if f > b else float("nan")
         rows.append((name, n_ops, b, f, m, ratio))
+        if args.calls:
+            c = [python_calls(run, w) for w in (None, lambda: FlopCounterMode(display=False),
+                                                 lambda: roofline.measure(model))]
+            calls.append((name, n_ops, *c))
     print(f"{'workload':<34} {'ops':>6} {'bare ms':>9} {'FCM ms':>9} {'roofline ms':>12} "
           f"{'FCM us/op':>10} {'roofline us/op':>15} {'ratio':>6}")
     for name, n, b, f, m, ratio in rows:
         print(f"{name:<34} {n:>6} {b * 1e3:>9.1f} {f * 1e3:>9.1f} {m * 1e3:>12.1f} "
               f"{(f - b) / n * 1e6:>10.1f} {(m - b) / n * 1e6:>15.1f} {ratio:>6.2f}")
     print("ratio = (roofline - bare) / (FlopCounterMode - bare); roofline also counts bytes and vector FLOPs.")
+    print(f"clock: {args.clock}; medians of {args.repeats} interleaved repeats")
+    if calls:
+        print(f"\n{'Python calls per op':<34} {'ops':>6} {'bare':>9} {'FCM +':>9} {'roofline +':>12} {'ratio':>6}")
+        for name, n, b, f, m in calls:
+            print(f"{name:<34} {n:>6} {b / n:>9.1f} {(f - b) / n:>9.1f} {(m - b) / n:>12.1f} "
+                  f"{(m - b) / (f - b):>6.2f}")
     return 0 if all(r[-1] <= 1.0 for r in rows) else 1
 
 
