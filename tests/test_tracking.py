@@ -1,0 +1,318 @@
+"""Module attribution of roofline.measure, op by op, against torch's own ModuleTracker (the tracker FlopCounterMode
+uses) run on the same workload: nested modules, reused and shared module instances, a module called twice,
+backward with retain_graph and with activation checkpointing, other threads; and the block leaves nothing installed
+behind it, with or without an exception."""
+
+import gc
+import threading
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch.nn.modules import module as _nn_module  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils.module_tracker import ModuleTracker  # noqa: E402
+
+import roofline  # noqa: E402
+from roofline import _core  # noqa: E402
+
+
+class _Oracle(TorchDispatchMode):
+    """Every op that reaches the mode, with torch's ModuleTracker's set of current modules at that moment."""
+
+    def __init__(self, tracker):
+        super().__init__()
+        self.tracker = tracker
+        self.rows = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.rows.append((str(func), tuple(sorted(self.tracker.parents))))
+        return out
+
+
+def _oracle_rows(make, step):
+    model, inputs = make()
+    with ModuleTracker() as tracker, _Oracle(tracker) as oracle:
+        step(model, inputs)
+    return oracle.rows
+
+
+def _roofline_rows(make, step):
+    model, inputs = make()
+    with roofline.measure(model, timing=None) as r:
+        step(model, inputs)
+    names = r.op_names
+    return [(names[rec["op"]], tuple(r.module_sets[rec["module"]])) for rec in r.records]
+
+
+def _same_attribution(make, step):
+    expected = _oracle_rows(make, step)
+    got = _roofline_rows(make, step)
+    assert [op for op, _ in got] == [op for op, _ in expected]  # the same op stream: the comparison is op by op
+    for i, (g, e) in enumerate(zip(got, expected)):
+        assert g == e, (i, g, e)
+    return got
+
+
+def _seeded(build):
+    def make():
+        torch.manual_seed(0)
+        return build()
+
+    return make
+
+
+def _fwd_bwd(model, inputs):
+    model(*inputs).sum().backward()
+
+
+class _TwoCalls(torch.nn.Module):
+    """Calls the same child twice in one forward (a reused instance)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.act = torch.nn.Tanh()
+
+    def forward(self, x):
+        return self.lin(self.act(self.lin(x)))
+
+
+class _Shared(torch.nn.Module):
+    """One Linear instance registered under two parents."""
+
+    def __init__(self):
+        super().__init__()
+        shared = torch.nn.Linear(8, 8)
+        self.a = torch.nn.Sequential(shared, torch.nn.ReLU())
+        self.b = torch.nn.Sequential(torch.nn.Tanh(), shared)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+def test_nested_modules_forward_and_backward():
+    build = _seeded(lambda: (torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Sequential(
+        torch.nn.Linear(16, 4), torch.nn.ReLU())), (torch.randn(3, 8),)))
+    rows = _same_attribution(build, _fwd_bwd)
+    sets = {s for _, s in rows}
+    assert ("Global", "Sequential", "Sequential.1", "Sequential.1.0") in sets  # a nested module's own ops
+    assert len(rows) > 10
+
+
+def test_reused_instance_called_twice_in_one_forward():
+    rows = _same_attribution(_seeded(lambda: (_TwoCalls(), (torch.randn(2, 8, requires_grad=True),))), _fwd_bwd)
+    assert sum(1 for op, s in rows if op == "aten.addmm.default" and "_TwoCalls.lin" in s) == 2
+
+
+def test_module_shared_between_parents():
+    _same_attribution(_seeded(lambda: (_Shared(), (torch.randn(2, 8),))), _fwd_bwd)
+
+
+def test_model_called_twice_in_one_block():
+    def step(model, inputs):
+        model(*inputs).sum().backward()
+        model(*inputs).sum().backward()
+
+    build = _seeded(lambda: (torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()), (torch.randn(2, 8),)))
+    rows = _same_attribution(build, step)
+    forward_mm = [s for op, s in rows if op == "aten.addmm.default"]
+    assert forward_mm == [("Global", "Sequential", "Sequential.0")] * 2
+
+
+def test_backward_with_retain_graph():
+    def step(model, inputs):
+        loss = model(*inputs).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+
+    _same_attribution(_seeded(lambda: (_TwoCalls(), (torch.randn(2, 8),))), step)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_backward_with_activation_checkpointing(reentrant):
+    from torch.utils.checkpoint import checkpoint
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 8))
+            self.head = torch.nn.Linear(8, 1)
+
+        def forward(self, x):
+            return self.head(checkpoint(self.inner, x, use_reentrant=reentrant))
+
+    rows = _same_attribution(_seeded(lambda: (Outer(), (torch.randn(2, 8, requires_grad=True),))), _fwd_bwd)
+    # the checkpointed block runs its forward again in backward: its products are counted twice
+    assert sum(1 for op, s in rows if op == "aten.addmm.default" and "Outer.inner.0" in s) == 2
+
+
+def test_input_requiring_grad_in_a_dict_and_a_list():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, d, extra):
+            return self.lin(d["x"] * extra[0]) + self.lin(d["y"])
+
+    def make():
+        torch.manual_seed(0)
+        return Net(), ({"x": torch.randn(2, 4, requires_grad=True), "y": torch.randn(2, 4)},
+                       [torch.randn(2, 4, requires_grad=True), 3])
+
+    _same_attribution(make, _fwd_bwd)
+
+
+def test_named_tuple_outputs_walked_like_torch():
+    """Outputs that are neither a tensor nor a plain tuple/list/dict go through torch's pytree, as in
+    ModuleTracker: a namedtuple's tensors get the gradient hooks that re-enter the module in backward."""
+    import collections
+
+    Pair = collections.namedtuple("Pair", "a b")
+
+    class Split(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 8)
+
+        def forward(self, x):
+            y = self.lin(x)
+            return Pair(y[:, :4], y[:, 4:])
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.split = Split()
+
+        def forward(self, x):
+            p = self.split(x)
+            return p.a * p.b
+
+    _same_attribution(_seeded(lambda: (Net(), (torch.randn(2, 4),))), _fwd_bwd)
+
+
+def _global_hook_counts():
+    return (len(_nn_module._global_forward_pre_hooks), len(_nn_module._global_forward_hooks))
+
+
+def test_hooks_removed_and_modules_released_after_exit():
+    before = _global_hook_counts()
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    x = torch.randn(2, 4, requires_grad=True)
+    with roofline.measure(model, timing=None) as r:
+        assert _global_hook_counts() == (before[0] + 1, before[1] + 1)
+        out = model(x)
+    assert _global_hook_counts() == before
+    n = len(r.records)
+    out.sum().backward()  # the graph built inside the block: its gradient hooks are gone, nothing is recorded
+    assert len(r.records) == n
+    ref = weakref.ref(model)
+    del model, out
+    gc.collect()
+    assert ref() is None  # the tracker holds no module after the block
+
+
+def test_exception_inside_the_block():
+    before = _global_hook_counts()
+
+    class Boom(torch.nn.Module):
+        def forward(self, x):
+            x = x * 2
+            raise KeyError("boom")
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), Boom())
+    with pytest.raises(KeyError, match="boom"):
+        with roofline.measure(model, timing=None):
+            model(torch.randn(2, 4))
+    assert _global_hook_counts() == before
+    # the next block starts from a clean state: no module left "running" from the failed one
+    lin, x = torch.nn.Linear(4, 4), torch.randn(2, 4)
+    with roofline.measure(lin, timing=None) as r:
+        lin(x)
+    assert r.module_sets == [("Global",), ("Global", "Linear")]
+    assert {r.module_sets[m] for m in r.records["module"]} == {("Global", "Linear")}
+
+
+def test_modules_run_by_another_thread_are_not_attributed():
+    """Module hooks are process-global; they act only on the thread whose mode stack holds the block's mode."""
+    other = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    mine = torch.nn.Linear(4, 4)
+    started, release = threading.Event(), threading.Event()
+
+    def worker():
+        started.set()
+        release.wait(10)
+        for _ in range(20):
+            other(torch.randn(2, 4))
+
+    t = threading.Thread(target=worker)
+    t.start()
+    started.wait(10)
+    with roofline.measure(mine, timing=None) as r:
+        release.set()
+        for _ in range(20):
+            mine(torch.randn(2, 4))
+        t.join(10)
+    names = {n for s in r.module_sets for n in s}
+    assert names == {"Global", "Linear"}
+    assert sum(r.records["op"] == r.records["op"][0]) >= 20  # the block's own ops are all there
+
+
+def test_fast_path_gives_the_first_call_s_counts():
+    """The first call of an op goes through Python (resolution), later ones through the C table: same counts."""
+    a, b = torch.randn(16, 32), torch.randn(32, 8)
+    with roofline.measure(timing=None) as r:
+        for _ in range(3):
+            torch.mm(a, b)
+    rec = r.records
+    assert len(rec) == 3
+    assert list(rec["matrix_flops"]) == [2 * 16 * 32 * 8] * 3
+    assert list(rec["bytes_read"]) == [(16 * 32 + 32 * 8) * 4] * 3
+    assert list(rec["bytes_written"]) == [16 * 8 * 4] * 3
+
+
+def test_optimizer_phase_and_backward_phase():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x1, x2 = torch.randn(2, 4), torch.randn(2, 4)
+    with roofline.measure(model, timing=None) as r:
+        model(x1).sum().backward()
+        opt.step()
+        model(x2)
+    by_op = {}
+    for op, phase in zip(r.records["op"], r.records["phase"]):
+        by_op.setdefault(r.op_names[op], []).append(int(phase))
+    assert by_op["aten.addmm.default"] == [0, 0]  # both forwards, the one after the step included
+    assert by_op["aten.mm.default"] == [1]  # the weight gradient
+    assert by_op["aten.add_.Tensor"] == [2, 2]  # SGD's update of weight and bias
+
+
+def test_tracker_and_dispatch_reject_bad_arguments():
+    with pytest.raises(TypeError, match="namer must be callable"):
+        _core.ModuleTracker(None, len, len, 3, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
+    with pytest.raises(TypeError):
+        _core.ModuleTracker(None, len, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, [], set())
+    t = _core.ModuleTracker(None, len, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
+    assert t.module_id == 0 and t.sets == [("Global",)]
+    with pytest.raises(TypeError, match="name must be a str"):
+        t.add(3)
+    t.add("A")
+    assert t.module_id == 1 and t.sets == [("Global",), ("A", "Global")]
+    assert t.discard("A") is True and t.discard("A") is False
+    assert t.module_id == 0  # an interned set keeps its id
+    with pytest.raises(TypeError):
+        _core.Dispatch(object(), len, len, len, 0, 1)
+    d = _core.Dispatch(t, len, len, len, 0, 1)
+    with pytest.raises(TypeError):
+        d.phase = "forward"
+    with pytest.raises(ValueError, match=">= 0"):
+        d.set_op(torch.ops.aten.mm.default, -1, torch.ops.aten.mm.default)
+    with pytest.raises(TypeError, match="callable"):
+        d.set_op(torch.ops.aten.mm.default, 0, 5)
+    t.close()
+    assert t.enabled is False
