@@ -706,8 +706,11 @@ static PyObject *Dispatch_call(Dispatch *self, PyObject *const *argv, size_t nar
             return NULL;
         }
     }
-    PyObject *op_idx = Py_NewRef(s->idx); /* the table may grow while the op runs */
-    PyObject *out = PyObject_Call(s->callee, args, (kwargs != Py_None && PyDict_GET_SIZE(kwargs)) ? kwargs : NULL);
+    /* own references: the table may grow, or the op be re-registered, while the op runs */
+    PyObject *op_idx = Py_NewRef(s->idx);
+    PyObject *callee = Py_NewRef(s->callee);
+    PyObject *out = PyObject_Call(callee, args, (kwargs != Py_None && PyDict_GET_SIZE(kwargs)) ? kwargs : NULL);
+    Py_DECREF(callee);
     PyObject *phase = NULL, *r = NULL;
     if (!out) {
         goto done;
