@@ -338,6 +338,9 @@ def _infer_out(entry, name, names, args, dtype):
     if k == _registry.ATTN:
         q, v = tensors[0], tensors[2]
         return TensorSpec(q.shape[:-1] + (v.shape[-1],), q.dtype)
+    if name in ("mv", "addmv") and len(tensors) >= 2:  # (M, N) matrix times a vector of N: M results
+        mat = tensors[0] if name == "mv" else tensors[1]
+        return TensorSpec(mat.shape[:1], mat.dtype)
     if name in ("_softmax", "_log_softmax", "_safe_softmax", "clone", "_to_copy") and tensors:
         return TensorSpec(tensors[0].shape, tensors[0].dtype)
     return None
