@@ -392,9 +392,17 @@ static int cost_conv_bwd(const rl_op *op, const rl_call *c, rl_cost *r, int *ov)
         return RL_E_ARGS;
     }
     int transposed = bool_arg(c, 7, 0);
-    uint64_t groups = u(int_arg(c, 9, 1));
-    if (groups == 0) {
+    int64_t g = int_arg(c, 9, 1);
+    if (g < 1) {
         return RL_E_ARGS;
+    }
+    uint64_t groups = (uint64_t)g;
+    /* the forward's shapes: x (N, C_in, ...), grad_out (N, C_out, ...), weight (C_out, C_in/groups, ...) or,
+     * transposed, (C_in, C_out/groups, ...) */
+    int64_t wc = w->size[1] > INT64_MAX / g ? -1 : w->size[1] * g;
+    if (go->size[0] != x->size[0] || (transposed ? (w->size[0] != x->size[1] || wc != go->size[1])
+                                                 : (w->size[0] != go->size[1] || wc != x->size[1]))) {
+        return RL_E_SHAPE;
     }
     int m0 = boollist_at(c, 10, 0, 1), m1 = boollist_at(c, 10, 1, 1), m2 = boollist_at(c, 10, 2, 1);
     uint64_t fcm = 0, real = 0;

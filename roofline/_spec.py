@@ -368,7 +368,7 @@ def cost(op: str, *args, out=None, dtype="float32") -> Cost:
     convenience the tensor inputs may be given as one list of shapes: ``cost("mm", [(M, K), (K, N)])``. ``dtype``
     applies to tensors given as bare shapes. ``out`` (a shape, a TensorSpec, or a list of them) gives the result;
     it is inferred for matrix products, convolutions, attention, element-wise ops and softmax, and required
-    otherwise. For an ``out=`` overload (``"add.out"``) the result is the destination written.
+    otherwise.
 
     >>> cost("mm", [(128, 256), (256, 64)], dtype="bfloat16").matrix_flops  # 2*128*64*256
     4194304

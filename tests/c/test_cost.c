@@ -338,6 +338,42 @@ static void test_invalid_tensors(void) {
     CHECK_EQ(rl_cost_eval(&op, &(rl_call){.nargs = 1, .args = {{RL_ARG_TENSOR, 0, 1, 0, 0.0}}}, &r), RL_E_ARGS);
 }
 
+/* convolution_backward(grad_out, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
+ * groups, output_mask): x (1,4,8,8), w (6,2,3,3), groups 2, grad_out (1,6,6,6) */
+static void test_conv_backward_channels(void) {
+    rl_tensor in[3] = {tensor(RL_DT_FLOAT32, 4, (int64_t[]){1, 6, 6, 6}), tensor(RL_DT_FLOAT32, 4, (int64_t[]){1, 4, 8, 8}),
+                       tensor(RL_DT_FLOAT32, 4, (int64_t[]){6, 2, 3, 3})};
+    rl_tensor outs[3] = {in[1], in[2], tensor(RL_DT_FLOAT32, 1, (int64_t[]){6})};
+    int64_t mask[3] = {1, 1, 0};
+    rl_call c = {.nargs = 11, .tensors = in, .ints = mask, .nouts = 3, .outs = outs};
+    for (int i = 0; i < 3; i++) {
+        set_tensor_arg(&c, i, i);
+    }
+    for (int i = 3; i < 11; i++) {
+        c.args[i].type = RL_ARG_NONE;
+    }
+    c.args[7].type = RL_ARG_BOOL;
+    c.args[9].type = RL_ARG_INT;
+    c.args[9].i = 2;
+    c.args[10].type = RL_ARG_BOOLLIST;
+    c.args[10].count = 3;
+    outs[2].ndim = -1; /* grad_bias not computed */
+    rl_op op = {.kind = RL_K_CONV_BWD, .flags = RL_OPF_FCM};
+    rl_cost r;
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_OK);
+    /* grad_input 2 * N * HoWo * KhKw * C_out * C_in/g = 2*36*9*6*2; grad_weight the same pairs: 2*9*36*1*2*6 */
+    CHECK_EQ(r.matrix, 2ull * 36 * 9 * 6 * 2 + 2ull * 9 * 36 * 1 * 2 * 6);
+    CHECK_EQ(r.compat, 2ull * 36 * 9 * 6 * 2 + 2ull * 9 * 36 * 1 * 4 * 6); /* FlopCounterMode: all 4 C_in */
+    c.args[9].i = 1; /* groups 1: weight has 2 input channels for x's 4 */
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_E_SHAPE);
+    c.args[9].i = 2;
+    in[0].size[1] = 5; /* grad_out channels must be the weight's 6 */
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_E_SHAPE);
+    in[0].size[1] = 6;
+    in[0].size[0] = 2; /* batch */
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_E_SHAPE);
+}
+
 int main(void) {
     test_mm();
     test_broadcast_and_inplace();
@@ -350,6 +386,7 @@ int main(void) {
     test_conv_channels();
     test_pool_arguments();
     test_invalid_tensors();
+    test_conv_backward_channels();
     if (failures) {
         fprintf(stderr, "%d failure(s)\n", failures);
         return 1;
