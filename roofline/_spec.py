@@ -22,7 +22,7 @@ MAX_LIST = 1 << 16
 _short = reprlib.Repr()
 _short.maxlist = _short.maxtuple = 8
 _short.maxlevel = 3
-_short.maxstring = _short.maxother = 60
+_short.maxstring = _short.maxother = 120
 
 
 def _brief(v) -> str:
