@@ -30,14 +30,14 @@ def _brief(v) -> str:
     return _short.repr(v)
 
 
-def _dims(what: str, seq, kind: str):
+def _dims(seq, kind: str):
     """A shape or stride as a tuple of ints, checked before anything proportional to its length is done."""
     if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
         raise TypeError(f"TensorSpec: {kind} must be a sequence of ints, got {_brief(seq)}")
     vals = []
     for i, v in enumerate(itertools.islice(seq, _core.MAX_DIMS + 1)):
         if isinstance(v, bool) or not hasattr(type(v), "__index__") or type(v).__name__ in ("bool_", "bool"):
-            raise TypeError(f"TensorSpec: {kind} entry {i} of {what} must be an int, got {_brief(v)} "
+            raise TypeError(f"TensorSpec: entry {i} of the {kind} must be an int, got {_brief(v)} "
                             f"({type(v).__name__})")
         vals.append(operator.index(v))
     if len(vals) > _core.MAX_DIMS:
@@ -58,7 +58,7 @@ class TensorSpec:
     __slots__ = ("shape", "dtype", "_stride")
 
     def __init__(self, shape, dtype="float32", stride=None):
-        shape = _dims("the shape", shape, "shape")
+        shape = _dims(shape, "shape")
         for i, s in enumerate(shape):
             if s < 0:
                 raise ValueError(f"TensorSpec: negative size {s} at dimension {i} of shape {shape}")
@@ -75,7 +75,7 @@ class TensorSpec:
             # largest stride instead (only its sizes enter the counts)
             stride = tuple(min(x, _INT64_MAX) for x in reversed(st))
         else:
-            stride = _dims("the stride", stride, "stride")
+            stride = _dims(stride, "stride")
             if len(stride) != len(shape):
                 raise ValueError(f"TensorSpec: stride {stride} has {len(stride)} entries for shape {shape}")
             for i, x in enumerate(stride):
