@@ -48,6 +48,10 @@ const char *rl_status_str(int status) {
         return "inconsistent shapes";
     case RL_E_KIND:
         return "unknown cost kind";
+    case RL_E_DIMS:
+        return "a tensor has a negative size or more than 16 dimensions";
+    case RL_E_VALUE:
+        return "an integer argument is out of range (kernel size or stride <= 0, negative padding)";
     default:
         return "unknown status";
     }
@@ -204,8 +208,11 @@ static const rl_tensor *first_out(const rl_call *c) {
     return NULL;
 }
 
-/* Position of the first argument written in place, or -1. */
+/* Position of the first argument written in place, or -1 (also when the op's results are new tensors). */
 static int first_written(const rl_op *op, const rl_call *c) {
+    if (op->flags & RL_OPF_FRESH_OUTS) {
+        return -1;
+    }
     for (int i = 0; i < c->nargs && i < 64; i++) {
         if (is_set(op->write_mask, i)) {
             return i;
@@ -247,21 +254,34 @@ static int input_dtype(const rl_call *c) {
     return o ? o->dtype : RL_DT_UNKNOWN;
 }
 
-/* Compulsory bytes: every tensor argument not in noread_mask read once at its touched size; written: the in-place
- * arguments if any, else every output. */
+/* 0 when the op has a BatchNorm `training` flag (RL_OPF_TRAIN_SHIFT) and it is false, else 1. An absent flag
+ * counts as training, the schemas' only mode without a default. */
+static int training(const rl_op *op, const rl_call *c) {
+    int ti = (int)((op->flags >> RL_OPF_TRAIN_SHIFT) & 0xffu) - 1;
+    return ti < 0 ? 1 : bool_arg(c, ti, 1);
+}
+
+/* Compulsory bytes: every tensor argument not in noread_mask read once at its touched size; written: the arguments
+ * written in place, and the outputs unless they are aliases of those arguments (RL_OPF_FRESH_OUTS). With a training
+ * flag that is false, updated arguments are only read and noread_mask arguments are read (see RL_OPF_TRAIN_SHIFT). */
 static void generic_bytes(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    int train = training(op, c);
+    uint64_t noread = op->noread_mask;
+    if (!train) {
+        noread &= op->write_mask; /* write-only destinations (out=) are still not read */
+    }
     for (int i = 0; i < c->nargs; i++) {
-        if (!is_set(op->noread_mask, i)) {
+        if (!is_set(noread, i)) {
             r->bytes_read = add(r->bytes_read, arg_touched_bytes(c, i, ov), ov);
         }
     }
-    if (op->write_mask) {
-        for (int i = 0; i < c->nargs && i < 64; i++) {
-            if (is_set(op->write_mask, i)) {
-                r->bytes_written = add(r->bytes_written, arg_nbytes(c, i, ov), ov);
-            }
+    for (int i = 0; i < c->nargs && i < 64; i++) {
+        /* an updated argument (read and written) is written only in training; a write-only destination always */
+        if (is_set(op->write_mask, i) && (train || is_set(op->noread_mask, i))) {
+            r->bytes_written = add(r->bytes_written, arg_nbytes(c, i, ov), ov);
         }
-    } else {
+    }
+    if (!op->write_mask || (op->flags & RL_OPF_FRESH_OUTS)) {
         for (int i = 0; i < c->nouts; i++) {
             r->bytes_written = add(r->bytes_written, nbytes(&c->outs[i], ov), ov);
         }
@@ -315,19 +335,48 @@ static uint64_t conv_count(const rl_tensor *x, const rl_tensor *w, const rl_tens
     return mul(n, u(w->size[1]), ov);
 }
 
+/* Channel and batch consistency of a convolution: x (N, C_in, ...), weight (C_out, C_in/groups, ...) or, transposed,
+ * (C_in, C_out/groups, ...), out (N, C_out, ...). */
+static int conv_check(const rl_op *op, const rl_call *c, const rl_tensor *x, const rl_tensor *w,
+                      const rl_tensor *out, int transposed) {
+    int gi = (int)((op->p2 >> RL_CONV_GROUPS_SHIFT) & 0xff) - 1;
+    int64_t g = gi >= 0 ? int_arg(c, gi, 1) : 1;
+    if (gi < 0 && (op->p2 & RL_CONV_DEPTHWISE)) {
+        g = x->size[1]; /* depthwise: one group per input channel */
+    }
+    if (g < 1 || out->size[0] != x->size[0]) {
+        return RL_E_SHAPE;
+    }
+    int64_t cin = x->size[1], cout = out->size[1];
+    if (transposed) {
+        /* weight (C_in, C_out/groups, ...) */
+        if (w->size[0] != cin || cin % g != 0 || w->size[1] > INT64_MAX / g || w->size[1] * g != cout) {
+            return RL_E_SHAPE;
+        }
+    } else if (w->size[1] > INT64_MAX / g || w->size[1] * g != cin || w->size[0] != cout || cout % g != 0) {
+        return RL_E_SHAPE;
+    }
+    return RL_OK;
+}
+
 static int cost_conv(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     const rl_tensor *x = tensor_arg(c, 0), *w = tensor_arg(c, 1), *out = first_out(c);
     if (!x || !w || !out || x->ndim < 3 || w->ndim != x->ndim || out->ndim != x->ndim) {
         return RL_E_ARGS;
     }
     int transposed = op->p1 >= 0 ? bool_arg(c, (int)op->p1, 0) : op->p1 == -2; /* -2: always transposed */
+    int st = conv_check(op, c, x, w, out, transposed);
+    if (st != RL_OK) {
+        return st;
+    }
     /* FlopCounterMode reads positional argument 6 as `transposed` for every conv op it registers. */
     int fcm_transposed = bool_arg(c, 6, 0);
     r->matrix = conv_count(x, w, out, transposed, ov);
     if (op->flags & RL_OPF_FCM) {
         r->compat = conv_count(x, w, out, fcm_transposed, ov);
     }
-    if (tensor_arg(c, op->p2 >= 0 ? (int)op->p2 : 2)) {
+    int bi = (int)((op->p2 >> RL_CONV_BIAS_SHIFT) & 0xff) - 1;
+    if (bi >= 0 && tensor_arg(c, bi)) {
         r->vector = rl_numel(out, ov); /* bias add */
     }
     generic_bytes(op, c, r, ov);
@@ -343,9 +392,17 @@ static int cost_conv_bwd(const rl_op *op, const rl_call *c, rl_cost *r, int *ov)
         return RL_E_ARGS;
     }
     int transposed = bool_arg(c, 7, 0);
-    uint64_t groups = u(int_arg(c, 9, 1));
-    if (groups == 0) {
+    int64_t g = int_arg(c, 9, 1);
+    if (g < 1) {
         return RL_E_ARGS;
+    }
+    uint64_t groups = (uint64_t)g;
+    /* the forward's shapes: x (N, C_in, ...), grad_out (N, C_out, ...), weight (C_out, C_in/groups, ...) or,
+     * transposed, (C_in, C_out/groups, ...) */
+    int64_t wc = w->size[1] > INT64_MAX / g ? -1 : w->size[1] * g;
+    if (go->size[0] != x->size[0] || (transposed ? (w->size[0] != x->size[1] || wc != go->size[1])
+                                                 : (w->size[0] != go->size[1] || wc != x->size[1]))) {
+        return RL_E_SHAPE;
     }
     int m0 = boollist_at(c, 10, 0, 1), m1 = boollist_at(c, 10, 1, 1), m2 = boollist_at(c, 10, 2, 1);
     uint64_t fcm = 0, real = 0;
@@ -516,13 +573,34 @@ static int cost_gather(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     return RL_OK;
 }
 
+/* 0 when the int-list argument i (absent: accepted) has an entry below `lo`, else 1. */
+static int intlist_at_least(const rl_call *c, int i, int64_t lo) {
+    const rl_arg *a = arg(c, i);
+    if (a->type == RL_ARG_INT) {
+        return a->i >= lo;
+    }
+    if (a->type == RL_ARG_INTLIST) {
+        for (int k = 0; k < a->count; k++) {
+            if (c->ints[a->first + k] < lo) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 static int cost_pool(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
-    int spatial = (int)(op->p2 & 0xff), ki = (int)((op->p2 >> 8) & 0xff);
+    int spatial = (int)((op->p2 >> RL_POOL_SPATIAL_SHIFT) & 0xff), ki = (int)((op->p2 >> RL_POOL_KERNEL_SHIFT) & 0xff);
+    int si = (int)((op->p2 >> RL_POOL_STRIDE_SHIFT) & 0xff) - 1, pi = (int)((op->p2 >> RL_POOL_PADDING_SHIFT) & 0xff) - 1;
     const rl_arg *ks = arg(c, ki);
     const rl_tensor *out = first_out(c);
     if (ks->type != RL_ARG_INTLIST || ks->count < 1 || (ks->count != 1 && ks->count < spatial) || !out ||
         spatial < 1) {
         return RL_E_ARGS;
+    }
+    if (!intlist_at_least(c, ki, 1) || (si >= 0 && !intlist_at_least(c, si, 1)) ||
+        (pi >= 0 && !intlist_at_least(c, pi, 0))) {
+        return RL_E_VALUE;
     }
     uint64_t taps = 1;
     for (int s = 0; s < spatial; s++) {
@@ -585,12 +663,60 @@ static int cost_mha(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     return RL_OK;
 }
 
+/* Every tensor the call refers to has 0..RL_MAX_DIMS dimensions and non-negative sizes (an absent output has
+ * ndim -1); argument descriptors are well-formed. */
+static int valid_tensor(const rl_tensor *t, int absent_ok) {
+    if (t->ndim < (absent_ok ? -1 : 0) || t->ndim > RL_MAX_DIMS) {
+        return 0;
+    }
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->size[d] < 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int validate_call(const rl_call *c) {
+    if (c->nargs < 0 || c->nargs > RL_MAX_ARGS || c->nouts < 0 || (c->nouts > 0 && !c->outs)) {
+        return RL_E_ARGS;
+    }
+    for (int i = 0; i < c->nargs; i++) {
+        const rl_arg *a = &c->args[i];
+        if (a->type == RL_ARG_TENSOR || a->type == RL_ARG_TENSORLIST || a->type == RL_ARG_INTLIST ||
+            a->type == RL_ARG_BOOLLIST) {
+            if (a->first < 0 || a->count < 0) {
+                return RL_E_ARGS;
+            }
+        }
+        if (a->type == RL_ARG_TENSOR || a->type == RL_ARG_TENSORLIST) {
+            if (a->count > 0 && !c->tensors) {
+                return RL_E_ARGS;
+            }
+            for (int k = 0; k < a->count; k++) {
+                if (!valid_tensor(&c->tensors[a->first + k], 0)) {
+                    return RL_E_DIMS;
+                }
+            }
+        } else if ((a->type == RL_ARG_INTLIST || a->type == RL_ARG_BOOLLIST) && a->count > 0 && !c->ints) {
+            return RL_E_ARGS;
+        }
+    }
+    for (int i = 0; i < c->nouts; i++) {
+        if (!valid_tensor(&c->outs[i], 1)) {
+            return RL_E_DIMS;
+        }
+    }
+    return RL_OK;
+}
+
 int rl_cost_eval(const rl_op *op, const rl_call *c, rl_cost *r) {
     int ov = 0, st = RL_OK;
     uint64_t f = 0;
     memset(r, 0, sizeof(*r));
-    if (c->nargs < 0 || c->nargs > RL_MAX_ARGS) {
-        return RL_E_ARGS;
+    st = validate_call(c);
+    if (st != RL_OK) {
+        return st;
     }
     switch (op->kind) {
     case RL_K_ZERO:

@@ -100,14 +100,16 @@ typedef enum {
     RL_K_BADDBMM,    /* baddbmm(self, a, b) */
     RL_K_SCALED_MM,  /* _scaled_mm(a, b, scale_a, scale_b, bias?, ...) */
     RL_K_CONV,       /* convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups);
-                        p1 = position of `transposed` (-1: never transposed, -2: always), p2 = position of `bias` */
+                        p1 = position of `transposed` (-1: never transposed, -2: always), p2 packs the positions of
+                        `bias` and `groups`, see RL_CONV_* */
     RL_K_CONV_BWD,   /* convolution_backward(grad_out, x, w, bias_sizes, ..., transposed, ..., groups, mask) */
     RL_K_ATTN,       /* fused attention forward; p1 packs argument positions and flags, see RL_ATTN_* */
     RL_K_ATTN_BWD,   /* fused attention backward */
     RL_K_GATHER,     /* arg 0 is the source: reads the other tensor arguments and only the gathered elements
                         (= result size) of the source */
-    RL_K_POOL,       /* p1 FLOPs per window tap; p2 = spatial dims | kernel_size arg position << 8; the window count
-                        is the smaller of numel(arg 0) and numel(result) (forward: result; backward: grad) */
+    RL_K_POOL,       /* p1 FLOPs per window tap; p2 packs the spatial dims and argument positions, see RL_POOL_*; the
+                        window count is the smaller of numel(arg 0) and numel(result) (forward: result; backward:
+                        grad). Kernel sizes and strides must be positive, paddings non-negative. */
     RL_K_NLL,        /* nll_loss: p1 = position of target, p2 = vector FLOPs per target; forward (target at 1)
                         reads target, weight and one element of input per target */
     RL_K_FOREACH,    /* _foreach_* and fused optimizers: p1/p2 per element of the first list */
@@ -125,9 +127,28 @@ typedef enum {
 #define RL_ATTN_FCM_BSHD (1 << 19) /* FlopCounterMode reads the shapes as (batch, seq, heads, dim) */
 #define RL_ATTN_GRAD_SHIFT 20   /* bits 20-27: position of `grad_out` (backward) */
 
+/* Packing of p2 for RL_K_CONV. Positions are stored plus one, 0 meaning the op has no such argument. */
+#define RL_CONV_BIAS_SHIFT 0    /* bits 0-7: 1 + position of `bias` (0: the op takes no bias) */
+#define RL_CONV_GROUPS_SHIFT 8  /* bits 8-15: 1 + position of `groups` (0: no groups argument, groups = 1) */
+#define RL_CONV_DEPTHWISE (1 << 16) /* no groups argument: groups = input channels (depthwise convolution) */
+
+/* Packing of p2 for RL_K_POOL. Positions are stored plus one, 0 meaning the op has no such argument. */
+#define RL_POOL_SPATIAL_SHIFT 0 /* bits 0-7: number of spatial dimensions */
+#define RL_POOL_KERNEL_SHIFT 8  /* bits 8-15: position of `kernel_size` (not plus one: it is required) */
+#define RL_POOL_STRIDE_SHIFT 16 /* bits 16-23: 1 + position of `stride` (an empty list means stride = kernel) */
+#define RL_POOL_PADDING_SHIFT 24 /* bits 24-31: 1 + position of `padding` */
+
 /* Op-independent flags of a registry entry, also in rl_op. */
 #define RL_OPF_FCM 1u /* FlopCounterMode registers this op: compat holds its count */
+/* The op returns new tensors although it also writes arguments in place (training BatchNorm returns its output and
+ * saved statistics and updates the running statistics): the outputs are counted as written as well as the
+ * arguments. Without this flag an op that writes arguments returns aliases of them, which are not counted again. */
+#define RL_OPF_FRESH_OUTS 2u
 #define RL_OPF_OF_SHIFT 8 /* bits 8-15: 1 + position of the argument RL_K_EWISE_IN counts (0: the first tensor) */
+/* bits 16-23: 1 + position of BatchNorm's `training` flag (0: none). When that argument is false, the arguments
+ * updated in place (read and written, i.e. in write_mask but not in noread_mask) are only read, and the arguments
+ * of noread_mask are read: the running statistics are used instead of updated. */
+#define RL_OPF_TRAIN_SHIFT 16
 
 /* A resolved op: kind, parameters, which arguments are not read (shape-only) and which are written in place. */
 typedef struct {
@@ -157,7 +178,9 @@ typedef enum {
     RL_E_OVERFLOW = 1, /* a count does not fit in 64 bits */
     RL_E_ARGS = 2,     /* an argument the formula needs is missing or of the wrong type */
     RL_E_SHAPE = 3,    /* shapes are inconsistent with the op (e.g. mm inner dimensions differ) */
-    RL_E_KIND = 4      /* unknown kind */
+    RL_E_KIND = 4,     /* unknown kind */
+    RL_E_DIMS = 5,     /* a tensor has a negative size or an unsupported number of dimensions */
+    RL_E_VALUE = 6     /* an integer argument is out of range (a kernel size or stride <= 0, a negative padding) */
 } rl_status;
 
 /* Human-readable text of a status. Static storage. */

@@ -140,10 +140,23 @@ _put("_adaptive_avg_pool2d_backward _adaptive_avg_pool3d_backward adaptive_max_p
      _e(EWISE, 1, noread=(1,)))
 
 # ---- per element of the first tensor argument: normalisation, softmax, reductions, losses ---------------------
-_put("native_layer_norm native_batch_norm _native_batch_norm_legit _native_batch_norm_legit_no_training "
-     "_native_batch_norm_legit_functional native_group_norm batch_norm_stats", _e(EWISE_IN, 8))
-_put("native_layer_norm_backward native_batch_norm_backward native_group_norm_backward "
-     "batch_norm_backward", _e(EWISE_IN, 12))
+_put("native_layer_norm native_group_norm batch_norm_stats", _e(EWISE_IN, 8))
+# BatchNorm. Training reads the input, weight, bias and running statistics and writes the output, the saved mean and
+# inverse std and the running statistics (updated in place, so read and written); in evaluation the running statistics
+# are only read. `stats`: arguments updated in place in training even where the schema does not mark them (the
+# legacy native_batch_norm, cudnn, miopen); `training`: the bool argument that selects the mode.
+_BN_STATS = ("running_mean", "running_var")
+_put("_native_batch_norm_legit native_batch_norm", _e(EWISE_IN, 8, stats=_BN_STATS, training="training"))
+_put("cudnn_batch_norm miopen_batch_norm", _e(EWISE_IN, 8, stats=_BN_STATS, training="training"))
+_put("_batch_norm_with_update", _e(EWISE_IN, 8, stats=_BN_STATS))  # always training
+_put("_native_batch_norm_legit_no_training _batch_norm_no_update _native_batch_norm_legit_functional "
+     "_batch_norm_with_update_functional", _e(EWISE_IN, 8))  # evaluation, or new statistics returned
+# Backward: in training the saved statistics are used and the running ones are not read; in evaluation the running
+# statistics are read.
+_put("native_batch_norm_backward", _e(EWISE_IN, 12, noread=_BN_STATS, training="train"))
+_put("batch_norm_backward", _e(EWISE_IN, 12, noread=_BN_STATS, training="update"))
+_put("cudnn_batch_norm_backward miopen_batch_norm_backward", _e(EWISE_IN, 12, noread=_BN_STATS))
+_put("native_layer_norm_backward native_group_norm_backward", _e(EWISE_IN, 12))
 _put("_fused_rms_norm", _e(EWISE_IN, 4))
 _put("_fused_rms_norm_backward", _e(EWISE_IN, 7))
 _put("_softmax _safe_softmax _log_softmax", _e(EWISE_IN, 4, 1))
@@ -173,8 +186,8 @@ _put("addmv", _e(EWISE_IN, 2, of="mat"))
 _put("addr", _e(EWISE, 2))
 _put("_scaled_mm", _e(SCALED_MM))
 _put("convolution _convolution convolution_overrideable", _e(CONV, transposed="transposed"))
-_put("cudnn_convolution _slow_conv2d_forward mkldnn_convolution _conv_depthwise2d slow_conv_dilated2d "
-     "slow_conv3d_forward", _e(CONV))
+_put("cudnn_convolution _slow_conv2d_forward mkldnn_convolution slow_conv_dilated2d slow_conv3d_forward", _e(CONV))
+_put("_conv_depthwise2d", _e(CONV, depthwise=True))  # no groups argument: one group per input channel
 _put("cudnn_convolution_transpose slow_conv_transpose2d slow_conv_transpose3d", _e(CONV, transposed=True))
 _put("convolution_backward", _e(CONV_BWD))
 
@@ -196,7 +209,8 @@ _put("_native_multi_head_attention", _e(MHA))
 # ---- gathers, pooling, losses -----------------------------------------------------------------------------------
 _put("embedding index_select gather index take take_along_dim _embedding_bag embedding_bag", _e(GATHER))
 _put("scatter scatter_add scatter_reduce index_add index_reduce _index_put_impl", _e(EWISE, 1))
-_put("max_pool1d max_pool2d_with_indices max_pool2d", _e(POOL, 1, spatial=2, kernel=1))
+_put("max_pool1d", _e(POOL, 1, spatial=1, kernel=1))
+_put("max_pool2d_with_indices max_pool2d", _e(POOL, 1, spatial=2, kernel=1))
 _put("max_pool3d_with_indices", _e(POOL, 1, spatial=3, kernel=1))
 _put("avg_pool2d", _e(POOL, 1, spatial=2, kernel=1))
 _put("avg_pool3d", _e(POOL, 1, spatial=3, kernel=1))
@@ -245,40 +259,111 @@ def lookup(qualified: str, overload: str = "") -> Entry | None:
     return None
 
 
-# Argument names of ops whose formula needs them, for resolving an op without torch (roofline.cost). With torch
-# installed the real schema is used instead.
-SCHEMAS: dict[str, tuple[str, ...]] = {
-    "convolution": ("input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding",
-                    "groups"),
-    "_scaled_dot_product_flash_attention": ("query", "key", "value", "dropout_p", "is_causal",
-                                            "return_debug_mask", "scale"),
-    "_scaled_dot_product_efficient_attention": ("query", "key", "value", "attn_bias", "compute_log_sumexp",
-                                                "dropout_p", "is_causal", "scale"),
-    "_scaled_dot_product_cudnn_attention": ("query", "key", "value", "attn_bias", "compute_log_sumexp",
-                                            "dropout_p", "is_causal", "return_debug_mask", "scale"),
-    "_scaled_dot_product_flash_attention_for_cpu": ("query", "key", "value", "dropout_p", "is_causal",
-                                                    "attn_mask", "scale"),
-    "_scaled_dot_product_flash_attention_for_cpu_backward": ("grad_out", "query", "key", "value", "out",
-                                                             "logsumexp", "dropout_p", "is_causal", "attn_mask",
-                                                             "scale"),
-    "_scaled_dot_product_flash_attention_backward": ("grad_out", "query", "key", "value", "out", "logsumexp",
-                                                     "cum_seq_q", "cum_seq_k", "max_q", "max_k", "dropout_p",
-                                                     "is_causal", "philox_seed", "philox_offset", "scale"),
-    "_flash_attention_forward": ("query", "key", "value", "cum_seq_q", "cum_seq_k", "max_q", "max_k",
-                                 "dropout_p", "is_causal", "return_debug_mask", "scale"),
-    "_efficient_attention_forward": ("query", "key", "value", "bias", "cu_seqlens_q", "cu_seqlens_k",
-                                     "max_seqlen_q", "max_seqlen_k", "dropout_p", "custom_mask_type",
-                                     "compute_log_sumexp", "scale"),
-}
+@dataclass(frozen=True)
+class Schema:
+    """What the cost model needs of an operator overload's schema: argument names (positional, then keyword-only, in
+    schema order), how many are keyword-only, which are written (alias-annotated ``!``) and whether any result is
+    an alias of an argument."""
+
+    names: tuple[str, ...]
+    kwonly: int
+    written: tuple[str, ...]
+    returns_alias: bool
+
+    @property
+    def outs(self) -> tuple[str, ...]:
+        """``out=`` destinations: the written keyword-only arguments."""
+        kw = self.names[len(self.names) - self.kwonly:]
+        return tuple(w for w in self.written if w in kw)
+
+
+def schema(qualified: str, overload: str = "") -> Schema | None:
+    """The schema of ``aten::name`` (``profiler::name``, ...) overload ``overload`` ("" or "default": the default
+    overload, else the first one) from the table in ``roofline._schemas``, which holds every overload of the ops this
+    table has formulas for (and of their in-place variants). ``None`` for ops it does not hold. Needs no torch."""
+    from roofline._schemas import DEFAULT_OVERLOAD, SCHEMAS
+
+    ns, _, name = qualified.rpartition("::")
+    key = name if (ns or "aten") == "aten" else f"{ns}::{name}"
+    ov = overload if overload and overload != "default" else DEFAULT_OVERLOAD.get(key, "default")
+    row = SCHEMAS.get(f"{key}.{ov}")
+    if row is None:
+        return None
+    names, kwonly, written, returns_alias = row
+    return Schema(tuple(names.split()), kwonly, tuple(written.split()), bool(returns_alias))
+
+
+def schemas_from_torch() -> tuple[dict, dict]:
+    """(SCHEMAS, DEFAULT_OVERLOAD) as ``roofline._schemas`` stores them, read from the installed torch: every overload
+    of every op in TABLE and of its in-place variant (``name_``)."""
+    import torch
+
+    rows, default = {}, {}
+    for key in sorted(TABLE):
+        ns, _, name = key.rpartition("::")
+        ns = ns or "aten"
+        for packet_name in (name, name + "_"):
+            packet = getattr(getattr(torch.ops, ns), packet_name, None)
+            if packet is None or not hasattr(packet, "overloads"):
+                continue
+            k = packet_name if ns == "aten" else f"{ns}::{packet_name}"
+            overloads = list(packet.overloads())
+            if overloads and "default" not in overloads:
+                default[k] = overloads[0]
+            for ov in overloads:
+                sch = getattr(packet, ov)._schema
+                args = sch.arguments
+                rows[f"{k}.{ov}"] = (
+                    " ".join(a.name for a in args), sum(1 for a in args if a.kwarg_only),
+                    " ".join(a.name for a in args if a.alias_info is not None and a.alias_info.is_write),
+                    int(any(r.alias_info is not None for r in sch.returns)))
+    return rows, default
+
+
+def write_schema_table(path=None) -> str:
+    """Regenerate ``roofline/_schemas.py`` from the installed torch:
+    ``python -c "from roofline import _registry; _registry.write_schema_table()"``."""
+    import os
+
+    import torch
+
+    rows, default = schemas_from_torch()
+    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_schemas.py")
+    lines = ['"""Operator schemas for the cost model, so that roofline.cost() answers the same with and without torch.',
+             f'Generated from torch {torch.__version__.split("+")[0]} by roofline._registry.write_schema_table(); do not '
+             'edit. tests/test_counts_fixed.py checks it against the installed torch.',
+             "",
+             "SCHEMAS: overload (``name.overload``) -> (argument names, number of keyword-only arguments, written",
+             "argument names, 1 if a result aliases an argument). DEFAULT_OVERLOAD: the overload a bare name means",
+             'where there is no ``default``."""', "",
+             f"TORCH_VERSION = {torch.__version__.split('+')[0]!r}", "", "SCHEMAS = {"]
+    lines += [f"    {k!r}: {v!r}," for k, v in sorted(rows.items())]
+    lines += ["}", "", "DEFAULT_OVERLOAD = {"]
+    lines += [f"    {k!r}: {v!r}," for k, v in sorted(default.items())]
+    lines += ["}", ""]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+    return path
+
 
 ALL_BITS = (1 << 64) - 1
 OPF_FCM = 1
+OPF_FRESH_OUTS = 2  # the outputs are new tensors, written as well as the arguments written in place
 OPF_OF_SHIFT = 8  # rl_op.flags bits 8-15: 1 + position of the argument RL_K_EWISE_IN counts (0: the first tensor)
+OPF_TRAIN_SHIFT = 16  # rl_op.flags bits 16-23: 1 + position of BatchNorm's training flag
+CONV_DEPTHWISE = 1 << 16  # RL_K_CONV p2: no groups argument, one group per input channel
 ATTN_BSHD, ATTN_MASKTYPE, ATTN_FCM, ATTN_FCM_BSHD = 1 << 16, 1 << 17, 1 << 18, 1 << 19
 
 
 class FormulaError(ValueError):
     """An op's formula cannot be compiled for its schema (e.g. a named argument is missing)."""
+
+
+def results_are_new(argnames, written, outs) -> bool:
+    """Whether an op that writes arguments also returns new tensors, from its argument names alone: it does unless it
+    writes out= destinations (and returns them) or writes its first argument (an in-place op returning ``self``).
+    ``returns_alias`` of every schema in ``roofline._schemas`` agrees (checked by the tests)."""
+    return not outs and not (argnames and argnames[0] in written)
 
 
 def compile_entry(entry: Entry, packet: str, argnames, written=(), outs=None) -> dict:
@@ -299,6 +384,7 @@ def compile_entry(entry: Entry, packet: str, argnames, written=(), outs=None) ->
         return -1
 
     kind, p1, p2 = entry.kind, entry.flops, entry.special
+    prm = entry.params
     noread = 0
     if entry.noread == ALL_ARGS:
         noread = ALL_BITS
@@ -308,8 +394,11 @@ def compile_entry(entry: Entry, packet: str, argnames, written=(), outs=None) ->
             if 0 <= i < 64:
                 noread |= 1 << i
     write = 0
-    wnames = [w for w in written if w not in outs] if entry.writes is None else list(entry.writes)
-    for n in wnames:
+    updated = [w for w in written if w not in outs]  # arguments the schema says are updated in place
+    if entry.writes is not None:  # the schema over-states it (fused optimizers mark gradients as mutable)
+        updated = [w for w in entry.writes if w in updated]
+    updated += [n for n in prm.get("stats", ()) if n in argnames and n not in updated]
+    for n in updated:
         i = pos(n, required=False)
         if 0 <= i < 64:
             write |= 1 << i
@@ -319,11 +408,17 @@ def compile_entry(entry: Entry, packet: str, argnames, written=(), outs=None) ->
             write |= 1 << i
             noread |= 1 << i
     flags = OPF_FCM if packet in FLOP_COUNTER_OPS else 0
-    prm = entry.params
+    if write and results_are_new(argnames, written, outs):
+        flags |= OPF_FRESH_OUTS
+    if "training" in prm:
+        t = pos(prm["training"], required=False)
+        if 0 <= t < 255:
+            flags |= (t + 1) << OPF_TRAIN_SHIFT
     if kind == CONV:
         t = prm.get("transposed")
         p1 = -2 if t is True else (pos(t, required=False) if isinstance(t, str) else -1)
-        p2 = pos("bias", required=False)  # -1 when the op takes no bias
+        bias, groups = pos("bias", required=False), pos("groups", required=False)
+        p2 = (bias + 1) | ((groups + 1) << 8) | (CONV_DEPTHWISE if prm.get("depthwise") else 0)
     elif kind in (ATTN, ATTN_BWD):
         q = pos(prm["query"])
         causal, masktype = 0xFF, 0
@@ -341,7 +436,8 @@ def compile_entry(entry: Entry, packet: str, argnames, written=(), outs=None) ->
                 p1 |= ATTN_FCM_BSHD
         p2 = 0
     elif kind == POOL:
-        p2 = prm["spatial"] | (pos(prm["kernel"]) << 8)
+        stride, padding = pos("stride", required=False), pos("padding", required=False)
+        p2 = prm["spatial"] | (pos(prm["kernel"]) << 8) | ((stride + 1) << 16) | ((padding + 1) << 24)
     elif kind == NLL:
         p1, p2 = pos(prm["target"]), prm["per_target"]
     elif kind == EWISE_IN and "of" in prm:  # count the elements of this argument instead of the first tensor's

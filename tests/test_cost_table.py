@@ -110,6 +110,16 @@ CASES = [
      "aten._scaled_dot_product_flash_attention_for_cpu.default",
      # pairs = 8*9/2 = 36 per head, 2 heads -> 72; matrix 2*72*(dq + dv); vector 4/pair + 1 per output element
      (2 * 72 * (4 + 4), 4 * 72 + 2 * 8 * 4, 72, 3 * 64 * 4, 64 * 4 + 16 * 4)),  # writes out + logsumexp (1,2,8)
+    ("batch_norm training: writes out, saved mean/invstd and the running stats",
+     lambda: F.batch_norm(IMG, torch.zeros(3), torch.ones(3), rnd(3), rnd(3), training=True),
+     "aten._native_batch_norm_legit.default",
+     # IMG (1,3,8,8) = 192 elements, 8 FLOPs each; reads input + weight, bias, running mean, running var (3 each);
+     # writes out + save_mean + save_invstd + running mean and var updated in place
+     (0, 8 * 192, 0, (192 + 4 * 3) * 4, (192 + 3 + 3 + 3 + 3) * 4)),
+    ("batch_norm evaluation reads the running stats and writes only the output",
+     lambda: F.batch_norm(IMG, torch.zeros(3), torch.ones(3), rnd(3), rnd(3), training=False),
+     "aten._native_batch_norm_legit_no_training.default",
+     (0, 8 * 192, 0, (192 + 4 * 3) * 4, 192 * 4)),  # the CPU kernel's saved statistics are empty in evaluation
     ("_foreach_add_ over a list of 10 + 5 elements", lambda: torch._foreach_add_([rnd(10), rnd(5)], 1.0),
      "aten._foreach_add_.Scalar", (0, 15, 0, 60, 60)),
     ("addcmul_: mul, scale, add", lambda: X10.clone().addcmul_(X10, X10), "aten.addcmul_.default",
