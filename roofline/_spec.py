@@ -429,7 +429,15 @@ def cost(op: str, *args, out=None, dtype="float32") -> Cost:
         if idx is None:
             idx = _op_cache[key] = rec.add_op(**spec)
         rec.clear()
-        rec.record(idx, 0, 0, args, None, out)
+        try:
+            rec.record(idx, 0, 0, args, None, out)
+        except (OverflowError, ValueError, TypeError) as e:
+            # The recorder's formula slot is shared by every op with the same spec, so its message says "op #N":
+            # name the op the caller asked for instead.
+            msg = str(e)
+            if msg.startswith("op #"):
+                msg = msg.split(": ", 1)[-1]
+            raise type(e)(f"cost({op!r}): {msg}") from None
         row = np.frombuffer(rec.records_bytes(), dtype=RECORD_DTYPE)[0]
         rec.clear()
     st = int(row["status"])

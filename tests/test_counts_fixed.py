@@ -475,3 +475,9 @@ def test_measure_and_cost_agree_on_training_batch_norm():
     c = roofline.cost("_native_batch_norm_legit", *BN_ARGS, True, 0.1, 1e-5, out=[(N, C, H, W), (C,), (C,)])
     assert (row["vector_flops"], row["bytes_read"], row["bytes_written"]) == (
         c.vector_flops, c.bytes_read, c.bytes_written) == (8 * X, (X + 4 * C) * 4, (X + 4 * C) * 4)
+
+
+def test_cost_errors_name_the_op_not_an_internal_slot():
+    # 2**62 * 2**62 * 4 elements = 2**126: no 64-bit count can hold it; the error names cost()'s op and argument.
+    with pytest.raises(OverflowError, match=r"^cost\('sum'\): argument 0: .*does not fit in 64 bits"):
+        roofline.cost("sum", (2**62, 2**62, 4), out=())
