@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from roofline import _export, _render, _rollup
-from roofline._classification import BOUNDS, Classifier
+from roofline._classification import BOUNDS, Classifier  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
 from roofline._classification import classify as _classify
 from roofline._records import DTYPE_NAMES, RECORD_DTYPE  # noqa: F401  (RECORD_DTYPE: the records' layout)
 from roofline._rollup import OpInfo  # noqa: F401  (the op table's entries, built by roofline._torch)
