@@ -81,7 +81,7 @@ class _Measure:
         self._used = True
         session = _torch.Session(self._model, timing=self._timing)
         session.enter()  # on failure it releases whatever it had installed
-        self._session, self._report = session, Report([], [], [])
+        self._session, self._report = session, Report._pending_block()
         return self._report
 
     def __exit__(self, exc_type, exc, tb):
@@ -98,9 +98,9 @@ class _Measure:
         meta = {"timing": timing, "devices": sorted(session.devices), "version": __version__,
                 "ceilings_source": (ceilings if ceilings in ("measured", "datasheet") else
                                     "datasheet" if isinstance(ceilings, str) else "best")}
-        report.__init__(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
-                        session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
-                        overhead=_torch.instrumentation_overhead(timing) if timing is not None else None)
+        report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
+                         session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
+                         overhead=_torch.instrumentation_overhead(timing) if timing is not None else None)
         return False
 
 

@@ -7,13 +7,15 @@ import numpy as np
 from roofline import _core
 
 # One row per op call. Mirrors rl_record in csrc/record.h field for field (checked below at import).
+# flop_counter_flops is FlopCounterMode's count for the call (rl_record.compat_flops); its earlier name,
+# "compat_flops", is kept as the field's title, so records["compat_flops"] still reads it.
 RECORD_DTYPE = np.dtype([
     ("matrix_flops", "<u8"),
     ("vector_flops", "<u8"),
     ("special_ops", "<u8"),
     ("bytes_read", "<u8"),
     ("bytes_written", "<u8"),
-    ("compat_flops", "<u8"),
+    (("compat_flops", "flop_counter_flops"), "<u8"),
     ("t_start", "<f8"),
     ("t_end", "<f8"),
     ("op", "<u4"),
