@@ -590,8 +590,9 @@ static void rl_fetch_log(rl_nvrtc_program prog, rl_gpu_blob *log) {
 }
 
 /* See gpu.h. The program is destroyed on every path; the log is fetched before the result is checked. */
-rl_gpu_status rl_gpu_compile(const char *source, const char *name, const char *const *options, size_t n_options,
-                             rl_gpu_blob *cubin, rl_gpu_blob *log, rl_gpu_error *err) {
+rl_gpu_status rl_gpu_compile(const char *source, const char *name, const char *const *headers,
+                             const char *const *header_names, size_t n_headers, const char *const *options,
+                             size_t n_options, rl_gpu_blob *cubin, rl_gpu_blob *log, rl_gpu_error *err) {
     rl_nvrtc_program prog = NULL;
     rl_nvrtc_result rc;
     rl_gpu_status st = RL_GPU_OK;
@@ -607,7 +608,11 @@ rl_gpu_status rl_gpu_compile(const char *source, const char *name, const char *c
     if (n_options > 1024) {
         return rl_fail(err, RL_GPU_ARG, 0, "nvrtcCompileProgram", "too many compiler options (%zu)", n_options);
     }
-    rc = rl_nvrtc.nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
+    if (n_headers > 1024) {
+        return rl_fail(err, RL_GPU_ARG, 0, "nvrtcCreateProgram", "too many headers (%zu)", n_headers);
+    }
+    rc = rl_nvrtc.nvrtcCreateProgram(&prog, source, name, (int)n_headers, n_headers ? headers : NULL,
+                                     n_headers ? header_names : NULL);
     if (rc != 0) {
         return rl_nvrtc_fail(err, rc, "nvrtcCreateProgram");
     }
