@@ -32,33 +32,26 @@ static int core_state_init(PyObject *module) {
     return (st->s_shape && st->s_stride && st->s_dtype) ? 0 : -1;
 }
 
-static int core_traverse(PyObject *module, visitproc visit, void *arg) {
+/* Visit (visit != NULL) or clear (visit == NULL) the objects of the state, which is NULL before the module object
+ * has allocated it. */
+static int core_walk(PyObject *module, visitproc visit, void *arg) {
     rl_state *st = rl_state_of(module);
-    if (st != NULL) { /* NULL before the state is allocated */
-        Py_VISIT(st->gpu_error);
-        Py_VISIT(st->cuda_unavailable_error);
-        Py_VISIT(st->cuda_error);
-        Py_VISIT(st->nvrtc_error);
-        Py_VISIT(st->s_shape);
-        Py_VISIT(st->s_stride);
-        Py_VISIT(st->s_dtype);
+#define RL_WALK(name)                                                                                              \
+    if (visit != NULL) {                                                                                           \
+        Py_VISIT(st->name);                                                                                        \
+    } else {                                                                                                       \
+        Py_CLEAR(st->name);                                                                                        \
     }
+    if (st != NULL) {
+        RL_STATE_OBJECTS(RL_WALK)
+    }
+#undef RL_WALK
     return 0;
 }
 
-static int core_clear(PyObject *module) {
-    rl_state *st = rl_state_of(module);
-    if (st != NULL) {
-        Py_CLEAR(st->gpu_error);
-        Py_CLEAR(st->cuda_unavailable_error);
-        Py_CLEAR(st->cuda_error);
-        Py_CLEAR(st->nvrtc_error);
-        Py_CLEAR(st->s_shape);
-        Py_CLEAR(st->s_stride);
-        Py_CLEAR(st->s_dtype);
-    }
-    return 0;
-}
+static int core_traverse(PyObject *module, visitproc visit, void *arg) { return core_walk(module, visit, arg); }
+
+static int core_clear(PyObject *module) { return core_walk(module, NULL, NULL); }
 
 static void core_free(void *module) { (void)core_clear((PyObject *)module); }
 

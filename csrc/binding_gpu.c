@@ -166,26 +166,26 @@ static PyObject *rl_gpu_loaded_py(PyObject *module, PyObject *unused) {
 
 /* ---- devices ------------------------------------------------------------------------------------------ */
 
-/* gpu_driver_version() -> int (1000 * major + 10 * minor). */
-static PyObject *rl_gpu_driver_version_py(PyObject *module, PyObject *unused) {
-    int version = 0;
+/* The int a gpu.c query returns, or NULL with its error raised. */
+static PyObject *rl_int_query(PyObject *module, rl_gpu_status (*query)(int *, rl_gpu_error *)) {
+    int value = 0;
     rl_gpu_error err;
-    (void)unused;
-    if (rl_gpu_driver_version(&version, &err) != RL_GPU_OK) {
+    if (query(&value, &err) != RL_GPU_OK) {
         return rl_gpu_raise(module, &err, NULL);
     }
-    return PyLong_FromLong(version);
+    return PyLong_FromLong(value);
+}
+
+/* gpu_driver_version() -> int (1000 * major + 10 * minor). */
+static PyObject *rl_gpu_driver_version_py(PyObject *module, PyObject *unused) {
+    (void)unused;
+    return rl_int_query(module, rl_gpu_driver_version);
 }
 
 /* gpu_device_count() -> int. */
 static PyObject *rl_gpu_device_count_py(PyObject *module, PyObject *unused) {
-    int count = 0;
-    rl_gpu_error err;
     (void)unused;
-    if (rl_gpu_device_count(&count, &err) != RL_GPU_OK) {
-        return rl_gpu_raise(module, &err, NULL);
-    }
-    return PyLong_FromLong(count);
+    return rl_int_query(module, rl_gpu_device_count);
 }
 
 /* Build the dict of device `index`'s properties; unknown attributes (-1 from gpu.c) become None. */
@@ -353,32 +353,31 @@ static int rl_parse_arg(PyObject *item, Py_ssize_t i, rl_gpu_arg *out) {
         PyErr_Format(PyExc_ValueError, "kernel argument %zd must be a (kind, value) pair", i);
         return -1;
     }
-    if (strcmp(kind, "buffer") == 0) {
-        out->kind = RL_GPU_ARG_BUFFER;
-        out->u.index = rl_as_int(value);
-    } else if (strcmp(kind, "i32") == 0) {
-        out->kind = RL_GPU_ARG_I32;
-        out->u.i32 = rl_as_int(value);
-    } else if (strcmp(kind, "u32") == 0) {
+    static const char *const names[] = {[RL_GPU_ARG_BUFFER] = "buffer", [RL_GPU_ARG_I32] = "i32",
+                                        [RL_GPU_ARG_U32] = "u32",       [RL_GPU_ARG_I64] = "i64",
+                                        [RL_GPU_ARG_U64] = "u64",       [RL_GPU_ARG_F32] = "f32",
+                                        [RL_GPU_ARG_F64] = "f64"};
+    int k = 0;
+    while (k < (int)(sizeof names / sizeof names[0]) && strcmp(kind, names[k]) != 0) {
+        k++;
+    }
+    out->kind = (rl_gpu_arg_kind)k;
+    switch (out->kind) {
+    case RL_GPU_ARG_BUFFER: out->u.index = rl_as_int(value); break;
+    case RL_GPU_ARG_I32: out->u.i32 = rl_as_int(value); break;
+    case RL_GPU_ARG_U32: {
         unsigned long v = PyLong_AsUnsignedLong(value);
         if (!(v == (unsigned long)-1 && PyErr_Occurred()) && v > 0xFFFFFFFFul) {
             PyErr_Format(PyExc_OverflowError, "kernel argument %zd does not fit in 32 bits", i);
         }
-        out->kind = RL_GPU_ARG_U32;
         out->u.u32 = (uint32_t)v;
-    } else if (strcmp(kind, "i64") == 0) {
-        out->kind = RL_GPU_ARG_I64;
-        out->u.i64 = PyLong_AsLongLong(value);
-    } else if (strcmp(kind, "u64") == 0) {
-        out->kind = RL_GPU_ARG_U64;
-        out->u.u64 = PyLong_AsUnsignedLongLong(value);
-    } else if (strcmp(kind, "f32") == 0) {
-        out->kind = RL_GPU_ARG_F32;
-        out->u.f32 = (float)PyFloat_AsDouble(value);
-    } else if (strcmp(kind, "f64") == 0) {
-        out->kind = RL_GPU_ARG_F64;
-        out->u.f64 = PyFloat_AsDouble(value);
-    } else {
+        break;
+    }
+    case RL_GPU_ARG_I64: out->u.i64 = PyLong_AsLongLong(value); break;
+    case RL_GPU_ARG_U64: out->u.u64 = PyLong_AsUnsignedLongLong(value); break;
+    case RL_GPU_ARG_F32: out->u.f32 = (float)PyFloat_AsDouble(value); break;
+    case RL_GPU_ARG_F64: out->u.f64 = PyFloat_AsDouble(value); break;
+    default:
         PyErr_Format(PyExc_ValueError,
                      "kernel argument %zd has unknown kind %R (buffer, i32, u32, i64, u64, f32 or f64)", i,
                      PyTuple_GET_ITEM(item, 0));

@@ -755,15 +755,11 @@ int rl_gpu_check_cubin(const void *data, size_t size, char *why, size_t why_size
 
 /* ---- timed launches ----------------------------------------------------------------------------------- */
 
-/* Storage for one kernel argument; cuLaunchKernel reads the value through a pointer into this. */
+/* Storage for one kernel argument: a buffer's device pointer, or the scalar as given; cuLaunchKernel reads the
+ * value through a pointer into this. */
 typedef union {
     rl_cu_deviceptr ptr;
-    int32_t i32;
-    uint32_t u32;
-    int64_t i64;
-    uint64_t u64;
-    float f32;
-    double f64;
+    rl_gpu_value scalar;
 } rl_arg_value;
 
 #define RL_MAX_PARAMS 256
@@ -968,12 +964,12 @@ rl_gpu_status rl_gpu_bench(const rl_gpu_bench_spec *s, rl_gpu_bench_result *r, r
     for (i = 0; i < s->n_args; i++) {
         switch (s->args[i].kind) {
         case RL_GPU_ARG_BUFFER: values[i].ptr = buffers[s->args[i].u.index]; break;
-        case RL_GPU_ARG_I32: values[i].i32 = s->args[i].u.i32; break;
-        case RL_GPU_ARG_U32: values[i].u32 = s->args[i].u.u32; break;
-        case RL_GPU_ARG_I64: values[i].i64 = s->args[i].u.i64; break;
-        case RL_GPU_ARG_U64: values[i].u64 = s->args[i].u.u64; break;
-        case RL_GPU_ARG_F32: values[i].f32 = s->args[i].u.f32; break;
-        case RL_GPU_ARG_F64: values[i].f64 = s->args[i].u.f64; break;
+        case RL_GPU_ARG_I32:
+        case RL_GPU_ARG_U32:
+        case RL_GPU_ARG_I64:
+        case RL_GPU_ARG_U64:
+        case RL_GPU_ARG_F32:
+        case RL_GPU_ARG_F64: values[i].scalar = s->args[i].u; break;
         default:
             st = rl_fail(err, RL_GPU_ARG, 0, "cuLaunchKernel", "argument %zu has an unknown kind", i);
             goto done;

@@ -6,18 +6,21 @@
 #include <Python.h>
 
 /* Module state (PEP 573): what the binding files share, owned by the module object. Functions reach it from their
- * module argument (rl_state_of), methods of a type the module created from that type (rl_state_of_type). */
+ * module argument (rl_state_of), methods of a type the module created from that type (rl_state_of_type).
+ *
+ * Its members are the strong references X(name) below lists (the module's traverse and clear walk the list):
+ *   gpu_error .. nvrtc_error  exception classes of the GPU layer, created in rl_gpu_exec (binding_gpu.c), also
+ *                             module attributes;
+ *   s_shape, s_stride, s_dtype  interned attribute names a Recorder reads from every tensor it describes
+ *                             (binding_cost.c), made in binding.c. */
+#define RL_STATE_OBJECTS(X)                                                                                        \
+    X(gpu_error) X(cuda_unavailable_error) X(cuda_error) X(nvrtc_error) X(s_shape) X(s_stride) X(s_dtype)
+
+#define RL_STATE_MEMBER(name) PyObject *name;
 typedef struct {
-    /* Exception classes of the GPU layer, created in rl_gpu_exec (binding_gpu.c); also module attributes. */
-    PyObject *gpu_error;
-    PyObject *cuda_unavailable_error;
-    PyObject *cuda_error;
-    PyObject *nvrtc_error;
-    /* Interned attribute names a Recorder reads from every tensor it describes (binding_cost.c). */
-    PyObject *s_shape;
-    PyObject *s_stride;
-    PyObject *s_dtype;
+    RL_STATE_OBJECTS(RL_STATE_MEMBER)
 } rl_state;
+#undef RL_STATE_MEMBER
 
 /* The module definition (binding.c): the key PyType_GetModuleByDef finds the module by. */
 extern struct PyModuleDef rl_core_module;

@@ -656,8 +656,8 @@ def _always(info: dict[str, Any]) -> bool:
     return True
 
 
-# The CPU benchmarks, in the order they run. A new ceiling is one entry here (and, for a new kernel, its row in
-# cpu.c's tables); see docs/design.md.
+# The CPU benchmarks, in the order they run. A new ceiling is one entry here; a new kernel is also a row in one of
+# cpu.c's tables (the FMA dtypes, the bandwidth kernels), which _core.cpu_kernels() lists.
 _CPU_REGISTRY: tuple[CpuBenchmark, ...] = (
     CpuBenchmark("vector/float64", "float64 FMA", _always, _run_fma, ("vector/float64",),
                  (("dtype", "float64"), ("elem_bytes", 8))),

@@ -853,55 +853,51 @@ def _tensor_check(ctx: _Context, bench: Benchmark) -> None:
                        + "; ".join(problems))
 
 
-def _run_mma(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
-    """FLOPs per launch = warps * iters * RL_MMA_CHAINS * 2*m*n*k."""
+def _tensor_rate(ctx: _Context, bench: Benchmark, launch_kw: Dict[str, Any], group_threads: int,
+                 per_iter: int) -> Tuple[float, int, str]:
+    """Check the tensor-core kernel of ``bench`` on all-ones operands, then calibrate and time it on random ones
+    (arguments: sink, iters, seed, sentinel, check=0). FLOPs per launch = groups * iters * per_iter * 2*m*n*k, a
+    group being ``group_threads`` threads that issue ``per_iter`` instructions per loop. Returns (FLOP/s, iters,
+    the timing description)."""
     m, n, k = bench.param("shape")
-    chains = _DEFINES["mma"]["RL_MMA_CHAINS"]
-    sets = _DEFINES["mma"]["RL_MMA_SETS"]
-    integer = bench.param("integer")
-    sentinel = ("i32", -_INT_SENTINEL) if integer else ("f32", _NAN)
+    sentinel = ("i32", -_INT_SENTINEL) if bench.param("integer") else ("f32", _NAN)
     _tensor_check(ctx, bench)
 
     def make_args(iters: int) -> list:
         return [("buffer", 0), ("i32", iters), ("u32", 0x9E3779B9), sentinel, ("i32", 0)]
 
-    iters, result = _calibrate(ctx, bench, make_args, {"buffers": [(256, 0)], "block": 256})
+    iters, result = _calibrate(ctx, bench, make_args, {"buffers": [(256, 0)], **launch_kw})
     median = _median_s(result)
-    warps = result["grid"] * result["block"] // 32
-    flops = warps * iters * chains * 2 * m * n * k
-    text = (
+    groups = result["grid"] * result["block"] // group_threads
+    flops = groups * iters * per_iter * 2 * m * n * k
+    return flops / median, iters, _describe_timing(result, median)
+
+
+def _run_mma(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
+    """FLOPs per launch = warps * iters * RL_MMA_CHAINS * 2*m*n*k."""
+    m, n, k = bench.param("shape")
+    chains = _DEFINES["mma"]["RL_MMA_CHAINS"]
+    sets = _DEFINES["mma"]["RL_MMA_SETS"]
+    rate, iters, timing = _tensor_rate(ctx, bench, {"block": 256}, 32, chains)
+    return rate, (
         f"mma.sync m{m}n{n}k{k} {bench.param('types')}: {chains} independent accumulators per warp x {iters} "
         f"loops, 2*m*n*k per instruction, random operands cycling through {sets} A and {sets} B fragment sets, "
-        f"result checked on all-ones operands; " + _describe_timing(result, median)
+        f"result checked on all-ones operands; " + timing
     )
-    return flops / median, text
 
 
 def _run_wgmma(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
     """FLOPs per launch = warpgroups * iters * RL_WGMMA_UNROLL * 2*64*256*k."""
     m, n, k = bench.param("shape")
     unroll = _DEFINES["wgmma"]["RL_WGMMA_UNROLL"]
-    threads = _DEFINES["wgmma"]["RL_WGMMA_THREADS"]
     tiles = _DEFINES["wgmma"]["RL_WGMMA_TILES"]
-    integer = bench.param("integer")
-    sentinel = ("i32", -_INT_SENTINEL) if integer else ("f32", _NAN)
-    _tensor_check(ctx, bench)
-
-    def make_args(iters: int) -> list:
-        return [("buffer", 0), ("i32", iters), ("u32", 0x9E3779B9), sentinel, ("i32", 0)]
-
-    iters, result = _calibrate(
-        ctx, bench, make_args, {"buffers": [(256, 0)], "block": threads, "max_blocks_per_sm": 1}
-    )
-    median = _median_s(result)
-    warpgroups = result["grid"] * result["block"] // 128
-    flops = warpgroups * iters * unroll * 2 * m * n * k
-    text = (
+    launch = {"block": _DEFINES["wgmma"]["RL_WGMMA_THREADS"], "max_blocks_per_sm": 1}
+    rate, iters, timing = _tensor_rate(ctx, bench, launch, 128, unroll)
+    return rate, (
         f"wgmma.mma_async m{m}n{n}k{k} {bench.param('types')} (sm_90a), A and B from shared memory: {unroll} per "
         f"commit group x {iters} loops per warpgroup, 2*m*n*k per instruction, random operands cycling through "
-        f"{tiles} A and {tiles} B tiles, result checked on all-ones operands; " + _describe_timing(result, median)
+        f"{tiles} A and {tiles} B tiles, result checked on all-ones operands; " + timing
     )
-    return flops / median, text
 
 
 def _sm80(cc: CC) -> bool:
