@@ -33,7 +33,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *tensor_type; /* type object */
     PyObject *dtype_map;   /* dict (a private copy): dtype object -> int code */
-    PyObject *s_shape, *s_stride, *s_dtype;
+    const rl_state *state; /* module state (interned attribute names); the type keeps the module alive */
     op_entry *ops;
     Py_ssize_t nops, cap_ops;
     rl_record *recs;
@@ -286,7 +286,7 @@ static int describe(builder *b, PyObject *t, rl_tensor *d) {
     memset(d, 0, sizeof(*d));
     d->ndim = 0;
     d->dtype = RL_DT_UNKNOWN;
-    PyObject *shape = PyObject_GetAttr(t, r->s_shape);
+    PyObject *shape = PyObject_GetAttr(t, r->state->s_shape);
     if (!shape) {
         if (soft_error() < 0) {
             return -1;
@@ -319,7 +319,7 @@ static int describe(builder *b, PyObject *t, rl_tensor *d) {
                          format_dims(d->size, nd, buf, sizeof(buf)));
     }
     d->ndim = nd;
-    PyObject *stride = PyObject_CallMethodNoArgs(t, r->s_stride);
+    PyObject *stride = PyObject_CallMethodNoArgs(t, r->state->s_stride);
     int ns = -1;
     if (stride) {
         ns = read_dims(b, stride, "stride()", 0, d->stride);
@@ -343,7 +343,7 @@ static int describe(builder *b, PyObject *t, rl_tensor *d) {
         }
         b->bad = 1;
     }
-    PyObject *dt = PyObject_GetAttr(t, r->s_dtype);
+    PyObject *dt = PyObject_GetAttr(t, r->state->s_dtype);
     if (!dt) {
         if (soft_error() < 0) {
             return -1;
@@ -590,15 +590,8 @@ static int Recorder_init(Recorder *self, PyObject *args, PyObject *kwds) {
     }
     Py_XSETREF(self->tensor_type, Py_NewRef(tt));
     Py_XSETREF(self->dtype_map, copy);
-    if (!self->s_shape) {
-        self->s_shape = PyUnicode_InternFromString("shape");
-        self->s_stride = PyUnicode_InternFromString("stride");
-        self->s_dtype = PyUnicode_InternFromString("dtype");
-        if (!self->s_shape || !self->s_stride || !self->s_dtype) {
-            return -1;
-        }
-    }
-    return 0;
+    self->state = rl_state_of_type(Py_TYPE(self));
+    return self->state ? 0 : -1;
 }
 
 static int Recorder_traverse(Recorder *self, visitproc visit, void *arg) {
@@ -626,9 +619,6 @@ static void Recorder_dealloc(Recorder *self) {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     Recorder_clear(self);
-    Py_CLEAR(self->s_shape);
-    Py_CLEAR(self->s_stride);
-    Py_CLEAR(self->s_dtype);
     PyMem_Free(self->ops);
     PyMem_Free(self->recs);
     PyMem_Free(self->tensors);

@@ -16,31 +16,7 @@
 #define RL_MAX_DIMS 16
 #define RL_MAX_ARGS 40
 
-/* Scalar types. Values are stable: they are stored in records and in saved reports. */
-typedef enum {
-    RL_DT_UNKNOWN = 0,
-    RL_DT_FLOAT64,
-    RL_DT_FLOAT32,
-    RL_DT_FLOAT16,
-    RL_DT_BFLOAT16,
-    RL_DT_FLOAT8_E4M3FN,
-    RL_DT_FLOAT8_E5M2,
-    RL_DT_FLOAT8_E4M3FNUZ,
-    RL_DT_FLOAT8_E5M2FNUZ,
-    RL_DT_COMPLEX128,
-    RL_DT_COMPLEX64,
-    RL_DT_COMPLEX32,
-    RL_DT_INT64,
-    RL_DT_INT32,
-    RL_DT_INT16,
-    RL_DT_INT8,
-    RL_DT_UINT8,
-    RL_DT_UINT16,
-    RL_DT_UINT32,
-    RL_DT_UINT64,
-    RL_DT_BOOL,
-    RL_DT_COUNT
-} rl_dtype;
+#include "rl_dtype.h"
 
 /* Size in bytes of one element of `dt`, 0 for RL_DT_UNKNOWN. */
 unsigned rl_dtype_itemsize(int dt);
