@@ -6,7 +6,7 @@
 #                            input: >= 10**7 evaluations) and ROOFLINE_FUZZ_EXAMPLES examples per property
 #   bench/fuzz.sh --quick    a one-minute smoke run
 #
-# Environment: FUZZ_RUNS (default 400000), FUZZ_MAX_SECONDS (default 1800), ROOFLINE_FUZZ_EXAMPLES (Hypothesis
+# Environment: FUZZ_RUNS (default 1000000), FUZZ_MAX_SECONDS (default 1800), ROOFLINE_FUZZ_EXAMPLES (Hypothesis
 # examples per property, default 10000; the suite has 10+ properties), FUZZ_WORKDIR (default: a new temporary
 # directory; the corpus and any crash inputs are kept there), FUZZ_CC (default clang), PYTHON (default python3).
 # Prints the executions, cost-model evaluations, time and crash count of the C fuzzer and the examples of the
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 PYTHON=${PYTHON:-python3}
 CC_FUZZ=${FUZZ_CC:-clang}
-RUNS=${FUZZ_RUNS:-400000}
+RUNS=${FUZZ_RUNS:-1000000}
 MAX_SECONDS=${FUZZ_MAX_SECONDS:-1800}
 EXAMPLES=${ROOFLINE_FUZZ_EXAMPLES:-10000}
 if [[ "${1:-}" == "--quick" ]]; then
