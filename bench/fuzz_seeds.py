@@ -58,7 +58,8 @@ class Seed:
 
     @staticmethod
     def is_tensor(v) -> bool:
-        return isinstance(v, TensorSpec) or type(v).__name__ in ("Tensor", "Parameter") or hasattr(v, "__torch_function__")
+        return (isinstance(v, TensorSpec) or type(v).__name__ in ("Tensor", "Parameter")
+                or hasattr(v, "__torch_function__"))
 
     @staticmethod
     def tensor_bytes(t, out: bool) -> bytes:

@@ -343,8 +343,7 @@ def test_register_kind_counts_per_element(kind, flops, special, shape, dt):
     finally:
         roofline.unregister(name)
     n = numel(shape)
-    per = {"ewise": (flops, special), "ewise_in": (flops, special), "foreach": (flops, special), "fill": (flops, special),
-           "copy": (0, 0), "zero": (0, 0)}[kind]
+    per = (0, 0) if kind in ("copy", "zero") else (flops, special)  # per element of the result / first tensor
     want = dict(vector_flops=n * per[0], special_ops=n * per[1], matrix_flops=0)
     expect_counts(c, [shape], want)
 

@@ -69,7 +69,8 @@ static const int64_t EDGES[] = {
 #define NEDGES ((int)(sizeof(EDGES) / sizeof(EDGES[0])))
 
 /* Integer encoding (bench/fuzz_seeds.py writes the same): tag < 0x80: the value; 0x80..0xbf: -(tag - 0x80) - 1;
- * 0xc0 / 0xc1: 2 / 4 bytes little-endian unsigned; 0xc2: 8 bytes two's complement; >= 0xc3: an edge value (0xfe in a size: see rd_size). */
+ * 0xc0 / 0xc1: 2 / 4 bytes little-endian unsigned; 0xc2: 8 bytes two's complement; >= 0xc3: an edge value
+ * (0xfe in a size: see rd_size). */
 static int64_t rd_int(reader *r) {
     uint8_t t = rd_u8(r);
     if (t < 0x80) {
