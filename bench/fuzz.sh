@@ -55,8 +55,8 @@ ROOFLINE_FUZZ_EXAMPLES=$EXAMPLES PYTHONPATH=$ROOT "$PYTHON" -m pytest -q -p no:c
     --hypothesis-show-statistics tests/test_fuzz_properties.py >"$WORK/hypothesis.log" 2>&1
 hrc=$?
 t1=$(date +%s.%N)
-examples=$(grep -o '[0-9]* passing examples' "$WORK/hypothesis.log" | awk '{s += $1} END {print s + 0}')
-failing=$(grep -o '[0-9]* failing examples' "$WORK/hypothesis.log" | awk '{s += $1} END {print s + 0}')
+examples=$(grep -o '[0-9]* passing, ' "$WORK/hypothesis.log" | awk '{s += $1} END {print s + 0}')
+failing=$(grep -o '[0-9]* failing, ' "$WORK/hypothesis.log" | awk '{s += $1} END {print s + 0}')
 tail -3 "$WORK/hypothesis.log"
 printf 'Hypothesis: %s passing examples, %s failing, %.1f s, pytest exit %s\n' "$examples" "$failing" \
     "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" "$hrc"
