@@ -73,3 +73,41 @@ def sanitized_cc(tmp_path_factory) -> SanitizedCC:
     if p.returncode != 0:
         pytest.skip(f"{cc} cannot build with -fsanitize=address,undefined: {p.stderr.strip()[:300]}")
     return SanitizedCC(cc)
+
+
+# ---- Without torch ---------------------------------------------------------------------------------------------
+# `import roofline` needs only NumPy, and the C extension is what differs between Python versions, so the suite also
+# runs where torch is not installed (CI's second-Python run). Test modules that import torch, torchvision or
+# transformers at module level are then not collected, and the header says which.
+_TORCH_MODULES = {"torch", "torchvision", "transformers"}
+
+
+def _imports_torch_at_module_level(path: Path) -> bool:
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in tree.body:
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in _TORCH_MODULES for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in _TORCH_MODULES:
+            return True
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "_models":
+            return True
+    return False
+
+
+def _torch_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+collect_ignore = []
+if not _torch_installed():
+    collect_ignore = sorted(p.name for p in Path(__file__).parent.glob("*.py") if _imports_torch_at_module_level(p))
+
+
+def pytest_report_header(config):
+    if collect_ignore:
+        return f"torch is not installed: not collected (they import torch): {', '.join(collect_ignore)}"
+    return None
