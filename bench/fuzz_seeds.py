@@ -28,7 +28,7 @@ sys.path.insert(0, ROOT)
 
 from roofline import _registry  # noqa: E402
 from roofline._records import DTYPE_CODES, canonical_dtype  # noqa: E402
-from roofline._spec import TensorSpec, _schema_names, _split_name  # noqa: E402
+from roofline._spec import TensorSpec, _schema, _split_name  # noqa: E402
 
 MAX_TENSORS, MAX_INTS, MAX_ARGS, MAX_OUTS = 24, 64, 40, 6
 ARG_ABSENT, ARG_NONE, ARG_TENSOR, ARG_TENSORLIST, ARG_INT, ARG_FLOAT, ARG_BOOL, ARG_INTLIST, ARG_BOOLLIST, ARG_OTHER = (
@@ -132,13 +132,15 @@ def analytic_spec(op: str) -> dict:
     """Recorder.add_op arguments for `op` as roofline.cost compiles them (without torch: the built-in schemas)."""
     qualified, overload = _split_name(op)
     entry = _registry.lookup(qualified, overload)
-    names, written = _schema_names(qualified, overload)
+    sch = _schema(qualified, overload)
     short = qualified.split("::", 1)[1]
     inplace = short.endswith("_") and not short.endswith("__")
-    if names is None:
+    if sch is None:
         names = [f"arg{i}" for i in range(40)]
-        written = (names[0],) if written else ()
-    return _registry.compile_entry(entry, short.rstrip("_") if inplace else short, names, written)
+        written, outs = ((names[0],) if inplace else ()), []
+    else:
+        names, written, outs = list(sch.names), list(sch.written), list(sch.outs)
+    return _registry.compile_entry(entry, short.rstrip("_") if inplace else short, names, written, outs)
 
 
 def T(*shape, dtype="float32", stride=None):

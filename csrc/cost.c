@@ -714,6 +714,9 @@ int rl_cost_eval(const rl_op *op, const rl_call *c, rl_cost *r) {
     int ov = 0, st = RL_OK;
     uint64_t f = 0;
     memset(r, 0, sizeof(*r));
+    if (op->kind < 0 || op->kind >= RL_K_COUNT) {
+        return RL_E_KIND; /* the op is checked before its call */
+    }
     st = validate_call(c);
     if (st != RL_OK) {
         return st;

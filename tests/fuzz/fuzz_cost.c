@@ -253,23 +253,29 @@ static u128 arg_sum(const rl_call *c, int i, int bytes, int touched) {
     return s;
 }
 
+static int truth(const rl_call *c, int i, int dflt);
+
 /* The generic compulsory-bytes rule (docs/concepts.md): unmasked tensor arguments read at their touched size;
- * written: the in-place arguments if any, else every output. */
+ * written: the arguments written in place, and every output unless the outputs are aliases of those arguments
+ * (RL_OPF_FRESH_OUTS marks fresh outputs beside in-place updates). An op with a training flag that is false only
+ * reads its updated arguments (and reads its noread arguments that are not write-only destinations). */
 static void ref_generic_bytes(const rl_op *op, const rl_call *c, u128 *rd, u128 *wr) {
+    int ti = (int)((op->flags >> RL_OPF_TRAIN_SHIFT) & 0xffu) - 1;
+    int train = ti < 0 ? 1 : truth(c, ti, 1);
+    uint64_t noread = train ? op->noread_mask : (op->noread_mask & op->write_mask);
     *rd = 0;
     *wr = 0;
     for (int i = 0; i < c->nargs; i++) {
-        if (!masked(op->noread_mask, i)) {
+        if (!masked(noread, i)) {
             *rd = sadd(*rd, arg_sum(c, i, 1, 1));
         }
     }
-    if (op->write_mask) {
-        for (int i = 0; i < c->nargs; i++) {
-            if (masked(op->write_mask, i)) {
-                *wr = sadd(*wr, arg_sum(c, i, 1, 0));
-            }
+    for (int i = 0; i < c->nargs; i++) {
+        if (masked(op->write_mask, i) && (train || masked(op->noread_mask, i))) {
+            *wr = sadd(*wr, arg_sum(c, i, 1, 0));
         }
-    } else {
+    }
+    if (!op->write_mask || (op->flags & RL_OPF_FRESH_OUTS)) {
         for (int i = 0; i < c->nouts; i++) {
             *wr = sadd(*wr, ref_bytes(&c->outs[i], 0));
         }
@@ -417,8 +423,8 @@ static int reference(const rl_op *op, const rl_call *c, expect *e) {
         want(e, E_MATRIX, f);
         want(e, E_READ, rd);
         want(e, E_WRITTEN, wr);
-        int bias = op->p2 >= 0 ? (int)op->p2 : 2;
-        want(e, E_VECTOR, ref_tensor(c, bias) ? ref_numel(out, 0) : 0);
+        int bias = (int)((op->p2 >> RL_CONV_BIAS_SHIFT) & 0xff) - 1; /* 1 + its position; 0: no bias argument */
+        want(e, E_VECTOR, bias >= 0 && ref_tensor(c, bias) ? ref_numel(out, 0) : 0);
         return 1;
     }
     case RL_K_ATTN:
@@ -564,7 +570,7 @@ static void check_one(const rl_op *op, const rl_call *c) {
     if (st != st2 || (st == RL_OK && memcmp(&r1, &r2, sizeof(r1)) != 0)) {
         fail("two evaluations of one call differ", op, c, st, &r1);
     }
-    if (st < RL_OK || st > RL_E_KIND) {
+    if (st < RL_OK || st > RL_E_VALUE) {
         fail("status is not an rl_status", op, c, st, &r1);
     }
     if ((st == RL_E_KIND) != (op->kind < 0 || op->kind >= RL_K_COUNT)) {
