@@ -1173,7 +1173,7 @@ int rl_cost_exec(PyObject *module) {
         const char *name;
         int value;
     } kinds[] = {
-#define RL_KIND_CONST_(id, name, params) {"K_" #id, RL_K_##id},
+#define RL_KIND_CONST_(id, name, params, formula) {"K_" #id, RL_K_##id},
         RL_KINDS(RL_KIND_CONST_)
 #undef RL_KIND_CONST_
         {"OPF_FLOP_COUNTER", (int)RL_OPF_FLOP_COUNTER}, {"OPF_FRESH_OUTS", (int)RL_OPF_FRESH_OUTS},

@@ -69,11 +69,18 @@ static const struct {
 #undef RL_PARAM_ROW_
 };
 
+typedef int (*formula_fn)(const rl_op *, const rl_call *, rl_cost *, int *);
+
+#define RL_FORMULA_DECL_(id, name, params, formula) static int formula(const rl_op *, const rl_call *, rl_cost *, int *);
+RL_KINDS(RL_FORMULA_DECL_)
+#undef RL_FORMULA_DECL_
+
 static const struct {
     const char *name;
     uint64_t params;
+    formula_fn formula;
 } rl_kinds[RL_K_COUNT] = {
-#define RL_KIND_ROW_(id, name, params) [RL_K_##id] = {name, (params) | RL_P(TRAINING)},
+#define RL_KIND_ROW_(id, name, params, formula) [RL_K_##id] = {name, (params) | RL_P(TRAINING), formula},
     RL_KINDS(RL_KIND_ROW_)
 #undef RL_KIND_ROW_
 };
@@ -577,7 +584,7 @@ static uint64_t attn_pairs(uint64_t sq, uint64_t sk, int mask, int *ov) {
     return add(mul(sk, sk + 1, ov) / 2, mul(sq - sk, sk, ov), ov);
 }
 
-static int cost_attn(const rl_op *op, const rl_call *c, rl_cost *r, int *ov, int backward) {
+static int attention(const rl_op *op, const rl_call *c, rl_cost *r, int *ov, int backward) {
     int qi = pos_param(op, RL_P_QUERY), ci = pos_param(op, RL_P_IS_CAUSAL), mi = pos_param(op, RL_P_MASK_TYPE);
     int bshd = op->param[RL_P_BSHD] != 0;
     const rl_tensor *q = tensor_arg(c, qi), *k = tensor_arg(c, qi + 1), *v = tensor_arg(c, qi + 2);
@@ -627,6 +634,10 @@ static int cost_attn(const rl_op *op, const rl_call *c, rl_cost *r, int *ov, int
     r->dtype = q->dtype;
     return RL_OK;
 }
+
+static int cost_attn(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) { return attention(op, c, r, ov, 0); }
+
+static int cost_attn_bwd(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) { return attention(op, c, r, ov, 1); }
 
 /* ---- the rest ------------------------------------------------------------------------------------------- */
 
@@ -787,85 +798,62 @@ static int validate_call(const rl_call *c) {
     return RL_OK;
 }
 
+/* ---- the kinds without a section of their own -------------------------------------------------------------- */
+
+static int cost_zero(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    (void)op;
+    (void)ov;
+    r->dtype = input_dtype(c);
+    return RL_OK;
+}
+
+static int cost_copy(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    generic_bytes(op, c, r, ov);
+    r->dtype = result_dtype(op, c);
+    return RL_OK;
+}
+
+/* FILL and EWISE: flops / special per element of the result. */
+static int cost_ewise(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    uint64_t n = result_numel(op, c, ov);
+    r->vector = mul(n, count_param(op, RL_P_FLOPS), ov);
+    r->special = mul(n, count_param(op, RL_P_SPECIAL), ov);
+    return cost_copy(op, c, r, ov);
+}
+
+/* EWISE_IN and FOREACH: flops / special per element of argument `of`, else of the first tensor (list) argument. */
+static int cost_ewise_in(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    int first = pos_param(op, RL_P_OF);
+    if (first >= 0 && !(arg(c, first)->type == RL_ARG_TENSOR || arg(c, first)->type == RL_ARG_TENSORLIST)) {
+        return RL_E_ARGS;
+    }
+    for (int i = 0; i < c->nargs && first < 0; i++) {
+        if (c->args[i].type == RL_ARG_TENSOR || c->args[i].type == RL_ARG_TENSORLIST) {
+            first = i;
+        }
+    }
+    uint64_t n = first >= 0 ? arg_numel(c, first, ov) : 0;
+    r->vector = mul(n, count_param(op, RL_P_FLOPS), ov);
+    r->special = mul(n, count_param(op, RL_P_SPECIAL), ov);
+    generic_bytes(op, c, r, ov);
+    r->dtype = op->kind == RL_K_FOREACH ? input_dtype(c) : result_dtype(op, c);
+    if (op->kind == RL_K_EWISE_IN && first >= 0 && arg(c, first)->count > 0) {
+        r->dtype = c->tensors[arg(c, first)->first].dtype;
+    }
+    return RL_OK;
+}
+
 int rl_cost_eval(const rl_op *op, const rl_call *c, rl_cost *r) {
-    int ov = 0, st = RL_OK;
+    int ov = 0;
     memset(r, 0, sizeof(*r));
-    st = validate_call(c);
+    int st = validate_call(c);
     if (st != RL_OK) {
         return st;
     }
-    switch (op->kind) {
-    case RL_K_ZERO:
-        r->dtype = input_dtype(c);
-        break;
-    case RL_K_COPY:
-        generic_bytes(op, c, r, &ov);
-        r->dtype = result_dtype(op, c);
-        break;
-    case RL_K_FILL:
-    case RL_K_EWISE: {
-        uint64_t n = result_numel(op, c, &ov);
-        r->vector = mul(n, count_param(op, RL_P_FLOPS), &ov);
-        r->special = mul(n, count_param(op, RL_P_SPECIAL), &ov);
-        generic_bytes(op, c, r, &ov);
-        r->dtype = result_dtype(op, c);
-        break;
-    }
-    case RL_K_EWISE_IN:
-    case RL_K_FOREACH: {
-        int first = pos_param(op, RL_P_OF);
-        if (first >= 0 && !(arg(c, first)->type == RL_ARG_TENSOR || arg(c, first)->type == RL_ARG_TENSORLIST)) {
-            return RL_E_ARGS;
-        }
-        for (int i = 0; i < c->nargs && first < 0; i++) {
-            if (c->args[i].type == RL_ARG_TENSOR || c->args[i].type == RL_ARG_TENSORLIST) {
-                first = i;
-            }
-        }
-        uint64_t n = first >= 0 ? arg_numel(c, first, &ov) : 0;
-        r->vector = mul(n, count_param(op, RL_P_FLOPS), &ov);
-        r->special = mul(n, count_param(op, RL_P_SPECIAL), &ov);
-        generic_bytes(op, c, r, &ov);
-        r->dtype = op->kind == RL_K_FOREACH ? input_dtype(c) : result_dtype(op, c);
-        if (op->kind == RL_K_EWISE_IN && first >= 0 && arg(c, first)->count > 0) {
-            r->dtype = c->tensors[arg(c, first)->first].dtype;
-        }
-        break;
-    }
-    case RL_K_MM:
-    case RL_K_ADDMM:
-    case RL_K_BMM:
-    case RL_K_BADDBMM:
-    case RL_K_SCALED_MM:
-        st = cost_mm(op, c, r, &ov);
-        break;
-    case RL_K_CONV:
-        st = cost_conv(op, c, r, &ov);
-        break;
-    case RL_K_CONV_BWD:
-        st = cost_conv_bwd(op, c, r, &ov);
-        break;
-    case RL_K_ATTN:
-        st = cost_attn(op, c, r, &ov, 0);
-        break;
-    case RL_K_ATTN_BWD:
-        st = cost_attn(op, c, r, &ov, 1);
-        break;
-    case RL_K_GATHER:
-        st = cost_gather(op, c, r, &ov);
-        break;
-    case RL_K_POOL:
-        st = cost_pool(op, c, r, &ov);
-        break;
-    case RL_K_NLL:
-        st = cost_nll(op, c, r, &ov);
-        break;
-    case RL_K_MHA:
-        st = cost_mha(op, c, r, &ov);
-        break;
-    default:
+    if (op->kind < 0 || op->kind >= RL_K_COUNT) {
         return RL_E_KIND;
     }
+    st = rl_kinds[op->kind].formula(op, c, r, &ov);
     if (st != RL_OK) {
         return st;
     }

@@ -137,29 +137,44 @@ typedef enum { RL_PARAMS(RL_PARAM_ENUM_) RL_P_COUNT } rl_param;
 #define RL_P_ATTN_ARGS (RL_P(QUERY) | RL_P(IS_CAUSAL) | RL_P(MASK_TYPE) | RL_P(BSHD) | RL_P(FLOP_COUNTER_BSHD))
 
 /* The cost kinds. Values are stored in records and saved reports: append, never renumber. Every kind also takes
- * RL_P_TRAINING. X(ID, "name", parameters) */
+ * RL_P_TRAINING. X(ID, "name", parameters, formula): the formula, a function of cost.c with the signature
+ * int formula(const rl_op *, const rl_call *, rl_cost *, int *overflow), returns an rl_status.
+ *   ZERO       views, metadata, allocation without initialisation: 0 FLOPs, 0 bytes
+ *   COPY       data movement, no FLOPs (copy, cast, cat, pad, ...)
+ *   FILL       writes its result without reading inputs (zeros, fill_, random draws): flops/special per element
+ *   EWISE      flops vector FLOPs and special special ops per element of the result
+ *   EWISE_IN   the same per element of the first tensor argument, or of `of` (norms, softmax, reductions)
+ *   MM, ADDMM, BMM, BADDBMM, SCALED_MM   mm(a, b), addmm(bias, a, b), bmm, baddbmm(self, a, b), _scaled_mm(a, b, ...)
+ *   CONV       convolution(x, w, bias, ...): true count and FlopCounterMode's
+ *   CONV_BWD   convolution_backward(grad_out, x, w, ...)
+ *   ATTN, ATTN_BWD   fused attention forward and backward (causal masks, layouts, grouped-query)
+ *   GATHER     arg 0 is the source: reads the other arguments and the gathered elements (= result size) of it
+ *   POOL       flops per window tap; windows = the smaller of numel(arg 0) and numel(result)
+ *   NLL        nll_loss forward (target at 1: reads target, weight and one input element per target) and backward
+ *   FOREACH    _foreach_* and fused optimizers: flops/special per element of the first list
+ *   MHA        _native_multi_head_attention(q, k, v, embed_dim, num_head, ...): projections and attention */
 #define RL_KINDS(X)                                                                                                  \
-    X(ZERO, "zero", 0)           /* views, metadata, allocation without initialisation: 0 FLOPs, 0 bytes */          \
-    X(COPY, "copy", 0)           /* data movement, no FLOPs (copy, cast, cat, pad, ...) */                           \
-    X(FILL, "fill", RL_P_PER_ELEMENT) /* writes its result without reading inputs (zeros, fill_, random draws) */    \
-    X(EWISE, "ewise", RL_P_PER_ELEMENT) /* flops and special per element of the result */                            \
-    X(EWISE_IN, "ewise_in", RL_P_PER_ELEMENT | RL_P(OF)) /* per element of the first tensor argument (norms, ...) */ \
-    X(MM, "mm", 0)               /* mm(a, b) */                                                                      \
-    X(ADDMM, "addmm", 0)         /* addmm(bias, a, b): matrix 2MNK + vector M*N for the bias add */                  \
-    X(BMM, "bmm", 0)             /* bmm(a, b) */                                                                     \
-    X(BADDBMM, "baddbmm", 0)     /* baddbmm(self, a, b) */                                                           \
-    X(SCALED_MM, "scaled_mm", 0) /* _scaled_mm(a, b, scale_a, scale_b, bias?, ...) */                                \
-    X(CONV, "conv", RL_P_CONV_ARGS | RL_P(ALWAYS_TRANSPOSED) | RL_P(BIAS) | RL_P(DEPTHWISE)) /* convolution(x, w, ...) */ \
-    X(CONV_BWD, "conv_bwd", RL_P_CONV_ARGS | RL_P(OUTPUT_MASK)) /* convolution_backward(grad_out, x, w, ...) */      \
-    X(ATTN, "attn", RL_P_ATTN_ARGS)         /* fused attention forward */                                            \
-    X(ATTN_BWD, "attn_bwd", RL_P_ATTN_ARGS) /* fused attention backward */                                           \
-    X(GATHER, "gather", 0) /* arg 0 is the source: reads the other arguments and the gathered elements of the source */ \
-    X(POOL, "pool", RL_P(FLOPS) | RL_P(SPATIAL) | RL_P(KERNEL_SIZE) | RL_P(STRIDE) | RL_P(PADDING))                 \
-    X(NLL, "nll", RL_P(TARGET) | RL_P(PER_TARGET)) /* nll_loss forward and backward */                               \
-    X(FOREACH, "foreach", RL_P_PER_ELEMENT | RL_P(OF)) /* _foreach_* and fused optimizers: per element of a list */  \
-    X(MHA, "mha", RL_P(EMBED_DIM) | RL_P(NUM_HEADS)) /* _native_multi_head_attention(q, k, v, embed_dim, ...) */
+    X(ZERO, "zero", 0, cost_zero)                                                                                    \
+    X(COPY, "copy", 0, cost_copy)                                                                                    \
+    X(FILL, "fill", RL_P_PER_ELEMENT, cost_ewise)                                                                    \
+    X(EWISE, "ewise", RL_P_PER_ELEMENT, cost_ewise)                                                                  \
+    X(EWISE_IN, "ewise_in", RL_P_PER_ELEMENT | RL_P(OF), cost_ewise_in)                                              \
+    X(MM, "mm", 0, cost_mm)                                                                                          \
+    X(ADDMM, "addmm", 0, cost_mm)                                                                                    \
+    X(BMM, "bmm", 0, cost_mm)                                                                                        \
+    X(BADDBMM, "baddbmm", 0, cost_mm)                                                                                \
+    X(SCALED_MM, "scaled_mm", 0, cost_mm)                                                                            \
+    X(CONV, "conv", RL_P_CONV_ARGS | RL_P(ALWAYS_TRANSPOSED) | RL_P(BIAS) | RL_P(DEPTHWISE), cost_conv)               \
+    X(CONV_BWD, "conv_bwd", RL_P_CONV_ARGS | RL_P(OUTPUT_MASK), cost_conv_bwd)                                       \
+    X(ATTN, "attn", RL_P_ATTN_ARGS, cost_attn)                                                                       \
+    X(ATTN_BWD, "attn_bwd", RL_P_ATTN_ARGS, cost_attn_bwd)                                                           \
+    X(GATHER, "gather", 0, cost_gather)                                                                              \
+    X(POOL, "pool", RL_P(FLOPS) | RL_P(SPATIAL) | RL_P(KERNEL_SIZE) | RL_P(STRIDE) | RL_P(PADDING), cost_pool)       \
+    X(NLL, "nll", RL_P(TARGET) | RL_P(PER_TARGET), cost_nll)                                                         \
+    X(FOREACH, "foreach", RL_P_PER_ELEMENT | RL_P(OF), cost_ewise_in)                                                \
+    X(MHA, "mha", RL_P(EMBED_DIM) | RL_P(NUM_HEADS), cost_mha)
 
-#define RL_KIND_ENUM_(id, name, params) RL_K_##id,
+#define RL_KIND_ENUM_(id, name, params, formula) RL_K_##id,
 typedef enum { RL_KINDS(RL_KIND_ENUM_) RL_K_COUNT } rl_kind;
 #undef RL_KIND_ENUM_
 

@@ -148,18 +148,14 @@ def register(op, formula=None, *, kind=None, flops=0, special=0):
 def _per_element_count(key: str, name: str, value) -> int:
     """``value`` as a per-element count for the C op table: an integer (bool and float refused: 2.7 FLOPs per element
     cannot be stored, and truncating it would be a silently wrong count) in 0 .. 2**63-1."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        n = operator.index(value)
-    except TypeError:
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         raise TypeError(f"register({key}): {name} must be an int (a count per element), got "
-                        f"{type(value).__name__} {value!r}") from None
-    if n < 0:
-        raise ValueError(f"register({key}): {name} must be >= 0, got {n}")
-    if n > _MAX_PER_ELEMENT:
-        raise OverflowError(f"register({key}): {name}={n} does not fit the per-element cost field "
-                            f"(at most 2**63 - 1)")
+                        f"{type(value).__name__} {value!r}")
+    n = operator.index(value)
+    if not 0 <= n <= _MAX_PER_ELEMENT:
+        raise (ValueError if n < 0 else OverflowError)(
+            f"register({key}): {name} must be >= 0, got {n}" if n < 0 else
+            f"register({key}): {name}={n} does not fit the per-element cost field (at most 2**63 - 1)")
     return n
 
 

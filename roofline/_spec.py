@@ -31,7 +31,8 @@ def _brief(v) -> str:
 
 
 def _dims(seq, kind: str):
-    """A shape or stride as a tuple of ints, checked before anything proportional to its length is done."""
+    """A shape or stride as a tuple of ints in 0 .. 2**63-1, checked before anything proportional to its length is
+    done."""
     if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
         raise TypeError(f"TensorSpec: {kind} must be a sequence of ints, got {_brief(seq)}")
     vals = []
@@ -43,6 +44,13 @@ def _dims(seq, kind: str):
     if len(vals) > _core.MAX_DIMS:
         raise ValueError(f"TensorSpec: {kind} has more than {_core.MAX_DIMS} dimensions, at most {_core.MAX_DIMS} "
                          "are supported")
+    noun, where = ("size", " of the shape") if kind == "shape" else (kind, "")
+    for i, v in enumerate(vals):
+        if v < 0:
+            raise ValueError(f"TensorSpec: negative {noun} {v} at dimension {i}" +
+                             (f" of shape {tuple(vals)}" if where else ""))
+        if v > _INT64_MAX:
+            raise OverflowError(f"TensorSpec: {noun} {v} at dimension {i}{where} does not fit in 64 bits")
     return tuple(vals)
 
 
@@ -59,11 +67,6 @@ class TensorSpec:
 
     def __init__(self, shape, dtype="float32", stride=None):
         shape = _dims(shape, "shape")
-        for i, s in enumerate(shape):
-            if s < 0:
-                raise ValueError(f"TensorSpec: negative size {s} at dimension {i} of shape {shape}")
-            if s > _INT64_MAX:
-                raise OverflowError(f"TensorSpec: size {s} at dimension {i} of the shape does not fit in 64 bits")
         self.shape = shape
         self.dtype = canonical_dtype(dtype)
         if stride is None:
@@ -78,11 +81,6 @@ class TensorSpec:
             stride = _dims(stride, "stride")
             if len(stride) != len(shape):
                 raise ValueError(f"TensorSpec: stride {stride} has {len(stride)} entries for shape {shape}")
-            for i, x in enumerate(stride):
-                if x < 0:
-                    raise ValueError(f"TensorSpec: negative stride {x} at dimension {i}")
-                if x > _INT64_MAX:
-                    raise OverflowError(f"TensorSpec: stride {x} at dimension {i} does not fit in 64 bits")
         self._stride = stride
 
     def stride(self):
