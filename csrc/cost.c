@@ -406,6 +406,32 @@ static int cost_mm(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     return st;
 }
 
+/* _grouped_mm(a, b, offs, bias, out_dtype): one product per group, a group being a slice of one operand along offs
+ * (the grouped GEMM of mixture-of-experts layers): a (total_M, K) x b (G, K, N) -> (total_M, N); a (G, M, K) x
+ * b (G, K, N) -> (G, M, N); a (G, M, K) x b (K, total_N) -> (M, total_N); a (M, total_K) x b (total_K, N) ->
+ * (G, M, N). The groups partition rows, columns or K, so the product is 2 * rows * K * columns with rows the
+ * second-to-last dimension of a (times G when both are batched) and columns the last of b. Bias: one add per output
+ * element. */
+static int cost_grouped_mm(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    const rl_tensor *a = tensor_arg(c, 0), *b = tensor_arg(c, 1), *out = first_out(c);
+    if (!a || !b || a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3) {
+        return RL_E_ARGS;
+    }
+    int batched = a->ndim == 3 && b->ndim == 3;
+    int64_t k = a->size[a->ndim - 1];
+    if (b->size[b->ndim - 2] != k || (batched && a->size[0] != b->size[0])) {
+        return RL_E_SHAPE;
+    }
+    uint64_t rows = batched ? mul(u(a->size[0]), u(a->size[1]), ov) : u(a->size[a->ndim - 2]);
+    r->matrix = mul(mul(mul(2, rows, ov), u(k), ov), u(b->size[b->ndim - 1]), ov);
+    if (tensor_arg(c, pos_param(op, RL_P_BIAS)) && out) {
+        r->vector = rl_numel(out, ov);
+    }
+    generic_bytes(op, c, r, ov);
+    r->dtype = a->dtype;
+    return RL_OK;
+}
+
 /* ---- convolution -------------------------------------------------------------------------------------- */
 
 /* FlopCounterMode's conv_flop_count: 2 * batch * prod(conv spatial) * prod(filter spatial) * w[0] * w[1], with the

@@ -152,7 +152,8 @@ typedef enum { RL_PARAMS(RL_PARAM_ENUM_) RL_P_COUNT } rl_param;
  *   POOL       flops per window tap; windows = the smaller of numel(arg 0) and numel(result)
  *   NLL        nll_loss forward (target at 1: reads target, weight and one input element per target) and backward
  *   FOREACH    _foreach_* and fused optimizers: flops/special per element of the first list
- *   MHA        _native_multi_head_attention(q, k, v, embed_dim, num_head, ...): projections and attention */
+ *   MHA        _native_multi_head_attention(q, k, v, embed_dim, num_head, ...): projections and attention
+ *   GROUPED_MM _grouped_mm(a, b, offs, bias, ...): one product per group (mixture-of-experts layers) */
 #define RL_KINDS(X)                                                                                                  \
     X(ZERO, "zero", 0, cost_zero)                                                                                    \
     X(COPY, "copy", 0, cost_copy)                                                                                    \
@@ -172,7 +173,8 @@ typedef enum { RL_PARAMS(RL_PARAM_ENUM_) RL_P_COUNT } rl_param;
     X(POOL, "pool", RL_P(FLOPS) | RL_P(SPATIAL) | RL_P(KERNEL_SIZE) | RL_P(STRIDE) | RL_P(PADDING), cost_pool)       \
     X(NLL, "nll", RL_P(TARGET) | RL_P(PER_TARGET), cost_nll)                                                         \
     X(FOREACH, "foreach", RL_P_PER_ELEMENT | RL_P(OF), cost_ewise_in)                                                \
-    X(MHA, "mha", RL_P(EMBED_DIM) | RL_P(NUM_HEADS), cost_mha)
+    X(MHA, "mha", RL_P(EMBED_DIM) | RL_P(NUM_HEADS), cost_mha)                                                       \
+    X(GROUPED_MM, "grouped_mm", RL_P(BIAS), cost_grouped_mm)
 
 #define RL_KIND_ENUM_(id, name, params, formula) RL_K_##id,
 typedef enum { RL_KINDS(RL_KIND_ENUM_) RL_K_COUNT } rl_kind;

@@ -219,3 +219,22 @@ def test_malformed_arguments_are_errors_not_crashes():
     idx = rec.add_op(roofline._core.K_EWISE, 1)
     with pytest.raises(TypeError):
         rec.record(idx, 0, 0, (roofline.TensorSpec((2,)),), None, roofline.TensorSpec((2,)))
+
+
+def test_grouped_mm_forward_and_backward():
+    """_grouped_mm (mixture-of-experts): 48 tokens routed to 3 experts of 16 -> 32, bf16. Forward a (48,16) x
+    b (3,16,32); backward grad_a = grad (48,32) x b^T and grad_b = a^T (16,48) x grad (48,32) with the groups splitting
+    K: each product is 2 * 48 * 16 * 32 FLOPs."""
+    a = torch.randn(48, 16, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(3, 16, 32, dtype=torch.bfloat16, requires_grad=True)
+    offs = torch.tensor([16, 32, 48], dtype=torch.int32)
+    grad = torch.randn(48, 32, dtype=torch.bfloat16)
+    with roofline.measure() as r:
+        torch._grouped_mm(a, b, offs=offs).backward(grad)
+    row = r.by_op()["aten._grouped_mm.default"]
+    assert row["matrix_flops"] == 3 * 2 * 48 * 16 * 32
+    assert r.unknown_ops == {}
+    c = roofline.cost("_grouped_mm", (48, 16), (3, 16, 32), roofline.TensorSpec((3,), "int32"), dtype="bfloat16",
+                      out=(48, 32))
+    assert (c.matrix_flops, c.vector_flops, c.flop_counter_flops) == (2 * 48 * 16 * 32, 0, 0)
+    assert (c.bytes_read, c.bytes_written) == (48 * 16 * 2 + 3 * 16 * 32 * 2 + 3 * 4, 48 * 32 * 2)

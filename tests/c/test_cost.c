@@ -427,8 +427,62 @@ static void test_op_params(void) {
     CHECK_EQ(rl_op_get(&op, RL_P_OF), (uint64_t)-1);
 }
 
+/* _grouped_mm, the four layouts (G = 3 groups, bf16): forward a (48,16) x b (3,16,32) -> (48,32); grad_a (48,32) x
+ * (3,32,16) -> (48,16); grad_b (16,48) x (48,32) -> (3,16,32), the groups splitting K = 48; batched (3,16,16) x
+ * (3,16,32). */
+static void test_grouped_mm(void) {
+    rl_tensor in[3] = {tensor(RL_DT_BFLOAT16, 2, (int64_t[]){48, 16}), tensor(RL_DT_BFLOAT16, 3, (int64_t[]){3, 16, 32}),
+                       tensor(RL_DT_INT32, 1, (int64_t[]){3})};
+    rl_tensor out = tensor(RL_DT_BFLOAT16, 2, (int64_t[]){48, 32});
+    rl_call c = {.nargs = 3, .tensors = in, .nouts = 1, .outs = &out};
+    for (int i = 0; i < 3; i++) {
+        set_tensor_arg(&c, i, i);
+    }
+    rl_op op = make_op(RL_K_GROUPED_MM, RL_P_BIAS, (int64_t)3, -1);
+    rl_cost r;
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_OK);
+    CHECK_EQ(r.matrix, 2ull * 48 * 16 * 32);                    /* each of the 48 rows meets one 16x32 expert */
+    CHECK_EQ(r.vector, 0);                                      /* no bias argument passed */
+    CHECK_EQ(r.bytes_read, 48 * 16 * 2 + 3 * 16 * 32 * 2 + 3 * 4); /* a, b, offs */
+    CHECK_EQ(r.bytes_written, 48 * 32 * 2);
+    CHECK_EQ(r.flop_counter, 0);                                /* FlopCounterMode has no formula for it */
+    CHECK_EQ(r.dtype, RL_DT_BFLOAT16);
+    /* grad_b: (16, 48) x (48, 32) -> (3, 16, 32): K = 48 split into the groups, 2 * 16 * 48 * 32 in all */
+    in[0] = tensor(RL_DT_BFLOAT16, 2, (int64_t[]){16, 48});
+    in[1] = tensor(RL_DT_BFLOAT16, 2, (int64_t[]){48, 32});
+    out = tensor(RL_DT_BFLOAT16, 3, (int64_t[]){3, 16, 32});
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_OK);
+    CHECK_EQ(r.matrix, 2ull * 16 * 48 * 32);
+    /* (G, M, K) x (K, total_N): (3, 16, 16) x (16, 96) -> (16, 96): 2 * 16 * 16 * 96 */
+    in[0] = tensor(RL_DT_BFLOAT16, 3, (int64_t[]){3, 16, 16});
+    in[1] = tensor(RL_DT_BFLOAT16, 2, (int64_t[]){16, 96});
+    out = tensor(RL_DT_BFLOAT16, 2, (int64_t[]){16, 96});
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_OK);
+    CHECK_EQ(r.matrix, 2ull * 16 * 16 * 96);
+    /* batched: (3, 16, 16) x (3, 16, 32) -> (3, 16, 32), with a bias (3, 32): 2 * 3 * 16 * 16 * 32, 3*16*32 adds */
+    in[1] = tensor(RL_DT_BFLOAT16, 3, (int64_t[]){3, 16, 32});
+    in[2] = tensor(RL_DT_BFLOAT16, 2, (int64_t[]){3, 32});
+    out = tensor(RL_DT_BFLOAT16, 3, (int64_t[]){3, 16, 32});
+    rl_call cb = {.nargs = 4, .tensors = in, .nouts = 1, .outs = &out};
+    set_tensor_arg(&cb, 0, 0);
+    set_tensor_arg(&cb, 1, 1);
+    cb.args[2].type = RL_ARG_NONE; /* offs */
+    set_tensor_arg(&cb, 3, 2);
+    CHECK_EQ(rl_cost_eval(&op, &cb, &r), RL_OK);
+    CHECK_EQ(r.matrix, 2ull * 3 * 16 * 16 * 32);
+    CHECK_EQ(r.vector, 3 * 16 * 32);
+    in[1].size[0] = 2; /* 2 groups of b for 3 of a */
+    CHECK_EQ(rl_cost_eval(&op, &cb, &r), RL_E_SHAPE);
+    in[1].size[0] = 3;
+    in[1].size[1] = 8; /* K differs */
+    CHECK_EQ(rl_cost_eval(&op, &cb, &r), RL_E_SHAPE);
+    in[1].ndim = 4;
+    CHECK_EQ(rl_cost_eval(&op, &cb, &r), RL_E_ARGS);
+}
+
 int main(void) {
     test_op_params();
+    test_grouped_mm();
     test_mm();
     test_broadcast_and_inplace();
     test_zero_size_and_views();
