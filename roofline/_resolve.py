@@ -9,7 +9,6 @@ overload (:func:`find`), and how an in-place variant falls back to its functiona
 
 from __future__ import annotations
 
-import importlib.util
 import operator
 import re
 from dataclasses import dataclass
@@ -118,10 +117,12 @@ def register(op, formula=None, *, kind=None, flops=0, special=0):
             raise TypeError(f"register({key}): formula must be callable, got {type(formula).__name__}")
         if _per_element_count(key, "flops", flops) or _per_element_count(key, "special", special):
             raise TypeError(f"register({key}): flops= and special= go with kind=; a formula= returns its own counts")
-        if importlib.util.find_spec("torch") is None:
+        try:
+            import torch  # noqa: F401  (the formula runs inside measure())
+        except ImportError:
             raise ImportError(f"register({key}): a formula= callable runs on real tensors inside roofline.measure(), "
                               "which needs torch (not installed); without torch register a built-in kind= formula, "
-                              "which roofline.cost() evaluates")
+                              "which roofline.cost() evaluates") from None
         entry = formula
     else:
         if not isinstance(kind, str):
