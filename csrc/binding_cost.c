@@ -968,9 +968,9 @@ static int known_status(unsigned long long st) {
     return st <= 255 && (st == RL_E_DESCRIBE || strcmp(rl_status_str((int)st), rl_status_str(-1)) != 0);
 }
 
-/* append(op, module, phase, dtype, matrix, vector, special, bytes_read, bytes_written, flop_counter[, status]): a record
- * whose counts were computed elsewhere (a formula registered from Python). Every value is range-checked: a count
- * must be an int in [0, 2**64) (a float, a bool, a negative or larger value is an error naming the op). */
+/* append(op, module, phase, dtype, matrix, vector, special, bytes_read, bytes_written, flop_counter[, status]): a
+ * record whose counts were computed elsewhere (a formula registered from Python). Every value is range-checked: a
+ * count must be an int in [0, 2**64) (a float, a bool, a negative or larger value is an error naming the op). */
 static PyObject *Recorder_append(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
     static const char *count_names[6] = {"matrix_flops", "vector_flops", "special_ops",
                                          "bytes_read",   "bytes_written", "flop_counter_flops"};

@@ -71,7 +71,8 @@ static const struct {
 
 typedef int (*formula_fn)(const rl_op *, const rl_call *, rl_cost *, int *);
 
-#define RL_FORMULA_DECL_(id, name, params, formula) static int formula(const rl_op *, const rl_call *, rl_cost *, int *);
+#define RL_FORMULA_DECL_(id, name, params, formula) \
+    static int formula(const rl_op *, const rl_call *, rl_cost *, int *);
 RL_KINDS(RL_FORMULA_DECL_)
 #undef RL_FORMULA_DECL_
 

@@ -146,7 +146,7 @@ def test_table_has_at_least_40_cases():
 
 def test_grouped_conv_backward_true_and_flop_counter_counts():
     """FlopCounterMode counts a grouped convolution's weight gradient with the full input channel count: `groups`
-    times too many. roofline's matrix FLOPs are the true count; its compat count equals FlopCounterMode."""
+    times too many. roofline's matrix FLOPs are the true count; its flop_counter_flops equals FlopCounterMode."""
     from torch.utils.flop_counter import FlopCounterMode
 
     x, w = IMG4, WG  # x (1,4,8,8), w (4,2,3,3), groups 2, output (1,4,8,8)
