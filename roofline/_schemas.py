@@ -227,6 +227,7 @@ SCHEMAS = {
     '_fused_sgd.tensor_lr_out': ('self grads momentum_buffer_list weight_decay momentum lr dampening nesterov maximize is_first_step grad_scale found_inf out', 10, 'grads momentum_buffer_list out', 0),
     '_fused_sgd_.default': ('self grads momentum_buffer_list weight_decay momentum lr dampening nesterov maximize is_first_step grad_scale found_inf', 9, 'self grads momentum_buffer_list', 0),
     '_fused_sgd_.tensor_lr': ('self grads momentum_buffer_list weight_decay momentum lr dampening nesterov maximize is_first_step grad_scale found_inf', 9, 'self grads momentum_buffer_list', 0),
+    '_grouped_mm.default': ('self mat2 offs bias out_dtype', 0, '', 0),
     '_has_compatible_shallow_copy_type.default': ('self from', 0, '', 0),
     '_index_put_impl.default': ('self indices values accumulate unsafe', 0, '', 0),
     '_index_put_impl.out': ('self indices values accumulate unsafe out', 1, 'out', 1),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline import _core, _registry
+from roofline import _core, _registry, _resolve
 from roofline._records import DTYPE_CODES, DTYPE_NAMES, ITEMSIZE, RECORD_DTYPE, canonical_dtype
 
 
@@ -31,7 +31,8 @@ def _brief(v) -> str:
 
 
 def _dims(seq, kind: str):
-    """A shape or stride as a tuple of ints, checked before anything proportional to its length is done."""
+    """A shape or stride as a tuple of ints in 0 .. 2**63-1, checked before anything proportional to its length is
+    done."""
     if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
         raise TypeError(f"TensorSpec: {kind} must be a sequence of ints, got {_brief(seq)}")
     vals = []
@@ -43,6 +44,13 @@ def _dims(seq, kind: str):
     if len(vals) > _core.MAX_DIMS:
         raise ValueError(f"TensorSpec: {kind} has more than {_core.MAX_DIMS} dimensions, at most {_core.MAX_DIMS} "
                          "are supported")
+    noun, where = ("size", " of the shape") if kind == "shape" else (kind, "")
+    for i, v in enumerate(vals):
+        if v < 0:
+            raise ValueError(f"TensorSpec: negative {noun} {v} at dimension {i}" +
+                             (f" of shape {tuple(vals)}" if where else ""))
+        if v > _INT64_MAX:
+            raise OverflowError(f"TensorSpec: {noun} {v} at dimension {i}{where} does not fit in 64 bits")
     return tuple(vals)
 
 
@@ -59,11 +67,6 @@ class TensorSpec:
 
     def __init__(self, shape, dtype="float32", stride=None):
         shape = _dims(shape, "shape")
-        for i, s in enumerate(shape):
-            if s < 0:
-                raise ValueError(f"TensorSpec: negative size {s} at dimension {i} of shape {shape}")
-            if s > _INT64_MAX:
-                raise OverflowError(f"TensorSpec: size {s} at dimension {i} of the shape does not fit in 64 bits")
         self.shape = shape
         self.dtype = canonical_dtype(dtype)
         if stride is None:
@@ -78,11 +81,6 @@ class TensorSpec:
             stride = _dims(stride, "stride")
             if len(stride) != len(shape):
                 raise ValueError(f"TensorSpec: stride {stride} has {len(stride)} entries for shape {shape}")
-            for i, x in enumerate(stride):
-                if x < 0:
-                    raise ValueError(f"TensorSpec: negative stride {x} at dimension {i}")
-                if x > _INT64_MAX:
-                    raise OverflowError(f"TensorSpec: stride {x} at dimension {i} does not fit in 64 bits")
         self._stride = stride
 
     def stride(self):
@@ -167,19 +165,6 @@ def _get_recorder():
     return _recorder
 
 
-def _split_name(op: str):
-    """'aten::add.Tensor' / 'aten.add.Tensor' / 'add' -> ('aten::add', 'Tensor')."""
-    s = str(op)
-    if "::" in s:
-        ns, _, rest = s.partition("::")
-    elif s.startswith("aten."):
-        ns, rest = "aten", s[len("aten."):]
-    else:
-        ns, rest = "aten", s
-    name, _, overload = rest.partition(".")
-    return f"{ns}::{name}", ("" if overload == "default" else overload)
-
-
 def _torch_schema(qualified: str, overload: str):
     """The schema of an op the built-in table does not hold (a custom op), from torch if it is installed."""
     try:
@@ -190,14 +175,9 @@ def _torch_schema(qualified: str, overload: str):
     try:
         packet = getattr(getattr(torch.ops, ns), name)
         ov = getattr(packet, overload or "default", None) or getattr(packet, packet.overloads()[0])
-        sch = ov._schema
+        return _registry.Schema.from_torch(ov._schema)
     except (AttributeError, IndexError, RuntimeError):
         return None
-    args = sch.arguments
-    return _registry.Schema(
-        tuple(a.name for a in args), sum(1 for a in args if a.kwarg_only),
-        tuple(a.name for a in args if a.alias_info is not None and a.alias_info.is_write),
-        any(r.alias_info is not None for r in sch.returns))
 
 
 def _schema(qualified: str, overload: str):
@@ -280,8 +260,8 @@ def _conv_out(op, entry, names, args):
         raise ValueError(f"{op}: input {x.shape} and weight {w.shape} must both be (N, C, spatial...) and "
                          "(C_out, C_in/groups, kernel...) with the same number of dimensions")
     sp = len(x.shape) - 2
-    t = entry.params.get("transposed")
-    transposed = t is True or (isinstance(t, str) and bool(get(t, False)))
+    transposed = bool(entry.params.get("always_transposed")) or bool(get(entry.params.get("transposed", "transposed"),
+                                                                          False))
     if "groups" in names:
         groups = get("groups", 1)
         groups = 1 if groups is None else groups
@@ -373,13 +353,12 @@ def cost(op: str, *args, out=None, dtype="float32") -> Cost:
     >>> cost("mm", [(128, 256), (256, 64)], dtype="bfloat16").matrix_flops  # 2*128*64*256
     4194304
     """
-    qualified, overload = _split_name(op)
-    keys = (f"{qualified}.{overload}", qualified) if overload else (qualified,)
-    user = next((_registry.USER[k] for k in keys if k in _registry.USER), None)
-    if user is not None and not isinstance(user, _registry.Entry):
+    qualified, overload = _resolve.split_name(op)
+    found = _resolve.find(qualified, overload)
+    if found.formula is not None:
         raise ValueError(f"{op!r} has a Python formula (registered with roofline.register(formula=...)), which runs "
                          "on real tensors inside measure(); roofline.cost() evaluates built-in kinds only")
-    entry = user if user is not None else _registry.lookup(qualified, overload)
+    entry = found.entry
     if entry is None:
         raise ValueError(f"no cost formula for {op!r}; register one with roofline.register(op, kind=...)")
     dtype = canonical_dtype(dtype)
@@ -387,22 +366,21 @@ def cost(op: str, *args, out=None, dtype="float32") -> Cost:
     if len(args) > _core.MAX_ARGS:
         raise ValueError(f"{op}: {len(args)} arguments; an operator takes at most {_core.MAX_ARGS}")
     short = qualified.split("::", 1)[1]
-    inplace = short.endswith("_") and not short.endswith("__")
+    inplace = _registry.functional_name(short) != short
     sch = _schema(qualified, overload)
-    if sch is not None:
-        names, written, outs = list(sch.names), list(sch.written), list(sch.outs)
-        if len(args) > len(names):
-            raise ValueError(f"{op}: {len(args)} arguments for a schema of {len(names)} ({', '.join(names)})")
-    else:
-        names = [f"arg{i}" for i in range(len(args))]
-        written, outs = ((names[0],) if inplace and names else ()), []
+    if sch is None:  # an op without a known schema: its arguments are positional; an in-place one writes the first
+        names = tuple(f"arg{i}" for i in range(len(args)))
+        sch = _registry.Schema(names, 0, names[:1] if inplace else (), inplace)
+    names, outs = list(sch.names), list(sch.outs)
+    if len(args) > len(names):
+        raise ValueError(f"{op}: {len(args)} arguments for a schema of {len(names)} ({', '.join(names)})")
     if out is None and not inplace:
         try:
             out = _infer_out(entry, short, names, args, dtype)
         except (IndexError, AttributeError, TypeError, ZeroDivisionError) as e:
             raise ValueError(f"{op}: arguments do not fit the op's schema ({type(e).__name__}: {e}); "
                              f"got {_brief(args)}") from None
-        if out is None and entry.kind not in (_registry.ZERO,):
+        if out is None and entry.kind != "zero":
             raise ValueError(f"cannot infer the result shape of {op!r}; pass out=<shape or TensorSpec>")
     try:
         if isinstance(out, (tuple, TensorSpec)):
@@ -417,12 +395,11 @@ def cost(op: str, *args, out=None, dtype="float32") -> Cost:
         raise type(e)(f"{op}: out: {e}") from None
     if outs:
         args = _place_destinations(args, names, outs, out)
-    packet = short if qualified.startswith("aten::") else qualified
     try:
-        spec = _registry.compile_entry(entry, packet.rstrip("_") if inplace else packet, names, written, outs)
+        spec = _resolve.compile_op(qualified, entry, sch)
     except _registry.FormulaError as e:
         raise ValueError(str(e)) from None
-    key = tuple(sorted(spec.items()))
+    key = tuple(sorted((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in spec.items()))
     with _lock:
         rec = _get_recorder()
         idx = _op_cache.get(key)
@@ -447,5 +424,5 @@ def cost(op: str, *args, out=None, dtype="float32") -> Cost:
         raise ValueError(f"{op}: {_core.status_str(st)} (arguments: {_brief(args)})")
     return Cost(op=str(op), matrix_flops=int(row["matrix_flops"]), vector_flops=int(row["vector_flops"]),
                 special_ops=int(row["special_ops"]), bytes_read=int(row["bytes_read"]),
-                bytes_written=int(row["bytes_written"]), flop_counter_flops=int(row["compat_flops"]),
+                bytes_written=int(row["bytes_written"]), flop_counter_flops=int(row["flop_counter_flops"]),
                 dtype=DTYPE_NAMES.get(int(row["dtype"]), "unknown"))

@@ -369,7 +369,7 @@ def test_append_counts_are_never_wrapped_or_truncated():
     i = rec.add_op(_core.K_ZERO, name="mylib::op")
     with pytest.raises(OverflowError, match=r"mylib::op: matrix_flops does not fit in 64 bits"):
         rec.append(i, 0, 0, 0, 2**64, 0, 0, 0, 0, 0)
-    with pytest.raises(OverflowError, match=r"mylib::op: compat_flops does not fit in 64 bits"):
+    with pytest.raises(OverflowError, match=r"mylib::op: flop_counter_flops does not fit in 64 bits"):
         rec.append(i, 0, 0, 0, 0, 0, 0, 0, 0, 2**70)
     with pytest.raises(ValueError, match=r"mylib::op: bytes_read must not be negative, got -1"):
         rec.append(i, 0, 0, 0, 0, 0, 0, -1, 0, 0)
