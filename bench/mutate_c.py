@@ -99,7 +99,8 @@ class Mutant:
     @property
     def key(self) -> str:
         """Stable across edits elsewhere in the file: function, the line's text, the column in it, the change."""
-        return f"{self.file}:{self.func}:{self.line_text.strip()}@{self.col}:{self.orig}->{self.new}"
+        code = re.sub(r"/\*.*?(\*/|$)|//.*$", "", self.line_text).strip()  # comments do not count
+        return f"{self.file}:{self.func}:{code}@{self.col}:{self.orig}->{self.new}"
 
     def where(self) -> str:
         return f"{self.file}:{self.line} ({self.func}) {self.orig} -> {self.new}   | {self.line_text.strip()}"
@@ -242,7 +243,7 @@ def apply(path: Path, m: Mutant) -> str:
 
 def run(cmd, cwd=None, env=None, timeout=600) -> tuple[int, str]:
     try:
-        p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, errors="replace", timeout=timeout)
         return p.returncode, p.stdout + p.stderr
     except subprocess.TimeoutExpired:
         return -999, "timeout"
