@@ -287,16 +287,30 @@ class Workspace:
 
 
 def c_unit_kill(ws: Workspace, src_file: Path, tests: list[str], sanitize: bool) -> tuple[str, str]:
-    """('killed'|'survived'|'invalid', detail) of the C unit tests against the mutated source."""
+    """('killed'|'survived'|'invalid', detail) of the C unit tests against the mutated source. The test files are
+    compiled once per flavour; only the mutated file is compiled per mutant."""
     flags = ["-std=c11", "-g", f"-I{CSRC}"]
     flags += (["-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
               if sanitize else ["-O0"])
+    tag = "san" if sanitize else "plain"
+    objs = []
     for t in tests:
-        exe = ws.tmp / ("unit_" + Path(t).stem + ("_san" if sanitize else ""))
-        rc, out = run([CC, *flags, str(ROOT / t), str(src_file), "-o", str(exe)], timeout=120)
+        obj = ws.tmp / f"unit_{Path(t).stem}_{tag}.o"
+        if not obj.exists():
+            rc, out = run([CC, *flags, "-c", str(ROOT / t), "-o", str(obj)], timeout=300)
+            if rc:
+                sys.exit(f"cannot compile {t}:\n{out}")
+        objs.append(obj)
+    mobj = ws.tmp / f"mutant_{tag}.o"
+    rc, out = run([CC, *flags, "-c", str(src_file), "-o", str(mobj)], timeout=120)
+    if rc:
+        return "invalid", out[-400:]
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="print_stacktrace=0")
+    for t, obj in zip(tests, objs):
+        exe = ws.tmp / f"unit_{Path(t).stem}_{tag}"
+        rc, out = run([CC, *flags, str(obj), str(mobj), "-o", str(exe)], timeout=120)
         if rc:
             return "invalid", out[-400:]
-        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="print_stacktrace=0")
         rc, out = run([str(exe)], env=env, timeout=20)
         if rc:
             return "killed", f"{Path(t).name}{' (sanitizers)' if sanitize else ''}: {out.strip()[-200:]}"
@@ -308,13 +322,7 @@ def evaluate(ws: Workspace, m: Mutant, args) -> tuple[str, str]:
     mut = ws.tmp / "mut" / m.file
     mut.parent.mkdir(exist_ok=True)
     mut.write_text(apply(path, m))
-    # the real build's flags: does the mutant compile at all?
-    obj = ws.tmp / "mut" / (path.stem + ".o")
-    rc, out = run([CC, *ws.cflags, "-c", str(mut), "-o", str(obj)], timeout=120)
-    if rc:
-        return "invalid", out[-300:]
-    units = C_UNIT_TESTS.get(m.file, [])
-    units = [t for t in units if (ROOT / t).exists()]
+    units = [t for t in C_UNIT_TESTS.get(m.file, []) if (ROOT / t).exists()]
     if units:
         for sanitize in (False, True):
             st, det = c_unit_kill(ws, mut, units, sanitize)
@@ -322,6 +330,10 @@ def evaluate(ws: Workspace, m: Mutant, args) -> tuple[str, str]:
                 return st, "C units: " + det
     if args.c_only:
         return "survived", "C units only"
+    obj = ws.tmp / "mut" / (path.stem + ".o")  # the real build's flags
+    rc, out = run([CC, *ws.cflags, "-c", str(mut), "-o", str(obj)], timeout=120)
+    if rc:
+        return "invalid", out[-300:]
     rc, out = ws.link_extension({path.stem + ".o": obj})
     if rc:
         return "invalid", out[-300:]

@@ -112,7 +112,25 @@ static void a_ints(builder *b, int type, int n, const int64_t *v) {
 
 static void out(builder *b, rl_tensor t) { b->o[b->c.nouts++] = t; }
 
-static int eval(const rl_op *op, builder *b, rl_cost *r) { return rl_cost_eval(op, &b->c, r); }
+/* Fill the unused slots after the last tensor, output and integer with values that would change every count if
+ * they were read: a call never owns more than it says. */
+static void poison(builder *b) {
+    rl_tensor big = T(RL_DT_FLOAT64, 1000003);
+    for (int i = b->nt; i < (int)(sizeof(b->t) / sizeof(b->t[0])); i++) {
+        b->t[i] = big;
+    }
+    for (int i = b->c.nouts; i < (int)(sizeof(b->o) / sizeof(b->o[0])); i++) {
+        b->o[i] = big;
+    }
+    for (int i = b->ni; i < (int)(sizeof(b->ints) / sizeof(b->ints[0])); i++) {
+        b->ints[i] = 7;
+    }
+}
+
+static int eval(const rl_op *op, builder *b, rl_cost *r) {
+    poison(b);
+    return rl_cost_eval(op, &b->c, r);
+}
 
 #define CHECK_COST(r, m, v, s, br, bw)                                                                               \
     do {                                                                                                             \
@@ -160,6 +178,8 @@ static void test_numel_and_touched(void) {
     CHECK_EQ(rl_touched(&a, &ov), 0);
     rl_tensor z = T(RL_DT_FLOAT32, 4, 0, 3);
     CHECK_EQ(rl_numel(&z, &ov), 0);
+    CHECK_EQ(rl_touched(&z, &ov), 0);
+    z.stride[1] = 0; /* a broadcast dimension of size 0: still nothing */
     CHECK_EQ(rl_touched(&z, &ov), 0);
     rl_tensor neg = T(RL_DT_FLOAT32, 4, -2);
     CHECK_EQ(rl_numel(&neg, &ov), 0);
@@ -227,6 +247,20 @@ static void test_ewise(void) {
     CHECK_EQ(eval(&inplace, &b, &r), RL_OK);
     CHECK_COST(r, 0, 7, 0, 7 * 2 + 7 * 8, 7 * 8);
     CHECK_EQ(r.dtype, RL_DT_FLOAT64);
+    /* in place into argument 0 (fp64 (7)), output fp32: the result is argument 0 */
+    rl_op inplace0 = {.kind = RL_K_EWISE, .p1 = 1, .write_mask = 1};
+    b.t[0] = T(RL_DT_FLOAT64, 7);
+    b.t[1] = T(RL_DT_FLOAT16, 7);
+    CHECK_EQ(eval(&inplace0, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 7, 0, 7 * 8 + 7 * 2, 7 * 8);
+    CHECK_EQ(r.dtype, RL_DT_FLOAT64);
+    /* a written position beyond the arguments passed: no argument is written in place; the result is the output */
+    rl_op beyond = {.kind = RL_K_EWISE, .p1 = 1, .write_mask = 2};
+    b.c.nargs = 1;
+    CHECK_EQ(eval(&beyond, &b, &r), RL_OK);
+    CHECK_EQ(r.vector, 5);
+    CHECK_EQ(r.dtype, RL_DT_FLOAT32);
+    b.c.nargs = 2;
     /* in place into an empty tensor list: the dtype comes from the output */
     init(&b);
     a_list(&b, 0, NULL);
@@ -277,6 +311,20 @@ static void test_fill_zero_and_call_limits(void) {
     b.c.nargs = 1;
     CHECK_EQ(eval(&zero, &b, &r), RL_OK);
     CHECK_EQ(r.dtype, RL_DT_UNKNOWN);
+    /* the first tensor comes after an int list and an empty tensor list whose `first` indices point at another
+     * tensor (fp64) that no argument holds */
+    builder l;
+    init(&l);
+    const int64_t two[2] = {2, 3};
+    a_ints(&l, RL_ARG_INTLIST, 2, two);
+    a_list(&l, 0, NULL);
+    a_tensor(&l, T(RL_DT_INT16, 4));
+    l.t[1] = T(RL_DT_FLOAT64, 4);
+    l.nt = 2;
+    l.c.args[0].first = 1;
+    l.c.args[1].first = 1;
+    CHECK_EQ(eval(&zero, &l, &r), RL_OK);
+    CHECK_EQ(r.dtype, RL_DT_INT16);
     /* argument counts: 0 and RL_MAX_ARGS are fine, outside is an error */
     b.c.nargs = 0;
     CHECK_EQ(eval(&zero, &b, &r), RL_OK);
@@ -306,6 +354,14 @@ static void test_ewise_in_and_foreach(void) {
     CHECK_EQ(eval(&sm, &b, &r), RL_OK);
     CHECK_COST(r, 0, 40 * 4, 40, 40 * 2 + 3 * 4, 4 * 4); /* counts the first tensor argument (position 1) */
     CHECK_EQ(r.dtype, RL_DT_FLOAT16);                    /* the counted argument's dtype */
+    /* the first tensor at position 0: its dtype, not the result's */
+    builder z;
+    init(&z);
+    a_tensor(&z, T(RL_DT_BFLOAT16, 6));
+    out(&z, T(RL_DT_FLOAT32, 1));
+    CHECK_EQ(eval(&sm, &z, &r), RL_OK);
+    CHECK_EQ(r.vector, 6 * 4);
+    CHECK_EQ(r.dtype, RL_DT_BFLOAT16);
     /* counting an argument by position: 1 + position 2 in the flags */
     rl_op of = {.kind = RL_K_EWISE_IN, .p1 = 1, .flags = (2 + 1) << RL_OPF_OF_SHIFT};
     CHECK_EQ(eval(&of, &b, &r), RL_OK);
@@ -360,6 +416,13 @@ static void test_mm_family(void) {
     b.t[0] = T(RL_DT_FLOAT32, 7, 5, 1);
     CHECK_EQ(eval(&mm, &b, &r), RL_E_ARGS);
     b.t[0] = T(RL_DT_FLOAT32, 7, 5);
+    b.c.nargs = 1; /* b missing */
+    CHECK_EQ(eval(&mm, &b, &r), RL_E_ARGS);
+    b.c.nargs = 2;
+    b.c.args[0].type = RL_ARG_NONE; /* a missing */
+    CHECK_EQ(eval(&mm, &b, &r), RL_E_ARGS);
+    b.c.args[0].type = RL_ARG_TENSOR;
+    b.t[0] = T(RL_DT_FLOAT32, 7, 5);
     b.t[1] = T(RL_DT_FLOAT32, 5);
     CHECK_EQ(eval(&mm, &b, &r), RL_E_ARGS);
     /* _scaled_mm(a, b, scale_a, scale_b): 2MNK + one dequantising multiply per output element */
@@ -374,16 +437,19 @@ static void test_mm_family(void) {
     CHECK_COST(r, 2 * 7 * 3 * 5, 7 * 3, 0, 35 + 15 + 4 + 4, 21 * 2);
     CHECK_EQ(r.compat, 2 * 7 * 3 * 5);
     CHECK_EQ(r.dtype, RL_DT_FLOAT8_E4M3FN);
+    smm.flags = 0;
+    CHECK_EQ(eval(&smm, &b, &r), RL_OK);
+    CHECK_EQ(r.compat, 0);
     b.t[1].size[0] = 6;
     CHECK_EQ(eval(&smm, &b, &r), RL_E_SHAPE);
     init(&b);
     CHECK_EQ(eval(&smm, &b, &r), RL_E_ARGS);
-    /* addmm(bias (3), a (7,5) bf16, b (5,3) bf16): 2MNK + M*N bias adds; dtype of a */
+    /* addmm(bias (3), a (7,5) bf16, b (5,3) fp16): 2MNK + M*N bias adds; the dtype of a */
     rl_op addmm = {.kind = RL_K_ADDMM, .flags = RL_OPF_FCM};
     init(&b);
     a_tensor(&b, T(RL_DT_FLOAT32, 3));
     a_tensor(&b, T(RL_DT_BFLOAT16, 7, 5));
-    a_tensor(&b, T(RL_DT_BFLOAT16, 5, 3));
+    a_tensor(&b, T(RL_DT_FLOAT16, 5, 3));
     out(&b, T(RL_DT_BFLOAT16, 7, 3));
     CHECK_EQ(eval(&addmm, &b, &r), RL_OK);
     CHECK_COST(r, 2 * 7 * 3 * 5, 7 * 3, 0, 3 * 4 + (35 + 15) * 2, 21 * 2);
@@ -404,6 +470,15 @@ static void test_mm_family(void) {
     CHECK_COST(r, 2 * 4 * 7 * 3 * 5, 0, 0, (140 + 60) * 2, 84 * 2);
     CHECK_EQ(r.compat, 2 * 4 * 7 * 3 * 5);
     CHECK_EQ(r.dtype, RL_DT_FLOAT16);
+    bmm.flags = 0;
+    CHECK_EQ(eval(&bmm, &b, &r), RL_OK);
+    CHECK_EQ(r.compat, 0);
+    b.c.nargs = 1;
+    CHECK_EQ(eval(&bmm, &b, &r), RL_E_ARGS);
+    b.c.nargs = 2;
+    b.c.args[0].type = RL_ARG_NONE;
+    CHECK_EQ(eval(&bmm, &b, &r), RL_E_ARGS);
+    b.c.args[0].type = RL_ARG_TENSOR;
     b.t[1].size[0] = 2; /* batch mismatch */
     CHECK_EQ(eval(&bmm, &b, &r), RL_E_SHAPE);
     b.t[1] = T(RL_DT_FLOAT16, 4, 6, 3); /* inner mismatch */
@@ -413,15 +488,15 @@ static void test_mm_family(void) {
     b.t[1] = T(RL_DT_FLOAT16, 4, 5, 3);
     b.t[0] = T(RL_DT_FLOAT16, 7, 5);
     CHECK_EQ(eval(&bmm, &b, &r), RL_E_ARGS);
-    /* baddbmm(self (4,7,3), a (4,7,5), b (4,5,3)): 2BMNK + B*M*N adds */
+    /* baddbmm(self (1,7,3) broadcast, a (4,7,5) fp64, b (4,5,3) fp32): 2BMNK + B*M*N adds; the dtype of a */
     rl_op baddbmm = {.kind = RL_K_BADDBMM};
     init(&b);
-    a_tensor(&b, T(RL_DT_FLOAT32, 4, 7, 3));
+    a_tensor(&b, T(RL_DT_FLOAT32, 1, 7, 3));
     a_tensor(&b, T(RL_DT_FLOAT64, 4, 7, 5));
-    a_tensor(&b, T(RL_DT_FLOAT64, 4, 5, 3));
+    a_tensor(&b, T(RL_DT_FLOAT32, 4, 5, 3));
     out(&b, T(RL_DT_FLOAT64, 4, 7, 3));
     CHECK_EQ(eval(&baddbmm, &b, &r), RL_OK);
-    CHECK_COST(r, 2 * 4 * 7 * 3 * 5, 4 * 7 * 3, 0, 84 * 4 + (140 + 60) * 8, 84 * 8);
+    CHECK_COST(r, 2 * 4 * 7 * 3 * 5, 4 * 7 * 3, 0, 21 * 4 + 140 * 8 + 60 * 4, 84 * 8);
     CHECK_EQ(r.compat, 0);
     CHECK_EQ(r.dtype, RL_DT_FLOAT64);
     b.t[2].size[1] = 6;
@@ -469,6 +544,12 @@ static void test_conv(void) {
     CHECK_EQ(eval(&conv, &b, &r), RL_OK);
     CHECK_COST(r, tr, 0, 0, rd, wr);
     CHECK_EQ(r.compat, tr);
+    /* transposed passed as an int */
+    b.c.args[6].type = RL_ARG_INT;
+    CHECK_EQ(eval(&conv, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, tr);
+    CHECK_EQ(r.compat, tr);
+    b.c.args[6].type = RL_ARG_BOOL;
     /* never transposed (p1 = -1), whatever argument 6 says; FlopCounterMode still reads argument 6 */
     rl_op never = {.kind = RL_K_CONV, .p1 = -1, .p2 = -1, .flags = RL_OPF_FCM};
     CHECK_EQ(eval(&never, &b, &r), RL_OK);
@@ -480,6 +561,17 @@ static void test_conv(void) {
     CHECK_EQ(eval(&always, &b, &r), RL_OK);
     CHECK_EQ(r.matrix, tr);
     CHECK_EQ(r.compat, 0);
+    /* only (x, w, bias) passed: not transposed, for FlopCounterMode too */
+    b.c.nargs = 3;
+    CHECK_EQ(eval(&conv, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, fwd);
+    CHECK_EQ(r.compat, fwd);
+    /* x or w missing */
+    b.c.args[1].type = RL_ARG_NONE;
+    CHECK_EQ(eval(&conv, &b, &r), RL_E_ARGS);
+    b.c.args[1].type = RL_ARG_TENSOR;
+    b.c.args[0].type = RL_ARG_NONE;
+    CHECK_EQ(eval(&conv, &b, &r), RL_E_ARGS);
     /* transposed flag at another position (3 here: an int list, so false) */
     rl_op at3 = {.kind = RL_K_CONV, .p1 = 3, .p2 = -1};
     conv_call(&b, 1, 0);
@@ -584,6 +676,33 @@ static void test_conv_backward(void) {
     CHECK_EQ(eval(&op, &b, &r), RL_OK);
     CHECK_EQ(r.matrix, gi);
     CHECK_EQ(r.vector, 2 * 4 * 25);
+    /* the mask as an int list */
+    conv_bwd_call(&b, go, x, w, 0, 1, 3, m100);
+    b.c.args[10].type = RL_ARG_INTLIST;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, gi);
+    CHECK_EQ(r.vector, 0);
+    /* transposed passed as an int */
+    conv_bwd_call(&b, go, x, w, 0, 1, 3, all);
+    b.c.args[7].type = RL_ARG_INT;
+    b.c.args[7].i = 0;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, gi + gw);
+    /* only (grad_out, input, weight): not transposed, one group, every gradient */
+    b.c.nargs = 3;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, gi + gw);
+    CHECK_EQ(r.vector, 2 * 4 * 25);
+    /* 1-D: x (2,3,9), w (4,3,2), grad_out (2,4,8) */
+    conv_bwd_call(&b, T(RL_DT_FLOAT32, 2, 4, 8), T(RL_DT_FLOAT32, 2, 3, 9), T(RL_DT_FLOAT32, 4, 3, 2), 0, 1, 3, all);
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, 2ull * 2 * 8 * 2 * 4 * 3 + 2ull * 2 * 8 * 2 * 3 * 4);
+    /* one of the three tensors missing */
+    for (int t = 0; t < 3; t++) {
+        conv_bwd_call(&b, go, x, w, 0, 1, 3, all);
+        b.c.args[t].type = RL_ARG_NONE;
+        CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    }
     /* no mask argument: every gradient */
     conv_bwd_call(&b, go, x, w, 0, 1, 3, all);
     b.c.nargs = 10;
@@ -756,6 +875,14 @@ static void test_attention_layouts_and_backward(void) {
     b.c.nargs = 4;
     CHECK_EQ(eval(&typed, &b, &r), RL_OK);
     CHECK_EQ(r.special, 2ull * 4 * 15);
+    /* is_causal passed as an int; absent: not causal */
+    rl_op boolpos = {.kind = RL_K_ATTN, .p1 = ATTN_P1(0, 4, 0)};
+    attn_call(&b, 0, 0, 3, 5, RL_ARG_INT, 1);
+    CHECK_EQ(eval(&boolpos, &b, &r), RL_OK);
+    CHECK_EQ(r.special, 2ull * 4 * 6);
+    b.c.nargs = 4;
+    CHECK_EQ(eval(&boolpos, &b, &r), RL_OK);
+    CHECK_EQ(r.special, 2ull * 4 * 15);
     /* mask types outside 0..2 are argument errors */
     attn_call(&b, 0, 0, 3, 5, RL_ARG_INT, 3);
     CHECK_EQ(eval(&typed, &b, &r), RL_E_ARGS);
@@ -824,6 +951,11 @@ static void test_attention_shape_errors(void) {
         b.t[t].ndim = 3;
         CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
     }
+    for (int t = 0; t < 3; t++) {
+        attn_call(&b, 0, 0, 3, 5, RL_ARG_BOOL, 0);
+        b.c.args[t].type = RL_ARG_NONE;
+        CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    }
     attn_call(&b, 0, 0, 3, 5, RL_ARG_BOOL, 0);
     b.c.nargs = 2;
     CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
@@ -874,6 +1006,14 @@ static void test_gather(void) {
     out(&b, T(RL_DT_INT64, 3));
     CHECK_EQ(eval(&op, &b, &r), RL_OK);
     CHECK_COST(r, 0, 0, 0, 5 * 8 + 40 * 2, 40 * 2 + 3 * 8);
+    /* embedding(weight (50,4) fp32, indices (2,3) int64): the index right after the source */
+    init(&b);
+    a_tensor(&b, T(RL_DT_FLOAT32, 50, 4));
+    a_tensor(&b, T(RL_DT_INT64, 2, 3));
+    out(&b, T(RL_DT_FLOAT32, 2, 3, 4));
+    op.noread_mask = 0;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 0, 0, 6 * 8 + 24 * 4, 24 * 4);
     /* no output or no tensor: argument errors */
     b.c.nouts = 0;
     CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
@@ -952,6 +1092,11 @@ static void test_pool(void) {
     rl_op op0 = {.kind = RL_K_POOL, .p1 = 1, .p2 = 0 | (1 << 8)};
     pool_call(&b, T(RL_DT_FLOAT32, 1, 2, 9, 8), T(RL_DT_FLOAT32, 1, 2, 3, 4), 1, k3);
     CHECK_EQ(eval(&op0, &b, &r), RL_E_ARGS);
+    /* one spatial dimension: kernel 3 over (2,4,10) -> (2,4,8) */
+    rl_op op1 = {.kind = RL_K_POOL, .p1 = 1, .p2 = 1 | (1 << 8)};
+    pool_call(&b, T(RL_DT_FLOAT32, 2, 4, 10), T(RL_DT_FLOAT32, 2, 4, 8), 1, k3);
+    CHECK_EQ(eval(&op1, &b, &r), RL_OK);
+    CHECK_EQ(r.vector, 64 * 3);
     /* kernel-size position 2 (avg_pool2d_backward(grad, self, kernel_size, ...)), self not read */
     rl_op bwd = {.kind = RL_K_POOL, .p1 = 1, .p2 = 2 | (2 << 8), .noread_mask = 2};
     init(&b);
@@ -1040,6 +1185,15 @@ static void test_mha(void) {
     CHECK_EQ(eval(&op, &b, &r), RL_OK);
     CHECK_EQ(r.special, 2ull * 4 * 3 * 5);
     CHECK_EQ(r.matrix, 2ull * 2 * 16 * 64 + 2ull * 120 * 2 * 2);
+    /* one head of width 1: q (2,3,1), k (2,5,1); pairs 2*1*3*5 = 30 */
+    mha_call(&b, 8, 2);
+    b.t[0] = T(RL_DT_FLOAT32, 2, 3, 1);
+    b.t[1] = T(RL_DT_FLOAT32, 2, 5, 1);
+    b.c.args[3].i = 1;
+    b.c.args[4].i = 1;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, 2ull * 2 * 16 * 1 * 1 + 2ull * 30 * 2 * 1);
+    CHECK_EQ(r.vector, 2ull * 16 * 1 + 4 * 30);
     /* argument and shape errors */
     mha_call(&b, 8, 3); /* 8 does not split into 3 heads */
     CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
