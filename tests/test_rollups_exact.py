@@ -340,6 +340,8 @@ def test_peak_time_leaves_out_calls_without_a_peak():
     peak = np.array([10.0, NAN, 5.0, 0.0])
     assert _peak_time(flops, peak) == 100 / 10
     assert _peak_time(np.array([6.0, 4.0]), np.array([2.0, 4.0])) == 6 / 2 + 4 / 4
+    assert _peak_time(np.array([1.0, 3.0]), np.array([0.5, 4.0])) == 1 / 0.5 + 3 / 4  # one FLOP; a peak below 1
+    assert _peak_time(np.array([]), np.array([])) == 0.0
 
 
 def test_module_path_is_the_innermost():
