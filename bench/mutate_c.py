@@ -330,6 +330,8 @@ def evaluate(ws: Workspace, m: Mutant, args) -> tuple[str, str]:
                 return st, "C units: " + det
     if args.c_only:
         return "survived", "C units only"
+    if m.key in args.eq and not args.check_equivalent:
+        return "survived", "listed as equivalent: the extension and pytest stage skipped"
     obj = ws.tmp / "mut" / (path.stem + ".o")  # the real build's flags
     rc, out = run([CC, *ws.cflags, "-c", str(mut), "-o", str(obj)], timeout=120)
     if rc:
@@ -401,6 +403,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=300, help="seconds for one pytest run")
     ap.add_argument("--equivalent", default=str(ROOT / "bench" / "mutants_equivalent.txt"),
                     help="file of mutant keys known to be equivalent, each followed by ' # reason'")
+    ap.add_argument("--check-equivalent", action="store_true",
+                    help="run mutants listed as equivalent through every stage (by default they stop after the C units)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every mutant's outcome")
     args = ap.parse_args(argv)
 
@@ -417,6 +421,7 @@ def main(argv=None) -> int:
         print(f"{len(mutants)} mutants")
         return 0
     eq = load_equivalent(args.equivalent if Path(args.equivalent).exists() else None)
+    args.eq = eq
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="rl-mutate-") as d:
         ws = Workspace(Path(d))
