@@ -118,6 +118,12 @@ def find_mutants(path: Path, functions) -> list[PyMutant]:
         if fn is None:
             raise SystemExit(f"no function {qual} in {path}")
         skip = set()
+        annotations = [a.annotation for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs,
+                                               fn.args.vararg, fn.args.kwarg) if a is not None and a.annotation]
+        annotations += [fn.returns] if fn.returns else []
+        annotations += [n.annotation for n in ast.walk(fn) if isinstance(n, ast.AnnAssign)]
+        for a in annotations:  # type annotations: not evaluated at run time here
+            skip.update(id(n) for n in ast.walk(a))
         for node in ast.walk(fn):
             if isinstance(node, ast.JoinedStr):  # f-strings: text, not logic
                 skip.update(id(n) for n in ast.walk(node))

@@ -331,6 +331,8 @@ def test_group_bound_thresholds():
     assert gb([B, C], [8.0, 2.0]) == "bandwidth"          # no memory-bound call: bandwidth
     assert gb([M, B, C], [4.0, 3.9, 2.1]) == "mixed"      # 0.79
     assert gb([C, M], [8.0, NAN]) == "compute"            # a call without a ceiling is left out
+    assert gb([C, M], [0.4, 0.1]) == "compute"            # 0.8 of a total below 1 s
+    assert gb([B, M], [0.3, 0.6]) == "memory"
     assert gb([N, N], [0.0, 0.0]) == "none"
     assert gb([N, B], [0.0, 0.0]) == "mixed"
 
