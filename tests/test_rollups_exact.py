@@ -284,6 +284,8 @@ def test_totals_against_the_wall_time():
     assert u["time"] == 211.5 and u["wall_time"] is None
     assert u["mfu"] == pytest.approx(89.2 / 211.5, rel=1e-12) and u["efficiency"] == pytest.approx(149 / 211.5)
     assert u["mbu"] == pytest.approx(645 / (211.5 * 5.0), rel=1e-12)
+    h = report(wall=0.5).totals()  # a wall time below one second is a wall time too
+    assert h["time"] == 0.5 and h["mfu"] == pytest.approx(89.2 / 0.5, rel=1e-12)
     z = report(wall=0.0).totals()  # a zero wall time is not divided by
     assert z["time"] == 211.5 and z["wall_time"] == 0.0
 
