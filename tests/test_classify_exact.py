@@ -97,6 +97,8 @@ CASES = [
     ("at the tolerance of the peak", 1.0 * (1.0 + TOL), 1.0, 1.0, 1.0, 1e9, dict(flags=0)),
     ("at the tolerance of the bandwidth", 1.0, 1.0 * (1.0 + TOL), 1.0, 1e9, 1.0, dict(flags=0)),
     ("beyond the tolerance of the peak", 1e9 * (1 + 10 * TOL), 1.0, 1.0, 1e9, 1e9, dict(flags=ABOVE_PEAK)),
+    ("just beyond the tolerance of the peak", 1e9 * (1 + 1.5 * TOL), 1.0, 1.0, 1e9, 1e9, dict(flags=ABOVE_PEAK)),
+    ("just beyond the tolerance of the bandwidth", 1.0, 1e9 * (1 + 1.5 * TOL), 1.0, 1e9, 1e9, dict(flags=ABOVE_BW)),
     ("beyond the tolerance of the bandwidth", 1.0, 1e9 * (1 + 10 * TOL), 1.0, 1e9, 1e9, dict(flags=ABOVE_BW)),
     ("nothing counted, no ceilings", 0.0, 0.0, 1.0, NAN, NAN,
      dict(t_min=0.0, efficiency=NAN, mfu=NAN, mbu=NAN, bound=N, flags=0)),

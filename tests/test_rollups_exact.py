@@ -58,7 +58,7 @@ def records(rows=ROWS, timed=True):
         rec[i]["op"], rec[i]["module"], rec[i]["phase"], rec[i]["dtype"] = op, mod, phase, DTYPE_CODES[dt]
         rec[i]["matrix_flops"], rec[i]["vector_flops"], rec[i]["special_ops"] = mat, vec, spec
         rec[i]["bytes_read"], rec[i]["bytes_written"] = rd, wr
-        rec[i]["t_start"], rec[i]["t_end"] = (10.0, 10.0 + t) if timed else (NAN, NAN)
+        rec[i]["t_start"], rec[i]["t_end"] = (10.0, 10.0 + t) if timed and t is not None else (NAN, NAN)
         rec[i]["seq"] = i
     return rec
 
@@ -303,6 +303,28 @@ def test_totals_without_flops_or_time():
     assert math.isnan(a["aten.mm.default"]["achieved_flops"]) and a["aten.mm.default"]["t_min"] == 80.0
 
 
+def test_sub_second_groups_and_ties():
+    # mm fp32: 50 FLOPs, 1 byte: t_min = max(50 / 100, 1 / 5) = 0.5 s, compute-bound; measured 0.25 s
+    # add fp32: 5 FLOPs, 10 bytes: t_min = max(0.5, 2) = 2 s; measured 0.25 s (the same time, fewer FLOPs)
+    # clone: 10 bytes, t_min 2 s, measured 0.25 s, no FLOPs
+    rows = [(0, 0, 0, "float32", 50, 0, 0, 1, 0, 0.25), (1, 0, 0, "float32", 0, 5, 0, 10, 0, 0.25),
+            (2, 0, 0, "float32", 0, 0, 0, 10, 0, 0.25)]
+    a = report(rows).analysis("op")
+    assert list(a) == ["aten.mm.default", "aten.add.Tensor", "aten.clone.default"]  # equal times: most FLOPs first
+    mm = a["aten.mm.default"]
+    assert mm["t_min"] == 0.5 and mm["compute_share"] == 1.0 and mm["bound"] == "compute"
+    assert mm["time"] == 0.25 and mm["mfu"] == (50 / 100) / 0.25 and mm["efficiency"] == 0.5 / 0.25
+    assert mm["mbu"] == 1 / (0.25 * 5.0) and mm["achieved_flops"] == 50 / 0.25
+    # equal time and FLOPs: by name
+    same = [(1, 0, 0, "float32", 0, 5, 0, 10, 0, 0.25), (0, 0, 0, "float32", 0, 5, 0, 10, 0, 0.25)]
+    assert list(report(same).analysis("op")) == ["aten.add.Tensor", "aten.mm.default"]
+    # untimed: ordered by roofline time; a group without any ceiling (complex64: no peak) counts as 0 s
+    mixed = [(1, 0, 0, "complex64", 0, 5, 0, 0, 0, None), (0, 0, 0, "float32", 50, 0, 0, 1, 0, None)]
+    u = report(mixed, timed=False).analysis("op")
+    assert list(u) == ["aten.mm.default", "aten.add.Tensor"]
+    assert math.isnan(u["aten.add.Tensor"]["t_min"]) and u["aten.mm.default"]["t_min"] == 0.5
+
+
 def test_groups_without_ceilings():
     r = report(ceil=None)
     assert r.ceilings is None
@@ -310,8 +332,9 @@ def test_groups_without_ceilings():
     assert a["aten.mm.default"]["bound"] == "?" and math.isnan(a["aten.mm.default"]["t_min"])
     assert math.isnan(a["aten.mm.default"]["compute_share"]) and math.isnan(a["aten.mm.default"]["mbu"])
     assert a["aten.mm.default"]["time"] == 90.0 and a["aten.mm.default"]["achieved_flops"] == 20000 / 90
+    assert a["aten.clone.default"]["bound"] == "?"  # bytes only, no ceiling to judge them
     empty = report([(3, 0, 0, "float32", 0, 0, 0, 0, 0, 1.0)], ceil=None).analysis("op")
-    assert empty["aten.foo.default"]["bound"] == "none"
+    assert empty["aten.foo.default"]["bound"] == "none" and empty["aten.foo.default"]["intensity"] == 0.0
 
 
 @pytest.mark.xfail(strict=True, reason="a group whose calls have no peak reports an MFU of 0.0, not NaN")
