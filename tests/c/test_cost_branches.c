@@ -261,6 +261,16 @@ static void test_ewise(void) {
     CHECK_EQ(r.vector, 5);
     CHECK_EQ(r.dtype, RL_DT_FLOAT32);
     b.c.nargs = 2;
+    /* in place into a tensor list (fp16 (4)), output fp32: the result is the list */
+    builder wl;
+    init(&wl);
+    rl_tensor one[1] = {T(RL_DT_FLOAT16, 4)};
+    a_list(&wl, 1, one);
+    out(&wl, T(RL_DT_FLOAT32, 4));
+    rl_op inplace_list = {.kind = RL_K_EWISE, .p1 = 1, .write_mask = 1};
+    CHECK_EQ(eval(&inplace_list, &wl, &r), RL_OK);
+    CHECK_COST(r, 0, 4, 0, 4 * 2, 4 * 2);
+    CHECK_EQ(r.dtype, RL_DT_FLOAT16);
     /* in place into an empty tensor list: the dtype comes from the output */
     init(&b);
     a_list(&b, 0, NULL);
