@@ -354,7 +354,7 @@ def load_equivalent(path: str | None) -> dict[str, str]:
     if path:
         for ln in Path(path).read_text().splitlines():
             if ln.strip() and not ln.lstrip().startswith("#"):
-                key, _, reason = ln.partition(" # ")
+                key, _, reason = ln.rpartition(" # ")  # a key may itself hold " # " (a Python comment)
                 eq[key.strip()] = reason.strip()
     return eq
 
