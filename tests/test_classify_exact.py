@@ -96,6 +96,8 @@ CASES = [
     # within the tolerance: a rounding error of a rate computed on the roof
     ("within the tolerance of the peak", 1e9 * (1 + TOL / 2), 1.0, 1.0, 1e9, 1e9, dict(flags=0)),
     ("within the tolerance of the bandwidth", 1.0, 1e9 * (1 + TOL / 2), 1.0, 1e9, 1e9, dict(flags=0)),
+    ("within the tolerance of a large peak", 1e12 * (1 + TOL / 2), 1.0, 1.0, 1e12, 1e12, dict(flags=0)),
+    ("within the tolerance of a large bandwidth", 1.0, 1e12 * (1 + TOL / 2), 1.0, 1e12, 1e12, dict(flags=0)),
     ("at the tolerance of the peak", 1.0 * (1.0 + TOL), 1.0, 1.0, 1.0, 1e9, dict(flags=0)),
     ("at the tolerance of the bandwidth", 1.0, 1.0 * (1.0 + TOL), 1.0, 1e9, 1.0, dict(flags=0)),
     ("beyond the tolerance of the peak", 1e9 * (1 + 10 * TOL), 1.0, 1.0, 1e9, 1e9, dict(flags=ABOVE_PEAK)),
