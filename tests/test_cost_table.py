@@ -141,7 +141,24 @@ def test_op_cost(case):
 
 
 def test_table_has_at_least_40_cases():
-    assert len(CASES) >= 40
+    """The table is broad: at least 40 distinct op overloads, each with a formula, no two cases under one id, and
+    every cost kind covered except those the CPU does not run through these calls (convolution backward and the
+    fused multi-head attention have their own tests below; attention backward and _scaled_mm are covered by
+    tests/c/test_cost_branches.c)."""
+    from roofline import _registry
+
+    ids = [c[0] for c in CASES]
+    assert len(set(ids)) == len(ids), [i for i in ids if ids.count(i) > 1]
+    ops = {c[2] for c in CASES}
+    assert len(ops) >= 40, sorted(ops)
+    kinds = set()
+    for op in ops:
+        ns, name, overload = op.split(".")
+        entry = _registry.lookup(f"{ns}::{name}", overload)
+        assert entry is not None, f"{op} has no formula"
+        kinds.add(_registry.KIND_NAMES[entry.kind])
+    elsewhere = {"conv_bwd", "mha", "attn_bwd", "scaled_mm"}
+    assert set(_registry.KIND_NAMES.values()) - elsewhere <= kinds
 
 
 def test_grouped_conv_backward_true_and_flop_counter_counts():
