@@ -12,6 +12,7 @@ import numpy as np
 
 from roofline import _core, _registry, _resolve
 from roofline._records import DTYPE_CODES, DTYPE_NAMES, ITEMSIZE, RECORD_DTYPE, canonical_dtype
+from roofline._records import DerivedCounts
 
 
 _INT64_MAX = (1 << 63) - 1
@@ -114,7 +115,7 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
-class Cost:
+class Cost(DerivedCounts):
     """Cost of one op call. FLOPs and bytes are exact integers.
 
     ``flop_counter_flops`` is what ``torch.utils.flop_counter.FlopCounterMode`` would count for the call (0 for ops it
@@ -139,18 +140,6 @@ class Cost:
     def flops(self) -> int:
         """Matrix + vector FLOPs (special-function evaluations are counted separately)."""
         return self.matrix_flops + self.vector_flops
-
-    @property
-    def bytes(self) -> int:
-        """Compulsory bytes moved: ``bytes_read + bytes_written``."""
-        return self.bytes_read + self.bytes_written
-
-    @property
-    def intensity(self) -> float:
-        """FLOPs per byte of compulsory traffic (inf when no bytes move, 0 when no FLOPs)."""
-        if self.bytes == 0:
-            return float("inf") if self.flops else 0.0
-        return self.flops / self.bytes
 
 
 _lock = threading.Lock()

@@ -11,13 +11,25 @@ from roofline import _export, _render, _rollup
 from roofline._classification import BOUNDS, Classifier  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
 from roofline._classification import classify as _classify
 from roofline._records import DTYPE_NAMES, RECORD_DTYPE  # noqa: F401  (RECORD_DTYPE: the records' layout)
+from roofline._records import DerivedCounts
 from roofline._rollup import OpInfo  # noqa: F401  (the op table's entries, built by roofline._torch)
 from roofline._rollup import peak_time as _peak_time  # noqa: F401  (roofline.llm uses the same rule)
 
 SCHEMA_VERSION = _export.SCHEMA_VERSION
 
 
-class Report:
+def _summed(field: str, doc: str) -> property:
+    """A read-only property: the exact (Python int) sum of one uint64 column of the records."""
+
+    def get(self) -> int:
+        return _rollup.exact_sum(self.records[field])
+
+    get.__name__ = field
+    get.__doc__ = doc
+    return property(get, doc=doc)
+
+
+class Report(DerivedCounts):
     """Counts of one ``measure`` block.
 
     ``records`` is a NumPy structured array with one row per op call (fields: ``matrix_flops``, ``vector_flops``,
@@ -86,46 +98,16 @@ class Report:
         return max(names, key=lambda n: (n.count("."), n))
 
     # ---- totals ---------------------------------------------------------------------------------------------------
-    @property
-    def matrix_flops(self) -> int:
-        """True matrix FLOPs (products: mm family, convolutions, attention)."""
-        return _rollup.exact_sum(self.records["matrix_flops"])
-
-    @property
-    def vector_flops(self) -> int:
-        """Vector FLOPs (element-wise ops, norms, softmax, reductions, losses, optimizer updates, bias adds), exact."""
-        return _rollup.exact_sum(self.records["vector_flops"])
-
-    @property
-    def special_ops(self) -> int:
-        """Transcendental / special-function evaluations (exp, log, sqrt, tanh, erf, random draws)."""
-        return _rollup.exact_sum(self.records["special_ops"])
+    matrix_flops = _summed("matrix_flops", "True matrix FLOPs (products: mm family, convolutions, attention).")
+    vector_flops = _summed("vector_flops", "Vector FLOPs (element-wise ops, norms, softmax, reductions, losses, optimizer updates, bias adds), exact.")
+    special_ops = _summed("special_ops", "Transcendental / special-function evaluations (exp, log, sqrt, tanh, erf, random draws).")
+    bytes_read = _summed("bytes_read", "Compulsory bytes read: every input once, at the size it occupies in memory.")
+    bytes_written = _summed("bytes_written", "Compulsory bytes written: every output (or in-place argument) once.")
 
     @property
     def total_flops(self) -> int:
         """``matrix_flops + vector_flops`` (special-function evaluations are not FLOPs: see :attr:`special_ops`)."""
         return self.matrix_flops + self.vector_flops
-
-    @property
-    def bytes_read(self) -> int:
-        """Compulsory bytes read: every input once, at the size it occupies in memory."""
-        return _rollup.exact_sum(self.records["bytes_read"])
-
-    @property
-    def bytes_written(self) -> int:
-        """Compulsory bytes written: every output (or in-place argument) once."""
-        return _rollup.exact_sum(self.records["bytes_written"])
-
-    @property
-    def bytes(self) -> int:
-        """Compulsory bytes moved (read + written)."""
-        return self.bytes_read + self.bytes_written
-
-    @property
-    def intensity(self) -> float:
-        """Arithmetic intensity of the whole run, ``total_flops / bytes`` in FLOP per byte (inf when FLOPs move no
-        bytes, 0 when nothing was counted)."""
-        return self.total_flops / self.bytes if self.bytes else float("inf") if self.total_flops else 0.0
 
     @property
     def unknown_ops(self) -> dict[str, int]:
