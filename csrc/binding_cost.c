@@ -237,6 +237,20 @@ static int soft_error(void) {
     return -1;
 }
 
+/* t.<name> as a new reference in *out. Returns 1; 0 when the attribute cannot be read for an ordinary reason
+ * (b->bad is set: the tensor is not described); -1 with an exception set for MemoryError and non-Exception errors. */
+static int soft_getattr(builder *b, PyObject *t, PyObject *name, PyObject **out) {
+    *out = PyObject_GetAttr(t, name);
+    if (*out != NULL) {
+        return 1;
+    }
+    if (soft_error() < 0) {
+        return -1;
+    }
+    b->bad = 1;
+    return 0;
+}
+
 /* Read the tuple `seq` of ints into dst (at most RL_MAX_DIMS). `what` ("shape" or "stride()") names it in errors.
  * Returns ndim; -1 without an exception when `seq` is not a tuple of ints (e.g. symbolic sizes) or has more than
  * RL_MAX_DIMS entries: the tensor cannot be described; -2 with an exception for values no tensor has: a bool, a
@@ -286,13 +300,10 @@ static int describe(builder *b, PyObject *t, rl_tensor *d) {
     memset(d, 0, sizeof(*d));
     d->ndim = 0;
     d->dtype = RL_DT_UNKNOWN;
-    PyObject *shape = PyObject_GetAttr(t, r->state->s_shape);
-    if (!shape) {
-        if (soft_error() < 0) {
-            return -1;
-        }
-        b->bad = 1;
-        return 0;
+    PyObject *shape;
+    int got = soft_getattr(b, t, r->state->s_shape, &shape);
+    if (got <= 0) {
+        return got;
     }
     int nd = read_dims(b, shape, "shape", 1, d->size);
     Py_DECREF(shape);
@@ -343,13 +354,10 @@ static int describe(builder *b, PyObject *t, rl_tensor *d) {
         }
         b->bad = 1;
     }
-    PyObject *dt = PyObject_GetAttr(t, r->state->s_dtype);
-    if (!dt) {
-        if (soft_error() < 0) {
-            return -1;
-        }
-        b->bad = 1;
-        return 0;
+    PyObject *dt;
+    got = soft_getattr(b, t, r->state->s_dtype, &dt);
+    if (got <= 0) {
+        return got;
     }
     PyObject *code = PyDict_GetItemWithError(r->dtype_map, dt);
     Py_XINCREF(code);
@@ -594,26 +602,30 @@ static int Recorder_init(Recorder *self, PyObject *args, PyObject *kwds) {
     return self->state ? 0 : -1;
 }
 
-static int Recorder_traverse(Recorder *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->tensor_type);
-    Py_VISIT(self->dtype_map);
-    for (Py_ssize_t i = 0; i < self->nops; i++) {
-        Py_VISIT(self->ops[i].kwnames);
-        Py_VISIT(self->ops[i].name);
+/* Visit (visit != NULL) or clear (visit == NULL) the objects a Recorder holds. */
+static int Recorder_walk(Recorder *self, visitproc visit, void *arg) {
+#define RL_WALK(obj)                                                                                               \
+    if (visit != NULL) {                                                                                           \
+        Py_VISIT(obj);                                                                                             \
+    } else {                                                                                                       \
+        Py_CLEAR(obj);                                                                                             \
     }
+    RL_WALK(self->tensor_type)
+    RL_WALK(self->dtype_map)
+    for (Py_ssize_t i = 0; i < self->nops; i++) {
+        RL_WALK(self->ops[i].kwnames)
+        RL_WALK(self->ops[i].name)
+    }
+#undef RL_WALK
     return 0;
 }
 
-static int Recorder_clear(Recorder *self) {
-    Py_CLEAR(self->tensor_type);
-    Py_CLEAR(self->dtype_map);
-    for (Py_ssize_t i = 0; i < self->nops; i++) {
-        Py_CLEAR(self->ops[i].kwnames);
-        Py_CLEAR(self->ops[i].name);
-    }
-    return 0;
+static int Recorder_traverse(Recorder *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    return Recorder_walk(self, visit, arg);
 }
+
+static int Recorder_clear(Recorder *self) { return Recorder_walk(self, NULL, NULL); }
 
 static void Recorder_dealloc(Recorder *self) {
     PyTypeObject *tp = Py_TYPE(self);
