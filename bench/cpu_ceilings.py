@@ -104,6 +104,20 @@ def main() -> int:
         rows.append((f"{dtype} peak >= 90% of theoretical", r_theo >= 0.9))
         rows.append((f"{dtype} peak > NumPy matmul", measured > mm))
 
+    # Sanity of the method, checked here rather than in the test suite (they depend on timing): fp32 has twice the
+    # fp64 lanes of a SIMD register, and each cache level is at least as fast as the one below it.
+    f64 = best(lambda r: r["c"].peaks[("vector", "float64")].measured)
+    f32 = best(lambda r: r["c"].peaks[("vector", "float32")].measured)
+    lanes = 1.0 if info["simd"] == "scalar" else 2.0
+    print(f"fp32/fp64 peak ratio {f32 / f64:.2f} (lanes ratio {lanes:.0f})")
+    rows.append((f"fp32/fp64 peak ratio within 20% of the lanes ratio {lanes:.0f}", abs(f32 / f64 / lanes - 1) <= 0.2))
+    levels = [lvl for lvl in ("L1", "L2", "L3", "DRAM") if lvl in c0.bandwidths]
+    plateau = {lvl: best(lambda r, lvl=lvl: r["c"].bandwidth(lvl)) for lvl in levels}
+    print("triad plateaus: " + ", ".join(f"{k} {v / 1e9:.1f} GB/s" for k, v in plateau.items()))
+    rows.append(("each cache level's bandwidth >= 85% of the next level's",
+                 all(plateau[a] >= 0.85 * plateau[b] for a, b in zip(levels, levels[1:]))))
+    rows.append(("quick ceilings in <= 3 s (best round)", min(r["c"].duration_s for r in rounds) <= 3.0))
+
     npcopy = best(lambda r: r["npcopy"])
     print()
     print(f"{'DRAM':8s} {'measured':>10s} {'numpy copy':>12s} {'meas/numpy':>10s}   GB/s "

@@ -1,7 +1,8 @@
 /* roofline._core: the one CPython extension of the package.
  *
  * Multi-phase initialisation (PEP 489). Each binding file (binding_cost.c, binding_cpu.c, binding_gpu.c) owns its
- * method table and an exec hook; this file only assembles the module and imports the NumPy C API. The pure C
+ * method table and an exec hook; this file assembles the module, owns its state (rl_state in rl_module.h: exception
+ * classes and interned strings, reached with PyType_GetModuleByDef from types) and imports the NumPy C API. The pure C
  * layers (cost.c, classify.c, cpu.c, gpu.c) never include Python.h. */
 #define RL_NUMPY_IMPORT
 #include "rl_module.h"
@@ -12,24 +13,53 @@
 extern PyMethodDef rl_track_methods[]; /* binding_track.c: module tracking and the per-op dispatch path */
 int rl_track_exec(PyObject *module);
 
-PyObject *rl_err_value(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    PyErr_FormatV(PyExc_ValueError, fmt, ap);
-    va_end(ap);
-    return NULL;
+/* Error helpers in the style of psutil's errors.c: set the exception and return NULL. */
+#define RL_ERR_FUNCTION(NAME, TYPE)                                                                                \
+    PyObject *NAME(const char *fmt, ...) {                                                                         \
+        va_list ap;                                                                                                \
+        va_start(ap, fmt);                                                                                         \
+        PyErr_FormatV((TYPE), fmt, ap);                                                                            \
+        va_end(ap);                                                                                                \
+        return NULL;                                                                                               \
+    }
+RL_ERR_FUNCTION(rl_err_value, PyExc_ValueError)
+RL_ERR_FUNCTION(rl_err_runtime, PyExc_RuntimeError)
+
+/* ---- module state (rl_state, rl_module.h) ---- */
+
+static int core_state_init(PyObject *module) {
+    rl_state *st = rl_state_of(module);
+    st->s_shape = PyUnicode_InternFromString("shape");
+    st->s_stride = PyUnicode_InternFromString("stride");
+    st->s_dtype = PyUnicode_InternFromString("dtype");
+    return (st->s_shape && st->s_stride && st->s_dtype) ? 0 : -1;
 }
 
-PyObject *rl_err_runtime(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    PyErr_FormatV(PyExc_RuntimeError, fmt, ap);
-    va_end(ap);
-    return NULL;
+/* Visit (visit != NULL) or clear (visit == NULL) the objects of the state, which is NULL before the module object
+ * has allocated it. */
+static int core_walk(PyObject *module, visitproc visit, void *arg) {
+    rl_state *st = rl_state_of(module);
+#define RL_WALK(name)                                                                                              \
+    if (visit != NULL) {                                                                                           \
+        Py_VISIT(st->name);                                                                                        \
+    } else {                                                                                                       \
+        Py_CLEAR(st->name);                                                                                        \
+    }
+    if (st != NULL) {
+        RL_STATE_OBJECTS(RL_WALK)
+    }
+#undef RL_WALK
+    return 0;
 }
+
+static int core_traverse(PyObject *module, visitproc visit, void *arg) { return core_walk(module, visit, arg); }
+
+static int core_clear(PyObject *module) { return core_walk(module, NULL, NULL); }
+
+static void core_free(void *module) { (void)core_clear((PyObject *)module); }
 
 static int core_exec(PyObject *module) {
-    if (PyArray_ImportNumPyAPI() < 0) {
+    if (PyArray_ImportNumPyAPI() < 0 || core_state_init(module) < 0) {
         return -1;
     }
     if (PyModule_AddFunctions(module, rl_cost_methods) < 0 || rl_cost_exec(module) < 0) {
@@ -58,12 +88,15 @@ static PyModuleDef_Slot core_slots[] = {
     {0, NULL},
 };
 
-static struct PyModuleDef core_module = {
+struct PyModuleDef rl_core_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "roofline._core",
     .m_doc = "C core of roofline: op cost model, roofline classification, CPU and GPU ceiling benchmarks.",
-    .m_size = 0,
+    .m_size = sizeof(rl_state),
     .m_slots = core_slots,
+    .m_traverse = core_traverse,
+    .m_clear = core_clear,
+    .m_free = core_free,
 };
 
-PyMODINIT_FUNC PyInit__core(void) { return PyModuleDef_Init(&core_module); }
+PyMODINIT_FUNC PyInit__core(void) { return PyModuleDef_Init(&rl_core_module); }

@@ -33,7 +33,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *tensor_type; /* type object */
     PyObject *dtype_map;   /* dict (a private copy): dtype object -> int code */
-    PyObject *s_shape, *s_stride, *s_dtype;
+    const rl_state *state; /* module state (interned attribute names); the type keeps the module alive */
     op_entry *ops;
     Py_ssize_t nops, cap_ops;
     rl_record *recs;
@@ -237,6 +237,20 @@ static int soft_error(void) {
     return -1;
 }
 
+/* t.<name> as a new reference in *out. Returns 1; 0 when the attribute cannot be read for an ordinary reason
+ * (b->bad is set: the tensor is not described); -1 with an exception set for MemoryError and non-Exception errors. */
+static int soft_getattr(builder *b, PyObject *t, PyObject *name, PyObject **out) {
+    *out = PyObject_GetAttr(t, name);
+    if (*out != NULL) {
+        return 1;
+    }
+    if (soft_error() < 0) {
+        return -1;
+    }
+    b->bad = 1;
+    return 0;
+}
+
 /* Read the tuple `seq` of ints into dst (at most RL_MAX_DIMS). `what` ("shape" or "stride()") names it in errors.
  * Returns ndim; -1 without an exception when `seq` is not a tuple of ints (e.g. symbolic sizes) or has more than
  * RL_MAX_DIMS entries: the tensor cannot be described; -2 with an exception for values no tensor has: a bool, a
@@ -286,13 +300,10 @@ static int describe(builder *b, PyObject *t, rl_tensor *d) {
     memset(d, 0, sizeof(*d));
     d->ndim = 0;
     d->dtype = RL_DT_UNKNOWN;
-    PyObject *shape = PyObject_GetAttr(t, r->s_shape);
-    if (!shape) {
-        if (soft_error() < 0) {
-            return -1;
-        }
-        b->bad = 1;
-        return 0;
+    PyObject *shape;
+    int got = soft_getattr(b, t, r->state->s_shape, &shape);
+    if (got <= 0) {
+        return got;
     }
     int nd = read_dims(b, shape, "shape", 1, d->size);
     Py_DECREF(shape);
@@ -319,7 +330,7 @@ static int describe(builder *b, PyObject *t, rl_tensor *d) {
                          format_dims(d->size, nd, buf, sizeof(buf)));
     }
     d->ndim = nd;
-    PyObject *stride = PyObject_CallMethodNoArgs(t, r->s_stride);
+    PyObject *stride = PyObject_CallMethodNoArgs(t, r->state->s_stride);
     int ns = -1;
     if (stride) {
         ns = read_dims(b, stride, "stride()", 0, d->stride);
@@ -343,13 +354,10 @@ static int describe(builder *b, PyObject *t, rl_tensor *d) {
         }
         b->bad = 1;
     }
-    PyObject *dt = PyObject_GetAttr(t, r->s_dtype);
-    if (!dt) {
-        if (soft_error() < 0) {
-            return -1;
-        }
-        b->bad = 1;
-        return 0;
+    PyObject *dt;
+    got = soft_getattr(b, t, r->state->s_dtype, &dt);
+    if (got <= 0) {
+        return got;
     }
     PyObject *code = PyDict_GetItemWithError(r->dtype_map, dt);
     Py_XINCREF(code);
@@ -590,45 +598,39 @@ static int Recorder_init(Recorder *self, PyObject *args, PyObject *kwds) {
     }
     Py_XSETREF(self->tensor_type, Py_NewRef(tt));
     Py_XSETREF(self->dtype_map, copy);
-    if (!self->s_shape) {
-        self->s_shape = PyUnicode_InternFromString("shape");
-        self->s_stride = PyUnicode_InternFromString("stride");
-        self->s_dtype = PyUnicode_InternFromString("dtype");
-        if (!self->s_shape || !self->s_stride || !self->s_dtype) {
-            return -1;
-        }
+    self->state = rl_state_of_type(Py_TYPE(self));
+    return self->state ? 0 : -1;
+}
+
+/* Visit (visit != NULL) or clear (visit == NULL) the objects a Recorder holds. */
+static int Recorder_walk(Recorder *self, visitproc visit, void *arg) {
+#define RL_WALK(obj)                                                                                               \
+    if (visit != NULL) {                                                                                           \
+        Py_VISIT(obj);                                                                                             \
+    } else {                                                                                                       \
+        Py_CLEAR(obj);                                                                                             \
     }
+    RL_WALK(self->tensor_type)
+    RL_WALK(self->dtype_map)
+    for (Py_ssize_t i = 0; i < self->nops; i++) {
+        RL_WALK(self->ops[i].kwnames)
+        RL_WALK(self->ops[i].name)
+    }
+#undef RL_WALK
     return 0;
 }
 
 static int Recorder_traverse(Recorder *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->tensor_type);
-    Py_VISIT(self->dtype_map);
-    for (Py_ssize_t i = 0; i < self->nops; i++) {
-        Py_VISIT(self->ops[i].kwnames);
-        Py_VISIT(self->ops[i].name);
-    }
-    return 0;
+    return Recorder_walk(self, visit, arg);
 }
 
-static int Recorder_clear(Recorder *self) {
-    Py_CLEAR(self->tensor_type);
-    Py_CLEAR(self->dtype_map);
-    for (Py_ssize_t i = 0; i < self->nops; i++) {
-        Py_CLEAR(self->ops[i].kwnames);
-        Py_CLEAR(self->ops[i].name);
-    }
-    return 0;
-}
+static int Recorder_clear(Recorder *self) { return Recorder_walk(self, NULL, NULL); }
 
 static void Recorder_dealloc(Recorder *self) {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     Recorder_clear(self);
-    Py_CLEAR(self->s_shape);
-    Py_CLEAR(self->s_stride);
-    Py_CLEAR(self->s_dtype);
     PyMem_Free(self->ops);
     PyMem_Free(self->recs);
     PyMem_Free(self->tensors);
@@ -638,24 +640,104 @@ static void Recorder_dealloc(Recorder *self) {
     Py_DECREF(tp);
 }
 
+/* Set parameter `p` of `op` from the Python value `o`: an int (through __index__; a bool only for a flag) in the
+ * parameter's range. 0, or -1 with TypeError / ValueError / OverflowError naming the kind and the parameter. */
+static int set_param(rl_op *op, int p, PyObject *o) {
+    const char *kname = rl_kind_name(op->kind), *pname = rl_param_name(p);
+    int64_t lo, hi;
+    rl_param_range(p, &lo, &hi);
+    if ((PyBool_Check(o) && rl_param_type(p) != RL_PT_FLAG) || !PyIndex_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "add_op: parameter %s of kind %s must be an int, not %.60s", pname, kname,
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    PyObject *v = PyNumber_Index(o);
+    if (!v) {
+        return -1;
+    }
+    int sign = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &sign);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    int st = sign != 0 ? RL_E_OVERFLOW : rl_op_set(op, p, x);
+    if (st == RL_E_KIND) {
+        PyErr_Format(PyExc_ValueError, "add_op: kind %s has no parameter %s (see kind_table())", kname, pname);
+    } else if (st != RL_OK) {
+        PyErr_Format(st == RL_E_OVERFLOW ? PyExc_OverflowError : PyExc_ValueError,
+                     "add_op: parameter %s of kind %s must be in %lld..%lld, got %S", pname, kname, (long long)lo,
+                     (long long)hi, o);
+    }
+    return st == RL_OK ? 0 : -1;
+}
+
+/* The parameters of add_op: p1 / p2 (shorthand for flops / special) and the dict `params` {name: value}. */
+static int set_params(rl_op *op, PyObject *p1, PyObject *p2, PyObject *params) {
+    uint64_t given = 0;
+    if ((p1 && set_param(op, RL_P_FLOPS, p1) < 0) || (p2 && set_param(op, RL_P_SPECIAL, p2) < 0)) {
+        return -1;
+    }
+    given = (p1 ? RL_P(FLOPS) : 0) | (p2 ? RL_P(SPECIAL) : 0);
+    if (!params || params == Py_None) {
+        return 0;
+    }
+    if (!PyDict_Check(params)) {
+        PyErr_Format(PyExc_TypeError, "add_op: params must be a dict {name: int} or None, got %.100s",
+                     Py_TYPE(params)->tp_name);
+        return -1;
+    }
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(params, &pos, &key, &value)) {
+        const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        if (!k) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "add_op: params keys must be parameter names (str), got %.100R", key);
+            return -1;
+        }
+        int p = 0;
+        while (p < RL_P_COUNT && strcmp(rl_param_name(p), k) != 0) {
+            p++;
+        }
+        if (p == RL_P_COUNT) {
+            PyErr_Format(PyExc_ValueError, "add_op: %.100R is not a cost-kind parameter (see kind_table())", key);
+            return -1;
+        }
+        if (given & (UINT64_C(1) << p)) {
+            PyErr_Format(PyExc_ValueError, "add_op: parameter %s given twice (positionally and in params)", k);
+            return -1;
+        }
+        if (set_param(op, p, value) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *Recorder_add_op(Recorder *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"kind",  "p1",      "p2",    "noread_mask", "write_mask",
-                             "flags", "kwnames", "kwpos", "name",        NULL};
+    static char *kwlist[] = {"kind",  "p1",      "p2",    "noread_mask", "write_mask", "flags",
+                             "kwnames", "kwpos", "name", "params",      NULL};
     int kind;
-    long long p1 = 0, p2 = 0;
     unsigned long long noread = 0, write = 0, flags = 0;
-    PyObject *noread_o = NULL, *write_o = NULL, *flags_o = NULL;
+    PyObject *p1 = NULL, *p2 = NULL, *noread_o = NULL, *write_o = NULL, *flags_o = NULL, *params = NULL;
     PyObject *kwnames = Py_None, *name = Py_None;
     Py_ssize_t kwpos = -1;
     if (check_idle(self, "add_op") < 0) {
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "i|LLOOOOnO:add_op", kwlist, &kind, &p1, &p2, &noread_o, &write_o,
-                                     &flags_o, &kwnames, &kwpos, &name)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "i|OOOOOOnOO:add_op", kwlist, &kind, &p1, &p2, &noread_o, &write_o,
+                                     &flags_o, &kwnames, &kwpos, &name, &params)) {
         return NULL;
     }
     if (kind < 0 || kind >= RL_K_COUNT) {
         return rl_err_value("add_op: kind %d is not a cost kind (0..%d)", kind, RL_K_COUNT - 1);
+    }
+    rl_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = kind;
+    if (set_params(&op, p1, p2, params) < 0) {
+        return NULL;
     }
     if ((noread_o && parse_uint(noread_o, UINT64_MAX, NULL, "add_op", "noread_mask", &noread) < 0) ||
         (write_o && parse_uint(write_o, UINT64_MAX, NULL, "add_op", "write_mask", &write) < 0) ||
@@ -685,12 +767,10 @@ static PyObject *Recorder_add_op(Recorder *self, PyObject *args, PyObject *kwds)
         return NULL;
     }
     op_entry *e = &self->ops[self->nops];
-    e->op.kind = kind;
-    e->op.p1 = p1;
-    e->op.p2 = p2;
-    e->op.noread_mask = noread;
-    e->op.write_mask = write;
-    e->op.flags = (uint32_t)flags;
+    op.noread_mask = noread;
+    op.write_mask = write;
+    op.flags = (uint32_t)flags;
+    e->op = op;
     e->kwnames = (kwnames != Py_None && PyTuple_GET_SIZE(kwnames) > 0) ? Py_NewRef(kwnames) : NULL;
     e->kwpos = kwpos;
     e->name = name != Py_None ? Py_NewRef(name) : NULL;
@@ -779,7 +859,7 @@ static int push_record(Recorder *self, Py_ssize_t opi, int32_t kind, uint32_t mo
     rec->special_ops = c->special;
     rec->bytes_read = c->bytes_read;
     rec->bytes_written = c->bytes_written;
-    rec->compat_flops = c->compat;
+    rec->flop_counter_flops = c->flop_counter;
     rec->t_start = t0;
     rec->t_end = t1;
     rec->op = (uint32_t)opi;
@@ -890,18 +970,18 @@ static int known_status(unsigned long long st) {
     return st <= 255 && (st == RL_E_DESCRIBE || strcmp(rl_status_str((int)st), rl_status_str(-1)) != 0);
 }
 
-/* append(op, module, phase, dtype, matrix, vector, special, bytes_read, bytes_written, compat[, status]): a record
- * whose counts were computed elsewhere (a formula registered from Python). Every value is range-checked: a count
- * must be an int in [0, 2**64) (a float, a bool, a negative or larger value is an error naming the op). */
+/* append(op, module, phase, dtype, matrix, vector, special, bytes_read, bytes_written, flop_counter[, status]): a
+ * record whose counts were computed elsewhere (a formula registered from Python). Every value is range-checked: a
+ * count must be an int in [0, 2**64) (a float, a bool, a negative or larger value is an error naming the op). */
 static PyObject *Recorder_append(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
     static const char *count_names[6] = {"matrix_flops", "vector_flops", "special_ops",
-                                         "bytes_read",   "bytes_written", "compat_flops"};
+                                         "bytes_read",   "bytes_written", "flop_counter_flops"};
     if (check_idle(self, "append") < 0) {
         return NULL;
     }
     if (argc < 10 || argc > 11) {
         PyErr_SetString(PyExc_TypeError, "append(op, module, phase, dtype, matrix, vector, special, bytes_read, "
-                                         "bytes_written, compat[, status])");
+                                         "bytes_written, flop_counter[, status])");
         return NULL;
     }
     Py_ssize_t opi;
@@ -976,13 +1056,15 @@ static Py_ssize_t Recorder_len(Recorder *self) { return self->nrecs; }
 
 static PyMethodDef Recorder_methods[] = {
     {"add_op", (PyCFunction)(void (*)(void))Recorder_add_op, METH_VARARGS | METH_KEYWORDS,
-     "add_op(kind, p1=0, p2=0, noread_mask=0, write_mask=0, flags=0, kwnames=None, kwpos=-1, name=None) -> int\n"
-     "Register an op's cost formula; returns the index record() takes. `name` (a str) names the op in errors."},
+     "add_op(kind, p1=0, p2=0, noread_mask=0, write_mask=0, flags=0, kwnames=None, kwpos=-1, name=None, "
+     "params=None) -> int\n"
+     "Register an op's cost formula; returns the index record() takes. `params`: the kind's parameters by name "
+     "(kind_table()); p1 / p2: shorthand for flops / special. `name` (a str) names the op in errors."},
     {"record", (PyCFunction)(void (*)(void))Recorder_record, METH_FASTCALL,
      "record(op, module, phase, args, kwargs, out, t_start=nan, t_end=nan)\n"
      "Evaluate the cost of one call and append a record."},
     {"append", (PyCFunction)(void (*)(void))Recorder_append, METH_FASTCALL,
-     "append(op, module, phase, dtype, matrix, vector, special, bytes_read, bytes_written, compat[, status])"},
+     "append(op, module, phase, dtype, matrix, vector, special, bytes_read, bytes_written, flop_counter[, status])"},
     {"records_bytes", (PyCFunction)Recorder_records_bytes, METH_NOARGS, "The records as raw bytes (RECORD_DTYPE)."},
     {"set_times", (PyCFunction)Recorder_set_times, METH_VARARGS, "set_times(i, t_start, t_end)"},
     {"clear", (PyCFunction)Recorder_clear_records, METH_NOARGS, "Drop all records (registered ops are kept)."},
@@ -1028,6 +1110,34 @@ static PyObject *dtype_table(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored
     return lst;
 }
 
+static PyObject *kind_table(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
+    static const char *types[] = {[RL_PT_COUNT] = "count", [RL_PT_FLAG] = "flag", [RL_PT_ARG] = "arg",
+                                  [RL_PT_ARG_REQUIRED] = "arg_required"};
+    PyObject *lst = PyList_New(0);
+    for (int k = 0; lst && k < RL_K_COUNT; k++) {
+        PyObject *params = PyList_New(0), *row = NULL;
+        for (int p = 0; params && p < RL_P_COUNT; p++) {
+            int64_t lo, hi;
+            rl_param_range(p, &lo, &hi);
+            PyObject *t = ((rl_kind_params(k) >> p) & 1u) ? Py_BuildValue("(sszLL)", rl_param_name(p),
+                types[rl_param_type(p)], rl_param_argname(p), (long long)lo, (long long)hi) : Py_NewRef(Py_None);
+            if (!t || (t != Py_None && PyList_Append(params, t) < 0)) {
+                Py_CLEAR(params);
+            }
+            Py_XDECREF(t);
+        }
+        if (params) {
+            row = Py_BuildValue("(isN)", k, rl_kind_name(k), PyList_AsTuple(params));
+        }
+        if (!row || PyList_Append(lst, row) < 0) {
+            Py_CLEAR(lst);
+        }
+        Py_XDECREF(row);
+        Py_XDECREF(params);
+    }
+    return lst;
+}
+
 static PyObject *status_str(PyObject *Py_UNUSED(m), PyObject *arg) {
     long st = PyLong_AsLong(arg);
     if (st == -1 && PyErr_Occurred()) {
@@ -1041,6 +1151,9 @@ static PyObject *status_str(PyObject *Py_UNUSED(m), PyObject *arg) {
 
 PyMethodDef rl_cost_methods[] = {
     {"dtype_table", dtype_table, METH_NOARGS, "[(code, name, itemsize)] of the cost model's scalar types."},
+    {"kind_table", kind_table, METH_NOARGS,
+     "[(code, name, params)] of the cost kinds; params: ((name, type, schema argument name or None, lo, hi), ...), "
+     "type one of count, flag, arg, arg_required."},
     {"status_str", status_str, METH_O, "Text of a record status code."},
     {NULL, NULL, 0, NULL},
 };
@@ -1062,16 +1175,12 @@ int rl_cost_exec(PyObject *module) {
         const char *name;
         int value;
     } kinds[] = {
-        {"K_ZERO", RL_K_ZERO},       {"K_COPY", RL_K_COPY},         {"K_FILL", RL_K_FILL},
-        {"K_EWISE", RL_K_EWISE},     {"K_EWISE_IN", RL_K_EWISE_IN}, {"K_MM", RL_K_MM},
-        {"K_ADDMM", RL_K_ADDMM},     {"K_BMM", RL_K_BMM},           {"K_BADDBMM", RL_K_BADDBMM},
-        {"K_SCALED_MM", RL_K_SCALED_MM}, {"K_CONV", RL_K_CONV},     {"K_CONV_BWD", RL_K_CONV_BWD},
-        {"K_ATTN", RL_K_ATTN},       {"K_ATTN_BWD", RL_K_ATTN_BWD}, {"K_GATHER", RL_K_GATHER},
-        {"K_POOL", RL_K_POOL},       {"K_NLL", RL_K_NLL},           {"K_FOREACH", RL_K_FOREACH},
-        {"K_MHA", RL_K_MHA},
-        {"ATTN_BSHD", RL_ATTN_BSHD}, {"ATTN_MASKTYPE", RL_ATTN_MASKTYPE}, {"ATTN_FCM", RL_ATTN_FCM},
-        {"ATTN_FCM_BSHD", RL_ATTN_FCM_BSHD}, {"OPF_FCM", (int)RL_OPF_FCM}, {"MAX_ARGS", RL_MAX_ARGS},
-        {"MAX_DIMS", RL_MAX_DIMS},   {"E_DESCRIBE", RL_E_DESCRIBE}, {"E_OVERFLOW", RL_E_OVERFLOW},
+#define RL_KIND_CONST_(id, name, params, formula) {"K_" #id, RL_K_##id},
+        RL_KINDS(RL_KIND_CONST_)
+#undef RL_KIND_CONST_
+        {"OPF_FLOP_COUNTER", (int)RL_OPF_FLOP_COUNTER}, {"OPF_FRESH_OUTS", (int)RL_OPF_FRESH_OUTS},
+        {"MAX_ARGS", RL_MAX_ARGS},   {"MAX_DIMS", RL_MAX_DIMS},   {"E_DESCRIBE", RL_E_DESCRIBE},
+        {"E_OVERFLOW", RL_E_OVERFLOW},
     };
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         if (PyModule_AddIntConstant(module, kinds[i].name, kinds[i].value) < 0) {

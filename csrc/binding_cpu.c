@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cost.h" /* rl_dtype_name */
 #include "cpu.h"
 #include "rl_numpy.h"
 
@@ -18,17 +19,32 @@
 
 /* ---- shared argument converters ---- */
 
-/* Map a dtype name to rl_dtype. Returns 0, or -1 with ValueError naming `argname`. */
+/* Name of the i-th FMA dtype / bandwidth kernel of cpu.c's tables. */
+static const char *rl_fma_name(int i) { return rl_dtype_name(rl_cpu_fma_dtype(i)); }
+static const char *rl_bw_name(int i) { return rl_cpu_bw_kernel_name(i); }
+
+/* ValueError "<argname> must be 'a', 'b' or 'c', not '<got>'" listing the `count` names name(0..count-1). */
+static void rl_err_choices(const char *argname, const char *(*name)(int), int count, const char *got) {
+    char list[512];
+    size_t used = 0;
+    list[0] = '\0';
+    for (int i = 0; i < count && used < sizeof(list); i++) {
+        const char *sep = i == 0 ? "" : (i == count - 1 ? " or " : ", ");
+        int w = snprintf(list + used, sizeof(list) - used, "%s'%s'", sep, name(i));
+        used += w > 0 ? (size_t)w : 0;
+    }
+    rl_err_value("%s must be %s, not '%s'", argname, list, got);
+}
+
+/* Map a dtype name to one of the FMA kernels' dtypes. Returns 0, or -1 with ValueError naming `argname`. */
 static int rl_parse_dtype(const char *name, const char *argname, rl_dtype *out) {
-    if (strcmp(name, "float64") == 0) {
-        *out = RL_DT_F64;
-        return 0;
+    for (int i = 0; i < rl_cpu_fma_dtype_count(); i++) {
+        if (strcmp(name, rl_fma_name(i)) == 0) {
+            *out = rl_cpu_fma_dtype(i);
+            return 0;
+        }
     }
-    if (strcmp(name, "float32") == 0) {
-        *out = RL_DT_F32;
-        return 0;
-    }
-    rl_err_value("%s must be 'float64' or 'float32', not '%s'", argname, name);
+    rl_err_choices(argname, rl_fma_name, rl_cpu_fma_dtype_count(), name);
     return -1;
 }
 
@@ -128,8 +144,18 @@ static PyObject *cpu_info_impl(PyObject *module) {
     rl_simd best = rl_cpu_simd_best();
     PyObject *supported = PyList_New(0);
     PyObject *caches = PyDict_New();
-    if (supported == NULL || caches == NULL) {
+    PyObject *lanes = PyDict_New();
+    if (supported == NULL || caches == NULL || lanes == NULL) {
         goto fail;
+    }
+    for (int i = 0; i < rl_cpu_fma_dtype_count(); i++) {
+        rl_dtype dt = rl_cpu_fma_dtype(i);
+        PyObject *n = PyLong_FromLong(rl_cpu_simd_lanes(best, rl_cpu_fma_elem_bytes(dt)));
+        if (n == NULL || PyDict_SetItemString(lanes, rl_dtype_name(dt), n) < 0) {
+            Py_XDECREF(n);
+            goto fail;
+        }
+        Py_DECREF(n);
     }
     for (int s = RL_SIMD_COUNT - 1; s >= 0; s--) {
         if (rl_cpu_simd_supported((rl_simd)s)) {
@@ -156,18 +182,19 @@ static PyObject *cpu_info_impl(PyObject *module) {
         Py_DECREF(entry);
     }
     PyObject *result = Py_BuildValue(
-        "{s:s,s:i,s:i,s:i,s:d,s:s,s:s,s:O,s:{s:i,s:i},s:O,s:i,s:O,s:s}", "model", info.model, "cpus", info.cpus,
+        "{s:s,s:i,s:i,s:i,s:d,s:s,s:s,s:O,s:O,s:O,s:i,s:O,s:s}", "model", info.model, "cpus", info.cpus,
         "online", info.online, "physical_cores", info.physical_cores, "clock_hz", info.clock_hz, "clock_source",
-        info.clock_source, "simd", rl_cpu_simd_name(best), "simd_supported", supported, "lanes", "float64",
-        rl_cpu_simd_lanes(best, 8), "float32", rl_cpu_simd_lanes(best, 4), "fma",
+        info.clock_source, "simd", rl_cpu_simd_name(best), "simd_supported", supported, "lanes", lanes, "fma",
         rl_cpu_simd_has_fma(best) ? Py_True : Py_False, "fma_accumulators", rl_cpu_fma_accumulators(best), "caches",
         caches, "cache_source", info.cache_source);
     Py_DECREF(supported);
     Py_DECREF(caches);
+    Py_DECREF(lanes);
     return result;
 fail:
     Py_XDECREF(supported);
     Py_XDECREF(caches);
+    Py_XDECREF(lanes);
     return NULL;
 }
 
@@ -187,7 +214,7 @@ static PyObject *cpu_fma_peak_impl(PyObject *module, rl_dtype dtype, double seco
     if (rc != 0) {
         return rl_raise_cpu_error(&err);
     }
-    int lanes = rl_cpu_simd_lanes(r.simd, dtype == RL_DT_F64 ? 8 : 4);
+    int lanes = rl_cpu_simd_lanes(r.simd, rl_cpu_fma_elem_bytes(dtype));
     return Py_BuildValue("{s:d,s:d,s:d,s:L,s:i,s:O,s:i,s:s,s:i,s:i,s:O,s:d}", "flops", r.flops, "best_flops",
                          r.best_flops, "seconds", r.seconds, "flop_per_repeat", (long long)r.flop_per_rep,
                          "threads", r.threads, "pinned", r.pinned ? Py_True : Py_False, "repeats", r.repeats,
@@ -198,7 +225,8 @@ static PyObject *cpu_fma_peak_impl(PyObject *module, rl_dtype dtype, double seco
 
 PyDoc_STRVAR(cpu_fma_peak_doc,
              "cpu_fma_peak(dtype, seconds=0.25, threads=0, *, repeats=5, simd=None, stat='median') -> dict\n\n"
-             "All-core FMA peak in FLOP/s (an FMA counts 2 FLOP). dtype is 'float64' or 'float32'; seconds is\n"
+             "All-core FMA peak in FLOP/s (an FMA counts 2 FLOP). dtype is one of cpu_kernels()['fma'] ('float64',\n"
+             "'float32', ...); seconds is\n"
              "the approximate total time; threads=0 runs one pinned thread per allowed CPU; simd=None picks the\n"
              "widest SIMD set of this CPU. Returns flops (the median repeat, or the best with stat='max'),\n"
              "best_flops, seconds (wall time of the call), threads, pinned, simd, lanes, accumulators, fma, and\n"
@@ -248,14 +276,12 @@ static int rl_parse_kernel(PyObject *obj, rl_bw_kernel *out) {
     if (name == NULL) {
         return -1;
     }
-    for (int k = 0; k < RL_BW_COUNT; k++) {
-        if (strcmp(name, rl_cpu_bw_kernel_name((rl_bw_kernel)k)) == 0) {
-            *out = (rl_bw_kernel)k;
-            return 0;
-        }
+    *out = rl_cpu_bw_kernel_find(name);
+    if (*out < 0) {
+        rl_err_choices("kernel", rl_bw_name, rl_cpu_bw_kernel_count(), name);
+        return -1;
     }
-    rl_err_value("kernel must be 'read', 'copy' or 'triad', not '%s'", name);
-    return -1;
+    return 0;
 }
 
 /* sizes: int64 array (owned reference, caller decrefs), kernels[nkernels]; result 1-D when `one_kernel`. */
@@ -296,7 +322,8 @@ PyDoc_STRVAR(cpu_bandwidth_sweep_doc,
              "cpu_bandwidth_sweep(sizes, kernel, threads=0, repeats=3, *, min_seconds=0.002, stat='median',\n"
              "                    simd=None, nt_min_bytes=0, return_stats=False) -> ndarray[float64]\n\n"
              "Bandwidth in bytes/s for each working-set size in `sizes` (bytes, int64, each >= 1024 * threads).\n"
-             "kernel is 'read' (N*8 bytes per pass), 'copy' (2*N*8: read + write) or 'triad' a=b+s*c (3*N*8);\n"
+             "kernel is one of cpu_kernels()['bandwidth']: 'read' (N*8 bytes per pass), 'copy' (2*N*8: read +\n"
+             "write), 'triad' a=b+s*c (3*N*8), ...;\n"
              "the working set is all arrays of all threads, so bytes counted per pass equal the size. A sequence\n"
              "of kernels gives a 2-D array, one row per kernel. Threads are pinned and first-touch their own\n"
              "memory; each timed repeat lasts at least min_seconds; repeats are reduced with stat ('median' or\n"
@@ -317,7 +344,7 @@ static PyObject *cpu_bandwidth_sweep(PyObject *module, PyObject *args, PyObject 
                                      &nt_min_bytes, &return_stats, &hugepages)) {
         return NULL;
     }
-    rl_bw_kernel kernels[RL_BW_COUNT];
+    rl_bw_kernel kernels[RL_BW_MAX];
     int nkernels = 0, one_kernel = PyUnicode_Check(kernel_obj);
     if (one_kernel) {
         if (rl_parse_kernel(kernel_obj, &kernels[0]) < 0) {
@@ -330,9 +357,9 @@ static PyObject *cpu_bandwidth_sweep(PyObject *module, PyObject *args, PyObject 
             return NULL;
         }
         Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-        if (n < 1 || n > RL_BW_COUNT) {
+        if (n < 1 || n > rl_cpu_bw_kernel_count()) {
             Py_DECREF(seq);
-            return rl_err_value("kernel must name 1 to %d kernels, got %zd", RL_BW_COUNT, n);
+            return rl_err_value("kernel must name 1 to %d kernels, got %zd", rl_cpu_bw_kernel_count(), n);
         }
         for (Py_ssize_t i = 0; i < n; i++) {
             if (rl_parse_kernel(PySequence_Fast_GET_ITEM(seq, i), &kernels[i]) < 0) {
@@ -391,7 +418,40 @@ static PyObject *cpu_bandwidth_sweep(PyObject *module, PyObject *args, PyObject 
     return result;
 }
 
+/* ---- cpu_kernels ---- */
+
+static PyObject *cpu_kernels(PyObject *module, PyObject *Py_UNUSED(ignored)) {
+    (void)module;
+    int nf = rl_cpu_fma_dtype_count(), nb = rl_cpu_bw_kernel_count();
+    PyObject *fma = PyTuple_New(nf), *bw = PyTuple_New(nb);
+    if (fma == NULL || bw == NULL) {
+        goto fail;
+    }
+    for (int i = 0; i < nf; i++) {
+        PyObject *name = PyUnicode_FromString(rl_fma_name(i));
+        if (name == NULL) {
+            goto fail;
+        }
+        PyTuple_SET_ITEM(fma, i, name);
+    }
+    for (int k = 0; k < nb; k++) {
+        PyObject *entry = Py_BuildValue("(si)", rl_cpu_bw_kernel_name(k), rl_cpu_bw_kernel_arrays(k));
+        if (entry == NULL) {
+            goto fail;
+        }
+        PyTuple_SET_ITEM(bw, k, entry);
+    }
+    return Py_BuildValue("{s:N,s:N}", "fma", fma, "bandwidth", bw);
+fail:
+    Py_XDECREF(fma);
+    Py_XDECREF(bw);
+    return NULL;
+}
+
 PyMethodDef rl_cpu_methods[] = {
+    {"cpu_kernels", cpu_kernels, METH_NOARGS,
+     PyDoc_STR("cpu_kernels() -> dict: the C benchmark kernels, {'fma': (dtype, ...), 'bandwidth': ((name, "
+               "arrays), ...)}; arrays x N*8 bytes move per pass of a bandwidth kernel.")},
     {"cpu_info", (PyCFunction)cpu_info, METH_NOARGS,
      PyDoc_STR("cpu_info() -> dict: model, cpus, physical_cores, clock_hz and clock_source, simd (widest), "
                "simd_supported, lanes per dtype, fma, fma_accumulators, caches {'L1': {'bytes', 'instances'}, "

@@ -5,7 +5,8 @@
  * arguments, then calls an `_impl` that does the work with the interpreter lock released where the work is pure
  * C (loading, compiling, running kernels).
  *
- * Errors from gpu.c become exceptions of the classes created in rl_gpu_exec and stored on the module:
+ * Errors from gpu.c become exceptions of the classes created in rl_gpu_exec, kept in the module state (rl_state)
+ * and added to the module:
  *   GpuError(RuntimeError)           base class
  *   CudaUnavailableError(GpuError)   a library is missing or unusable, or no GPU is usable
  *   CudaError(GpuError)              a driver call failed; attributes `call` and `code` (the CUresult)
@@ -16,12 +17,6 @@
 #include "gpu.h"
 
 #include <string.h>
-
-/* Attributes of the module holding the exception classes; looked up at raise time so no C global is needed. */
-#define RL_GPU_ERROR "GpuError"
-#define RL_GPU_UNAVAILABLE_ERROR "CudaUnavailableError"
-#define RL_GPU_CUDA_ERROR "CudaError"
-#define RL_GPU_NVRTC_ERROR "NvrtcError"
 
 /* int value of a Python int, -1 with an exception set when it is not an int or does not fit (PyLong_AsInt is
  * public only from Python 3.13). */
@@ -37,23 +32,19 @@ static int rl_as_int(PyObject *obj) {
     return (int)v;
 }
 
-/* Raise the exception that `err` describes, built from the class `module.<attr>`, with attributes `call`,
- * `code` and (when `log` is not NULL) `log`. Always returns NULL. */
+/* Raise the exception that `err` describes, an instance of the module state's class for its status, with
+ * attributes `call`, `code` and (when `log` is not NULL) `log`. Always returns NULL. */
 static PyObject *rl_gpu_raise(PyObject *module, const rl_gpu_error *err, const rl_gpu_blob *log) {
-    const char *attr;
+    rl_state *st = rl_state_of(module);
     PyObject *cls, *message, *exc;
 
     switch (err->status) {
     case RL_GPU_NOMEM: return PyErr_NoMemory();
     case RL_GPU_ARG: return rl_err_value("%s", err->message);
-    case RL_GPU_UNAVAILABLE: attr = RL_GPU_UNAVAILABLE_ERROR; break;
-    case RL_GPU_NVRTC: attr = RL_GPU_NVRTC_ERROR; break;
-    case RL_GPU_CUDA: attr = RL_GPU_CUDA_ERROR; break;
-    default: attr = RL_GPU_ERROR; break;
-    }
-    cls = PyObject_GetAttrString(module, attr);
-    if (cls == NULL) {
-        return NULL;
+    case RL_GPU_UNAVAILABLE: cls = st->cuda_unavailable_error; break;
+    case RL_GPU_NVRTC: cls = st->nvrtc_error; break;
+    case RL_GPU_CUDA: cls = st->cuda_error; break;
+    default: cls = st->gpu_error; break;
     }
     if (log != NULL && log->size > 0) {
         message = PyUnicode_FromFormat("%s\n---- NVRTC log ----\n%s", err->message, log->data);
@@ -61,13 +52,11 @@ static PyObject *rl_gpu_raise(PyObject *module, const rl_gpu_error *err, const r
         message = PyUnicode_DecodeUTF8(err->message, (Py_ssize_t)strlen(err->message), "replace");
     }
     if (message == NULL) {
-        Py_DECREF(cls);
         return NULL;
     }
     exc = PyObject_CallOneArg(cls, message);
     Py_DECREF(message);
     if (exc == NULL) {
-        Py_DECREF(cls);
         return NULL;
     }
     {
@@ -84,46 +73,51 @@ static PyObject *rl_gpu_raise(PyObject *module, const rl_gpu_error *err, const r
         Py_XDECREF(text);
         if (bad) {
             Py_DECREF(exc);
-            Py_DECREF(cls);
             return NULL;
         }
     }
     PyErr_SetObject(cls, exc);
     Py_DECREF(exc);
-    Py_DECREF(cls);
     return NULL;
 }
 
 /* Convert a sequence of str into a new tuple (kept alive by the caller while the GIL is released) and a
- * malloc'ed array of UTF-8 pointers into it. Returns the tuple, or NULL with an exception set. */
+ * malloc'ed array of UTF-8 pointers into it. Returns the tuple, or NULL with an exception set and *out NULL. A
+ * str holding a NUL character is refused: C would see only the text before it. */
 static PyObject *rl_string_array(PyObject *seq, const char ***out, Py_ssize_t *n, const char *what) {
     PyObject *tuple = PySequence_Tuple(seq);
-    Py_ssize_t i;
+    Py_ssize_t i, size;
+    *out = NULL;
     if (tuple == NULL) {
         return NULL;
     }
     *n = PyTuple_GET_SIZE(tuple);
     *out = PyMem_Calloc((size_t)(*n > 0 ? *n : 1), sizeof **out);
     if (*out == NULL) {
-        Py_DECREF(tuple);
         PyErr_NoMemory();
-        return NULL;
+        goto fail;
     }
     for (i = 0; i < *n; i++) {
         PyObject *item = PyTuple_GET_ITEM(tuple, i);
         if (!PyUnicode_Check(item)) {
-            PyMem_Free((void *)*out);
-            Py_DECREF(tuple);
-            return rl_err_value("%s must be a sequence of str, item %zd is %.100s", what, i, Py_TYPE(item)->tp_name);
+            rl_err_value("%s must be a sequence of str, item %zd is %.100s", what, i, Py_TYPE(item)->tp_name);
+            goto fail;
         }
-        (*out)[i] = PyUnicode_AsUTF8(item);
+        (*out)[i] = PyUnicode_AsUTF8AndSize(item, &size);
         if ((*out)[i] == NULL) {
-            PyMem_Free((void *)*out);
-            Py_DECREF(tuple);
-            return NULL;
+            goto fail;
+        }
+        if (strlen((*out)[i]) != (size_t)size) {
+            rl_err_value("%s: item %zd holds a NUL character", what, i);
+            goto fail;
         }
     }
     return tuple;
+fail:
+    PyMem_Free((void *)*out);
+    *out = NULL;
+    Py_DECREF(tuple);
+    return NULL;
 }
 
 /* ---- loading ------------------------------------------------------------------------------------------ */
@@ -172,26 +166,26 @@ static PyObject *rl_gpu_loaded_py(PyObject *module, PyObject *unused) {
 
 /* ---- devices ------------------------------------------------------------------------------------------ */
 
-/* gpu_driver_version() -> int (1000 * major + 10 * minor). */
-static PyObject *rl_gpu_driver_version_py(PyObject *module, PyObject *unused) {
-    int version = 0;
+/* The int a gpu.c query returns, or NULL with its error raised. */
+static PyObject *rl_int_query(PyObject *module, rl_gpu_status (*query)(int *, rl_gpu_error *)) {
+    int value = 0;
     rl_gpu_error err;
-    (void)unused;
-    if (rl_gpu_driver_version(&version, &err) != RL_GPU_OK) {
+    if (query(&value, &err) != RL_GPU_OK) {
         return rl_gpu_raise(module, &err, NULL);
     }
-    return PyLong_FromLong(version);
+    return PyLong_FromLong(value);
+}
+
+/* gpu_driver_version() -> int (1000 * major + 10 * minor). */
+static PyObject *rl_gpu_driver_version_py(PyObject *module, PyObject *unused) {
+    (void)unused;
+    return rl_int_query(module, rl_gpu_driver_version);
 }
 
 /* gpu_device_count() -> int. */
 static PyObject *rl_gpu_device_count_py(PyObject *module, PyObject *unused) {
-    int count = 0;
-    rl_gpu_error err;
     (void)unused;
-    if (rl_gpu_device_count(&count, &err) != RL_GPU_OK) {
-        return rl_gpu_raise(module, &err, NULL);
-    }
-    return PyLong_FromLong(count);
+    return rl_int_query(module, rl_gpu_device_count);
 }
 
 /* Build the dict of device `index`'s properties; unknown attributes (-1 from gpu.c) become None. */
@@ -294,14 +288,15 @@ static PyObject *rl_gpu_nvrtc_archs_py(PyObject *module, PyObject *unused) {
 }
 
 /* Compile `source` and return (cubin bytes, log str). */
-static PyObject *rl_compile_impl(PyObject *module, const char *source, const char *name, const char *const *options,
+static PyObject *rl_compile_impl(PyObject *module, const char *source, const char *name, const char *const *headers,
+                                 const char *const *header_names, size_t n_headers, const char *const *options,
                                  size_t n_options) {
     rl_gpu_blob cubin, log;
     rl_gpu_error err;
     rl_gpu_status st;
     PyObject *result = NULL;
     Py_BEGIN_ALLOW_THREADS
-    st = rl_gpu_compile(source, name, options, n_options, &cubin, &log, &err);
+    st = rl_gpu_compile(source, name, headers, header_names, n_headers, options, n_options, &cubin, &log, &err);
     Py_END_ALLOW_THREADS
     if (st != RL_GPU_OK) {
         rl_gpu_raise(module, &err, st == RL_GPU_NVRTC ? &log : NULL);
@@ -314,22 +309,37 @@ static PyObject *rl_compile_impl(PyObject *module, const char *source, const cha
     return result;
 }
 
-/* gpu_compile(source, name, options) -> (bytes, str). */
+/* gpu_compile(source, name, options, headers=None) -> (bytes, str); headers maps include names to texts. */
 static PyObject *rl_gpu_compile_py(PyObject *module, PyObject *args) {
     const char *source, *name;
-    PyObject *options_seq, *keep, *result;
-    const char **options = NULL;
-    Py_ssize_t n_options = 0;
-    if (!PyArg_ParseTuple(args, "ssO:gpu_compile", &source, &name, &options_seq)) {
+    PyObject *options_seq, *headers_obj = Py_None, *keep[3] = {NULL, NULL, NULL}, *result = NULL;
+    const char **options = NULL, **header_names = NULL, **headers = NULL;
+    Py_ssize_t n_options = 0, n_names = 0, n_texts = 0;
+    if (!PyArg_ParseTuple(args, "ssO|O:gpu_compile", &source, &name, &options_seq, &headers_obj)) {
         return NULL;
     }
-    keep = rl_string_array(options_seq, &options, &n_options, "options");
-    if (keep == NULL) {
-        return NULL;
+    if (headers_obj != Py_None && !PyDict_Check(headers_obj)) {
+        return rl_err_value("headers must be a dict {include name: text} or None, not %.100s",
+                            Py_TYPE(headers_obj)->tp_name);
     }
-    result = rl_compile_impl(module, source, name, options, (size_t)n_options);
+    keep[0] = rl_string_array(options_seq, &options, &n_options, "options");
+    if (keep[0] != NULL && headers_obj != Py_None) {
+        PyObject *names = PyDict_Keys(headers_obj), *texts = names ? PyDict_Values(headers_obj) : NULL;
+        keep[1] = names ? rl_string_array(names, &header_names, &n_names, "header names") : NULL;
+        keep[2] = keep[1] && texts ? rl_string_array(texts, &headers, &n_texts, "header texts") : NULL;
+        Py_XDECREF(names);
+        Py_XDECREF(texts);
+    }
+    if (keep[0] != NULL && (headers_obj == Py_None || keep[2] != NULL)) {
+        result = rl_compile_impl(module, source, name, headers, header_names, (size_t)n_names, options,
+                                 (size_t)n_options);
+    }
     PyMem_Free((void *)options);
-    Py_DECREF(keep);
+    PyMem_Free((void *)header_names);
+    PyMem_Free((void *)headers);
+    Py_XDECREF(keep[0]);
+    Py_XDECREF(keep[1]);
+    Py_XDECREF(keep[2]);
     return result;
 }
 
@@ -343,32 +353,31 @@ static int rl_parse_arg(PyObject *item, Py_ssize_t i, rl_gpu_arg *out) {
         PyErr_Format(PyExc_ValueError, "kernel argument %zd must be a (kind, value) pair", i);
         return -1;
     }
-    if (strcmp(kind, "buffer") == 0) {
-        out->kind = RL_GPU_ARG_BUFFER;
-        out->u.index = rl_as_int(value);
-    } else if (strcmp(kind, "i32") == 0) {
-        out->kind = RL_GPU_ARG_I32;
-        out->u.i32 = rl_as_int(value);
-    } else if (strcmp(kind, "u32") == 0) {
+    static const char *const names[] = {[RL_GPU_ARG_BUFFER] = "buffer", [RL_GPU_ARG_I32] = "i32",
+                                        [RL_GPU_ARG_U32] = "u32",       [RL_GPU_ARG_I64] = "i64",
+                                        [RL_GPU_ARG_U64] = "u64",       [RL_GPU_ARG_F32] = "f32",
+                                        [RL_GPU_ARG_F64] = "f64"};
+    int k = 0;
+    while (k < (int)(sizeof names / sizeof names[0]) && strcmp(kind, names[k]) != 0) {
+        k++;
+    }
+    out->kind = (rl_gpu_arg_kind)k;
+    switch (out->kind) {
+    case RL_GPU_ARG_BUFFER: out->u.index = rl_as_int(value); break;
+    case RL_GPU_ARG_I32: out->u.i32 = rl_as_int(value); break;
+    case RL_GPU_ARG_U32: {
         unsigned long v = PyLong_AsUnsignedLong(value);
         if (!(v == (unsigned long)-1 && PyErr_Occurred()) && v > 0xFFFFFFFFul) {
             PyErr_Format(PyExc_OverflowError, "kernel argument %zd does not fit in 32 bits", i);
         }
-        out->kind = RL_GPU_ARG_U32;
         out->u.u32 = (uint32_t)v;
-    } else if (strcmp(kind, "i64") == 0) {
-        out->kind = RL_GPU_ARG_I64;
-        out->u.i64 = PyLong_AsLongLong(value);
-    } else if (strcmp(kind, "u64") == 0) {
-        out->kind = RL_GPU_ARG_U64;
-        out->u.u64 = PyLong_AsUnsignedLongLong(value);
-    } else if (strcmp(kind, "f32") == 0) {
-        out->kind = RL_GPU_ARG_F32;
-        out->u.f32 = (float)PyFloat_AsDouble(value);
-    } else if (strcmp(kind, "f64") == 0) {
-        out->kind = RL_GPU_ARG_F64;
-        out->u.f64 = PyFloat_AsDouble(value);
-    } else {
+        break;
+    }
+    case RL_GPU_ARG_I64: out->u.i64 = PyLong_AsLongLong(value); break;
+    case RL_GPU_ARG_U64: out->u.u64 = PyLong_AsUnsignedLongLong(value); break;
+    case RL_GPU_ARG_F32: out->u.f32 = (float)PyFloat_AsDouble(value); break;
+    case RL_GPU_ARG_F64: out->u.f64 = PyFloat_AsDouble(value); break;
+    default:
         PyErr_Format(PyExc_ValueError,
                      "kernel argument %zd has unknown kind %R (buffer, i32, u32, i64, u64, f32 or f64)", i,
                      PyTuple_GET_ITEM(item, 0));
@@ -541,8 +550,8 @@ PyMethodDef rl_gpu_methods[] = {
     {"gpu_nvrtc_archs", rl_gpu_nvrtc_archs_py, METH_NOARGS,
      "gpu_nvrtc_archs() -> list[int]\n\nReal architectures NVRTC supports (e.g. 90 for sm_90); empty if unknown."},
     {"gpu_compile", rl_gpu_compile_py, METH_VARARGS,
-     "gpu_compile(source, name, options) -> (cubin: bytes, log: str)\n\nCompile CUDA C++ with NVRTC. Raises "
-     "NvrtcError carrying the compile log."},
+     "gpu_compile(source, name, options, headers=None) -> (cubin: bytes, log: str)\n\nCompile CUDA C++ with NVRTC; "
+     "headers {include name: text} are what `#include \"name\"` finds. Raises NvrtcError carrying the compile log."},
     {"gpu_bench", (PyCFunction)(void (*)(void))rl_gpu_bench_py, METH_VARARGS | METH_KEYWORDS,
      "gpu_bench(device, cubin, kernel, grid, block, shared, buffers, args, warmup, reps, readback=None, "
      "max_blocks_per_sm=0, launches_per_rep=1) -> dict\n\nCheck `cubin` and load it, allocate `buffers` ((bytes, "
@@ -554,37 +563,34 @@ PyMethodDef rl_gpu_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* Create the exception classes and add them to the module. */
+/* Create the exception classes, keep them in the module state (which owns one reference each) and add them to the
+ * module. */
 int rl_gpu_exec(PyObject *module) {
-    PyObject *base, *unavailable, *cuda, *nvrtc;
-    base = PyErr_NewExceptionWithDoc("roofline._gpu.GpuError", "Base class of roofline's GPU errors.",
-                                     PyExc_RuntimeError, NULL);
-    if (base == NULL) {
+    rl_state *st = rl_state_of(module);
+    st->gpu_error = PyErr_NewExceptionWithDoc("roofline._gpu.GpuError", "Base class of roofline's GPU errors.",
+                                              PyExc_RuntimeError, NULL);
+    if (st->gpu_error == NULL) {
         return -1;
     }
-    unavailable = PyErr_NewExceptionWithDoc(
+    st->cuda_unavailable_error = PyErr_NewExceptionWithDoc(
         "roofline._gpu.CudaUnavailableError",
         "CUDA cannot be used here: the driver library (libcuda) or NVRTC is missing or unusable, or no GPU is "
         "visible. The message says what is missing and how to fix it.",
-        base, NULL);
-    cuda = PyErr_NewExceptionWithDoc("roofline._gpu.CudaError",
-                                     "A CUDA driver call failed. `call` names it; `code` is the CUresult.", base, NULL);
-    nvrtc = PyErr_NewExceptionWithDoc(
+        st->gpu_error, NULL);
+    st->cuda_error = PyErr_NewExceptionWithDoc(
+        "roofline._gpu.CudaError", "A CUDA driver call failed. `call` names it; `code` is the CUresult.",
+        st->gpu_error, NULL);
+    st->nvrtc_error = PyErr_NewExceptionWithDoc(
         "roofline._gpu.NvrtcError",
-        "An NVRTC call failed. `call` names it, `code` is the nvrtcResult, `log` holds the compile log.", base, NULL);
-    if (unavailable == NULL || cuda == NULL || nvrtc == NULL || PyModule_AddObjectRef(module, RL_GPU_ERROR, base) < 0 ||
-        PyModule_AddObjectRef(module, RL_GPU_UNAVAILABLE_ERROR, unavailable) < 0 ||
-        PyModule_AddObjectRef(module, RL_GPU_CUDA_ERROR, cuda) < 0 ||
-        PyModule_AddObjectRef(module, RL_GPU_NVRTC_ERROR, nvrtc) < 0) {
-        Py_XDECREF(nvrtc);
-        Py_XDECREF(cuda);
-        Py_XDECREF(unavailable);
-        Py_DECREF(base);
+        "An NVRTC call failed. `call` names it, `code` is the nvrtcResult, `log` holds the compile log.",
+        st->gpu_error, NULL);
+    /* on failure the state keeps what was made; the module's m_clear releases it */
+    if (st->cuda_unavailable_error == NULL || st->cuda_error == NULL || st->nvrtc_error == NULL ||
+        PyModule_AddObjectRef(module, "GpuError", st->gpu_error) < 0 ||
+        PyModule_AddObjectRef(module, "CudaUnavailableError", st->cuda_unavailable_error) < 0 ||
+        PyModule_AddObjectRef(module, "CudaError", st->cuda_error) < 0 ||
+        PyModule_AddObjectRef(module, "NvrtcError", st->nvrtc_error) < 0) {
         return -1;
     }
-    Py_DECREF(nvrtc);
-    Py_DECREF(cuda);
-    Py_DECREF(unavailable);
-    Py_DECREF(base);
     return 0;
 }

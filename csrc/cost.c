@@ -48,10 +48,95 @@ const char *rl_status_str(int status) {
         return "inconsistent shapes";
     case RL_E_KIND:
         return "unknown cost kind";
+    case RL_E_DIMS:
+        return "a tensor has a negative size or more than 16 dimensions";
+    case RL_E_VALUE:
+        return "an integer argument is out of range (kernel size or stride <= 0, negative padding)";
     default:
         return "unknown status";
     }
 }
+
+/* ---- the op-kind vocabulary (RL_PARAMS, RL_KINDS in cost.h) ------------------------------------------- */
+
+static const struct {
+    const char *name;
+    int type;
+    const char *argname;
+} rl_params[RL_P_COUNT] = {
+#define RL_PARAM_ROW_(id, name, type, argname) [RL_P_##id] = {name, type, argname},
+    RL_PARAMS(RL_PARAM_ROW_)
+#undef RL_PARAM_ROW_
+};
+
+typedef int (*formula_fn)(const rl_op *, const rl_call *, rl_cost *, int *);
+
+#define RL_FORMULA_DECL_(id, name, params, formula) \
+    static int formula(const rl_op *, const rl_call *, rl_cost *, int *);
+RL_KINDS(RL_FORMULA_DECL_)
+#undef RL_FORMULA_DECL_
+
+static const struct {
+    const char *name;
+    uint64_t params;
+    formula_fn formula;
+} rl_kinds[RL_K_COUNT] = {
+#define RL_KIND_ROW_(id, name, params, formula) [RL_K_##id] = {name, (params) | RL_P(TRAINING), formula},
+    RL_KINDS(RL_KIND_ROW_)
+#undef RL_KIND_ROW_
+};
+
+static int param_ok(int p) { return p >= 0 && p < RL_P_COUNT; }
+
+static int is_position(int p) { return rl_params[p].type == RL_PT_ARG || rl_params[p].type == RL_PT_ARG_REQUIRED; }
+
+const char *rl_param_name(int p) { return param_ok(p) ? rl_params[p].name : NULL; }
+
+int rl_param_type(int p) { return param_ok(p) ? rl_params[p].type : -1; }
+
+const char *rl_param_argname(int p) { return param_ok(p) ? rl_params[p].argname : NULL; }
+
+void rl_param_range(int p, int64_t *lo, int64_t *hi) {
+    *lo = 0;
+    *hi = 0;
+    if (param_ok(p)) {
+        *lo = is_position(p) ? -1 : 0;
+        *hi = is_position(p) ? RL_MAX_ARGS - 1 : rl_params[p].type == RL_PT_FLAG ? 1 : INT64_MAX;
+    }
+}
+
+const char *rl_kind_name(int kind) { return (kind >= 0 && kind < RL_K_COUNT) ? rl_kinds[kind].name : NULL; }
+
+uint64_t rl_kind_params(int kind) { return (kind >= 0 && kind < RL_K_COUNT) ? rl_kinds[kind].params : 0; }
+
+int rl_op_set(rl_op *op, int p, int64_t value) {
+    int64_t lo, hi;
+    if (!param_ok(p) || !((rl_kind_params(op->kind) >> p) & 1u)) {
+        return RL_E_KIND;
+    }
+    rl_param_range(p, &lo, &hi);
+    if (value < lo || value > hi) {
+        return RL_E_VALUE;
+    }
+    op->param[p] = is_position(p) ? value + 1 : value; /* positions plus one: a zeroed rl_op has none */
+    return RL_OK;
+}
+
+int64_t rl_op_get(const rl_op *op, int p) {
+    if (!param_ok(p)) {
+        return 0;
+    }
+    if (is_position(p)) { /* stored plus one; anything outside 1..RL_MAX_ARGS is no argument */
+        return (op->param[p] >= 1 && op->param[p] <= RL_MAX_ARGS) ? op->param[p] - 1 : -1;
+    }
+    return op->param[p];
+}
+
+/* A count parameter as uint64 (a negative value, which rl_op_set refuses, counts as 0). */
+static uint64_t count_param(const rl_op *op, int p) { return op->param[p] > 0 ? (uint64_t)op->param[p] : 0; }
+
+/* An argument-position parameter, -1 when absent. */
+static int pos_param(const rl_op *op, int p) { return (int)rl_op_get(op, p); }
 
 /* ---- checked arithmetic: every helper ORs an overflow into *ov and saturates ---------------------------- */
 
@@ -148,39 +233,23 @@ static int boollist_at(const rl_call *c, int argi, int i, int dflt) {
     return dflt;
 }
 
-/* Total elements (numel) of all tensors of argument i (tensor or tensor list). */
-static uint64_t arg_numel(const rl_call *c, int i, int *ov) {
+/* Sum of `measure` over the tensors of argument i (a tensor or a tensor list; 0 for anything else). */
+static uint64_t arg_sum(const rl_call *c, int i, uint64_t (*measure)(const rl_tensor *, int *), int *ov) {
     const rl_arg *a = arg(c, i);
     uint64_t n = 0;
     if (a->type == RL_ARG_TENSOR || a->type == RL_ARG_TENSORLIST) {
         for (int k = 0; k < a->count; k++) {
-            n = add(n, rl_numel(&c->tensors[a->first + k], ov), ov);
+            n = add(n, measure(&c->tensors[a->first + k], ov), ov);
         }
     }
     return n;
 }
 
-static uint64_t arg_touched_bytes(const rl_call *c, int i, int *ov) {
-    const rl_arg *a = arg(c, i);
-    uint64_t n = 0;
-    if (a->type == RL_ARG_TENSOR || a->type == RL_ARG_TENSORLIST) {
-        for (int k = 0; k < a->count; k++) {
-            n = add(n, touched_bytes(&c->tensors[a->first + k], ov), ov);
-        }
-    }
-    return n;
-}
+static uint64_t arg_numel(const rl_call *c, int i, int *ov) { return arg_sum(c, i, rl_numel, ov); }
 
-static uint64_t arg_nbytes(const rl_call *c, int i, int *ov) {
-    const rl_arg *a = arg(c, i);
-    uint64_t n = 0;
-    if (a->type == RL_ARG_TENSOR || a->type == RL_ARG_TENSORLIST) {
-        for (int k = 0; k < a->count; k++) {
-            n = add(n, nbytes(&c->tensors[a->first + k], ov), ov);
-        }
-    }
-    return n;
-}
+static uint64_t arg_touched_bytes(const rl_call *c, int i, int *ov) { return arg_sum(c, i, touched_bytes, ov); }
+
+static uint64_t arg_nbytes(const rl_call *c, int i, int *ov) { return arg_sum(c, i, nbytes, ov); }
 
 static int is_set(uint64_t mask, int i) { return i < 64 && ((mask >> i) & 1u); }
 
@@ -204,8 +273,11 @@ static const rl_tensor *first_out(const rl_call *c) {
     return NULL;
 }
 
-/* Position of the first argument written in place, or -1. */
+/* Position of the first argument written in place, or -1 (also when the op's results are new tensors). */
 static int first_written(const rl_op *op, const rl_call *c) {
+    if (op->flags & RL_OPF_FRESH_OUTS) {
+        return -1;
+    }
     for (int i = 0; i < c->nargs && i < 64; i++) {
         if (is_set(op->write_mask, i)) {
             return i;
@@ -247,21 +319,35 @@ static int input_dtype(const rl_call *c) {
     return o ? o->dtype : RL_DT_UNKNOWN;
 }
 
-/* Compulsory bytes: every tensor argument not in noread_mask read once at its touched size; written: the in-place
- * arguments if any, else every output. */
+/* 0 when the op has a BatchNorm `training` flag (RL_P_TRAINING) and it is false, else 1. An absent flag
+ * counts as training, the schemas' only mode without a default. */
+static int training(const rl_op *op, const rl_call *c) {
+    int ti = pos_param(op, RL_P_TRAINING);
+    return ti < 0 ? 1 : bool_arg(c, ti, 1);
+}
+
+/* Compulsory bytes: every tensor argument not in noread_mask read once at its touched size; written: the arguments
+ * written in place, and the outputs unless they are aliases of those arguments (RL_OPF_FRESH_OUTS). With a training
+ * flag that is false, updated arguments are only read and noread_mask arguments are read: the running statistics are
+ * used instead of updated. */
 static void generic_bytes(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    int train = training(op, c);
+    uint64_t noread = op->noread_mask;
+    if (!train) {
+        noread &= op->write_mask; /* write-only destinations (out=) are still not read */
+    }
     for (int i = 0; i < c->nargs; i++) {
-        if (!is_set(op->noread_mask, i)) {
+        if (!is_set(noread, i)) {
             r->bytes_read = add(r->bytes_read, arg_touched_bytes(c, i, ov), ov);
         }
     }
-    if (op->write_mask) {
-        for (int i = 0; i < c->nargs && i < 64; i++) {
-            if (is_set(op->write_mask, i)) {
-                r->bytes_written = add(r->bytes_written, arg_nbytes(c, i, ov), ov);
-            }
+    for (int i = 0; i < c->nargs && i < 64; i++) {
+        /* an updated argument (read and written) is written only in training; a write-only destination always */
+        if (is_set(op->write_mask, i) && (train || is_set(op->noread_mask, i))) {
+            r->bytes_written = add(r->bytes_written, arg_nbytes(c, i, ov), ov);
         }
-    } else {
+    }
+    if (!op->write_mask || (op->flags & RL_OPF_FRESH_OUTS)) {
         for (int i = 0; i < c->nouts; i++) {
             r->bytes_written = add(r->bytes_written, nbytes(&c->outs[i], ov), ov);
         }
@@ -301,6 +387,52 @@ static int bmm_flops(const rl_tensor *a, const rl_tensor *b, uint64_t *flops, in
     return RL_OK;
 }
 
+/* The matrix-product kinds differ only in where the operands are (addmm and baddbmm take the bias first), whether
+ * they are batched, and whether one vector FLOP per output element follows the product (the bias add of addmm and
+ * baddbmm, the dequantising scale of _scaled_mm). */
+static int cost_mm(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    int k = op->kind, first = (k == RL_K_ADDMM || k == RL_K_BADDBMM) ? 1 : 0;
+    int batched = k == RL_K_BMM || k == RL_K_BADDBMM, epilogue = k != RL_K_MM && k != RL_K_BMM;
+    const rl_tensor *a = tensor_arg(c, first), *b = tensor_arg(c, first + 1);
+    uint64_t f = 0;
+    int st = batched ? bmm_flops(a, b, &f, ov) : mm_flops(a, b, &f, ov);
+    r->matrix = f;
+    r->flop_counter = (op->flags & RL_OPF_FLOP_COUNTER) ? f : 0;
+    if (st == RL_OK && epilogue) { /* one per output element: M*N, or B*M*N batched */
+        uint64_t rows = batched ? mul(u(a->size[0]), u(a->size[1]), ov) : u(a->size[0]);
+        r->vector = mul(rows, u(b->size[batched ? 2 : 1]), ov);
+    }
+    generic_bytes(op, c, r, ov);
+    r->dtype = !first ? input_dtype(c) : a ? a->dtype : RL_DT_UNKNOWN;
+    return st;
+}
+
+/* _grouped_mm(a, b, offs, bias, out_dtype): one product per group, a group being a slice of one operand along offs
+ * (the grouped GEMM of mixture-of-experts layers): a (total_M, K) x b (G, K, N) -> (total_M, N); a (G, M, K) x
+ * b (G, K, N) -> (G, M, N); a (G, M, K) x b (K, total_N) -> (M, total_N); a (M, total_K) x b (total_K, N) ->
+ * (G, M, N). The groups partition rows, columns or K, so the product is 2 * rows * K * columns with rows the
+ * second-to-last dimension of a (times G when both are batched) and columns the last of b. Bias: one add per output
+ * element. */
+static int cost_grouped_mm(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    const rl_tensor *a = tensor_arg(c, 0), *b = tensor_arg(c, 1), *out = first_out(c);
+    if (!a || !b || a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3) {
+        return RL_E_ARGS;
+    }
+    int batched = a->ndim == 3 && b->ndim == 3;
+    int64_t k = a->size[a->ndim - 1];
+    if (b->size[b->ndim - 2] != k || (batched && a->size[0] != b->size[0])) {
+        return RL_E_SHAPE;
+    }
+    uint64_t rows = batched ? mul(u(a->size[0]), u(a->size[1]), ov) : u(a->size[a->ndim - 2]);
+    r->matrix = mul(mul(mul(2, rows, ov), u(k), ov), u(b->size[b->ndim - 1]), ov);
+    if (tensor_arg(c, pos_param(op, RL_P_BIAS)) && out) {
+        r->vector = rl_numel(out, ov);
+    }
+    generic_bytes(op, c, r, ov);
+    r->dtype = a->dtype;
+    return RL_OK;
+}
+
 /* ---- convolution -------------------------------------------------------------------------------------- */
 
 /* FlopCounterMode's conv_flop_count: 2 * batch * prod(conv spatial) * prod(filter spatial) * w[0] * w[1], with the
@@ -315,19 +447,48 @@ static uint64_t conv_count(const rl_tensor *x, const rl_tensor *w, const rl_tens
     return mul(n, u(w->size[1]), ov);
 }
 
+/* Channel and batch consistency of a convolution: x (N, C_in, ...), weight (C_out, C_in/groups, ...) or, transposed,
+ * (C_in, C_out/groups, ...), out (N, C_out, ...). */
+static int conv_check(const rl_op *op, const rl_call *c, const rl_tensor *x, const rl_tensor *w,
+                      const rl_tensor *out, int transposed) {
+    int gi = pos_param(op, RL_P_GROUPS);
+    int64_t g = gi >= 0 ? int_arg(c, gi, 1) : 1;
+    if (gi < 0 && op->param[RL_P_DEPTHWISE]) {
+        g = x->size[1]; /* depthwise: one group per input channel */
+    }
+    if (g < 1 || out->size[0] != x->size[0]) {
+        return RL_E_SHAPE;
+    }
+    int64_t cin = x->size[1], cout = out->size[1];
+    if (transposed) {
+        /* weight (C_in, C_out/groups, ...) */
+        if (w->size[0] != cin || cin % g != 0 || w->size[1] > INT64_MAX / g || w->size[1] * g != cout) {
+            return RL_E_SHAPE;
+        }
+    } else if (w->size[1] > INT64_MAX / g || w->size[1] * g != cin || w->size[0] != cout || cout % g != 0) {
+        return RL_E_SHAPE;
+    }
+    return RL_OK;
+}
+
 static int cost_conv(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     const rl_tensor *x = tensor_arg(c, 0), *w = tensor_arg(c, 1), *out = first_out(c);
     if (!x || !w || !out || x->ndim < 3 || w->ndim != x->ndim || out->ndim != x->ndim) {
         return RL_E_ARGS;
     }
-    int transposed = op->p1 >= 0 ? bool_arg(c, (int)op->p1, 0) : op->p1 == -2; /* -2: always transposed */
+    int transposed = op->param[RL_P_ALWAYS_TRANSPOSED] ? 1 : bool_arg(c, pos_param(op, RL_P_TRANSPOSED), 0);
+    int st = conv_check(op, c, x, w, out, transposed);
+    if (st != RL_OK) {
+        return st;
+    }
     /* FlopCounterMode reads positional argument 6 as `transposed` for every conv op it registers. */
     int fcm_transposed = bool_arg(c, 6, 0);
     r->matrix = conv_count(x, w, out, transposed, ov);
-    if (op->flags & RL_OPF_FCM) {
-        r->compat = conv_count(x, w, out, fcm_transposed, ov);
+    if (op->flags & RL_OPF_FLOP_COUNTER) {
+        r->flop_counter = conv_count(x, w, out, fcm_transposed, ov);
     }
-    if (tensor_arg(c, op->p2 >= 0 ? (int)op->p2 : 2)) {
+    int bi = pos_param(op, RL_P_BIAS);
+    if (bi >= 0 && tensor_arg(c, bi)) {
         r->vector = rl_numel(out, ov); /* bias add */
     }
     generic_bytes(op, c, r, ov);
@@ -342,12 +503,21 @@ static int cost_conv_bwd(const rl_op *op, const rl_call *c, rl_cost *r, int *ov)
     if (!go || !x || !w || go->ndim < 3 || x->ndim != go->ndim || w->ndim != go->ndim) {
         return RL_E_ARGS;
     }
-    int transposed = bool_arg(c, 7, 0);
-    uint64_t groups = u(int_arg(c, 9, 1));
-    if (groups == 0) {
+    int transposed = bool_arg(c, pos_param(op, RL_P_TRANSPOSED), 0);
+    int64_t g = int_arg(c, pos_param(op, RL_P_GROUPS), 1);
+    if (g < 1) {
         return RL_E_ARGS;
     }
-    int m0 = boollist_at(c, 10, 0, 1), m1 = boollist_at(c, 10, 1, 1), m2 = boollist_at(c, 10, 2, 1);
+    uint64_t groups = (uint64_t)g;
+    /* the forward's shapes: x (N, C_in, ...), grad_out (N, C_out, ...), weight (C_out, C_in/groups, ...) or,
+     * transposed, (C_in, C_out/groups, ...) */
+    int64_t wc = w->size[1] > INT64_MAX / g ? -1 : w->size[1] * g;
+    if (go->size[0] != x->size[0] || (transposed ? (w->size[0] != x->size[1] || wc != go->size[1])
+                                                 : (w->size[0] != go->size[1] || wc != x->size[1]))) {
+        return RL_E_SHAPE;
+    }
+    int mi = pos_param(op, RL_P_OUTPUT_MASK);
+    int m0 = boollist_at(c, mi, 0, 1), m1 = boollist_at(c, mi, 1, 1), m2 = boollist_at(c, mi, 2, 1);
     uint64_t fcm = 0, real = 0;
     if (m0) {
         /* grad_input = conv_transpose(grad_out, weight) (a conv for a transposed forward): exact with groups. */
@@ -376,8 +546,8 @@ static int cost_conv_bwd(const rl_op *op, const rl_call *c, rl_cost *r, int *ov)
         r->vector = rl_numel(go, ov); /* grad_bias = sum of grad_out over batch and space */
     }
     r->matrix = real;
-    if (op->flags & RL_OPF_FCM) {
-        r->compat = fcm;
+    if (op->flags & RL_OPF_FLOP_COUNTER) {
+        r->flop_counter = fcm;
     }
     /* Compulsory reads: grad_out always; input only for grad_weight; weight only for grad_input. */
     r->bytes_read = touched_bytes(go, ov);
@@ -441,11 +611,9 @@ static uint64_t attn_pairs(uint64_t sq, uint64_t sk, int mask, int *ov) {
     return add(mul(sk, sk + 1, ov) / 2, mul(sq - sk, sk, ov), ov);
 }
 
-static int cost_attn(const rl_op *op, const rl_call *c, rl_cost *r, int *ov, int backward) {
-    int64_t p = op->p1;
-    int qi = (int)((p >> RL_ATTN_Q_SHIFT) & 0xff);
-    int ci = (int)((p >> RL_ATTN_CAUSAL_SHIFT) & 0xff);
-    int bshd = (p & RL_ATTN_BSHD) != 0;
+static int attention(const rl_op *op, const rl_call *c, rl_cost *r, int *ov, int backward) {
+    int qi = pos_param(op, RL_P_QUERY), ci = pos_param(op, RL_P_IS_CAUSAL), mi = pos_param(op, RL_P_MASK_TYPE);
+    int bshd = op->param[RL_P_BSHD] != 0;
     const rl_tensor *q = tensor_arg(c, qi), *k = tensor_arg(c, qi + 1), *v = tensor_arg(c, qi + 2);
     attn_dims d;
     int st = attn_read_dims(q, k, v, bshd, &d);
@@ -453,15 +621,14 @@ static int cost_attn(const rl_op *op, const rl_call *c, rl_cost *r, int *ov, int
         return st;
     }
     int mask = 0;
-    if (ci != 0xff) {
-        if (p & RL_ATTN_MASKTYPE) {
-            mask = (int)int_arg(c, ci, 0);
-            if (mask < 0 || mask > 2) {
-                return RL_E_ARGS;
-            }
-        } else {
-            mask = bool_arg(c, ci, 0);
+    if (ci >= 0) {
+        mask = bool_arg(c, ci, 0);
+    } else if (mi >= 0) {
+        int64_t m = int_arg(c, mi, 0);
+        if (m < 0 || m > 2) {
+            return RL_E_ARGS;
         }
+        mask = (int)m;
     }
     uint64_t bh = mul(d.b, d.hq, ov);
     uint64_t pairs = mul(bh, attn_pairs(d.sq, d.sk, mask, ov), ov);
@@ -476,10 +643,10 @@ static int cost_attn(const rl_op *op, const rl_call *c, rl_cost *r, int *ov, int
     if (!backward) {
         r->vector = add(r->vector, mul(mul(bh, d.sq, ov), d.dv, ov), ov);
     }
-    if (p & RL_ATTN_FCM) {
+    if (op->flags & RL_OPF_FLOP_COUNTER) {
         /* FlopCounterMode: full (unmasked) score matrix, shapes read as (b, h, s, d) unless it transposes. */
         attn_dims f;
-        int fb = (p & RL_ATTN_FCM_BSHD) != 0;
+        int fb = op->param[RL_P_FLOP_COUNTER_BSHD] != 0;
         f.b = u(q->size[0]);
         f.hq = u(q->size[fb ? 2 : 1]);
         f.sq = u(q->size[fb ? 1 : 2]);
@@ -488,12 +655,16 @@ static int cost_attn(const rl_op *op, const rl_call *c, rl_cost *r, int *ov, int
         f.dv = u(v->size[3]);
         uint64_t fp = mul(mul(mul(f.b, f.hq, ov), f.sq, ov), f.sk, ov);
         uint64_t fpp = backward ? add(mul(3, f.dq, ov), mul(2, f.dv, ov), ov) : add(f.dq, f.dv, ov);
-        r->compat = mul(mul(2, fp, ov), fpp, ov);
+        r->flop_counter = mul(mul(2, fp, ov), fpp, ov);
     }
     generic_bytes(op, c, r, ov);
     r->dtype = q->dtype;
     return RL_OK;
 }
+
+static int cost_attn(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) { return attention(op, c, r, ov, 0); }
+
+static int cost_attn_bwd(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) { return attention(op, c, r, ov, 1); }
 
 /* ---- the rest ------------------------------------------------------------------------------------------- */
 
@@ -516,13 +687,35 @@ static int cost_gather(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     return RL_OK;
 }
 
+/* 0 when the int-list argument i (absent: accepted) has an entry below `lo`, else 1. */
+static int intlist_at_least(const rl_call *c, int i, int64_t lo) {
+    const rl_arg *a = arg(c, i);
+    if (a->type == RL_ARG_INT) {
+        return a->i >= lo;
+    }
+    if (a->type == RL_ARG_INTLIST) {
+        for (int k = 0; k < a->count; k++) {
+            if (c->ints[a->first + k] < lo) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 static int cost_pool(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
-    int spatial = (int)(op->p2 & 0xff), ki = (int)((op->p2 >> 8) & 0xff);
+    uint64_t sp = count_param(op, RL_P_SPATIAL);
+    int spatial = sp <= RL_MAX_DIMS ? (int)sp : 0, ki = pos_param(op, RL_P_KERNEL_SIZE);
+    int si = pos_param(op, RL_P_STRIDE), pi = pos_param(op, RL_P_PADDING);
     const rl_arg *ks = arg(c, ki);
     const rl_tensor *out = first_out(c);
     if (ks->type != RL_ARG_INTLIST || ks->count < 1 || (ks->count != 1 && ks->count < spatial) || !out ||
         spatial < 1) {
         return RL_E_ARGS;
+    }
+    if (!intlist_at_least(c, ki, 1) || (si >= 0 && !intlist_at_least(c, si, 1)) ||
+        (pi >= 0 && !intlist_at_least(c, pi, 0))) {
+        return RL_E_VALUE;
     }
     uint64_t taps = 1;
     for (int s = 0; s < spatial; s++) {
@@ -530,20 +723,20 @@ static int cost_pool(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     }
     uint64_t in = arg_numel(c, 0, ov), o = rl_numel(out, ov);
     uint64_t windows = in < o ? in : o;
-    r->vector = mul(mul(windows, taps, ov), u(op->p1), ov);
+    r->vector = mul(mul(windows, taps, ov), count_param(op, RL_P_FLOPS), ov);
     generic_bytes(op, c, r, ov);
     r->dtype = result_dtype(op, c);
     return RL_OK;
 }
 
 static int cost_nll(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
-    int ti = (int)op->p1;
+    int ti = pos_param(op, RL_P_TARGET);
     const rl_tensor *target = tensor_arg(c, ti), *self = tensor_arg(c, 0);
     if (!target || !self) {
         return RL_E_ARGS;
     }
     uint64_t n = rl_numel(target, ov);
-    r->vector = mul(n, u(op->p2), ov);
+    r->vector = mul(n, count_param(op, RL_P_PER_TARGET), ov);
     if (ti == 1) { /* forward: the input is gathered at the targets */
         r->bytes_read = add(touched_bytes(target, ov), mul(n, rl_dtype_itemsize(self->dtype), ov), ov);
         for (int i = 2; i < c->nargs; i++) {
@@ -565,7 +758,7 @@ static int cost_nll(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
  * projection (2*B*Sq*E*E). Vector: the four bias adds and the softmax (4 per score + 1 exp). */
 static int cost_mha(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     const rl_tensor *q = tensor_arg(c, 0), *k = tensor_arg(c, 1);
-    int64_t e = int_arg(c, 3, -1), h = int_arg(c, 4, -1);
+    int64_t e = int_arg(c, pos_param(op, RL_P_EMBED_DIM), -1), h = int_arg(c, pos_param(op, RL_P_NUM_HEADS), -1);
     if (!q || !k || q->ndim != 3 || k->ndim != 3 || e <= 0 || h <= 0 || e % h != 0) {
         return RL_E_ARGS;
     }
@@ -585,123 +778,109 @@ static int cost_mha(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     return RL_OK;
 }
 
-int rl_cost_eval(const rl_op *op, const rl_call *c, rl_cost *r) {
-    int ov = 0, st = RL_OK;
-    uint64_t f = 0;
-    memset(r, 0, sizeof(*r));
-    if (c->nargs < 0 || c->nargs > RL_MAX_ARGS) {
+/* Every tensor the call refers to has 0..RL_MAX_DIMS dimensions and non-negative sizes (an absent output has
+ * ndim -1); argument descriptors are well-formed. */
+static int valid_tensor(const rl_tensor *t, int absent_ok) {
+    if (t->ndim < (absent_ok ? -1 : 0) || t->ndim > RL_MAX_DIMS) {
+        return 0;
+    }
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->size[d] < 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int validate_call(const rl_call *c) {
+    if (c->nargs < 0 || c->nargs > RL_MAX_ARGS || c->nouts < 0 || (c->nouts > 0 && !c->outs)) {
         return RL_E_ARGS;
     }
-    switch (op->kind) {
-    case RL_K_ZERO:
-        r->dtype = input_dtype(c);
-        break;
-    case RL_K_COPY:
-        generic_bytes(op, c, r, &ov);
-        r->dtype = result_dtype(op, c);
-        break;
-    case RL_K_FILL:
-    case RL_K_EWISE: {
-        uint64_t n = result_numel(op, c, &ov);
-        r->vector = mul(n, u(op->p1), &ov);
-        r->special = mul(n, u(op->p2), &ov);
-        generic_bytes(op, c, r, &ov);
-        r->dtype = result_dtype(op, c);
-        break;
-    }
-    case RL_K_EWISE_IN:
-    case RL_K_FOREACH: {
-        int first = (int)((op->flags >> RL_OPF_OF_SHIFT) & 0xffu) - 1;
-        if (first >= 0 && !(arg(c, first)->type == RL_ARG_TENSOR || arg(c, first)->type == RL_ARG_TENSORLIST)) {
-            return RL_E_ARGS;
-        }
-        for (int i = 0; i < c->nargs && first < 0; i++) {
-            if (c->args[i].type == RL_ARG_TENSOR || c->args[i].type == RL_ARG_TENSORLIST) {
-                first = i;
+    for (int i = 0; i < c->nargs; i++) {
+        const rl_arg *a = &c->args[i];
+        if (a->type == RL_ARG_TENSOR || a->type == RL_ARG_TENSORLIST || a->type == RL_ARG_INTLIST ||
+            a->type == RL_ARG_BOOLLIST) {
+            if (a->first < 0 || a->count < 0) {
+                return RL_E_ARGS;
             }
         }
-        uint64_t n = first >= 0 ? arg_numel(c, first, &ov) : 0;
-        r->vector = mul(n, u(op->p1), &ov);
-        r->special = mul(n, u(op->p2), &ov);
-        generic_bytes(op, c, r, &ov);
-        r->dtype = op->kind == RL_K_FOREACH ? input_dtype(c) : result_dtype(op, c);
-        if (op->kind == RL_K_EWISE_IN && first >= 0 && arg(c, first)->count > 0) {
-            r->dtype = c->tensors[arg(c, first)->first].dtype;
+        if (a->type == RL_ARG_TENSOR || a->type == RL_ARG_TENSORLIST) {
+            if (a->count > 0 && !c->tensors) {
+                return RL_E_ARGS;
+            }
+            for (int k = 0; k < a->count; k++) {
+                if (!valid_tensor(&c->tensors[a->first + k], 0)) {
+                    return RL_E_DIMS;
+                }
+            }
+        } else if ((a->type == RL_ARG_INTLIST || a->type == RL_ARG_BOOLLIST) && a->count > 0 && !c->ints) {
+            return RL_E_ARGS;
         }
-        break;
     }
-    case RL_K_MM:
-        st = mm_flops(tensor_arg(c, 0), tensor_arg(c, 1), &f, &ov);
-        r->matrix = f;
-        r->compat = (op->flags & RL_OPF_FCM) ? f : 0;
-        generic_bytes(op, c, r, &ov);
-        r->dtype = input_dtype(c);
-        break;
-    case RL_K_SCALED_MM:
-        st = mm_flops(tensor_arg(c, 0), tensor_arg(c, 1), &f, &ov);
-        r->matrix = f;
-        r->compat = (op->flags & RL_OPF_FCM) ? f : 0;
-        if (st == RL_OK) { /* dequantising scale applied to every output element */
-            r->vector = mul(u(tensor_arg(c, 0)->size[0]), u(tensor_arg(c, 1)->size[1]), &ov);
+    for (int i = 0; i < c->nouts; i++) {
+        if (!valid_tensor(&c->outs[i], 1)) {
+            return RL_E_DIMS;
         }
-        generic_bytes(op, c, r, &ov);
-        r->dtype = input_dtype(c);
-        break;
-    case RL_K_ADDMM:
-        st = mm_flops(tensor_arg(c, 1), tensor_arg(c, 2), &f, &ov);
-        r->matrix = f;
-        r->compat = (op->flags & RL_OPF_FCM) ? f : 0;
-        if (st == RL_OK) { /* bias add: one per output element */
-            r->vector = mul(u(tensor_arg(c, 1)->size[0]), u(tensor_arg(c, 2)->size[1]), &ov);
-        }
-        generic_bytes(op, c, r, &ov);
-        r->dtype = tensor_arg(c, 1) ? tensor_arg(c, 1)->dtype : RL_DT_UNKNOWN;
-        break;
-    case RL_K_BMM:
-        st = bmm_flops(tensor_arg(c, 0), tensor_arg(c, 1), &f, &ov);
-        r->matrix = f;
-        r->compat = (op->flags & RL_OPF_FCM) ? f : 0;
-        generic_bytes(op, c, r, &ov);
-        r->dtype = input_dtype(c);
-        break;
-    case RL_K_BADDBMM:
-        st = bmm_flops(tensor_arg(c, 1), tensor_arg(c, 2), &f, &ov);
-        r->matrix = f;
-        r->compat = (op->flags & RL_OPF_FCM) ? f : 0;
-        if (st == RL_OK) {
-            const rl_tensor *a = tensor_arg(c, 1), *b = tensor_arg(c, 2);
-            r->vector = mul(mul(u(a->size[0]), u(a->size[1]), &ov), u(b->size[2]), &ov);
-        }
-        generic_bytes(op, c, r, &ov);
-        r->dtype = tensor_arg(c, 1) ? tensor_arg(c, 1)->dtype : RL_DT_UNKNOWN;
-        break;
-    case RL_K_CONV:
-        st = cost_conv(op, c, r, &ov);
-        break;
-    case RL_K_CONV_BWD:
-        st = cost_conv_bwd(op, c, r, &ov);
-        break;
-    case RL_K_ATTN:
-        st = cost_attn(op, c, r, &ov, 0);
-        break;
-    case RL_K_ATTN_BWD:
-        st = cost_attn(op, c, r, &ov, 1);
-        break;
-    case RL_K_GATHER:
-        st = cost_gather(op, c, r, &ov);
-        break;
-    case RL_K_POOL:
-        st = cost_pool(op, c, r, &ov);
-        break;
-    case RL_K_NLL:
-        st = cost_nll(op, c, r, &ov);
-        break;
-    case RL_K_MHA:
-        st = cost_mha(op, c, r, &ov);
-        break;
-    default:
-        return RL_E_KIND;
     }
+    return RL_OK;
+}
+
+/* ---- the kinds without a section of their own -------------------------------------------------------------- */
+
+static int cost_zero(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    (void)op;
+    (void)ov;
+    r->dtype = input_dtype(c);
+    return RL_OK;
+}
+
+static int cost_copy(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    generic_bytes(op, c, r, ov);
+    r->dtype = result_dtype(op, c);
+    return RL_OK;
+}
+
+/* FILL and EWISE: flops / special per element of the result. */
+static int cost_ewise(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    uint64_t n = result_numel(op, c, ov);
+    r->vector = mul(n, count_param(op, RL_P_FLOPS), ov);
+    r->special = mul(n, count_param(op, RL_P_SPECIAL), ov);
+    return cost_copy(op, c, r, ov);
+}
+
+/* EWISE_IN and FOREACH: flops / special per element of argument `of`, else of the first tensor (list) argument. */
+static int cost_ewise_in(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    int first = pos_param(op, RL_P_OF);
+    if (first >= 0 && !(arg(c, first)->type == RL_ARG_TENSOR || arg(c, first)->type == RL_ARG_TENSORLIST)) {
+        return RL_E_ARGS;
+    }
+    for (int i = 0; i < c->nargs && first < 0; i++) {
+        if (c->args[i].type == RL_ARG_TENSOR || c->args[i].type == RL_ARG_TENSORLIST) {
+            first = i;
+        }
+    }
+    uint64_t n = first >= 0 ? arg_numel(c, first, ov) : 0;
+    r->vector = mul(n, count_param(op, RL_P_FLOPS), ov);
+    r->special = mul(n, count_param(op, RL_P_SPECIAL), ov);
+    generic_bytes(op, c, r, ov);
+    r->dtype = op->kind == RL_K_FOREACH ? input_dtype(c) : result_dtype(op, c);
+    if (op->kind == RL_K_EWISE_IN && first >= 0 && arg(c, first)->count > 0) {
+        r->dtype = c->tensors[arg(c, first)->first].dtype;
+    }
+    return RL_OK;
+}
+
+int rl_cost_eval(const rl_op *op, const rl_call *c, rl_cost *r) {
+    int ov = 0;
+    memset(r, 0, sizeof(*r));
+    if (op->kind < 0 || op->kind >= RL_K_COUNT) {
+        return RL_E_KIND; /* the op is checked before its call */
+    }
+    int st = validate_call(c);
+    if (st != RL_OK) {
+        return st;
+    }
+    st = rl_kinds[op->kind].formula(op, c, r, &ov);
     if (st != RL_OK) {
         return st;
     }

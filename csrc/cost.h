@@ -16,31 +16,7 @@
 #define RL_MAX_DIMS 16
 #define RL_MAX_ARGS 40
 
-/* Scalar types. Values are stable: they are stored in records and in saved reports. */
-typedef enum {
-    RL_DT_UNKNOWN = 0,
-    RL_DT_FLOAT64,
-    RL_DT_FLOAT32,
-    RL_DT_FLOAT16,
-    RL_DT_BFLOAT16,
-    RL_DT_FLOAT8_E4M3FN,
-    RL_DT_FLOAT8_E5M2,
-    RL_DT_FLOAT8_E4M3FNUZ,
-    RL_DT_FLOAT8_E5M2FNUZ,
-    RL_DT_COMPLEX128,
-    RL_DT_COMPLEX64,
-    RL_DT_COMPLEX32,
-    RL_DT_INT64,
-    RL_DT_INT32,
-    RL_DT_INT16,
-    RL_DT_INT8,
-    RL_DT_UINT8,
-    RL_DT_UINT16,
-    RL_DT_UINT32,
-    RL_DT_UINT64,
-    RL_DT_BOOL,
-    RL_DT_COUNT
-} rl_dtype;
+#include "rl_dtype.h"
 
 /* Size in bytes of one element of `dt`, 0 for RL_DT_UNKNOWN. */
 unsigned rl_dtype_itemsize(int dt);
@@ -87,59 +63,133 @@ typedef struct {
     const rl_tensor *outs;
 } rl_call;
 
-/* Cost kinds. A registry (Python side, roofline/_registry.py) maps each op to a kind and its parameters. */
-typedef enum {
-    RL_K_ZERO = 0,   /* views, metadata, allocation without initialisation: 0 FLOPs, 0 bytes */
-    RL_K_COPY,       /* data movement, no FLOPs (copy, cast, cat, pad, ...) */
-    RL_K_FILL,       /* writes its result without reading inputs (zeros, ones, fill_, random draws) */
-    RL_K_EWISE,      /* p1 vector FLOPs and p2 special ops per element of the result */
-    RL_K_EWISE_IN,   /* p1 / p2 per element of the first tensor argument (norms, softmax, reductions) */
-    RL_K_MM,         /* mm(a, b) */
-    RL_K_ADDMM,      /* addmm(bias, a, b): matrix 2MNK + vector M*N for the bias add */
-    RL_K_BMM,        /* bmm(a, b) */
-    RL_K_BADDBMM,    /* baddbmm(self, a, b) */
-    RL_K_SCALED_MM,  /* _scaled_mm(a, b, scale_a, scale_b, bias?, ...) */
-    RL_K_CONV,       /* convolution(x, w, bias, stride, padding, dilation, transposed, output_padding, groups);
-                        p1 = position of `transposed` (-1: never transposed, -2: always), p2 = position of `bias` */
-    RL_K_CONV_BWD,   /* convolution_backward(grad_out, x, w, bias_sizes, ..., transposed, ..., groups, mask) */
-    RL_K_ATTN,       /* fused attention forward; p1 packs argument positions and flags, see RL_ATTN_* */
-    RL_K_ATTN_BWD,   /* fused attention backward */
-    RL_K_GATHER,     /* arg 0 is the source: reads the other tensor arguments and only the gathered elements
-                        (= result size) of the source */
-    RL_K_POOL,       /* p1 FLOPs per window tap; p2 = spatial dims | kernel_size arg position << 8; the window count
-                        is the smaller of numel(arg 0) and numel(result) (forward: result; backward: grad) */
-    RL_K_NLL,        /* nll_loss: p1 = position of target, p2 = vector FLOPs per target; forward (target at 1)
-                        reads target, weight and one element of input per target */
-    RL_K_FOREACH,    /* _foreach_* and fused optimizers: p1/p2 per element of the first list */
-    RL_K_MHA,        /* _native_multi_head_attention(q, k, v, embed_dim, num_head, qkv_w, qkv_b, proj_w, proj_b,
-                        mask, need_weights, ...): in-projections, attention, out-projection */
-    RL_K_COUNT
-} rl_kind;
+/* ---- the op-kind vocabulary ------------------------------------------------------------------------------
+ * The one definition of the cost kinds and of their named parameters. The binding exports it
+ * (roofline._core.kind_table(), the K_* constants) and roofline/_registry.py builds on that, so a kind or a
+ * parameter is added here and nowhere else.
+ *
+ * Parameter types: RL_PT_COUNT, a count the registry entry gives (0 .. INT64_MAX); RL_PT_FLAG, 0 or 1;
+ * RL_PT_ARG / RL_PT_ARG_REQUIRED, the position of an argument (0 .. RL_MAX_ARGS-1; -1: the op has no such
+ * argument), found in the op's schema by the name in the fourth column unless the registry entry names another
+ * argument (no name: the entry must give one, else the parameter is absent). A required argument missing from the
+ * schema is an error when the entry is compiled.
+ *
+ * X(ID, "name", type, "schema argument name" or NULL) */
+#define RL_PARAMS(X)                                                                                                 \
+    X(FLOPS, "flops", RL_PT_COUNT, NULL)     /* vector FLOPs per element (pool: per window tap) */                   \
+    X(SPECIAL, "special", RL_PT_COUNT, NULL) /* special-function evaluations per element */                          \
+    X(OF, "of", RL_PT_ARG, NULL)             /* the argument whose elements are counted (absent: the first tensor) */ \
+    X(TRAINING, "training", RL_PT_ARG, NULL) /* BatchNorm's `training` flag, see generic_bytes in cost.c */          \
+    X(TRANSPOSED, "transposed", RL_PT_ARG, "transposed")  /* bool: a transposed convolution */                    \
+    X(ALWAYS_TRANSPOSED, "always_transposed", RL_PT_FLAG, NULL) /* the op is a transposed convolution */             \
+    X(BIAS, "bias", RL_PT_ARG, "bias")                                                                               \
+    X(GROUPS, "groups", RL_PT_ARG, "groups")           /* absent: 1 group */                                       \
+    X(DEPTHWISE, "depthwise", RL_PT_FLAG, NULL)        /* no groups argument: one group per input channel */        \
+    X(OUTPUT_MASK, "output_mask", RL_PT_ARG, "output_mask") /* bool list: which gradients are computed */          \
+    X(QUERY, "query", RL_PT_ARG_REQUIRED, "query")     /* key and value follow it */                                \
+    X(IS_CAUSAL, "is_causal", RL_PT_ARG, "is_causal")  /* bool: causal mask aligned top-left */                     \
+    X(MASK_TYPE, "custom_mask_type", RL_PT_ARG, "custom_mask_type") /* int: 0 none, 1 top-left, 2 bottom-right */  \
+    X(BSHD, "bshd", RL_PT_FLAG, NULL)                  /* (batch, seq, heads, dim) instead of (batch, heads, ...) */ \
+    X(FLOP_COUNTER_BSHD, "flop_counter_bshd", RL_PT_FLAG, NULL) /* FlopCounterMode reads the shapes that way */     \
+    X(EMBED_DIM, "embed_dim", RL_PT_ARG_REQUIRED, "embed_dim")                                                      \
+    X(NUM_HEADS, "num_head", RL_PT_ARG_REQUIRED, "num_head")                                                        \
+    X(SPATIAL, "spatial", RL_PT_COUNT, NULL)           /* number of spatial dimensions */                           \
+    X(KERNEL_SIZE, "kernel_size", RL_PT_ARG_REQUIRED, "kernel_size")                                                \
+    X(STRIDE, "stride", RL_PT_ARG, "stride")           /* an empty list means stride = kernel */                    \
+    X(PADDING, "padding", RL_PT_ARG, "padding")                                                                      \
+    X(TARGET, "target", RL_PT_ARG_REQUIRED, "target")  /* at position 1 (forward) the input is gathered */          \
+    X(PER_TARGET, "per_target", RL_PT_COUNT, NULL)     /* vector FLOPs per target */
 
-/* Packing of p1 for RL_K_ATTN / RL_K_ATTN_BWD (computed once per op from its schema). */
-#define RL_ATTN_Q_SHIFT 0       /* bits 0-7: position of `query` */
-#define RL_ATTN_CAUSAL_SHIFT 8  /* bits 8-15: position of `is_causal` / `custom_mask_type`, 0xff if none */
-#define RL_ATTN_BSHD (1 << 16)  /* tensors laid out (batch, seq, heads, dim) instead of (batch, heads, seq, dim) */
-#define RL_ATTN_MASKTYPE (1 << 17) /* the causal argument is a mask type (0 none, 1 top-left, 2 bottom-right) */
-#define RL_ATTN_FCM (1 << 18)   /* FlopCounterMode registers this op (its count is kept in `compat`) */
-#define RL_ATTN_FCM_BSHD (1 << 19) /* FlopCounterMode reads the shapes as (batch, seq, heads, dim) */
-#define RL_ATTN_GRAD_SHIFT 20   /* bits 20-27: position of `grad_out` (backward) */
+typedef enum { RL_PT_COUNT = 0, RL_PT_FLAG, RL_PT_ARG, RL_PT_ARG_REQUIRED } rl_ptype;
 
-/* Op-independent flags of a registry entry, also in rl_op. */
-#define RL_OPF_FCM 1u /* FlopCounterMode registers this op: compat holds its count */
-#define RL_OPF_OF_SHIFT 8 /* bits 8-15: 1 + position of the argument RL_K_EWISE_IN counts (0: the first tensor) */
+#define RL_PARAM_ENUM_(id, name, type, argname) RL_P_##id,
+typedef enum { RL_PARAMS(RL_PARAM_ENUM_) RL_P_COUNT } rl_param;
+#undef RL_PARAM_ENUM_
 
-/* A resolved op: kind, parameters, which arguments are not read (shape-only) and which are written in place. */
+/* Bit of parameter RL_P_<id> in a kind's parameter set. */
+#define RL_P(id) (UINT64_C(1) << RL_P_##id)
+#define RL_P_PER_ELEMENT (RL_P(FLOPS) | RL_P(SPECIAL))
+#define RL_P_CONV_ARGS (RL_P(TRANSPOSED) | RL_P(GROUPS))
+#define RL_P_ATTN_ARGS (RL_P(QUERY) | RL_P(IS_CAUSAL) | RL_P(MASK_TYPE) | RL_P(BSHD) | RL_P(FLOP_COUNTER_BSHD))
+
+/* The cost kinds. Values are stored in records and saved reports: append, never renumber. Every kind also takes
+ * RL_P_TRAINING. X(ID, "name", parameters, formula): the formula, a function of cost.c with the signature
+ * int formula(const rl_op *, const rl_call *, rl_cost *, int *overflow), returns an rl_status.
+ *   ZERO       views, metadata, allocation without initialisation: 0 FLOPs, 0 bytes
+ *   COPY       data movement, no FLOPs (copy, cast, cat, pad, ...)
+ *   FILL       writes its result without reading inputs (zeros, fill_, random draws): flops/special per element
+ *   EWISE      flops vector FLOPs and special special ops per element of the result
+ *   EWISE_IN   the same per element of the first tensor argument, or of `of` (norms, softmax, reductions)
+ *   MM, ADDMM, BMM, BADDBMM, SCALED_MM   mm(a, b), addmm(bias, a, b), bmm, baddbmm(self, a, b), _scaled_mm(a, b, ...)
+ *   CONV       convolution(x, w, bias, ...): true count and FlopCounterMode's
+ *   CONV_BWD   convolution_backward(grad_out, x, w, ...)
+ *   ATTN, ATTN_BWD   fused attention forward and backward (causal masks, layouts, grouped-query)
+ *   GATHER     arg 0 is the source: reads the other arguments and the gathered elements (= result size) of it
+ *   POOL       flops per window tap; windows = the smaller of numel(arg 0) and numel(result)
+ *   NLL        nll_loss forward (target at 1: reads target, weight and one input element per target) and backward
+ *   FOREACH    _foreach_* and fused optimizers: flops/special per element of the first list
+ *   MHA        _native_multi_head_attention(q, k, v, embed_dim, num_head, ...): projections and attention
+ *   GROUPED_MM _grouped_mm(a, b, offs, bias, ...): one product per group (mixture-of-experts layers) */
+#define RL_KINDS(X)                                                                                                  \
+    X(ZERO, "zero", 0, cost_zero)                                                                                    \
+    X(COPY, "copy", 0, cost_copy)                                                                                    \
+    X(FILL, "fill", RL_P_PER_ELEMENT, cost_ewise)                                                                    \
+    X(EWISE, "ewise", RL_P_PER_ELEMENT, cost_ewise)                                                                  \
+    X(EWISE_IN, "ewise_in", RL_P_PER_ELEMENT | RL_P(OF), cost_ewise_in)                                              \
+    X(MM, "mm", 0, cost_mm)                                                                                          \
+    X(ADDMM, "addmm", 0, cost_mm)                                                                                    \
+    X(BMM, "bmm", 0, cost_mm)                                                                                        \
+    X(BADDBMM, "baddbmm", 0, cost_mm)                                                                                \
+    X(SCALED_MM, "scaled_mm", 0, cost_mm)                                                                            \
+    X(CONV, "conv", RL_P_CONV_ARGS | RL_P(ALWAYS_TRANSPOSED) | RL_P(BIAS) | RL_P(DEPTHWISE), cost_conv)               \
+    X(CONV_BWD, "conv_bwd", RL_P_CONV_ARGS | RL_P(OUTPUT_MASK), cost_conv_bwd)                                       \
+    X(ATTN, "attn", RL_P_ATTN_ARGS, cost_attn)                                                                       \
+    X(ATTN_BWD, "attn_bwd", RL_P_ATTN_ARGS, cost_attn_bwd)                                                           \
+    X(GATHER, "gather", 0, cost_gather)                                                                              \
+    X(POOL, "pool", RL_P(FLOPS) | RL_P(SPATIAL) | RL_P(KERNEL_SIZE) | RL_P(STRIDE) | RL_P(PADDING), cost_pool)       \
+    X(NLL, "nll", RL_P(TARGET) | RL_P(PER_TARGET), cost_nll)                                                         \
+    X(FOREACH, "foreach", RL_P_PER_ELEMENT | RL_P(OF), cost_ewise_in)                                                \
+    X(MHA, "mha", RL_P(EMBED_DIM) | RL_P(NUM_HEADS), cost_mha)                                                       \
+    X(GROUPED_MM, "grouped_mm", RL_P(BIAS), cost_grouped_mm)
+
+#define RL_KIND_ENUM_(id, name, params, formula) RL_K_##id,
+typedef enum { RL_KINDS(RL_KIND_ENUM_) RL_K_COUNT } rl_kind;
+#undef RL_KIND_ENUM_
+
+/* Op-independent flags of a registry entry (rl_op.flags). */
+#define RL_OPF_FLOP_COUNTER 1u /* FlopCounterMode registers this op: rl_cost.flop_counter holds its count */
+/* The op returns new tensors although it also writes arguments in place (training BatchNorm returns its output and
+ * saved statistics and updates the running statistics): the outputs are counted as written as well as the
+ * arguments. Without this flag an op that writes arguments returns aliases of them, which are not counted again. */
+#define RL_OPF_FRESH_OUTS 2u
+
+/* A resolved op: kind, parameters, which arguments are not read (shape-only) and which are written in place. A
+ * zeroed rl_op has every parameter at its default (counts and flags 0, arguments absent); set parameters with
+ * rl_op_set. */
 typedef struct {
     int32_t kind;
-    int64_t p1;
-    int64_t p2;
+    uint32_t flags;       /* RL_OPF_* */
     uint64_t noread_mask; /* bit i: argument i is not read (only its shape is used) */
     uint64_t write_mask;  /* bit i: argument i is written in place; then the outputs are not counted again */
-    uint32_t flags;       /* RL_OPF_* */
+    int64_t param[RL_P_COUNT]; /* by rl_param; read through rl_op_get (argument positions are stored plus one) */
 } rl_op;
 
-/* The cost of one call. `compat` is the matrix FLOP count exactly as torch.utils.flop_counter.FlopCounterMode
+/* Name, type and schema argument name (NULL if none) of a parameter; NULL name for an out-of-range id. */
+const char *rl_param_name(int param);
+int rl_param_type(int param); /* rl_ptype, -1 for an out-of-range id */
+const char *rl_param_argname(int param);
+/* Range of a parameter's values: counts 0..INT64_MAX, flags 0..1, argument positions -1..RL_MAX_ARGS-1. */
+void rl_param_range(int param, int64_t *lo, int64_t *hi);
+/* Name of a kind (NULL when out of range) and the set of parameters it takes (RL_P bits; RL_P(TRAINING) always). */
+const char *rl_kind_name(int kind);
+uint64_t rl_kind_params(int kind);
+/* Set parameter `param` of `op` (whose kind is set) to `value`: RL_OK, RL_E_KIND when the kind has no such
+ * parameter, RL_E_VALUE when the value is out of its range. */
+int rl_op_set(rl_op *op, int param, int64_t value);
+/* A parameter's value (-1 for an absent argument); 0 for an unknown parameter. */
+int64_t rl_op_get(const rl_op *op, int param);
+
+/* The cost of one call. `flop_counter` is the matrix FLOP count exactly as torch.utils.flop_counter.FlopCounterMode
  * computes it (0 for ops it does not register); `matrix` is the true count (it differs for causal attention and
  * grouped convolution backward, see docs/concepts.md). */
 typedef struct {
@@ -148,7 +198,7 @@ typedef struct {
     uint64_t special;
     uint64_t bytes_read;
     uint64_t bytes_written;
-    uint64_t compat;
+    uint64_t flop_counter;
     int32_t dtype; /* rl_dtype the op computes in */
 } rl_cost;
 
@@ -157,7 +207,9 @@ typedef enum {
     RL_E_OVERFLOW = 1, /* a count does not fit in 64 bits */
     RL_E_ARGS = 2,     /* an argument the formula needs is missing or of the wrong type */
     RL_E_SHAPE = 3,    /* shapes are inconsistent with the op (e.g. mm inner dimensions differ) */
-    RL_E_KIND = 4      /* unknown kind */
+    RL_E_KIND = 4,     /* unknown kind */
+    RL_E_DIMS = 5,     /* a tensor has a negative size or an unsupported number of dimensions */
+    RL_E_VALUE = 6     /* an integer argument is out of range (a kernel size or stride <= 0, a negative padding) */
 } rl_status;
 
 /* Human-readable text of a status. Static storage. */

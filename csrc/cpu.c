@@ -35,6 +35,19 @@
 #include <arm_neon.h>
 #endif
 
+/* RL_X86_ONLY(...) / RL_ARM64_ONLY(...): the arguments on that architecture, nothing elsewhere (for the kernel
+ * tables' per-ISA initialisers). */
+#ifdef RL_X86
+#define RL_X86_ONLY(...) __VA_ARGS__
+#else
+#define RL_X86_ONLY(...)
+#endif
+#ifdef RL_ARM64
+#define RL_ARM64_ONLY(...) __VA_ARGS__
+#else
+#define RL_ARM64_ONLY(...)
+#endif
+
 #define RL_CACHE_LINE 64
 #define RL_MAX_CPUS 1024 /* CPU_SETSIZE on glibc; machines with more CPUs are measured on the first 1024 */
 
@@ -486,19 +499,60 @@ RL_VECTOR_FMA(RL_ATTR_NEON, rl_fma_neon_f32, RL_REP16)
 #undef STORE_
 #endif /* RL_ARM64 */
 
-double rl_cpu_fma_kernel(rl_simd simd, rl_dtype dtype, int64_t iters) {
-    int f64 = dtype == RL_DT_F64;
-    switch (simd) {
-#ifdef RL_X86
-    case RL_SIMD_SSE2: return f64 ? rl_fma_sse2_f64(iters) : rl_fma_sse2_f32(iters);
-    case RL_SIMD_AVX2: return f64 ? rl_fma_avx2_f64(iters) : rl_fma_avx2_f32(iters);
-    case RL_SIMD_AVX512: return f64 ? rl_fma_avx512_f64(iters) : rl_fma_avx512_f32(iters);
-#endif
-#ifdef RL_ARM64
-    case RL_SIMD_NEON: return f64 ? rl_fma_neon_f64(iters) : rl_fma_neon_f32(iters);
-#endif
-    default: return f64 ? rl_fma_scalar_f64(iters) : rl_fma_scalar_f32(iters);
+/* The FMA kernel table: one entry per element type, a kernel per SIMD set (NULL where there is none). A new
+ * dtype is a kernel per ISA above and one row here; the Python side lists it in roofline/_ceilings.py. */
+typedef double (*rl_fma_fn)(int64_t iters);
+
+#define RL_FMA_FNS(SUF)                                                                                            \
+    {                                                                                                              \
+        [RL_SIMD_SCALAR] = rl_fma_scalar_##SUF,                                                                    \
+        RL_X86_ONLY([RL_SIMD_SSE2] = rl_fma_sse2_##SUF, [RL_SIMD_AVX2] = rl_fma_avx2_##SUF,                        \
+                    [RL_SIMD_AVX512] = rl_fma_avx512_##SUF, )                                                      \
+        RL_ARM64_ONLY([RL_SIMD_NEON] = rl_fma_neon_##SUF, )                                                        \
     }
+
+static const struct {
+    rl_dtype dtype;
+    int elem_bytes;
+    rl_fma_fn fn[RL_SIMD_COUNT];
+} rl_fma_table[] = {
+    {RL_DT_FLOAT64, 8, RL_FMA_FNS(f64)},
+    {RL_DT_FLOAT32, 4, RL_FMA_FNS(f32)},
+};
+
+#define RL_FMA_TABLE_SIZE ((int)(sizeof(rl_fma_table) / sizeof(rl_fma_table[0])))
+
+int rl_cpu_fma_dtype_count(void) { return RL_FMA_TABLE_SIZE; }
+
+rl_dtype rl_cpu_fma_dtype(int i) { return (i >= 0 && i < RL_FMA_TABLE_SIZE) ? rl_fma_table[i].dtype : RL_DT_UNKNOWN; }
+
+/* The kernel of (simd, dtype), or NULL. */
+static rl_fma_fn rl_fma_lookup(rl_simd simd, rl_dtype dtype) {
+    if (simd < 0 || simd >= RL_SIMD_COUNT) {
+        return NULL;
+    }
+    for (int i = 0; i < RL_FMA_TABLE_SIZE; i++) {
+        if (rl_fma_table[i].dtype == dtype) {
+            return rl_fma_table[i].fn[simd];
+        }
+    }
+    return NULL;
+}
+
+int rl_cpu_fma_elem_bytes(rl_dtype dtype) {
+    for (int i = 0; i < RL_FMA_TABLE_SIZE; i++) {
+        if (rl_fma_table[i].dtype == dtype) {
+            return rl_fma_table[i].elem_bytes;
+        }
+    }
+    return 0;
+}
+
+int rl_cpu_fma_supported(rl_simd simd, rl_dtype dtype) { return rl_fma_lookup(simd, dtype) != NULL; }
+
+double rl_cpu_fma_kernel(rl_simd simd, rl_dtype dtype, int64_t iters) {
+    rl_fma_fn fn = rl_fma_lookup(simd, dtype);
+    return fn != NULL ? fn(iters) : NAN;
 }
 
 /* Stream kernels. Arrays x0, x1, x2 of n doubles, `reps` passes: read sums x0; copy x1[i] = x0[i]; triad
@@ -658,61 +712,108 @@ RL_STREAM_KERNELS(RL_ATTR_NEON, neon, float64x2_t, 2, vld1q_f64, vst1q_f64, vadd
                   vdupq_n_f64, RL_NEON_ZERO, rl_hsum_neon)
 #endif
 
+/* Uniform entry points of one ISA's stream kernels for the kernel table: arrays x0, x1, x2 (those the kernel
+ * does not touch are ignored), n doubles each, `reps` passes; the read sum or 0. The non-temporal ones end with a
+ * store fence so the streamed data is globally visible when they return. */
+#define RL_BW_ENTRIES(SUF)                                                                                         \
+    static double rl_bw_read_##SUF(double *x0, double *x1, double *x2, int64_t n, int64_t reps) {                  \
+        (void)x1;                                                                                                  \
+        (void)x2;                                                                                                  \
+        return rl_read_##SUF(x0, n, reps);                                                                         \
+    }                                                                                                              \
+    RL_BW_WRITE_ENTRIES(SUF, , )
+#define RL_BW_WRITE_ENTRIES(SUF, NT, FENCE)                                                                        \
+    static double rl_bw_copy_##SUF##NT(double *x0, double *x1, double *x2, int64_t n, int64_t reps) {              \
+        (void)x2;                                                                                                  \
+        rl_copy_##SUF##NT(x0, x1, n, reps);                                                                        \
+        FENCE;                                                                                                     \
+        return 0.0;                                                                                                \
+    }                                                                                                              \
+    static double rl_bw_triad_##SUF##NT(double *x0, double *x1, double *x2, int64_t n, int64_t reps) {             \
+        rl_triad_##SUF##NT(x0, x1, x2, n, reps);                                                                   \
+        FENCE;                                                                                                     \
+        return 0.0;                                                                                                \
+    }
+
+RL_BW_ENTRIES(scalar)
+#ifdef RL_X86
+RL_BW_ENTRIES(sse2)
+RL_BW_ENTRIES(avx2)
+RL_BW_ENTRIES(avx512)
+RL_BW_WRITE_ENTRIES(sse2, _nt, _mm_sfence())
+RL_BW_WRITE_ENTRIES(avx2, _nt, _mm_sfence())
+RL_BW_WRITE_ENTRIES(avx512, _nt, _mm_sfence())
+#endif
+#ifdef RL_ARM64
+RL_BW_ENTRIES(neon)
+#endif
+
+typedef double (*rl_bw_fn)(double *x0, double *x1, double *x2, int64_t n, int64_t reps);
+
+/* Per-ISA initialisers: KERNEL's regular-store entries, and its non-temporal ones (x86 only; elsewhere, and for
+ * the read kernel, the regular entries serve). */
+#define RL_BW_FNS(KERNEL)                                                                                          \
+    {                                                                                                              \
+        [RL_SIMD_SCALAR] = rl_bw_##KERNEL##_scalar,                                                                \
+        RL_X86_ONLY([RL_SIMD_SSE2] = rl_bw_##KERNEL##_sse2, [RL_SIMD_AVX2] = rl_bw_##KERNEL##_avx2,                \
+                    [RL_SIMD_AVX512] = rl_bw_##KERNEL##_avx512, )                                                  \
+        RL_ARM64_ONLY([RL_SIMD_NEON] = rl_bw_##KERNEL##_neon, )                                                    \
+    }
+#define RL_BW_NT_FNS(KERNEL)                                                                                       \
+    {                                                                                                              \
+        RL_X86_ONLY([RL_SIMD_SSE2] = rl_bw_##KERNEL##_sse2_nt, [RL_SIMD_AVX2] = rl_bw_##KERNEL##_avx2_nt,          \
+                    [RL_SIMD_AVX512] = rl_bw_##KERNEL##_avx512_nt, )                                               \
+    }
+
+/* The bandwidth kernel table, in rl_bw_kernel order (read, copy, triad fixed first). A new kernel is a kernel per
+ * ISA above, its entries, and one row here; the Python side lists it in roofline/_ceilings.py (KERNELS). */
+static const struct {
+    const char *name;
+    int arrays;
+    rl_bw_fn fn[RL_SIMD_COUNT]; /* regular stores, per ISA */
+    rl_bw_fn nt[RL_SIMD_COUNT]; /* non-temporal stores, per ISA (NULL: the regular entry) */
+} rl_bw_table[] = {
+    {"read", 1, RL_BW_FNS(read), {NULL}},
+    {"copy", 2, RL_BW_FNS(copy), RL_BW_NT_FNS(copy)},
+    {"triad", 3, RL_BW_FNS(triad), RL_BW_NT_FNS(triad)},
+};
+
+#define RL_BW_TABLE_SIZE ((int)(sizeof(rl_bw_table) / sizeof(rl_bw_table[0])))
+_Static_assert(RL_BW_TABLE_SIZE <= RL_BW_MAX, "raise RL_BW_MAX in cpu.h");
+
+int rl_cpu_bw_kernel_count(void) { return RL_BW_TABLE_SIZE; }
+
 const char *rl_cpu_bw_kernel_name(rl_bw_kernel kernel) {
-    static const char *const names[RL_BW_COUNT] = {"read", "copy", "triad"};
-    return (kernel >= 0 && kernel < RL_BW_COUNT) ? names[kernel] : "?";
+    return (kernel >= 0 && kernel < RL_BW_TABLE_SIZE) ? rl_bw_table[kernel].name : "?";
 }
 
-int rl_cpu_bw_kernel_arrays(rl_bw_kernel kernel) { return (kernel >= 0 && kernel < RL_BW_COUNT) ? kernel + 1 : 0; }
+int rl_cpu_bw_kernel_arrays(rl_bw_kernel kernel) {
+    return (kernel >= 0 && kernel < RL_BW_TABLE_SIZE) ? rl_bw_table[kernel].arrays : 0;
+}
+
+rl_bw_kernel rl_cpu_bw_kernel_find(const char *name) {
+    for (int k = 0; k < RL_BW_TABLE_SIZE; k++) {
+        if (strcmp(name, rl_bw_table[k].name) == 0) {
+            return k;
+        }
+    }
+    return -1;
+}
 
 /* Run `reps` passes of `kernel` over arrays x0, x1, x2 (n doubles each) with regular stores, or with
  * non-temporal stores when `nt` is set and the ISA has them (x86; elsewhere regular stores). Returns the read sum
- * or 0. */
-#define RL_BW_DISPATCH(SUF)                                                                                        \
-    if (kernel == RL_BW_READ) {                                                                                    \
-        return rl_read_##SUF(x0, n, reps);                                                                         \
-    }                                                                                                              \
-    if (kernel == RL_BW_COPY) {                                                                                    \
-        rl_copy_##SUF(x0, x1, n, reps);                                                                            \
-    } else {                                                                                                       \
-        rl_triad_##SUF(x0, x1, x2, n, reps);                                                                       \
-    }                                                                                                              \
-    return 0.0;
-#define RL_BW_DISPATCH_NT(SUF)                                                                                     \
-    if (kernel == RL_BW_COPY) {                                                                                    \
-        rl_copy_##SUF##_nt(x0, x1, n, reps);                                                                       \
-    } else {                                                                                                       \
-        rl_triad_##SUF##_nt(x0, x1, x2, n, reps);                                                                  \
-    }                                                                                                              \
-    _mm_sfence();                                                                                                  \
-    return 0.0;
-
+ * or 0. An ISA without an entry runs the scalar one. */
 static double rl_bw_passes(rl_simd simd, rl_bw_kernel kernel, int nt, double *x0, double *x1, double *x2,
                            int64_t n, int64_t reps) {
-    nt = nt && kernel != RL_BW_READ;
-    switch (simd) {
-#ifdef RL_X86
-    case RL_SIMD_SSE2:
-        if (nt) {
-            RL_BW_DISPATCH_NT(sse2)
-        }
-        RL_BW_DISPATCH(sse2)
-    case RL_SIMD_AVX2:
-        if (nt) {
-            RL_BW_DISPATCH_NT(avx2)
-        }
-        RL_BW_DISPATCH(avx2)
-    case RL_SIMD_AVX512:
-        if (nt) {
-            RL_BW_DISPATCH_NT(avx512)
-        }
-        RL_BW_DISPATCH(avx512)
-#endif
-#ifdef RL_ARM64
-    case RL_SIMD_NEON: RL_BW_DISPATCH(neon)
-#endif
-    default: RL_BW_DISPATCH(scalar)
+    if (kernel < 0 || kernel >= RL_BW_TABLE_SIZE) {
+        return NAN;
     }
+    rl_bw_fn fn = NULL;
+    if (simd >= 0 && simd < RL_SIMD_COUNT) {
+        fn = nt ? rl_bw_table[kernel].nt[simd] : NULL;
+        fn = fn != NULL ? fn : rl_bw_table[kernel].fn[simd];
+    }
+    return (fn != NULL ? fn : rl_bw_table[kernel].fn[RL_SIMD_SCALAR])(x0, x1, x2, n, reps);
 }
 
 double rl_cpu_bw_kernel_once(rl_simd simd, rl_bw_kernel kernel, int nt, double *buf, int64_t n) {
@@ -965,6 +1066,11 @@ int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, i
         err->code = EINVAL;
         return -1;
     }
+    if (!rl_cpu_fma_supported(simd, dtype)) {
+        err->call = "rl_cpu_fma_supported";
+        err->code = EINVAL;
+        return -1;
+    }
     if (threads <= 0) {
         threads = rl_cpu_count();
     }
@@ -990,7 +1096,7 @@ int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, i
     int pinned = 0;
     int rc = rl_team_run(threads, rl_fma_member, &job, &pinned, err);
     if (rc == 0) {
-        int lanes = rl_cpu_simd_lanes(simd, dtype == RL_DT_F64 ? 8 : 4);
+        int lanes = rl_cpu_simd_lanes(simd, rl_cpu_fma_elem_bytes(dtype));
         int64_t flop = job.tm.reps * RL_FMA_ITERS_PER_REP * rl_cpu_fma_accumulators(simd) * lanes * 2 *
                        (int64_t)threads;
         double typical = rl_reduce_times(job.tm.times, repeats, stat);
@@ -1045,7 +1151,7 @@ static void rl_bw_work(void *p, int tid, int64_t reps) {
     rl_bw_job *job = p;
     double *base = job->region + (int64_t)tid * job->thread_elems;
     int64_t n = job->n, stride = rl_bw_array_stride(n);
-    double *x0 = base, *x1 = base + stride, *x2 = base + 2 * stride;
+    double *x0 = base, *x1 = base + stride, *x2 = base + 2 * stride; /* RL_BW_MAX_ARRAYS arrays */
     job->sinks[tid].value += rl_bw_passes(job->simd, job->kernel, job->nt, x0, x1, x2, n, reps);
 }
 
@@ -1118,7 +1224,7 @@ int rl_cpu_bandwidth_sweep(rl_simd simd, const rl_bw_kernel *kernels, int nkerne
     }
     /* Per-thread share: the largest layout any kernel needs, rounded to 4 KiB (2 MiB when large, so each thread's
      * share starts on its own huge page). */
-    int64_t per_thread = max_size / threads + 3 * (4096 + 1088) + 4096;
+    int64_t per_thread = max_size / threads + RL_BW_MAX_ARRAYS * (4096 + 1088) + 4096;
     int64_t align = per_thread >= ((int64_t)8 << 20) ? ((int64_t)2 << 20) : 4096;
     per_thread = (per_thread + align - 1) / align * align;
     size_t total = (size_t)per_thread * (size_t)threads;

@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "rl_dtype.h"
+
 /* SIMD instruction sets a benchmark can run with. RL_SIMD_AUTO asks for the widest one this CPU supports. */
 typedef enum {
     RL_SIMD_AUTO = -1,
@@ -21,14 +23,16 @@ typedef enum {
     RL_SIMD_COUNT = 5
 } rl_simd;
 
-/* Element types of the FMA benchmark. */
-typedef enum { RL_DT_F64 = 0, RL_DT_F32 = 1 } rl_dtype;
-
-/* Bandwidth kernels. Working set w bytes is split evenly over the threads; the arrays of one thread are
- * contiguous. Bytes counted per pass equal the working set: read touches one array of N doubles (N*8 bytes),
+/* Bandwidth kernels: an index into the kernel table of cpu.c (rl_cpu_bw_kernel_count() entries; find one by
+ * name with rl_cpu_bw_kernel_find). Working set w bytes is split evenly over the threads; the arrays of one thread
+ * are contiguous. Bytes counted per pass equal the working set: read touches one array of N doubles (N*8 bytes),
  * copy b[i] = a[i] two arrays (2*N*8: read + write), triad a[i] = b[i] + s*c[i] three arrays (3*N*8). The
- * write-allocate (read-for-ownership) traffic of stores is not counted, as in STREAM. */
-typedef enum { RL_BW_READ = 0, RL_BW_COPY = 1, RL_BW_TRIAD = 2, RL_BW_COUNT = 3 } rl_bw_kernel;
+ * write-allocate (read-for-ownership) traffic of stores is not counted, as in STREAM. The first three entries of
+ * the table are fixed: */
+typedef int rl_bw_kernel;
+enum { RL_BW_READ = 0, RL_BW_COPY = 1, RL_BW_TRIAD = 2 };
+#define RL_BW_MAX 16 /* most kernels the table may hold (callers size kernel lists with it) */
+#define RL_BW_MAX_ARRAYS 3 /* most arrays one kernel may touch */
 
 /* How repeats of one measurement are reduced to one figure. */
 typedef enum { RL_STAT_MEDIAN = 0, RL_STAT_MAX = 1 } rl_stat;
@@ -79,9 +83,21 @@ int rl_cpu_simd_has_fma(rl_simd simd);
 /* Independent accumulators (vector registers) the FMA kernel of `simd` keeps in flight. */
 int rl_cpu_fma_accumulators(rl_simd simd);
 
+/* The FMA kernels are a table in cpu.c, one entry per element type: rl_cpu_fma_dtype(i) for 0 <= i <
+ * rl_cpu_fma_dtype_count() lists them (float64 and float32 first). */
+int rl_cpu_fma_dtype_count(void);
+rl_dtype rl_cpu_fma_dtype(int i);
+
+/* Bytes of one element of `dtype` in its FMA kernel; 0 when there is no FMA kernel of that dtype. */
+int rl_cpu_fma_elem_bytes(rl_dtype dtype);
+
+/* 1 when an FMA kernel of `dtype` exists for `simd` (which must itself be supported by the CPU to run it). */
+int rl_cpu_fma_supported(rl_simd simd, rl_dtype dtype);
+
 /* Run the single-thread FMA kernel for `iters` iterations and return the sum of its accumulators (every lane of
  * every accumulator follows x <- x*m + a from x0, with m and a fixed: tests compare with that recurrence).
- * FLOPs executed = iters * rl_cpu_fma_accumulators(simd) * lanes * 2. `simd` must be supported (not AUTO). */
+ * FLOPs executed = iters * rl_cpu_fma_accumulators(simd) * lanes * 2. `simd` must be supported (not AUTO) and
+ * rl_cpu_fma_supported(simd, dtype); otherwise NaN is returned and nothing runs. */
 double rl_cpu_fma_kernel(rl_simd simd, rl_dtype dtype, int64_t iters);
 
 /* Starting value, multiplier and addend of the FMA kernel recurrence (same for both dtypes, exact in float). */
@@ -135,9 +151,12 @@ double rl_cpu_bw_kernel_once(rl_simd simd, rl_bw_kernel kernel, int nt, double *
 
 #define RL_TRIAD_SCALAR 3.0
 
-/* Name of a kernel ("read", "copy", "triad"); "?" for an invalid value. Arrays touched: 1, 2 or 3. */
+/* Kernels in the table; the name of one ("read", "copy", "triad", ...; "?" for an invalid index); the arrays it
+ * touches (1 .. RL_BW_MAX_ARRAYS; 0 for an invalid index); the index of a name (-1 when there is none). */
+int rl_cpu_bw_kernel_count(void);
 const char *rl_cpu_bw_kernel_name(rl_bw_kernel kernel);
 int rl_cpu_bw_kernel_arrays(rl_bw_kernel kernel);
+rl_bw_kernel rl_cpu_bw_kernel_find(const char *name);
 
 /* Monotonic clock in seconds. */
 double rl_cpu_now(void);

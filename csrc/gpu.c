@@ -590,8 +590,9 @@ static void rl_fetch_log(rl_nvrtc_program prog, rl_gpu_blob *log) {
 }
 
 /* See gpu.h. The program is destroyed on every path; the log is fetched before the result is checked. */
-rl_gpu_status rl_gpu_compile(const char *source, const char *name, const char *const *options, size_t n_options,
-                             rl_gpu_blob *cubin, rl_gpu_blob *log, rl_gpu_error *err) {
+rl_gpu_status rl_gpu_compile(const char *source, const char *name, const char *const *headers,
+                             const char *const *header_names, size_t n_headers, const char *const *options,
+                             size_t n_options, rl_gpu_blob *cubin, rl_gpu_blob *log, rl_gpu_error *err) {
     rl_nvrtc_program prog = NULL;
     rl_nvrtc_result rc;
     rl_gpu_status st = RL_GPU_OK;
@@ -607,7 +608,11 @@ rl_gpu_status rl_gpu_compile(const char *source, const char *name, const char *c
     if (n_options > 1024) {
         return rl_fail(err, RL_GPU_ARG, 0, "nvrtcCompileProgram", "too many compiler options (%zu)", n_options);
     }
-    rc = rl_nvrtc.nvrtcCreateProgram(&prog, source, name, 0, NULL, NULL);
+    if (n_headers > 1024) {
+        return rl_fail(err, RL_GPU_ARG, 0, "nvrtcCreateProgram", "too many headers (%zu)", n_headers);
+    }
+    rc = rl_nvrtc.nvrtcCreateProgram(&prog, source, name, (int)n_headers, n_headers ? headers : NULL,
+                                     n_headers ? header_names : NULL);
     if (rc != 0) {
         return rl_nvrtc_fail(err, rc, "nvrtcCreateProgram");
     }
@@ -750,15 +755,11 @@ int rl_gpu_check_cubin(const void *data, size_t size, char *why, size_t why_size
 
 /* ---- timed launches ----------------------------------------------------------------------------------- */
 
-/* Storage for one kernel argument; cuLaunchKernel reads the value through a pointer into this. */
+/* Storage for one kernel argument: a buffer's device pointer, or the scalar as given; cuLaunchKernel reads the
+ * value through a pointer into this. */
 typedef union {
     rl_cu_deviceptr ptr;
-    int32_t i32;
-    uint32_t u32;
-    int64_t i64;
-    uint64_t u64;
-    float f32;
-    double f64;
+    rl_gpu_value scalar;
 } rl_arg_value;
 
 #define RL_MAX_PARAMS 256
@@ -963,12 +964,12 @@ rl_gpu_status rl_gpu_bench(const rl_gpu_bench_spec *s, rl_gpu_bench_result *r, r
     for (i = 0; i < s->n_args; i++) {
         switch (s->args[i].kind) {
         case RL_GPU_ARG_BUFFER: values[i].ptr = buffers[s->args[i].u.index]; break;
-        case RL_GPU_ARG_I32: values[i].i32 = s->args[i].u.i32; break;
-        case RL_GPU_ARG_U32: values[i].u32 = s->args[i].u.u32; break;
-        case RL_GPU_ARG_I64: values[i].i64 = s->args[i].u.i64; break;
-        case RL_GPU_ARG_U64: values[i].u64 = s->args[i].u.u64; break;
-        case RL_GPU_ARG_F32: values[i].f32 = s->args[i].u.f32; break;
-        case RL_GPU_ARG_F64: values[i].f64 = s->args[i].u.f64; break;
+        case RL_GPU_ARG_I32:
+        case RL_GPU_ARG_U32:
+        case RL_GPU_ARG_I64:
+        case RL_GPU_ARG_U64:
+        case RL_GPU_ARG_F32:
+        case RL_GPU_ARG_F64: values[i].scalar = s->args[i].u; break;
         default:
             st = rl_fail(err, RL_GPU_ARG, 0, "cuLaunchKernel", "argument %zu has an unknown kind", i);
             goto done;

@@ -70,17 +70,20 @@ typedef enum {
     RL_GPU_ARG_F64 = 6,
 } rl_gpu_arg_kind;
 
+/* The value of a kernel argument: the member its kind names, all at offset 0 (the launch passes the bytes). */
+typedef union {
+    int index;
+    int32_t i32;
+    uint32_t u32;
+    int64_t i64;
+    uint64_t u64;
+    float f32;
+    double f64;
+} rl_gpu_value;
+
 typedef struct {
     rl_gpu_arg_kind kind;
-    union {
-        int index;
-        int32_t i32;
-        uint32_t u32;
-        int64_t i64;
-        uint64_t u64;
-        float f32;
-        double f64;
-    } u;
+    rl_gpu_value u;
 } rl_gpu_arg;
 
 /* A device buffer that rl_gpu_bench allocates, fills with a 32-bit pattern, passes to the kernel and frees. */
@@ -174,12 +177,14 @@ rl_gpu_status rl_gpu_nvrtc_version(int *major, int *minor, rl_gpu_error *err);
 rl_gpu_status rl_gpu_nvrtc_archs(int *out, size_t cap, size_t *n, rl_gpu_error *err);
 
 /* Compile CUDA C++ `source` (NUL-terminated; `name` is the file name used in diagnostics) with NVRTC and the
- * `n_options` options, and return the cubin in `*cubin`. The compile log is returned in `*log` whether or not
- * the compile succeeds (it holds warnings, or the errors on failure); both blobs start empty and the caller
- * frees them with rl_gpu_blob_free() in every case. The options must name a real architecture (-arch=sm_XY):
+ * `n_options` options, and return the cubin in `*cubin`. The `n_headers` headers (texts `headers[i]`, included
+ * as `#include "<header_names[i]>"`) are handed to nvrtcCreateProgram, so the source needs no file system.
+ * The compile log is returned in `*log` whether or not the compile succeeds (it holds warnings, or the errors on
+ * failure); both blobs start empty and the caller frees them with rl_gpu_blob_free() in every case. The options must name a real architecture (-arch=sm_XY):
  * a virtual one yields no cubin and is reported as an error. */
-rl_gpu_status rl_gpu_compile(const char *source, const char *name, const char *const *options, size_t n_options,
-                             rl_gpu_blob *cubin, rl_gpu_blob *log, rl_gpu_error *err);
+rl_gpu_status rl_gpu_compile(const char *source, const char *name, const char *const *headers,
+                             const char *const *header_names, size_t n_headers, const char *const *options,
+                             size_t n_options, rl_gpu_blob *cubin, rl_gpu_blob *log, rl_gpu_error *err);
 
 /* Release a blob returned by this layer; safe on an empty or already released blob. */
 void rl_gpu_blob_free(rl_gpu_blob *blob);

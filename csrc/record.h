@@ -19,7 +19,7 @@ typedef struct {
     uint64_t special_ops;   /* transcendental / special-function evaluations */
     uint64_t bytes_read;
     uint64_t bytes_written;
-    uint64_t compat_flops;  /* FlopCounterMode's count for this call (0 if it does not register the op) */
+    uint64_t flop_counter_flops; /* FlopCounterMode's count for this call (0 if it does not register the op) */
     double t_start;         /* seconds, NaN when not timed */
     double t_end;
     uint32_t op;            /* index into the report's op-name table */

@@ -5,6 +5,38 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* Module state (PEP 573): what the binding files share, owned by the module object. Functions reach it from their
+ * module argument (rl_state_of), methods of a type the module created from that type (rl_state_of_type).
+ *
+ * Its members are the strong references X(name) below lists (the module's traverse and clear walk the list):
+ *   gpu_error .. nvrtc_error  exception classes of the GPU layer, created in rl_gpu_exec (binding_gpu.c), also
+ *                             module attributes;
+ *   s_shape, s_stride, s_dtype  interned attribute names a Recorder reads from every tensor it describes
+ *                             (binding_cost.c), made in binding.c. */
+#define RL_STATE_OBJECTS(X)                                                                                        \
+    X(gpu_error) X(cuda_unavailable_error) X(cuda_error) X(nvrtc_error) X(s_shape) X(s_stride) X(s_dtype)
+
+#define RL_STATE_MEMBER(name) PyObject *name;
+typedef struct {
+    RL_STATE_OBJECTS(RL_STATE_MEMBER)
+} rl_state;
+#undef RL_STATE_MEMBER
+
+/* The module definition (binding.c): the key PyType_GetModuleByDef finds the module by. */
+extern struct PyModuleDef rl_core_module;
+
+static inline rl_state *rl_state_of(PyObject *module) { return (rl_state *)PyModule_GetState(module); }
+
+/* State of the module that created `type` (or a base of it); NULL with TypeError when none did. */
+static inline rl_state *rl_state_of_type(PyTypeObject *type) {
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *module = PyType_GetModuleByDef(type, &rl_core_module);
+#else
+    PyObject *module = PyType_GetModule(type); /* 3.10: the module of `type` itself (no type here is a base) */
+#endif
+    return module == NULL ? NULL : rl_state_of(module);
+}
+
 /* Each binding file contributes a method table, added to the module in its exec slot. */
 extern PyMethodDef rl_cost_methods[];
 extern PyMethodDef rl_cpu_methods[];

@@ -15,34 +15,13 @@
 // a value the caller picks so that the store (practically) never happens; the compiler cannot tell, so it must
 // perform every load. If the store does happen it lands in a small `sink` buffer and changes nothing else.
 //
-// SM clock: block 0's first thread adds the SM cycles (%clock64) and nanoseconds (%globaltimer) it spent in the
-// kernel to `rl_clock`, which the host zeroes before the timed launches and reads back after them.
+// SM clock: RL_CLOCK_BEGIN / RL_CLOCK_END of rl_device.cuh (the shared helpers) measure it in block 0.
 
 #ifndef RL_BW_UNROLL
 #define RL_BW_UNROLL 4
 #endif
 
-typedef unsigned long long rl_u64;
-
-__device__ rl_u64 rl_clock[2];
-
-__device__ __forceinline__ rl_u64 rl_clock64(void) {
-    rl_u64 c;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
-    return c;
-}
-__device__ __forceinline__ rl_u64 rl_globaltimer(void) {
-    rl_u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-#define RL_CLOCK_BEGIN const rl_u64 rl_c0 = rl_clock64(), rl_t0 = rl_globaltimer();
-#define RL_CLOCK_END                                                                                               \
-    if (blockIdx.x == 0 && threadIdx.x == 0) {                                                                     \
-        const rl_u64 rl_c1 = rl_clock64(), rl_t1 = rl_globaltimer();                                               \
-        atomicAdd(&rl_clock[0], rl_c1 - rl_c0);                                                                    \
-        atomicAdd(&rl_clock[1], rl_t1 - rl_t0);                                                                    \
-    }
+#include "rl_device.cuh"
 
 __device__ __forceinline__ int rl_fold(int4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
 

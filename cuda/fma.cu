@@ -21,8 +21,7 @@
 // The accumulators are summed and stored only when the sum equals `sentinel` (the caller passes a value the sum
 // cannot reach), which keeps the compiler from discarding the work.
 //
-// SM clock: block 0's first thread adds the SM cycles (%clock64) and nanoseconds (%globaltimer) it spent in the
-// kernel to `rl_clock`, which the host zeroes before the timed launches and reads back after them.
+// SM clock: RL_CLOCK_BEGIN / RL_CLOCK_END of rl_device.cuh (the shared helpers) measure it in block 0.
 
 #ifndef RL_FMA_CHAINS
 #define RL_FMA_CHAINS 8
@@ -31,25 +30,7 @@
 #define RL_FMA_UNROLL 64
 #endif
 
-__device__ unsigned long long rl_clock[2];
-
-__device__ __forceinline__ unsigned long long rl_clock64(void) {
-    unsigned long long c;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
-    return c;
-}
-__device__ __forceinline__ unsigned long long rl_globaltimer(void) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-#define RL_CLOCK_BEGIN const unsigned long long rl_c0 = rl_clock64(), rl_t0 = rl_globaltimer();
-#define RL_CLOCK_END                                                                                               \
-    if (blockIdx.x == 0 && threadIdx.x == 0) {                                                                     \
-        const unsigned long long rl_c1 = rl_clock64(), rl_t1 = rl_globaltimer();                                   \
-        atomicAdd(&rl_clock[0], rl_c1 - rl_c0);                                                                    \
-        atomicAdd(&rl_clock[1], rl_t1 - rl_t0);                                                                    \
-    }
+#include "rl_device.cuh"
 
 // Packed half-precision helpers (32-bit registers holding two 16-bit values).
 __device__ __forceinline__ unsigned rl_f16x2_from(float lo, float hi) {

@@ -1,6 +1,7 @@
 // Tensor-core throughput with warp-level mma.sync (inline PTX), one kernel per input type.
 //
-// Compiled at run time by NVRTC (roofline/_gpu.py); needs no CUDA header. Every warp holds RL_MMA_SETS distinct
+// Compiled at run time by NVRTC (roofline/_gpu.py); needs no CUDA header, only rl_device.cuh (the operand
+// generators, the SM clock). Every warp holds RL_MMA_SETS distinct
 // A fragments and RL_MMA_SETS distinct B fragments in registers and RL_MMA_CHAINS independent accumulator
 // fragments, and issues RL_MMA_CHAINS mma.sync per loop iteration, one into each accumulator, so that many
 // matrix instructions are in flight per warp and their latency is hidden:
@@ -36,8 +37,7 @@
 // so timing it would measure FADDs, not fp8 tensor throughput. On Hopper (sm_90) mma.sync does not reach the
 // tensor cores' full rate for any type: see wgmma.cu.
 //
-// SM clock: block 0's first thread adds the SM cycles (%clock64) and nanoseconds (%globaltimer) it spent in the
-// kernel to `rl_clock`, which the host zeroes before the timed launches and reads back after them.
+// SM clock: RL_CLOCK_BEGIN / RL_CLOCK_END of rl_device.cuh (the shared helpers) measure it in block 0.
 
 #ifndef RL_MMA_CHAINS
 #define RL_MMA_CHAINS 8
@@ -46,53 +46,7 @@
 #define RL_MMA_SETS 4
 #endif
 
-__device__ unsigned long long rl_clock[2];
-
-__device__ __forceinline__ unsigned long long rl_clock64(void) {
-    unsigned long long c;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
-    return c;
-}
-__device__ __forceinline__ unsigned long long rl_globaltimer(void) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-#define RL_CLOCK_BEGIN const unsigned long long rl_c0 = rl_clock64(), rl_t0 = rl_globaltimer();
-#define RL_CLOCK_END                                                                                               \
-    if (blockIdx.x == 0 && threadIdx.x == 0) {                                                                     \
-        const unsigned long long rl_c1 = rl_clock64(), rl_t1 = rl_globaltimer();                                   \
-        atomicAdd(&rl_clock[0], rl_c1 - rl_c0);                                                                    \
-        atomicAdd(&rl_clock[1], rl_t1 - rl_t0);                                                                    \
-    }
-
-__device__ __forceinline__ unsigned rl_hash(unsigned x) {
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
-// 32 random bits turned into finite values of magnitude in [0.5, 1) with random signs, per input type.
-// fp16: sign | exponent 01110 | 10 random mantissa bits, two per word.
-__device__ __forceinline__ unsigned rl_bits_f16(unsigned h) { return (h & 0x83ff83ffU) | 0x38003800U; }
-// bf16: sign | exponent 01111110 | 7 random mantissa bits, two per word.
-__device__ __forceinline__ unsigned rl_bits_bf16(unsigned h) { return (h & 0x807f807fU) | 0x3f003f00U; }
-// tf32 (an fp32 word whose low 13 mantissa bits are ignored): exponent 01111110.
-__device__ __forceinline__ unsigned rl_bits_tf32(unsigned h) { return (h & 0x807fe000U) | 0x3f000000U; }
-// int8: any byte.
-__device__ __forceinline__ unsigned rl_bits_s8(unsigned h) { return h; }
-// fp8 e4m3: sign | exponent 0110 | 3 random mantissa bits, four per word (never the NaN pattern S.1111.111).
-__device__ __forceinline__ unsigned rl_bits_e4m3(unsigned h) { return (h & 0x87878787U) | 0x30303030U; }
-
-// The value 1 in every element of a 32-bit fragment register, per input type (for the result check).
-#define RL_ONE_F16 0x3c003c00U
-#define RL_ONE_BF16 0x3f803f80U
-#define RL_ONE_TF32 0x3f800000U
-#define RL_ONE_S8 0x01010101U
-#define RL_ONE_E4M3 0x38383838U
+#include "rl_device.cuh"
 
 // One kernel per type. ACC is the accumulator type, CONS its asm constraint, INIT(c, j) an accumulator's
 // starting value, BITS the fragment generator, ONE the word of ones, MMA the PTX instruction.
@@ -142,8 +96,6 @@ __device__ __forceinline__ unsigned rl_bits_e4m3(unsigned h) { return (h & 0x878
         RL_CLOCK_END                                                                                               \
     }
 
-#define RL_CONS_F(x) "+f"(x)
-#define RL_CONS_R(x) "+r"(x)
 #define RL_INIT_F(c, j) (0.125f * (float)((c) * 4 + (j)))
 #define RL_INIT_S(c, j) ((int)((c) * 4 + (j)))
 

@@ -38,8 +38,7 @@
 //      product of ones, K, to every element of D. The host compares: this shows that the instruction runs,
 //      that it writes every accumulator, and that K, the count the FLOPs use, is right.
 //
-// SM clock: block 0's first thread adds the SM cycles (%clock64) and nanoseconds (%globaltimer) it spent in the
-// kernel to `rl_clock`, which the host zeroes before the timed launches and reads back after them.
+// SM clock: RL_CLOCK_BEGIN / RL_CLOCK_END of rl_device.cuh (the shared helpers) measure it in block 0.
 
 #ifndef RL_WGMMA_UNROLL
 #define RL_WGMMA_UNROLL 16
@@ -55,43 +54,9 @@
 #define RL_B_BYTES (256 * 32)
 #define RL_SMEM_WORDS (RL_WGMMA_TILES * (RL_A_BYTES + RL_B_BYTES) / 4)
 
-__device__ unsigned long long rl_clock[2];
+#include "rl_device.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-
-__device__ __forceinline__ unsigned rl_hash(unsigned x) {
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
-// Finite random values of magnitude [0.5, 1) with random signs, packed into 32-bit words (see mma.cu).
-__device__ __forceinline__ unsigned rl_bits_f16(unsigned h) { return (h & 0x83ff83ffU) | 0x38003800U; }
-__device__ __forceinline__ unsigned rl_bits_bf16(unsigned h) { return (h & 0x807f807fU) | 0x3f003f00U; }
-__device__ __forceinline__ unsigned rl_bits_tf32(unsigned h) { return (h & 0x807fe000U) | 0x3f000000U; }
-__device__ __forceinline__ unsigned rl_bits_s8(unsigned h) { return h; }
-__device__ __forceinline__ unsigned rl_bits_e4m3(unsigned h) { return (h & 0x87878787U) | 0x30303030U; }
-
-// The value 1 in every element of a 32-bit word, per input type (for the result check).
-#define RL_ONE_F16 0x3c003c00U
-#define RL_ONE_BF16 0x3f803f80U
-#define RL_ONE_TF32 0x3f800000U
-#define RL_ONE_S8 0x01010101U
-#define RL_ONE_E4M3 0x38383838U
-
-__device__ __forceinline__ unsigned long long rl_clock64(void) {
-    unsigned long long c;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
-    return c;
-}
-__device__ __forceinline__ unsigned long long rl_globaltimer(void) {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 // Shared-memory matrix descriptor: bits 0-13 start address >> 4, bits 16-29 leading-dimension byte offset >> 4,
 // bits 32-45 stride-dimension byte offset >> 4, bits 49-51 base offset (0), bits 62-63 swizzle mode (0: none).
@@ -123,8 +88,6 @@ __device__ __forceinline__ void rl_wgmma_wait0(void) { asm volatile("wgmma.wait_
     "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "                \
     "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
 
-#define RL_CONS_F(x) "+f"(x)
-#define RL_CONS_R(x) "+r"(x)
 #define RL_KEEP_F(x) asm volatile("" : "+f"(x)::"memory")
 #define RL_KEEP_R(x) asm volatile("" : "+r"(x)::"memory")
 
@@ -135,7 +98,7 @@ __device__ __forceinline__ void rl_wgmma_wait0(void) { asm volatile("wgmma.wait_
 #define RL_WGMMA_KERNEL(NAME, ACC, CONS, KEEP, BITS, ONE, INSTR, TAIL)                                            \
     extern "C" __global__ void __launch_bounds__(RL_WGMMA_THREADS, 1)                                              \
         NAME(ACC *sink, int iters, unsigned seed, ACC sentinel, int check) {                                       \
-        const unsigned long long c0 = rl_clock64(), t0 = rl_globaltimer();                                         \
+        RL_CLOCK_BEGIN                                                                                             \
         __shared__ __align__(1024) unsigned smem[RL_SMEM_WORDS];                                                   \
         for (unsigned i = threadIdx.x; i < RL_SMEM_WORDS; i += blockDim.x) {                                       \
             smem[i] = check ? ONE : BITS(rl_hash(i * 2654435761U + seed + blockIdx.x));                            \
@@ -186,11 +149,7 @@ __device__ __forceinline__ void rl_wgmma_wait0(void) { asm volatile("wgmma.wait_
                 sink[threadIdx.x & 31] = s;                                                                        \
             }                                                                                                      \
         }                                                                                                          \
-        if (blockIdx.x == 0 && threadIdx.x == 0) {                                                                 \
-            const unsigned long long c1 = rl_clock64(), t1 = rl_globaltimer();                                     \
-            atomicAdd(&rl_clock[0], c1 - c0);                                                                      \
-            atomicAdd(&rl_clock[1], t1 - t0);                                                                      \
-        }                                                                                                          \
+        RL_CLOCK_END                                                                                               \
     }
 
 RL_WGMMA_KERNEL(rl_wgmma_f16, float, RL_CONS_F, RL_KEEP_F, rl_bits_f16, RL_ONE_F16,

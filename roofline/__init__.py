@@ -81,7 +81,7 @@ class _Measure:
         self._used = True
         session = _torch.Session(self._model, timing=self._timing)
         session.enter()  # on failure it releases whatever it had installed
-        self._session, self._report = session, Report([], [], [])
+        self._session, self._report = session, Report._pending_block()
         return self._report
 
     def __exit__(self, exc_type, exc, tb):
@@ -98,9 +98,9 @@ class _Measure:
         meta = {"timing": timing, "devices": sorted(session.devices), "version": __version__,
                 "ceilings_source": (ceilings if ceilings in ("measured", "datasheet") else
                                     "datasheet" if isinstance(ceilings, str) else "best")}
-        report.__init__(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
-                        session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
-                        overhead=_torch.instrumentation_overhead(timing) if timing is not None else None)
+        report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
+                         session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
+                         overhead=_torch.instrumentation_overhead(timing) if timing is not None else None)
         return False
 
 
@@ -125,16 +125,16 @@ def load(path) -> Report:
 
 
 def register(op, formula=None, *, kind=None, flops=0, special=0):
-    from roofline import _torch
+    from roofline import _resolve
 
-    return _torch.register(op, formula, kind=kind, flops=flops, special=special)
+    return _resolve.register(op, formula, kind=kind, flops=flops, special=special)
 
 
 def unregister(op):
     """Remove a formula added with :func:`register` (``op`` as given there); KeyError if there is none."""
-    from roofline import _torch
+    from roofline import _resolve
 
-    return _torch.unregister(op)
+    return _resolve.unregister(op)
 
 
 register.__doc__ = """Add a cost formula for an op that has none (your custom ops), or override a built-in one.
@@ -148,7 +148,7 @@ register.__doc__ = """Add a cost formula for an op that has none (your custom op
   unknown keys raise);
 * ``kind``: the name of a built-in formula evaluated in C (``"ewise"`` with ``flops`` / ``special`` per element of
   the result, ``"ewise_in"`` per element of the first tensor argument, ``"foreach"`` per element of the first
-  tensor list, ``"zero"``, ``"copy"``, ``"mm"``, ``"bmm"``, ...; see ``roofline._registry.KIND_NAMES``.
+  tensor list, ``"zero"``, ``"copy"``, ``"mm"``, ``"bmm"``, ...; see ``roofline._registry.KINDS``.
   The attention, pooling and NLL kinds need argument positions this form cannot give).
 
 Every argument is checked at the call, and an error names the op: ``flops`` and ``special`` must be ints (a
@@ -156,7 +156,8 @@ float such as 2.7 is refused, not truncated) from 0 to 2**63 - 1, and only the p
 ``"ewise"``, ``"ewise_in"``, ``"foreach"``) take them. A formula's counts must be ints from 0 to 2**64 - 1
 (TypeError, ValueError or OverflowError inside the block otherwise). Registering an op twice raises ValueError:
 call :func:`unregister` first to replace a formula. Register before
-entering ``measure``: a block resolves an op's formula the first time it meets the op. Needs torch. Returns None.
+entering ``measure``: a block resolves an op's formula the first time it meets the op. A ``kind`` formula needs no
+torch (``roofline.cost`` evaluates it too); a ``formula`` callable needs torch (ImportError without it). Returns None.
 
 ``roofline.register(torch.ops.mylib.op, lambda x, out=None: {"vector_flops": x.numel()})`` or
 ``roofline.register("mylib::op", kind="ewise", flops=2)``."""

@@ -45,7 +45,8 @@ DTYPES = ("float64", "float32", "bfloat16", "float16", "tfloat32", "int8", "floa
           "float8_e4m3fnuz", "float8_e5m2fnuz")
 LEVELS = ("L1", "L2", "L3", "DRAM")
 SOURCES = ("measured", "datasheet", "best")
-KERNELS = ("read", "copy", "triad")
+# Bandwidth kernels in the order of Ceilings.rows (a CPU kernel not listed here follows in KERNELS order).
+_KERNEL_ROWS = ("", "read", "write", "copy", "triad")
 
 # Low-precision dtypes a CPU computes in float32 unless it has native instructions (which are not measured).
 _CPU_F32_FALLBACK = ("bfloat16", "float16", "tfloat32")
@@ -378,7 +379,7 @@ class Ceilings:
 
         def level_order(level):
             base, _, kernel = level.partition("_")
-            kernels = ("", "read", "write", "copy", "triad")
+            kernels = (*_KERNEL_ROWS, *(k for k in KERNELS if k not in _KERNEL_ROWS))
             return (
                 LEVELS.index(base) if base in LEVELS else len(LEVELS),
                 kernels.index(kernel) if kernel in kernels else len(kernels),
@@ -505,7 +506,7 @@ def cache_dir() -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# CPU measurement
+# CPU measurement: the benchmark registry
 # ---------------------------------------------------------------------------------------------------------------
 
 # Measurement settings: FMA seconds per dtype and timed repeats; sweep repeats per (kernel, size), minimum seconds
@@ -517,26 +518,176 @@ _MIN_SIZE = 16 << 10
 _BUSY_SHARE = 0.85
 
 
+@dataclass
+class _CpuRun:
+    """What the CPU benchmarks of one measurement share: the settings and machine facts they read, and the results
+    they fill in (``peaks``, ``bandwidths``, ``sweep``; ``durations`` and ``shares``, the benchmark threads' CPU
+    share, keyed by timed part; ``notes``)."""
+
+    quick: bool
+    settings: dict[str, Any]
+    info: dict[str, Any]
+    threads: int
+    simd: str
+    theory: dict[str, Any]
+    caps: dict[str, int]
+    dram_size: int
+    say: Callable[[str], None]
+    peaks: dict[tuple[str, str], Ceiling] = field(default_factory=dict)
+    bandwidths: dict[str, Ceiling] = field(default_factory=dict)
+    sweep: dict[str, Any] | None = None
+    durations: dict[str, float] = field(default_factory=dict)
+    shares: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def nt_min(self) -> int:
+        """Working sets from this size (the aggregate last-level cache) up are written with non-temporal stores."""
+        return self.caps[max(self.caps)]
+
+
+@dataclass(frozen=True)
+class CpuBenchmark:
+    """One CPU ceiling benchmark: ``key`` names it, ``supported(info)`` says whether it runs on the machine
+    ``_cpu_info()`` describes, ``runner(run, bench)`` measures and fills ``run`` (see ``_CpuRun``), ``rows`` are
+    the ceilings it fills ("vector/float64"; "bandwidth/{level}..." for one per memory level), ``params`` what the
+    runner reads with ``param``."""
+
+    key: str
+    label: str
+    supported: Callable[[dict[str, Any]], bool]
+    runner: Callable[[_CpuRun, "CpuBenchmark"], None]
+    rows: tuple[str, ...]
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def param(self, name: str) -> Any:
+        return dict(self.params)[name]
+
+
+def _run_fma(run: _CpuRun, bench: CpuBenchmark) -> None:
+    """All-core FMA peak of one dtype (``_core.cpu_fma_peak``): FLOPs = FMAs x 2, per second."""
+    dtype = bench.param("dtype")
+    settings = run.settings
+    run.say(f"measuring the {dtype} FMA peak on {run.threads} threads")
+    t = time.perf_counter()
+    r = _core.cpu_fma_peak(dtype, settings["fma_seconds"], run.threads, repeats=settings["fma_repeats"])
+    run.durations[f"fma_{dtype}"] = time.perf_counter() - t
+    run.shares[f"fma_{dtype}"] = r["cpu_share"]
+    op = "FMA x = x*m + a (2 FLOP)" if r["fma"] else "multiply + add x = x*m + a (2 FLOP)"
+    method = (
+        f"{r['threads']} {'pinned ' if r['pinned'] else ''}threads x {r['accumulators']} independent {run.simd} "
+        f"chains of {r['lanes']} {dtype} lanes, {op}; median of {r['repeats']} timed repeats after calibration"
+    )
+    run.peaks[("vector", dtype)] = Ceiling(
+        measured=r["flops"],
+        datasheet=run.theory["peak"].get(dtype),
+        method=method,
+        datasheet_source=run.theory["formula"].get(dtype, ""),
+    )
+
+
+class _BwKernel(NamedTuple):
+    text: str  # how the method line names the kernel
+    stores: bool  # it writes memory (so non-temporal stores apply beyond the last-level cache)
+    suffix: str  # of its ceiling key: "" for the level's headline figure, else "_<kernel>"
+
+
+# The kernels of the bandwidth sweep (each one a row of cpu.c's kernel table, same name), in sweep order. The
+# bytes of a pass are `arrays` x N*8, `arrays` from _core.cpu_kernels(). Triad is each level's headline figure.
+_BW_KERNELS = {
+    "read": _BwKernel("read", False, "_read"),
+    "copy": _BwKernel("copy", True, "_copy"),
+    "triad": _BwKernel("triad a = b + s*c", True, ""),
+}
+KERNELS = tuple(_BW_KERNELS)
+
+
+def _run_bandwidth(run: _CpuRun, bench: CpuBenchmark) -> None:
+    """The bandwidth sweep of every kernel over working sets from L1 to DRAM, reduced to a plateau per level."""
+    kernels = bench.param("kernels")
+    settings, threads = run.settings, run.threads
+    sizes = _sweep_sizes(run.caps, run.dram_size, threads, run.quick, settings["per_octave"])
+    run.say(
+        f"measuring bandwidth: {', '.join(kernels)} over {len(sizes)} working sets up to {run.dram_size >> 20} MiB"
+    )
+    t = time.perf_counter()
+    rates, stats = _core.cpu_bandwidth_sweep(
+        sizes,
+        kernels,
+        threads,
+        settings["bw_repeats"],
+        min_seconds=settings["bw_min_seconds"],
+        nt_min_bytes=run.nt_min,
+        return_stats=True,
+        # Transparent huge pages raise the DRAM figure (fewer TLB misses), but their first touch can stall for
+        # seconds while the kernel compacts memory: only the thorough run asks for them.
+        hugepages=not run.quick,
+    )
+    run.durations["bandwidth_sweep"] = time.perf_counter() - t
+    run.shares["bandwidth_sweep"] = stats["cpu_share"]
+    run.sweep = {"sizes": sizes}
+    run.sweep.update({k: rates[i] for i, k in enumerate(kernels)})
+    arrays = dict(_core.cpu_kernels()["bandwidth"])
+    headline_first = sorted(kernels, key=lambda k: _BW_KERNELS[k].suffix != "")
+    for level, (lo, hi, values) in _plateaus(sizes, rates, run.caps, run.dram_size, kernels).items():
+        n = len([s for s in sizes if lo <= s <= hi])
+        span = f"{_human(lo)}" if lo == hi else f"{_human(lo)} to {_human(hi)}"
+        nt_text = (
+            "; stores are non-temporal (the working set exceeds the last-level cache)"
+            if lo >= run.nt_min and run.simd != "neon" and run.simd != "scalar"
+            else ""
+        )
+        base = (
+            f"median over {n} working set{'s' if n != 1 else ''} of {span} ({threads} "
+            f"{'pinned ' if stats['pinned'] else ''}threads, "
+            f"{settings['bw_repeats']} repeats each, median)"
+        )
+        for k in headline_first:
+            kernel = _BW_KERNELS[k]
+            count = "N*8" if arrays[k] == 1 else f"{arrays[k]}*N*8"
+            run.bandwidths[f"{level}{kernel.suffix}"] = Ceiling(
+                measured=values[k],
+                datasheet=None,
+                method=f"{kernel.text}, {count} bytes per pass; {base}{nt_text if kernel.stores else ''}",
+            )
+
+
+def _always(info: dict[str, Any]) -> bool:
+    return True
+
+
+# The CPU benchmarks, in the order they run. A new ceiling is one entry here; a new kernel is also a row in one of
+# cpu.c's tables (the FMA dtypes, the bandwidth kernels), which _core.cpu_kernels() lists.
+_CPU_REGISTRY: tuple[CpuBenchmark, ...] = (
+    CpuBenchmark("vector/float64", "float64 FMA", _always, _run_fma, ("vector/float64",),
+                 (("dtype", "float64"), ("elem_bytes", 8))),
+    CpuBenchmark("vector/float32", "float32 FMA", _always, _run_fma, ("vector/float32",),
+                 (("dtype", "float32"), ("elem_bytes", 4))),
+    CpuBenchmark("bandwidth", "bandwidth sweep", _always, _run_bandwidth,
+                 tuple(f"bandwidth/{{level}}{_BW_KERNELS[k].suffix}" for k in KERNELS), (("kernels", KERNELS),)),
+)
+
+
+def cpu_benchmarks(info: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The CPU benchmark registry: one dict per benchmark with ``key``, ``label`` and ``rows`` (the ceilings it
+    fills) and, when ``info`` (a ``_cpu_info()`` dict) is given, ``supported`` on that machine."""
+    out = []
+    for bench in _CPU_REGISTRY:
+        entry: dict[str, Any] = {"key": bench.key, "label": bench.label, "rows": list(bench.rows)}
+        if info is not None:
+            entry["supported"] = bool(bench.supported(info))
+        out.append(entry)
+    return out
+
+
 def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -> Ceilings:
-    """Run the CPU benchmarks and build a Ceilings (the cache is handled by the caller)."""
+    """Run the CPU benchmarks of the registry and build a Ceilings (the cache is handled by the caller)."""
     settings = _QUICK if quick else _THOROUGH
-    say = progress or (lambda msg: None)
     start = time.perf_counter()
     threads = int(info["cpus"])
     simd = str(info["simd"])
     theory = _theoretical(info, simd)  # first: a bad ROOFLINE_CPU_FMA_UNITS fails before any measuring
-    durations = {}
     notes = []
-
-    fma = {}
-    for i, dtype in enumerate(("float64", "float32")):
-        say(f"measuring the {dtype} FMA peak on {threads} threads ({i + 1}/3)")
-        t = time.perf_counter()
-        fma[dtype] = _core.cpu_fma_peak(
-            dtype, settings["fma_seconds"], threads, repeats=settings["fma_repeats"]
-        )
-        durations[f"fma_{dtype}"] = time.perf_counter() - t
-
     caps = _cache_capacities(info)
     if not caps:
         caps = {"L1": 32 << 10, "L2": 1 << 20, "L3": 32 << 20}
@@ -549,47 +700,22 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
             f"({4 * llc >> 20} MiB), to stay within a quarter of the available memory: the DRAM figure may "
             "include cache hits"
         )
-    sizes = _sweep_sizes(caps, dram_size, threads, quick, settings["per_octave"])
-    nt_min = llc
-    say(f"measuring bandwidth: read, copy, triad over {len(sizes)} working sets up to {dram_size >> 20} MiB (3/3)")
-    t = time.perf_counter()
-    rates, sweep_stats = _core.cpu_bandwidth_sweep(
-        sizes,
-        KERNELS,
-        threads,
-        settings["bw_repeats"],
-        min_seconds=settings["bw_min_seconds"],
-        nt_min_bytes=nt_min,
-        return_stats=True,
-        # Transparent huge pages raise the DRAM figure (fewer TLB misses), but their first touch can stall for
-        # seconds while the kernel compacts memory: only the thorough run asks for them.
-        hugepages=not quick,
-    )
-    durations["bandwidth_sweep"] = time.perf_counter() - t
-    sweep = {"sizes": sizes}
-    sweep.update({k: rates[i] for i, k in enumerate(KERNELS)})
+    benches = [b for b in _CPU_REGISTRY if b.supported(info)]
+    step = [0]
+
+    def say(msg: str) -> None:
+        if progress is not None:
+            progress(f"{msg} ({step[0]}/{len(benches)})")
+
+    run = _CpuRun(quick, settings, info, threads, simd, theory, caps, dram_size, say, notes=notes)
+    for bench in benches:
+        step[0] += 1
+        bench.runner(run, bench)
 
     if theory["clock_note"]:
         notes.append(theory["clock_note"])
-
-    peaks = {}
-    for dtype in ("float64", "float32"):
-        r = fma[dtype]
-        lanes = r["lanes"]
-        op = "FMA x = x*m + a (2 FLOP)" if r["fma"] else "multiply + add x = x*m + a (2 FLOP)"
-        method = (
-            f"{r['threads']} {'pinned ' if r['pinned'] else ''}threads x {r['accumulators']} independent {simd} "
-            f"chains of {lanes} {dtype} lanes, {op}; median of {r['repeats']} timed repeats after calibration"
-        )
-        theo = theory["peak"].get(dtype)
-        peaks[("vector", dtype)] = Ceiling(
-            measured=r["flops"],
-            datasheet=theo,
-            method=method,
-            datasheet_source=theory["formula"].get(dtype, ""),
-        )
-    f64 = peaks[("vector", "float64")]
-    if f64.datasheet and f64.measured > 1.05 * f64.datasheet:
+    f64 = run.peaks.get(("vector", "float64"))
+    if f64 is not None and f64.datasheet and f64.measured > 1.05 * f64.datasheet:
         implied = f64.measured / (theory["cores"] * _lanes(simd, 8) * theory["fma_units"] * 2)
         notes.append(
             f"the measured float64 peak exceeds the theoretical one: it implies an all-core clock of "
@@ -598,6 +724,8 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
         )
     native = info.get("native_lowp") or {}
     for dtype in ("bfloat16", "float16"):
+        if ("vector", dtype) in run.peaks:
+            continue  # measured by a benchmark of its own
         if native.get(dtype):
             notes.append(
                 f"{dtype}: the CPU advertises {', '.join(native[dtype])}, which is not measured; {dtype} peaks "
@@ -606,42 +734,9 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
         else:
             notes.append(f"{dtype}: no native arithmetic on this CPU; {dtype} peaks fall back to the float32 peak")
 
-    plateaus = _plateaus(sizes, rates, caps, dram_size)
-    bandwidths = {}
-    for level, (lo, hi, values) in plateaus.items():
-        n = len([s for s in sizes if lo <= s <= hi])
-        span = f"{_human(lo)}" if lo == hi else f"{_human(lo)} to {_human(hi)}"
-        nt_text = (
-            "; stores are non-temporal (the working set exceeds the last-level cache)"
-            if lo >= nt_min and simd != "neon" and simd != "scalar"
-            else ""
-        )
-        base = (
-            f"median over {n} working set{'s' if n != 1 else ''} of {span} ({threads} "
-            f"{'pinned ' if sweep_stats['pinned'] else ''}threads, "
-            f"{settings['bw_repeats']} repeats each, median)"
-        )
-        bandwidths[level] = Ceiling(
-            measured=values["triad"],
-            datasheet=None,
-            method=f"triad a = b + s*c, 3*N*8 bytes per pass; {base}{nt_text}",
-        )
-        for k in ("read", "copy"):
-            count = "N*8" if k == "read" else "2*N*8"
-            bandwidths[f"{level}_{k}"] = Ceiling(
-                measured=values[k],
-                datasheet=None,
-                method=f"{k}, {count} bytes per pass; {base}{nt_text if k == 'copy' else ''}",
-            )
-
-    shares = {
-        "fma_float64": fma["float64"]["cpu_share"],
-        "fma_float32": fma["float32"]["cpu_share"],
-        "bandwidth_sweep": sweep_stats["cpu_share"],
-    }
-    busy = [k for k, v in shares.items() if 0 < v < _BUSY_SHARE]
+    busy = [k for k, v in run.shares.items() if 0 < v < _BUSY_SHARE]
     if busy:
-        worst = min(shares[k] for k in busy)
+        worst = min(run.shares[k] for k in busy)
         msg = (
             f"other processes used the CPUs while measuring (the benchmark threads got {100 * worst:.0f}% of "
             "their CPUs): the ceilings are low; they are not cached, re-run when the machine is idle"
@@ -650,7 +745,7 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
     duration = time.perf_counter() - start
-    durations["total"] = duration
+    run.durations["total"] = duration
     cpu_info = dict(info)
     cpu_info.update(
         {
@@ -660,9 +755,9 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
             "theoretical_cores": theory["cores"],
             "cache_capacity_bytes": caps,
             "dram_working_set_bytes": dram_size,
-            "nt_min_bytes": nt_min,
-            "durations_s": durations,
-            "cpu_share": shares,
+            "nt_min_bytes": run.nt_min,
+            "durations_s": run.durations,
+            "cpu_share": run.shares,
             "busy": bool(busy),
         }
     )
@@ -670,14 +765,14 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
         device="cpu",
         name=str(info.get("model") or "CPU"),
         fingerprint=_cpu_fingerprint(info),
-        peaks=peaks,
-        bandwidths=bandwidths,
+        peaks=run.peaks,
+        bandwidths=run.bandwidths,
         duration_s=duration,
         version=_version(),
         timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         quick=quick,
         info=_jsonable(cpu_info),
-        sweep=sweep,
+        sweep=run.sweep,
         notes=notes,
     )
 
@@ -742,11 +837,12 @@ def _level_range(level: str, caps: dict[str, int], lo: int) -> tuple[int, int]:
 
 
 def _plateaus(
-    sizes: np.ndarray, rates: np.ndarray, caps: dict[str, int], dram: int
+    sizes: np.ndarray, rates: np.ndarray, caps: dict[str, int], dram: int, kernels: tuple[str, ...] = KERNELS
 ) -> dict[str, tuple[int, int, dict[str, float]]]:
     """Median rate per kernel within each level's range of working sets (see _level_range; DRAM: sizes >= the
     DRAM working set). A level whose range holds no size falls back to the sizes between the previous capacity
-    and its own; a level with none at all is left out. Returns {level: (lo, hi, {kernel: bytes/s})}."""
+    and its own; a level with none at all is left out. ``rates[j]`` are the rates of ``kernels[j]``. Returns
+    {level: (lo, hi, {kernel: bytes/s})}."""
     out = {}
     lo_all = int(sizes.min())
     ranges = {level: _level_range(level, caps, lo_all) for level in sorted(caps)}
@@ -764,7 +860,7 @@ def _plateaus(
         out[level] = (
             int(chosen.min()),
             int(chosen.max()),
-            {k: float(statistics.median(rates[j][mask].tolist())) for j, k in enumerate(KERNELS)},
+            {k: float(statistics.median(rates[j][mask].tolist())) for j, k in enumerate(kernels)},
         )
     return out
 
@@ -785,7 +881,7 @@ def _theoretical(info: dict[str, Any], simd: str) -> dict[str, Any]:
         units_source = "ROOFLINE_CPU_FMA_UNITS"
     else:
         units, units_source = _FMA_UNITS_ASSUMED.get(simd, _FMA_UNITS_ASSUMED["scalar"])
-    lanes = {"float64": _lanes(simd, 8), "float32": _lanes(simd, 4)}
+    lanes = {b.param("dtype"): _lanes(simd, b.param("elem_bytes")) for b in _CPU_REGISTRY if b.runner is _run_fma}
     out = {"cores": cores, "fma_units": units, "fma_units_source": units_source, "peak": {}, "formula": {},
            "clock_note": ""}
     if clock <= 0:

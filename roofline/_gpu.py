@@ -50,6 +50,7 @@ __all__ = [
     "compile_source",
     "kernels",
     "kernel_sources",
+    "kernel_headers",
     "nvrtc_info",
     "cache_dir",
     "PEAK_KEYS",
@@ -240,6 +241,12 @@ def kernel_sources() -> Dict[str, Path]:
     return {p.stem: p for p in sorted(_kernel_dir().glob("*.cu"))}
 
 
+def kernel_headers() -> Dict[str, str]:
+    """The headers the kernel sources include (``cuda/*.cuh``), by include name, with their text: NVRTC gets them
+    with the source (it reads no files), and the cubin cache key includes them."""
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(_kernel_dir().glob("*.cuh"))}
+
+
 def cache_dir() -> Path:
     """Cubin cache directory: ``$ROOFLINE_CACHE_DIR/cubin``, else ``$XDG_CACHE_HOME/roofline/cubin``, else
     ``~/.cache/roofline/cubin``. It is used only when it is the current user's own and nobody else can write to
@@ -263,10 +270,15 @@ def _normalize_arch(arch: Any) -> str:
     return f"sm_{match.group(1)}{match.group(2)}"
 
 
-def _cache_key(source: str, options: Sequence[str], nvrtc_version: Tuple[int, int], arch: str) -> str:
-    """Hash naming a cubin: the source text, every compiler option, NVRTC's version and the architecture."""
+def _cache_key(source: str, options: Sequence[str], nvrtc_version: Tuple[int, int], arch: str,
+               headers: Optional[Dict[str, str]] = None) -> str:
+    """Hash naming a cubin: the source text, every compiler option, NVRTC's version, the architecture, and the
+    name and text of every header the compile is given."""
     h = hashlib.sha256()
-    for part in (_CACHE_FORMAT, source, "\0".join(options), "%d.%d" % tuple(nvrtc_version), arch):
+    parts = [_CACHE_FORMAT, source, "\0".join(options), "%d.%d" % tuple(nvrtc_version), arch]
+    for name, text in sorted((headers or {}).items()):
+        parts += ["header", name, text]
+    for part in parts:
         h.update(part.encode("utf-8"))
         h.update(b"\0\1")
     return h.hexdigest()
@@ -299,11 +311,13 @@ def _usable_cache_dir() -> Optional[Path]:
     return None
 
 
-def compile_source(source: str, name: str, arch: Any, options: Sequence[str] = (), cache: bool = True) -> bytes:
+def compile_source(source: str, name: str, arch: Any, options: Sequence[str] = (), cache: bool = True,
+                   headers: Optional[Dict[str, str]] = None) -> bytes:
     """Compile CUDA C++ ``source`` with NVRTC into a cubin for ``arch`` and return it.
 
-    ``name`` is the file name used in diagnostics. The cubin is cached under :func:`cache_dir` keyed by a hash of
-    the source, the options, NVRTC's version and the architecture; a cached file is reused when it is a complete
+    ``name`` is the file name used in diagnostics; ``headers`` ({include name: text}) are what the source's
+    ``#include "name"`` lines find. The cubin is cached under :func:`cache_dir` keyed by a hash of the source, the
+    headers, the options, NVRTC's version and the architecture; a cached file is reused when it is a complete
     CUDA ELF image, and the cache is skipped when its directory is not private to the user. Raises
     :class:`NvrtcError` (with ``.log`` holding the full compile log) when the source does not compile, and
     :class:`CudaUnavailableError` when NVRTC cannot be found.
@@ -312,7 +326,7 @@ def compile_source(source: str, name: str, arch: Any, options: Sequence[str] = (
     _ensure_nvrtc()
     opts = [f"-arch={arch}", "-std=c++17", *options]
     version = tuple(_core.gpu_nvrtc_version())
-    key = _cache_key(source, opts, version, arch)
+    key = _cache_key(source, opts, version, arch, headers)
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(name).stem)
     directory = _usable_cache_dir() if cache else None
     path = directory / f"{stem}-{arch}-{key[:32]}.cubin" if directory is not None else None
@@ -323,7 +337,7 @@ def compile_source(source: str, name: str, arch: Any, options: Sequence[str] = (
                 return data
         except OSError:
             pass
-    cubin, _log = _core.gpu_compile(source, name, opts)
+    cubin, _log = _core.gpu_compile(source, name, opts, dict(headers) if headers else None)
     if path is not None:
         _write_atomic(path, cubin)
     return cubin
@@ -365,14 +379,15 @@ def _source_options(source_name: str) -> List[str]:
 def compile(source_name: str, arch: Any) -> bytes:  # noqa: A001 - the public name the API promises
     """Compile the kernel source ``cuda/<source_name>.cu`` for ``arch`` (e.g. ``"sm_90"``) and return the cubin.
 
-    Uses the cubin cache (see :func:`compile_source`) and the compile-time constants the benchmarks assume.
+    Uses the cubin cache (see :func:`compile_source`), the shared headers (:func:`kernel_headers`) and the
+    compile-time constants the benchmarks assume.
     """
     stem = Path(source_name).stem
     sources = kernel_sources()
     if stem not in sources:
         raise ValueError(f"no kernel source {source_name!r}; available: {', '.join(sources)}")
     text = sources[stem].read_text(encoding="utf-8")
-    return compile_source(text, f"{stem}.cu", arch, _source_options(stem))
+    return compile_source(text, f"{stem}.cu", arch, _source_options(stem), headers=kernel_headers())
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -838,55 +853,51 @@ def _tensor_check(ctx: _Context, bench: Benchmark) -> None:
                        + "; ".join(problems))
 
 
-def _run_mma(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
-    """FLOPs per launch = warps * iters * RL_MMA_CHAINS * 2*m*n*k."""
+def _tensor_rate(ctx: _Context, bench: Benchmark, launch_kw: Dict[str, Any], group_threads: int,
+                 per_iter: int) -> Tuple[float, int, str]:
+    """Check the tensor-core kernel of ``bench`` on all-ones operands, then calibrate and time it on random ones
+    (arguments: sink, iters, seed, sentinel, check=0). FLOPs per launch = groups * iters * per_iter * 2*m*n*k, a
+    group being ``group_threads`` threads that issue ``per_iter`` instructions per loop. Returns (FLOP/s, iters,
+    the timing description)."""
     m, n, k = bench.param("shape")
-    chains = _DEFINES["mma"]["RL_MMA_CHAINS"]
-    sets = _DEFINES["mma"]["RL_MMA_SETS"]
-    integer = bench.param("integer")
-    sentinel = ("i32", -_INT_SENTINEL) if integer else ("f32", _NAN)
+    sentinel = ("i32", -_INT_SENTINEL) if bench.param("integer") else ("f32", _NAN)
     _tensor_check(ctx, bench)
 
     def make_args(iters: int) -> list:
         return [("buffer", 0), ("i32", iters), ("u32", 0x9E3779B9), sentinel, ("i32", 0)]
 
-    iters, result = _calibrate(ctx, bench, make_args, {"buffers": [(256, 0)], "block": 256})
+    iters, result = _calibrate(ctx, bench, make_args, {"buffers": [(256, 0)], **launch_kw})
     median = _median_s(result)
-    warps = result["grid"] * result["block"] // 32
-    flops = warps * iters * chains * 2 * m * n * k
-    text = (
+    groups = result["grid"] * result["block"] // group_threads
+    flops = groups * iters * per_iter * 2 * m * n * k
+    return flops / median, iters, _describe_timing(result, median)
+
+
+def _run_mma(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
+    """FLOPs per launch = warps * iters * RL_MMA_CHAINS * 2*m*n*k."""
+    m, n, k = bench.param("shape")
+    chains = _DEFINES["mma"]["RL_MMA_CHAINS"]
+    sets = _DEFINES["mma"]["RL_MMA_SETS"]
+    rate, iters, timing = _tensor_rate(ctx, bench, {"block": 256}, 32, chains)
+    return rate, (
         f"mma.sync m{m}n{n}k{k} {bench.param('types')}: {chains} independent accumulators per warp x {iters} "
         f"loops, 2*m*n*k per instruction, random operands cycling through {sets} A and {sets} B fragment sets, "
-        f"result checked on all-ones operands; " + _describe_timing(result, median)
+        f"result checked on all-ones operands; " + timing
     )
-    return flops / median, text
 
 
 def _run_wgmma(ctx: _Context, bench: Benchmark) -> Tuple[float, str]:
     """FLOPs per launch = warpgroups * iters * RL_WGMMA_UNROLL * 2*64*256*k."""
     m, n, k = bench.param("shape")
     unroll = _DEFINES["wgmma"]["RL_WGMMA_UNROLL"]
-    threads = _DEFINES["wgmma"]["RL_WGMMA_THREADS"]
     tiles = _DEFINES["wgmma"]["RL_WGMMA_TILES"]
-    integer = bench.param("integer")
-    sentinel = ("i32", -_INT_SENTINEL) if integer else ("f32", _NAN)
-    _tensor_check(ctx, bench)
-
-    def make_args(iters: int) -> list:
-        return [("buffer", 0), ("i32", iters), ("u32", 0x9E3779B9), sentinel, ("i32", 0)]
-
-    iters, result = _calibrate(
-        ctx, bench, make_args, {"buffers": [(256, 0)], "block": threads, "max_blocks_per_sm": 1}
-    )
-    median = _median_s(result)
-    warpgroups = result["grid"] * result["block"] // 128
-    flops = warpgroups * iters * unroll * 2 * m * n * k
-    text = (
+    launch = {"block": _DEFINES["wgmma"]["RL_WGMMA_THREADS"], "max_blocks_per_sm": 1}
+    rate, iters, timing = _tensor_rate(ctx, bench, launch, 128, unroll)
+    return rate, (
         f"wgmma.mma_async m{m}n{n}k{k} {bench.param('types')} (sm_90a), A and B from shared memory: {unroll} per "
         f"commit group x {iters} loops per warpgroup, 2*m*n*k per instruction, random operands cycling through "
-        f"{tiles} A and {tiles} B tiles, result checked on all-ones operands; " + _describe_timing(result, median)
+        f"{tiles} A and {tiles} B tiles, result checked on all-ones operands; " + timing
     )
-    return flops / median, text
 
 
 def _sm80(cc: CC) -> bool:

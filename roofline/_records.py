@@ -7,13 +7,15 @@ import numpy as np
 from roofline import _core
 
 # One row per op call. Mirrors rl_record in csrc/record.h field for field (checked below at import).
+# flop_counter_flops is FlopCounterMode's count for the call (rl_record.compat_flops); its earlier name,
+# "compat_flops", is kept as the field's title, so records["compat_flops"] still reads it.
 RECORD_DTYPE = np.dtype([
     ("matrix_flops", "<u8"),
     ("vector_flops", "<u8"),
     ("special_ops", "<u8"),
     ("bytes_read", "<u8"),
     ("bytes_written", "<u8"),
-    ("compat_flops", "<u8"),
+    (("compat_flops", "flop_counter_flops"), "<u8"),
     ("t_start", "<f8"),
     ("t_end", "<f8"),
     ("op", "<u4"),
@@ -67,3 +69,28 @@ def canonical_dtype(name) -> str:
     if s not in DTYPE_CODES:
         raise ValueError(f"unknown dtype {name!r}; known: {', '.join(sorted(DTYPE_CODES))}")
     return s
+
+
+class DerivedCounts:
+    """``bytes`` and ``intensity`` of anything that has the five counts (a :class:`roofline.Cost`, a report)."""
+
+    __slots__ = ()
+
+    @property
+    def bytes(self) -> int:
+        """Compulsory bytes moved: ``bytes_read + bytes_written``."""
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity: (matrix + vector FLOPs) per byte of compulsory traffic, in FLOP/byte (inf when FLOPs
+        move no bytes, 0 when nothing was counted)."""
+        return intensity(self.matrix_flops + self.vector_flops, self.bytes)
+
+
+def intensity(flops: int, nbytes: int) -> float:
+    """Arithmetic intensity ``flops / nbytes`` in FLOP per byte: inf when FLOPs move no bytes, 0 when nothing was
+    counted."""
+    if nbytes == 0:
+        return float("inf") if flops else 0.0
+    return flops / nbytes

@@ -7,7 +7,6 @@ Imported only when torch is used (``roofline.measure``, ``roofline.register`` on
 from __future__ import annotations
 
 import operator
-import re
 import time
 import types
 import warnings
@@ -18,7 +17,7 @@ from torch.autograd.graph import register_multi_grad_hook
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._pytree import tree_flatten
 
-from roofline import _core, _registry
+from roofline import _core, _registry, _resolve
 
 try:  # torch imports dynamo lazily on the first op under a dispatch mode (~1 s): not inside the first timed block
     import torch._dynamo  # noqa: F401
@@ -47,27 +46,9 @@ _DECLINE = frozenset(getattr(packet, ov) for packet in _DECLINE_PACKETS if packe
 
 _TORCH_DTYPES = {getattr(torch, name): code for name, code in DTYPE_CODES.items() if hasattr(torch, name)}
 
-# User formulas: qualified name ("aten::foo" / "mylib::op", optionally ".overload") -> Entry or callable.
-_USER = _registry.USER  # shared with roofline.cost(), which honours the formulas registered by kind
-
-
-def _qualified(func) -> tuple[str, str]:
-    return func._schema.name, func._overloadname
-
-
 def _packet_name(func) -> str:
     ns, name = func._schema.name.split("::", 1)
     return f"{ns}.{name}"
-
-
-def _user_formula(func):
-    if not _USER:
-        return None
-    q, ov = _qualified(func)
-    for key in (f"{q}.{ov}", q):
-        if key in _USER:
-            return _USER[key]
-    return None
 
 
 def _has_composite_kernel(func) -> bool:
@@ -312,42 +293,28 @@ class Session:
         if func in _DECLINE:
             self.op_index[func] = _DECLINED
             return _DECLINED
-        user = _user_formula(func)
-        if (allow_decompose and user is None and func is not torch.ops.prim.device.default
+        q, ov = func._schema.name, func._overloadname
+        schema = _registry.Schema.from_torch(func._schema)
+        res = _resolve.resolve(q, ov, schema)  # the same resolution as roofline.cost()
+        if (allow_decompose and not res.registered and func is not torch.ops.prim.device.default
                 and _has_composite_kernel(func)):
             # Same rule as FlopCounterMode: an op with a CompositeImplicitAutograd kernel is decomposed and its
             # parts are counted.
             self.op_index[func] = _DECOMPOSE
             return _DECOMPOSE
-        q, ov = _qualified(func)
-        packet = q.split("::", 1)[1] if q.startswith("aten::") else q
-        args = func._schema.arguments
-        names = [a.name for a in args]
-        written = [a.name for a in args if a.alias_info is not None and a.alias_info.is_write]
-        kwnames = tuple(a.name for a in args if a.kwarg_only)
-        info = OpInfo(name=str(func), packet=_packet_name(func), kind="unknown", packet_obj=func._overloadpacket)
-        if callable(user) and not isinstance(user, _registry.Entry):
-            info.kind = "python"
+        info = OpInfo(name=str(func), packet=_packet_name(func), kind=res.kind, packet_obj=func._overloadpacket)
+        if res.formula is not None:
             idx = self.recorder.add_op(_core.K_ZERO, name=info.name)
-            self.python_formulas[idx] = user
+            self.python_formulas[idx] = res.formula
             self.ops.append(info)
-            self.op_index[func] = ("python", idx, user)
+            self.op_index[func] = ("python", idx, res.formula)
             return self.op_index[func]
-        entry = user if isinstance(user, _registry.Entry) else _registry.lookup(q, ov)
-        if entry is None:
-            spec = dict(kind=_core.K_COPY)  # unknown: compulsory bytes are still counted; FLOPs are not
-        else:
-            inplace_base = packet[:-1] if packet.endswith("_") and not packet.endswith("__") else packet
-            try:
-                outs = [a.name for a in args if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
-                spec = _registry.compile_entry(entry, inplace_base, names, written, outs)
-            except _registry.FormulaError as e:
-                warnings.warn(f"roofline: {e}; the op is listed in unknown_ops", stacklevel=3)
-                spec, entry = dict(kind=_core.K_COPY), None
-            else:
-                info.kind = _registry.KIND_NAMES[entry.kind]
-        spec["kwnames"] = kwnames or None
-        spec["kwpos"] = len(names) - len(kwnames)
+        if res.error is not None:
+            warnings.warn(f"roofline: {res.error}; the op is listed in unknown_ops", stacklevel=3)
+        # unknown: compulsory bytes are still counted; FLOPs are not
+        spec = dict(res.spec) if res.spec is not None else dict(kind=_core.K_COPY)
+        spec["kwnames"] = schema.kwnames or None
+        spec["kwpos"] = len(schema.names) - schema.kwonly
         spec["name"] = info.name  # error messages from the recorder name the op
         idx = self.recorder.add_op(**spec)
         self.ops.append(info)
@@ -482,106 +449,6 @@ class Session:
 def _sync_all():
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
-
-
-# Kinds a user may register by name: their formulas need no schema-specific parameters.
-_REGISTRABLE = frozenset({"zero", "copy", "fill", "ewise", "ewise_in", "mm", "addmm", "bmm", "baddbmm", "scaled_mm",
-                          "gather", "foreach"})
-
-
-def register(op, formula=None, *, kind=None, flops=0, special=0):
-    """Teach roofline the cost of an op that has no built-in formula (your custom ops, or an override).
-
-    ``op``: an ``OpOverloadPacket`` / ``OpOverload`` (``torch.ops.mylib.op``) or a name (``"mylib::op"``,
-    ``"mylib::op.overload"``). Either pass ``formula``, a callable ``formula(*args, out=..., **kwargs)`` returning
-    :class:`roofline.Cost` or a dict with any of ``matrix_flops``, ``vector_flops``, ``special_ops``,
-    ``bytes_read``, ``bytes_written`` (called once per op call, in Python); or pass ``kind`` (a built-in formula,
-    e.g. ``"ewise"`` with ``flops`` per element of the result, ``"copy"``, ``"mm"``), which runs in C.
-    Registering an op twice raises ``ValueError``; call :func:`unregister` first to replace a formula.
-    """
-    key = _op_key(op)
-    if (formula is None) == (kind is None):
-        raise TypeError(f"register({key}): pass exactly one of formula= (a callable) or kind= (a built-in formula "
-                        "name)")
-    if formula is not None:
-        if not callable(formula):
-            raise TypeError(f"register({key}): formula must be callable, got {type(formula).__name__}")
-        if _per_element_count(key, "flops", flops) or _per_element_count(key, "special", special):
-            raise TypeError(f"register({key}): flops= and special= go with kind=; a formula= returns its own counts")
-        entry = formula
-    else:
-        if not isinstance(kind, str):
-            raise TypeError(f"register({key}): kind must be a str (one of {sorted(_REGISTRABLE)}), "
-                            f"got {type(kind).__name__}")
-        if kind not in _registry.KINDS_BY_NAME:
-            raise ValueError(f"register({key}): unknown kind {kind!r}; choose from {sorted(_REGISTRABLE)}")
-        if kind not in _REGISTRABLE:
-            raise ValueError(f"register({key}): kind {kind!r} needs argument positions from a schema it knows; "
-                             f"register a formula= callable instead, or one of {sorted(_REGISTRABLE)}")
-        per_element = kind in _PER_ELEMENT
-        counts = []
-        for name, value in (("flops", flops), ("special", special)):
-            n = _per_element_count(key, name, value)
-            if n and not per_element:
-                raise ValueError(f"register({key}): kind {kind!r} takes no {name}= (only "
-                                 f"{', '.join(sorted(_PER_ELEMENT))} count per element); got {name}={n}")
-            counts.append(n)
-        entry = _registry.Entry(_registry.KINDS_BY_NAME[kind], counts[0], counts[1])
-    if key in _USER:
-        raise ValueError(f"a formula for {key} is already registered; call roofline.unregister({key!r}) first")
-    _USER[key] = entry
-
-
-# Kinds whose flops/special are counts per element (of the result, the first tensor, the first tensor list).
-_PER_ELEMENT = frozenset({"fill", "ewise", "ewise_in", "foreach"})
-# The per-element costs are stored in signed 64-bit fields of the C op table (rl_op.p1, rl_op.p2 in csrc/cost.h).
-_MAX_PER_ELEMENT = (1 << 63) - 1
-
-
-def _per_element_count(key: str, name: str, value) -> int:
-    """``value`` as a per-element count for the C op table: an integer (bool and float refused: 2.7 FLOPs per element
-    cannot be stored, and truncating it would be a silently wrong count) in 0 .. 2**63-1."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        n = operator.index(value)
-    except TypeError:
-        raise TypeError(f"register({key}): {name} must be an int (a count per element), got "
-                        f"{type(value).__name__} {value!r}") from None
-    if n < 0:
-        raise ValueError(f"register({key}): {name} must be >= 0, got {n}")
-    if n > _MAX_PER_ELEMENT:
-        raise OverflowError(f"register({key}): {name}={n} does not fit the per-element cost field "
-                            f"(at most 2**63 - 1)")
-    return n
-
-
-def unregister(op) -> None:
-    """Remove a formula added with :func:`register` (KeyError if there is none)."""
-    key = _op_key(op, "unregister")
-    if key not in _USER:
-        raise KeyError(f"no formula registered for {key}")
-    del _USER[key]
-
-
-def _op_key(op, what: str = "register") -> str:
-    if isinstance(op, torch._ops.OpOverload):
-        return f"{op._schema.name}.{op._overloadname}"
-    if isinstance(op, torch._ops.OpOverloadPacket):
-        return op._qualified_op_name
-    if isinstance(op, str):
-        from roofline._spec import _split_name  # the one parser of op names ("add", "aten.add.Tensor", "ns::op")
-
-        qualified, overload = _split_name(op)
-        if not _OP_NAME.fullmatch(qualified) or not _OVERLOAD.fullmatch(overload):
-            raise ValueError(f"{what}: {op!r} is not an operator name (\"mylib::op\", \"mylib::op.overload\", "
-                             "or an aten name such as \"gelu\")")
-        return f"{qualified}.{overload}" if overload else qualified
-    raise TypeError(f"{what}: op must be a torch op or its name, got {type(op).__name__}")
-
-
-_OP_NAME = re.compile(r"[A-Za-z_]\w*::[A-Za-z_]\w*")
-_OVERLOAD = re.compile(r"\w*")
 
 
 _OVERHEAD: dict = {}

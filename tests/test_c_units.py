@@ -1,25 +1,9 @@
 """Build the pure-C unit tests with AddressSanitizer + UndefinedBehaviorSanitizer and -Werror, and run them."""
 
-import os
-import shutil
-import subprocess
-from pathlib import Path
-
-import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-CC = os.environ.get("CC", "gcc")
+from conftest import ROOT
 
 
-@pytest.mark.skipif(shutil.which(CC) is None, reason=f"no C compiler ({CC})")
-def test_cost_model_c_units_under_sanitizers(tmp_path):
-    exe = tmp_path / "test_cost"
-    cmd = [CC, "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-fsanitize=address,undefined",
-           "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", f"-I{ROOT / 'csrc'}",
-           str(ROOT / "tests" / "c" / "test_cost.c"), str(ROOT / "csrc" / "cost.c"), "-o", str(exe)]
-    build = subprocess.run(cmd, capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1")
-    run = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60)
-    assert run.returncode == 0, run.stdout + run.stderr
+def test_cost_model_c_units_under_sanitizers(sanitized_cc, tmp_path):
+    exe = sanitized_cc.build([ROOT / "tests" / "c" / "test_cost.c", ROOT / "csrc" / "cost.c"], tmp_path / "test_cost")
+    run = sanitized_cc.run(exe, timeout=60)
     assert "all C cost tests passed" in run.stdout

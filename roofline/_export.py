@@ -1,0 +1,259 @@
+"""A report as data: the JSON document (:meth:`roofline.Report.to_dict`, read back by :func:`roofline.load`),
+and one row per op call as CSV or a pandas DataFrame.
+
+The document holds everything needed to rebuild the report: the records bit for bit (base64 of their raw bytes,
+laid out as ``RECORD_DTYPE``), the op and module tables, times, metadata and the ceilings. :func:`read_document`
+checks a document field by field against its schema version before anything is built from it.
+
+Record fields are stored by position, not by name: a field renamed in ``RECORD_DTYPE`` (``compat_flops`` became
+``flop_counter_flops``) leaves the document format unchanged, and documents written before the rename load as
+they are.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+
+import numpy as np
+
+from roofline import _core
+from roofline._classification import BOUNDS
+from roofline._records import DTYPE_NAMES, PHASES, RECORD_DTYPE
+from roofline._rollup import OpInfo, times
+
+SCHEMA_VERSION = 1
+
+# the count columns of a per-call row, after op, module, phase and dtype
+COUNT_COLUMNS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written", "flop_counter_flops")
+# the classification columns of a per-call row, after the measured time
+CLASS_COLUMNS = ("intensity", "t_min", "achieved_flops", "achieved_bytes", "efficiency", "mfu", "mbu")
+
+
+# ---- writing -----------------------------------------------------------------------------------------------------
+def document(records, ops, module_sets, wall_time, meta, overhead, ceilings, source) -> dict:
+    """The JSON-compatible document of a report (schema :data:`SCHEMA_VERSION`)."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "records": base64.b64encode(records.tobytes()).decode("ascii"),
+        "n_records": int(len(records)),
+        "ops": [{"name": o.name, "packet": o.packet, "kind": o.kind} for o in ops],
+        "module_sets": [list(m) for m in module_sets],
+        "wall_time": wall_time,
+        "meta": meta,
+        "overhead": overhead,
+        "ceilings": None if ceilings is None else ceilings.to_dict(),
+        "ceilings_source": source,
+    }
+
+
+def write(text: str, path, newline=None) -> str:
+    """Write ``text`` to ``path`` when one is given; return the text."""
+    if path is not None:
+        with open(path, "w", newline=newline) as f:
+            f.write(text)
+    return text
+
+
+def to_json(doc: dict, path=None, indent: int | None = None) -> str:
+    """The document as JSON text (NaN allowed), written to ``path`` when given."""
+    return write(json.dumps(doc, indent=indent, allow_nan=True), path)
+
+
+def columns(report) -> dict:
+    """One row per op call, column name -> values: ``op``, ``module`` (innermost), ``phase``, ``dtype`` (names),
+    the :data:`COUNT_COLUMNS`, the measured ``time``, the :data:`CLASS_COLUMNS` and ``bound`` (a name)."""
+    r = report.records
+    c = report.classification()
+    names = report.op_names
+    cols = {
+        "op": [names[i] for i in r["op"].tolist()],
+        "module": [report.module_path(m) for m in r["module"].tolist()],
+        "phase": [PHASES[p] for p in r["phase"].tolist()],
+        "dtype": [DTYPE_NAMES.get(d, "unknown") for d in r["dtype"].tolist()],
+    }
+    for f in COUNT_COLUMNS:
+        cols[f] = r[f]
+    cols["time"] = times(r)
+    for f in CLASS_COLUMNS:
+        cols[f] = c[f]
+    cols["bound"] = [BOUNDS[b] for b in c["bound"].tolist()]
+    return cols
+
+
+def to_csv(cols: dict, path=None) -> str:
+    """The :func:`columns` as CSV (floats as ``repr``, so they read back exactly), written to ``path`` when
+    given."""
+    import csv
+    import io
+
+    names = list(cols)
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(names)
+    for row in zip(*(cols[n] for n in names)):
+        w.writerow([repr(float(v)) if isinstance(v, (float, np.floating)) else v for v in row])
+    return write(buf.getvalue(), path, newline="")
+
+
+def to_dataframe(cols: dict):
+    """The :func:`columns` as a pandas DataFrame (ImportError naming pandas without it)."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("to_dataframe needs pandas: pip install pandas") from None
+    return pd.DataFrame(cols)
+
+
+# ---- reading a report back: the schema, checked field by field ------------------------------------------------
+_OP_KINDS = None  # the kind names a report's op table may hold (built on first use)
+_CEILINGS_SOURCES = ("measured", "datasheet", "best")
+_TIMINGS = ("model", "op", None)
+
+
+def _bad(field: str, problem: str):
+    raise ValueError(f"corrupt roofline report: {field} {problem}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _type(v) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def _list_of_str(v, field: str) -> list[str]:
+    if not isinstance(v, list):
+        _bad(field, f"must be a list of str, not {_type(v)}")
+    for i, x in enumerate(v):
+        if not isinstance(x, str):
+            _bad(f"{field}[{i}]", f"must be a str, not {_type(x)}")
+    return v
+
+
+def _time(v, field: str):
+    if v is None:
+        return None
+    if not _is_number(v) or not math.isfinite(float(v)) or v < 0:
+        _bad(field, f"must be a finite number of seconds >= 0 or null, not {v!r}")
+    return float(v)
+
+
+def read_document(d):
+    """The parts of a report document, each checked: ``(records, ops, module_sets, wall_time, meta, overhead,
+    ceilings, ceilings_source)``; ValueError naming the first wrong field."""
+    global _OP_KINDS
+    if not isinstance(d, dict):
+        raise ValueError(f"not a roofline report (schema {SCHEMA_VERSION} expected): a JSON object is needed, not "
+                         f"{_type(d)}")
+    schema = d.get("schema")
+    if not (_is_int(schema) and schema == SCHEMA_VERSION):
+        raise ValueError(f"not a roofline report (schema {SCHEMA_VERSION} expected, the document has "
+                         f"schema {schema!r})")
+    for key in ("records", "n_records", "ops", "module_sets"):
+        if key not in d:
+            _bad(key, "is missing")
+    # op and module tables
+    if _OP_KINDS is None:
+        from roofline._registry import KIND_NAMES
+
+        _OP_KINDS = frozenset(KIND_NAMES.values()) | {"python", "unknown"}
+    if not isinstance(d["ops"], list):
+        _bad("ops", f"must be a list, not {_type(d['ops'])}")
+    ops = []
+    for i, o in enumerate(d["ops"]):
+        if not isinstance(o, dict):
+            _bad(f"ops[{i}]", f"must be an object, not {_type(o)}")
+        for k in ("name", "packet", "kind"):
+            if not isinstance(o.get(k), str):
+                _bad(f"ops[{i}].{k}", f"must be a str, not {_type(o.get(k))}")
+        if o["kind"] not in _OP_KINDS:
+            _bad(f"ops[{i}].kind", f"is {o['kind']!r}, not a cost kind ({', '.join(sorted(_OP_KINDS))})")
+        ops.append(OpInfo(o["name"], o["packet"], o["kind"]))
+    if not isinstance(d["module_sets"], list):
+        _bad("module_sets", f"must be a list, not {_type(d['module_sets'])}")
+    module_sets = [tuple(_list_of_str(m, f"module_sets[{i}]")) for i, m in enumerate(d["module_sets"])]
+    # the record block
+    if not isinstance(d["records"], str):
+        _bad("records", f"must be a base64 str, not {_type(d['records'])}")
+    try:
+        raw = base64.b64decode(d["records"], validate=True)
+    except (binascii.Error, ValueError) as e:
+        _bad("records", f"is not base64 ({e})")
+    if len(raw) % RECORD_DTYPE.itemsize:
+        _bad("records", f"is truncated ({len(raw)} bytes, not a multiple of the {RECORD_DTYPE.itemsize}-byte record)")
+    records = np.frombuffer(raw, dtype=RECORD_DTYPE).copy()
+    n = d["n_records"]
+    if not _is_int(n) or n != len(records):
+        _bad("n_records", f"is {n!r}: the record count does not match the {len(records)} records in the block")
+    _check_records(records, len(ops), len(module_sets))
+    # scalars and small objects
+    wall_time = _time(d.get("wall_time"), "wall_time")
+    meta = d.get("meta")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        _bad("meta", f"must be an object, not {_type(meta)}")
+    meta = dict(meta)
+    if "timing" in meta and meta["timing"] not in _TIMINGS:
+        _bad("meta.timing", f"is {meta['timing']!r}, not one of {_TIMINGS}")
+    if "devices" in meta:
+        _list_of_str(meta["devices"], "meta.devices")
+    for k in ("version", "projected_to", "ceilings_source"):
+        if meta.get(k) is not None and not isinstance(meta[k], str):
+            _bad(f"meta.{k}", f"must be a str, not {_type(meta[k])}")
+    overhead = d.get("overhead")
+    if overhead is None:
+        overhead = {}
+    if not isinstance(overhead, dict):
+        _bad("overhead", f"must be an object, not {_type(overhead)}")
+    for k, v in overhead.items():
+        _time(v, f"overhead.{k}")
+        if v is None:
+            _bad(f"overhead.{k}", "must be a number of seconds, not null")
+    source = d.get("ceilings_source", "measured")
+    if source not in _CEILINGS_SOURCES:
+        _bad("ceilings_source", f"is {source!r}, not one of {_CEILINGS_SOURCES}")
+    ceil = None
+    if d.get("ceilings") is not None:
+        from roofline._ceilings import Ceilings
+
+        try:
+            ceil = Ceilings.from_dict(d["ceilings"])
+        except ValueError as e:
+            _bad("ceilings", f"are malformed: {e}")
+    return records, ops, module_sets, wall_time, meta, dict(overhead), ceil, source
+
+
+def _check_records(records, n_ops: int, n_module_sets: int):
+    """Every record's references and codes are in range (the roll-ups index tables with them)."""
+    if not len(records):
+        return
+
+    def first(mask, field, problem):
+        if mask.any():
+            i = int(np.flatnonzero(mask)[0])
+            _bad(f"records[{i}].{field}", problem(records[field][i]))
+
+    first(records["op"] >= n_ops, "op", lambda v: f"is {v}, but the report lists {n_ops} ops")
+    first(records["module"] >= n_module_sets, "module",
+          lambda v: f"is {v}, but the report lists {n_module_sets} module sets")
+    first(records["phase"] >= len(PHASES), "phase",
+          lambda v: f"is {v}, not a phase (" + ", ".join(f"{i} {p}" for i, p in enumerate(PHASES)) + ")")
+    first(~np.isin(records["dtype"], list(DTYPE_NAMES)), "dtype", lambda v: f"is {v}, not a dtype code")
+    statuses = np.unique(records["status"]).tolist()
+    bad = [st for st in statuses if st != 0 and _core.status_str(st) == _core.status_str(-1)]
+    first(np.isin(records["status"], bad), "status", lambda v: f"is {v}, not a status code")
+    t0, t1 = records["t_start"], records["t_end"]
+    first(np.isinf(t0), "t_start", lambda v: f"is {v}, not a time")
+    first(np.isinf(t1), "t_end", lambda v: f"is {v}, not a time")
+    first(np.isnan(t0) != np.isnan(t1), "t_end", lambda v: "and t_start must both be times or both be NaN")
+    with np.errstate(invalid="ignore"):
+        first(t1 < t0, "t_end", lambda v: f"is {v}, before the record's t_start")

@@ -1,0 +1,113 @@
+"""Shared fixtures: building and running C code under AddressSanitizer + UndefinedBehaviorSanitizer."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+# What a sanitizer prints when it finds something (a report fails the test even if the exit status were 0).
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "SUMMARY: UndefinedBehavior")
+SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1",
+                 "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
+
+
+def sanitizer_report(text: str) -> str | None:
+    """The first line of a sanitizer report in `text`, or None."""
+    for line in text.splitlines():
+        if any(m in line for m in SANITIZER_MARKERS):
+            return line
+    return None
+
+
+class SanitizedCC:
+    """A C compiler that builds with -fsanitize=address,undefined, and a runner for what it builds."""
+
+    def __init__(self, cc: str):
+        self.cc = cc
+
+    def build(self, sources, exe, flags=(), libs=()) -> Path:
+        """Compile `sources` into `exe` with the project's warning flags and the sanitizers; fails the test with
+        the compiler's messages when the build fails."""
+        cmd = [self.cc, "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", *SANITIZE, f"-I{ROOT / 'csrc'}",
+               *flags, *map(str, sources), "-o", str(exe), *libs]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        assert p.returncode == 0, f"{' '.join(cmd)}\n{p.stderr}"
+        return Path(exe)
+
+    def run(self, exe, *args, timeout=120, expect_rc=0) -> subprocess.CompletedProcess:
+        """Run `exe` with leak detection on; asserts the exit status and that no sanitizer reported."""
+        p = subprocess.run([str(exe), *args], capture_output=True, text=True, env=dict(os.environ, **SANITIZER_ENV),
+                           timeout=timeout)
+        out = p.stdout + p.stderr
+        assert p.returncode == expect_rc, out[-5000:]
+        report = sanitizer_report(out)
+        assert report is None, out[-5000:]
+        return p
+
+
+def _sanitizer_compiler() -> tuple[str | None, str]:
+    names = [os.environ.get("CC"), "cc", "gcc", "clang"]
+    for name in filter(None, names):
+        path = shutil.which(name)
+        if path:
+            return path, ""
+    return None, "no C compiler (set CC, or install gcc or clang)"
+
+
+@pytest.fixture(scope="session")
+def sanitized_cc(tmp_path_factory) -> SanitizedCC:
+    """A C compiler able to build with ASan + UBSan; skips the test when there is none."""
+    cc, why = _sanitizer_compiler()
+    if cc is None:
+        pytest.skip(why)
+    probe_dir = tmp_path_factory.mktemp("sanitizer-probe")
+    src = probe_dir / "probe.c"
+    src.write_text("int main(void) { return 0; }\n")
+    p = subprocess.run([cc, *SANITIZE, str(src), "-o", str(probe_dir / "probe")], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"{cc} cannot build with -fsanitize=address,undefined: {p.stderr.strip()[:300]}")
+    return SanitizedCC(cc)
+
+
+# ---- Without torch ---------------------------------------------------------------------------------------------
+# `import roofline` needs only NumPy, and the C extension is what differs between Python versions, so the suite also
+# runs where torch is not installed (CI's second-Python run). Test modules that import torch, torchvision or
+# transformers at module level are then not collected, and the header says which.
+_TORCH_MODULES = {"torch", "torchvision", "transformers"}
+
+
+def _imports_torch_at_module_level(path: Path) -> bool:
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in tree.body:
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in _TORCH_MODULES for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in _TORCH_MODULES:
+            return True
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "_models":
+            return True
+    return False
+
+
+def _torch_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+collect_ignore = []
+if not _torch_installed():
+    collect_ignore = sorted(p.name for p in Path(__file__).parent.glob("*.py") if _imports_torch_at_module_level(p))
+
+
+def pytest_report_header(config):
+    if collect_ignore:
+        return f"torch is not installed: not collected (they import torch): {', '.join(collect_ignore)}"
+    return None
