@@ -1283,6 +1283,439 @@ static void test_mha(void) {
     CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
 }
 
+/* ---- the kind/parameter vocabulary, call validation, the training flag ---------------------------------------- */
+
+static void test_vocabulary(void) {
+    CHECK_STR(rl_status_str(RL_E_OVERFLOW), "count overflows 64 bits");
+    CHECK_STR(rl_status_str(RL_E_ARGS), "missing or mistyped argument");
+    CHECK_STR(rl_status_str(RL_E_SHAPE), "inconsistent shapes");
+    CHECK_STR(rl_status_str(RL_E_DIMS), "a tensor has a negative size or more than 16 dimensions");
+    CHECK_STR(rl_status_str(RL_E_VALUE),
+              "an integer argument is out of range (kernel size or stride <= 0, negative padding)");
+    CHECK_STR(rl_param_name(RL_P_FLOPS), "flops"); /* the first */
+    CHECK_STR(rl_param_name(RL_P_PER_TARGET), "per_target"); /* the last */
+    CHECK_EQ(rl_param_name(-1) == NULL, 1);
+    CHECK_EQ(rl_param_name(RL_P_COUNT) == NULL, 1);
+    CHECK_EQ(rl_param_type(RL_P_FLOPS), RL_PT_COUNT);
+    CHECK_EQ(rl_param_type(RL_P_QUERY), RL_PT_ARG_REQUIRED);
+    CHECK_EQ(rl_param_type(-1), -1);
+    CHECK_EQ(rl_param_type(RL_P_COUNT), -1);
+    CHECK_STR(rl_param_argname(RL_P_TRANSPOSED), "transposed");
+    CHECK_EQ(rl_param_argname(RL_P_FLOPS) == NULL, 1);
+    CHECK_EQ(rl_param_argname(-1) == NULL, 1);
+    CHECK_EQ(rl_param_argname(RL_P_COUNT) == NULL, 1);
+    int64_t lo = 5, hi = 5;
+    rl_param_range(RL_P_FLOPS, &lo, &hi);
+    CHECK_EQ(lo, 0);
+    CHECK_EQ(hi, INT64_MAX);
+    rl_param_range(RL_P_DEPTHWISE, &lo, &hi);
+    CHECK_EQ(lo, 0);
+    CHECK_EQ(hi, 1);
+    rl_param_range(RL_P_BIAS, &lo, &hi);
+    CHECK_EQ(lo, (uint64_t)-1);
+    CHECK_EQ(hi, RL_MAX_ARGS - 1);
+    rl_param_range(RL_P_QUERY, &lo, &hi); /* a required position has the same range */
+    CHECK_EQ(lo, (uint64_t)-1);
+    CHECK_EQ(hi, RL_MAX_ARGS - 1);
+    rl_param_range(-1, &lo, &hi);
+    CHECK_EQ(lo, 0);
+    CHECK_EQ(hi, 0);
+    lo = hi = 5;
+    rl_param_range(RL_P_COUNT, &lo, &hi);
+    CHECK_EQ(lo, 0);
+    CHECK_EQ(hi, 0);
+    CHECK_STR(rl_kind_name(RL_K_ZERO), "zero");
+    CHECK_STR(rl_kind_name(RL_K_GROUPED_MM), "grouped_mm");
+    CHECK_EQ(rl_kind_name(-1) == NULL, 1);
+    CHECK_EQ(rl_kind_params(RL_K_ZERO), RL_P(TRAINING));
+    CHECK_EQ(rl_kind_params(RL_K_POOL),
+             RL_P(FLOPS) | RL_P(SPATIAL) | RL_P(KERNEL_SIZE) | RL_P(STRIDE) | RL_P(PADDING) | RL_P(TRAINING));
+    CHECK_EQ(rl_kind_params(RL_K_GROUPED_MM), RL_P(BIAS) | RL_P(TRAINING));
+    CHECK_EQ(rl_kind_params(-1), 0);
+    CHECK_EQ(rl_kind_params(RL_K_COUNT), 0);
+    rl_op op;
+    memset(&op, 0, sizeof(op));
+    op.kind = RL_K_POOL;
+    CHECK_EQ(rl_op_set(&op, -1, 0), RL_E_KIND);
+    CHECK_EQ(rl_op_set(&op, RL_P_GROUPS, 1), RL_E_KIND);  /* not a pool parameter */
+    CHECK_EQ(rl_op_set(&op, RL_P_SPATIAL, 3), RL_OK);
+    CHECK_EQ(op.param[RL_P_SPATIAL], 3);                 /* a count is stored as given */
+    CHECK_EQ(rl_op_set(&op, RL_P_STRIDE, RL_MAX_ARGS - 1), RL_OK);
+    CHECK_EQ(op.param[RL_P_STRIDE], RL_MAX_ARGS);        /* a position plus one */
+    CHECK_EQ(rl_op_get(&op, RL_P_STRIDE), RL_MAX_ARGS - 1);
+    CHECK_EQ(rl_op_get(&op, RL_P_SPATIAL), 3);
+    op.param[RL_P_STRIDE] = RL_MAX_ARGS + 1;              /* out of the stored range: absent */
+    CHECK_EQ(rl_op_get(&op, RL_P_STRIDE), (uint64_t)-1);
+    op.param[RL_P_STRIDE] = 1;
+    CHECK_EQ(rl_op_get(&op, RL_P_STRIDE), 0);
+    CHECK_EQ(rl_op_get(&op, RL_P_PADDING), (uint64_t)-1); /* zeroed: absent */
+    CHECK_EQ(rl_op_get(&op, -1), 0);
+    CHECK_EQ(rl_op_get(&op, RL_P_COUNT), 0);
+    op.kind = -1;
+    CHECK_EQ(rl_op_set(&op, RL_P_FLOPS, 1), RL_E_KIND);   /* no kind: no parameter */
+    op.kind = RL_K_COUNT;
+    CHECK_EQ(rl_op_set(&op, RL_P_TRAINING, 1), RL_E_KIND);
+}
+
+static void test_call_validation(void) {
+    builder b;
+    rl_cost r;
+    rl_op op = OP(RL_K_COPY);
+    init(&b);
+    a_tensor(&b, T(RL_DT_FLOAT32, 3));
+    const int64_t two[2] = {2, 2};
+    a_ints(&b, RL_ARG_INTLIST, 2, two);
+    out(&b, T(RL_DT_FLOAT32, 3));
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 0, 0, 12, 12);
+    b.c.nouts = -1;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.c.nouts = 1;
+    b.c.outs = NULL;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.c.nouts = 0;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK); /* no outputs: no array needed */
+    CHECK_EQ(r.bytes_written, 0);
+    b.c.nouts = 1;
+    b.c.outs = b.o;
+    for (int a = 0; a < 2; a++) { /* a tensor and an int list: negative first or count */
+        b.c.args[a].first = -1;
+        CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+        b.c.args[a].first = 0;
+        b.c.args[a].count = -1;
+        CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+        b.c.args[a].count = a ? 2 : 1;
+    }
+    b.c.args[1].type = RL_ARG_BOOLLIST;
+    b.c.args[1].first = -1;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.c.args[1].first = 0;
+    b.c.ints = NULL;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.c.args[1].type = RL_ARG_INTLIST;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.c.args[1].count = 0; /* an empty list needs no array */
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    b.c.args[1].type = RL_ARG_INT; /* first and count of a scalar are not looked at */
+    b.c.args[1].first = -5;
+    b.c.args[1].count = -5;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    b.c.tensors = NULL;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.c.tensors = b.t;
+    b.c.args[0].type = RL_ARG_TENSORLIST;
+    b.c.args[0].first = -1;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.c.args[0].first = 0;
+    b.c.args[0].count = 0;
+    b.c.tensors = NULL;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK); /* an empty list */
+    b.c.tensors = b.t;
+    b.c.args[0].type = RL_ARG_TENSOR;
+    b.c.args[0].count = 1;
+    /* dimensions: 0..16 for arguments, -1 (absent) .. 16 for outputs; sizes >= 0 */
+    b.t[0] = T(RL_DT_FLOAT32, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    b.t[0].ndim = RL_MAX_DIMS + 1;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_DIMS);
+    b.t[0] = scalar(RL_DT_FLOAT32);
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    b.t[0].ndim = -1;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_DIMS);
+    b.t[0] = T(RL_DT_FLOAT32, 3, 0);
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    b.t[0].size[1] = -1;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_DIMS);
+    b.t[0] = T(RL_DT_FLOAT32, -1, 3);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_DIMS);
+    b.t[0] = T(RL_DT_FLOAT32, 3);
+    b.o[0] = absent_out();
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    b.o[0].ndim = -2;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_DIMS);
+    b.o[0] = T(RL_DT_FLOAT32, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    b.o[0].ndim = RL_MAX_DIMS + 1;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_DIMS);
+    b.o[0] = T(RL_DT_FLOAT32, 3, -2);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_DIMS);
+    /* the second tensor of a list is checked too, and the second output */
+    init(&b);
+    rl_tensor l[2] = {T(RL_DT_FLOAT32, 2), T(RL_DT_FLOAT32, 2)};
+    l[1].size[0] = -2;
+    a_list(&b, 2, l);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_DIMS);
+    init(&b);
+    out(&b, T(RL_DT_FLOAT32, 2));
+    out(&b, T(RL_DT_FLOAT32, -2));
+    CHECK_EQ(eval(&op, &b, &r), RL_E_DIMS);
+}
+
+/* Updated arguments and the BatchNorm training flag: t0 (4) updated in place, t1 (6) read, t2 (5) not read,
+ * training at 3, output (6). */
+static void test_training_flag(void) {
+    builder b;
+    rl_cost r;
+    rl_op op = OP(RL_K_EWISE, RL_P_FLOPS, 1, RL_P_TRAINING, 3);
+    op.write_mask = 1;
+    op.noread_mask = 4;
+    init(&b);
+    a_tensor(&b, T(RL_DT_FLOAT32, 4));
+    a_tensor(&b, T(RL_DT_FLOAT32, 6));
+    a_tensor(&b, T(RL_DT_FLOAT32, 5));
+    a_bool(&b, 1);
+    out(&b, T(RL_DT_FLOAT16, 6));
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 4, 0, (4 + 6) * 4, 4 * 4); /* the result is t0; the output is its alias */
+    b.c.args[3].i = 0; /* evaluation: every argument read (t2 too), nothing updated */
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 4, 0, (4 + 6 + 5) * 4, 0);
+    b.c.args[3].type = RL_ARG_INT; /* an int flag */
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.bytes_written, 0);
+    b.c.args[3].i = 2;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.bytes_written, 4 * 4);
+    b.c.nargs = 3; /* the flag absent: training */
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 4, 0, (4 + 6) * 4, 4 * 4);
+    b.c.nargs = 4;
+    b.c.args[3].type = RL_ARG_NONE; /* None: training */
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.bytes_written, 4 * 4);
+    b.c.args[3].type = RL_ARG_BOOL;
+    b.c.args[3].i = 0;
+    rl_op plain = op; /* no training parameter: always training */
+    plain.param[RL_P_TRAINING] = 0;
+    CHECK_EQ(eval(&plain, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 4, 0, (4 + 6) * 4, 4 * 4);
+    /* fresh outputs: the result is the output (6 elements), written besides the updated argument */
+    op.flags = RL_OPF_FRESH_OUTS;
+    b.c.args[3].i = 1;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 6, 0, (4 + 6) * 4, 4 * 4 + 6 * 2);
+    CHECK_EQ(r.dtype, RL_DT_FLOAT16);
+    b.c.args[3].i = 0;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 6, 0, (4 + 6 + 5) * 4, 6 * 2);
+    /* a write-only destination (t2 in both masks) is written and not read, in evaluation too */
+    op.flags = 0;
+    op.write_mask = 1 | 4;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 4, 0, (4 + 6) * 4, 5 * 4);
+    b.c.args[3].i = 1;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 4, 0, (4 + 6) * 4, (4 + 5) * 4);
+}
+
+/* ---- grouped GEMM -------------------------------------------------------------------------------------------------- */
+
+static void test_grouped_mm_layouts(void) {
+    builder b;
+    rl_cost r;
+    rl_op op = OP(RL_K_GROUPED_MM, RL_P_BIAS, 3);
+    /* a (10,4) x b (3,4,6), offs (3) int32, bias (3,6): 2 * 10 rows * K 4 * 6 columns, one bias add per output */
+    init(&b);
+    a_tensor(&b, T(RL_DT_BFLOAT16, 10, 4));
+    a_tensor(&b, T(RL_DT_BFLOAT16, 3, 4, 6));
+    a_tensor(&b, T(RL_DT_INT32, 3));
+    a_tensor(&b, T(RL_DT_BFLOAT16, 3, 6));
+    out(&b, T(RL_DT_BFLOAT16, 10, 6));
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_COST(r, 2 * 10 * 4 * 6, 10 * 6, 0, (40 + 72 + 18) * 2 + 3 * 4, 60 * 2);
+    CHECK_EQ(r.flop_counter, 0);
+    CHECK_EQ(r.dtype, RL_DT_BFLOAT16);
+    b.c.args[3].type = RL_ARG_NONE; /* no bias */
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_COST(r, 2 * 10 * 4 * 6, 0, 0, (40 + 72) * 2 + 3 * 4, 60 * 2);
+    b.c.args[3].type = RL_ARG_TENSOR;
+    rl_op nobias = OP(RL_K_GROUPED_MM); /* a bias tensor at 3 but no bias parameter */
+    CHECK_EQ(eval(&nobias, &b, &r), RL_OK);
+    CHECK_EQ(r.vector, 0);
+    b.c.nouts = 0; /* a bias but no output to count it on */
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.vector, 0);
+    CHECK_EQ(r.matrix, 2 * 10 * 4 * 6);
+    b.c.nouts = 1;
+    b.t[1] = T(RL_DT_BFLOAT16, 3, 5, 6); /* K 4 against 5 */
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    /* both batched: a (3,5,7) x b (3,7,11) -> (3,5,11): 2 * 3*5 rows * 7 * 11 */
+    init(&b);
+    a_tensor(&b, T(RL_DT_FLOAT16, 3, 5, 7));
+    a_tensor(&b, T(RL_DT_FLOAT16, 3, 7, 11));
+    out(&b, T(RL_DT_FLOAT32, 3, 5, 11));
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_COST(r, 2 * 3 * 5 * 7 * 11, 0, 0, (105 + 231) * 2, 165 * 4);
+    CHECK_EQ(r.dtype, RL_DT_FLOAT16);
+    b.t[1].size[0] = 2; /* group counts differ */
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    /* a (3,5,7) x b (7,22): the groups split the 22 columns; 5 rows */
+    b.t[1] = T(RL_DT_FLOAT16, 7, 22);
+    b.o[0] = T(RL_DT_FLOAT16, 5, 22);
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, 2 * 5 * 7 * 22);
+    /* a (5,21) x b (21,6) -> (3,5,6): the groups split K = 21 */
+    b.t[0] = T(RL_DT_FLOAT16, 5, 21);
+    b.t[1] = T(RL_DT_FLOAT16, 21, 6);
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, 2 * 5 * 21 * 6);
+    b.t[1] = T(RL_DT_FLOAT16, 20, 6);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    /* ranks 2..3 only; both operands needed */
+    b.t[1] = T(RL_DT_FLOAT16, 21, 6);
+    b.t[0] = T(RL_DT_FLOAT16, 21);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.t[0] = T(RL_DT_FLOAT16, 1, 2, 5, 21);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.t[0] = T(RL_DT_FLOAT16, 5, 21);
+    b.t[1] = T(RL_DT_FLOAT16, 21);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.t[1] = T(RL_DT_FLOAT16, 1, 3, 21, 6);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.t[1] = T(RL_DT_FLOAT16, 21, 6);
+    b.c.args[0].type = RL_ARG_NONE;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.c.args[0].type = RL_ARG_TENSOR;
+    b.c.nargs = 1;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+}
+
+/* ---- convolution groups and channels -------------------------------------------------------------------------------- */
+
+static void conv_g_call(builder *b, rl_tensor x, rl_tensor w, rl_tensor o, int64_t groups) {
+    conv_call(b, 0, 0, 0);
+    b->t[0] = x;
+    b->t[1] = w;
+    b->o[0] = o;
+    b->c.args[8].i = groups;
+}
+
+static void test_conv_groups(void) {
+    builder b;
+    rl_cost r;
+    rl_op op = OP(RL_K_CONV, RL_P_TRANSPOSED, 6, RL_P_GROUPS, 8, RL_P_BIAS, 2);
+    rl_tensor x = T(RL_DT_FLOAT32, 2, 4, 9, 12), w = T(RL_DT_FLOAT32, 6, 2, 2, 4), o = T(RL_DT_FLOAT32, 2, 6, 8, 9);
+    /* 2 groups: weight (6, 4/2, 2, 4): 2 * N 2 * 72 positions * 8 taps * 6 out * 2 in per group */
+    conv_g_call(&b, x, w, o, 2);
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, 2ull * 2 * 72 * 8 * 6 * 2);
+    conv_g_call(&b, x, w, o, 1); /* 1 group needs 4 input channels in the weight */
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    conv_g_call(&b, x, w, o, 3);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    conv_g_call(&b, x, w, o, 0);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    conv_g_call(&b, x, w, o, -2);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    conv_g_call(&b, x, w, T(RL_DT_FLOAT32, 3, 6, 8, 9), 2); /* batch 3 out of batch 2 */
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    conv_g_call(&b, x, w, T(RL_DT_FLOAT32, 2, 5, 8, 9), 2); /* 5 outputs from a weight of 6 */
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    /* 5 output channels do not split into 2 groups */
+    conv_g_call(&b, x, T(RL_DT_FLOAT32, 5, 2, 2, 4), T(RL_DT_FLOAT32, 2, 5, 8, 9), 2);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    /* a weight channel count that would overflow when multiplied by the groups */
+    rl_tensor huge = w;
+    huge.size[1] = INT64_MAX / 2 + 1;
+    conv_g_call(&b, x, huge, o, 2);
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    /* the groups argument absent: 1 group */
+    conv_g_call(&b, x, T(RL_DT_FLOAT32, 6, 4, 2, 4), o, 2);
+    b.c.nargs = 8;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, 2ull * 2 * 72 * 8 * 6 * 4);
+    /* depthwise (no groups argument): one group per input channel, weight (8, 1, 2, 4) */
+    rl_op dw = OP(RL_K_CONV, RL_P_DEPTHWISE, 1);
+    conv_g_call(&b, x, T(RL_DT_FLOAT32, 8, 1, 2, 4), T(RL_DT_FLOAT32, 2, 8, 8, 9), 5);
+    CHECK_EQ(eval(&dw, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, 2ull * 2 * 72 * 8 * 8 * 1);
+    rl_op dwg = OP(RL_K_CONV, RL_P_DEPTHWISE, 1, RL_P_GROUPS, 8); /* a groups argument wins: 5 */
+    CHECK_EQ(eval(&dwg, &b, &r), RL_E_SHAPE);
+    /* transposed with 2 groups: x (2,4,9,12), weight (4, 6/2, 2, 4) -> (2,6,10,15); the kernel over x's extent */
+    rl_tensor wt = T(RL_DT_FLOAT32, 4, 3, 2, 4), ot = T(RL_DT_FLOAT32, 2, 6, 10, 15);
+    conv_g_call(&b, x, wt, ot, 2);
+    b.c.args[6].i = 1;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.matrix, 2ull * 2 * (9 * 12) * 8 * 4 * 3);
+    b.o[0] = T(RL_DT_FLOAT32, 2, 5, 10, 15); /* 3 * 2 != 5 */
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    b.o[0] = ot;
+    b.t[1] = T(RL_DT_FLOAT32, 5, 3, 2, 4); /* weight's first dimension is C_in = 4 */
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    b.t[1] = huge;
+    b.t[1].size[0] = 4;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    /* 3 input channels do not split into 2 groups */
+    conv_g_call(&b, T(RL_DT_FLOAT32, 2, 3, 9, 12), T(RL_DT_FLOAT32, 3, 3, 2, 4), ot, 2);
+    b.c.args[6].i = 1;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+}
+
+/* ---- pooling argument ranges ---------------------------------------------------------------------------------- */
+
+static void test_pool_ranges(void) {
+    builder b;
+    rl_cost r;
+    /* max_pool2d(input, kernel_size, stride, padding): kernel (3,2) over (1,2,9,8) -> (1,2,3,4) */
+    rl_op op = OP(RL_K_POOL, RL_P_FLOPS, 1, RL_P_SPATIAL, 2, RL_P_KERNEL_SIZE, 1, RL_P_STRIDE, 2, RL_P_PADDING, 3);
+    const int64_t k32[2] = {3, 2}, s11[2] = {1, 1}, p00[2] = {0, 0};
+    init(&b);
+    a_tensor(&b, T(RL_DT_FLOAT32, 1, 2, 9, 8));
+    a_ints(&b, RL_ARG_INTLIST, 2, k32);
+    a_ints(&b, RL_ARG_INTLIST, 2, s11);
+    a_ints(&b, RL_ARG_INTLIST, 2, p00);
+    out(&b, T(RL_DT_FLOAT32, 1, 2, 3, 4));
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    CHECK_EQ(r.vector, 24 * 6);
+    static const struct {
+        int arg, idx;
+        int64_t v;
+        int want;
+    } cases[] = {{1, 1, 0, RL_E_VALUE}, {1, 0, -1, RL_E_VALUE}, {1, 1, 1, RL_OK}, {2, 1, 0, RL_E_VALUE},
+                 {2, 0, -3, RL_E_VALUE}, {2, 1, 1, RL_OK}, {3, 1, -1, RL_E_VALUE}, {3, 0, 0, RL_OK},
+                 {3, 1, 1, RL_OK}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int64_t saved = b.ints[b.c.args[cases[i].arg].first + cases[i].idx];
+        b.ints[b.c.args[cases[i].arg].first + cases[i].idx] = cases[i].v;
+        int st = eval(&op, &b, &r);
+        CHECK_EQ(st, cases[i].want);
+        if (st != cases[i].want) {
+            fprintf(stderr, "  (case %zu)\n", i);
+        }
+        b.ints[b.c.args[cases[i].arg].first + cases[i].idx] = saved;
+    }
+    /* an entry beyond a list's count is not looked at */
+    b.ints[6] = -9;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    /* stride and padding as single ints; an empty stride list */
+    b.c.args[2].type = RL_ARG_INT;
+    b.c.args[2].i = 0;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_VALUE);
+    b.c.args[2].i = 1;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    b.c.args[3].type = RL_ARG_INT;
+    b.c.args[3].i = -1;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_VALUE);
+    b.c.args[3].i = 0;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    b.c.args[2].type = RL_ARG_INTLIST;
+    b.c.args[2].count = 0;
+    CHECK_EQ(eval(&op, &b, &r), RL_OK);
+    /* without stride and padding parameters their arguments are not checked */
+    rl_op bare = OP(RL_K_POOL, RL_P_FLOPS, 1, RL_P_SPATIAL, 2, RL_P_KERNEL_SIZE, 1);
+    b.c.args[2].type = RL_ARG_INT;
+    b.c.args[2].i = 0;
+    b.c.args[3].i = -4;
+    CHECK_EQ(eval(&bare, &b, &r), RL_OK);
+    CHECK_EQ(r.vector, 24 * 6);
+    /* a spatial count beyond RL_MAX_DIMS reads as none */
+    rl_op wide = bare;
+    wide.param[RL_P_SPATIAL] = RL_MAX_DIMS + 1;
+    CHECK_EQ(eval(&wide, &b, &r), RL_E_ARGS);
+    wide.param[RL_P_SPATIAL] = -1;
+    CHECK_EQ(eval(&wide, &b, &r), RL_E_ARGS);
+}
+
 int main(void) {
     test_dtype_table();
     test_numel_and_touched();
@@ -1301,6 +1734,12 @@ int main(void) {
     test_pool();
     test_nll();
     test_mha();
+    test_vocabulary();
+    test_call_validation();
+    test_training_flag();
+    test_grouped_mm_layouts();
+    test_conv_groups();
+    test_pool_ranges();
     if (failures) {
         fprintf(stderr, "%d failure(s)\n", failures);
         return 1;
