@@ -396,3 +396,14 @@ def test_timed():
     one = records()
     one["t_start"][1:], one["t_end"][1:] = NAN, NAN  # one timed call is enough
     assert Report(one, OPS, MODULES).timed is True
+
+
+def test_errors_count_calls_and_keep_the_last_reason():
+    rec = records()
+    rec["status"][[0, 3, 4]] = [3, 5, 2]  # the rl_status codes of csrc/cost.h: RL_E_SHAPE, RL_E_DIMS, RL_E_ARGS
+    r = Report(rec, OPS, MODULES)
+    # mm: r0 (3, inconsistent shapes) then r3 (5, the dimensions status): two calls, the last reason; add: r4 (2)
+    assert r.errors == {"aten.mm.default": (2, "a tensor has a negative size or more than 16 dimensions"),
+                        "aten.add.Tensor": (1, "missing or mistyped argument")}
+    assert report().errors == {}
+    assert report([]).errors == {}
