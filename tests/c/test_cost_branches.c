@@ -938,6 +938,11 @@ static void test_attention_layouts_and_backward(void) {
     b.c.nargs = 4;
     CHECK_EQ(eval(&boolpos, &b, &r), RL_OK);
     CHECK_EQ(r.special, 2ull * 4 * 15);
+    /* an is_causal position, even 0 (a tensor there: false), decides over a mask type */
+    rl_op both = OP(RL_K_ATTN, RL_P_QUERY, 0, RL_P_IS_CAUSAL, 0, RL_P_MASK_TYPE, 4);
+    attn_call(&b, 0, 0, 3, 5, RL_ARG_INT, 1);
+    CHECK_EQ(eval(&both, &b, &r), RL_OK);
+    CHECK_EQ(r.special, 2ull * 4 * 15);
     /* mask types outside 0..2 are argument errors */
     attn_call(&b, 0, 0, 3, 5, RL_ARG_INT, 3);
     CHECK_EQ(eval(&typed, &b, &r), RL_E_ARGS);
@@ -1645,6 +1650,19 @@ static void test_conv_groups(void) {
     b.t[1] = huge;
     b.t[1].size[0] = 4;
     CHECK_EQ(eval(&op, &b, &r), RL_E_SHAPE);
+    /* the channel guard's boundary: a weight of INT64_MAX channels times 1 group is still compared (no refusal),
+     * and the counts then overflow */
+    rl_op one = OP(RL_K_CONV, RL_P_GROUPS, 8);
+    conv_g_call(&b, T(RL_DT_FLOAT32, 1, INT64_MAX, 1), T(RL_DT_FLOAT32, 1, INT64_MAX, 1), T(RL_DT_FLOAT32, 1, 1, 1), 1);
+    CHECK_EQ(eval(&one, &b, &r), RL_E_OVERFLOW);
+    conv_g_call(&b, T(RL_DT_FLOAT32, 1, 1, 1), T(RL_DT_FLOAT32, 1, INT64_MAX, 1), T(RL_DT_FLOAT32, 1, INT64_MAX, 1), 1);
+    b.c.args[6].i = 1;
+    CHECK_EQ(eval(&op, &b, &r), RL_E_OVERFLOW);
+    /* a bias parameter naming position 0 reads the tensor there */
+    rl_op bias0 = OP(RL_K_CONV, RL_P_BIAS, 0);
+    conv_g_call(&b, x, T(RL_DT_FLOAT32, 6, 4, 2, 4), o, 1);
+    CHECK_EQ(eval(&bias0, &b, &r), RL_OK);
+    CHECK_EQ(r.vector, 2 * 6 * 8 * 9);
     /* 3 input channels do not split into 2 groups */
     conv_g_call(&b, T(RL_DT_FLOAT32, 2, 3, 9, 12), T(RL_DT_FLOAT32, 3, 3, 2, 4), ot, 2);
     b.c.args[6].i = 1;
