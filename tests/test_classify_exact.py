@@ -183,13 +183,15 @@ def test_peaks_per_record_and_source():
     f64["dtype"] = DTYPE_CODES["float64"]  # a dtype the ceilings have no entry for
     peak, _, notes = cls.peaks(f64, hand_ceilings(), "measured")
     assert eq_nan(peak, [NAN, NAN]) and len(notes) == 2
-    assert notes[0].startswith("no measured peak for matrix/float64") and notes[1].startswith("no measured peak for vector/float64")
+    assert notes[0].startswith("no measured peak for matrix/float64")
+    assert notes[1].startswith("no measured peak for vector/float64")
     # datasheet figures: 200, 20; bf16 finds its vector/bf16 datasheet 30; the bandwidth has no datasheet figure,
     # so the measured one is used and the notes say so
     peak, bw, notes = cls.peaks(rec, hand_ceilings(), "datasheet")
     assert eq_nan(peak, [200.0, 20.0, 20.0, NAN, 30.0, 20.0]) and eq_nan(bw, [5.0] * 6)
     assert "no datasheet DRAM bandwidth: using the measured one" in notes and len(notes) == 3
-    assert "no matrix/bfloat16 peak: using vector/bfloat16 (a matrix product can run on the vector units at their rate)" in notes
+    assert ("no matrix/bfloat16 peak: using vector/bfloat16 (a matrix product can run on the vector units at their "
+            "rate)") in notes
     # no bandwidth at all: NaN, and the lookup's message
     peak, bw, notes = cls.peaks(rec, hand_ceilings(bandwidths={}), "datasheet")
     assert eq_nan(bw, [NAN] * 6) and eq_nan(peak, [200.0, 20.0, 20.0, NAN, 30.0, 20.0])
@@ -292,3 +294,32 @@ def test_classifier_resolves_once_and_classifies_once(monkeypatch):
     none = cls.Classifier(None)
     assert none.resolve({"devices": ["cpu"]}) is None and none.note == ""
     assert eq_nan(none.classification(rec, {})["peak"], [NAN] * 6) and none.peak_notes == []
+
+
+def test_unknown_gpu_warning_blames_the_caller(monkeypatch):
+    """The warning for a GPU without a datasheet entry points at the code that asked for the ceilings, through
+    each entry point (resolve_ceilings itself, Report.ceilings, Report.classification)."""
+    from roofline.report import Report
+
+    fake_torch = types.SimpleNamespace(device=lambda d: d,
+                                       cuda=types.SimpleNamespace(get_device_name=lambda dev: "an unknown GPU"))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setattr(ceil_mod, "ceilings", lambda device: hand_ceilings())
+    meta = {"devices": ["cuda:0"]}
+    with pytest.warns(UserWarning, match="no datasheet entry") as w:
+        cls.resolve_ceilings("datasheet", meta)
+    assert w[0].filename == __file__
+    with pytest.warns(UserWarning, match="no datasheet entry") as w:
+        Report(hand_records(), [], [("Global",)], meta=meta, ceilings="datasheet").ceilings
+    assert w[0].filename == __file__
+    with pytest.warns(UserWarning, match="no datasheet entry") as w:
+        Report(hand_records(), [], [("Global",)], meta=meta, ceilings="datasheet").classification()
+    assert w[0].filename == __file__
+
+
+def test_one_matrix_flop_is_matrix_work():
+    rec = hand_records()[:1]
+    rec["matrix_flops"] = 1  # the smallest matrix count still uses the matrix peak
+    assert eq_nan(cls.peaks(rec, hand_ceilings(), "measured")[0], [100.0])
+    rec["dtype"] = 0  # an unknown dtype (code 0) is judged as float32, matrix work on the matrix peak
+    assert eq_nan(cls.peaks(rec, hand_ceilings(), "measured")[0], [100.0])

@@ -407,3 +407,23 @@ def test_errors_count_calls_and_keep_the_last_reason():
                         "aten.add.Tensor": (1, "missing or mistyped argument")}
     assert report().errors == {}
     assert report([]).errors == {}
+
+
+def test_flop_counter_counts_by_module_and_op():
+    from roofline._rollup import flop_counter_counts
+
+    # keys given (packet_obj) so that no torch lookup is involved; "aten.add" and "custom.mm" have no
+    # FlopCounterMode formula, "aten.mm" and "aten.bmm" do
+    ops = [OpInfo("aten.mm.default", "aten.mm", "mm", "KEY_MM"),
+           OpInfo("aten.add.Tensor", "aten.add", "ewise", "KEY_ADD"),
+           OpInfo("custom.mm.default", "custom.mm", "python", "KEY_CUSTOM"),
+           OpInfo("aten.bmm.default", "aten.bmm", "bmm", "KEY_BMM")]
+    rec = records([(0, 3, 0, "float32", 1, 0, 0, 0, 0, 1.0), (1, 3, 0, "float32", 0, 1, 0, 0, 0, 1.0),
+                   (2, 2, 0, "float32", 1, 0, 0, 0, 0, 1.0), (0, 4, 1, "float32", 1, 0, 0, 0, 0, 1.0),
+                   (3, 2, 0, "float32", 1, 0, 0, 0, 0, 1.0), (0, 3, 0, "float32", 1, 0, 0, 0, 0, 1.0)])
+    rec["flop_counter_flops"] = [7, 100, 1000, 20, 300, 5]
+    got = flop_counter_counts(rec, ops, MODULES)
+    assert got == {"Global": {"KEY_MM": 7 + 20 + 5, "KEY_BMM": 300}, "Net": {"KEY_MM": 7 + 20 + 5, "KEY_BMM": 300},
+                   "Net.block": {"KEY_MM": 7 + 5, "KEY_BMM": 300}, "Net.block.fc": {"KEY_MM": 7 + 5},
+                   "Net.head": {"KEY_MM": 20}}
+    assert flop_counter_counts(rec[:0], ops, MODULES) == {}

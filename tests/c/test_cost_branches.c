@@ -1513,7 +1513,7 @@ static void test_training_flag(void) {
     CHECK_COST(r, 0, 4, 0, (4 + 6) * 4, (4 + 5) * 4);
 }
 
-/* ---- grouped GEMM -------------------------------------------------------------------------------------------------- */
+/* ---- grouped GEMM ----------------------------------------------------------------------------------------- */
 
 static void test_grouped_mm_layouts(void) {
     builder b;
@@ -1585,7 +1585,7 @@ static void test_grouped_mm_layouts(void) {
     CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
 }
 
-/* ---- convolution groups and channels -------------------------------------------------------------------------------- */
+/* ---- convolution groups and channels ----------------------------------------------------------------------- */
 
 static void conv_g_call(builder *b, rl_tensor x, rl_tensor w, rl_tensor o, int64_t groups) {
     conv_call(b, 0, 0, 0);
