@@ -1399,6 +1399,8 @@ static void test_call_validation(void) {
     CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
     b.c.args[1].type = RL_ARG_INTLIST;
     CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
+    b.c.args[1].count = 1; /* one entry needs the array too */
+    CHECK_EQ(eval(&op, &b, &r), RL_E_ARGS);
     b.c.args[1].count = 0; /* an empty list needs no array */
     CHECK_EQ(eval(&op, &b, &r), RL_OK);
     b.c.args[1].type = RL_ARG_INT; /* first and count of a scalar are not looked at */
