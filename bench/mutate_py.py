@@ -1,7 +1,10 @@
-"""Mutation testing of the report roll-ups (roofline/report.py): how many small faults do the tests catch?
+"""Mutation testing of the report roll-ups and the classification (roofline/_rollup.py, roofline/_classification.py
+and what roofline/report.py still computes itself): how many small faults do the tests catch?
 
-Each mutant changes one node of the syntax tree inside the roll-up functions (by_op, by_module, by_phase, the totals,
-classification, the group roll-up with its MFU, MBU and bound, analysis, totals()):
+Each mutant changes one node of the syntax tree inside one of the functions of TARGETS (every roll-up: exact sums,
+counts by op, module and phase, the roofline row of a group with its MFU, MBU and bound, the roll-ups by group and
+of the whole run, FlopCounterMode's structure; every classification function: ceilings resolution, per-record
+peaks, the classification arrays, the Classifier):
 
   - arithmetic: + -> - *,  - -> +,  * -> / +,  / -> *,  // -> *,  & -> |,  | -> &  (also in augmented assignments);
   - comparisons: < -> <= >,  <= -> < >,  > -> >= <,  >= -> > <,  == -> !=,  != -> ==,  in <-> not in,
@@ -9,14 +12,16 @@ classification, the group roll-up with its MFU, MBU and bound, analysis, totals(
   - constants: an integer n -> n+1 and n-1 (0 -> 1 only), 0.0 -> 1.0, 1.0 -> 0.0 2.0, another float x -> x +- 0.1,
     True <-> False (strings and None are left alone).
 
-One parent process imports NumPy, pytest and the package once; each mutant runs in a forked child that executes
-the mutated module in place of roofline.report and runs a targeted pytest subset (-x: the first failure kills;
-POSIX only). Survivors are listed with their function,
-line and change; known equivalent mutants can be listed in the same file as bench/mutate_c.py's (--equivalent).
+One parent process imports NumPy, pytest, torch (when installed) and the package once; each mutant runs in a
+forked child that executes the mutated module in place of the original, rebinds every reference the package holds
+to the original module or to its functions and classes (``from ... import`` names included), and runs a targeted
+pytest subset (-x: the first failure kills; POSIX only). Survivors are listed with their file, function, line and
+change; known equivalent mutants can be listed in the same file as bench/mutate_c.py's (--equivalent).
 
-    python bench/mutate_py.py                        # all mutants of the roll-up functions
-    python bench/mutate_py.py --sample 30 --seed 2   # a quick look
-    python bench/mutate_py.py --func _group --list   # list the mutants of one function
+    python bench/mutate_py.py                                # all mutants of every target
+    python bench/mutate_py.py --sample 30 --seed 2           # a quick look
+    python bench/mutate_py.py --files _classification.py    # one file
+    python bench/mutate_py.py --func roofline_row --list     # list the mutants of one function
 
 Build the extension in place first (python setup.py build_ext --inplace).
 """
@@ -38,13 +43,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutate_c import ROOT, load_equivalent, report  # noqa: E402
 
-TARGET = ROOT / "roofline" / "report.py"
-FUNCTIONS = ["_sum", "_totals", "_peak_time", "_group_bound",
-             "Report.module_path", "Report.matrix_flops", "Report.vector_flops", "Report.special_ops",
-             "Report.total_flops", "Report.bytes_read", "Report.bytes_written", "Report.bytes", "Report.intensity",
-             "Report._rows", "Report.by_op", "Report._module_members", "Report.by_module", "Report.by_phase",
-             "Report._times", "Report.classification", "Report._group", "Report.analysis", "Report.totals"]
-TESTS = ["tests/test_rollups_exact.py"]
+# file under roofline/ -> the functions (qualified names) whose bodies are mutated
+TARGETS = {
+    "_rollup.py": ["exact_sum", "count_totals", "times", "unknown_ops", "errors", "phase_mask", "module_members",
+                   "group_masks", "counts_by", "counts_by_phase", "peak_time", "group_bound", "roofline_row",
+                   "roofline_by", "roofline_totals", "flop_counter_counts"],
+    "_classification.py": ["resolve_ceilings", "peaks", "classify", "Classifier.__init__", "Classifier.resolve",
+                           "Classifier.classification"],
+    "report.py": ["Report.module_path", "Report.total_flops", "Report.bytes", "Report.intensity", "Report.timed"],
+}
+TESTS = ["tests/test_rollups_exact.py", "tests/test_classify_exact.py"]
 
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],
           ast.FloorDiv: [ast.Mult], ast.BitAnd: [ast.BitOr], ast.BitOr: [ast.BitAnd]}
@@ -181,8 +189,33 @@ def apply(path: Path, m: PyMutant) -> str:
     return ast.unparse(tree)
 
 
-def run_in_child(text: str, tests: list[str], timeout: int) -> tuple[int, str]:
-    """Fork; in the child, execute `text` as roofline.report and run pytest on `tests`. (exit code, output)."""
+def substitute(path: Path, text: str) -> types.ModuleType:
+    """Execute `text` as the module of `path` (roofline/<name>.py) and make the package use it: sys.modules, and
+    every attribute of a loaded roofline module that is the original module or one of its functions or classes."""
+    import importlib
+
+    name = "roofline." + path.stem
+    old = importlib.import_module(name)
+    mod = types.ModuleType(name)
+    mod.__file__ = str(path)
+    mod.__package__ = "roofline"
+    sys.modules[name] = mod
+    exec(compile(text, str(path), "exec"), mod.__dict__)
+    for m in list(sys.modules.values()):
+        if m is mod or not isinstance(m, types.ModuleType) or not m.__name__.startswith("roofline"):
+            continue
+        for k, v in list(vars(m).items()):
+            if v is old:
+                setattr(m, k, mod)
+            elif (isinstance(v, (types.FunctionType, type)) and getattr(v, "__module__", None) == name
+                  and hasattr(mod, v.__name__)):
+                setattr(m, k, getattr(mod, v.__name__))
+    return mod
+
+
+def run_in_child(path: Path, text: str, tests: list[str], timeout: int) -> tuple[int, str]:
+    """Fork; in the child, execute `text` in place of the module at `path` and run pytest on `tests`.
+    (exit code, output)."""
     with tempfile.TemporaryFile(mode="w+") as log:
         pid = os.fork()
         if pid == 0:  # child
@@ -192,14 +225,7 @@ def run_in_child(text: str, tests: list[str], timeout: int) -> tuple[int, str]:
                 os.dup2(log.fileno(), 2)
                 import pytest
 
-                import roofline
-
-                mod = types.ModuleType("roofline.report")
-                mod.__file__ = str(TARGET)
-                mod.__package__ = "roofline"
-                sys.modules["roofline.report"] = mod
-                exec(compile(text, str(TARGET), "exec"), mod.__dict__)
-                roofline.report, roofline.Report = mod, mod.Report
+                substitute(path, text)
                 rc = int(pytest.main(["-q", "-x", "-p", "no:cacheprovider", *tests]))
             except BaseException as e:  # noqa: BLE001 - a mutant that does not even import is killed
                 print(f"{type(e).__name__}: {e}", flush=True)
@@ -225,7 +251,8 @@ def run_in_child(text: str, tests: list[str], timeout: int) -> tuple[int, str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--func", nargs="+", help="only these functions (qualified names, e.g. Report._group)")
+    ap.add_argument("--files", nargs="+", default=list(TARGETS), help="files under roofline/ to mutate")
+    ap.add_argument("--func", nargs="+", help="only these functions (qualified names, e.g. roofline_row)")
     ap.add_argument("--sample", type=int, default=0, help="run N random mutants (0: all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
@@ -234,9 +261,12 @@ def main(argv=None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
 
-    mutants = find_mutants(TARGET, args.func or FUNCTIONS)
+    mutants = []
+    for f in args.files:
+        funcs = TARGETS[f] if not args.func else [q for q in TARGETS[f] if q in args.func]
+        mutants += find_mutants(ROOT / "roofline" / f, funcs) if funcs else []
     if args.sample and args.sample < len(mutants):
-        mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.line, m.col))
+        mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.file, m.line, m.col))
     if args.list:
         for m in mutants:
             print(m.where())
@@ -251,25 +281,35 @@ def main(argv=None) -> int:
     import numpy  # noqa: F401  (imported once, shared by every child)
     import pytest  # noqa: F401
 
+    try:
+        import torch  # noqa: F401  (tests that use it then find it loaded)
+    except ImportError:
+        pass
     import roofline
+    import roofline._classification  # noqa: F401
+    import roofline._rollup  # noqa: F401
+    import roofline.report  # noqa: F401
 
     if not roofline.__file__.startswith(str(ROOT)):
         sys.exit(f"roofline imported from {roofline.__file__}, not from {ROOT}")
     eq = load_equivalent(args.equivalent if Path(args.equivalent).exists() else None)
     tests = [str(ROOT / t) for t in TESTS if (ROOT / t.split("::")[0]).exists()]
     t0 = time.time()
-    rc, out = run_in_child(TARGET.read_text(), tests, args.timeout)
-    if rc != 0:
-        sys.exit(f"the unmutated module fails the tests the mutants are judged by:\n{out[-3000:]}")
-    print(f"{len(mutants)} mutants of {TARGET.name}", flush=True)
+    for f in sorted({m.file for m in mutants}):  # the unmutated module, substituted the same way, must pass
+        path = ROOT / "roofline" / f
+        rc, out = run_in_child(path, path.read_text(), tests, args.timeout)
+        if rc != 0:
+            sys.exit(f"the unmutated {f} fails the tests the mutants are judged by:\n{out[-3000:]}")
+    print(f"{len(mutants)} mutants of {', '.join(args.files)}", flush=True)
     results = []
     for k, m in enumerate(mutants, 1):
+        path = ROOT / "roofline" / m.file
         try:
-            text = apply(TARGET, m)
+            text = apply(path, m)
         except Exception as e:  # noqa: BLE001 - a mutant that cannot be written is not counted
             results.append((m, "invalid", str(e)))
             continue
-        rc, out = run_in_child(text, tests, args.timeout)
+        rc, out = run_in_child(path, text, tests, args.timeout)
         if rc == -999:
             st, det = "killed", "timeout"
         elif rc != 0:
@@ -283,7 +323,7 @@ def main(argv=None) -> int:
                   flush=True)
         elif k % 25 == 0:
             print(f"[{k}/{len(mutants)}] ...", flush=True)
-    return report(results, eq, "report roll-ups mutation score", t0)
+    return report(results, eq, "roll-up and classification mutation score", t0)
 
 
 if __name__ == "__main__":

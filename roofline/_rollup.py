@@ -154,8 +154,12 @@ def counts_by_phase(records) -> dict[str, dict]:
 # ---- roofline figures of a group -----------------------------------------------------------------------------------
 def peak_time(flops, peak) -> float:
     """Seconds the FLOPs would take at each op's own peak. Ops without FLOPs count 0; ops whose unit and dtype have
-    no ceiling (complex arithmetic, say) are left out rather than making the sum NaN."""
-    ok = (flops > 0) & np.isfinite(peak) & (peak > 0)
+    no ceiling (complex arithmetic, say) are left out rather than making the sum NaN. NaN when there are FLOPs but
+    none of them has a peak (no time to compare against: an MFU of NaN, not 0)."""
+    has_flops = flops > 0
+    ok = has_flops & np.isfinite(peak) & (peak > 0)
+    if has_flops.any() and not ok.any():
+        return math.nan
     return float(np.divide(flops, peak, out=np.zeros_like(flops), where=ok).sum())
 
 

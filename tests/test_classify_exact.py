@@ -128,3 +128,198 @@ def test_outputs_have_the_length_and_types_of_the_input():
     # ridge 2 / 4 = 0.5; intensities 0 (no FLOPs: bandwidth-only), 1, 2, 3, 4
     assert res["bound"].tolist() == [B, C, C, C, C]
     assert res["t_min"].tolist() == [max(0 / 2, 1 / 4), max(1 / 2, 1 / 4), max(2 / 2, 1 / 4), 3 / 2, 4 / 2]
+
+
+# ---- roofline/_classification.py: which ceilings, which peak per record, the arrays --------------------------------
+
+import sys  # noqa: E402
+import types  # noqa: E402
+
+from roofline import _ceilings as ceil_mod  # noqa: E402
+from roofline import _classification as cls  # noqa: E402
+from roofline._records import DTYPE_CODES, RECORD_DTYPE  # noqa: E402
+
+
+def hand_ceilings(bandwidths=None):
+    """fp32 matrix 100 (datasheet 200), fp32 vector 10 (datasheet 20), bf16 vector datasheet only (30); DRAM 5."""
+    peaks = {("matrix", "float32"): ceil_mod.Ceiling(100.0, 200.0), ("vector", "float32"): ceil_mod.Ceiling(10.0, 20.0),
+             ("vector", "bfloat16"): ceil_mod.Ceiling(None, 30.0)}
+    bw = {"DRAM": ceil_mod.Ceiling(5.0)} if bandwidths is None else bandwidths
+    return ceil_mod.Ceilings(device="test", name="hand", fingerprint="f", peaks=peaks, bandwidths=bw)
+
+
+# matrix, vector, read, written, dtype, time
+REC = [(40, 0, 3, 1, "float32", 2.0),      # matrix fp32: peak 100
+       (0, 6, 2, 2, "float32", 4.0),       # vector fp32: 10
+       (0, 8, 4, 0, "int64", 1.0),         # integer work: the fp32 vector rate, 10
+       (0, 9, 1, 2, "complex64", 3.0),     # no complex64 peak: NaN
+       (12, 3, 5, 5, "bfloat16", 0.5),     # matrix bf16 (it has matrix FLOPs): falls back to vector bf16 / fp32
+       (0, 0, 8, 8, "float32", 2.0)]       # a copy: vector fp32 key, 10
+
+
+def hand_records():
+    rec = np.zeros(len(REC), dtype=RECORD_DTYPE)
+    for i, (m, v, rd, wr, dt, t) in enumerate(REC):
+        rec[i]["matrix_flops"], rec[i]["vector_flops"] = m, v
+        rec[i]["bytes_read"], rec[i]["bytes_written"] = rd, wr
+        rec[i]["dtype"] = DTYPE_CODES[dt]
+        rec[i]["t_start"], rec[i]["t_end"] = 1.0, 1.0 + t
+    return rec
+
+
+def eq_nan(got, want):
+    return len(got) == len(want) and all(same(float(g), w) for g, w in zip(got, want))
+
+
+def test_peaks_per_record_and_source():
+    rec = hand_records()
+    peak, bw, notes = cls.peaks(rec, hand_ceilings(), "measured")
+    # bf16 matrix: chain matrix/bf16, vector/bf16 (no measured value), vector/fp32 = 10
+    assert eq_nan(peak, [100.0, 10.0, 10.0, NAN, 10.0, 10.0]) and eq_nan(bw, [5.0] * 6)
+    assert len(notes) == 2 and notes == sorted(notes)
+    assert notes[0].startswith("dtype must be one of") and notes[0].endswith("not 'complex64'")
+    assert notes[1].startswith("matrix/bfloat16: ") and notes[1].endswith("using the vector/float32 peak")
+    f64 = hand_records()[:2]
+    f64["dtype"] = DTYPE_CODES["float64"]  # a dtype the ceilings have no entry for
+    peak, _, notes = cls.peaks(f64, hand_ceilings(), "measured")
+    assert eq_nan(peak, [NAN, NAN]) and len(notes) == 2
+    assert notes[0].startswith("no measured peak for matrix/float64")
+    assert notes[1].startswith("no measured peak for vector/float64")
+    # datasheet figures: 200, 20; bf16 finds its vector/bf16 datasheet 30; the bandwidth has no datasheet figure,
+    # so the measured one is used and the notes say so
+    peak, bw, notes = cls.peaks(rec, hand_ceilings(), "datasheet")
+    assert eq_nan(peak, [200.0, 20.0, 20.0, NAN, 30.0, 20.0]) and eq_nan(bw, [5.0] * 6)
+    assert "no datasheet DRAM bandwidth: using the measured one" in notes and len(notes) == 3
+    assert ("no matrix/bfloat16 peak: using vector/bfloat16 (a matrix product can run on the vector units at their "
+            "rate)") in notes
+    # no bandwidth at all: NaN, and the lookup's message
+    peak, bw, notes = cls.peaks(rec, hand_ceilings(bandwidths={}), "datasheet")
+    assert eq_nan(bw, [NAN] * 6) and eq_nan(peak, [200.0, 20.0, 20.0, NAN, 30.0, 20.0])
+    assert any(n.startswith("no datasheet bandwidth for level 'DRAM'") for n in notes)
+    assert "no datasheet DRAM bandwidth: using the measured one" not in notes
+    # the same note from several records is given once
+    peak, bw, notes = cls.peaks(np.concatenate([rec, rec]), hand_ceilings(), "measured")
+    assert len(peak) == 12 and len(notes) == 2
+    # without ceilings: NaN everywhere, no notes
+    peak, bw, notes = cls.peaks(rec, None, "measured")
+    assert eq_nan(peak, [NAN] * 6) and eq_nan(bw, [NAN] * 6) and notes == []
+    assert len(cls.peaks(rec[:0], hand_ceilings(), "measured")[0]) == 0
+
+
+def test_classify_arrays_of_the_records():
+    res, notes = cls.classify(hand_records(), hand_ceilings(), "measured")
+    assert res["flops"].tolist() == [40.0, 6.0, 8.0, 9.0, 12.0 + 3.0, 0.0]  # matrix + vector
+    assert res["bytes"].tolist() == [4.0, 4.0, 4.0, 3.0, 10.0, 16.0]       # read + written
+    assert eq_nan(res["peak"], [100.0, 10.0, 10.0, NAN, 10.0, 10.0]) and eq_nan(res["bw"], [5.0] * 6)
+    # t_min = max(FLOPs / peak, bytes / bw); the measured time is t_end - t_start
+    assert eq_nan(res["t_min"], [max(40 / 100, 4 / 5), max(6 / 10, 4 / 5), max(8 / 10, 4 / 5), NAN,
+                                 max(15 / 10, 10 / 5), 16 / 5])
+    assert eq_nan(res["mfu"], [40 / (2.0 * 100), 6 / (4.0 * 10), 8 / (1.0 * 10), NAN, 15 / (0.5 * 10), 0.0])
+    # intensities 10, 1, 2 (on the ridge: compute), -, 1.5 against ridges 20, 2, 2, -, 2
+    assert res["bound"].tolist() == [M, M, C, N, M, B]
+    assert len(notes) == 2
+
+
+def test_resolve_ceilings(monkeypatch):
+    given = hand_ceilings()
+    assert cls.resolve_ceilings(given, {}) == (given, "best", "")
+    assert cls.resolve_ceilings(given, {"ceilings_source": "datasheet"}) == (given, "datasheet", "")
+    for devs, where in ((["meta"], "meta"), (["cpu", "fake"], "cpu, fake"), ([], "no device")):
+        got = cls.resolve_ceilings("measured", {"devices": devs})
+        assert got == (None, "measured", f"ops ran on {where}: no ceilings to judge them against; "
+                                         "use r.project('<device>')")
+    assert cls.resolve_ceilings("datasheet", {})[0] is None
+    asked = []
+
+    def fake_ceilings(device):
+        asked.append(device)
+        if device == "cuda:3":
+            raise RuntimeError("no NVRTC")
+        return given
+
+    monkeypatch.setattr(ceil_mod, "ceilings", fake_ceilings)
+    assert cls.resolve_ceilings("measured", {"devices": ["cpu"]}) == (given, "measured", "")
+    assert cls.resolve_ceilings("datasheet", {"devices": ["cpu"]}) == (given, "datasheet", "")
+    assert cls.resolve_ceilings("measured", {"devices": ["cpu", "cuda:1"]}) == (given, "measured", "")
+    assert asked == ["cpu", "cpu", "cuda:1"]  # a GPU among the devices is the one judged
+    assert cls.resolve_ceilings("measured", {"devices": ["cuda:3"]}) == (None, "measured",
+                                                                        "ceilings of cuda:3 unavailable: no NVRTC")
+    ds = cls.resolve_ceilings("H100 SXM", {"devices": ["cpu"]})
+    assert ds[1:] == ("datasheet", "") and ds[0].peaks[("matrix", "bfloat16")].datasheet == 989e12
+    assert asked == ["cpu", "cpu", "cuda:1", "cuda:3"]  # a device name never measures
+    with pytest.raises(TypeError, match="ceilings must be"):
+        cls.resolve_ceilings(3, {"devices": ["cpu"]})
+
+
+def test_resolve_ceilings_datasheet_of_a_gpu(monkeypatch):
+    # the GPU's name is all resolve_ceilings asks torch for: a stand-in answers it, with or without torch installed
+    name = {"value": "NVIDIA H100 80GB HBM3"}
+    asked = []
+    fake_torch = types.SimpleNamespace(device=lambda d: ("device", d),
+                                       cuda=types.SimpleNamespace(get_device_name=lambda dev: asked.append(dev)
+                                                                  or name["value"]))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setattr(ceil_mod, "ceilings", lambda device: hand_ceilings())
+    got, source, note = cls.resolve_ceilings("datasheet", {"devices": ["cpu", "cuda:0"]})
+    assert (source, note) == ("datasheet", "") and got.device == "cuda:0"
+    assert got.peaks[("matrix", "bfloat16")].datasheet == 989e12 and asked == [("device", "cuda:0")]
+    name["value"] = "an unknown GPU"
+    with pytest.warns(UserWarning, match="no datasheet entry for 'an unknown GPU'; using measured ceilings"):
+        got, source, note = cls.resolve_ceilings("datasheet", {"devices": ["cuda:0"]})
+    assert (got.name, source, note) == ("hand", "datasheet", "")
+
+
+def test_classifier_resolves_once_and_classifies_once(monkeypatch):
+    calls = []
+    real = cls.resolve_ceilings
+
+    def counting(spec, meta, stacklevel=2):
+        calls.append(spec)
+        return real(spec, meta, stacklevel)
+
+    monkeypatch.setattr(cls, "resolve_ceilings", counting)
+    k = cls.Classifier("measured")
+    assert (k.ceilings, k.source, k.note, k.peak_notes) == (None, "measured", "", [])
+    assert k.resolve({"devices": ["meta"]}) is None
+    assert k.note.startswith("ops ran on meta") and k.resolve({"devices": ["meta"]}) is None
+    assert calls == ["measured"]  # resolved once, failure or not
+    given = hand_ceilings()
+    k2 = cls.Classifier(given)
+    assert k2.resolve({}) is given and k2.source == "best" and k2.resolve({}) is given
+    rec = hand_records()
+    first = k2.classification(rec, {})
+    assert first is k2.classification(rec[:1], {})  # computed once
+    # source "best": the bf16 record finds the datasheet figure of vector/bf16 (30)
+    assert eq_nan(first["peak"], [100.0, 10.0, 10.0, NAN, 30.0, 10.0]) and len(k2.peak_notes) == 2
+    none = cls.Classifier(None)
+    assert none.resolve({"devices": ["cpu"]}) is None and none.note == ""
+    assert eq_nan(none.classification(rec, {})["peak"], [NAN] * 6) and none.peak_notes == []
+
+
+def test_unknown_gpu_warning_blames_the_caller(monkeypatch):
+    """The warning for a GPU without a datasheet entry points at the code that asked for the ceilings, through
+    each entry point (resolve_ceilings itself, Report.ceilings, Report.classification)."""
+    from roofline.report import Report
+
+    fake_torch = types.SimpleNamespace(device=lambda d: d,
+                                       cuda=types.SimpleNamespace(get_device_name=lambda dev: "an unknown GPU"))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setattr(ceil_mod, "ceilings", lambda device: hand_ceilings())
+    meta = {"devices": ["cuda:0"]}
+    with pytest.warns(UserWarning, match="no datasheet entry") as w:
+        cls.resolve_ceilings("datasheet", meta)
+    assert w[0].filename == __file__
+    with pytest.warns(UserWarning, match="no datasheet entry") as w:
+        Report(hand_records(), [], [("Global",)], meta=meta, ceilings="datasheet").ceilings
+    assert w[0].filename == __file__
+    with pytest.warns(UserWarning, match="no datasheet entry") as w:
+        Report(hand_records(), [], [("Global",)], meta=meta, ceilings="datasheet").classification()
+    assert w[0].filename == __file__
+
+
+def test_one_matrix_flop_is_matrix_work():
+    rec = hand_records()[:1]
+    rec["matrix_flops"] = 1  # the smallest matrix count still uses the matrix peak
+    assert eq_nan(cls.peaks(rec, hand_ceilings(), "measured")[0], [100.0])
+    rec["dtype"] = 0  # an unknown dtype (code 0) is judged as float32, matrix work on the matrix peak
+    assert eq_nan(cls.peaks(rec, hand_ceilings(), "measured")[0], [100.0])

@@ -157,7 +157,7 @@ def test_table_has_at_least_40_cases():
         entry = _registry.lookup(f"{ns}::{name}", overload)
         assert entry is not None, f"{op} has no formula"
         kinds.add(entry.kind)  # the kind's name
-    elsewhere = {"conv_bwd", "mha", "attn_bwd", "scaled_mm", "grouped_mm"}  # grouped_mm: its own tests in this file
+    elsewhere = {"conv_bwd", "mha", "attn_bwd", "scaled_mm", "grouped_mm"}  # each has tests of its own
     assert set(_registry.KIND_NAMES.values()) - elsewhere <= kinds
 
 
