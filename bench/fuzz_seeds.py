@@ -164,8 +164,8 @@ BIG = 3037000500  # ~sqrt(2**63): products of two such sizes are on the edge of 
 
 
 def analytic_calls():
-    """(op, args, out) covering every kind and the branches the table does not reach; args positional in
-    schema order."""
+    """(op, args, out[, changes to the compiled op]) covering every kind and the branches the table does not reach;
+    args positional in schema order."""
     q, k, v = T(2, 4, 7, 16), T(2, 2, 11, 16), T(2, 2, 11, 8)  # sq=7 != sk=11, dq=16 != dv=8, grouped-query
     qb, kb, vb = T(2, 7, 4, 16), T(2, 11, 2, 16), T(2, 11, 2, 8)  # the same in (batch, seq, heads, dim)
     calls = [
@@ -261,6 +261,10 @@ def analytic_calls():
         ("avg_pool2d", [T(1, 3, 8, 8), [2, 2], [2, 2], [-1, 0]], T(1, 3, 4, 4)),
         ("convolution", [T(2, 4, 9, 9), T(6, 3, 3, 3), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1],
          T(2, 6, 7, 7)),
+        # depthwise backward over 2**32 channels without FlopCounterMode's count, which would be 2**65 (its flag is
+        # cleared: the true count, 2**33, fits and must come back)
+        ("convolution_backward", [T(1, 1 << 32, 1), T(1, 1 << 32, 1), T(1 << 32, 1, 1), None, [1], [0], [1], False,
+                                  [0], 1 << 32, [False, True, False]], [None, T(1 << 32, 1, 1), None], {"flags": 0}),
     ]
     return calls
 
@@ -319,7 +323,8 @@ def main(argv):
         return 2
     outdir = argv[1]
     os.makedirs(outdir, exist_ok=True)
-    seeds = [Seed().encode(analytic_spec(op), args, out) for op, args, out in analytic_calls()]
+    seeds = [Seed().encode(dict(analytic_spec(op), **(rest[0] if rest else {})), args, out)
+             for op, args, out, *rest in analytic_calls()]
     table = [Seed().encode(spec, args, out) for spec, args, out in table_calls()]
     files = {hashlib.sha1(s).hexdigest(): s for s in seeds + table if s is not None}  # identical calls once
     for name, s in files.items():
