@@ -29,7 +29,9 @@
  *     counts per element, and the compulsory-bytes rule (reads at the touched size, the in-place and out= writes,
  *     the outputs unless they alias the written arguments, BatchNorm's training flag);
  *   - a call of non-empty tensors torch could create (sizes >= 1, fewer than 2**63 elements) whose exact counts
- *     all fit in 64 bits evaluates with RL_OK (no false overflow).
+ *     all fit in 64 bits evaluates with RL_OK (no false overflow), unless its integer arguments describe what no
+ *     op has (a pooling window of 2**63 taps or more, a pool without arithmetic, an embedding dimension whose
+ *     projection weight cannot exist).
  * A violation prints the decoded call and aborts, which libFuzzer reports as a crash with the input saved.
  *
  * Environment: ROOFLINE_FUZZ_ALLOW, a comma-separated list of check names to skip while a known defect is open
