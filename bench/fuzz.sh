@@ -2,15 +2,18 @@
 # Long fuzzing run: the libFuzzer harness of the C cost model (tests/fuzz/fuzz_cost.c, built with ASan + UBSan) and
 # the Hypothesis property suite (tests/test_fuzz_properties.py) with many examples.
 #
-#   bench/fuzz.sh            full run: FUZZ_RUNS inputs (each evaluated under every cost kind, 42 evaluations per
-#                            input: >= 10**7 evaluations) and ROOFLINE_FUZZ_EXAMPLES examples per property
-#   bench/fuzz.sh --quick    a one-minute smoke run
+#   bench/fuzz.sh            full run: FUZZ_RUNS inputs (each evaluated twice under every cost kind and two unknown
+#                            ones, 2 x (kinds + 2) = 44 evaluations per input with 20 kinds) and ROOFLINE_FUZZ_EXAMPLES
+#                            examples per property; it fails unless the C fuzzer made >= 10**7 cost-model evaluations
+#                            and the Hypothesis suite ran >= 10**5 examples
+#   bench/fuzz.sh --quick    a smoke run of a minute or two (no minimum counts)
 #
 # Environment: FUZZ_RUNS (default 1000000), FUZZ_MAX_SECONDS (default 1800), ROOFLINE_FUZZ_EXAMPLES (Hypothesis
-# examples per property, default 10000; the suite has 10+ properties), FUZZ_WORKDIR (default: a new temporary
+# examples per property, default 10000; the suite has 20+ properties), FUZZ_WORKDIR (default: a new temporary
 # directory; the corpus and any crash inputs are kept there), FUZZ_CC (default clang), PYTHON (default python3).
-# Prints the executions, cost-model evaluations, time and crash count of the C fuzzer and the examples of the
-# Hypothesis suite. Exits non-zero on any crash, sanitizer report, violated invariant or failing property.
+# Prints the executions, cost-model evaluations (and per kind, how many ended with each status), time and crash
+# count of the C fuzzer, and the examples (test cases Hypothesis ran, summed over its phases) of the property suite.
+# Exits non-zero on any crash, sanitizer report, violated invariant or failing property.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -19,9 +22,13 @@ CC_FUZZ=${FUZZ_CC:-clang}
 RUNS=${FUZZ_RUNS:-1000000}
 MAX_SECONDS=${FUZZ_MAX_SECONDS:-1800}
 EXAMPLES=${ROOFLINE_FUZZ_EXAMPLES:-10000}
+MIN_EVALS=10000000
+MIN_EXAMPLES=100000
 if [[ "${1:-}" == "--quick" ]]; then
     RUNS=20000
     EXAMPLES=200
+    MIN_EVALS=0
+    MIN_EXAMPLES=0
 fi
 WORK=${FUZZ_WORKDIR:-$(mktemp -d -t roofline-fuzz.XXXXXX)}
 mkdir -p "$WORK/corpus" "$WORK/seeds" "$WORK/crashes"
@@ -39,13 +46,18 @@ t1=$(date +%s.%N)
 execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$WORK/fuzz.log" | grep -o '[0-9]*$' || echo 0)
 evals=$(grep -o 'cost-model evaluations: [0-9]*' "$WORK/fuzz.log" | grep -o '[0-9]*$' | tail -1 || echo 0)
 crashes=$(find "$WORK/crashes" -type f | wc -l)
-reports=$(grep -c -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|invariant violated' \
+reports=$(grep -c -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:|SUMMARY: UndefinedBehavior|invariant violated' \
     "$WORK/fuzz.log")
+grep -E '^kind ' "$WORK/fuzz.log" | tail -n 40
 printf 'C fuzzer: %s executions, %s cost-model evaluations, %.1f s, %s crash input(s), %s report(s), exit %s\n' \
     "${execs:-0}" "${evals:-0}" "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" "$crashes" "$reports" "$rc"
 if [[ $rc -ne 0 || $crashes -ne 0 || $reports -ne 0 ]]; then
     grep -E -A30 'invariant violated|ERROR:|runtime error:' "$WORK/fuzz.log" | head -60
     ls "$WORK/crashes"
+    status=1
+fi
+if [[ ${evals:-0} -lt $MIN_EVALS ]]; then
+    echo "C fuzzer: fewer than $MIN_EVALS cost-model evaluations (raise FUZZ_RUNS or FUZZ_MAX_SECONDS)"
     status=1
 fi
 
@@ -55,13 +67,21 @@ ROOFLINE_FUZZ_EXAMPLES=$EXAMPLES PYTHONPATH=$ROOT "$PYTHON" -m pytest -q -p no:c
     --hypothesis-show-statistics tests/test_fuzz_properties.py >"$WORK/hypothesis.log" 2>&1
 hrc=$?
 t1=$(date +%s.%N)
-examples=$(grep -o '[0-9]* passing, ' "$WORK/hypothesis.log" | awk '{s += $1} END {print s + 0}')
-failing=$(grep -o '[0-9]* failing, ' "$WORK/hypothesis.log" | awk '{s += $1} END {print s + 0}')
-tail -3 "$WORK/hypothesis.log"
-printf 'Hypothesis: %s passing examples, %s failing, %.1f s, pytest exit %s\n' "$examples" "$failing" \
-    "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" "$hrc"
+# --hypothesis-show-statistics prints, per property and phase, "- N passing, M failing, and K invalid test cases"
+# (older Hypothesis: "N passing examples, M failing examples, K invalid examples"): sum N and M over every line.
+count() { grep -o -E "[0-9]+ $1( examples)?," "$WORK/hypothesis.log" | awk '{s += $1} END {print s + 0}'; }
+examples=$(count passing)
+failing=$(count failing)
+properties=$(grep -c -E '^tests/test_fuzz_properties\.py::' "$WORK/hypothesis.log")
+summary=$(tail -n 1 "$WORK/hypothesis.log")
+printf 'Hypothesis: %s passing examples over %s properties, %s failing, %.1f s, pytest: %s (exit %s)\n' \
+    "$examples" "$properties" "$failing" "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" "$summary" "$hrc"
 if [[ $hrc -ne 0 ]]; then
     grep -E -B5 -A40 'Falsifying|Error' "$WORK/hypothesis.log" | head -120
+    status=1
+fi
+if [[ $examples -lt $MIN_EXAMPLES || ( $examples -eq 0 && $hrc -eq 0 ) ]]; then
+    echo "Hypothesis: fewer than $MIN_EXAMPLES examples counted (raise ROOFLINE_FUZZ_EXAMPLES, or check the parsing)"
     status=1
 fi
 if grep -q -E 'ERROR: AddressSanitizer|runtime error:' "$WORK/hypothesis.log"; then

@@ -5,10 +5,12 @@ The invariants, for every generated input:
 
 * nothing crashes the interpreter and the only exceptions are ``ValueError``, ``TypeError`` and ``OverflowError``
   (the documented errors of bad input), each with a message of bounded length (``ALLOWED``, ``attempt``);
-* counts are never wrapped: every count is an int in [0, 2**64), and matrix products, convolutions, attention and
-  element-wise ops equal their formulas, computed here with Python ints (``2*M*N*K``, the convolution output-size
-  formula, a brute-force count of the unmasked attention pairs); a call whose exact counts do not fit in 64 bits
-  (or whose tensors torch could not create) raises instead;
+* counts are never wrapped: every count is an int in [0, 2**64), and matrix products (grouped ones too),
+  convolutions, attention, pooling and element-wise ops equal their formulas, computed here with Python ints
+  (``2*M*N*K``, the convolution output-size formula, a brute-force count of the unmasked attention pairs, window
+  taps); a call whose exact counts do not fit in 64 bits (or whose tensors torch could not create) raises instead;
+* calls the model must refuse are refused, with ``ValueError``: a convolution weight that does not fit the input's
+  channels and groups, a pooling window or stride below 1, a negative padding;
 * ``roofline.cost`` gives the same answer with and without torch installed (a batch of generated calls is replayed
   in a subprocess where ``import torch`` fails);
 * ``load`` and the ceilings cache reader reject corrupt documents with ``ValueError`` (the cache reader: ignores
@@ -253,6 +255,74 @@ def test_attention_counts_the_unmasked_pairs(b, hkv, group, sq, sk, dq, dv, mask
     # QK^T: 2*dq per pair, PV: 2*dv per pair; softmax 4 FLOPs + 1 exp per pair, one division per output element
     assert (c.matrix_flops, c.special_ops, c.vector_flops) == (2 * pairs * (dq + dv), pairs,
                                                                4 * pairs + b * hq * sq * dv)
+
+
+@FUZZ
+@given(layout=st.sampled_from(["rows", "batch", "columns", "k"]), g=st.integers(1, 4), m=dims, k=dims, n=dims,
+       bias=st.booleans(), dt=st.sampled_from(["bfloat16", "float16", "float32"]))
+def test_grouped_mm_is_one_product_per_group(layout, g, m, k, n, bias, dt):
+    """_grouped_mm splits the rows, the batch, the columns or K into g groups; whichever it splits, the groups
+    together are 2*g*M*K*N FLOPs, plus one bias add per output element; FlopCounterMode has no formula for it."""
+    a, b, out = {"rows": ((g * m, k), (g, k, n), (g * m, n)),
+                 "batch": ((g, m, k), (g, k, n), (g, m, n)),
+                 "columns": ((g, m, k), (k, g * n), (m, g * n)),
+                 "k": ((m, g * k), (g * k, n), (g, m, n))}[layout]
+    args = [a, b, roofline.TensorSpec((g,), "int32")] + ([(out[-1],)] if bias else [])
+    c = attempt(roofline.cost, "_grouped_mm", *args, out=out, dtype=dt)
+    read = (numel(a) + numel(b) + (out[-1] if bias else 0)) * ITEM[dt] + 4 * g
+    expect_counts(c, [a, b, out], dict(matrix_flops=2 * g * m * k * n, vector_flops=numel(out) if bias else 0,
+                                       flop_counter_flops=0, bytes_read=read, bytes_written=numel(out) * ITEM[dt]))
+
+
+@FUZZ
+@given(n=st.integers(1, 3), cin=st.integers(0, 6), cout=st.integers(0, 6), w1=st.integers(0, 6),
+       groups=st.integers(-1, 4), transposed=st.booleans(), bias=st.booleans(), give_out=st.booleans())
+def test_convolution_refuses_channels_that_do_not_fit(n, cin, cout, w1, groups, transposed, bias, give_out):
+    """A convolution is counted only when its weight fits its input and groups (checked in Python when the result
+    is inferred, in the C model when it is given): weight (C_out, C_in/groups, k) with C_out divisible by groups, or
+    transposed (C_in, C_out/groups, k) with C_in divisible by groups. Anything else is a ValueError, not a count."""
+    length, taps = 5, 3
+    w = (cin if transposed else cout, w1, taps)
+    if transposed:
+        fits = groups >= 1 and cin % groups == 0
+        y = (n, w1 * max(groups, 1), length + taps - 1)
+    else:
+        fits = groups >= 1 and w1 * groups == cin and cout % groups == 0
+        y = (n, cout, length - taps + 1)
+    c = attempt(roofline.cost, "convolution", (n, cin, length), w, (y[1],) if bias else None, [1], [0], [1],
+                transposed, [0], groups, out=y if give_out else None)
+    if not fits:
+        assert c is None, f"counted a convolution whose weight {w} does not fit ({n}, {cin}, {length}), groups={groups}"
+        return
+    assert c is not None
+    # every output element: taps x C_in/groups multiply-adds (transposed: every input element scatters into taps x
+    # C_out/groups outputs)
+    flops = 2 * n * taps * (cin * length * w1 if transposed else numel(y[1:]) * w1)
+    expect_counts(c, [(n, cin, length), w, y], dict(matrix_flops=flops, vector_flops=numel(y) if bias else 0,
+                                                    bytes_written=numel(y) * 4))
+
+
+@FUZZ
+@given(op_sp=st.sampled_from([("max_pool1d", 1), ("avg_pool2d", 2), ("avg_pool3d", 3)]), data=st.data())
+def test_pooling_counts_window_taps_and_refuses_bad_windows(op_sp, data):
+    """One FLOP per window tap, one window per element of the smaller of the input and the result; a kernel or
+    stride entry below 1 or a negative padding is a ValueError (an empty stride means stride = kernel)."""
+    op, sp = op_sp
+    size = (1, 2) + tuple(data.draw(st.lists(st.integers(0, 9), min_size=sp, max_size=sp)))
+    entries = st.sampled_from([1, sp])
+    kernel = data.draw(st.lists(st.integers(-1, 4), min_size=1, max_size=1).flatmap(
+        lambda one: st.just(one) | st.lists(st.integers(-1, 4), min_size=sp, max_size=sp)))
+    stride = data.draw(st.just([]) | entries.flatmap(lambda k: st.lists(st.integers(-1, 3), min_size=k, max_size=k)))
+    padding = data.draw(entries.flatmap(lambda k: st.lists(st.integers(-1, 2), min_size=k, max_size=k)))
+    out = (1, 2) + tuple(data.draw(st.lists(st.integers(0, 9), min_size=sp, max_size=sp)))
+    c = attempt(roofline.cost, op, size, kernel, stride, padding, out=out)
+    if min(kernel) < 1 or min(stride, default=1) < 1 or min(padding) < 0:
+        assert c is None, f"{op}: kernel {kernel}, stride {stride}, padding {padding} were accepted"
+        return
+    assert c is not None
+    taps = math.prod(kernel[0] if len(kernel) == 1 else kernel[i] for i in range(sp))
+    expect_counts(c, [size, out], dict(vector_flops=min(numel(size), numel(out)) * taps, matrix_flops=0,
+                                       bytes_read=numel(size) * 4, bytes_written=numel(out) * 4))
 
 
 @FUZZ

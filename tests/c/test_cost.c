@@ -400,6 +400,39 @@ static void test_conv_backward_channels(void) {
     CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_E_SHAPE);
 }
 
+/* FlopCounterMode's count of a grouped convolution backward is `groups` times the true one, so it may overflow where
+ * the true count does not: an op that does not report it (no RL_OPF_FLOP_COUNTER) must not fail on it. Depthwise 1-d
+ * convolution, G = 2**32 channels and groups, length 1, kernel 1, batch 1; only grad_weight computed:
+ *   true:            2 * N * L_out * K * (C_in / G) * C_out = 2 * 1 * 1 * 1 * 1 * 2**32 = 2**33
+ *   FlopCounterMode: 2 * N * L_out * K * C_in * C_out       = 2 * 2**32 * 2**32       = 2**65 (overflows) */
+static void test_conv_backward_unreported_count(void) {
+    const int64_t g = (int64_t)1 << 32;
+    rl_tensor in[3] = {tensor(RL_DT_FLOAT32, 3, (int64_t[]){1, g, 1}), tensor(RL_DT_FLOAT32, 3, (int64_t[]){1, g, 1}),
+                       tensor(RL_DT_FLOAT32, 3, (int64_t[]){g, 1, 1})};
+    rl_tensor outs[3] = {in[1], in[2], in[2]};
+    outs[0].ndim = -1; /* grad_input and grad_bias not computed */
+    outs[2].ndim = -1;
+    int64_t mask[3] = {0, 1, 0};
+    rl_call c = {.nargs = 5, .tensors = in, .ints = mask, .nouts = 3, .outs = outs};
+    for (int i = 0; i < 3; i++) {
+        set_tensor_arg(&c, i, i);
+    }
+    c.args[3].type = RL_ARG_INT;
+    c.args[3].i = g;
+    c.args[4].type = RL_ARG_BOOLLIST;
+    c.args[4].count = 3;
+    rl_op op = make_op(RL_K_CONV_BWD, RL_P_GROUPS, (int64_t)3, RL_P_OUTPUT_MASK, (int64_t)4, -1);
+    rl_cost r;
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_OK);
+    CHECK_EQ(r.matrix, 1ull << 33);
+    CHECK_EQ(r.flop_counter, 0);
+    CHECK_EQ(r.vector, 0);
+    CHECK_EQ(r.bytes_read, 2 * (4ull << 32)); /* grad_out and input, 2**32 floats each; the weight is not read */
+    CHECK_EQ(r.bytes_written, 4ull << 32);    /* grad_weight */
+    op.flags = RL_OPF_FLOP_COUNTER;            /* reported: 2**65 does not fit */
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_E_OVERFLOW);
+}
+
 /* The parameter vocabulary: a zeroed op has every argument absent; rl_op_set checks the kind and the range. */
 static void test_op_params(void) {
     rl_op op;
@@ -495,6 +528,7 @@ int main(void) {
     test_pool_arguments();
     test_invalid_tensors();
     test_conv_backward_channels();
+    test_conv_backward_unreported_count();
     if (failures) {
         fprintf(stderr, "%d failure(s)\n", failures);
         return 1;
