@@ -361,10 +361,13 @@ static int grad_hooks(Tracker *self, PyObject *name, PyObject *obj, PyObject *ca
     return rc;
 }
 
-/* pre(module, input): global forward pre-hook. */
-static PyObject *Tracker_pre(Tracker *self, PyObject *const *argv, Py_ssize_t argc) {
-    if (argc != 2) {
-        PyErr_SetString(PyExc_TypeError, "ModuleTracker.pre(module, input)");
+/* The global forward hooks: pre(module, input) (entering = 1) adds the module to the running set, post(module, input,
+ * output) (entering = 0) removes it; both hook the gradients of the tensors they see for backward attribution. */
+static PyObject *tracker_hook(Tracker *self, PyObject *const *argv, Py_ssize_t argc, int entering) {
+    Py_ssize_t want = entering ? 2 : 3;
+    if (argc != want) {
+        PyErr_SetString(PyExc_TypeError,
+                        entering ? "ModuleTracker.pre(module, input)" : "ModuleTracker.post(module, input, output)");
         return NULL;
     }
     if (check_ready(self) < 0) {
@@ -379,7 +382,8 @@ static PyObject *Tracker_pre(Tracker *self, PyObject *const *argv, Py_ssize_t ar
         return NULL;
     }
     self->dirty = 1;
-    if (PySet_Add(self->parents, name) < 0 || grad_hooks(self, name, argv[1], self->on_inputs) < 0) {
+    int rc = entering ? PySet_Add(self->parents, name) : PySet_Discard(self->parents, name);
+    if (rc < 0 || grad_hooks(self, name, argv[want - 1], entering ? self->on_inputs : self->on_outputs) < 0) {
         Py_DECREF(name);
         return NULL;
     }
@@ -387,30 +391,12 @@ static PyObject *Tracker_pre(Tracker *self, PyObject *const *argv, Py_ssize_t ar
     Py_RETURN_NONE;
 }
 
-/* post(module, input, output): global forward hook. */
+static PyObject *Tracker_pre(Tracker *self, PyObject *const *argv, Py_ssize_t argc) {
+    return tracker_hook(self, argv, argc, 1);
+}
+
 static PyObject *Tracker_post(Tracker *self, PyObject *const *argv, Py_ssize_t argc) {
-    if (argc != 3) {
-        PyErr_SetString(PyExc_TypeError, "ModuleTracker.post(module, input, output)");
-        return NULL;
-    }
-    if (check_ready(self) < 0) {
-        return NULL;
-    }
-    int active = active_here(self);
-    if (active <= 0) {
-        return active < 0 ? NULL : Py_NewRef(Py_None);
-    }
-    PyObject *name = module_name(self, argv[0]);
-    if (!name) {
-        return NULL;
-    }
-    self->dirty = 1;
-    if (PySet_Discard(self->parents, name) < 0 || grad_hooks(self, name, argv[2], self->on_outputs) < 0) {
-        Py_DECREF(name);
-        return NULL;
-    }
-    Py_DECREF(name);
-    Py_RETURN_NONE;
+    return tracker_hook(self, argv, argc, 0);
 }
 
 static PyObject *Tracker_add(Tracker *self, PyObject *name) {
