@@ -359,6 +359,14 @@ def load_equivalent(path: str | None) -> dict[str, str]:
     return eq
 
 
+def progress(k: int, n: int, m, st: str, det: str, verbose: bool) -> None:
+    """One line per survivor (per mutant with --verbose), else a heartbeat every 25 mutants."""
+    if verbose or st == "survived":
+        print(f"[{k}/{n}] {st:8s} {m.where()}" + (f"\n      {det}" if det and verbose else ""), flush=True)
+    elif k % 25 == 0:
+        print(f"[{k}/{n}] ...", flush=True)
+
+
 def report(results, eq: dict[str, str], label: str, t0: float) -> int:
     valid = [(m, st, d) for m, st, d in results if st != "invalid"]
     killed = [r for r in valid if r[1] == "killed"]
@@ -442,11 +450,7 @@ def main(argv=None) -> int:
         for k, m in enumerate(mutants, 1):
             st, det = evaluate(ws, m, args)
             results.append((m, st, det))
-            if args.verbose or st == "survived":
-                print(f"[{k}/{len(mutants)}] {st:8s} {m.where()}" + (f"\n      {det}" if det and args.verbose else ""),
-                      flush=True)
-            elif k % 25 == 0:
-                print(f"[{k}/{len(mutants)}] ...", flush=True)
+            progress(k, len(mutants), m, st, det, args.verbose)
     return report(results, eq, "C mutation score", t0)
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutate_c import ROOT, load_equivalent, report  # noqa: E402
+from mutate_c import ROOT, load_equivalent, progress, report  # noqa: E402
 
 # file under roofline/ -> the functions (qualified names) whose bodies are mutated
 TARGETS = {
@@ -318,11 +318,7 @@ def main(argv=None) -> int:
         else:
             st, det = "survived", ""
         results.append((m, st, det))
-        if args.verbose or st == "survived":
-            print(f"[{k}/{len(mutants)}] {st:8s} {m.where()}" + (f"\n      {det}" if det and args.verbose else ""),
-                  flush=True)
-        elif k % 25 == 0:
-            print(f"[{k}/{len(mutants)}] ...", flush=True)
+        progress(k, len(mutants), m, st, det, args.verbose)
     return report(results, eq, "roll-up and classification mutation score", t0)
 
 

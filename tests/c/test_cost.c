@@ -4,18 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "cost.h"
-
-static int failures = 0;
-
-#define CHECK_EQ(got, want)                                                                                          \
-    do {                                                                                                             \
-        unsigned long long g_ = (unsigned long long)(got), w_ = (unsigned long long)(want);                          \
-        if (g_ != w_) {                                                                                              \
-            fprintf(stderr, "%s:%d: %s = %llu, want %llu\n", __FILE__, __LINE__, #got, g_, w_);                      \
-            failures++;                                                                                              \
-        }                                                                                                            \
-    } while (0)
 
 static rl_tensor tensor(int dtype, int ndim, const int64_t *size) {
     rl_tensor t;

@@ -4,26 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "cost.h"
-
-static int failures = 0;
-
-#define CHECK_EQ(got, want)                                                                                          \
-    do {                                                                                                             \
-        unsigned long long g_ = (unsigned long long)(got), w_ = (unsigned long long)(want);                          \
-        if (g_ != w_) {                                                                                              \
-            fprintf(stderr, "%s:%d: %s = %llu, want %llu\n", __FILE__, __LINE__, #got, g_, w_);                      \
-            failures++;                                                                                              \
-        }                                                                                                            \
-    } while (0)
-
-#define CHECK_STR(got, want)                                                                                         \
-    do {                                                                                                             \
-        if (strcmp((got), (want)) != 0) {                                                                            \
-            fprintf(stderr, "%s:%d: %s = \"%s\", want \"%s\"\n", __FILE__, __LINE__, #got, (got), (want));           \
-            failures++;                                                                                              \
-        }                                                                                                            \
-    } while (0)
 
 /* A contiguous tensor: T(RL_DT_FLOAT32, 2, 3) is a (2, 3) float32 tensor. */
 #define NDIMS(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
