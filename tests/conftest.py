@@ -111,3 +111,25 @@ def pytest_report_header(config):
     if collect_ignore:
         return f"torch is not installed: not collected (they import torch): {', '.join(collect_ignore)}"
     return None
+
+
+# ---- JSON document mutation (property tests of the readers) ---------------------------------------------------------
+
+def json_values(st, int_bound: int, text_size: int, max_leaves: int):
+    """A Hypothesis strategy of JSON-like values: scalars (None, bools, ints in +-int_bound, floats, short text),
+    nested in lists and dicts, at most `max_leaves` leaves."""
+    scalars = st.none() | st.booleans() | st.integers(-int_bound, int_bound) | st.floats() | st.text(max_size=text_size)
+    return st.recursive(scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c,
+                                                                                     max_size=3), max_leaves=max_leaves)
+
+
+def json_paths(obj, max_items: int, prefix=()):
+    """Every path into a JSON document, the empty one first: the keys of objects and the first `max_items` indexes of
+    arrays."""
+    yield prefix
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from json_paths(v, max_items, prefix + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj[:max_items]):
+            yield from json_paths(v, max_items, prefix + (i,))

@@ -337,20 +337,10 @@ def test_load_rejects_other_junk_with_value_or_type_errors():
 def test_any_mutation_of_a_report_loads_and_prints_or_raises_value_error(report_dict):
     hypothesis = pytest.importorskip("hypothesis")
     st = hypothesis.strategies
-    scalars = st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=5)
-    values = st.recursive(scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c,
-                                                                                       max_size=3), max_leaves=8)
+    from conftest import json_paths, json_values
 
-    def paths(obj, prefix=()):
-        yield prefix
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                yield from paths(v, prefix + (k,))
-        elif isinstance(obj, list):
-            for i, v in enumerate(obj[:3]):
-                yield from paths(v, prefix + (i,))
-
-    all_paths = [p for p in paths(report_dict) if p]
+    values = json_values(st, 2**70, text_size=5, max_leaves=8)
+    all_paths = [p for p in json_paths(report_dict, 3) if p]
 
     @hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
     @hypothesis.given(st.sampled_from(all_paths), values, st.booleans())

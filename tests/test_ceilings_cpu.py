@@ -319,20 +319,10 @@ def test_corrupt_documents_raise_only_value_error(measured):
     st = hypothesis.strategies
     c, _ = measured
     doc = json.loads(c.to_json())
-    scalars = st.none() | st.booleans() | st.integers(-2**80, 2**80) | st.floats() | st.text(max_size=4)
-    values = st.recursive(scalars, lambda x: st.lists(x, max_size=3) | st.dictionaries(st.text(max_size=3), x,
-                                                                                       max_size=3), max_leaves=6)
+    from conftest import json_paths, json_values
 
-    def paths(obj, prefix=()):
-        yield prefix
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                yield from paths(v, prefix + (k,))
-        elif isinstance(obj, list):
-            for i, v in enumerate(obj[:2]):
-                yield from paths(v, prefix + (i,))
-
-    all_paths = [p for p in paths(doc) if p]
+    values = json_values(st, 2**80, text_size=4, max_leaves=6)
+    all_paths = [p for p in json_paths(doc, 2) if p]
 
     @hypothesis.settings(max_examples=300, deadline=None, derandomize=True)
     @hypothesis.given(st.sampled_from(all_paths), values)
