@@ -676,6 +676,10 @@ static PyObject *Dispatch_call(Dispatch *self, PyObject *const *argv, size_t nar
     if (kwnames || nargs < 3 || nargs > 5) {
         goto slow;
     }
+    /* tensor subclasses among the arguments (DTensor, FakeTensor, ...): the Python path decides how they count */
+    if (!PyTuple_Check(argv[2]) || PyTuple_GET_SIZE(argv[2]) != 0) {
+        goto slow;
+    }
     op_slot *s = find_slot(self, argv[1]);
     if (!s) {
         goto slow;

@@ -13,7 +13,7 @@ from roofline.report import Report
 __version__ = "0.1.0"
 
 from roofline import devices  # noqa: E402  (datasheet table, standard library only)
-__all__ = ["measure", "cost", "Cost", "TensorSpec", "Report", "register", "unregister", "load", "ceilings",
+__all__ = ["measure", "gather", "cost", "Cost", "TensorSpec", "Report", "register", "unregister", "load", "ceilings",
            "Ceilings", "Ceiling", "CeilingNotAvailable", "devices", "__version__"]
 
 
@@ -98,6 +98,7 @@ class _Measure:
         meta = {"timing": timing, "devices": sorted(session.devices), "version": __version__,
                 "ceilings_source": (ceilings if ceilings in ("measured", "datasheet") else
                                     "datasheet" if isinstance(ceilings, str) else "best")}
+        meta.update(_torch._collectives.meta(session))  # rank, world size, backend; collectives' network bytes
         report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
                          overhead=_torch.instrumentation_overhead(timing) if timing is not None else None)
@@ -128,6 +129,13 @@ def register(op, formula=None, *, kind=None, flops=0, special=0):
     from roofline import _resolve
 
     return _resolve.register(op, formula, kind=kind, flops=flops, special=special)
+
+
+def gather(report, dst=0, timeout=120.0, group=None):
+    """Every rank's report on rank ``dst``: see :func:`roofline.distributed.gather`."""
+    from roofline import distributed
+
+    return distributed.gather(report, dst=dst, timeout=timeout, group=group)
 
 
 def unregister(op):

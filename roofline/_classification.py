@@ -16,8 +16,10 @@ import numpy as np
 from roofline import _core
 from roofline._records import DTYPE_NAMES
 
+# collectives: judged against the interconnect bandwidth (roofline/distributed.py), never DRAM
+BOUND_INTERCONNECT = 4
 BOUNDS = {_core.BOUND_NONE: "none", _core.BOUND_MEMORY: "memory", _core.BOUND_COMPUTE: "compute",
-          _core.BOUND_BANDWIDTH: "bandwidth"}
+          _core.BOUND_BANDWIDTH: "bandwidth", BOUND_INTERCONNECT: "interconnect"}
 # dtypes judged against their own peak; other (integer, bool) work is judged against the fp32 vector rate
 FLOAT_DTYPES = {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
                 "float8_e5m2fnuz", "complex64", "complex128", "complex32"}
@@ -100,13 +102,27 @@ def peaks(records, ceilings, source: str):
     return peak, np.full(n, bw), sorted(set(notes))
 
 
-def classify(records, ceilings, source: str):
+def classify(records, ceilings, source: str, meta: dict | None = None):
     """``(arrays, notes)``: the classification of :meth:`roofline.Report.classification` for ``records`` against
-    ``ceilings`` (figures of ``source``), and the :func:`peaks` notes."""
+    ``ceilings`` (figures of ``source``), and the :func:`peaks` notes. The collectives listed in
+    ``meta["collectives"]`` are judged by their bus bytes against the interconnect bandwidth (bound
+    "interconnect")."""
     peak, bw, notes = peaks(records, ceilings, source)
     flops = records["matrix_flops"].astype(np.float64) + records["vector_flops"].astype(np.float64)
     nbytes = records["bytes_read"].astype(np.float64) + records["bytes_written"].astype(np.float64)
+    comm = None
+    if meta and meta.get("collectives"):
+        from roofline import distributed
+
+        comm, link, link_note = distributed._network_view(meta, ceilings, source, len(records))
+        nbytes[comm] = np.asarray(meta["collectives"]["bus_bytes"], dtype=np.float64)
+        bw = bw.copy()
+        bw[comm] = link
+        if link_note:
+            notes = sorted(set(notes) | {link_note})
     res = _core.classify(flops, nbytes, records["t_end"] - records["t_start"], peak, bw)
+    if comm is not None:
+        res["bound"][comm] = BOUND_INTERCONNECT
     res["peak"], res["bw"], res["flops"], res["bytes"] = peak, bw, flops, nbytes
     return res, notes
 
@@ -140,5 +156,5 @@ class Classifier:
         :meth:`resolve`)."""
         if self._result is None:
             ceilings = self.resolve(meta, stacklevel + 1)
-            self._result, self.peak_notes = classify(records, ceilings, self.source)
+            self._result, self.peak_notes = classify(records, ceilings, self.source, meta)
         return self._result

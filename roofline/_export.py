@@ -164,7 +164,7 @@ def read_document(d):
     if _OP_KINDS is None:
         from roofline._registry import KIND_NAMES
 
-        _OP_KINDS = frozenset(KIND_NAMES.values()) | {"python", "unknown"}
+        _OP_KINDS = frozenset(KIND_NAMES.values()) | {"python", "unknown", "collective"}  # collective: distributed.py
     if not isinstance(d["ops"], list):
         _bad("ops", f"must be a list, not {_type(d['ops'])}")
     ops = []

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline import _core
-from roofline._classification import BOUNDS
+from roofline._classification import BOUND_INTERCONNECT, BOUNDS
 from roofline._records import PHASES
 
 # the count columns a roll-up sums (the FLOPs and bytes of a row are derived from them)
@@ -178,6 +178,8 @@ def group_bound(bound, t_min):
     bandwidth = t_min[ok & (bound == _core.BOUND_BANDWIDTH)].sum() / total
     if memory + bandwidth >= 0.8:
         return "memory" if memory > 0 else "bandwidth"
+    if t_min[ok & (bound == BOUND_INTERCONNECT)].sum() / total >= 0.8:  # collectives, on the network
+        return "interconnect"
     return "mixed"
 
 
@@ -233,13 +235,19 @@ def roofline_totals(records, c, wall_time) -> dict:
     """:func:`roofline_row` over every record, plus ``wall_time``; when the block was timed (``wall_time`` > 0)
     ``time`` is the wall time and the rates, efficiency, MFU and MBU are taken against it."""
     g = roofline_row(records, np.ones(len(records), bool), c)
+    net = c["bound"] == BOUND_INTERCONNECT
+    if net.any():  # collectives' bus bytes are network traffic: kept out of the memory figures
+        g["network_bytes"] = float(c["bytes"][net].sum())
+        g["bytes"] = float(c["bytes"][~net].sum())
+        g["intensity"] = g["flops"] / g["bytes"] if g["bytes"] else (math.inf if g["flops"] else 0.0)
     t = wall_time
     if t and t > 0:
         g["time"] = t
         g["achieved_flops"] = g["flops"] / t
         g["achieved_bytes"] = g["bytes"] / t
         g["mfu"] = peak_time(c["flops"], c["peak"]) / t if g["flops"] else math.nan
-        g["mbu"] = g["bytes"] / (t * c["bw"][0]) if len(c["bw"]) else math.nan
+        dram_bw = c["bw"][~net]
+        g["mbu"] = g["bytes"] / (t * dram_bw[0]) if len(dram_bw) else math.nan
         g["efficiency"] = g["t_min"] / t if math.isfinite(g["t_min"]) else math.nan
     g["wall_time"] = t
     return g

@@ -17,7 +17,7 @@ from torch.autograd.graph import register_multi_grad_hook
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._pytree import tree_flatten
 
-from roofline import _core, _registry, _resolve
+from roofline import _collectives, _core, _registry, _resolve
 
 try:  # torch imports dynamo lazily on the first op under a dispatch mode (~1 s): not inside the first timed block
     import torch._dynamo  # noqa: F401
@@ -165,6 +165,10 @@ class _Mode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         s = self.s
+        if types and _collectives.defer(types):  # DTensor: counted at its local shards
+            return NotImplemented
+        if _collectives.suppressed():  # DTensor's sharding propagation on fake tensors
+            return func(*args, **(kwargs or {}))
         idx = s.op_index.get(func)
         if idx is None:
             idx = s.resolve(func, args)
@@ -190,6 +194,10 @@ class _TimedMode(_Mode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         s = self.s
+        if types and _collectives.defer(types):
+            return NotImplemented
+        if _collectives.suppressed():
+            return func(*args, **(kwargs or {}))
         idx = s.op_index.get(func)
         if idx is None:
             idx = s.resolve(func, args)
@@ -275,6 +283,8 @@ class Session:
             self.mode.__torch_dispatch__ = types.MethodType(self.dispatch, self.mode)
         self._handles = []
         self.python_formulas: dict[int, object] = {}
+        self.collectives = _collectives.Collectives()  # one row per collective call (network bytes, group size)
+        self._undo_dtensor = None
         self.wall_time = None
         self._entered = False
 
@@ -293,6 +303,9 @@ class Session:
         if func in _DECLINE:
             self.op_index[func] = _DECLINED
             return _DECLINED
+        marker = _collectives.resolve(self, func, OpInfo)  # collectives, fsdp copies
+        if marker is not None:
+            return marker
         q, ov = func._schema.name, func._overloadname
         schema = _registry.Schema.from_torch(func._schema)
         res = _resolve.resolve(q, ov, schema)  # the same resolution as roofline.cost()
@@ -335,6 +348,8 @@ class Session:
             # no decomposition after all: count it as an op of its own from now on
             self.resolve(func, args, allow_decompose=False)
             return mode.__torch_dispatch__(func, types, args, kwargs)
+        if marker[0] == "collective":
+            return _collectives.call(self, marker, func, args, kwargs, _now, self.t_base)
         _, idx, formula = marker
         t0 = _now()
         out = func(*args, **kwargs)
@@ -410,6 +425,7 @@ class Session:
             if self.timing == "op" and self.cuda_possible:
                 self._base_event = torch.cuda.Event(enable_timing=True)
                 self._base_event.record()
+            self._undo_dtensor = _collectives.install()  # DTensor's sharding propagation is not counted
             self._t0 = self.t_base = time.perf_counter()
             self.mode.__enter__()
         except BaseException:
@@ -444,6 +460,9 @@ class Session:
         self._handles.clear()
         self.tracker.exit()
         self.phase = None
+        if self._undo_dtensor is not None:
+            self._undo_dtensor()
+            self._undo_dtensor = None
 
 
 def _sync_all():

@@ -60,7 +60,8 @@ DTYPES = (
 )
 
 # Scalar fields that hold a figure and therefore need a source when present.
-_FIGURE_FIELDS = ("sm_count", "boost_clock_hz", "l2_bytes", "memory_bandwidth", "memory_bytes")
+_FIGURE_FIELDS = ("sm_count", "boost_clock_hz", "l2_bytes", "memory_bandwidth", "memory_bytes",
+                  "interconnect_bandwidth")
 
 _MiB = 1 << 20
 _GiB = 1 << 30
@@ -96,6 +97,10 @@ class DeviceSpec:
     peaks: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
     notes: str = ""
+    # GPU-to-GPU link: its name and the vendor's per-GPU bandwidth in bytes/s, per direction (half the
+    # bidirectional figure vendors quote), the figure nccl-tests' bus bandwidth is compared with
+    interconnect: str | None = None
+    interconnect_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "aliases", tuple(self.aliases))
@@ -576,6 +581,38 @@ MI300X = _spec(
     "(torch.float8_e4m3fnuz / float8_e5m2fnuz), not OCP FP8. Besides the 32 MB L2 there is a 256 MB Infinity "
     "Cache (last-level cache, per the ROCm specifications).",
 )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# GPU-to-GPU interconnect: the per-GPU link bandwidth, per direction (vendors quote the bidirectional total).
+
+
+def _link(base: DeviceSpec, link: str, bidirectional: float, source: str) -> DeviceSpec:
+    sources = dict(base.sources)
+    sources["interconnect_bandwidth"] = f"{source}; {bidirectional / 1e9:g} GB/s bidirectional = " \
+        f"{bidirectional / 2e9:g} GB/s per direction"
+    return dataclasses.replace(base, interconnect=link, interconnect_bandwidth=bidirectional / 2, sources=sources)
+
+
+_V100_DS_LINK = _V100_DS + " (Interconnect Bandwidth, V100 SXM2)"
+A100_SXM = _link(A100_SXM, "NVLink 3", 600e9, _A100_DS + " (NVIDIA NVLink)")
+A100_SXM_40GB = _link(A100_SXM_40GB, "NVLink 3", 600e9, _A100_DS + " (NVIDIA NVLink)")
+A100_PCIE = _link(A100_PCIE, "PCIe Gen4 x16", 64e9, _A100_DS + " (PCIe Gen4; the optional 2-GPU NVLink bridge "
+                  "is not assumed)")
+A100_PCIE_40GB = _link(A100_PCIE_40GB, "PCIe Gen4 x16", 64e9, _A100_DS + " (PCIe Gen4; the optional 2-GPU NVLink "
+                       "bridge is not assumed)")
+H100_SXM = _link(H100_SXM, "NVLink 4", 900e9, _H100_DS + " (Interconnect, H100 SXM: NVLink)")
+H100_PCIE = _link(H100_PCIE, "PCIe Gen5 x16", 128e9, _H100_DS + " (Interconnect, H100 PCIe: PCIe Gen5; the "
+                  "optional 2-GPU NVLink bridge is not assumed)")
+H200 = _link(H200, "NVLink 4", 900e9, _H200_DS + " (Interconnect, H200 SXM: NVLink)")
+B200 = _link(B200, "NVLink 5", 1800e9, _HGX_B200 + " (NVLink bandwidth per GPU)")
+GB200 = _link(GB200, "NVLink 5", 1800e9, _GB200_DS + " (NVLink bandwidth per GPU)")
+L4 = _link(L4, "PCIe Gen4 x16", 64e9, _L4_DS + " (Interconnect: PCIe Gen4 x16, 64 GB/s)")
+L40S = _link(L40S, "PCIe Gen4 x16", 64e9, _L40S_DS + " (Interconnect Interface: PCIe Gen4 x16, 64 GB/s "
+             "bidirectional)")
+V100_SXM2_16GB = _link(V100_SXM2_16GB, "NVLink 2", 300e9, _V100_DS_LINK)
+V100_SXM2_32GB = _link(V100_SXM2_32GB, "NVLink 2", 300e9, _V100_DS_LINK)
+T4 = _link(T4, "PCIe Gen3 x16", 32e9, _T4_DS + " (Interconnect Bandwidth: 32 GB/s)")
 
 _ALL = (
     A100_SXM,

@@ -258,11 +258,13 @@ class Report(DerivedCounts):
         """What changed from ``self`` (before) to ``other`` (after), op by op or module by module."""
         return Comparison(self, other, by, depth)
 
-    def project(self, target, name: str | None = None) -> "Report":
+    def project(self, target, name: str | None = None, gpus: int | None = None) -> "Report":
         """This run's ops on another device: each op's time is estimated as ``max(FLOPs / peak of its unit and
         dtype, bytes / bandwidth)`` from ``target`` (a device name from :mod:`roofline.devices`, or a
         ``Ceilings``), and a report of the same shape is returned whose times are those estimates (its wall time
-        is their sum: ops run back to back)."""
+        is their sum: ops run back to back). Collectives are timed as their bus bytes over the target's
+        interconnect bandwidth; ``gpus`` re-computes their bus bytes for that many ranks (the message bytes of each
+        rank stay as measured); see docs/distributed.md."""
         from roofline import devices
         from roofline._ceilings import Ceilings
 
@@ -273,7 +275,11 @@ class Report(DerivedCounts):
         else:
             raise TypeError(f"project: target must be a device name or a Ceilings, got {type(target).__name__}")
         meta = dict(self.meta, projected_to=label, ceilings_source="datasheet" if isinstance(target, str) else "best")
-        t_min = _classify(self.records, ceil, meta["ceilings_source"])[0]["t_min"]
+        if gpus is not None:  # collectives over `gpus` ranks, on the target's interconnect
+            from roofline import distributed
+
+            meta = distributed._rescaled(meta, gpus)
+        t_min = _classify(self.records, ceil, meta["ceilings_source"], meta)[0]["t_min"]
         if np.isnan(t_min).any():
             missing = sorted({self._ops[i].name for i in self.records["op"][np.isnan(t_min)].tolist()})
             warnings.warn(f"roofline: {label} has no ceiling for some ops ({missing[:5]}...); they are left out of "

@@ -1,0 +1,468 @@
+"""Distributed training: collectives on the interconnect roofline, per-rank reports and their merge.
+
+Inside ``roofline.measure`` every collective that reaches the dispatcher is recorded with its message bytes, group
+size and bus bytes (nccl-tests convention), and is judged against the interconnect bandwidth, not DRAM; DTensor ops
+are counted at the local shards each rank computes (see ``roofline/_collectives.py`` and docs/distributed.md).
+
+This module reads those records and brings the ranks together:
+
+* :func:`communication` and :func:`collectives`: the collectives of one report;
+* :func:`measure_interconnect`: an all-reduce bus-bandwidth sweep over the current process group (nccl-tests
+  style), used as the measured interconnect ceiling of the reports measured afterwards in this process;
+* :func:`gather`: every rank's report on one rank, over torch.distributed, as JSON (no pickle), with a timeout;
+* :func:`merge` (and ``python -m roofline merge rank*.json``): the same offline, from saved reports;
+* :class:`MergedReport`: the per-rank table, totals, the slowest rank, compute vs communication time per rank.
+
+``import roofline.distributed`` needs only NumPy; torch is imported by the functions that talk to other ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+
+from roofline._classification import BOUND_INTERCONNECT
+
+__all__ = ["MergedReport", "bus_factor", "collectives", "communication", "gather", "measure_interconnect", "merge"]
+
+_PAYLOAD_FORMAT = "roofline-rank-report"
+_COLUMNS = ("record", "collective", "group_size", "message_bytes", "bus_bytes", "async_op", "uncertain")
+
+
+def bus_factor(collective: str, n: int) -> float:
+    """nccl-tests' bus-bandwidth factor of ``collective`` over ``n`` ranks: ``2(n-1)/n`` for "all_reduce",
+    ``(n-1)/n`` for "all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", 1 for "broadcast",
+    "reduce", "send", "recv", "p2p", 0 for "barrier" and "wait". Bus bytes = message bytes x factor."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"bus_factor: the group size must be an int >= 1, got {n!r}")
+    if collective == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if collective in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
+        return (n - 1) / n
+    if collective in ("broadcast", "reduce", "send", "recv", "p2p"):
+        return 1.0
+    if collective in ("barrier", "wait"):
+        return 0.0
+    raise ValueError(f"bus_factor: unknown collective {collective!r}")
+
+
+# ---- one report ------------------------------------------------------------------------------------------------
+def _table(meta: dict, n_records: int) -> dict:
+    """The collectives side table of a report's meta, checked (ValueError naming the field that is wrong)."""
+    t = meta.get("collectives")
+    if not t:
+        return {k: [] for k in _COLUMNS}
+    if not isinstance(t, dict) or any(not isinstance(t.get(k), list) for k in _COLUMNS):
+        raise ValueError(f"meta.collectives must hold the lists {', '.join(_COLUMNS)}")
+    n = len(t["record"])
+    if any(len(t[k]) != n for k in _COLUMNS):
+        raise ValueError("meta.collectives: its lists differ in length")
+    for k in ("record", "group_size", "message_bytes", "bus_bytes"):
+        if any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in t[k]):
+            raise ValueError(f"meta.collectives.{k} must hold ints >= 0")
+    if any(r >= n_records for r in t["record"]):
+        raise ValueError(f"meta.collectives.record refers to a record beyond the {n_records} records")
+    if len(set(t["record"])) != n:
+        raise ValueError("meta.collectives.record lists a record twice")
+    return t
+
+
+def _link(meta: dict, ceilings, source: str):
+    """``(bytes/s, note)``: the interconnect bandwidth collectives are judged against. A projection or a
+    datasheet roofline uses the device's datasheet link; otherwise the bus bandwidth measured by
+    :func:`measure_interconnect` before the block (meta.distributed.interconnect), else the datasheet link of the
+    device, else NaN (and a note)."""
+    from roofline import devices
+
+    spec = devices.lookup(ceilings.name) if ceilings is not None and getattr(ceilings, "name", None) else None
+    datasheet = spec.interconnect_bandwidth if spec is not None else None
+    measured = ((meta.get("distributed") or {}).get("interconnect") or {}).get("busbw")
+    if meta.get("projected_to") or source == "datasheet":
+        if datasheet:
+            return float(datasheet), ""
+    elif isinstance(measured, (int, float)) and measured > 0:
+        return float(measured), ""
+    elif datasheet:
+        return float(datasheet), "collectives judged against the datasheet interconnect bandwidth"
+    return math.nan, ("no interconnect bandwidth for the collectives: call roofline.distributed."
+                      "measure_interconnect() under the process group before measuring, or project to a device")
+
+
+def _network_view(meta: dict, ceilings, source: str, n_records: int):
+    """For the classification: ``(record indices of the collectives, interconnect bytes/s, note)``."""
+    t = _table(meta, n_records)
+    link, note = _link(meta, ceilings, source)
+    return np.asarray(t["record"], dtype=np.int64), link, note
+
+
+def _rescaled(meta: dict, gpus) -> dict:
+    """A copy of ``meta`` whose collectives run over ``gpus`` ranks: bus bytes re-computed from the message bytes
+    (for Report.project)."""
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        raise ValueError(f"project: gpus must be an int >= 1, got {gpus!r}")
+    t = meta.get("collectives")
+    out = dict(meta, projected_gpus=gpus)
+    if t:
+        t = dict(t)
+        t["group_size"] = [gpus] * len(t["record"])
+        t["bus_bytes"] = [int(round(m * bus_factor(c, gpus))) for c, m in zip(t["collective"], t["message_bytes"])]
+        out["collectives"] = t
+    return out
+
+
+def collectives(report) -> list[dict]:
+    """One dict per collective call of ``report``: ``record`` (row of ``report.records``), ``op`` (the op's name),
+    ``collective`` ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
+    "gather", "scatter", "send", "recv", "p2p", "barrier", "wait"), ``group_size``, ``message_bytes``,
+    ``bus_bytes``, ``async_op`` (issued asynchronously: its measured time is the launch, not the transfer),
+    ``uncertain`` (the group size could not be read from the call: the world size was assumed), ``phase``,
+    ``time`` (measured seconds, NaN unless ``timing="op"``) and ``t_min`` (bus bytes / interconnect bandwidth)."""
+    t = _table(report.meta, len(report.records))
+    if not t["record"]:
+        return []
+    c = report.classification() if report.ceilings is not None else None
+    from roofline._records import PHASES
+
+    rows = []
+    for i, rec in enumerate(t["record"]):
+        r = report.records[rec]
+        row = {k: t[k][i] for k in _COLUMNS}
+        row["op"] = report.op_names[int(r["op"])]
+        row["phase"] = PHASES[int(r["phase"])]
+        row["time"] = float(r["t_end"] - r["t_start"])
+        row["t_min"] = float(c["t_min"][rec]) if c is not None else math.nan
+        rows.append(row)
+    return rows
+
+
+def communication(report) -> dict:
+    """The collectives of ``report`` per collective kind, most bus bytes first: ``{collective: {calls,
+    message_bytes, bus_bytes, time, t_min}}`` (times summed; NaN when unknown)."""
+    out: dict = {}
+    for row in collectives(report):
+        d = out.setdefault(row["collective"], {"calls": 0, "message_bytes": 0, "bus_bytes": 0, "time": 0.0,
+                                               "t_min": 0.0})
+        d["calls"] += 1
+        d["message_bytes"] += row["message_bytes"]
+        d["bus_bytes"] += row["bus_bytes"]
+        d["time"] += row["time"]
+        d["t_min"] += row["t_min"]
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["bus_bytes"]))
+
+
+def _split(report) -> dict:
+    """Compute vs communication of one report: roofline times (t_min) and measured times of each side."""
+    t = _table(report.meta, len(report.records))
+    net = np.zeros(len(report.records), bool)
+    net[np.asarray(t["record"], dtype=np.int64)] = True
+    out = {"message_bytes": sum(t["message_bytes"]), "bus_bytes": sum(t["bus_bytes"]),
+           "collectives": len(t["record"])}
+    if report.ceilings is not None:
+        c = report.classification()
+        tm = c["t_min"]
+        out["t_compute"] = float(np.nansum(tm[~net]))
+        out["t_comm"] = float(np.nansum(tm[net])) if net.any() and np.isfinite(tm[net]).all() else (
+            0.0 if not net.any() else math.nan)
+    else:
+        out["t_compute"] = out["t_comm"] = math.nan
+    times = report.records["t_end"] - report.records["t_start"]
+    if np.isfinite(times).any():
+        out["time_compute"] = float(np.nansum(times[~net]))
+        out["time_comm"] = float(np.nansum(times[net]))
+    else:
+        out["time_compute"] = out["time_comm"] = math.nan
+    return out
+
+
+# ---- measured interconnect ---------------------------------------------------------------------------------------
+_MEASURED: dict = {}  # (backend, world_size) -> result of measure_interconnect in this process
+_DEFAULT_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 22)
+
+
+def _measured_link(pg: dict):
+    return _MEASURED.get((pg["backend"], pg["world_size"]))
+
+
+def measure_interconnect(sizes=_DEFAULT_SIZES, iters: int = 5, group=None) -> dict:
+    """Measure the all-reduce bus bandwidth of the current process group, nccl-tests style: for each message size
+    (bytes, float32 elements), one warm-up and ``iters`` timed all-reduces between barriers; the time of a size is
+    the median over iterations of the slowest rank; ``algbw = size / time``, ``busbw = algbw x 2(n-1)/n``.
+    Every rank must call it (it is a collective). Returns ``{"busbw": best bytes/s, "sweep": [{"bytes", "time",
+    "algbw", "busbw"}], "backend", "world_size", "device", "method"}`` and keeps it: reports measured afterwards in
+    this process judge their collectives against ``busbw``. RuntimeError outside a process group."""
+    import torch
+    import torch.distributed as dist
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    _require_group("measure_interconnect")
+    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
+        raise ValueError(f"measure_interconnect: iters must be an int >= 1, got {iters!r}")
+    sizes = list(sizes)
+    if not sizes or any(not isinstance(s, int) or isinstance(s, bool) or s < 4 or s % 4 for s in sizes):
+        raise ValueError(f"measure_interconnect: sizes must be byte counts, multiples of 4 and >= 4, got {sizes!r}")
+    backend = str(dist.get_backend(group))
+    n = dist.get_world_size(group)
+    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+    sweep = []
+    with _disable_current_modes():  # not counted by an enclosing measure block
+        for size in sizes:
+            x = torch.ones(size // 4, dtype=torch.float32, device=device)
+            dist.all_reduce(x, group=group)
+            ts = []
+            for _ in range(iters):
+                dist.barrier(group=group)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                t0 = time.perf_counter()
+                dist.all_reduce(x, group=group)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                ts.append(time.perf_counter() - t0)
+            t = torch.tensor(ts, dtype=torch.float64, device=device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)  # the slowest rank of each iteration
+            med = float(t.cpu().median())
+            algbw = size / med if med > 0 else math.nan
+            sweep.append({"bytes": size, "time": med, "algbw": algbw, "busbw": algbw * 2 * (n - 1) / n})
+    best = max((s["busbw"] for s in sweep if math.isfinite(s["busbw"])), default=math.nan)
+    result = {"busbw": best, "sweep": sweep, "backend": backend, "world_size": n, "device": str(device),
+              "method": f"all-reduce of float32 over {n} ranks ({backend}), {iters} timed runs per size, median of "
+                        "the slowest rank; busbw = size / time x 2(n-1)/n (nccl-tests)"}
+    if group is None:
+        _MEASURED[(backend, n)] = result
+    return result
+
+
+# ---- gathering ----------------------------------------------------------------------------------------------------
+def _require_group(what: str):
+    try:
+        import torch.distributed as dist
+    except ImportError as e:  # pragma: no cover - torch without distributed
+        raise RuntimeError(f"roofline.{what}: torch.distributed is not available in this torch build") from e
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError(f"roofline.{what}: no torch.distributed process group: call "
+                           "torch.distributed.init_process_group() first (saved reports merge offline with "
+                           "roofline.distributed.merge or `python -m roofline merge rank*.json`)")
+    return dist
+
+
+def _payload(report, rank: int) -> tuple[dict, Exception | None]:
+    from roofline import __version__
+    from roofline.report import SCHEMA_VERSION, Report
+
+    head = {"format": _PAYLOAD_FORMAT, "version": __version__, "schema": SCHEMA_VERSION, "rank": rank}
+    if report is None:
+        return dict(head, error="no report (None) was passed"), None
+    if not isinstance(report, Report):
+        err = TypeError(f"gather: expected a roofline.Report, got {type(report).__name__}")
+        return dict(head, error=str(err)), err
+    if report._pending:
+        return dict(head, error="its measure block did not complete (an exception was raised inside it)"), None
+    return dict(head, report=report.to_dict()), None
+
+
+def gather(report, dst: int = 0, timeout: float = 120.0, group=None):
+    """Collect every rank's report on rank ``dst`` (a collective: every rank of the group calls it). Returns a
+    :class:`MergedReport` on ``dst`` and None elsewhere.
+
+    The reports travel as JSON bytes (no pickle). ``timeout`` (seconds) bounds each of the two collectives (the
+    sizes, then the payloads): a rank that never calls ``gather`` makes the others raise RuntimeError after it
+    rather than hang (the process group may then be unusable, as after any failed collective). A rank whose
+    ``measure`` block raised passes its report anyway (call ``gather`` in a ``finally``): ``dst`` then raises
+    RuntimeError naming that rank. Reports of different roofline versions or schemas raise ValueError on ``dst``.
+    RuntimeError outside a process group."""
+    import datetime
+
+    import torch
+
+    dist = _require_group("gather")
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
+        raise ValueError(f"gather: timeout must be a number of seconds > 0, got {timeout!r}")
+    rank, n = dist.get_rank(group), dist.get_world_size(group)
+    if not isinstance(dst, int) or isinstance(dst, bool) or not 0 <= dst < n:
+        raise ValueError(f"gather: dst must be a rank in 0..{n - 1}, got {dst!r}")
+    payload, local_error = _payload(report, dist.get_rank())
+    data = json.dumps(payload, separators=(",", ":"), allow_nan=True).encode()
+    backend = str(dist.get_backend(group))
+    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+    wait = datetime.timedelta(seconds=float(timeout))
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        size = torch.tensor([len(data)], dtype=torch.int64, device=device)
+        sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(n)]
+        _wait(dist.all_gather(sizes, size, group=group, async_op=True), wait, "the payload sizes", timeout)
+        longest = int(max(int(s.item()) for s in sizes))
+        buf = torch.zeros(longest, dtype=torch.uint8, device=device)
+        buf[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(device)
+        bufs = [torch.zeros(longest, dtype=torch.uint8, device=device) for _ in range(n)] if rank == dst else None
+        gdst = dist.get_global_rank(group, dst) if group is not None else dst
+        _wait(dist.gather(buf, bufs, dst=gdst, group=group, async_op=True), wait, "the reports", timeout)
+    if local_error is not None:
+        raise local_error
+    if rank != dst:
+        return None
+    docs = []
+    for i, (b, s) in enumerate(zip(bufs, sizes)):
+        raw = bytes(b[: int(s.item())].cpu().numpy())
+        try:
+            docs.append(json.loads(raw))
+        except ValueError as e:
+            raise ValueError(f"gather: the payload of rank {i} is not valid JSON ({e})") from None
+    return _merge_payloads(docs)
+
+
+def _wait(work, wait, what: str, timeout: float):
+    try:
+        ok = work.wait(timeout=wait)
+    except RuntimeError as e:
+        raise RuntimeError(f"roofline.gather: {what} did not arrive from every rank within {timeout:g} s (a rank "
+                           f"did not call gather, or failed before it): {e}") from None
+    if ok is False:
+        raise RuntimeError(f"roofline.gather: {what} did not arrive from every rank within {timeout:g} s")
+
+
+def _merge_payloads(docs: list) -> "MergedReport":
+    from roofline.report import Report
+
+    errors, heads = [], []
+    for i, d in enumerate(docs):
+        if not isinstance(d, dict) or d.get("format") != _PAYLOAD_FORMAT:
+            raise ValueError(f"gather: rank {i} sent something that is not a roofline rank report")
+        heads.append((d.get("version"), d.get("schema")))
+        if "error" in d:
+            errors.append(f"rank {d.get('rank', i)}: {d['error']}")
+    if len(set(heads)) > 1:
+        by = {}
+        for i, h in enumerate(heads):
+            by.setdefault(h, []).append(i)
+        desc = "; ".join(f"version {v} schema {s}: ranks {r}" for (v, s), r in by.items())
+        raise ValueError(f"gather: the ranks run different roofline versions ({desc}); install one version")
+    if errors:
+        raise RuntimeError("gather: " + "; ".join(errors))
+    return MergedReport([Report.from_dict(d["report"]) for d in docs])
+
+
+def merge(reports) -> "MergedReport":
+    """A :class:`MergedReport` of saved per-rank reports: ``reports`` is a list of Reports, paths of
+    ``Report.to_json`` files, or both. ValueError when two reports claim the same rank, when their world sizes
+    or roofline versions differ, or when a report has no rank (measured outside a process group: its position in
+    the list is used as its rank only when no report of the list has one)."""
+    import roofline
+    from roofline.report import Report
+
+    if isinstance(reports, (str, bytes)) or not hasattr(reports, "__iter__"):
+        raise TypeError("merge: expected a list of reports or paths")
+    loaded = [r if isinstance(r, Report) else roofline.load(r) for r in reports]
+    if not loaded:
+        raise ValueError("merge: no reports")
+    return MergedReport(loaded)
+
+
+class MergedReport:
+    """The reports of the ranks of one job, side by side (made by :func:`gather` or :func:`merge`).
+
+    ``ranks``: the reports in rank order; ``rank_ids``: their ranks; ``world_size`` and ``backend`` (None when
+    the reports were measured outside a process group). ``str(merged)`` is the per-rank table and the totals."""
+
+    def __init__(self, reports):
+        reports = list(reports)
+        ids = [(r.meta.get("distributed") or {}).get("rank") for r in reports]
+        if all(i is None for i in ids):
+            ids = list(range(len(reports)))
+        elif any(i is None for i in ids):
+            raise ValueError("merge: some reports have a rank and some do not (measured outside a process group)")
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"merge: two reports claim the same rank ({sorted(ids)})")
+        worlds = {(r.meta.get("distributed") or {}).get("world_size") for r in reports}
+        if len(worlds) > 1:
+            raise ValueError(f"merge: the reports come from different world sizes ({sorted(map(str, worlds))})")
+        versions = {r.meta.get("version") for r in reports}
+        if len(versions) > 1:
+            raise ValueError(f"merge: the reports were made by different roofline versions ({sorted(map(str, versions))})")
+        order = sorted(range(len(reports)), key=lambda i: ids[i])
+        self.ranks = [reports[i] for i in order]
+        self.rank_ids = [ids[i] for i in order]
+        self.world_size = worlds.pop()
+        self.backend = (self.ranks[0].meta.get("distributed") or {}).get("backend")
+
+    def per_rank(self) -> list[dict]:
+        """One row per rank: ``rank``, ``wall_time``, ``calls``, ``flops``, ``matrix_flops``, ``bytes``
+        (memory), ``collectives`` (calls), ``message_bytes``, ``bus_bytes``, ``t_compute`` and ``t_comm`` (roofline
+        seconds of the compute ops and of the collectives; NaN without ceilings), ``comm_share`` (t_comm over
+        their sum), and the measured ``time_compute`` / ``time_comm`` (``timing="op"`` only; an asynchronous
+        collective's time is its launch: the transfer shows in the waits)."""
+        rows = []
+        for rid, r in zip(self.rank_ids, self.ranks):
+            row = {"rank": rid, "wall_time": r.wall_time, "calls": int(len(r.records)), "flops": r.total_flops,
+                   "matrix_flops": r.matrix_flops, "bytes": r.bytes_read + r.bytes_written}
+            row.update(_split(r))
+            tot = row["t_compute"] + row["t_comm"]
+            row["comm_share"] = row["t_comm"] / tot if tot and math.isfinite(tot) and tot > 0 else math.nan
+            rows.append(row)
+        return rows
+
+    def totals(self) -> dict:
+        """Sums over the ranks: ``calls``, ``matrix_flops``, ``vector_flops``, ``special_ops``, ``bytes_read``,
+        ``bytes_written``, ``flops``, ``bytes``, ``collectives``, ``message_bytes``, ``bus_bytes`` (exact ints),
+        plus ``ranks``."""
+        out = {k: 0 for k in ("calls", "matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written",
+                              "collectives", "message_bytes", "bus_bytes")}
+        for r in self.ranks:
+            out["calls"] += int(len(r.records))
+            for k in ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written"):
+                out[k] += getattr(r, k)
+            t = _table(r.meta, len(r.records))
+            out["collectives"] += len(t["record"])
+            out["message_bytes"] += sum(t["message_bytes"])
+            out["bus_bytes"] += sum(t["bus_bytes"])
+        out["flops"] = out["matrix_flops"] + out["vector_flops"]
+        out["bytes"] = out["bytes_read"] + out["bytes_written"]
+        out["ranks"] = len(self.ranks)
+        return out
+
+    def slowest_rank(self) -> int:
+        """The rank with the longest wall time (when every rank was timed), else the longest roofline time
+        (compute + communication)."""
+        rows = self.per_rank()
+        if all(r["wall_time"] is not None for r in rows):
+            return max(rows, key=lambda r: r["wall_time"])["rank"]
+        return max(rows, key=lambda r: np.nan_to_num(r["t_compute"]) + np.nan_to_num(r["t_comm"]))["rank"]
+
+    def to_dict(self) -> dict:
+        """``{"format": "roofline-merged", "ranks": [each report's to_dict()]}``; :func:`merge` reads the
+        reports back from :meth:`Report.to_dict` documents."""
+        return {"format": "roofline-merged", "ranks": [r.to_dict() for r in self.ranks]}
+
+    def table(self) -> str:
+        """The per-rank table, the totals and the slowest rank, as text."""
+        rows = self.per_rank()
+        head = (f"{len(rows)} ranks" + (f", world size {self.world_size}" if self.world_size else "")
+                + (f", backend {self.backend}" if self.backend else ""))
+        cols = ("rank", "wall s", "GFLOP", "mem MB", "colls", "msg MB", "bus MB", "t_comp ms", "t_comm ms", "comm %")
+        lines = [head, " ".join(f"{c:>10}" for c in cols)]
+        for r in rows:
+            cells = [str(r["rank"]), _f(r["wall_time"], 1, ".4f"), _f(r["flops"], 1e9, ".3f"),
+                     _f(r["bytes"], 1e6, ".2f"), str(r["collectives"]), _f(r["message_bytes"], 1e6, ".3f"),
+                     _f(r["bus_bytes"], 1e6, ".3f"), _f(r["t_compute"], 1e-3, ".3f"), _f(r["t_comm"], 1e-3, ".3f"),
+                     _f(r["comm_share"], 0.01, ".1f")]
+            lines.append(" ".join(f"{c:>10}" for c in cells))
+        t = self.totals()
+        lines.append(f"total: {t['flops'] / 1e9:.3f} GFLOP, {t['bytes'] / 1e6:.2f} MB memory, {t['collectives']} "
+                     f"collectives, {t['message_bytes'] / 1e6:.3f} MB messages, {t['bus_bytes'] / 1e6:.3f} MB bus")
+        lines.append(f"slowest rank: {self.slowest_rank()}")
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.table()
+
+    def __repr__(self):
+        return f"<MergedReport: {len(self.ranks)} ranks>"
+
+
+def _f(v, scale, fmt) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    return format(v / scale, fmt)
