@@ -92,10 +92,15 @@ def _group_size(func, bound: dict):
     None when it cannot be told."""
     pg = bound.get("process_group")
     if pg is not None:
-        try:
-            return int(pg.size())
-        except Exception:  # noqa: BLE001 - an opaque object: try the other arguments
-            pass
+        try:  # a ScriptObject in the dispatcher: unbox it to the ProcessGroup
+            from torch.distributed import ProcessGroup
+
+            return int(ProcessGroup.unbox(pg).size())
+        except Exception:  # noqa: BLE001 - try the other arguments
+            try:
+                return int(pg.size())
+            except Exception:  # noqa: BLE001
+                pass
     if isinstance(bound.get("group_size"), int):
         return bound["group_size"]
     if isinstance(bound.get("ranks"), (list, tuple)) and bound["ranks"]:

@@ -4,6 +4,7 @@ Commands (every option is described in docs/cli.md):
 
 * ``ceilings``: measure (or load from the cache) and print the machine's ceilings;
 * ``profile``: count, time and classify a built-in model or your own callable, and print the report.
+* ``merge``: the per-rank reports of a distributed job (``Report.to_json`` files) as one merged table.
 
 Each command is a ``_add_<name>(subparsers)`` function that registers its parser and sets ``func``; a new command
 adds one such function and one line in ``build_parser``.
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_ceilings(subparsers)
     _add_profile(subparsers)
+    _add_merge(subparsers)
     return parser
 
 
@@ -251,4 +253,32 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     if args.plot:
         report.plot(args.plot)
         print(f"roofline chart written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+# ---- merge ----
+
+
+def _add_merge(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "merge",
+        help="merge the per-rank reports of a distributed job",
+        description="Read the reports each rank saved with Report.to_json and print the per-rank table (compute "
+        "and communication), the totals over the ranks and the slowest rank (see docs/distributed.md).",
+    )
+    p.add_argument("reports", nargs="+", help="report files, one per rank (e.g. rank*.json)")
+    p.add_argument("-o", "--output", default=None, help="also write the merged reports as JSON to this path")
+    p.set_defaults(func=_cmd_merge)
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    import json
+
+    from roofline import distributed
+
+    merged = distributed.merge(args.reports)
+    print(merged.table())
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(merged.to_dict(), f)
     return 0
