@@ -19,6 +19,7 @@ from pathlib import Path
 import roofline
 import roofline.cli
 import roofline.devices
+import roofline.distributed
 import roofline.llm
 import roofline.plot
 from roofline._ceilings import PeakChoice
@@ -47,6 +48,7 @@ SECTIONS = [
         ("load", roofline.load),
         ("register", roofline.register),
         ("unregister", roofline.unregister),
+        ("gather", roofline.gather),
         ("ceilings", roofline.ceilings),
         ("Report", roofline.Report),
         ("report.Comparison", Comparison),
@@ -68,6 +70,8 @@ SECTIONS = [
         ("DTYPES", "roofline.devices.DTYPES"),
     ]),
     ("roofline.llm", roofline.llm, [(name, getattr(roofline.llm, name)) for name in roofline.llm.__all__]),
+    ("roofline.distributed", roofline.distributed,
+     [(name, getattr(roofline.distributed, name)) for name in roofline.distributed.__all__]),
     ("roofline.plot", roofline.plot, [("plot_report", roofline.plot.plot_report)]),
     ("roofline.cli", roofline.cli, [("main", roofline.cli.main), ("build_parser", roofline.cli.build_parser)]),
 ]
