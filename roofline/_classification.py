@@ -111,16 +111,19 @@ def classify(records, ceilings, source: str, meta: dict | None = None):
     flops = records["matrix_flops"].astype(np.float64) + records["vector_flops"].astype(np.float64)
     nbytes = records["bytes_read"].astype(np.float64) + records["bytes_written"].astype(np.float64)
     comm = None
+    t = records["t_end"] - records["t_start"]
     if meta and meta.get("collectives"):
         from roofline import distributed
 
-        comm, link, link_note = distributed._network_view(meta, ceilings, source, len(records))
+        comm, link, link_note, launched = distributed._network_view(meta, ceilings, source, len(records))
+        t = t.copy()
+        t[launched] = np.nan  # an asynchronous collective's time is its launch, not its transfer
         nbytes[comm] = np.asarray(meta["collectives"]["bus_bytes"], dtype=np.float64)
         bw = bw.copy()
         bw[comm] = link
         if link_note:
             notes = sorted(set(notes) | {link_note})
-    res = _core.classify(flops, nbytes, records["t_end"] - records["t_start"], peak, bw)
+    res = _core.classify(flops, nbytes, t, peak, bw)
     if comm is not None:
         res["bound"][comm] = BOUND_INTERCONNECT
     res["peak"], res["bw"], res["flops"], res["bytes"] = peak, bw, flops, nbytes

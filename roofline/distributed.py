@@ -92,10 +92,12 @@ def _link(meta: dict, ceilings, source: str):
 
 
 def _network_view(meta: dict, ceilings, source: str, n_records: int):
-    """For the classification: ``(record indices of the collectives, interconnect bytes/s, note)``."""
+    """For the classification: ``(record indices of the collectives, interconnect bytes/s, note, record indices
+    of the asynchronous ones)``."""
     t = _table(meta, n_records)
     link, note = _link(meta, ceilings, source)
-    return np.asarray(t["record"], dtype=np.int64), link, note
+    launched = [r for r, a in zip(t["record"], t["async_op"]) if a]
+    return np.asarray(t["record"], dtype=np.int64), link, note, np.asarray(launched, dtype=np.int64)
 
 
 def _rescaled(meta: dict, gpus) -> dict:
