@@ -29,6 +29,8 @@ from roofline._classification import BOUND_INTERCONNECT
 __all__ = ["MergedReport", "bus_factor", "collectives", "communication", "gather", "measure_interconnect", "merge"]
 
 _PAYLOAD_FORMAT = "roofline-rank-report"
+_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", "broadcast",
+                    "reduce", "send", "recv", "p2p", "barrier", "wait"})
 _COLUMNS = ("record", "collective", "group_size", "message_bytes", "bus_bytes", "async_op", "uncertain")
 
 
@@ -63,6 +65,10 @@ def _table(meta: dict, n_records: int) -> dict:
     for k in ("record", "group_size", "message_bytes", "bus_bytes"):
         if any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in t[k]):
             raise ValueError(f"meta.collectives.{k} must hold ints >= 0")
+    if any(c not in _KINDS for c in t["collective"]):
+        raise ValueError(f"meta.collectives.collective must hold names from {sorted(_KINDS)}")
+    if any(not isinstance(v, bool) for k in ("async_op", "uncertain") for v in t[k]):
+        raise ValueError("meta.collectives.async_op and .uncertain must hold booleans")
     if any(r >= n_records for r in t["record"]):
         raise ValueError(f"meta.collectives.record refers to a record beyond the {n_records} records")
     if len(set(t["record"])) != n:
@@ -79,7 +85,9 @@ def _link(meta: dict, ceilings, source: str):
 
     spec = devices.lookup(ceilings.name) if ceilings is not None and getattr(ceilings, "name", None) else None
     datasheet = spec.interconnect_bandwidth if spec is not None else None
-    measured = ((meta.get("distributed") or {}).get("interconnect") or {}).get("busbw")
+    dist_meta = meta.get("distributed")
+    link_meta = dist_meta.get("interconnect") if isinstance(dist_meta, dict) else None
+    measured = link_meta.get("busbw") if isinstance(link_meta, dict) else None
     if meta.get("projected_to") or source == "datasheet":
         if datasheet:
             return float(datasheet), ""
@@ -100,7 +108,7 @@ def _network_view(meta: dict, ceilings, source: str, n_records: int):
     return np.asarray(t["record"], dtype=np.int64), link, note, np.asarray(launched, dtype=np.int64)
 
 
-def _rescaled(meta: dict, gpus) -> dict:
+def _rescaled(meta: dict, gpus, n_records: int) -> dict:
     """A copy of ``meta`` whose collectives run over ``gpus`` ranks: bus bytes re-computed from the message bytes
     (for Report.project)."""
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
@@ -108,6 +116,7 @@ def _rescaled(meta: dict, gpus) -> dict:
     t = meta.get("collectives")
     out = dict(meta, projected_gpus=gpus)
     if t:
+        _table(meta, n_records)
         t = dict(t)
         t["group_size"] = [gpus] * len(t["record"])
         t["bus_bytes"] = [int(round(m * bus_factor(c, gpus))) for c, m in zip(t["collective"], t["message_bytes"])]

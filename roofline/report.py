@@ -278,7 +278,7 @@ class Report(DerivedCounts):
         if gpus is not None:  # collectives over `gpus` ranks, on the target's interconnect
             from roofline import distributed
 
-            meta = distributed._rescaled(meta, gpus)
+            meta = distributed._rescaled(meta, gpus, len(self.records))
         t_min = _classify(self.records, ceil, meta["ceilings_source"], meta)[0]["t_min"]
         if np.isnan(t_min).any():
             missing = sorted({self._ops[i].name for i in self.records["op"][np.isnan(t_min)].tolist()})

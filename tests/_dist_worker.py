@@ -140,10 +140,26 @@ def scenario_tp():
     mesh = init_device_mesh("cpu", (WORLD,))
     parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
     model(x).sum().backward()  # the first call runs DTensor's sharding propagation
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+
+    lock = ShardingPropagator.__dict__["_fake_mode_lock"]
     with roofline.measure(model, ceilings=CEIL) as r:
         model(x).sum().backward()
+        inside = ShardingPropagator.__dict__["_fake_mode_lock"]
     out = facts(r)
     out.update(ref_flop_counter=ref_fc, output_bytes=4 * 16 * 4)
+    out["lock_wrapped_inside"] = inside is not lock and getattr(inside, "inner", None) is lock
+    out["lock_restored"] = ShardingPropagator.__dict__["_fake_mode_lock"] is lock
+    try:  # an exception inside the block leaves torch as it was
+        with roofline.measure(model, ceilings=CEIL):
+            model(x)
+            raise KeyError("inside")
+    except KeyError:
+        pass
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    out["restored_after_error"] = (ShardingPropagator.__dict__["_fake_mode_lock"] is lock
+                                   and not _get_current_dispatch_mode_stack())
     return r, out
 
 

@@ -140,6 +140,8 @@ def test_tensor_parallel_local_shards(two, scenario):
         assert [c["op"] for c in ar] == ["_c10d_functional.all_reduce.default"]
         if scenario == "tp":  # the row-parallel output (4 x 16 float32) is summed over the ranks
             assert ar[0]["message_bytes"] == out["output_bytes"]
+            # DTensor's propagation lock is wrapped only inside the block, and restored after an exception
+            assert out["lock_wrapped_inside"] and out["lock_restored"] and out["restored_after_error"]
         assert ar[0]["group_size"] == 2 and ar[0]["bus_bytes"] == ar[0]["message_bytes"]
         assert _by(out, "wait")
 
