@@ -2,6 +2,8 @@
 
     python docs/examples/distributed_step.py          # starts the 2 ranks itself (no torchrun needed)
 
+It also writes each rank's FSDP2 report to fsdp2_rank<N>.json in the current directory.
+
 Each rank measures its own step; rank 0 gathers the reports and prints the per-rank table and the communication
 share. The interconnect ceiling of this run is the gloo all-reduce bus bandwidth measured first over loopback."""
 
@@ -64,6 +66,7 @@ def run(rank, world, port):
     with roofline.measure(model, timing="op") as r:
         model(x).sum().backward()
         opt.step()
+    r.to_json(f"fsdp2_rank{rank}.json")  # for `python -m roofline merge fsdp2_rank*.json`
     merged = roofline.gather(r)
     if rank == 0:
         print("== FSDP2 ==")
