@@ -181,10 +181,13 @@ def _split(report) -> dict:
         out["t_compute"] = out["t_comm"] = math.nan
     times = report.records["t_end"] - report.records["t_start"]
     if np.isfinite(times).any():
+        blocking = np.zeros(len(report.records), bool)  # synchronous collectives and waits: the host was held
+        blocking[[r for r, a in zip(t["record"], t["async_op"]) if not a]] = True
         out["time_compute"] = float(np.nansum(times[~net]))
         out["time_comm"] = float(np.nansum(times[net]))
+        out["time_comm_exposed"] = float(np.nansum(times[blocking]))
     else:
-        out["time_compute"] = out["time_comm"] = math.nan
+        out["time_compute"] = out["time_comm"] = out["time_comm_exposed"] = math.nan
     return out
 
 
@@ -358,18 +361,40 @@ def _merge_payloads(docs: list) -> "MergedReport":
 
 def merge(reports) -> "MergedReport":
     """A :class:`MergedReport` of saved per-rank reports: ``reports`` is a list of Reports, paths of
-    ``Report.to_json`` files, or both. ValueError when two reports claim the same rank, when their world sizes
+    ``Report.to_json`` files (or of a document written by ``MergedReport.to_dict`` / ``merge -o``), or both. ValueError when two reports claim the same rank, when their world sizes
     or roofline versions differ, or when a report has no rank (measured outside a process group: its position in
     the list is used as its rank only when no report of the list has one)."""
-    import roofline
     from roofline.report import Report
 
     if isinstance(reports, (str, bytes)) or not hasattr(reports, "__iter__"):
         raise TypeError("merge: expected a list of reports or paths")
-    loaded = [r if isinstance(r, Report) else roofline.load(r) for r in reports]
+    loaded = []
+    for r in reports:
+        if isinstance(r, Report):
+            loaded.append(r)
+            continue
+        doc = _read_json(r)
+        if isinstance(doc, dict) and doc.get("format") == "roofline-merged":  # written by `merge -o`
+            ranks = doc.get("ranks")
+            if not isinstance(ranks, list):
+                raise ValueError(f"merge: {r}: ranks must be a list of reports")
+            loaded.extend(Report.from_dict(d) for d in ranks)
+        else:
+            loaded.append(Report.from_dict(doc))
     if not loaded:
         raise ValueError("merge: no reports")
     return MergedReport(loaded)
+
+
+def _read_json(path):
+    import os
+
+    from roofline import _safejson
+
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"merge: expected a Report or a path, got {type(path).__name__}")
+    with open(path, "rb") as f:
+        return _safejson.loads(f.read(), "not a roofline report")
 
 
 class MergedReport:
@@ -404,7 +429,9 @@ class MergedReport:
         (memory), ``collectives`` (calls), ``message_bytes``, ``bus_bytes``, ``t_compute`` and ``t_comm`` (roofline
         seconds of the compute ops and of the collectives; NaN without ceilings), ``comm_share`` (t_comm over
         their sum), and the measured ``time_compute`` / ``time_comm`` (``timing="op"`` only; an asynchronous
-        collective's time is its launch: the transfer shows in the waits)."""
+        collective's time is its launch: the transfer shows in the waits) and ``time_comm_exposed`` (the time the
+        host was held by synchronous collectives and by waits; communication overlapped with compute is the rest,
+        which the records cannot show)."""
         rows = []
         for rid, r in zip(self.rank_ids, self.ranks):
             row = {"rank": rid, "wall_time": r.wall_time, "calls": int(len(r.records)), "flops": r.total_flops,

@@ -168,7 +168,7 @@ def test_gather_four_ranks(four):
         assert merged[k] == sum(res["fsdp"][k] for res in four), k
 
 
-def test_merge_offline_and_cli(two, capsys):
+def test_merge_offline_and_cli(two, capsys, tmp_path):
     from roofline import cli
 
     paths = [res["ddp_mlp"]["saved"] for res in two]
@@ -184,6 +184,13 @@ def test_merge_offline_and_cli(two, capsys):
     assert "2 ranks, world size 2, backend gloo" in text and "slowest rank:" in text
     with pytest.raises(ValueError, match="same rank"):
         rd.merge([paths[0], paths[0]])
+    out = tmp_path / "merged.json"
+    assert cli.main(["merge", *paths, "-o", str(out)]) == 0
+    assert rd.merge([out]).totals() == m.totals()  # the merged document reads back
+    bad = tmp_path / "bad.json"
+    bad.write_text("[" * 1000)
+    assert cli.main(["merge", str(bad)]) == 1
+    assert "not a roofline report" in capsys.readouterr().err
 
 
 def test_gather_errors_are_clear(two):
@@ -289,3 +296,23 @@ def test_no_link_bandwidth_is_flagged_not_dram():
     assert roofline.report.BOUNDS[int(c["bound"][0])] == "interconnect"
     assert math.isnan(c["bw"][0]) and np.isnan(c["t_min"][0])
     assert any("measure_interconnect" in n for n in notes)
+
+
+def test_exposed_communication_is_the_blocking_time():
+    """With timing="op": an asynchronous collective's time is its launch; the host is held by synchronous
+    collectives and waits, which are the exposed communication."""
+    with roofline.measure(ceilings="H100 SXM", timing="op") as r:
+        a = torch.ones(100)
+        a + 1
+        a * 2
+        a - 3
+    r.meta["collectives"] = {"record": [0, 1], "collective": ["all_reduce", "wait"], "group_size": [2, 2],
+                             "message_bytes": [400, 0], "bus_bytes": [400, 0], "async_op": [True, False],
+                             "uncertain": [False, False]}
+    t = r.records["t_end"] - r.records["t_start"]
+    row = rd.MergedReport([r]).per_rank()[0]
+    assert row["time_comm"] == pytest.approx(t[0] + t[1])
+    assert row["time_comm_exposed"] == pytest.approx(t[1])
+    assert row["time_compute"] == pytest.approx(t[2:].sum())
+    c = r.classification()  # the launch time of the asynchronous one is not its transfer: untimed
+    assert math.isnan(c["achieved_bytes"][0]) and c["t_min"][0] == pytest.approx(400 / 450e9)
