@@ -64,6 +64,9 @@ def facts(r):
         "optimizer": {k: ph.get("optimizer", {}).get(k, 0) for k in ("vector_flops", "bytes_read",
                                                                       "bytes_written")},
         "totals_bound": r.totals()["bound"],
+        "analysis_bounds": {op: row["bound"] for op, row in r.analysis().items()
+                            if op in {x["op"] for x in rows if x["collective"] != "wait"}},
+        "totals_bytes": r.totals()["bytes"], "network_bytes": r.totals().get("network_bytes"),
     }
 
 

@@ -73,6 +73,10 @@ def _no_collective_misjudged(out):
     # judged against the H100 SXM's NVLink (450 GB/s per direction), not its 3.35 TB/s DRAM
     assert set(out["collective_bw"]) == {450e9}
     assert "fake" not in out["devices"]
+    assert out["analysis_bounds"] and set(out["analysis_bounds"].values()) == {"interconnect"}
+    # totals: memory bytes are the records' own; the collectives' bus bytes are network bytes
+    assert out["totals_bytes"] == out["bytes_read"] + out["bytes_written"]
+    assert out["network_bytes"] == sum(c["bus_bytes"] for c in out["collectives"])
 
 
 # ---- DDP ---------------------------------------------------------------------------------------------------------
