@@ -184,6 +184,27 @@ def scenario_tp_first_call():
     return r, out
 
 
+def scenario_api():
+    """The torch.distributed calls one by one, on 1,000 float32 elements (4,000 bytes) per rank."""
+    x = torch.ones(1000)
+    with roofline.measure(ceilings=CEIL) as r:
+        dist.all_reduce(x)
+        dist.all_gather_into_tensor(torch.empty(1000 * WORLD), x)
+        dist.reduce_scatter_tensor(torch.empty(1000 // WORLD), x)
+        dist.all_to_all_single(torch.empty(1000), x)
+        dist.broadcast(x, src=0)
+        dist.all_gather([torch.empty(1000) for _ in range(WORLD)], x)
+        dist.gather(x, [torch.empty(1000) for _ in range(WORLD)] if RANK == 0 else None, dst=0)
+        if RANK == 0:
+            dist.send(x, dst=1)
+        elif RANK == 1:
+            dist.recv(x, src=0)
+        dist.barrier()
+        work = dist.all_reduce(x, async_op=True)
+        work.wait()
+    return r, facts(r)
+
+
 def scenario_errors():
     """gather with a rank whose block raised, then with mismatched versions, then with a rank that never comes."""
     res = {}

@@ -55,7 +55,7 @@ def _launch(tmp, world, scenarios, deadline=100):
 @pytest.fixture(scope="module")
 def two(tmp_path_factory):
     return _launch(tmp_path_factory.mktemp("two"), 2, ["ddp_mlp", "ddp_resnet", "fsdp", "tp", "tp_first_call",
-                                                       "errors"])
+                                                       "api", "errors"])
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +148,26 @@ def test_tensor_parallel_local_shards(two, scenario):
             assert out["lock_wrapped_inside"] and out["lock_restored"] and out["restored_after_error"]
         assert ar[0]["group_size"] == 2 and ar[0]["bus_bytes"] == ar[0]["message_bytes"]
         assert _by(out, "wait")
+
+
+def test_process_group_calls(two):
+    """Each torch.distributed call on 4,000 bytes per rank, 2 ranks: the collective, its message bytes (the
+    nccl-tests size) and bus bytes."""
+    expect = [  # (collective, message bytes, bus bytes)
+        ("all_reduce", 4000, 4000),          # the tensor; 2(n-1)/n = 1
+        ("all_gather", 8000, 4000),          # the gathered output; (n-1)/n = 1/2
+        ("reduce_scatter", 4000, 2000),      # the input
+        ("all_to_all", 4000, 2000),          # the input
+        ("broadcast", 4000, 4000),           # factor 1
+        ("all_gather", 8000, 4000),          # the list form
+        ("gather", 8000, 4000),              # every rank's input
+    ]
+    for rank, res in enumerate(two):
+        got = [(c["collective"], c["message_bytes"], c["bus_bytes"]) for c in res["api"]["collectives"]]
+        p2p = ("send", 4000, 4000) if rank == 0 else ("recv", 4000, 4000)
+        assert got == expect + [p2p, ("barrier", 0, 0), ("all_reduce", 4000, 4000)], got
+        assert all(c["group_size"] == 2 and not c["uncertain"] for c in res["api"]["collectives"])
+        _no_collective_misjudged(res["api"])
 
 
 # ---- gather and merge -------------------------------------------------------------------------------------------
