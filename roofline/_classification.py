@@ -119,14 +119,19 @@ def classify(records, ceilings, source: str, meta: dict | None = None):
         t = t.copy()
         t[launched] = np.nan  # an asynchronous collective's time is its launch, not its transfer
         nbytes[comm] = np.asarray(meta["collectives"]["bus_bytes"], dtype=np.float64)
-        bw = bw.copy()
-        bw[comm] = link
+        judged = bw.copy()
+        judged[comm] = link
         if link_note:
             notes = sorted(set(notes) | {link_note})
-    res = _core.classify(flops, nbytes, t, peak, bw)
+    else:
+        judged = bw
+    res = _core.classify(flops, nbytes, t, peak, judged)
+    link_bw = np.full(len(records), np.nan)
     if comm is not None:
         res["bound"][comm] = BOUND_INTERCONNECT
-    res["peak"], res["bw"], res["flops"], res["bytes"] = peak, bw, flops, nbytes
+        link_bw[comm] = link
+    # bw: DRAM for every record; link_bw: the interconnect bandwidth a collective is judged against (NaN elsewhere)
+    res["peak"], res["bw"], res["link_bw"], res["flops"], res["bytes"] = peak, bw, link_bw, flops, nbytes
     return res, notes
 
 

@@ -202,13 +202,18 @@ def roofline_row(records, mask, c) -> dict:
     out["time"] = float(measured[timed].sum()) if timed.any() else math.nan
     t = out["time"]
     at_peak = peak_time(flops, c["peak"][mask]) if out["flops"] else 0.0  # time at each op's own peak
-    bw = c["bw"][mask][0] if mask.any() else math.nan
+    net = c["bound"][mask] == BOUND_INTERCONNECT
+    if net.any() and net.all():  # collectives only: bus bytes against the interconnect
+        bw, mbu_bytes = c["link_bw"][mask][0], out["bytes"]
+    else:  # memory bytes against DRAM (a group's collectives move network bytes, not DRAM bytes)
+        bw = c["bw"][mask][0] if mask.any() else math.nan
+        mbu_bytes = float(nbytes[~net].sum())
     if t and t > 0 and math.isfinite(t):
         out["achieved_flops"] = out["flops"] / t
         out["achieved_bytes"] = out["bytes"] / t
         out["efficiency"] = out["t_min"] / t if math.isfinite(out["t_min"]) else math.nan
         out["mfu"] = at_peak / t if out["flops"] else math.nan
-        out["mbu"] = out["bytes"] / (t * bw) if bw == bw else math.nan
+        out["mbu"] = mbu_bytes / (t * bw) if bw == bw else math.nan
     else:
         for k in ("achieved_flops", "achieved_bytes", "efficiency", "mfu", "mbu"):
             out[k] = math.nan
@@ -246,8 +251,7 @@ def roofline_totals(records, c, wall_time) -> dict:
         g["achieved_flops"] = g["flops"] / t
         g["achieved_bytes"] = g["bytes"] / t
         g["mfu"] = peak_time(c["flops"], c["peak"]) / t if g["flops"] else math.nan
-        dram_bw = c["bw"][~net]
-        g["mbu"] = g["bytes"] / (t * dram_bw[0]) if len(dram_bw) else math.nan
+        g["mbu"] = g["bytes"] / (t * c["bw"][0]) if len(c["bw"]) else math.nan
         g["efficiency"] = g["t_min"] / t if math.isfinite(g["t_min"]) else math.nan
     g["wall_time"] = t
     return g

@@ -167,11 +167,12 @@ class Report(DerivedCounts):
         :attr:`records`: ``intensity`` (FLOP/byte), ``ridge`` (peak / bw), ``attainable`` (FLOP/s), ``t_min``
         (seconds on the roofline: ``max(flops / peak, bytes / bw)``), ``achieved_flops``, ``achieved_bytes``,
         ``efficiency`` (achieved / attainable = t_min / time), ``mfu`` (flops / (time x peak)), ``mbu`` (bytes /
-        (time x bw)), ``bound`` (codes: 0 none, 1 memory, 2 compute, 3 bandwidth, 4 interconnect (collectives); names in
+        (time x bw)), ``bound`` (codes: 0 none, 1 memory, 2 compute, 3 bandwidth, 4 interconnect; names in
         ``roofline.report.BOUNDS``), ``flags`` (bits: 1 above the peak, 2 above the bandwidth, 4 untimed, 8 zero
         time, 16 no ceiling), and the ``peak`` (FLOP/s of the record's own unit and dtype), ``bw`` (DRAM bytes/s),
         ``flops`` (matrix + vector) and ``bytes`` each record is judged with. Rates are NaN for untimed records and
-        where a ceiling is missing. A record is "matrix" when it has matrix FLOPs; all its FLOPs are then judged
+        where a ceiling is missing. Collectives (bound "interconnect", see docs/distributed.md) are judged by their
+        bus bytes (in ``bytes``) against ``link_bw``, the interconnect bandwidth (NaN for the other records). A record is "matrix" when it has matrix FLOPs; all its FLOPs are then judged
         against the matrix peak of its dtype."""
         return self._classifier.classification(self.records, self.meta)
 

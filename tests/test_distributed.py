@@ -72,6 +72,7 @@ def _no_collective_misjudged(out):
     assert out["collective_bounds"] and set(out["collective_bounds"]) == {"interconnect"}
     # judged against the H100 SXM's NVLink (450 GB/s per direction), not its 3.35 TB/s DRAM
     assert set(out["collective_bw"]) == {450e9}
+    assert out["dram_bw"] == [3.35e12]  # the DRAM column stays DRAM for every record
     assert "fake" not in out["devices"]
     assert out["analysis_bounds"] and set(out["analysis_bounds"].values()) == {"interconnect"}
     # totals: memory bytes are the records' own; the collectives' bus bytes are network bytes
@@ -312,13 +313,15 @@ def test_no_link_bandwidth_is_flagged_not_dram():
     from roofline._classification import classify
 
     c, notes = classify(r.records, r.ceilings, "measured", r.meta)  # measured: nothing measured, datasheet link
-    assert roofline.report.BOUNDS[int(c["bound"][0])] == "interconnect" and c["bw"][0] == 450e9
+    assert roofline.report.BOUNDS[int(c["bound"][0])] == "interconnect" and c["link_bw"][0] == 450e9
+    assert c["bw"][0] == 3.35e12 and c["t_min"][0] == pytest.approx(12 / 450e9)
+    assert "DRAM 3.35 TB/s" in r.summary() or "DRAM 3350" in r.summary()
     assert any("datasheet interconnect" in n for n in notes)
     ceil = roofline.Ceilings.from_datasheet(roofline.devices.get("H100 SXM"))
     ceil = dataclasses.replace(ceil, name="some CPU")  # a device without a datasheet link
     c, notes = classify(r.records, ceil, "measured", r.meta)
     assert roofline.report.BOUNDS[int(c["bound"][0])] == "interconnect"
-    assert math.isnan(c["bw"][0]) and np.isnan(c["t_min"][0])
+    assert math.isnan(c["link_bw"][0]) and np.isnan(c["t_min"][0])
     assert any("measure_interconnect" in n for n in notes)
 
 
