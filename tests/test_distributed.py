@@ -343,3 +343,19 @@ def test_exposed_communication_is_the_blocking_time():
     assert row["time_compute"] == pytest.approx(t[2:].sum())
     c = r.classification()  # the launch time of the asynchronous one is not its transfer: untimed
     assert math.isnan(c["achieved_bytes"][0]) and c["t_min"][0] == pytest.approx(400 / 450e9)
+
+
+def test_collective_rows_use_the_link_and_others_dram():
+    with roofline.measure(ceilings="H100 SXM", timing="op") as r:
+        a = torch.ones(100)
+        a + 1
+    r.meta["collectives"] = {"record": [0], "collective": ["all_reduce"], "group_size": [4], "message_bytes": [400],
+                             "bus_bytes": [600], "async_op": [False], "uncertain": [False]}
+    t = r.records["t_end"] - r.records["t_start"]
+    rows = r.analysis()
+    coll, add = rows["aten.ones.default"], rows["aten.add.Tensor"]
+    assert coll["bound"] == "interconnect" and coll["bytes"] == 600 and coll["t_min"] == pytest.approx(600 / 450e9)
+    assert coll["mbu"] == pytest.approx(600 / (t[0] * 450e9))   # bus bytes over the NVLink bandwidth
+    assert add["mbu"] == pytest.approx(800 / (t[1] * 3.35e12))  # 2 x 400 bytes over the H100's DRAM
+    tot = r.totals()
+    assert tot["network_bytes"] == 600 and tot["bytes"] == 800
