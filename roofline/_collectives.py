@@ -225,6 +225,7 @@ def session_dtype(t) -> int:
 
 # ---- DTensor ---------------------------------------------------------------------------------------------------
 _DEFERRED = {("torch.distributed.tensor._api", "DTensor"), ("torch.distributed.tensor", "DTensor"),
+             ("torch.distributed._tensor.api", "DTensor"), ("torch.distributed._tensor", "DTensor"),  # torch < 2.5
              ("torch.distributed._functional_collectives", "AsyncCollectiveTensor")}
 
 
@@ -282,13 +283,18 @@ _installed = [0, None]  # nesting count, the original lock
 def install():
     """Wrap DTensor's propagation lock for a block (when torch.distributed.tensor is loaded); returns the undo
     callable, or None when there is nothing to wrap."""
-    mod = sys.modules.get("torch.distributed.tensor._sharding_prop")
+    mod = (sys.modules.get("torch.distributed.tensor._sharding_prop")
+           or sys.modules.get("torch.distributed._tensor.sharding_prop"))
     if mod is None:
         return None
     cls = getattr(mod, "ShardingPropagator", None)
-    if cls is None or not hasattr(cls, "_fake_mode_lock"):
-        raise RuntimeError("roofline: torch.distributed.tensor's ShardingPropagator has no _fake_mode_lock in this "
-                           "torch version; DTensor ops cannot be counted at their local shards")
+    if cls is None or "_fake_mode_lock" not in cls.__dict__:
+        import warnings
+
+        warnings.warn("roofline: this torch's DTensor sharding propagator has no _fake_mode_lock: the fake-tensor "
+                      "ops it runs the first time an op meets a sharding may be counted (at global shapes); "
+                      "measure a second step to leave them out", stacklevel=4)
+        return None
     with _install_lock:
         if _installed[0] == 0:
             _installed[1] = cls.__dict__["_fake_mode_lock"]
