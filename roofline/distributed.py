@@ -360,10 +360,11 @@ def _merge_payloads(docs: list) -> "MergedReport":
 
 
 def merge(reports) -> "MergedReport":
-    """A :class:`MergedReport` of saved per-rank reports: ``reports`` is a list of Reports, paths of
-    ``Report.to_json`` files (or of a document written by ``MergedReport.to_dict`` / ``merge -o``), or both. ValueError when two reports claim the same rank, when their world sizes
-    or roofline versions differ, or when a report has no rank (measured outside a process group: its position in
-    the list is used as its rank only when no report of the list has one)."""
+    """A :class:`MergedReport` of saved per-rank reports: ``reports`` is a list of Reports, paths of ``Report.to_json``
+    files (or of a document written by ``MergedReport.to_dict`` / ``merge -o``), or both. ValueError when two
+    reports claim the same rank, when their world sizes or roofline versions differ, or when a report has no rank
+    (measured outside a process group: its position in the list is used as its rank only when no report of the list
+    has one)."""
     from roofline.report import Report
 
     if isinstance(reports, (str, bytes)) or not hasattr(reports, "__iter__"):
@@ -417,7 +418,8 @@ class MergedReport:
             raise ValueError(f"merge: the reports come from different world sizes ({sorted(map(str, worlds))})")
         versions = {r.meta.get("version") for r in reports}
         if len(versions) > 1:
-            raise ValueError(f"merge: the reports were made by different roofline versions ({sorted(map(str, versions))})")
+            raise ValueError("merge: the reports were made by different roofline versions "
+                             f"({sorted(map(str, versions))})")
         order = sorted(range(len(reports)), key=lambda i: ids[i])
         self.ranks = [reports[i] for i in order]
         self.rank_ids = [ids[i] for i in order]

@@ -172,7 +172,8 @@ class Report(DerivedCounts):
         time, 16 no ceiling), and the ``peak`` (FLOP/s of the record's own unit and dtype), ``bw`` (DRAM bytes/s),
         ``flops`` (matrix + vector) and ``bytes`` each record is judged with. Rates are NaN for untimed records and
         where a ceiling is missing. Collectives (bound "interconnect", see docs/distributed.md) are judged by their
-        bus bytes (in ``bytes``) against ``link_bw``, the interconnect bandwidth (NaN for the other records). A record is "matrix" when it has matrix FLOPs; all its FLOPs are then judged
+        bus bytes (in ``bytes``) against ``link_bw``, the interconnect bandwidth (NaN for the other records). A
+        record is "matrix" when it has matrix FLOPs; all its FLOPs are then judged
         against the matrix peak of its dtype."""
         return self._classifier.classification(self.records, self.meta)
 
