@@ -153,8 +153,7 @@ def resolve(session, func, OpInfo):
         info = OpInfo(name=str(func), packet=f"{ns}.{name}", kind="copy", packet_obj=func._overloadpacket)
         idx = session.recorder.add_op(_core.K_ZERO, name=info.name)
         session.ops.append(info)
-        session.python_formulas[idx] = _copy_formula
-        session.op_index[func] = ("python", idx, _copy_formula)
+        session.op_index[func] = ("collective", idx, ("_copy", _FSDP_COPIES.get(name, _generic_copy)))
         return session.op_index[func]
     if ns not in NAMESPACES:
         return None
@@ -169,9 +168,22 @@ def resolve(session, func, OpInfo):
     return session.op_index[func]
 
 
-def _copy_formula(*args, out=None, **kwargs):
-    n = _tensor_bytes(list(args) + [v for v in kwargs.values()])
-    return {"bytes_read": n, "bytes_written": _tensor_bytes(out)}
+# FSDP2's copies, (bytes read, bytes written) from the bound arguments and the result: what each one moves
+_FSDP_COPIES = {
+    # the rank's shards into its slice of the all-gather buffer (the buffer itself is only sliced)
+    "all_gather_copy_in": lambda b, out: (_tensor_bytes(b.get("all_gather_inputs")),) * 2,
+    # the gradients, padded and interleaved into the reduce-scatter input
+    "chunk_cat": lambda b, out: (_tensor_bytes(b.get("tensors")), _tensor_bytes(b.get("out"))),
+    # the gathered parameters out of the all-gather buffer
+    "split_with_sizes_copy": lambda b, out: (_tensor_bytes(b.get("out")),) * 2,
+    "copy_": lambda b, out: (_tensor_bytes(b.get("data")), _tensor_bytes(b.get("tensor"))),
+}
+
+
+def _generic_copy(bound, out):
+    """Every tensor argument read, the result written (an op of the namespace this table does not know)."""
+    return _tensor_bytes(list(bound.values())), _tensor_bytes(out if isinstance(out, (torch.Tensor, list, tuple))
+                                                              else None)
 
 
 def call(session, marker, func, args, kwargs, now, t_base):
@@ -182,6 +194,13 @@ def call(session, marker, func, args, kwargs, now, t_base):
     t1 = now()
     rec = session.recorder
     bound = _bind(func, args, kwargs)
+    if collective == "_copy":  # an fsdp:: copy: memory bytes, no network
+        read, written = which(bound, out)
+        dt = session_dtype(_first_tensor(list(bound.values())))
+        rec.append(idx, session.tracker.module_id, session._phase(), dt, 0, 0, 0, read, written, 0)
+        if session.timing == "op":
+            rec.set_times(len(rec) - 1, t0 - t_base, t1 - t_base)
+        return out
     first = _first_tensor([bound.get(k) for k in _IN_ARGS])
     if first is None:
         first = _first_tensor(out)

@@ -127,6 +127,8 @@ def scenario_fsdp():
         model(x).sum().backward()
         opt.step()
     out = facts(r)
+    out["fsdp_copies"] = {k: {f: v[f] for f in ("calls", "bytes_read", "bytes_written")}
+                          for k, v in r.by_op().items() if k.startswith("fsdp.")}
     out.update(param_bytes=pbytes, ref_matrix_flops=ref.matrix_flops,
                ref_optimizer={k: ref.by_phase()["optimizer"][k] for k in ("vector_flops", "bytes_read",
                                                                            "bytes_written")})

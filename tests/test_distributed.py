@@ -125,6 +125,14 @@ def test_fsdp2(two, four, world):
         assert sum(c["bus_bytes"] for c in ag) == 2 * out["param_bytes"] * (world - 1) // world
         # every gradient is reduce-scattered once
         assert sum(c["message_bytes"] for c in rs) == out["param_bytes"]
+        # FSDP2's copies: the shards into the all-gather buffer (twice: forward and backward), the gathered
+        # parameters out of it, the gradients into the reduce-scatter input (the sizes divide evenly: no padding)
+        fc = out["fsdp_copies"]
+        assert fc["fsdp.all_gather_copy_in.default"]["bytes_read"] == 2 * out["param_bytes"] // world
+        assert fc["fsdp.all_gather_copy_in.default"]["bytes_written"] == 2 * out["param_bytes"] // world
+        assert fc["fsdp.split_with_sizes_copy.default"]["bytes_written"] == 2 * out["param_bytes"]
+        assert fc["fsdp.chunk_cat.default"]["bytes_read"] == fc["fsdp.chunk_cat.default"]["bytes_written"] \
+            == out["param_bytes"]
         # each rank computes its own batch with the whole (gathered) layers
         assert out["matrix_flops"] == out["ref_matrix_flops"]
         # the optimizer updates the local shards: 1/n of the single-process work
