@@ -450,19 +450,44 @@ def test_json_round_trip_exact(measured):
     assert Ceilings.from_json(text.encode()) == c
 
 
+def _cpuinfo_flags() -> set[str]:
+    flags = set()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.split(":", 1)[0].strip() in ("flags", "Features"):
+                    flags.update(line.split(":", 1)[1].split())
+                    break
+    return flags
+
+
 def test_matrix_and_low_precision_fallbacks(measured):
     c, _ = measured
     f32 = c.peak("vector", "float32")
     assert c.peak("matrix", "float32") == f32
     assert c.peak("matrix", "float64") == c.peak("vector", "float64")
+    # which native product peaks exist follows the CPU flags the kernel reports (read here independently)
+    flags = _cpuinfo_flags()
+    native = {"bfloat16": bool(flags & {"avx512_bf16", "amx_bf16"}), "float16": "avx512_fp16" in flags,
+              "int8": bool(flags & {"avx512_vnni", "amx_int8"}), "tfloat32": False}
     for dtype in ("bfloat16", "float16", "tfloat32"):
         choice = c.resolve_peak("matrix", dtype)
-        assert choice.value == f32 and (choice.unit, choice.dtype) == ("vector", "float32")
-        assert "float32" in choice.note
+        if native[dtype]:
+            assert (choice.unit, choice.dtype, choice.note) == ("matrix", dtype, "")
+            assert choice.value == c.peaks[("matrix", dtype)].measured > 0
+            # element-wise work in that dtype still computes in float32
+            vec = c.resolve_peak("vector", dtype)
+            assert vec.value == f32 and f"measured as matrix/{dtype}" in vec.note
+        else:
+            assert choice.value == f32 and (choice.unit, choice.dtype) == ("vector", "float32")
+            assert "float32" in choice.note
     direct = c.resolve_peak("vector", "float32")
     assert direct.note == "" and direct.source == "measured"
-    with pytest.raises(CeilingNotAvailable, match="int8"):
-        c.peak("matrix", "int8")
+    if native["int8"]:
+        assert c.peak("matrix", "int8") == c.peaks[("matrix", "int8")].measured > 0
+    else:
+        with pytest.raises(CeilingNotAvailable, match="int8"):
+            c.peak("matrix", "int8")
     with pytest.raises(CeilingNotAvailable, match="L7"):
         c.bandwidth("L7")
     assert c.bandwidth() == c.bandwidth("DRAM") == c.bandwidths["DRAM"].measured
@@ -672,10 +697,15 @@ def test_registry_matches_the_c_tables():
     assert dict(c_kernels["bandwidth"])["triad"] == 3  # a = b + s*c: three arrays
     info = ceilings_mod._cpu_info()
     listed = ceilings_mod.cpu_benchmarks(info)
-    assert [b["key"] for b in listed] == ["vector/float64", "vector/float32", "bandwidth"]
-    assert all(b["supported"] for b in listed)
+    assert [b["key"] for b in listed] == ["vector/float64", "vector/float32", "matrix/bfloat16", "matrix/float16",
+                                          "matrix/int8", "bandwidth"]
+    assert all(b["supported"] for b in listed if not b["key"].startswith("matrix/"))
+    lowp = {k["name"]: k for k in _core.cpu_lowp_kernels()[0]}
     for bench in ceilings_mod._CPU_REGISTRY:
-        if bench.runner is ceilings_mod._run_fma:
+        if bench.runner is ceilings_mod._run_lowp:
+            assert set(bench.param("kernels")) <= set(lowp)
+            assert all(lowp[k]["dtype"] == bench.param("dtype") for k in bench.param("kernels"))
+        elif bench.runner is ceilings_mod._run_fma:
             assert bench.param("dtype") in c_kernels["fma"]
             assert bench.param("elem_bytes") == {"float64": 8, "float32": 4}[bench.param("dtype")]
             assert info["lanes"][bench.param("dtype")] * bench.param("elem_bytes") in (8, 16, 32, 64)
@@ -688,7 +718,9 @@ def test_measure_runs_the_registry_in_order(monkeypatch):
     monkeypatch.setattr(ceilings_mod, "_core", stub)
     lines = []
     c = ceilings_mod._measure_cpu(quick=True, progress=lines.append, info=dict(_STUB_INFO))
-    assert stub.calls == [("fma", "float64"), ("fma", "float32"), ("sweep", ("read", "copy", "triad"))]
+    # the registry in order, then the quick re-check of the float32 peak (contention test)
+    assert stub.calls == [("fma", "float64"), ("fma", "float32"), ("sweep", ("read", "copy", "triad")),
+                          ("fma", "float32")]
     assert lines[0] == "measuring the float64 FMA peak on 2 threads (1/3)"
     assert lines[1] == "measuring the float32 FMA peak on 2 threads (2/3)"
     assert lines[2].startswith("measuring bandwidth: read, copy, triad over ") and lines[2].endswith("(3/3)")
@@ -698,10 +730,10 @@ def test_measure_runs_the_registry_in_order(monkeypatch):
     assert c.bandwidths["L1"].method.startswith("triad a = b + s*c, 3*N*8 bytes per pass; ")
     assert c.bandwidths["L1_read"].method.startswith("read, N*8 bytes per pass; ")
     assert c.bandwidths["L1_copy"].method.startswith("copy, 2*N*8 bytes per pass; ")
-    assert list(c.info["cpu_share"]) == ["fma_float64", "fma_float32", "bandwidth_sweep"]
+    assert list(c.info["cpu_share"]) == ["fma_float64", "fma_float32", "bandwidth_sweep", "recheck_float32"]
     assert [r[0] for r in c.rows()][:5] == ["vector float64", "vector float32", "bandwidth L1", "bandwidth L1_read",
                                             "bandwidth L1_copy"]
-    assert not c.info["busy"]
+    assert not c.info["busy"] and c.info["contention"] == []
 
 
 def test_a_new_benchmark_is_one_registry_entry(monkeypatch):
