@@ -545,6 +545,7 @@ class _CpuRun:
     durations: dict[str, float] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    lowp_used: dict[str, str] = field(default_factory=dict)  # dtype -> the low-precision kernel measured
 
     @property
     def nt_min(self) -> int:
@@ -694,6 +695,7 @@ def _run_lowp(run: _CpuRun, bench: CpuBenchmark) -> None:
     r = _core.cpu_lowp_peak(kernel, settings["fma_seconds"], run.threads, repeats=settings["fma_repeats"])
     run.durations[f"lowp_{dtype}"] = time.perf_counter() - t
     run.shares[f"lowp_{dtype}"] = r["cpu_share"]
+    run.lowp_used[dtype] = kernel
     what, _, _ = _LOWP_KERNELS[kernel]
     skipped = [
         (run.info["lowp_kernels"].get(k) or {}).get("reason", "")
@@ -861,6 +863,7 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
             "cpu_share": run.shares,
             "busy": bool(reasons),
             "contention": reasons,
+            "lowp_used": run.lowp_used,
             "recheck": recheck,
             "loadavg": [load_before, _loadavg()],
         }
