@@ -79,6 +79,8 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     lines = [f"roofline report: {len(r.records)} op calls"
              + (f", {r.wall_time * 1e3:.1f} ms wall" if r.wall_time is not None else "")
              + (f", projected onto {r.meta['projected_to']}" if r.meta.get("projected_to") else "")]
+    if r.meta.get("contention"):
+        lines.append(f"  measured under contention: {'; '.join(map(str, r.meta['contention']))}: timings are low")
     lines.append(f"  FLOPs   {fmt(r.total_flops)} (matrix {fmt(r.matrix_flops)}, vector "
                  f"{fmt(r.vector_flops)}; special functions {fmt(r.special_ops)})")
     lines.append(f"  bytes   {fmt(r.bytes, 'B')} compulsory (read {fmt(r.bytes_read, 'B')}, written "

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from roofline import _export, _render, _rollup
+from roofline import _contention, _export, _render, _rollup
 from roofline._classification import BOUNDS, Classifier  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
 from roofline._classification import classify as _classify
 from roofline._records import DTYPE_NAMES, RECORD_DTYPE  # noqa: F401  (RECORD_DTYPE: the records' layout)
@@ -45,7 +45,9 @@ class Report(DerivedCounts):
     Other attributes: ``module_sets`` (one tuple of module names per ``records["module"]`` value: every module that
     was active when the op ran, "Global" included), ``wall_time`` (seconds of the ``measure`` block, device
     synchronised at entry and exit; None when ``timing=None``), ``meta`` (timing mode, devices that ran ops,
-    package version, ceilings source, ``projected_to`` for a projection) and ``overhead`` (the per-op cost of the
+    package version, ceilings source, ``projected_to`` for a projection; ``load``, the machine's load during the
+    block, and ``contention``, the reasons it counts as measured under contention, empty when none: see
+    docs/ceilings.md) and ``overhead`` (the per-op cost of the
     instrumentation, seconds: ``counting_per_op_s`` and, with ``timing="op"``, ``timing_per_op_s``).
 
     A report is built by :func:`roofline.measure` (or :func:`roofline.load`, :meth:`project`); constructing one
@@ -72,6 +74,7 @@ class Report(DerivedCounts):
         """The empty report a ``measure`` block yields; :meth:`_complete` fills it when the block exits."""
         r = cls([], [], [])
         r._pending = True
+        r._load_start = _contention.snapshot()  # the machine's load while the block runs: see _complete
         return r
 
     def _complete(self, records, ops, module_sets, *, wall_time, meta, ceilings, overhead):
@@ -79,6 +82,7 @@ class Report(DerivedCounts):
         if not self._pending:
             raise RuntimeError("this report is not waiting for a measure block's records")
         self._pending = False
+        meta = {**(meta or {}), **_contention.block_meta(self._load_start)}
         self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead)
 
     # ---- tables ---------------------------------------------------------------------------------------------------
