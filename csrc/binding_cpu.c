@@ -171,7 +171,7 @@ static PyObject *cpu_info_impl(PyObject *module) {
         if (info.cache_bytes[level] <= 0) {
             continue;
         }
-        char key[8];
+        char key[16];
         snprintf(key, sizeof(key), "L%d", level);
         PyObject *entry = Py_BuildValue("{s:L,s:i}", "bytes", (long long)info.cache_bytes[level], "instances",
                                         info.cache_instances[level]);
@@ -473,10 +473,11 @@ static int rl_parse_features(PyObject *obj, rl_cpu_features *f) {
         if (i == 7) { /* amx_perm: -1 (not asked), 0 (granted) or an errno */
             long p = PyLong_AsLong(item);
             if (p == -1 && PyErr_Occurred()) {
-                return -1;
+                PyErr_Clear();
+                p = -2; /* out of range: reported below */
             }
             if (p < -1 || p > 4095) {
-                rl_err_value("features['amx_perm'] must be -1, 0 or an errno (1..4095), not %ld", p);
+                rl_err_value("features['amx_perm'] must be -1, 0 or an errno (1..4095), not %R", item);
                 return -1;
             }
             v[i] = (unsigned long long)(p + 1);

@@ -1028,3 +1028,10 @@ def test_bf16_matmul_is_judged_against_the_bf16_peak(monkeypatch):
     peak, _, notes = _classification.peaks(rec, c, "measured")
     assert peak.tolist() == [600e9, 200e9, 200e9]
     assert any("measured as matrix/bfloat16" in n for n in notes)
+
+
+def test_lowp_features_out_of_range_are_value_errors():
+    with pytest.raises(ValueError, match=r"features\['amx_perm'\] must be -1, 0 or an errno \(1..4095\), not 10{30}"):
+        _core.cpu_lowp_kernels({**_FULL, "amx_perm": 10**30})
+    with pytest.raises(ValueError, match="amx_perm.*4096"):
+        _core.cpu_lowp_kernels({**_FULL, "amx_perm": 4096})
