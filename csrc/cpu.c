@@ -565,22 +565,34 @@ double rl_cpu_fma_kernel(rl_simd simd, rl_dtype dtype, int64_t iters) {
 
 #ifdef RL_X86
 /* Values the kernels multiply pass through volatiles so that no compiler can fold the loops. */
-static volatile float rl_lowp_one = 1.0f;
-static volatile float rl_lowp_small = 0.0009765625f; /* 2^-10 */
-static volatile int rl_lowp_int_one = 1;
+__attribute__((unused)) static volatile float rl_lowp_one = 1.0f;
+__attribute__((unused)) static volatile float rl_lowp_small = 0.0009765625f; /* 2^-10 */
+__attribute__((unused)) static volatile int rl_lowp_int_one = 1;
 #endif
 
 typedef double (*rl_lowp_fn)(int64_t iters);
 
-/* The compilers that can emit each instruction set: AVX512-FP16 needs GCC 12 or clang 15; the others GCC 11 /
- * clang 12, older than anything else this file needs. */
+/* The compilers that can emit each instruction set (an older one builds the extension without that kernel, and
+ * rl_cpu_lowp_check says so): AVX512-VNNI GCC 8 / clang 6, AVX512-BF16 GCC 10 / clang 9, AMX GCC 11 / clang 12
+ * (x86-64 only), AVX512-FP16 GCC 12 / clang 15. */
 #ifdef RL_X86
-#define RL_HAVE_AVX512_BF16 1
+#if defined(__clang__)
+#define RL_CC_AT_LEAST(gcc, clang) (__clang_major__ >= (clang))
+#elif defined(__GNUC__)
+#define RL_CC_AT_LEAST(gcc, clang) (__GNUC__ >= (gcc))
+#else
+#define RL_CC_AT_LEAST(gcc, clang) 0
+#endif
+#if RL_CC_AT_LEAST(8, 6)
 #define RL_HAVE_AVX512_VNNI 1
-#if defined(__clang__) ? (__clang_major__ >= 15) : (defined(__GNUC__) && __GNUC__ >= 12)
+#endif
+#if RL_CC_AT_LEAST(10, 9)
+#define RL_HAVE_AVX512_BF16 1
+#endif
+#if RL_CC_AT_LEAST(12, 15)
 #define RL_HAVE_AVX512_FP16 1
 #endif
-#if defined(__linux__)
+#if RL_CC_AT_LEAST(11, 12) && defined(__x86_64__) && defined(__linux__)
 #define RL_HAVE_AMX 1 /* the tile state must be granted by the kernel (arch_prctl), which only Linux does */
 #endif
 #endif
@@ -849,9 +861,11 @@ int rl_cpu_lowp_check(rl_lowp k, const rl_cpu_features *f, char *why, size_t cap
         RL_WHY("%s: not an x86-64 CPU (no kernel for this architecture)", name);
     }
     if (rl_lowp_table[k].fn == NULL) {
-        RL_WHY("%s: this build has no %s kernel (its compiler cannot emit the instructions%s)", name, name,
-               k == RL_LOWP_AVX512_FP16 ? ": AVX512-FP16 needs GCC 12 or clang 15" :
-               (k >= RL_LOWP_AMX_BF16 ? ", or the OS is not Linux" : ""));
+        static const char *const needs[RL_LOWP_COUNT] = {
+            "AVX512-BF16 needs GCC 10 or clang 9", "AVX512-FP16 needs GCC 12 or clang 15",
+            "AVX512-VNNI needs GCC 8 or clang 6", "AMX needs GCC 11 or clang 12, x86-64 and Linux",
+            "AMX needs GCC 11 or clang 12, x86-64 and Linux"};
+        RL_WHY("%s: this build has no %s kernel (%s)", name, name, needs[k]);
     }
     int amx = k == RL_LOWP_AMX_BF16 || k == RL_LOWP_AMX_INT8;
     if (!amx) {
