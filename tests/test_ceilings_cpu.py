@@ -843,6 +843,11 @@ def test_cli_table_and_json(cache, fake_measure, capsys):
     out, err = capsys.readouterr()
     assert "GFLOP/s" in out and "measured" in out and "datasheet" in out
     assert "measuring" in err or "done" in err or "cached" in err
+    # the bfloat16 product peak is a row where the CPU has native bfloat16 products; otherwise a note says why not
+    if _cpuinfo_flags() & {"avx512_bf16", "amx_bf16"}:
+        assert "matrix bfloat16" in out
+    else:
+        assert "note: bfloat16: " in out and "fall back to the float32 peak" in out
     assert cli.main(["ceilings", "--json"]) == 0
     out, err = capsys.readouterr()
     assert Ceilings.from_json(out).peak("vector", "float64") > 0
