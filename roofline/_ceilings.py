@@ -372,7 +372,8 @@ class Ceilings:
     # ---- display ----
 
     def rows(self) -> list[tuple[str, float | None, float | None, float | None, str]]:
-        """(label, measured, datasheet, ratio, unit) per ceiling, in display units (GFLOP/s, GB/s)."""
+        """(label, measured, datasheet, ratio, unit) per ceiling, in display units (GFLOP/s; GOP/s for integer
+        products, where a multiply and an add count one operation each; GB/s)."""
         out = []
 
         def dtype_order(key):
@@ -381,7 +382,8 @@ class Ceilings:
 
         for key in sorted(self.peaks, key=dtype_order):
             c = self.peaks[key]
-            out.append((f"{key[0]} {key[1]}", _scale(c.measured), _scale(c.datasheet), c.ratio, "GFLOP/s"))
+            unit = "GOP/s" if key[1].startswith(("int", "uint")) else "GFLOP/s"  # integer products: operations
+            out.append((f"{key[0]} {key[1]}", _scale(c.measured), _scale(c.datasheet), c.ratio, unit))
 
         def level_order(level):
             base, _, kernel = level.partition("_")

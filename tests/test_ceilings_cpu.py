@@ -994,6 +994,7 @@ def test_registry_prefers_amx_and_states_what_it_skipped(monkeypatch):
     c = ceilings_mod._measure_cpu(quick=True, progress=None, info=info)
     assert ("lowp", "amx_bf16") in stub.calls and ("lowp", "avx512_bf16") not in stub.calls
     assert ("lowp", "avx512_vnni") in stub.calls
+    assert ("matrix int8", 1200.0, 2 * 2.0 * 128 * 2, 1200e9 / (2 * 2.0e9 * 128 * 2), "GOP/s") in c.rows()
     assert c.peak("matrix", "bfloat16") == 9e12 and c.peak("matrix", "int8") == 1.2e12
     assert c.info["lowp_used"] == {"bfloat16": "amx_bf16", "int8": "avx512_vnni"}
     # theoretical AMX peak: 2 cores x 2 GHz x 1,024 bf16 FLOP per cycle
