@@ -54,32 +54,38 @@ def _ticks() -> int:
         return 100
 
 
+_HZ = _ticks()
+
+
 def _proc_stat() -> tuple[float | None, float | None, int | None]:
     """(busy seconds, steal seconds, procs_running) of the whole machine, None where /proc/stat says nothing."""
-    try:
-        with open("/proc/stat") as f:
-            text = f.read(1 << 16)
+    try:  # one read(2) of raw bytes: the entry reading runs inside the block's timed window, so keep it short
+        fd = os.open("/proc/stat", os.O_RDONLY)
+        try:
+            text = os.read(fd, 1 << 16).decode("ascii", "replace")
+        finally:
+            os.close(fd)
     except OSError:
         return None, None, None
     busy = steal = running = None
-    for line in text.splitlines():
-        parts = line.split()
-        if not parts:
-            continue
-        if parts[0] == "cpu" and len(parts) >= 5:
-            try:
-                v = [int(x) for x in parts[1:9]] + [0] * (9 - len(parts))
-            except ValueError:
-                continue
+    # only the first line ("cpu ...", the sum over CPUs) and "procs_running N" are parsed: the file's other lines
+    # (one per CPU, interrupt counts) can be long
+    first = text.split("\n", 1)[0].split()
+    if len(first) >= 5 and first[0] == "cpu":
+        try:
+            v = [int(x) for x in first[1:9]] + [0] * (9 - len(first))
             user, nice, system, idle, iowait, irq, softirq, st = v[:8]
-            hz = _ticks()
-            busy = (user + nice + system + irq + softirq) / hz
-            steal = st / hz
-        elif parts[0] == "procs_running" and len(parts) == 2:
-            try:
-                running = int(parts[1])
-            except ValueError:
-                pass
+            busy = (user + nice + system + irq + softirq) / _HZ
+            steal = st / _HZ
+        except ValueError:
+            pass
+    at = text.find("\nprocs_running ")
+    if at >= 0:
+        try:
+            end = text.find("\n", at + 15)
+            running = int(text[at + 15:end if end >= 0 else len(text)].strip())
+        except ValueError:
+            pass
     return busy, steal, running
 
 
@@ -98,10 +104,14 @@ def _own_running_threads() -> int:
     return max(n, 1)
 
 
-def snapshot() -> Snapshot:
-    """The machine's load now. Never raises."""
+def snapshot(count_own_threads: bool = True) -> Snapshot:
+    """The machine's load now. Never raises. ``count_own_threads=False`` skips the scan of this process's threads
+    (one file read per thread) and counts only the calling thread as this process's: the cheap reading taken at
+    the start of a block, inside its timed window (an own thread still spinning from earlier work then counts as
+    another's; the check at exit is exact, and the runnable-threads evidence needs both)."""
     busy, steal, running = _proc_stat()
-    others = None if running is None else max(0, running - _own_running_threads())
+    own = _own_running_threads() if count_own_threads else 1
+    others = None if running is None else max(0, running - own)
     try:
         load = tuple(round(x, 2) for x in os.getloadavg())
     except (OSError, AttributeError):

@@ -74,7 +74,7 @@ class Report(DerivedCounts):
         """The empty report a ``measure`` block yields; :meth:`_complete` fills it when the block exits."""
         r = cls([], [], [])
         r._pending = True
-        r._load_start = _contention.snapshot()  # the machine's load while the block runs: see _complete
+        r._load_start = _contention.snapshot(False)  # the machine's load while the block runs: see _complete
         return r
 
     def _complete(self, records, ops, module_sets, *, wall_time, meta, ceilings, overhead):

@@ -217,7 +217,7 @@ def test_each_kind_of_evidence_flags_a_block():
 def _report_with_readings(monkeypatch, start, end):
     """A report completed with made-up start and end readings (no torch needed)."""
     snaps = iter([start, end])
-    monkeypatch.setattr(_contention, "snapshot", lambda: next(snaps))
+    monkeypatch.setattr(_contention, "snapshot", lambda count_own_threads=True: next(snaps))
     r = Report._pending_block()
     r._complete([], [], [], wall_time=1.0, meta={"timing": "model", "devices": ["cpu"]}, ceilings=None,
                 overhead=None)
