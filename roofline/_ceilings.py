@@ -476,7 +476,9 @@ def ceilings(
     another machine is ignored with a warning and re-measured; so is a cache directory that is not the user's own
     or that its group or others can write (then nothing is cached either). ``quick=True`` (the default) takes
     about 2-3 s on a small CPU; ``quick=False`` sweeps more sizes with more repeats, and a quick cached result is
-    then re-measured.
+    then re-measured. A measurement that looks made under contention (other processes took the CPUs, a cache level
+    slower than the next, a peak far from a quick re-check: ``info["contention"]`` says which) is returned with a
+    ``RuntimeWarning`` naming why and is not cached.
     ``progress`` receives short status lines while measuring.
     """
     if not isinstance(refresh, bool):
