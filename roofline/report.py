@@ -199,6 +199,43 @@ class Report(DerivedCounts):
         are lower than the per-op figures of :meth:`analysis`."""
         return _rollup.roofline_totals(self.records, self.classification(), self.wall_time)
 
+    # ---- dataflow, cache model, fusion, hints (roofline/_dataflow.py, _cache_model.py, _hints.py) --------------
+    def edges(self):
+        """Producer -> consumer edges between op calls (a NumPy structured array: ``producer``, ``consumer`` record
+        indices, ``storage``, ``nbytes`` read by the consumer, ``written`` by the producer), from
+        :attr:`accesses` with last-writer semantics. ValueError when the report has no access table."""
+        from roofline import _dataflow
+
+        return _dataflow.edges(getattr(self, "accesses", None), len(self.records))
+
+    def cache_analysis(self, source: str | None = None) -> dict:
+        """Cache-aware bytes and roofline time per record: an LRU model of the device's caches replayed over
+        :attr:`accesses` (see :func:`roofline._cache_model.analysis` and docs/concepts.md). The default
+        classification (DRAM only) is unchanged."""
+        from roofline import _cache_model
+
+        c = self.classification()
+        return _cache_model.analysis(self.records, getattr(self, "accesses", None), c, self.ceilings,
+                                     source or self.ceilings_source)
+
+    def fusion_opportunities(self, min_ops: int = 2) -> list:
+        """Chains of memory-bound calls (optionally headed by a matrix product or convolution) connected through
+        intermediates nothing else reads: a :class:`roofline._dataflow.FusionOpportunity` each, with the bytes a
+        fused kernel avoids and the time it saves at the roof, most time saved first."""
+        from roofline import _dataflow
+
+        c = self.classification() if self.ceilings is not None else None
+        return _dataflow.fusion_opportunities(self.records, self._ops, self.module_path, c,
+                                              getattr(self, "accesses", None), min_ops)
+
+    def hints(self, min_share: float = 0.01) -> list:
+        """What to change, ranked by estimated time saved: a :class:`roofline._hints.Hint` each, with its evidence
+        (calls, modules, figures). ``min_share``: leave out hints saving less than this share of the roofline time
+        (of the bytes, without ceilings)."""
+        from roofline import _hints
+
+        return _hints.hints(self, getattr(self, "accesses", None), min_share)
+
     # ---- display ----------------------------------------------------------------------------------------------
     def table(self, by: str = "op", depth: int | None = None, top: int | None = 15, phase: str | None = None) -> str:
         """A text table of :meth:`analysis` (``top`` rows, None for all)."""
@@ -208,7 +245,11 @@ class Report(DerivedCounts):
         """The text ``print(r)`` shows: totals, phases, ceilings, achieved rates, MFU/MBU (against the wall time),
         unknown ops and errors, then the ``top`` ops by time (:meth:`table`, or by FLOPs without ceilings)."""
         self._classifier.resolve(self.meta)
-        return _render.summary(self, top, ceilings_note=self._classifier.note)
+        text = _render.summary(self, top, ceilings_note=self._classifier.note)
+        from roofline._hints import advice_text
+
+        advice = advice_text(self)
+        return text + "\n\n" + advice if advice else text
 
     def __str__(self):
         return self.summary()
