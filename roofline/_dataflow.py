@@ -93,12 +93,13 @@ class FusionOpportunity:
 
     def describe(self) -> str:
         """One line: the op chain, where, and what fusing saves."""
-        from roofline._render import fmt, ms
+        from roofline._hints import secs
+        from roofline._render import fmt
 
         chain = " -> ".join(_short(o) for o in self.ops)
         where = self.modules[0] if len(set(self.modules)) == 1 else f"{self.modules[0]} .. {self.modules[-1]}"
         return (f"{chain} in {where}: saves {fmt(self.saved_bytes, 'B')} of {fmt(self.bytes, 'B')}"
-                + (f", {ms(self.saved_s)} ms at the roof" if math.isfinite(self.saved_s) else ""))
+                + (f", {secs(self.saved_s)} at the roof" if math.isfinite(self.saved_s) else ""))
 
 
 def _short(name: str) -> str:

@@ -37,12 +37,24 @@ class Hint:
     modules: list[str] = field(default_factory=list)
 
     def __str__(self):
-        from roofline._render import fmt, ms
+        from roofline._render import fmt
 
-        saved = f"saves ~{ms(self.saved_s)} ms" if math.isfinite(self.saved_s) else "saves ? ms"
+        saved = f"saves ~{secs(self.saved_s)}" if math.isfinite(self.saved_s) else "time saved unknown"
         if self.saved_bytes:
             saved += f", {fmt(self.saved_bytes, 'B')}"
         return f"[{self.kind}] {self.message} ({saved})"
+
+
+def secs(t: float) -> str:
+    """Seconds in the unit that reads best: ``"12.3 us"``, ``"1.234 ms"``, ``"2.50 s"`` ("-" when not finite)."""
+    if t is None or not math.isfinite(t):
+        return "-"
+    a = abs(t)
+    if a < 1e-3:
+        return f"{t * 1e6:.1f} us"
+    if a < 1:
+        return f"{t * 1e3:.3f} ms"
+    return f"{t:.2f} s"
 
 
 def _distinct(xs):
@@ -265,8 +277,8 @@ def _rule_small_gemm(x: _Ctx):
         ev["shapes"] = shapes[:5]
     msg = (f"{len(idx)} matrix products are memory-bound (median intensity {ev['median_intensity']:.1f} FLOP/B, "
            f"ridge {ridge:.1f}): they are too small to reach the peak; batch them (a larger batch, or stack "
-           f"same-weight calls into one product). At the peak they would take {ev['t_at_peak_s'] * 1e3:.3f} ms "
-           f"instead of {ev['t_roof_s'] * 1e3:.3f} ms (an upper bound on the saving)")
+           f"same-weight calls into one product). At the peak they would take {secs(ev['t_at_peak_s'])} "
+           f"instead of {secs(ev['t_roof_s'])} (an upper bound on the saving)")
     return [Hint("small_gemm", msg, saved, 0, ev, idx.tolist(), x.ops(idx), x.modules(idx))]
 
 
@@ -470,7 +482,7 @@ def advice_text(report, top: int = 5) -> str:
     hints; empty when the report has neither (no records, or no access table and no hint)."""
     if not len(report.records):
         return ""
-    from roofline._render import fmt, ms
+    from roofline._render import fmt
 
     lines = []
     if getattr(report, "accesses", None) is not None:
@@ -479,13 +491,13 @@ def advice_text(report, top: int = 5) -> str:
             saved_b = sum(g["saved_bytes"] for g in groups)
             saved_t = sum(g["saved_s"] for g in groups if math.isfinite(g["saved_s"]))
             lines.append(f"fusion opportunities: {sum(g['count'] for g in groups)} chains could each run as one "
-                         f"kernel, avoiding {fmt(saved_b, 'B')}" + (f" and {ms(saved_t)} ms at the roof"
+                         f"kernel, avoiding {fmt(saved_b, 'B')}" + (f" and {secs(saved_t)} at the roof"
                                                                    if saved_t else ""))
             for g in groups[:top]:
                 chain = " -> ".join(o.split(".")[1] if "." in o else o for o in g["ops"])
                 mods = ", ".join(g["modules"][:3]) + (", ..." if len(g["modules"]) > 3 else "")
                 lines.append(f"  {g['count']:>4} x {chain} ({g['kind']}, {g['phase']}): saves "
-                             f"{fmt(g['saved_bytes'], 'B')}" + (f", {ms(g['saved_s'])} ms"
+                             f"{fmt(g['saved_bytes'], 'B')}" + (f", {secs(g['saved_s'])}"
                                                                 if math.isfinite(g["saved_s"]) else "")
                              + f"; in {mods}")
     hs = report.hints()
