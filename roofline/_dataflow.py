@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-ACCESS_DTYPE = np.dtype([("record", "<u4"), ("storage", "<u8"), ("nbytes", "<u8"), ("write", "u1")])
+from roofline._records import ACCESS_DTYPE  # (record, storage, nbytes, write)
+
 EDGE_DTYPE = np.dtype([("producer", "<u4"), ("consumer", "<u4"), ("storage", "<u8"), ("nbytes", "<u8"),
                        ("written", "<u8")])
 
@@ -40,6 +41,17 @@ def check_accesses(accesses, n_records: int):
     a = a.astype(ACCESS_DTYPE, copy=False) if a.dtype != ACCESS_DTYPE else a
     if len(a) and int(a["record"].max()) >= n_records:
         raise ValueError(f"accesses refer to record {int(a['record'].max())}, but the report has {n_records} records")
+    return a
+
+
+def report_accesses(report):
+    """The report's access table, or None when it has none: a report of a version without the dataflow capture
+    (an empty table although some call moved data)."""
+    a = getattr(report, "accesses", None)
+    if a is None:
+        return None
+    if len(a) == 0 and len(report.records) and bool(active(report.records).any()):
+        return None
     return a
 
 

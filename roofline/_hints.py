@@ -489,7 +489,7 @@ def advice_text(report, top: int = 5) -> str:
     from roofline._render import fmt
 
     lines = []
-    if getattr(report, "accesses", None) is not None:
+    if _dataflow.report_accesses(report) is not None:
         groups = _dataflow.group_opportunities(report.fusion_opportunities())
         if groups:
             saved_b = sum(g["saved_bytes"] for g in groups)

@@ -220,16 +220,16 @@ class Report(DerivedCounts):
         :attr:`accesses` with last-writer semantics. ValueError when the report has no access table."""
         from roofline import _dataflow
 
-        return _dataflow.edges(getattr(self, "accesses", None), len(self.records))
+        return _dataflow.edges(_dataflow.report_accesses(self), len(self.records))
 
     def cache_analysis(self, source: str | None = None) -> dict:
         """Cache-aware bytes and roofline time per record: an LRU model of the device's caches replayed over
         :attr:`accesses` (see :func:`roofline._cache_model.analysis` and docs/concepts.md). The default
         classification (DRAM only) is unchanged."""
-        from roofline import _cache_model
+        from roofline import _cache_model, _dataflow
 
         c = self.classification()
-        return _cache_model.analysis(self.records, getattr(self, "accesses", None), c, self.ceilings,
+        return _cache_model.analysis(self.records, _dataflow.report_accesses(self), c, self.ceilings,
                                      source or self.ceilings_source)
 
     def fusion_opportunities(self, min_ops: int = 2) -> list:
@@ -240,15 +240,15 @@ class Report(DerivedCounts):
 
         c = self.classification() if self.ceilings is not None else None
         return _dataflow.fusion_opportunities(self.records, self._ops, self.module_path, c,
-                                              getattr(self, "accesses", None), min_ops)
+                                              _dataflow.report_accesses(self), min_ops)
 
     def hints(self, min_share: float = 0.01) -> list:
         """What to change, ranked by estimated time saved: a :class:`roofline._hints.Hint` each, with its evidence
         (calls, modules, figures). ``min_share``: leave out hints saving less than this share of the roofline time
         (of the bytes, without ceilings)."""
-        from roofline import _hints
+        from roofline import _dataflow, _hints
 
-        return _hints.hints(self, getattr(self, "accesses", None), min_share)
+        return _hints.hints(self, _dataflow.report_accesses(self), min_share)
 
     # ---- display ----------------------------------------------------------------------------------------------
     def table(self, by: str = "op", depth: int | None = None, top: int | None = 15, phase: str | None = None) -> str:

@@ -62,11 +62,9 @@ class Graph:
                 rec["t_start"][i], rec["t_end"][i] = clock, clock + r["t"]
                 clock += r["t"]
             rec["seq"][i] = i
-        rep = Report(rec, self.ops, self.modules, wall_time=wall_time, meta={"devices": ["cpu"]},
-                     ceilings=ceil if ceil is not None else ceilings(), overhead=overhead)
-        if with_accesses:
-            rep.accesses = np.array(self.acc, dtype=ACCESS_DTYPE)
-        return rep
+        return Report(rec, self.ops, self.modules, wall_time=wall_time, meta={"devices": ["cpu"]},
+                      ceilings=ceil if ceil is not None else ceilings(), overhead=overhead,
+                      accesses=np.array(self.acc, dtype=ACCESS_DTYPE) if with_accesses else None)
 
 
 # ---- the acceptance chain: linear -> bias -> GELU -> dropout -> residual add -> LayerNorm ------------------------
