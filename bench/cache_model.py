@@ -142,6 +142,9 @@ def main():
           f"{np.median(cache_err[mem_c]):>12.3f}")
     both = sel & (c["bound"] != 2) & (ca["bound"] != 2)
     print(f"{'  ops memory-bound in both':<44} {np.median(dram_err[both]):>10.3f} {np.median(cache_err[both]):>12.3f}")
+    inplace = sel & np.array([n.split(".")[1].endswith("_") for n in names], bool)
+    print(f"{'  in-place ops (no output to allocate)':<44} {np.median(dram_err[inplace]):>10.3f} "
+          f"{np.median(cache_err[inplace]):>12.3f}")
     print(f"{'  ops faster than the predicted roof (violations)':<44} {int((sel & (t < c['t_min'] * 0.98)).sum()):>10} "
           f"{int((sel & (t < ca['t_min'] * 0.98)).sum()):>12}")
     print()

@@ -494,7 +494,8 @@ def advice_text(report, top: int = 5) -> str:
         if groups:
             saved_b = sum(g["saved_bytes"] for g in groups)
             saved_t = sum(g["saved_s"] for g in groups if math.isfinite(g["saved_s"]))
-            lines.append(f"fusion opportunities: {sum(g['count'] for g in groups)} chains could each run as one "
+            n = sum(g["count"] for g in groups)
+            lines.append(f"fusion opportunities: {n} {'chain' if n == 1 else 'chains'} could each run as one "
                          f"kernel, avoiding {fmt(saved_b, 'B')}" + (f" and {secs(saved_t)} at the roof"
                                                                    if saved_t else ""))
             for g in groups[:top]:
