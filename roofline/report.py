@@ -223,9 +223,16 @@ class Report(DerivedCounts):
         return _dataflow.edges(_dataflow.report_accesses(self), len(self.records))
 
     def cache_analysis(self, source: str | None = None) -> dict:
-        """Cache-aware bytes and roofline time per record: an LRU model of the device's caches replayed over
-        :attr:`accesses` (see :func:`roofline._cache_model.analysis` and docs/concepts.md). The default
-        classification (DRAM only) is unchanged."""
+        """Cache-aware bytes and roofline time per record: an LRU model of the device's caches (capacities from
+        the ceilings or sysfs) replayed over :attr:`accesses` (method and limits in docs/concepts.md). A dict:
+        ``levels`` (e.g. ``["L1", "L2", "L3", "DRAM"]``), ``capacities`` and ``bandwidths`` per level, and arrays
+        aligned with :attr:`records`: ``bytes_by_level`` (n x levels), one ``<level>_bytes`` column per level
+        (``l2_bytes``, ``dram_bytes``, ...; they sum to the compulsory bytes), ``level`` (where the data comes
+        from: the level whose transfers take longest), ``t_mem``, ``t_compute``, ``t_min`` (cache-aware roofline
+        time), ``t_min_dram`` (the DRAM-only one), ``bound`` (codes as in :meth:`classification`) and
+        ``above_level`` (timed calls faster than the roof of their level). ``source``: which ceilings figures
+        (default: the report's). The default classification (DRAM only) is unchanged. ValueError without an
+        access table or ceilings."""
         from roofline import _cache_model, _dataflow
 
         c = self.classification()
@@ -234,8 +241,11 @@ class Report(DerivedCounts):
 
     def fusion_opportunities(self, min_ops: int = 2) -> list:
         """Chains of memory-bound calls (optionally headed by a matrix product or convolution) connected through
-        intermediates nothing else reads: a :class:`roofline._dataflow.FusionOpportunity` each, with the bytes a
-        fused kernel avoids and the time it saves at the roof, most time saved first."""
+        intermediates nothing else reads, most time saved first. Each has ``records`` and ``ops`` (the calls, in
+        order), ``modules``, ``kind`` ("epilogue" or "elementwise"), ``phase``, ``intermediates``, ``bytes`` (the
+        members' compulsory bytes), ``saved_bytes`` (the intermediates' writes and reads a fused kernel avoids),
+        ``t_before``, ``t_after`` and ``saved_s`` (roofline seconds; NaN without ceilings) and ``describe()``.
+        ``min_ops``: the shortest chain reported. ValueError without an access table."""
         from roofline import _dataflow
 
         c = self.classification() if self.ceilings is not None else None
@@ -243,9 +253,12 @@ class Report(DerivedCounts):
                                               _dataflow.report_accesses(self), min_ops)
 
     def hints(self, min_share: float = 0.01) -> list:
-        """What to change, ranked by estimated time saved: a :class:`roofline._hints.Hint` each, with its evidence
-        (calls, modules, figures). ``min_share``: leave out hints saving less than this share of the roofline time
-        (of the bytes, without ceilings)."""
+        """What to change, ranked by estimated time saved at the roof. Each hint has ``kind`` ("sdpa",
+        "matmul_precision", "small_gemm", "layout_copies", "cast_pingpong", "optimizer_fused",
+        "optimizer_state_init", "dropout_mask", "op_overhead"), ``message``, ``saved_s``, ``saved_bytes``,
+        ``evidence`` (the figures it rests on), ``records``, ``ops`` and ``modules``; ``str(hint)`` is one line.
+        ``min_share``: leave out hints saving less than this share of the roofline time (of the bytes, without
+        ceilings). Rules that need the dataflow are skipped for a report without an access table."""
         from roofline import _dataflow, _hints
 
         return _hints.hints(self, _dataflow.report_accesses(self), min_share)
