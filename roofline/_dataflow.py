@@ -203,7 +203,7 @@ def fusion_opportunities(records, ops, module_path, c, accesses, min_ops: int = 
         out.append(FusionOpportunity(
             records=members, ops=[ops[int(records["op"][i])].name for i in members],
             modules=[module_path(int(records["module"][i])) for i in members],
-            kind="epilogue" if head[members[0]] else "elementwise",
+            kind="epilogue" if head[members].any() else "elementwise",
             intermediates=len(ks), bytes=total, saved_bytes=saved, t_before=before, t_after=after,
             saved_s=(before - after) if math.isfinite(before) and math.isfinite(after) else math.nan,
             phase=PHASES[int(records["phase"][members[0]])] if int(records["phase"][members[0]]) < len(PHASES)

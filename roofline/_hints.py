@@ -88,6 +88,7 @@ class _Ctx:
         self.edges = _dataflow.data_edges(self.rec, accesses) if accesses is not None else None
         self.active = _dataflow.active(self.rec)
         sigs = getattr(r, "signatures", None)
+        self.attention: set = set()  # calls of math-path attentions found by the SDPA rule (it runs first)
         self.sigs = sigs if sigs is not None and "sig" in (self.rec.dtype.names or ()) else None
 
     def modules(self, idx):
@@ -210,6 +211,7 @@ def _rule_sdpa(x: _Ctx):
     msg = (f"attention runs as separate products and softmax ({len(found)} times; score matrix "
            f"{fmt(scores, 'B')} written and re-read): use torch.nn.functional.scaled_dot_product_attention, whose "
            f"fused kernels keep scores on chip, avoiding {fmt(saved_b, 'B')}")
+    x.attention = set(members)
     return [Hint("sdpa", msg, before - after, saved_b, ev, members, x.ops(members), x.modules(members))]
 
 
@@ -263,6 +265,8 @@ def _rule_small_gemm(x: _Ctx):
     if x.ceil is None:
         return []
     idx = np.nonzero((x.rec["matrix_flops"] > 0) & (x.c["bound"] == 1) & x.active)[0]
+    # the products of a math-path attention are the SDPA hint's business, not batching's
+    idx = np.array([i for i in idx.tolist() if i not in x.attention], dtype=np.int64)
     if not len(idx):
         return []
     t = x.t_min[idx]

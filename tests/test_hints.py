@@ -34,6 +34,7 @@ def test_math_path_attention_gives_the_sdpa_hint():
     assert h.modules == ["attn"]
     assert "scaled_dot_product_attention" in h.message
     assert kinds(r)[0] == "sdpa"  # the largest saving comes first
+    assert "small_gemm" not in kinds(r)  # its memory-bound products are the attention's: no batching advice
 
 
 def test_no_sdpa_hint_without_attention_or_without_the_second_product():
