@@ -224,3 +224,35 @@ def test_every_hint_has_its_numbers_and_min_share_filters():
     assert r.hints(min_share=1.0) == []
     with pytest.raises(ValueError, match="min_share"):
         r.hints(min_share=2)
+
+
+# ---- measured optimizer steps (the recorder's access table) ------------------------------------------------------
+def test_measured_adamw_steps():
+    torch = pytest.importorskip("torch")
+    import roofline
+
+    torch.manual_seed(0)
+
+    def step(fused):
+        model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 256))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False, fused=fused)
+        x = torch.randn(32, 256)
+        reports = []
+        for _ in range(2):
+            with roofline.measure(model, ceilings=ceilings()) as r:
+                model(x).square().mean().backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            reports.append(r)
+        return reports
+
+    first, warm = step(fused=None)
+    assert "optimizer_state_init" in kinds(first)
+    h = one(first, "optimizer_state_init")
+    params = 2 * (256 * 256 + 256) * 4
+    assert h.saved_bytes == 2 * params  # exp_avg and exp_avg_sq of every parameter, zero-filled
+    assert "optimizer_state_init" not in kinds(warm)
+    hf = one(warm, "optimizer_fused")
+    assert not hf.evidence["foreach"] and hf.evidence["bytes"] > hf.evidence["fused_bytes"]
+    _, warm_fused = step(fused=True)
+    assert "optimizer_fused" not in kinds(warm_fused) and "optimizer_state_init" not in kinds(warm_fused)
