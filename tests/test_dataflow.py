@@ -299,3 +299,23 @@ def test_measured_math_attention_gives_the_sdpa_hint():
     with torch.no_grad(), roofline.measure(ceilings=ceilings()) as r2:
         torch.nn.functional.scaled_dot_product_attention(q, k, v)
     assert "sdpa" not in [h.kind for h in r2.hints()]
+
+
+def test_saved_and_loaded_report_keeps_its_opportunities():
+    from roofline.report import Report
+
+    r = chain().report()
+    back = Report.from_dict(r.to_dict())
+    assert [(f.records, f.saved_bytes) for f in back.fusion_opportunities()] == [([0, 1, 2, 3, 4, 5], 10 * ACT)]
+
+
+def test_summary_says_when_an_analysis_fails(monkeypatch):
+    from roofline import _hints
+
+    def broken(x):
+        raise RuntimeError("rule failed")
+
+    monkeypatch.setattr(_hints, "RULES", _hints.RULES + (broken,))
+    text = str(chain().report())
+    assert "hints unavailable: RuntimeError: rule failed" in text
+    assert "fusion opportunities: 1 chain could" in text
