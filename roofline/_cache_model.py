@@ -88,7 +88,10 @@ def hierarchy(ceilings, source: str = "best", threads: int | None = None) -> lis
             caps["L2"] = int(l2)
     else:
         caps = {k: int(v) for k, v in (info.get("cache_capacity_bytes") or {}).items() if v}
-        if not caps:
+        if not caps:  # the probe's per-instance sizes
+            caps = {k: int(c["bytes"]) * max(1, int(c.get("instances", 1)))
+                    for k, c in (info.get("caches") or {}).items() if isinstance(c, dict) and c.get("bytes")}
+        if not caps:  # hand-made ceilings: this machine's sysfs
             n = int(threads or info.get("threads") or 1)
             for level, c in sysfs_caches().items():
                 inst = max(1, math.ceil(n / c["shared_cpus"]))

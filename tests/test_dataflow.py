@@ -241,6 +241,9 @@ def test_hierarchy_from_ceilings_and_sysfs(tmp_path):
         (d / "type").write_text(typ + "\n")
         (d / "size").write_text(size + "\n")
         (d / "shared_cpu_list").write_text(shared + "\n")
+    c2 = ceilings(info={"caches": {"L1": {"bytes": 32768, "instances": 2}, "L2": {"bytes": 1 << 20, "instances": 2}}})
+    assert [(lv, cap) for lv, cap, _ in _cache_model.hierarchy(c2)] == [("L1", 65536.0), ("L2", float(2 << 20)),
+                                                                        ("DRAM", math.inf)]
     got = _cache_model.sysfs_caches(0, str(tmp_path))
     assert got == {"L1": {"bytes": 32768, "shared_cpus": 1}, "L2": {"bytes": 1 << 20, "shared_cpus": 1},
                    "L3": {"bytes": 32 << 20, "shared_cpus": 8}}

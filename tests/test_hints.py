@@ -256,3 +256,25 @@ def test_measured_adamw_steps():
     assert not hf.evidence["foreach"] and hf.evidence["bytes"] > hf.evidence["fused_bytes"]
     _, warm_fused = step(fused=True)
     assert "optimizer_fused" not in kinds(warm_fused) and "optimizer_state_init" not in kinds(warm_fused)
+
+
+def test_measured_cast_pingpong_and_layout_copies():
+    torch = pytest.importorskip("torch")
+    import roofline
+
+    x = torch.randn(256, 512)
+    with torch.no_grad(), roofline.measure(ceilings=ceilings()) as r:
+        torch.relu(x.to(torch.bfloat16).to(torch.float32))
+    h = one(r, "cast_pingpong")
+    n = 256 * 512
+    assert h.saved_bytes == (4 * n + 2 * n) + (2 * n + 4 * n)
+    with torch.no_grad(), roofline.measure(ceilings=ceilings()) as r1:
+        torch.relu(x.to(torch.bfloat16))
+    assert "cast_pingpong" not in kinds(r1)
+    with torch.no_grad(), roofline.measure(ceilings=ceilings()) as r2:
+        torch.relu(x.t().contiguous())
+    h = one(r2, "layout_copies")
+    assert h.saved_bytes == 2 * 4 * n and h.evidence["share_of_bytes"] == pytest.approx(0.5)
+    with torch.no_grad(), roofline.measure(ceilings=ceilings()) as r3:
+        torch.relu(x.t())
+    assert "layout_copies" not in kinds(r3)
