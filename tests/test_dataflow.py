@@ -10,7 +10,7 @@ import pytest
 from roofline import _cache_model, _dataflow
 from roofline._dataflow import ACCESS_DTYPE
 
-from _graph import ACT, MASK, QKV, SCORES, VEC, W, T, D, attention, ceilings, chain
+from _graph import ACT, MASK, SCORES, VEC, W, T, D, attention, ceilings, chain
 
 
 def acc(rows):
