@@ -73,8 +73,7 @@ def main():
     print(f"ceilings: {r.ceilings.name}; levels " + ", ".join(
         f"{lv} {cap / 2**20:.2f} MiB @ {bw / 1e9:.0f} GB/s" if np.isfinite(cap) else f"{lv} @ {bw / 1e9:.0f} GB/s"
         for lv, cap, bw in zip(ca["levels"], ca["capacities"], ca["bandwidths"])))
-    print(f"accesses: {'captured by a nested dispatch mode (bench only)' if capture else 'from the recorder'}; "
-          f"cache analysis {t_analysis * 1e3:.1f} ms, fusion + hints {t_more * 1e3:.1f} ms")
+    print(f"{len(r.accesses)} access rows; cache analysis {t_analysis * 1e3:.1f} ms, fusion + hints {t_more * 1e3:.1f} ms")
     print()
     mem_d = sel & (c["bound"] != 2)
     mem_c = sel & (ca["bound"] != 2)
