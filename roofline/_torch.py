@@ -54,6 +54,24 @@ _storage_id = getattr(torch._C, "_storage_address", None) or (lambda t: t.untype
 # overhead benchmark switches it off to measure what the capture costs.
 CAPTURE = True
 
+# OpOverload -> (registrations it was resolved under, schema, resolution): what Session.resolve computes once per op
+# and process, not once per block (compiling an entry against a schema costs ~0.1 ms). An entry is stale once a
+# formula is registered or unregistered (roofline.register), so the registrations are part of what is kept.
+_RESOLVED: dict = {}
+
+
+def _resolved(func):
+    """``(schema, _resolve.Resolved)`` of an OpOverload: the same resolution as ``roofline.cost()``."""
+    user = tuple(_resolve.USER.items())
+    hit = _RESOLVED.get(func)
+    if hit is not None and hit[0] == user:
+        return hit[1], hit[2]
+    schema = _registry.Schema.from_torch(func._schema)
+    res = _resolve.resolve(func._schema.name, func._overloadname, schema)
+    _RESOLVED[func] = (user, schema, res)
+    return schema, res
+
+
 def _packet_name(func) -> str:
     ns, name = func._schema.name.split("::", 1)
     return f"{ns}.{name}"
@@ -303,9 +321,7 @@ class Session:
         if func in _DECLINE:
             self.op_index[func] = _DECLINED
             return _DECLINED
-        q, ov = func._schema.name, func._overloadname
-        schema = _registry.Schema.from_torch(func._schema)
-        res = _resolve.resolve(q, ov, schema)  # the same resolution as roofline.cost()
+        schema, res = _resolved(func)
         if (allow_decompose and not res.registered and func is not torch.ops.prim.device.default
                 and _has_composite_kernel(func)):
             # Same rule as FlopCounterMode: an op with a CompositeImplicitAutograd kernel is decomposed and its
