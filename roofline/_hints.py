@@ -427,29 +427,28 @@ def _rule_dropout(x: _Ctx):
 
 
 def _rule_overhead(x: _Ctx, min_calls: int = 50, tiny_s: float = 10e-6):
-    """Many tiny ops and a wall time mostly spent between them. The time outside the ops is the wall time less the
-    instrumentation's own estimate and less the ops' measured times (their roofline times when untimed)."""
+    """Many tiny ops and a wall time mostly spent between them: the wall time less the instrumentation's own
+    estimate and less the ops' measured times. Needs per-op timing: without it, time between ops cannot be told
+    from slow kernels."""
     r = x.r
-    if r.wall_time is None or x.ceil is None or x.n < min_calls:
+    if r.wall_time is None or x.ceil is None or x.n < min_calls or not r.timed:
         return []
     act = np.nonzero(x.active)[0]
     if len(act) < min_calls:
         return []
     instr = ((r.overhead.get("counting_per_op_s") or 0.0) + (r.overhead.get("timing_per_op_s") or 0.0)) * x.n
     wall = float(r.wall_time) - instr
-    measured = x.rec["t_end"] - x.rec["t_start"]
-    timed = bool(np.isfinite(measured).any())
-    inside = float(np.nansum(measured)) if timed else float(np.nansum(x.t_min))
+    inside = float(np.nansum(x.rec["t_end"] - x.rec["t_start"]))
     gap = wall - inside
     med = float(np.nanmedian(x.t_min[act]))
     per_op = gap / len(act)
     if wall <= 0 or gap < 0.5 * wall or not med < tiny_s or not med < per_op:
         return []
     msg = (f"{len(act)} op calls with a median roofline time of {secs(med)} take {secs(wall)} of wall time "
-           f"(instrumentation removed), of which {secs(gap)} is outside the ops' "
-           f"{'measured' if timed else 'roofline'} times: ~{secs(per_op)} per call goes to launch and framework "
+           f"(instrumentation removed), of which {secs(gap)} is outside the ops' measured times: "
+           f"~{secs(per_op)} per call goes to launch and framework "
            "overhead; fewer, larger ops (a larger batch, torch.compile, CUDA graphs) recover it")
-    ev = {"calls": int(len(act)), "median_t_min_s": med, "wall_s": wall, "ops_time_s": inside, "timed": timed,
+    ev = {"calls": int(len(act)), "median_t_min_s": med, "wall_s": wall, "ops_time_s": inside,
           "instrumentation_s": instr, "overhead_per_call_s": per_op}
     return [Hint("op_overhead", msg, gap, 0, ev, [], [], [])]
 

@@ -206,9 +206,13 @@ def test_no_overhead_hint_when_the_ops_fill_the_wall_time_or_are_few():
     assert "op_overhead" not in kinds(g.report(wall_time=200 * 20e-6 * 1.2))
     assert "op_overhead" not in kinds(tiny_ops(10).report(wall_time=0.01))
     assert "op_overhead" not in kinds(g.report())  # no wall time: no evidence
-    big = Graph()  # the wall time far above the roof, but the ops are not tiny: slow kernels, not overhead
+    untimed = Graph()  # without per-op times, time between ops cannot be told from slow kernels
+    for i in range(200):
+        untimed.call("aten.add.Tensor", "ewise", [(i, 400)], [(i + 10000, 400)], vector=100)
+    assert "op_overhead" not in kinds(untimed.report(wall_time=0.01))
+    big = Graph()  # most of the wall time between ops, but the ops are not tiny (84 us at the roof)
     for i in range(100):
-        big.call("aten.add.Tensor", "ewise", [(i, 4 << 20)], [(i + 10000, 4 << 20)], vector=1 << 20)
+        big.call("aten.add.Tensor", "ewise", [(i, 4 << 20)], [(i + 10000, 4 << 20)], vector=1 << 20, t=1e-3)
     assert "op_overhead" not in kinds(big.report(wall_time=1.0))
 
 
