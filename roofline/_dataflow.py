@@ -188,6 +188,15 @@ def fusion_opportunities(records, ops, module_path, c, accesses, min_ops: int = 
     bw = np.asarray(c["bw"], float) if c is not None else np.full(n, np.nan)
     t_min = np.asarray(c["t_min"], float) if c is not None else np.full(n, np.nan)
     nbytes = records["bytes_read"].astype(np.int64) + records["bytes_written"].astype(np.int64)
+    mod_names: dict[int, str] = {}
+    op_col, mod_col = records["op"].tolist(), records["module"].tolist()
+
+    def mod(i):
+        m = mod_col[i]
+        if m not in mod_names:
+            mod_names[m] = module_path(m)
+        return mod_names[m]
+
     out = []
     for root, ks in groups.items():
         members = sorted({int(p[k]) for k in ks} | {int(q[k]) for k in ks})
@@ -201,8 +210,7 @@ def fusion_opportunities(records, ops, module_path, c, accesses, min_ops: int = 
             t_compute = float(np.sum(np.where(flops[members] > 0, flops[members] / peak[members], 0.0)))
         after = max(t_compute, (total - saved) / float(bw[members[0]]))
         out.append(FusionOpportunity(
-            records=members, ops=[ops[int(records["op"][i])].name for i in members],
-            modules=[module_path(int(records["module"][i])) for i in members],
+            records=members, ops=[ops[op_col[i]].name for i in members], modules=[mod(i) for i in members],
             kind="epilogue" if head[members].any() else "elementwise",
             intermediates=len(ks), bytes=total, saved_bytes=saved, t_before=before, t_after=after,
             saved_s=(before - after) if math.isfinite(before) and math.isfinite(after) else math.nan,

@@ -88,8 +88,20 @@ class _Ctx:
         self.edges = _dataflow.data_edges(self.rec, accesses) if accesses is not None else None
         self.active = _dataflow.active(self.rec)
         sigs = getattr(r, "signatures", None)
+        if accesses is not None:
+            order = np.argsort(accesses["record"], kind="stable")
+            self._acc_order = order
+            self._acc_starts = np.searchsorted(accesses["record"][order], np.arange(self.n + 1))
+            w = accesses["write"] == 1
+            self.written = np.bincount(accesses["record"][w], weights=accesses["nbytes"][w].astype(float),
+                                       minlength=self.n)
+            self.fwd, self.bwd = _consumers(self.edges)
         self.attention: set = set()  # calls of math-path attentions found by the SDPA rule (it runs first)
         self.sigs = sigs if sigs is not None and "sig" in (self.rec.dtype.names or ()) else None
+
+    def rows(self, i):
+        """Indices into the access table of call ``i``'s rows."""
+        return self._acc_order[self._acc_starts[i]:self._acc_starts[i + 1]]
 
     def modules(self, idx):
         return _distinct(self.r.module_path(int(self.rec["module"][i])) for i in idx)
@@ -134,7 +146,7 @@ _ATTN_MIDDLE = ("mul", "div", "add", "sub", "masked_fill", "masked_fill_", "wher
 def _rule_sdpa(x: _Ctx):
     if x.edges is None or not len(x.edges):
         return []
-    fwd, bwd = _consumers(x.edges)
+    fwd, bwd = x.fwd, x.bwd
     e = x.edges
     found = []
     used = set()
@@ -179,12 +191,11 @@ def _rule_sdpa(x: _Ctx):
         used.update(members)
         # the score and probability matrices: written by the first product and the middle ops, read by the middle
         # ops and the second product; the fused kernel keeps them on chip (reads of masks stay)
-        sel = np.isin(e["producer"], [b1] + middle) & np.isin(e["consumer"], members)
-        saved = int(e["nbytes"][sel].sum())
+        inside = set(members)
+        saved = sum(int(e["nbytes"][k]) for p in [b1] + middle for k in fwd.get(p, [])
+                    if int(e["consumer"][k]) in inside)
         # every write of the first product and the middle ops (they end in the probabilities)
-        a = x.acc
-        wm = np.isin(a["record"], [b1] + middle) & (a["write"] == 1)
-        saved += int(a["nbytes"][wm].sum())
+        saved += int(x.written[[b1] + middle].sum())
         before = float(np.nansum(x.t_min[members]))
         flops = float(x.c["flops"][[b1, b2]].sum())
         peak = float(x.c["peak"][b1])
@@ -197,7 +208,7 @@ def _rule_sdpa(x: _Ctx):
     before = sum(f[2] for f in found)
     after = sum(f[3] for f in found)
     members = sorted(i for f in found for i in f[0])
-    scores = int(x.acc["nbytes"][(x.acc["record"] == found[0][4]) & (x.acc["write"] == 1)].sum())
+    scores = int(x.written[found[0][4]])
     ev = {"instances": len(found), "score_bytes": scores, "saved_bytes": saved_b, "t_before_s": before,
           "t_after_s": after, "first_product": str(x.names[found[0][4]]), "softmax": str(x.names[found[0][5]])}
     if x.sig(found[0][4]):
@@ -400,19 +411,18 @@ def _rule_dropout(x: _Ctx):
     a, e = x.acc, x.edges
     mask_bytes, reread = 0, 0
     for i in idx:
-        w = (a["record"] == i) & (a["write"] == 1)
+        w = [j for j in x.rows(int(i)).tolist() if a["write"][j] == 1]
         if _is(x.names[i], "native_dropout"):
-            if w.sum() < 2:
+            if len(w) < 2:
                 continue
-            j = np.nonzero(w)[0][np.argmin(a["nbytes"][w])]  # the mask: one byte per element, the smaller output
+            j = min(w, key=lambda k: int(a["nbytes"][k]))  # the mask: one byte per element, the smaller output
+        elif w:
+            j = w[0]
         else:
-            if not w.any():
-                continue
-            j = np.nonzero(w)[0][0]
+            continue
         st = a["storage"][j]
         mask_bytes += int(a["nbytes"][j])
-        sel = (e["producer"] == i) & (e["storage"] == st)
-        reread += int(e["nbytes"][sel].sum())
+        reread += sum(int(e["nbytes"][k]) for k in x.fwd.get(int(i), []) if e["storage"][k] == st)
     saved = mask_bytes + reread
     if not saved:
         return []
