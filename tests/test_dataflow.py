@@ -322,3 +322,18 @@ def test_summary_says_when_an_analysis_fails(monkeypatch):
     text = str(chain().report())
     assert "hints unavailable: RuntimeError: rule failed" in text
     assert "fusion opportunities: 1 chain could" in text
+
+
+def test_projection_onto_a_gpu_models_its_l2():
+    r = chain().report()
+    p = r.project("H100 SXM")
+    ca = p.cache_analysis()
+    assert ca["levels"] == ["L2", "DRAM"] and ca["capacities"][0] == 50 * 2 ** 20
+    # everything after the first touch of x and W stays in a 50 MiB L2; the datasheet lists no L2 bandwidth, so
+    # those bytes are timed at DRAM's and the cache-aware time equals the DRAM-only one
+    comp = (r.records["bytes_read"] + r.records["bytes_written"]).astype(float)
+    # first touches come from DRAM: x and W (the mm), the bias, the LayerNorm weight and bias
+    assert ca["dram_bytes"].sum() == ACT + W + VEC + 2 * VEC
+    np.testing.assert_allclose(ca["l2_bytes"] + ca["dram_bytes"], comp)
+    np.testing.assert_allclose(ca["t_min"], p.classification()["t_min"])
+    assert [f.records for f in p.fusion_opportunities()] == [[0, 1, 2, 3, 4, 5]]
