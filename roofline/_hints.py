@@ -264,7 +264,8 @@ def _rule_matmul_precision(x: _Ctx):
           "float32_matrix_peak": p32, f"{dt}_matrix_peak": value, "t_before_s": float(np.nansum(x.t_min[idx])),
           "t_after_s": float(np.nansum(x.t_min[idx])) - saved}
     msg = (f"{len(idx)} float32 matrix products ({compute} compute-bound) run at the float32 peak "
-           f"{fmt(p32, 'FLOP/s')}; this device's {dt} matrix peak is {fmt(value, 'FLOP/s')}: {how}")
+           f"{fmt(p32, 'FLOP/s')} (the recorder cannot see whether TF32 is already allowed); this device's {dt} "
+           f"matrix peak is {fmt(value, 'FLOP/s')}: {how}")
     return [Hint("matmul_precision", msg, saved, saved_b, ev, idx.tolist(), x.ops(idx), x.modules(idx))]
 
 
