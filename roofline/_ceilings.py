@@ -478,7 +478,8 @@ def ceilings(
     about 2-3 s on a small CPU; ``quick=False`` sweeps more sizes with more repeats, and a quick cached result is
     then re-measured. A measurement that looks made under contention (other processes took the CPUs, a cache level
     slower than the next, a peak far from a quick re-check: ``info["contention"]`` says which) is returned with a
-    ``RuntimeWarning`` naming why and is not cached.
+    ``RuntimeWarning`` naming why and is not cached on disk; this process reuses it (still flagged) until
+    ``refresh=True``.
     ``progress`` receives short status lines while measuring.
     """
     if not isinstance(refresh, bool):
@@ -497,12 +498,23 @@ def ceilings(
         cached = _load_cache(path, fingerprint, need_thorough=not quick)
         if cached is not None:
             return cached
+        busy = _BUSY_RESULTS.get(path)
+        if busy is not None and (quick or not busy.quick):
+            return busy  # flagged, warned about once when measured; re-measuring on every report costs seconds
     if progress is not None:
         progress(f"measuring the CPU ceilings ({'quick' if quick else 'thorough'}): {info.get('model')}")
     result = _measure_cpu(quick=quick, progress=progress, info=info)
-    if not result.info.get("busy"):
+    if result.info.get("busy"):
+        _BUSY_RESULTS[path] = result
+    else:
+        _BUSY_RESULTS.pop(path, None)
         _store_cache(path, result)
     return result
+
+
+# Ceilings measured under contention are not written to disk; they are kept for this process (keyed by cache path),
+# so that each report classified afterwards does not re-measure for seconds. refresh=True measures again.
+_BUSY_RESULTS: dict = {}
 
 
 def cache_dir() -> str:

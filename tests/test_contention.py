@@ -154,6 +154,32 @@ def test_a_recheck_far_below_is_warned_about_and_not_cached(tmp_path, monkeypatc
     assert c.info["contention"] == [] and len(glob.glob(str(tmp_path / "*.json"))) == 1
 
 
+def test_a_contended_result_is_reused_in_this_process_only(tmp_path, monkeypatch):
+    """Not on disk, but not re-measured for every report either: the flagged result is kept for the process until
+    refresh=True, which measures again (and caches a plausible result)."""
+    monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ceilings_mod, "_cpu_info", lambda: dict(STUB_INFO))
+    stub = _StubCore()  # the growing sweep: an implausible hierarchy
+    monkeypatch.setattr(ceilings_mod, "_core", stub)
+    with pytest.warns(RuntimeWarning, match="implausible hierarchy"):
+        first = ceilings("cpu", refresh=True)
+    calls = stub.fma_calls
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        again = ceilings("cpu")
+    assert again is first and stub.fma_calls == calls and again.info["busy"]
+    assert glob.glob(str(tmp_path / "*.json")) == []
+
+    class Flat(_StubCore):
+        def cpu_bandwidth_sweep(self, sizes, kernels, threads, repeats, **kwargs):
+            return np.full((len(kernels), len(sizes)), 10 * G), {"pinned": True, "cpu_share": 0.99}
+
+    monkeypatch.setattr(ceilings_mod, "_core", Flat())
+    fresh = ceilings("cpu", refresh=True)
+    assert fresh is not first and not fresh.info["busy"] and len(glob.glob(str(tmp_path / "*.json"))) == 1
+    assert ceilings("cpu").info["busy"] is False  # from the file now
+
+
 def test_a_cached_file_marked_busy_is_not_used(tmp_path, monkeypatch):
     monkeypatch.setenv("ROOFLINE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(ceilings_mod, "_cpu_info", lambda: dict(STUB_INFO))
