@@ -262,7 +262,13 @@ class Report(DerivedCounts):
         """This run's ops on another device: each op's time is estimated as ``max(FLOPs / peak of its unit and
         dtype, bytes / bandwidth)`` from ``target`` (a device name from :mod:`roofline.devices`, or a
         ``Ceilings``), and a report of the same shape is returned whose times are those estimates (its wall time
-        is their sum: ops run back to back)."""
+        is their sum: ops run back to back).
+
+        The projected report's ``meta["assumed"]`` says what the projection takes from the counted run, and its
+        summary prints it: ``attention`` (the kernel the counts are those of: the backend chosen with
+        ``measure(..., attention=...)``, or what ran; ``"math"`` means the full score matrix), ``matrix_dtypes``
+        (share of the matrix FLOPs per dtype: the target's peak for each dtype is used) and ``no_peak`` (``"op
+        (dtype)"`` -> calls for ops whose unit and dtype have no peak on the target; also warned about)."""
         from roofline import devices
         from roofline._ceilings import Ceilings
 
@@ -274,10 +280,12 @@ class Report(DerivedCounts):
             raise TypeError(f"project: target must be a device name or a Ceilings, got {type(target).__name__}")
         meta = dict(self.meta, projected_to=label, ceilings_source="datasheet" if isinstance(target, str) else "best")
         t_min = _classify(self.records, ceil, meta["ceilings_source"])[0]["t_min"]
-        if np.isnan(t_min).any():
-            missing = sorted({self._ops[i].name for i in self.records["op"][np.isnan(t_min)].tolist()})
-            warnings.warn(f"roofline: {label} has no ceiling for some ops ({missing[:5]}...); they are left out of "
-                          "the projected time", stacklevel=2)
+        from roofline import _assumptions  # what the projection assumes: attention kernel, dtypes, ops without a peak
+
+        meta["assumed"] = _assumptions.describe(self, np.isnan(t_min))
+        if meta["assumed"]["no_peak"]:
+            warnings.warn(f"roofline: {label} has no ceiling for these ops (op (dtype) x calls): "
+                          f"{meta['assumed']['no_peak']}; they are left out of the projected time", stacklevel=2)
         t = np.where(np.isnan(t_min), 0.0, t_min)
         ends = np.cumsum(t)
         records = self.records.copy()
