@@ -54,22 +54,70 @@ def matrix_dtypes(report) -> dict[str, float]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def no_peak(report, missing: np.ndarray) -> dict[str, int]:
-    """``"op (dtype)"`` -> calls, for the records flagged in ``missing`` (a boolean mask: no ceiling on the
-    target for the record's unit and dtype)."""
+def no_peak(report, ceilings, source: str) -> dict[str, str]:
+    """Ops whose unit and dtype have no peak of their own dtype on ``ceilings``: ``"op (dtype)"`` -> what happened
+    to them (``"N calls: judged against the <unit>/<dtype> peak"``, or left out of the projected time when nothing
+    matches). A matrix product judged against the vector peak of its own dtype is not listed: that is the
+    documented rule for products on the vector units, not a missing dtype."""
+    from roofline._ceilings import CeilingNotAvailable
+    from roofline._classification import FLOAT_DTYPES
+
     rec = report.records
     names = report.op_names
-    out: dict[str, int] = {}
-    for op, code in zip(rec["op"][missing].tolist(), rec["dtype"][missing].tolist()):
-        key = f"{names[op]} ({DTYPE_NAMES.get(code, str(code))})"
-        out[key] = out.get(key, 0) + 1
+    verdict: dict[tuple[str, str], str | None] = {}
+    out: dict[str, list] = {}
+    flops = (rec["matrix_flops"] > 0) | (rec["vector_flops"] > 0)  # an op without FLOPs needs no peak
+    for op, code, mf in zip(rec["op"][flops].tolist(), rec["dtype"][flops].tolist(),
+                            (rec["matrix_flops"][flops] > 0).tolist()):
+        unit, dt = ("matrix" if mf else "vector"), DTYPE_NAMES.get(code, str(code))
+        if unit == "vector" and dt in _LOW_VECTOR:
+            continue  # the documented fallback of low-precision element-wise work: see vector_fallback()
+        if (unit, dt) not in verdict:
+            asked = dt if dt in FLOAT_DTYPES else "float32"
+            try:
+                choice = ceilings.resolve_peak(unit, asked, source)
+                verdict[(unit, dt)] = (None if choice.dtype == dt else
+                                       f"judged against the {choice.unit}/{choice.dtype} peak")
+            except (CeilingNotAvailable, ValueError):
+                verdict[(unit, dt)] = "no peak: left out of the projected time"
+        v = verdict[(unit, dt)]
+        if v is not None:
+            key = f"{names[op]} ({dt})"
+            out.setdefault(key, [0, v])[0] += 1
+    return {k: f"{n} call{'s' if n != 1 else ''}: {v}" for k, (n, v) in out.items()}
+
+
+_LOW_VECTOR = ("bfloat16", "float16")
+
+
+def vector_fallback(report, ceilings, source: str) -> dict[str, str]:
+    """Low-precision dtypes of element-wise work (with FLOPs) judged against another dtype's vector peak, e.g. on
+    a GPU whose datasheet lists no bfloat16 non-tensor rate: dtype -> what was used (a lower bound on the rate)."""
+    from roofline._ceilings import CeilingNotAvailable
+
+    rec = report.records
+    mask = (rec["matrix_flops"] == 0) & (rec["vector_flops"] > 0)
+    out = {}
+    for code in np.unique(rec["dtype"][mask]).tolist():
+        dt = DTYPE_NAMES.get(code, str(code))
+        if dt not in _LOW_VECTOR:
+            continue
+        try:
+            choice = ceilings.resolve_peak("vector", dt, source)
+        except (CeilingNotAvailable, ValueError):
+            out[dt] = "no peak: left out of the projected time"
+            continue
+        if choice.dtype != dt:
+            out[dt] = f"judged against the {choice.unit}/{choice.dtype} peak (a lower bound on the rate)"
     return out
 
 
-def describe(report, missing: np.ndarray) -> dict:
-    """The ``meta["assumed"]`` of a projection: ``attention``, ``matrix_dtypes`` and ``no_peak``."""
+def describe(report, ceilings, source: str) -> dict:
+    """The ``meta["assumed"]`` of a projection onto ``ceilings``: ``attention``, ``matrix_dtypes`` and
+    ``no_peak`` (per op), and ``vector_fallback`` (per dtype, element-wise work)."""
     return {"attention": attention(report), "matrix_dtypes": matrix_dtypes(report),
-            "no_peak": no_peak(report, missing)}
+            "no_peak": no_peak(report, ceilings, source),
+            "vector_fallback": vector_fallback(report, ceilings, source)}
 
 
 def line(assumed: dict, target: str) -> list[str]:
@@ -77,6 +125,9 @@ def line(assumed: dict, target: str) -> list[str]:
     dt = ", ".join(f"{k} {v:.0%}" for k, v in assumed.get("matrix_dtypes", {}).items()) or "none"
     out = [f"  assumed: attention {assumed.get('attention', '?')}; matrix FLOPs in {dt}"]
     if assumed.get("no_peak"):
-        items = ", ".join(f"{k} x{v}" for k, v in assumed["no_peak"].items())
-        out.append(f"  no peak on {target} for: {items} (left out of the projected time)")
+        items = "; ".join(f"{k} {v}" for k, v in assumed["no_peak"].items())
+        out.append(f"  no peak of their dtype on {target}: {items}")
+    if assumed.get("vector_fallback"):
+        items = "; ".join(f"{k} {v}" for k, v in assumed["vector_fallback"].items())
+        out.append(f"  element-wise work in {items}")
     return out

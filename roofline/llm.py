@@ -403,7 +403,10 @@ def predict_decode(config, batch: int, context_len: int, device="H100 SXM", dtyp
     from roofline import devices
 
     spec = devices.get(device) if isinstance(device, str) else device
-    peak = spec.peak("matrix", dtype)
+    try:
+        peak = spec.peak("matrix", dtype)
+    except KeyError:
+        peak = None
     if not peak:
         raise ValueError(f"{spec.name} has no matrix peak for {dtype}: choose another dtype")
     bw = spec.memory_bandwidth

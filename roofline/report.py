@@ -268,7 +268,8 @@ class Report(DerivedCounts):
         summary prints it: ``attention`` (the kernel the counts are those of: the backend chosen with
         ``measure(..., attention=...)``, or what ran; ``"math"`` means the full score matrix), ``matrix_dtypes``
         (share of the matrix FLOPs per dtype: the target's peak for each dtype is used) and ``no_peak`` (``"op
-        (dtype)"`` -> calls for ops whose unit and dtype have no peak on the target; also warned about)."""
+        (dtype)"`` -> calls and what they were judged against, for ops whose dtype has no peak on the target;
+        also warned about)."""
         from roofline import devices
         from roofline._ceilings import Ceilings
 
@@ -282,10 +283,10 @@ class Report(DerivedCounts):
         t_min = _classify(self.records, ceil, meta["ceilings_source"])[0]["t_min"]
         from roofline import _assumptions  # what the projection assumes: attention kernel, dtypes, ops without a peak
 
-        meta["assumed"] = _assumptions.describe(self, np.isnan(t_min))
+        meta["assumed"] = _assumptions.describe(self, ceil, meta["ceilings_source"])
         if meta["assumed"]["no_peak"]:
-            warnings.warn(f"roofline: {label} has no ceiling for these ops (op (dtype) x calls): "
-                          f"{meta['assumed']['no_peak']}; they are left out of the projected time", stacklevel=2)
+            warnings.warn(f"roofline: {label} has no peak for the dtype of these ops: {meta['assumed']['no_peak']}",
+                          stacklevel=2)
         t = np.where(np.isnan(t_min), 0.0, t_min)
         ends = np.cumsum(t)
         records = self.records.copy()
