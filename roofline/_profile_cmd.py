@@ -56,7 +56,7 @@ def add_profile(subparsers: argparse._SubParsersAction, func) -> None:
                    "(default flash); elsewhere the kernel that runs is counted")
     p.add_argument("--warmup", type=int, default=1, help="steps run uncounted first (default 1: optimizer state "
                    "creation and lazy initialisation stay out of the measured step); 0 measures the first step")
-    p.add_argument("--repeat", type=int, default=3, help="measured steps; the report is the median step (default "
+    p.add_argument("--repeat", type=int, default=None, help="measured steps; the report is the median step (default "
                    "3; 1 on meta, where nothing is timed)")
     p.add_argument("--decode", action="store_true", help="language models: measure one decode step (one new token "
                    "per sequence) against a KV cache of --kv-len tokens, and print tokens/s and bytes per token "
@@ -269,13 +269,13 @@ def plan(args: argparse.Namespace) -> Plan:
         check_output("--json", args.json)
     source, builder = resolve_model(args.model)
     p = Plan(model=args.model, source=source, builder=builder, device=device, dtype=dtype, autocast=autocast,
-             attention=args.attention, warmup=args.warmup, repeat=args.repeat,
+             attention=args.attention, warmup=args.warmup, repeat=3 if args.repeat is None else args.repeat,
              timing=None if args.timing == "none" else args.timing)
     if device == "meta":
         p.timing = None  # nothing runs on meta: only counts
-        if p.repeat != 1:
-            p.repeat = 1
-            p.notes.append("nothing is timed on meta, so one measured step")
+        if p.repeat != 1 and args.repeat is not None:
+            p.notes.append(f"--repeat {p.repeat} ignored: nothing is timed on meta")
+        p.repeat = 1
         if p.attention is None:
             p.attention = META_DEFAULTS["attention"]
             p.notes.append(f"attention counted as {p.attention} (--attention to change)")
@@ -464,7 +464,8 @@ def decode_summary(r, projected, model, batch: int, kv_len: int, dtype: str) -> 
             continue
         bw = float(rep.classification()["bw"][0]) if len(rep.records) else float("nan")
         roof = batch * bw / r.bytes if r.bytes else float("nan")
-        line = f"  {label}: DRAM {fmt(bw, 'B/s')}; bandwidth roof {roof:,.1f} tokens/s"
+        line = (f"  {label}: DRAM {fmt(bw, 'B/s')}; bandwidth roof {roof:,.1f} tokens/s at the counted bytes "
+                f"({batch * bw / ideal:,.1f} at the ideal bytes)")
         if rep.wall_time:
             line += f"; step {rep.wall_time * 1e3:.3f} ms = {batch / rep.wall_time:,.1f} tokens/s " \
                     f"({batch / rep.wall_time / roof:.0%} of the roof)"

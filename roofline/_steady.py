@@ -167,4 +167,5 @@ class SteadyReport(Report):
         return line
 
     def summary(self, top: int = 10) -> str:
+        """:meth:`steady_line`, then the report's summary (:meth:`roofline.Report.summary`)."""
         return self.steady_line() + "\n" + super().summary(top)

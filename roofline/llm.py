@@ -30,7 +30,7 @@ Conventions (the same as roofline's; see docs/concepts.md):
   instead of four, i.e. 3.5 x forward for attention: pass ``recompute_attention=True`` to count that.
 
 **Projections** (:func:`count_step`, :func:`predict_decode`) assume what a GPU training or serving stack runs:
-:data:`PROJECTION_DEFAULTS`, bfloat16 with the flash attention kernel (causal, ``S(S+1)/2`` pairs; grouped-query
+``PROJECTION_DEFAULTS = {"dtype": "bfloat16", "attention": "flash"}``: bfloat16 with the flash attention kernel (causal, ``S(S+1)/2`` pairs; grouped-query
 attention as the query heads' work). Both are arguments, and both say what they assumed.
 """
 
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 __all__ = [
     "DecoderConfig", "CrossCheck", "param_count", "matmul_param_count", "forward_flops", "training_flops",
     "attention_flops", "decode_step_bytes", "decode_step_flops", "kv_cache_bytes", "tokens_per_second",
-    "cross_check", "predict_decode", "count_step", "PROJECTION_DEFAULTS", "prefill", "repeat_cache", "decode_step", "time_step", "step_utilization",
+    "cross_check", "predict_decode", "count_step", "prefill", "repeat_cache", "decode_step", "time_step", "step_utilization",
 ]
 
 _ATTENTION = ("causal", "full")
@@ -396,7 +396,7 @@ def predict_decode(config, batch: int, context_len: int, device="H100 SXM", dtyp
     least ``max(flops / peak, bytes / bandwidth)``. Returns ``{"flops", "bytes", "intensity", "ridge",
     "step_time", "tokens_per_second", "bound", "assumed"}`` (``bound``: "memory" below the ridge, else "compute";
     ``assumed``: the dtype, device and attention kernel the prediction is for). ``dtype`` defaults to
-    bfloat16 (:data:`PROJECTION_DEFAULTS`); a dtype the device has no matrix peak for raises ValueError. Vector work
+    bfloat16 (``PROJECTION_DEFAULTS``); a dtype the device has no matrix peak for raises ValueError. Vector work
     (norms, activations) and the cache copy of an implementation that concatenates are left out: real steps are
     slower.
     """

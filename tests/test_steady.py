@@ -2,6 +2,7 @@
 llm.count_step, what a projection says it assumed)."""
 
 import statistics
+import sys
 import warnings
 
 import numpy as np
@@ -327,3 +328,34 @@ def test_predict_decode_states_what_it_assumed():
     assert "fused" in d["assumed"]["attention"]
     with pytest.raises(ValueError, match="no matrix peak"):
         llm.predict_decode(cfg, 1, 4096, dtype="int64")
+
+
+def test_readme_quickstart_pattern_reports_a_step_without_optimizer_state_creation(monkeypatch):
+    """The README's Python quickstart, run as written up to the profile call, with torchvision's ResNet-18 swapped
+    for a small convolutional net (same input, same AdamW step) to keep the test short."""
+    import pathlib
+    import re
+    import types
+
+    text = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "roofline.profile(" in b)
+    head = block[:block.index("\n", block.index("roofline.profile("))]
+    assert "warmup=1" in head and "opt.step()" in head
+
+    def small():
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 7, stride=8), torch.nn.Flatten(),
+                                   torch.nn.Linear(4 * 28 * 28, 10))
+
+    monkeypatch.setitem(sys.modules, "torchvision", types.SimpleNamespace(models=types.SimpleNamespace(
+        resnet18=small)))
+    ns = {}
+    exec(compile(head, "README.md", "exec"), ns)
+    r = ns["r"]
+    assert isinstance(r, roofline.SteadyReport) and r.meta["steady"] == dict(r.meta["steady"], warmup=1, repeat=3)
+    assert _state_init_ops(r) == {}
+    assert r.by_phase()["optimizer"]["flops"] > 0
+    # the same pattern without the warm-up measures AdamW's state creation: the check above can fail
+    model, opt, step = ns["model"], ns["opt"], ns["step"]
+    opt.state.clear()
+    r0 = roofline.profile(step, model, warmup=0, repeat=1, timing=None)
+    assert _state_init_ops(r0)["aten.zeros_like.default"] == 2 * len(list(model.parameters()))
