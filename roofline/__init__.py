@@ -14,8 +14,8 @@ from roofline._steady import SteadyReport, profile
 __version__ = "0.1.0"
 
 from roofline import devices  # noqa: E402  (datasheet table, standard library only)
-__all__ = ["measure", "profile", "SteadyReport", "cost", "Cost", "TensorSpec", "Report", "register", "unregister", "load", "ceilings",
-           "Ceilings", "Ceiling", "CeilingNotAvailable", "devices", "__version__"]
+__all__ = ["measure", "profile", "SteadyReport", "cost", "Cost", "TensorSpec", "Report", "register", "unregister",
+           "load", "ceilings", "Ceilings", "Ceiling", "CeilingNotAvailable", "devices", "__version__"]
 
 
 def measure(model=None, *, timing="model", ceilings="measured", attention=None):

@@ -29,9 +29,10 @@ Conventions (the same as roofline's; see docs/concepts.md):
   backward kernels (flash, memory-efficient, the CPU fused kernel) recompute the scores, five products per pair
   instead of four, i.e. 3.5 x forward for attention: pass ``recompute_attention=True`` to count that.
 
-**Projections** (:func:`count_step`, :func:`predict_decode`) assume what a GPU training or serving stack runs:
-``PROJECTION_DEFAULTS = {"dtype": "bfloat16", "attention": "flash"}``: bfloat16 with the flash attention kernel (causal, ``S(S+1)/2`` pairs; grouped-query
-attention as the query heads' work). Both are arguments, and both say what they assumed.
+**Projections** (:func:`count_step`, :func:`predict_decode`) assume what a GPU training or serving stack runs,
+``PROJECTION_DEFAULTS = {"dtype": "bfloat16", "attention": "flash"}``: bfloat16 with the flash attention kernel
+(causal, ``S(S+1)/2`` pairs; grouped-query attention as the query heads' work). Both are arguments, and both say
+what they assumed.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from dataclasses import dataclass
 __all__ = [
     "DecoderConfig", "CrossCheck", "param_count", "matmul_param_count", "forward_flops", "training_flops",
     "attention_flops", "decode_step_bytes", "decode_step_flops", "kv_cache_bytes", "tokens_per_second",
-    "cross_check", "predict_decode", "count_step", "prefill", "repeat_cache", "decode_step", "time_step", "step_utilization",
+    "cross_check", "predict_decode", "count_step", "prefill", "repeat_cache", "decode_step", "time_step",
+    "step_utilization",
 ]
 
 _ATTENTION = ("causal", "full")
