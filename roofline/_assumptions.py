@@ -87,6 +87,20 @@ def no_peak(report, ceilings, source: str) -> dict[str, str]:
     return {k: f"{n} call{'s' if n != 1 else ''}: {v}" for k, (n, v) in out.items()}
 
 
+def no_peak_share(report, no_peak_ops: dict) -> float:
+    """Share of the report's FLOPs in the records :func:`no_peak` lists (0.0 when none)."""
+    if not no_peak_ops:
+        return 0.0
+    rec = report.records
+    names = report.op_names
+    keys = set(no_peak_ops)
+    flops = rec["matrix_flops"].astype(np.float64) + rec["vector_flops"].astype(np.float64)
+    total = float(flops.sum())
+    mine = sum(float(f) for op, code, f in zip(rec["op"].tolist(), rec["dtype"].tolist(), flops.tolist())
+               if f and f"{names[op]} ({DTYPE_NAMES.get(code, str(code))})" in keys)
+    return mine / total if total else 0.0
+
+
 _LOW_VECTOR = ("bfloat16", "float16")
 
 
@@ -114,9 +128,11 @@ def vector_fallback(report, ceilings, source: str) -> dict[str, str]:
 
 def describe(report, ceilings, source: str) -> dict:
     """The ``meta["assumed"]`` of a projection onto ``ceilings``: ``attention``, ``matrix_dtypes`` and
-    ``no_peak`` (per op), and ``vector_fallback`` (per dtype, element-wise work)."""
+    ``no_peak`` (per op) with ``no_peak_flop_share`` (their share of the FLOPs), and ``vector_fallback`` (per dtype,
+    element-wise work)."""
+    missing = no_peak(report, ceilings, source)
     return {"attention": attention(report), "matrix_dtypes": matrix_dtypes(report),
-            "no_peak": no_peak(report, ceilings, source),
+            "no_peak": missing, "no_peak_flop_share": no_peak_share(report, missing),
             "vector_fallback": vector_fallback(report, ceilings, source)}
 
 

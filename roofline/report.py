@@ -269,7 +269,7 @@ class Report(DerivedCounts):
         ``measure(..., attention=...)``, or what ran; ``"math"`` means the full score matrix), ``matrix_dtypes``
         (share of the matrix FLOPs per dtype: the target's peak for each dtype is used) and ``no_peak`` (``"op
         (dtype)"`` -> calls and what they were judged against, for ops whose dtype has no peak on the target;
-        also warned about)."""
+        warned about when they hold 0.1% of the FLOPs or more)."""
         from roofline import devices
         from roofline._ceilings import Ceilings
 
@@ -284,7 +284,7 @@ class Report(DerivedCounts):
         from roofline import _assumptions  # what the projection assumes: attention kernel, dtypes, ops without a peak
 
         meta["assumed"] = _assumptions.describe(self, ceil, meta["ceilings_source"])
-        if meta["assumed"]["no_peak"]:
+        if meta["assumed"]["no_peak_flop_share"] >= 1e-3:  # always in the summary; warned when it weighs
             warnings.warn(f"roofline: {label} has no peak for the dtype of these ops: {meta['assumed']['no_peak']}",
                           stacklevel=2)
         t = np.where(np.isnan(t_min), 0.0, t_min)
