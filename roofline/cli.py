@@ -108,7 +108,7 @@ def _cmd_ceilings(args: argparse.Namespace) -> int:
 # ---- profile ----
 # options, checks (all made before anything runs) and the run itself: roofline/_profile_cmd.py
 
-BUILTIN_MODELS = ("resnet50", "vit_b_16", "gpt2", "llama")
+from roofline._profile_cmd import BUILTIN_MODELS  # noqa: E402,F401  (the built-in model names)
 
 
 def _add_profile(subparsers: argparse._SubParsersAction) -> None:

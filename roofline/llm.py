@@ -20,9 +20,9 @@ Conventions (the same as roofline's; see docs/concepts.md):
   forward, with ``heads`` the *query* heads (grouped-query attention shares K/V heads, not the work) and ``pairs``
   the (query, key) pairs a sequence computes: ``S(S+1)/2`` with ``attention="causal"`` (a fused kernel skips the
   masked half), ``S^2`` with ``attention="full"``. Use ``"full"`` wherever attention runs on the *math* backend,
-  which computes the whole ``S x S`` score matrix and applies the causal mask afterwards: always on the meta
-  device (``scaled_dot_product_attention`` has no fused kernel there), and for models that pass an explicit mask
-  (GPT-2 in transformers) on every device. roofline counts the work the kernel does, so the helper must be told
+  which computes the whole ``S x S`` score matrix and applies the causal mask afterwards: on the meta device
+  unless ``measure(..., attention="flash")`` (or ``"efficient"``) chooses a fused kernel to count
+  (``scaled_dot_product_attention`` has none there), and for models that pass an explicit mask on every device. roofline counts the work the kernel does, so the helper must be told
   which kernel ran.
 * **Training** is forward + backward: the backward pass of a product computes two products of the same size
   (input and weight gradients), so training = 3 x forward, ``6PT`` for the matmul parameters. Fused attention
