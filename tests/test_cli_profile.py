@@ -89,8 +89,9 @@ def test_gpt2_train_measured_step_has_no_optimizer_state_creation(tmp_path, caps
     # and the same run without the warm-up has them: the check can fail
     rc, out, err = _run(["profile", "gpt2", "--train", "--device", "meta", "--seq", "32", "--warmup", "0",
                          "--json", str(js)], capsys)
-    assert rc == 0 and roofline.load(js).by_op()["aten.zeros_like.default"]["calls"] == 2 * len(opt) or True
-    assert "aten.zeros_like.default" in roofline.load(js).by_op()
+    assert rc == 0
+    # AdamW creates exp_avg and exp_avg_sq for each of GPT-2's 148 parameter tensors (the LM head is tied)
+    assert roofline.load(js).by_op()["aten.zeros_like.default"]["calls"] == 2 * 148
     assert "aten._foreach_add_.Scalar" in opt or "aten.add_.Tensor" in opt or "aten.addcdiv_.default" in opt
 
 
