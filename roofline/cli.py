@@ -51,7 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"roofline: warning: {message}", file=file or sys.stderr)
+    text = str(message)
+    text = text[len("roofline: "):] if text.startswith("roofline: ") else text  # one prefix, not two
+    print(f"roofline: warning: {text}", file=file or sys.stderr)
 
 
 # ---- ceilings ----
