@@ -89,6 +89,10 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     ph = r.by_phase()
     if ph:
         lines.append("  phases  " + ", ".join(f"{k} {fmt(v['flops'])}FLOP" for k, v in ph.items()))
+    if r.meta.get("assumed") and r.meta.get("projected_to"):
+        from roofline._assumptions import line as _assumed_lines
+
+        lines.extend(_assumed_lines(r.meta["assumed"], r.meta["projected_to"]))
     c = r.ceilings
     if c is not None and len(r.records):
         t = r.totals()

@@ -338,7 +338,14 @@ class Report(DerivedCounts):
         """This run's ops on another device: each op's time is estimated as ``max(FLOPs / peak of its unit and
         dtype, bytes / bandwidth)`` from ``target`` (a device name from :mod:`roofline.devices`, or a
         ``Ceilings``), and a report of the same shape is returned whose times are those estimates (its wall time
-        is their sum: ops run back to back)."""
+        is their sum: ops run back to back).
+
+        The projected report's ``meta["assumed"]`` says what the projection takes from the counted run, and its
+        summary prints it: ``attention`` (the kernel the counts are those of: the backend chosen with
+        ``measure(..., attention=...)``, or what ran; ``"math"`` means the full score matrix), ``matrix_dtypes``
+        (share of the matrix FLOPs per dtype: the target's peak for each dtype is used) and ``no_peak`` (``"op
+        (dtype)"`` -> calls and what they were judged against, for ops whose dtype has no peak on the target;
+        warned about when they hold 0.1% of the FLOPs or more)."""
         from roofline import devices
         from roofline._ceilings import Ceilings
 
@@ -350,10 +357,12 @@ class Report(DerivedCounts):
             raise TypeError(f"project: target must be a device name or a Ceilings, got {type(target).__name__}")
         meta = dict(self.meta, projected_to=label, ceilings_source="datasheet" if isinstance(target, str) else "best")
         t_min = _classify(self.records, ceil, meta["ceilings_source"])[0]["t_min"]
-        if np.isnan(t_min).any():
-            missing = sorted({self._ops[i].name for i in self.records["op"][np.isnan(t_min)].tolist()})
-            warnings.warn(f"roofline: {label} has no ceiling for some ops ({missing[:5]}...); they are left out of "
-                          "the projected time", stacklevel=2)
+        from roofline import _assumptions  # what the projection assumes: attention kernel, dtypes, ops without a peak
+
+        meta["assumed"] = _assumptions.describe(self, ceil, meta["ceilings_source"])
+        if meta["assumed"]["no_peak_flop_share"] >= 1e-3:  # always in the summary; warned when it weighs
+            warnings.warn(f"roofline: {label} has no peak for the dtype of these ops: {meta['assumed']['no_peak']}",
+                          stacklevel=2)
         t = np.where(np.isnan(t_min), 0.0, t_min)
         ends = np.cumsum(t)
         records = self.records.copy()
