@@ -98,12 +98,13 @@ class _Measure:
 
             self._mode = _sdpa.mode(self._attention)
             self._mode.__enter__()
+        report = Report._pending_block()  # before the clock starts: its load reading is not in the wall time
         try:
             session.enter()  # on failure it releases whatever it had installed
         except BaseException:
             self._pop_mode()
             raise
-        self._session, self._report = session, Report._pending_block()
+        self._session, self._report = session, report
         return self._report
 
     def __exit__(self, exc_type, exc, tb):
