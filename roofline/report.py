@@ -217,7 +217,8 @@ class Report(DerivedCounts):
         return _render.short(self)
 
     def _repr_html_(self):
-        return _render.to_html(self)
+        self._classifier.resolve(self.meta)
+        return _render.to_html(self, ceilings_note=self._classifier.note)
 
     # ---- export -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -279,9 +280,9 @@ class Report(DerivedCounts):
             warnings.warn(f"roofline: {label} has no ceiling for some ops ({missing[:5]}...); they are left out of "
                           "the projected time", stacklevel=2)
         t = np.where(np.isnan(t_min), 0.0, t_min)
-        ends = np.cumsum(t)
+        starts, ends = _back_to_back(t)
         records = self.records.copy()
-        records["t_start"] = ends - t
+        records["t_start"] = starts
         records["t_end"] = ends
         wall_time = float(ends[-1]) if len(ends) else 0.0
         # the projected report resolves `ceil` with meta["ceilings_source"] when first used
@@ -293,6 +294,29 @@ class Report(DerivedCounts):
         from roofline.plot import plot_report
 
         return plot_report(self, path=path, ax=ax, by=by, top=top, **kwargs)
+
+
+def _back_to_back(t):
+    """``(starts, ends)`` of intervals laid end to end whose durations ``ends - starts`` (what the classification
+    takes) are never shorter than ``t``. A plain cumulative sum rounds: ``ends - starts`` can come out an ulp of
+    the running total below ``t``, far above the classification's tolerance for a short op after a long run, which
+    would show a projected op above its own roof. When that happens the ends are laid one by one, each moved up by
+    an ulp where its duration came out short."""
+    t = np.asarray(t, dtype=np.float64)
+    ends = np.cumsum(t)
+    starts = np.concatenate(([0.0], ends[:-1]))
+    if not ((ends - starts) < t).any():
+        return starts, ends
+    out = []
+    e = 0.0
+    for ti in t.tolist():
+        n = e + ti
+        while n - e < ti:
+            n = math.nextafter(n, math.inf)
+        out.append(n)
+        e = n
+    ends = np.array(out)
+    return np.concatenate(([0.0], ends[:-1])), ends
 
 
 class Comparison:
