@@ -63,10 +63,11 @@ LEGEND = {
 }
 
 
-def legend_text() -> str:
-    """The one-line legend under a text table."""
-    return ("! = achieved above its ceiling (ceiling too low or op too short to time); % roof = roofline time / "
-            "measured time; bound: compute, memory, bandwidth (no FLOPs), mixed (neither holds 80%)")
+def legend_text(flagged: bool = True) -> str:
+    """The one-line legend under a text table (the ``!`` part when a row is flagged)."""
+    return (("! = achieved above its ceiling (ceiling too low or op too short to time); " if flagged else "")
+            + "% roof = roofline time / measured time; bound: compute, memory, bandwidth (no FLOPs), mixed "
+              "(neither holds 80%)")
 
 
 # ---- the module tree ---------------------------------------------------------------------------------------------
@@ -246,7 +247,7 @@ def table(report, by: str = "op", depth: int | None = None, top: int | None = 15
         lines.append(_row_cells(dict(r, projected=projected), w, n, timed))
         flagged |= bool(r["above_ceiling"]) and not projected
     if flagged or timed:
-        lines.append(legend_text())
+        lines.append(legend_text(flagged))
     return "\n".join(lines)
 
 

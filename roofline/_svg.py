@@ -25,6 +25,16 @@ def short_op(name: str) -> str:
     return n[:-8] if n.endswith(".default") else n
 
 
+def point_label(name: str, by: str) -> str:
+    """The label of a chart point: the short op name, or a module's last two name components (``blocks.0``)."""
+    if by == "module":
+        return ".".join(name.split(".")[-2:]) if name.count(".") >= 2 else name.rsplit(".", 1)[-1]
+    if by == "op_shape":
+        op, _, shapes = name.partition(" [")
+        return short_op(op) + (" [" + shapes if shapes else "")
+    return short_op(name)
+
+
 # ---- label placement ---------------------------------------------------------------------------------------------
 def place_labels(points, labels, font_px: float, bounds, pad: float = 2.0) -> dict:
     """Positions for point labels that overlap neither each other nor any point, inside ``bounds``.
@@ -233,7 +243,7 @@ def roofline_svg(report, by: str = "op", depth: int | None = None, top: int = 10
                    f'stroke-width="0.6" class="rl-point"><title>{e(tooltip(report, name, row, mask, by))}'
                    '</title></circle>')
     order = np.argsort(-tt, kind="stable")[:top].tolist()
-    names = [short_op(p[0]) if by != "module" else p[0].rsplit(".", 1)[-1] for p in pts]
+    names = [point_label(p[0], by) for p in pts]
     placed = place_labels(px, [(i, names[i]) for i in order], 10.0, (ml, mt, ml + pw, mt + ph))
     for i, (x, y, _box) in placed.items():
         out.append(f'<text x="{x:.1f}" y="{y:.1f}" font-size="10" class="rl-label">{e(names[i])}</text>')

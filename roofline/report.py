@@ -289,11 +289,21 @@ class Report(DerivedCounts):
         return Report(records, self._ops, self.module_sets, wall_time, meta, ceilings=ceil)
 
     # ---- plotting -------------------------------------------------------------------------------------------
-    def plot(self, path=None, ax=None, by: str = "op", top: int = 8, **kwargs):
+    def plot(self, path=None, ax=None, by: str = "op", top: int = 8, depth: int | None = None, **kwargs):
         """Draw the roofline chart (matplotlib): see :func:`roofline.plot.plot_report`."""
         from roofline.plot import plot_report
 
-        return plot_report(self, path=path, ax=ax, by=by, top=top, **kwargs)
+        return plot_report(self, path=path, ax=ax, by=by, top=top, depth=depth, **kwargs)
+
+    def roofline_chart(self, by: str = "op", depth: int | None = None, top: int = 10):
+        """The roofline chart as self-contained SVG for a notebook (no matplotlib, no JavaScript): hovering a
+        point shows its op (or module), the modules it ran in, input shapes (when recorded), dtypes, FLOPs, bytes,
+        time and % of roof. ``by``: "op", "op_shape" or "module" (one level of the module tree, ``depth`` deep).
+        Returns a chart object that a notebook renders; its ``svg`` is the markup and ``save(path)`` writes an
+        ``.svg`` or ``.html`` file."""
+        from roofline import _svg
+
+        return _svg.Chart(_svg.roofline_svg(self, by=by, depth=depth, top=top))
 
 
 def _back_to_back(t):
