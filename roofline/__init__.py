@@ -100,7 +100,8 @@ class _Measure:
                                     "datasheet" if isinstance(ceilings, str) else "best")}
         report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
-                         overhead=_torch.instrumentation_overhead(timing) if timing is not None else None)
+                         overhead=_torch.instrumentation_overhead(timing) if timing is not None else None,
+                         **dict(zip(("signatures", "accesses"), session.captured())))
         return False
 
 

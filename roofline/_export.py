@@ -21,7 +21,7 @@ import numpy as np
 
 from roofline import _core
 from roofline._classification import BOUNDS
-from roofline._records import DTYPE_NAMES, PHASES, RECORD_DTYPE
+from roofline._records import ACCESS_DTYPE, DTYPE_NAMES, PHASES, RECORD_DTYPE, records_from_bytes
 from roofline._rollup import OpInfo, times
 
 SCHEMA_VERSION = 1
@@ -187,12 +187,14 @@ def read_document(d):
         raw = base64.b64decode(d["records"], validate=True)
     except (binascii.Error, ValueError) as e:
         _bad("records", f"is not base64 ({e})")
-    if len(raw) % RECORD_DTYPE.itemsize:
-        _bad("records", f"is truncated ({len(raw)} bytes, not a multiple of the {RECORD_DTYPE.itemsize}-byte record)")
-    records = np.frombuffer(raw, dtype=RECORD_DTYPE).copy()
     n = d["n_records"]
-    if not _is_int(n) or n != len(records):
-        _bad("n_records", f"is {n!r}: the record count does not match the {len(records)} records in the block")
+    records = records_from_bytes(raw, n) if _is_int(n) and n >= 0 else None
+    if records is None:  # the current layout, or the one saved before records had `sig`
+        if len(raw) % RECORD_DTYPE.itemsize:
+            _bad("records", f"is truncated ({len(raw)} bytes, not a multiple of the {RECORD_DTYPE.itemsize}-byte "
+                 "record)")
+        _bad("n_records", f"is {n!r}: the record count does not match the {len(raw) // RECORD_DTYPE.itemsize} "
+             "records in the block")
     _check_records(records, len(ops), len(module_sets))
     # scalars and small objects
     wall_time = _time(d.get("wall_time"), "wall_time")
@@ -230,6 +232,45 @@ def read_document(d):
         except ValueError as e:
             _bad("ceilings", f"are malformed: {e}")
     return records, ops, module_sets, wall_time, meta, dict(overhead), ceil, source
+
+
+def capture_document(signatures, accesses) -> dict:
+    """The document keys of a report's capture: ``signatures`` (list of str) and ``accesses`` (base64 of the
+    ``ACCESS_DTYPE`` rows) with ``n_accesses``."""
+    return {"signatures": list(signatures), "accesses": base64.b64encode(accesses.tobytes()).decode("ascii"),
+            "n_accesses": int(len(accesses))}
+
+
+def read_capture(d, records):
+    """``(signatures, accesses)`` of a document, checked against its records; both empty in documents written
+    before they existed. ValueError naming the first wrong field."""
+    signatures = _list_of_str(d.get("signatures", []), "signatures")
+    if len(records) and signatures:
+        bad = np.flatnonzero(records["sig"] >= len(signatures))
+        if len(bad):
+            i = int(bad[0])
+            _bad(f"records[{i}].sig", f"is {records['sig'][i]}, but the report lists {len(signatures)} signatures")
+    elif len(records) and records["sig"].any():
+        i = int(np.flatnonzero(records["sig"])[0])
+        _bad(f"records[{i}].sig", f"is {records['sig'][i]}, but the report lists no signatures")
+    text = d.get("accesses", "")
+    if not isinstance(text, str):
+        _bad("accesses", f"must be a base64 str, not {_type(text)}")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as e:
+        _bad("accesses", f"is not base64 ({e})")
+    n = d.get("n_accesses", 0)
+    if not _is_int(n) or n < 0 or len(raw) != n * ACCESS_DTYPE.itemsize:
+        _bad("n_accesses", f"is {n!r}: the block holds {len(raw)} bytes of {ACCESS_DTYPE.itemsize}-byte rows")
+    accesses = np.frombuffer(raw, dtype=ACCESS_DTYPE).copy()
+    if n:
+        bad = np.flatnonzero((accesses["record"] >= len(records)) | (accesses["write"] > 1))
+        if len(bad):
+            i = int(bad[0])
+            _bad(f"accesses[{i}]", f"is {accesses[i]!r}: its record is not one of the {len(records)} records or "
+                 "its write flag is not 0 or 1")
+    return signatures, accesses
 
 
 def _check_records(records, n_ops: int, n_module_sets: int):

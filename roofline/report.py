@@ -11,6 +11,7 @@ from roofline import _export, _render, _rollup
 from roofline._classification import BOUNDS, Classifier  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
 from roofline._classification import classify as _classify
 from roofline._records import DTYPE_NAMES, RECORD_DTYPE  # noqa: F401  (RECORD_DTYPE: the records' layout)
+from roofline._records import ACCESS_DTYPE  # the dataflow rows' layout
 from roofline._records import DerivedCounts
 from roofline._rollup import OpInfo  # noqa: F401  (the op table's entries, built by roofline._torch)
 from roofline._rollup import peak_time as _peak_time  # noqa: F401  (roofline.llm uses the same rule)
@@ -37,7 +38,7 @@ class Report(DerivedCounts):
     call; also readable as ``records["compat_flops"]``, its earlier name), ``t_start``, ``t_end``, ``op`` (index
     into :attr:`op_names`), ``module`` (index into :attr:`module_sets`), ``phase`` (0 forward, 1 backward, 2
     optimizer), ``dtype`` (code, see :attr:`dtype_names`), ``status`` (0, or why the row's counts are missing),
-    ``kind``, ``seq``).
+    ``kind``, ``seq``, ``sig`` (index into :attr:`signatures`)).
 
     Bytes are compulsory traffic (each input read once, each output written once, no reuse across ops): a lower
     bound on memory traffic, not a measurement.
@@ -48,18 +49,30 @@ class Report(DerivedCounts):
     package version, ceilings source, ``projected_to`` for a projection) and ``overhead`` (the per-op cost of the
     instrumentation, seconds: ``counting_per_op_s`` and, with ``timing="op"``, ``timing_per_op_s``).
 
+    Captured per call: ``signatures`` (list of str, indexed by ``records["sig"]``: the dtypes and shapes of the
+    call's tensor arguments in argument order, e.g. ``"f32[8,3,224,224], f32[64,3,7,7]"``, a tensor list in
+    brackets; ``signatures[0]`` is ``""``, a call without tensor arguments) and ``accesses`` (the dataflow: a NumPy
+    structured array of ``ACCESS_DTYPE``, fields ``record`` (row of ``records``), ``storage`` (id of a storage
+    block: views of one storage share it; an id may be reused once its storage is freed), ``nbytes`` (bytes of the
+    storage the call's views cover, as counted in ``bytes_read`` / ``bytes_written``) and ``write`` (0 read, 1
+    written); one row per call, storage and direction, in call order; an op updating its input in place has a read
+    and a write row). Both are empty in reports saved before they existed.
+
     A report is built by :func:`roofline.measure` (or :func:`roofline.load`, :meth:`project`); constructing one
     by hand is not part of the API.
     """
 
-    def __init__(self, records, ops, module_sets, wall_time=None, meta=None, ceilings=None, overhead=None):
+    def __init__(self, records, ops, module_sets, wall_time=None, meta=None, ceilings=None, overhead=None,
+                 signatures=None, accesses=None):
         # records and tables; ceilings: what measure was given ("measured", "datasheet", a device name, a
         # Ceilings) or None, resolved on first use
         self._pending = False
-        self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead)
+        self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead, signatures, accesses)
 
-    def _set(self, records, ops, module_sets, wall_time, meta, ceilings, overhead):
+    def _set(self, records, ops, module_sets, wall_time, meta, ceilings, overhead, signatures=None, accesses=None):
         self.records = np.asarray(records, dtype=RECORD_DTYPE)
+        self.signatures = list(signatures or [])
+        self.accesses = np.asarray(accesses if accesses is not None else [], dtype=ACCESS_DTYPE)
         self._ops = list(ops)
         self.module_sets = [tuple(m) for m in module_sets]
         self.wall_time = wall_time
@@ -74,12 +87,13 @@ class Report(DerivedCounts):
         r._pending = True
         return r
 
-    def _complete(self, records, ops, module_sets, *, wall_time, meta, ceilings, overhead):
+    def _complete(self, records, ops, module_sets, *, wall_time, meta, ceilings, overhead, signatures=None,
+                  accesses=None):
         """Fill a report made by :meth:`_pending_block` with the block's records (once)."""
         if not self._pending:
             raise RuntimeError("this report is not waiting for a measure block's records")
         self._pending = False
-        self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead)
+        self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead, signatures, accesses)
 
     # ---- tables ---------------------------------------------------------------------------------------------------
     @property
@@ -225,8 +239,10 @@ class Report(DerivedCounts):
         """A JSON-compatible dict of everything in the report (records as base64 of their raw bytes); inverse of
         :meth:`from_dict`. Resolves the ceilings first, so they are saved with the counts."""
         c = self.ceilings
-        return _export.document(self.records, self._ops, self.module_sets, self.wall_time, self.meta,
-                                self.overhead, c, self._classifier.source)
+        doc = _export.document(self.records, self._ops, self.module_sets, self.wall_time, self.meta,
+                               self.overhead, c, self._classifier.source)
+        doc.update(_export.capture_document(self.signatures, self.accesses))
+        return doc
 
     def to_json(self, path=None, indent: int | None = None) -> str:
         """Everything (records bit for bit, op and module tables, ceilings, metadata) as JSON; written to ``path``
@@ -239,8 +255,10 @@ class Report(DerivedCounts):
         anything is built: ValueError naming the first field that is wrong (another schema, a corrupt record block,
         a record whose op, module, phase, dtype or status is out of range, a field of the wrong type)."""
         records, ops, module_sets, wall_time, meta, overhead, ceil, source = _export.read_document(d)
+        signatures, accesses = _export.read_capture(d, records)
         meta["ceilings_source"] = source
-        return cls(records, ops, module_sets, wall_time, meta, ceilings=ceil, overhead=overhead)
+        return cls(records, ops, module_sets, wall_time, meta, ceilings=ceil, overhead=overhead,
+                   signatures=signatures, accesses=accesses)
 
     def to_dataframe(self):
         """A pandas DataFrame with one row per op call (needs pandas). Columns: ``op``, ``module`` (innermost),
@@ -286,7 +304,8 @@ class Report(DerivedCounts):
         records["t_end"] = ends
         wall_time = float(ends[-1]) if len(ends) else 0.0
         # the projected report resolves `ceil` with meta["ceilings_source"] when first used
-        return Report(records, self._ops, self.module_sets, wall_time, meta, ceilings=ceil)
+        return Report(records, self._ops, self.module_sets, wall_time, meta, ceilings=ceil,
+                      signatures=self.signatures, accesses=self.accesses)
 
     # ---- plotting -------------------------------------------------------------------------------------------
     def plot(self, path=None, ax=None, by: str = "op", top: int = 8, depth: int | None = None, **kwargs):
