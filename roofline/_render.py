@@ -159,7 +159,7 @@ def module_level(report, depth: int | None = None, phase: str | None = None) -> 
 
 def has_signatures(report) -> bool:
     """Whether the report's records carry shape signatures (``records["sig"]`` into ``report.signatures``)."""
-    return getattr(report, "signatures", None) is not None and "sig" in (report.records.dtype.names or ())
+    return bool(getattr(report, "signatures", None)) and "sig" in (report.records.dtype.names or ())
 
 
 def op_groups(report, by: str = "op", phase: str | None = None) -> dict:
@@ -185,7 +185,7 @@ def op_groups(report, by: str = "op", phase: str | None = None) -> dict:
         for k in np.unique(key[sel]).tolist():
             op, sig = k >> 32, k & 0xFFFFFFFF
             text = sigs[sig] if sig < len(sigs) else "?"
-            groups[f"{names[op]} [{text}]"] = sel & (key == k)
+            groups[f"{names[op]} [{text}]" if text else names[op]] = sel & (key == k)
     else:
         raise ValueError(f"by must be 'op' or 'op_shape', got {by!r}")
     rows = {n: (_rollup.roofline_row(records, m, c), m) for n, m in groups.items()}

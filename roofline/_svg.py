@@ -114,9 +114,9 @@ def tooltip(report, name, row, mask, by) -> str:
         top = [m for m, _ in mods.most_common(3)]
         lines.append("module: " + ", ".join(top) + (f" (+{len(mods) - 3} more)" if len(mods) > 3 else ""))
     sigs = getattr(report, "signatures", None)
-    if sigs is not None and "sig" in (rec.dtype.names or ()) and by != "op_shape":
+    if _render.has_signatures(report) and by != "op_shape":
         cnt = Counter(rec["sig"].tolist())
-        shown = [sigs[s] for s, _ in cnt.most_common(2) if s < len(sigs)]
+        shown = [sigs[s] or "(no tensor inputs)" for s, _ in cnt.most_common(2) if s < len(sigs)]
         if shown:
             lines.append("shapes: " + " | ".join(shown) + (f" (+{len(cnt) - 2} more)" if len(cnt) > 2 else ""))
     dts = sorted({DTYPE_NAMES.get(d, "unknown") for d in rec["dtype"].tolist()})

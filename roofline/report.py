@@ -191,15 +191,20 @@ class Report(DerivedCounts):
 
     # ---- grouped analysis ------------------------------------------------------------------------------------
     def analysis(self, by: str = "op", depth: int | None = None, phase: str | None = None) -> dict[str, dict]:
-        """Roofline roll-up per op name (``by="op"``) or per module (``by="module"``, with ``depth``), most time
-        first (roofline time when untimed): each row has calls, flops, bytes, intensity, t_min (seconds on the
-        roofline), time (measured, NaN when untimed), achieved_flops, achieved_bytes, efficiency (t_min / time:
+        """Roofline roll-up per op name (``by="op"``), per op and input shapes (``by="op_shape"``, keyed
+        ``"aten.mm.default [f32[8,64], f32[64,16]]"``, as GEMM tables are read) or per module (``by="module"``,
+        with ``depth``), most time first (roofline time when untimed): each row has calls, flops, bytes,
+        intensity, t_min (seconds on the roofline), time (measured, NaN when untimed), achieved_flops, achieved_bytes, efficiency (t_min / time:
         the fraction of the attainable rate reached), mfu, mbu, bound ("compute", "memory", "bandwidth" for ops
         with no FLOPs, "none" for ops that move nothing, "mixed" when neither bound holds 80% of the group's
         roofline time, or "?" without ceilings), compute_share (share of roofline time in compute-bound calls) and
         above_ceiling (calls whose achieved rate exceeds its ceiling). A group's mfu is the time its calls' FLOPs
         would take at their own peaks over their measured time; its mbu is bytes / (measured time x DRAM
         bandwidth)."""
+        if by == "op_shape":  # per op and input-shape signature (reports that recorded signatures)
+            if depth is not None:
+                raise ValueError("depth applies to by='module' only, not by='op_shape'")
+            return {name: row for name, (row, _) in _render.op_groups(self, "op_shape", phase).items()}
         c = self.classification()
         return _rollup.roofline_by(self.records, self._ops, self.module_sets, c, by, depth, phase)
 
@@ -215,7 +220,11 @@ class Report(DerivedCounts):
 
     # ---- display ----------------------------------------------------------------------------------------------
     def table(self, by: str = "op", depth: int | None = None, top: int | None = 15, phase: str | None = None) -> str:
-        """A text table of :meth:`analysis` (``top`` rows, None for all)."""
+        """A text table of :meth:`analysis` (``top`` rows, None for all), with units and a legend. ``by="op"``,
+        ``"op_shape"`` (one row per op and input shapes), or ``"module"``: the module tree depth first, children
+        indented under their parent most time first, containers such as a ``ModuleList`` as rows of their own (so
+        ``depth`` counts every level of the model), and the whole run as a first row only when ops ran outside
+        every module."""
         return _render.table(self, by, depth, top, phase)
 
     def summary(self, top: int = 10) -> str:

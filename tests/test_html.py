@@ -177,6 +177,32 @@ def test_module_table_is_a_tree_with_containers_and_no_repeated_root():
     assert sum(ln.startswith("(whole run)") for ln in lines) == 1
 
 
+def test_op_shape_table_tells_two_products_apart():
+    rows = [(0, 2, 0, 2 * 8 * 64 * 64, 0, 4 * (8 * 64 + 64 * 64), 4 * 8 * 64, 1e-5),   # mm 8x64 @ 64x64
+            (0, 4, 0, 2 * 8 * 64 * 10, 0, 4 * (8 * 64 + 64 * 10), 4 * 8 * 10, 2e-6),   # mm 8x64 @ 64x10
+            (0, 3, 0, 2 * 8 * 64 * 64, 0, 4 * (8 * 64 + 64 * 64), 4 * 8 * 64, 1e-5),   # the first shape again
+            (2, 3, 0, 0, 0, 0, 0, 1e-7)]                                               # a view, no tensor list
+    rec = _records(rows)
+    rec["sig"] = [1, 2, 1, 0]
+    sigs = ["", "f32[8,64], f32[64,64]", "f32[8,64], f32[64,10]"]
+    r = Report(rec, OPS, SETS, wall_time=1e-3, meta={"timing": "op", "devices": ["cpu"]}, ceilings=_ceil(),
+               signatures=sigs)
+    a = r.analysis("op_shape")
+    assert list(a)[:2] == ["aten.mm.default [f32[8,64], f32[64,64]]", "aten.mm.default [f32[8,64], f32[64,10]]"]
+    assert a["aten.mm.default [f32[8,64], f32[64,64]]"]["calls"] == 2
+    assert a["aten.mm.default [f32[8,64], f32[64,64]]"]["flops"] == 2 * 2 * 8 * 64 * 64
+    assert "aten.view.default" in a  # no tensor signature: the op name alone
+    out = r.table("op_shape").splitlines()
+    assert out[1].startswith("aten.mm.default [f32[8,64], f32[64,64]]") and out[1].split()[3] == "2"
+    back = roofline.load(r.to_json())
+    assert back.analysis("op_shape") == a
+    tip = re.findall(r"<title>(aten\.mm\.default \(3 calls\).*?)</title>", r.roofline_chart().svg, flags=re.S)
+    assert "shapes: f32[8,64], f32[64,64] | f32[8,64], f32[64,10]" in tip[0]
+    old = Report(_records(rows), OPS, SETS, wall_time=1e-3, meta={}, ceilings=_ceil())
+    with pytest.raises(ValueError, match="needs shape signatures"):
+        old.table("op_shape")
+
+
 # ---- charts -----------------------------------------------------------------------------------------------------
 
 def _crowded():
