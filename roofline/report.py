@@ -258,6 +258,14 @@ class Report(DerivedCounts):
         when given. :func:`roofline.load` reads it back."""
         return _export.to_json(self.to_dict(), path, indent)
 
+    def to_chrome_trace(self, path=None) -> str:
+        """The run as a trace for Perfetto (ui.perfetto.dev) or chrome://tracing: phases, module runs and one slice
+        per timed op call nested on one track, each op's FLOPs, bytes, intensity, bound, roofline time and % of
+        roof in its args, and counter tracks of the achieved FLOP/s and bandwidth. JSON text (Trace Event Format),
+        written to ``path`` when given. Needs per-op times (``timing="op"``, or a projected report): ValueError
+        otherwise."""
+        return _export.to_chrome_trace(self, path)
+
     @classmethod
     def from_dict(cls, d: dict) -> "Report":
         """Rebuild a report from :meth:`to_dict`. The whole document is checked against its schema version before
