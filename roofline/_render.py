@@ -271,6 +271,8 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     else:
         head = f", {dur(r.wall_time)} wall" if r.wall_time is not None else ""
     lines = [f"roofline report: {len(r.records)} op calls" + head]
+    if r.meta.get("contention"):
+        lines.append(f"  measured under contention: {'; '.join(map(str, r.meta['contention']))}: timings are low")
     lines.append(f"  FLOPs   {fmt(r.total_flops)} (matrix {fmt(r.matrix_flops)}, vector "
                  f"{fmt(r.vector_flops)}; special functions {fmt(r.special_ops)})")
     lines.append(f"  bytes   {fmt(r.bytes, 'B')} compulsory (read {fmt(r.bytes_read, 'B')}, written "
@@ -449,9 +451,9 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
                     + (f" + {o['timing_per_op_s'] * 1e6:.2f} us/op timing" if o.get("timing_per_op_s") else "")
                     + f" (~{dur(est)} of the wall time)"))
     cont = r.meta.get("contention")
-    if cont:
-        out.append(("contention", cont if isinstance(cont, str) else ", ".join(f"{k}: {v}" for k, v in
-                                                                             dict(cont).items())))
+    if cont:  # reasons the block counts as measured under contention
+        out.append(("contention", "measured under contention: "
+                    + (cont if isinstance(cont, str) else "; ".join(map(str, cont))) + ": timings are low"))
     if r.unknown_ops:
         out.append(("no formula", ", ".join(f"{k} ({v})" for k, v in r.unknown_ops.items())
                     + ": FLOPs not counted"))

@@ -108,6 +108,9 @@ def test_notebook_html_of_a_measured_a_projected_and_a_loaded_report():
     assert "projected onto H100 SXM" in proj and "projected time" in _text(proj)
     assert "projected onto" not in views["measured"]._repr_html_()
     assert "projected onto" not in views["loaded"]._repr_html_()
+    busy = _report()
+    busy.meta["contention"] = ["other processes kept 90% of the CPU time busy"]
+    assert "measured under contention: other processes kept 90% of the CPU time busy" in _text(busy._repr_html_())
 
 
 def test_notebook_html_without_ceilings_shows_counts():
