@@ -488,6 +488,7 @@ def to_html(report, ceilings_note: str = "", top: int = 15, chart: bool = True) 
     has_ceil = r.ceilings is not None
     use_measured = r.timed  # projected reports carry their estimates as times
     tlabel = _time_label(r)
+    roots, whole = module_tree(r)
     if use_measured or has_ceil:
         from roofline import _rollup
 
@@ -500,7 +501,6 @@ def to_html(report, ceilings_note: str = "", top: int = 15, chart: bool = True) 
                            f"{name}: {fmt(row['flops'], 'FLOP')}, {fmt(row['bytes'], 'B')}"))
         total = sum(p[1] for p in phases)
         out.append(_bars(phases, total, f"{tlabel} by phase"))
-        roots, whole = module_tree(r)
         level = roots[0].children if len(roots) == 1 and roots[0].children else roots
         mods = [(n.name, _node_time(n.row, use_measured), _BOUND_COLORS.get(n.row["bound"], "#7f8c8d"),
                  f"{n.name}: {fmt(n.row['flops'], 'FLOP')}, {fmt(n.row['bytes'], 'B')}, {n.row['bound']}-bound")
@@ -540,7 +540,6 @@ def to_html(report, ceilings_note: str = "", top: int = 15, chart: bool = True) 
             out.append(f'<tr><td class="l">{_e(name)}</td><td>{t["calls"]}</td><td>{fmt(t["flops"], "FLOP")}</td>'
                        f'<td>{fmt(t["bytes"], "B")}</td><td>{t["intensity"]:.2f}</td></tr>')
         out.append("</table>")
-    roots, whole = module_tree(r)
     if roots:
         head = (f'<span class="rl-node" {_grid(1)}><span class="l"><b>module</b></span><span><b>calls</b></span>'
                 f'<span><b>FLOPs</b></span><span><b>bytes</b></span><span><b>{_e(tlabel)}</b></span>'
