@@ -211,7 +211,7 @@ def _row_cells(r, w, name, timed):
 
 def table(report, by: str = "op", depth: int | None = None, top: int | None = 15, phase: str | None = None) -> str:
     """The text table of :meth:`roofline.Report.table`. ``by="module"`` is the module tree, depth first (each
-    module's children most time first, indented under it; containers such as a ``ModuleList`` are rows of their
+    module's children most time first, indented under it, by their full names; containers such as a ``ModuleList`` are rows of their
     own, so ``depth`` counts every level of the model); the whole run is a row only when ops ran outside every
     module."""
     projected = bool(report.meta.get("projected_to"))
@@ -222,7 +222,7 @@ def table(report, by: str = "op", depth: int | None = None, top: int | None = 15
             rows.append(("(whole run)", whole))
         for root in roots:
             for n in root.walk(depth):
-                rows.append(("  " * (n.depth - 1) + n.label, n.row))
+                rows.append(("  " * (n.depth - 1) + n.name, n.row))
     elif by == "op":
         rows = list(report.analysis(by, depth, phase).items())
     elif by == "op_shape":

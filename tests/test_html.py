@@ -165,13 +165,13 @@ def test_module_table_is_a_tree_with_containers_and_no_repeated_root():
     lines = r.table(by="module", top=None).splitlines()
     names = [ln.split()[0] for ln in lines[1:-1]]
     # Net first; its children most time first: head (100 us) before blocks (53.1 us); blocks.1 (50.1 us) before 0
-    assert names == ["Net", "head", "blocks", "1", "0"]
-    assert lines[1].startswith("Net ") and lines[2].startswith("  head") and lines[4].startswith("    1")
+    assert names == ["Net", "Net.head", "Net.blocks", "Net.blocks.1", "Net.blocks.0"]
+    assert lines[1].startswith("Net ") and lines[2].startswith("  Net.head") and lines[4].startswith("    Net.blocks.1")
     assert "Global" not in "\n".join(lines) and "(whole run)" not in "\n".join(lines)
     # depth counts every level of the model: the ModuleList is level 2, so depth=2 shows it, not only the head
     two = [ln.split()[0] for ln in r.table(by="module", depth=2).splitlines()[1:-1]]
-    assert two == ["Net", "head", "blocks"]
-    blocks = next(ln for ln in lines if ln.split()[0] == "blocks")
+    assert two == ["Net", "Net.head", "Net.blocks"]
+    blocks = next(ln for ln in lines if ln.split()[0] == "Net.blocks")
     assert blocks.split()[1] == "4"  # its two blocks' calls: 2 + 2
     # ops outside every module: the whole run becomes the first row, once
     rows = ROWS + [(1, 0, 0, 0, 8, 32, 32, 1e-6)]
@@ -288,7 +288,8 @@ def test_plot_as_a_cells_last_line_draws_once(tmp_path, monkeypatch):
         "display_name": "Python 3 (tests)", "language": "python"}))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     here = os.path.dirname(os.path.abspath(__file__))
-    setup = (f"import sys; sys.path.insert(0, {here!r})\n"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(roofline.__file__)))  # the roofline the tests import
+    setup = (f"import sys; sys.path[:0] = [{here!r}, {root!r}]\n"
              "import test_html as t\n"
              "r = t._report()\n")
     cells = [setup, "r.plot()", "r.plot();", "fig = r.plot()\nfig.axes[0].set_title('mine')\nfig", "r"]
