@@ -111,15 +111,17 @@ def test_wheel_from_the_sdist_installs_into_a_fresh_venv_and_counts(sdist, tmp_p
     assert ".text" in sections  # the parser read the real table
     assert [s for s in sections if s.startswith((".debug", ".zdebug"))] == []
 
+    # the environment of a user's shell: no PYTHONPATH pointing into a checkout
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=TIMEOUT)
     py = venv / "bin" / "python"
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+                          capture_output=True, text=True, check=True, timeout=60, env=env).stdout.strip()
     deps = [p for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]} if p != site]
     (Path(site) / "zz_parent_site.pth").write_text("\n".join(deps) + "\n")  # after the venv's own packages
     res = subprocess.run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", "--disable-pip-version-check",
-                          str(wheel)], capture_output=True, text=True, timeout=TIMEOUT)
+                          str(wheel)], capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
 
     check = (
@@ -137,6 +139,7 @@ def test_wheel_from_the_sdist_installs_into_a_fresh_venv_and_counts(sdist, tmp_p
         "assert r.matrix_flops == 2 * 64 * 32 * 16, r.matrix_flops\n"
         "print('measured', r.matrix_flops)\n"
     )
-    res = subprocess.run([str(py), "-c", check], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT)
+    res = subprocess.run([str(py), "-c", check], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT,
+                         env=env)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert res.stdout.strip() in ("no torch", f"measured {2 * 64 * 32 * 16}")
