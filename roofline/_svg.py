@@ -287,3 +287,51 @@ class Chart:
         with open(p, "w", encoding="utf-8") as f:
             f.write(text)
         return p
+
+
+def roofline_plotly(report, by: str = "op", depth: int | None = None):
+    """The roofline chart as a plotly Figure (plotly is optional: ImportError naming it without): log axes, the
+    roofs and bandwidth lines, and one marker per point whose hover text is the tooltip of :func:`tooltip`."""
+    try:
+        import plotly.graph_objects as go
+    except ImportError:
+        raise ImportError("roofline_chart(backend='plotly') needs plotly: pip install plotly") from None
+    from roofline import _render
+
+    if report.ceilings is None:
+        raise ValueError("this report has no ceilings to draw (counted on meta?): chart r.project('<device>')")
+    timed = report.timed or bool(report.meta.get("projected_to"))
+    pts = [p for p in chart_points(report, by, depth) if math.isfinite(point_y(p[1], timed))]
+    peaks, levels = roofs(report)
+    xs = [p[1]["intensity"] for p in pts] or [1.0]
+    top_peak = max((p[2] for p in peaks), default=1e12)
+    x_lo = min(min(xs) / 4, 0.05)
+    x_hi = max(max(xs) * 4, max((top_peak / bw for _, bw in levels), default=1.0) * 4)
+    fig = go.Figure()
+    for lvl, bw in levels:
+        x_end = top_peak / bw
+        fig.add_trace(go.Scatter(x=[x_lo, x_end], y=[bw * x_lo, bw * x_end], mode="lines",
+                                 name=f"{lvl} {_render.fmt(bw, 'B/s')}",
+                                 line={"color": "#888", "dash": "solid" if lvl == "DRAM" else "dot"}))
+    for u, dt, peak in peaks:
+        fig.add_trace(go.Scatter(x=[x_lo, x_hi], y=[peak, peak], mode="lines",
+                                 name=f"peak {u}/{dt}: {_render.fmt(peak, 'FLOP/s')}",
+                                 line={"color": "#444", "dash": "solid" if u == "matrix" else "dash"}))
+    tt = np.array([(p[1]["time"] if timed and math.isfinite(p[1]["time"]) else p[1]["t_min"]) for p in pts])
+    tt = np.where(np.isfinite(tt), tt, 0.0)
+    share = tt / tt.sum() if len(tt) and tt.sum() > 0 else np.full(len(pts), 1.0 / max(len(pts), 1))
+    for bound in ("compute", "memory", "bandwidth", "mixed", "?", "none"):
+        sel = [i for i, p in enumerate(pts) if p[1]["bound"] == bound]
+        if not sel:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[pts[i][1]["intensity"] for i in sel], y=[point_y(pts[i][1], timed) for i in sel], mode="markers",
+            name=f"{bound}-bound", marker={"color": COLORS.get(bound, "#7f8c8d"), "opacity": 0.75,
+                                          "size": [6 + 40 * math.sqrt(share[i]) for i in sel],
+                                          "line": {"width": 0.5, "color": "#222"}},
+            hovertext=[tooltip(report, *pts[i], by).replace("\n", "<br>") for i in sel], hoverinfo="text"))
+    where = report.meta.get("projected_to") or f"{report.ceilings.name} ({report.ceilings_source})"
+    fig.update_layout(title=f"roofline on {where}", template="plotly_white",
+                      xaxis={"type": "log", "title": "arithmetic intensity (FLOP / compulsory byte)"},
+                      yaxis={"type": "log", "title": "FLOP/s " + ("achieved" if timed else "attainable")})
+    return fig

@@ -331,14 +331,19 @@ class Report(DerivedCounts):
 
         return plot_report(self, path=path, ax=ax, by=by, top=top, depth=depth, **kwargs)
 
-    def roofline_chart(self, by: str = "op", depth: int | None = None, top: int = 10):
+    def roofline_chart(self, by: str = "op", depth: int | None = None, top: int = 10, backend: str = "svg"):
         """The roofline chart as self-contained SVG for a notebook (no matplotlib, no JavaScript): hovering a
         point shows its op (or module), the modules it ran in, input shapes (when recorded), dtypes, FLOPs, bytes,
         time and % of roof. ``by``: "op", "op_shape" or "module" (one level of the module tree, ``depth`` deep).
         Returns a chart object that a notebook renders; its ``svg`` is the markup and ``save(path)`` writes an
-        ``.svg`` or ``.html`` file."""
+        ``.svg`` or ``.html`` file. ``backend="plotly"`` returns a plotly Figure instead (zoom, pan, the same hover
+        text; needs plotly)."""
         from roofline import _svg
 
+        if backend == "plotly":
+            return _svg.roofline_plotly(self, by=by, depth=depth)
+        if backend != "svg":
+            raise ValueError(f"backend must be 'svg' or 'plotly', got {backend!r}")
         return _svg.Chart(_svg.roofline_svg(self, by=by, depth=depth, top=top))
 
 

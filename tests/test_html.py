@@ -274,6 +274,19 @@ def test_interactive_chart_has_a_tooltip_per_point(tmp_path):
     assert mods.count('class="rl-point"') == 3
 
 
+def test_plotly_chart_has_the_same_hover_text():
+    pytest.importorskip("plotly")
+    r = _report()
+    fig = r.roofline_chart(backend="plotly")
+    markers = [t for t in fig.data if t.mode == "markers"]
+    hover = [h for t in markers for h in t.hovertext]
+    assert len(hover) == 2 and any(h.startswith("aten.mm.default (3 calls)<br>module: Net.head") for h in hover)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert "peak matrix/float32: 100.00 GFLOP/s" in [t.name for t in fig.data]
+    with pytest.raises(ValueError, match="backend must be 'svg' or 'plotly'"):
+        r.roofline_chart(backend="bokeh")
+
+
 # ---- a notebook draws a chart once -------------------------------------------------------------------------------
 
 def test_plot_as_a_cells_last_line_draws_once(tmp_path, monkeypatch):
