@@ -271,7 +271,7 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     else:
         head = f", {dur(r.wall_time)} wall" if r.wall_time is not None else ""
     lines = [f"roofline report: {len(r.records)} op calls" + head]
-    if r.meta.get("contention"):
+    if r.meta.get("contention") and not projected:  # a projection's times were not measured
         lines.append(f"  measured under contention: {'; '.join(map(str, r.meta['contention']))}: timings are low")
     lines.append(f"  FLOPs   {fmt(r.total_flops)} (matrix {fmt(r.matrix_flops)}, vector "
                  f"{fmt(r.vector_flops)}; special functions {fmt(r.special_ops)})")
@@ -281,6 +281,10 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     ph = r.by_phase()
     if ph:
         lines.append("  phases  " + ", ".join(f"{k} {fmt(v['flops'], 'FLOP')}" for k, v in ph.items()))
+    if r.meta.get("assumed") and r.meta.get("projected_to"):
+        from roofline._assumptions import line as _assumed_lines
+
+        lines.extend(_assumed_lines(r.meta["assumed"], r.meta["projected_to"]))
     c = r.ceilings
     if c is not None and len(r.records):
         t = r.totals()
@@ -294,7 +298,7 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
             est = o["counting_per_op_s"] * len(r.records) + o.get("timing_per_op_s", 0) * len(r.records)
             lines.append(f"  instrumentation: ~{o['counting_per_op_s'] * 1e6:.1f} us/op counting"
                          + (f" + {o['timing_per_op_s'] * 1e6:.2f} us/op timing" if o.get("timing_per_op_s")
-                            else "") + f" (~{est * 1e3:.1f} ms of the wall time)")
+                            else "") + f" (~{dur(est)} of the wall time)")
     elif ceilings_note:
         lines.append(f"  {ceilings_note}")
     if r.unknown_ops:
@@ -429,6 +433,12 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
     ph = r.by_phase()
     if ph:
         out.append(("phases", ", ".join(f"{k} {fmt(v['flops'], 'FLOP')}" for k, v in ph.items())))
+    if r.meta.get("assumed") and projected:
+        from roofline._assumptions import line as _assumed_lines
+
+        for text in _assumed_lines(r.meta["assumed"], projected):
+            label, _, rest = text.strip().partition(": ")
+            out.append((label, rest))
     c = r.ceilings
     if c is not None and len(r.records):
         cls = r.classification()
@@ -451,7 +461,7 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
                     + (f" + {o['timing_per_op_s'] * 1e6:.2f} us/op timing" if o.get("timing_per_op_s") else "")
                     + f" (~{dur(est)} of the wall time)"))
     cont = r.meta.get("contention")
-    if cont:  # reasons the block counts as measured under contention
+    if cont and not projected:  # reasons the block counts as measured under contention
         out.append(("contention", "measured under contention: "
                     + (cont if isinstance(cont, str) else "; ".join(map(str, cont))) + ": timings are low"))
     if r.unknown_ops:

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from roofline import _export, _render, _rollup
+from roofline import _contention, _export, _render, _rollup
 from roofline._classification import BOUNDS, Classifier  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
 from roofline._classification import classify as _classify
 from roofline._records import DTYPE_NAMES, RECORD_DTYPE  # noqa: F401  (RECORD_DTYPE: the records' layout)
@@ -46,7 +46,9 @@ class Report(DerivedCounts):
     Other attributes: ``module_sets`` (one tuple of module names per ``records["module"]`` value: every module that
     was active when the op ran, "Global" included), ``wall_time`` (seconds of the ``measure`` block, device
     synchronised at entry and exit; None when ``timing=None``), ``meta`` (timing mode, devices that ran ops,
-    package version, ceilings source, ``projected_to`` for a projection) and ``overhead`` (the per-op cost of the
+    package version, ceilings source, ``projected_to`` for a projection; ``load``, the machine's load during the
+    block, and ``contention``, the reasons it counts as measured under contention, empty when none: see
+    docs/ceilings.md) and ``overhead`` (the per-op cost of the
     instrumentation, seconds: ``counting_per_op_s`` and, with ``timing="op"``, ``timing_per_op_s``).
 
     Captured per call: ``signatures`` (list of str, indexed by ``records["sig"]``: the dtypes and shapes of the
@@ -85,6 +87,7 @@ class Report(DerivedCounts):
         """The empty report a ``measure`` block yields; :meth:`_complete` fills it when the block exits."""
         r = cls([], [], [])
         r._pending = True
+        r._load_start = _contention.snapshot(False)  # the machine's load while the block runs: see _complete
         return r
 
     def _complete(self, records, ops, module_sets, *, wall_time, meta, ceilings, overhead, signatures=None,
@@ -93,6 +96,7 @@ class Report(DerivedCounts):
         if not self._pending:
             raise RuntimeError("this report is not waiting for a measure block's records")
         self._pending = False
+        meta = {**(meta or {}), **_contention.block_meta(self._load_start)}
         self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead, signatures, accesses)
 
     # ---- tables ---------------------------------------------------------------------------------------------------
@@ -218,6 +222,56 @@ class Report(DerivedCounts):
         are lower than the per-op figures of :meth:`analysis`."""
         return _rollup.roofline_totals(self.records, self.classification(), self.wall_time)
 
+    # ---- dataflow, cache model, fusion, hints (roofline/_dataflow.py, _cache_model.py, _hints.py) --------------
+    def edges(self):
+        """Producer -> consumer edges between op calls (a NumPy structured array: ``producer``, ``consumer`` record
+        indices, ``storage``, ``nbytes`` read by the consumer, ``written`` by the producer), from
+        :attr:`accesses` with last-writer semantics. ValueError when the report has no access table."""
+        from roofline import _dataflow
+
+        return _dataflow.edges(_dataflow.report_accesses(self), len(self.records))
+
+    def cache_analysis(self, source: str | None = None) -> dict:
+        """Cache-aware bytes and roofline time per record: an LRU model of the device's caches (capacities from
+        the ceilings or sysfs) replayed over :attr:`accesses` (method and limits in docs/concepts.md). A dict:
+        ``levels`` (e.g. ``["L1", "L2", "L3", "DRAM"]``), ``capacities`` and ``bandwidths`` per level, and arrays
+        aligned with :attr:`records`: ``bytes_by_level`` (n x levels), one ``<level>_bytes`` column per level
+        (``l2_bytes``, ``dram_bytes``, ...; they sum to the compulsory bytes), ``level`` (where the data comes
+        from: the level whose transfers take longest), ``t_mem``, ``t_compute``, ``t_min`` (cache-aware roofline
+        time), ``t_min_dram`` (the DRAM-only one), ``bound`` (codes as in :meth:`classification`) and
+        ``above_level`` (timed calls faster than the roof of their level). ``source``: which ceilings figures
+        (default: the report's). The default classification (DRAM only) is unchanged. ValueError without an
+        access table or ceilings."""
+        from roofline import _cache_model, _dataflow
+
+        c = self.classification()
+        return _cache_model.analysis(self.records, _dataflow.report_accesses(self), c, self.ceilings,
+                                     source or self.ceilings_source)
+
+    def fusion_opportunities(self, min_ops: int = 2) -> list:
+        """Chains of memory-bound calls (optionally headed by a matrix product or convolution) connected through
+        intermediates nothing else reads, most time saved first. Each has ``records`` and ``ops`` (the calls, in
+        order), ``modules``, ``kind`` ("epilogue" or "elementwise"), ``phase``, ``intermediates``, ``bytes`` (the
+        members' compulsory bytes), ``saved_bytes`` (the intermediates' writes and reads a fused kernel avoids),
+        ``t_before``, ``t_after`` and ``saved_s`` (roofline seconds; NaN without ceilings) and ``describe()``.
+        ``min_ops``: the shortest chain reported. ValueError without an access table."""
+        from roofline import _dataflow
+
+        c = self.classification() if self.ceilings is not None else None
+        return _dataflow.fusion_opportunities(self.records, self._ops, self.module_path, c,
+                                              _dataflow.report_accesses(self), min_ops)
+
+    def hints(self, min_share: float = 0.01) -> list:
+        """What to change, ranked by estimated time saved at the roof. Each hint has ``kind`` ("sdpa",
+        "matmul_precision", "small_gemm", "layout_copies", "cast_pingpong", "optimizer_fused",
+        "optimizer_state_init", "dropout_mask", "op_overhead"), ``message``, ``saved_s``, ``saved_bytes``,
+        ``evidence`` (the figures it rests on), ``records``, ``ops`` and ``modules``; ``str(hint)`` is one line.
+        ``min_share``: leave out hints saving less than this share of the roofline time (of the bytes, without
+        ceilings). Rules that need the dataflow are skipped for a report without an access table."""
+        from roofline import _dataflow, _hints
+
+        return _hints.hints(self, _dataflow.report_accesses(self), min_share)
+
     # ---- display ----------------------------------------------------------------------------------------------
     def table(self, by: str = "op", depth: int | None = None, top: int | None = 15, phase: str | None = None) -> str:
         """A text table of :meth:`analysis` (``top`` rows, None for all), with units and a legend. ``by="op"``,
@@ -231,7 +285,11 @@ class Report(DerivedCounts):
         """The text ``print(r)`` shows: totals, phases, ceilings, achieved rates, MFU/MBU (against the wall time),
         unknown ops and errors, then the ``top`` ops by time (:meth:`table`, or by FLOPs without ceilings)."""
         self._classifier.resolve(self.meta)
-        return _render.summary(self, top, ceilings_note=self._classifier.note)
+        text = _render.summary(self, top, ceilings_note=self._classifier.note)
+        from roofline._hints import advice_text
+
+        advice = advice_text(self)
+        return text + "\n\n" + advice if advice else text
 
     def __str__(self):
         return self.summary()
@@ -298,7 +356,14 @@ class Report(DerivedCounts):
         """This run's ops on another device: each op's time is estimated as ``max(FLOPs / peak of its unit and
         dtype, bytes / bandwidth)`` from ``target`` (a device name from :mod:`roofline.devices`, or a
         ``Ceilings``), and a report of the same shape is returned whose times are those estimates (its wall time
-        is their sum: ops run back to back)."""
+        is their sum: ops run back to back).
+
+        The projected report's ``meta["assumed"]`` says what the projection takes from the counted run, and its
+        summary prints it: ``attention`` (the kernel the counts are those of: the backend chosen with
+        ``measure(..., attention=...)``, or what ran; ``"math"`` means the full score matrix), ``matrix_dtypes``
+        (share of the matrix FLOPs per dtype: the target's peak for each dtype is used) and ``no_peak`` (``"op
+        (dtype)"`` -> calls and what they were judged against, for ops whose dtype has no peak on the target;
+        warned about when they hold 0.1% of the FLOPs or more)."""
         from roofline import devices
         from roofline._ceilings import Ceilings
 
@@ -310,10 +375,12 @@ class Report(DerivedCounts):
             raise TypeError(f"project: target must be a device name or a Ceilings, got {type(target).__name__}")
         meta = dict(self.meta, projected_to=label, ceilings_source="datasheet" if isinstance(target, str) else "best")
         t_min = _classify(self.records, ceil, meta["ceilings_source"])[0]["t_min"]
-        if np.isnan(t_min).any():
-            missing = sorted({self._ops[i].name for i in self.records["op"][np.isnan(t_min)].tolist()})
-            warnings.warn(f"roofline: {label} has no ceiling for some ops ({missing[:5]}...); they are left out of "
-                          "the projected time", stacklevel=2)
+        from roofline import _assumptions  # what the projection assumes: attention kernel, dtypes, ops without a peak
+
+        meta["assumed"] = _assumptions.describe(self, ceil, meta["ceilings_source"])
+        if meta["assumed"]["no_peak_flop_share"] >= 1e-3:  # always in the summary; warned when it weighs
+            warnings.warn(f"roofline: {label} has no peak for the dtype of these ops: {meta['assumed']['no_peak']}",
+                          stacklevel=2)
         t = np.where(np.isnan(t_min), 0.0, t_min)
         starts, ends = _back_to_back(t)
         records = self.records.copy()
