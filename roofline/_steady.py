@@ -143,7 +143,8 @@ class SteadyReport(Report):
             extra = {n: row["calls"] - last.get(n, {"calls": 0})["calls"] for n, row in first.items()}
             steady["first_step_ops"] = {n: c for n, c in extra.items() if c > 0}
         meta = dict(b.meta, steady=steady)
-        out = cls(records, b._ops, b.module_sets, wall, meta, ceilings=ceilings, overhead=b.overhead)
+        out = cls(records, b._ops, b.module_sets, wall, meta, ceilings=ceilings, overhead=b.overhead,
+                  signatures=b.signatures, accesses=b.accesses)
         out.repeats, out.spread = runs, spread
         return out
 
