@@ -330,7 +330,7 @@ _CSS = (".rl-report{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;fo
         "white-space:nowrap}"
         ".rl-report th{background:#f4f6f7;font-weight:600}"
         ".rl-report td.l,.rl-report th.l{text-align:left}"
-        ".rl-report table.rl-facts td{text-align:left;border:none;padding:1px 8px}"
+        ".rl-report table.rl-facts td{text-align:left;border:none;padding:1px 8px;white-space:normal}"
         ".rl-report table.rl-facts td.k{color:#566573;font-weight:600}"
         ".rl-report .rl-flag{color:#b03a2e;font-weight:700}"
         ".rl-report .rl-bar{display:inline-block;height:11px;vertical-align:middle;border-radius:2px}"
