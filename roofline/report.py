@@ -195,15 +195,20 @@ class Report(DerivedCounts):
 
     # ---- grouped analysis ------------------------------------------------------------------------------------
     def analysis(self, by: str = "op", depth: int | None = None, phase: str | None = None) -> dict[str, dict]:
-        """Roofline roll-up per op name (``by="op"``) or per module (``by="module"``, with ``depth``), most time
-        first (roofline time when untimed): each row has calls, flops, bytes, intensity, t_min (seconds on the
-        roofline), time (measured, NaN when untimed), achieved_flops, achieved_bytes, efficiency (t_min / time:
+        """Roofline roll-up per op name (``by="op"``), per op and input shapes (``by="op_shape"``, keyed
+        ``"aten.mm.default [f32[8,64], f32[64,16]]"``, as GEMM tables are read) or per module (``by="module"``,
+        with ``depth``), most time first (roofline time when untimed): each row has calls, flops, bytes,
+        intensity, t_min (seconds on the roofline), time (measured, NaN when untimed), achieved_flops, achieved_bytes, efficiency (t_min / time:
         the fraction of the attainable rate reached), mfu, mbu, bound ("compute", "memory", "bandwidth" for ops
         with no FLOPs, "none" for ops that move nothing, "mixed" when neither bound holds 80% of the group's
         roofline time, or "?" without ceilings), compute_share (share of roofline time in compute-bound calls) and
         above_ceiling (calls whose achieved rate exceeds its ceiling). A group's mfu is the time its calls' FLOPs
         would take at their own peaks over their measured time; its mbu is bytes / (measured time x DRAM
         bandwidth)."""
+        if by == "op_shape":  # per op and input-shape signature (reports that recorded signatures)
+            if depth is not None:
+                raise ValueError("depth applies to by='module' only, not by='op_shape'")
+            return {name: row for name, (row, _) in _render.op_groups(self, "op_shape", phase).items()}
         c = self.classification()
         return _rollup.roofline_by(self.records, self._ops, self.module_sets, c, by, depth, phase)
 
@@ -269,7 +274,11 @@ class Report(DerivedCounts):
 
     # ---- display ----------------------------------------------------------------------------------------------
     def table(self, by: str = "op", depth: int | None = None, top: int | None = 15, phase: str | None = None) -> str:
-        """A text table of :meth:`analysis` (``top`` rows, None for all)."""
+        """A text table of :meth:`analysis` (``top`` rows, None for all), with units and a legend. ``by="op"``,
+        ``"op_shape"`` (one row per op and input shapes), or ``"module"``: the module tree depth first, children
+        indented under their parent most time first, containers such as a ``ModuleList`` as rows of their own (so
+        ``depth`` counts every level of the model), and the whole run as a first row only when ops ran outside
+        every module."""
         return _render.table(self, by, depth, top, phase)
 
     def summary(self, top: int = 10) -> str:
@@ -289,7 +298,8 @@ class Report(DerivedCounts):
         return _render.short(self)
 
     def _repr_html_(self):
-        return _render.to_html(self)
+        self._classifier.resolve(self.meta)
+        return _render.to_html(self, ceilings_note=self._classifier.note)
 
     # ---- export -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -305,6 +315,14 @@ class Report(DerivedCounts):
         """Everything (records bit for bit, op and module tables, ceilings, metadata) as JSON; written to ``path``
         when given. :func:`roofline.load` reads it back."""
         return _export.to_json(self.to_dict(), path, indent)
+
+    def to_chrome_trace(self, path=None) -> str:
+        """The run as a trace for Perfetto (ui.perfetto.dev) or chrome://tracing: phases, module runs and one slice
+        per timed op call nested on one track, each op's FLOPs, bytes, intensity, bound, roofline time and % of
+        roof in its args, and counter tracks of the achieved FLOP/s and bandwidth. JSON text (Trace Event Format),
+        written to ``path`` when given. Needs per-op times (``timing="op"``, or a projected report): ValueError
+        otherwise."""
+        return _export.to_chrome_trace(self, path)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Report":
@@ -364,9 +382,9 @@ class Report(DerivedCounts):
             warnings.warn(f"roofline: {label} has no peak for the dtype of these ops: {meta['assumed']['no_peak']}",
                           stacklevel=2)
         t = np.where(np.isnan(t_min), 0.0, t_min)
-        ends = np.cumsum(t)
+        starts, ends = _back_to_back(t)
         records = self.records.copy()
-        records["t_start"] = ends - t
+        records["t_start"] = starts
         records["t_end"] = ends
         wall_time = float(ends[-1]) if len(ends) else 0.0
         # the projected report resolves `ceil` with meta["ceilings_source"] when first used
@@ -374,11 +392,49 @@ class Report(DerivedCounts):
                       signatures=self.signatures, accesses=self.accesses)
 
     # ---- plotting -------------------------------------------------------------------------------------------
-    def plot(self, path=None, ax=None, by: str = "op", top: int = 8, **kwargs):
+    def plot(self, path=None, ax=None, by: str = "op", top: int = 8, depth: int | None = None, **kwargs):
         """Draw the roofline chart (matplotlib): see :func:`roofline.plot.plot_report`."""
         from roofline.plot import plot_report
 
-        return plot_report(self, path=path, ax=ax, by=by, top=top, **kwargs)
+        return plot_report(self, path=path, ax=ax, by=by, top=top, depth=depth, **kwargs)
+
+    def roofline_chart(self, by: str = "op", depth: int | None = None, top: int = 10, backend: str = "svg"):
+        """The roofline chart as self-contained SVG for a notebook (no matplotlib, no JavaScript): hovering a
+        point shows its op (or module), the modules it ran in, input shapes (when recorded), dtypes, FLOPs, bytes,
+        time and % of roof. ``by``: "op", "op_shape" or "module" (one level of the module tree, ``depth`` deep).
+        Returns a chart object that a notebook renders; its ``svg`` is the markup and ``save(path)`` writes an
+        ``.svg`` or ``.html`` file. ``backend="plotly"`` returns a plotly Figure instead (zoom, pan, the same hover
+        text; needs plotly)."""
+        from roofline import _svg
+
+        if backend == "plotly":
+            return _svg.roofline_plotly(self, by=by, depth=depth)
+        if backend != "svg":
+            raise ValueError(f"backend must be 'svg' or 'plotly', got {backend!r}")
+        return _svg.Chart(_svg.roofline_svg(self, by=by, depth=depth, top=top))
+
+
+def _back_to_back(t):
+    """``(starts, ends)`` of intervals laid end to end whose durations ``ends - starts`` (what the classification
+    takes) are never shorter than ``t``. A plain cumulative sum rounds: ``ends - starts`` can come out an ulp of
+    the running total below ``t``, far above the classification's tolerance for a short op after a long run, which
+    would show a projected op above its own roof. When that happens the ends are laid one by one, each moved up by
+    an ulp where its duration came out short."""
+    t = np.asarray(t, dtype=np.float64)
+    ends = np.cumsum(t)
+    starts = np.concatenate(([0.0], ends[:-1]))
+    if not ((ends - starts) < t).any():
+        return starts, ends
+    out = []
+    e = 0.0
+    for ti in t.tolist():
+        n = e + ti
+        while n - e < ti:
+            n = math.nextafter(n, math.inf)
+        out.append(n)
+        e = n
+    ends = np.array(out)
+    return np.concatenate(([0.0], ends[:-1])), ends
 
 
 class Comparison:
