@@ -1,11 +1,14 @@
 """CPU ceilings next to what NumPy reaches on the same machine, in one run.
 
-    python bench/cpu_ceilings.py [--thorough] [--n 3072] [--repeats 5] [--rounds 3]
+    python bench/cpu_ceilings.py [--thorough] [--n 3072] [--torch-n 2048] [--repeats 5] [--rounds 3]
 
 Prints the measured FMA peaks (float64, float32) against the theoretical peak and NumPy's matmul rate on large
 square matrices (2*n^3 FLOP per product), and the measured DRAM bandwidth (read, copy, triad) against np.copyto
-on arrays much larger than the last-level cache (read + write bytes counted). Targets: peaks >= 90% of
-theoretical and above NumPy's matmul; DRAM triad >= NumPy's copy bandwidth. The ceilings are measured afresh into
+on arrays much larger than the last-level cache (read + write bytes counted). Where the CPU has native bfloat16
+products (AVX512-BF16, AMX) it prints the measured bfloat16 product peak beside ``torch.matmul`` in bfloat16 (when
+torch is installed); otherwise it prints why there is no such peak. Targets: peaks >= 90% of theoretical and above
+NumPy's matmul; the bfloat16 peak >= 90% of the better of itself and torch.matmul; DRAM triad >= NumPy's copy
+bandwidth. The ceilings are measured afresh into
 a temporary cache directory (the user's cache is left alone). On a shared machine other processes lower every
 rate, so the script runs several rounds and shows the best round of each figure, for both sides.
 """
@@ -41,6 +44,20 @@ def numpy_matmul_flops(n: int, dtype, repeats: int) -> float:
     return 2.0 * n**3 / timed_median(lambda: np.matmul(a, b, out=out), repeats)
 
 
+def torch_matmul_flops(n: int, dtype_name: str, repeats: int) -> float | None:
+    """torch.matmul of two n x n matrices in `dtype_name` (2*n^3 FLOP), or None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    dtype = getattr(torch, dtype_name)
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(n, n, generator=g).to(dtype)
+    b = torch.randn(n, n, generator=g).to(dtype)
+    out = torch.empty(n, n, dtype=dtype)
+    return 2.0 * n**3 / timed_median(lambda: torch.matmul(a, b, out=out), repeats)
+
+
 def numpy_copy_bandwidth(array_bytes: int, repeats: int) -> float:
     src = np.ones(array_bytes // 8)
     dst = np.empty_like(src)
@@ -51,6 +68,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--thorough", action="store_true", help="measure the ceilings with quick=False")
     parser.add_argument("--n", type=int, default=3072, help="matrix size for NumPy's matmul (default 3072)")
+    parser.add_argument("--torch-n", type=int, default=2048,
+                        help="matrix size for torch.matmul in bfloat16 (default 2048)")
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats of each NumPy operation (median)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds of (roofline ceilings, NumPy figures); the best round of each figure is shown, "
@@ -73,6 +92,8 @@ def main() -> int:
                 "mm_float64": numpy_matmul_flops(args.n, np.float64, args.repeats),
                 "mm_float32": numpy_matmul_flops(args.n, np.float32, args.repeats),
                 "npcopy": numpy_copy_bandwidth(array_bytes, args.repeats),
+                "mm_bfloat16": (torch_matmul_flops(args.torch_n, "bfloat16", args.repeats)
+                                if ("matrix", "bfloat16") in c.peaks else None),
                 "array_bytes": array_bytes,
             })
 
@@ -103,6 +124,28 @@ def main() -> int:
               f"{100 * r_theo:8.0f}% {mm / 1e9:13.1f} {100 * measured / mm:9.0f}%")
         rows.append((f"{dtype} peak >= 90% of theoretical", r_theo >= 0.9))
         rows.append((f"{dtype} peak > NumPy matmul", measured > mm))
+
+    bf16 = c0.peaks.get(("matrix", "bfloat16"))
+    if bf16 is None:
+        why = [n for n in c0.notes if n.startswith("bfloat16")]
+        print(f"bfloat16: no native product peak measured: {why[0] if why else 'see the notes'}")
+    else:
+        measured = best(lambda r: r["c"].peaks[("matrix", "bfloat16")].measured)
+        kernel = c0.info.get("lowp_used", {}).get("bfloat16", "?")
+        tm = [r["mm_bfloat16"] for r in rounds if r["mm_bfloat16"] is not None]
+        line = (f"{'bfloat16':8s} {measured / 1e9:10.1f} "
+                f"{bf16.datasheet / 1e9 if bf16.datasheet else float('nan'):12.1f} "
+                f"{100 * measured / bf16.datasheet if bf16.datasheet else float('nan'):8.0f}%")
+        if tm:
+            mm = max(tm)
+            ratio = measured / max(measured, mm)
+            print(line + f" {mm / 1e9:13.1f} {100 * measured / mm:9.0f}%   (torch.matmul bf16, n={args.torch_n}; "
+                  f"C kernel {kernel})")
+            print(f"bfloat16 C peak / better of (C peak, torch.matmul) = {ratio:.2f}")
+            rows.append(("bfloat16 C peak >= 90% of the better of itself and torch.matmul", ratio >= 0.9))
+        else:
+            print(line + "   (torch is not installed: no torch.matmul comparison)")
+    print()
 
     # Sanity of the method, checked here rather than in the test suite (they depend on timing): fp32 has twice the
     # fp64 lanes of a SIMD register, and each cache level is at least as fast as the one below it.
@@ -136,7 +179,7 @@ def main() -> int:
     print()
     print(f"theoretical = {c0.peaks[('vector', 'float64')].datasheet_source}")
     for note in c0.notes:
-        if "other processes" not in note:
+        if "contention" not in note:
             print(f"note: {note}")
     return 0 if ok else 1
 

@@ -6,6 +6,10 @@ roofline adds less time than FlopCounterMode while also counting bytes and vecto
 
     python bench/overhead.py [--repeats N] [--workload resnet|gpt2] [--clock wall|cpu] [--calls]
 
+The capture (call signatures and dataflow rows, Report.signatures / Report.accesses) is part of roofline's time;
+a fourth variant runs with it switched off, and "capture +%" is what it adds to roofline's counting overhead:
+(roofline - roofline without capture) / (roofline without capture - bare).
+
 --clock cpu times with this process's CPU time instead of the wall clock: on a machine loaded by other work it
 is far less noisy (GPT-2 then sums the CPU time of torch's intra-op threads). --calls also prints the Python
 function calls per op call under each variant, counted by cProfile: a deterministic measure of the per-op work
@@ -21,6 +25,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import roofline
+from roofline import _torch
 
 
 def resnet50_meta_forward():
@@ -69,6 +74,23 @@ def timed(fn, repeats, wrap=None, clock=time.perf_counter):
     return statistics.median(times)
 
 
+class _NoCapture:
+    """roofline.measure with the signature and dataflow capture switched off."""
+
+    def __init__(self, model):
+        self.m = roofline.measure(model)
+
+    def __enter__(self):
+        _torch.CAPTURE = False
+        try:
+            return self.m.__enter__()
+        finally:
+            _torch.CAPTURE = True
+
+    def __exit__(self, *exc):
+        return self.m.__exit__(*exc)
+
+
 def python_calls(run, wrap=None):
     """Python function calls (cProfile's count, built-ins included) of one run of `run`, after a warm-up."""
     import cProfile
@@ -106,31 +128,38 @@ def main(argv=None):
             run()
         n_ops = len(r.records)
         # interleave the three variants so drifts in machine load hit all of them alike
-        bare, fcm, rl = [], [], []
+        bare, fcm, rl, nocap = [], [], [], []
         for _ in range(args.repeats):
             bare.append(timed(run, 1, clock=clock))
             fcm.append(timed(run, 1, lambda: FlopCounterMode(display=False), clock=clock))
             rl.append(timed(run, 1, lambda: roofline.measure(model), clock=clock))
+            nocap.append(timed(run, 1, lambda: _NoCapture(model), clock=clock))
         b, f, m = statistics.median(bare), statistics.median(fcm), statistics.median(rl)
+        m0 = statistics.median(nocap)
         ratio = (m - b) / (f - b) if f > b else float("nan")
-        rows.append((name, n_ops, b, f, m, ratio))
+        capture = (m - m0) / (m0 - b) if m0 > b else float("nan")
+        rows.append((name, n_ops, b, f, m, ratio, m0, capture))
         if args.calls:
             c = [python_calls(run, w) for w in (None, lambda: FlopCounterMode(display=False),
-                                                 lambda: roofline.measure(model))]
+                                                 lambda: roofline.measure(model), lambda: _NoCapture(model))]
             calls.append((name, n_ops, *c))
     print(f"{'workload':<34} {'ops':>6} {'bare ms':>9} {'FCM ms':>9} {'roofline ms':>12} "
-          f"{'FCM us/op':>10} {'roofline us/op':>15} {'ratio':>6}")
-    for name, n, b, f, m, ratio in rows:
+          f"{'FCM us/op':>10} {'roofline us/op':>15} {'ratio':>6} {'no-capture ms':>14} {'capture +%':>11}")
+    for name, n, b, f, m, ratio, m0, capture in rows:
         print(f"{name:<34} {n:>6} {b * 1e3:>9.1f} {f * 1e3:>9.1f} {m * 1e3:>12.1f} "
-              f"{(f - b) / n * 1e6:>10.1f} {(m - b) / n * 1e6:>15.1f} {ratio:>6.2f}")
+              f"{(f - b) / n * 1e6:>10.1f} {(m - b) / n * 1e6:>15.1f} {ratio:>6.2f} {m0 * 1e3:>14.1f} "
+              f"{capture * 100:>10.1f}%")
     print("ratio = (roofline - bare) / (FlopCounterMode - bare); roofline also counts bytes and vector FLOPs.")
+    print("capture +% = (roofline - roofline without capture) / (roofline without capture - bare): what the "
+          "signatures and dataflow rows add to the counting overhead.")
     print(f"clock: {args.clock}; medians of {args.repeats} interleaved repeats")
     if calls:
-        print(f"\n{'Python calls per op':<34} {'ops':>6} {'bare':>9} {'FCM +':>9} {'roofline +':>12} {'ratio':>6}")
-        for name, n, b, f, m in calls:
+        print(f"\n{'Python calls per op':<34} {'ops':>6} {'bare':>9} {'FCM +':>9} {'roofline +':>12} {'ratio':>6} "
+              f"{'no-capture +':>13}")
+        for name, n, b, f, m, m0 in calls:
             print(f"{name:<34} {n:>6} {b / n:>9.1f} {(f - b) / n:>9.1f} {(m - b) / n:>12.1f} "
-                  f"{(m - b) / (f - b):>6.2f}")
-    return 0 if all(r[-1] <= 1.0 for r in rows) else 1
+                  f"{(m - b) / (f - b):>6.2f} {(m0 - b) / n:>13.1f}")
+    return 0 if all(r[5] <= 1.0 for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "capture.h"
 #include "cost.h"
 #include "record.h"
 
@@ -46,6 +47,18 @@ typedef struct {
     rl_tensor *outs;
     Py_ssize_t cap_outs;
     uint32_t seq;
+    /* capture (capture.h): storage(tensor) -> int id of its storage block, or NULL (no dataflow rows); the
+     * storage ids of the scratch tensors and outputs; the rows; the signature table and its texts (`sigs`, a
+     * list of str by id) when signatures are on */
+    PyObject *storage_fn;
+    int signatures;
+    uint64_t *tstor, *ostor;
+    Py_ssize_t cap_tstor, cap_ostor;
+    rl_accbuf acc;
+    rl_sigtab sigtab;
+    PyObject *sigs;
+    int64_t *keybuf;
+    Py_ssize_t cap_keybuf;
     /* Set while record() describes a call: Python code runs then (a tensor's shape, stride() or dtype may be
      * Python, a finalizer may fire, another thread may take the GIL) and must not re-enter the recorder, whose
      * scratch arrays, op table and records are in use. */
@@ -294,10 +307,27 @@ static int read_dims(const builder *b, PyObject *seq, const char *what, int size
  * recorder's arrays). Returns 0, or -1 with an exception set: MemoryError, or a shape/stride no tensor can have
  * (named in the message). A tensor that cannot be described (no strides, symbolic sizes, too many dimensions)
  * sets b->bad and is recorded as well as possible. */
-static int describe(builder *b, PyObject *t, rl_tensor *d) {
+static int describe(builder *b, PyObject *t, rl_tensor *d, uint64_t *storage) {
     Recorder *r = b->r;
     char buf[RL_MAX_DIMS * 24 + 8];
     memset(d, 0, sizeof(*d));
+    *storage = 0;
+    if (r->storage_fn) { /* a storage that cannot be named (a sparse layout, say) gives no dataflow row */
+        PyObject *sid = PyObject_CallOneArg(r->storage_fn, t);
+        if (sid) {
+            unsigned long long v = PyLong_Check(sid) ? PyLong_AsUnsignedLongLong(sid) : 0;
+            Py_DECREF(sid);
+            if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+                v = 0;
+                if (soft_error() < 0) {
+                    return -1;
+                }
+            }
+            *storage = v;
+        } else if (soft_error() < 0) {
+            return -1;
+        }
+    }
     d->ndim = 0;
     d->dtype = RL_DT_UNKNOWN;
     PyObject *shape;
@@ -394,15 +424,18 @@ static int is_tensor(Recorder *r, PyObject *o) { return PyObject_TypeCheck(o, (P
 static int push_tensor(builder *b, PyObject *t) {
     Recorder *r = b->r;
     rl_tensor d;
-    if (describe(b, t, &d) < 0) {
+    uint64_t sid;
+    if (describe(b, t, &d, &sid) < 0) {
         return -1;
     }
     if (b->ntensors >= INT32_MAX) {
         return arg_error(b, PyExc_OverflowError, "more than 2**31 tensors in one call");
     }
-    if (grow((void **)&r->tensors, &r->cap_tensors, b->ntensors + 1, sizeof(rl_tensor)) < 0) {
+    if (grow((void **)&r->tensors, &r->cap_tensors, b->ntensors + 1, sizeof(rl_tensor)) < 0 ||
+        grow((void **)&r->tstor, &r->cap_tstor, b->ntensors + 1, sizeof(uint64_t)) < 0) {
         return -1;
     }
+    r->tstor[b->ntensors] = sid;
     r->tensors[b->ntensors++] = d;
     return 0;
 }
@@ -513,20 +546,23 @@ static int convert_arg(builder *b, PyObject *v, rl_arg *a) {
 static int add_out(builder *b, Py_ssize_t *n, PyObject *o) {
     Recorder *r = b->r;
     rl_tensor d;
+    uint64_t sid = 0;
     b->pos = *n;
     if (o == Py_None) {
         memset(&d, 0, sizeof(d));
         d.ndim = -1;
         d.dtype = RL_DT_UNKNOWN;
-    } else if (describe(b, o, &d) < 0) {
+    } else if (describe(b, o, &d, &sid) < 0) {
         return -1;
     }
     if (*n >= INT32_MAX) {
         return arg_error(b, PyExc_OverflowError, "more than 2**31 outputs");
     }
-    if (grow((void **)&r->outs, &r->cap_outs, *n + 1, sizeof(rl_tensor)) < 0) {
+    if (grow((void **)&r->outs, &r->cap_outs, *n + 1, sizeof(rl_tensor)) < 0 ||
+        grow((void **)&r->ostor, &r->cap_ostor, *n + 1, sizeof(uint64_t)) < 0) {
         return -1;
     }
+    r->ostor[*n] = sid;
     r->outs[(*n)++] = d;
     return 0;
 }
@@ -577,21 +613,101 @@ fail:
     return -1;
 }
 
+/* ---- capture (capture.h) -------------------------------------------------------------------------------- */
+
+/* The id of signature key[0..len); a new one gets its text appended to `sigs`. 0, or -1 with an exception. */
+static int intern_signature(Recorder *self, const int64_t *key, size_t len, uint32_t *id) {
+    if (rl_sig_find(&self->sigtab, key, len, id)) {
+        return 0;
+    }
+    char small[512], *buf = small;
+    size_t need = rl_sig_format(key, len, small, sizeof(small));
+    if (need >= sizeof(small)) {
+        buf = PyMem_Malloc(need + 1);
+        if (!buf) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        rl_sig_format(key, len, buf, need + 1);
+    }
+    PyObject *text = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)need);
+    if (buf != small) {
+        PyMem_Free(buf);
+    }
+    if (!text) {
+        return -1;
+    }
+    int rc = PyList_Append(self->sigs, text);
+    Py_DECREF(text);
+    if (rc == 0 && rl_sig_add(&self->sigtab, key, len, id) < 0) {
+        PyList_SetSlice(self->sigs, PyList_GET_SIZE(self->sigs) - 1, PyList_GET_SIZE(self->sigs), NULL);
+        PyErr_SetString(PyExc_MemoryError, "Recorder: no memory for another call signature (or 2**32 of them)");
+        rc = -1;
+    }
+    return rc;
+}
+
+/* The signature and the dataflow rows of record `rec`, whose call is `call` with cost `c` under `op`. 0, or -1
+ * with an exception set (then nothing was added). */
+static int capture_call(Recorder *self, const rl_op *op, const rl_call *call, const rl_cost *c, Py_ssize_t rec) {
+    if (rec > (Py_ssize_t)UINT32_MAX && (self->signatures || self->storage_fn)) {
+        PyErr_SetString(PyExc_OverflowError, "Recorder: more than 2**32 records in one recorder with capture on");
+        return -1;
+    }
+    if (self->signatures) {
+        size_t need = rl_sig_key(call, self->keybuf, (size_t)self->cap_keybuf);
+        if (need > (size_t)self->cap_keybuf) {
+            if (grow((void **)&self->keybuf, &self->cap_keybuf, (Py_ssize_t)need, sizeof(int64_t)) < 0) {
+                return -1;
+            }
+            rl_sig_key(call, self->keybuf, need);
+        }
+        uint32_t id;
+        if (intern_signature(self, self->keybuf, need, &id) < 0) {
+            return -1;
+        }
+        self->recs[rec].sig = id;
+    }
+    if (self->storage_fn &&
+        rl_call_accesses(op, call, self->tstor, self->ostor, c, (uint32_t)rec, &self->acc) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- Recorder methods ----------------------------------------------------------------------------------- */
 
 static int Recorder_init(Recorder *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"tensor_type", "dtype_map", NULL};
-    PyObject *tt, *dm;
+    static char *kwlist[] = {"tensor_type", "dtype_map", "storage", "signatures", NULL};
+    PyObject *tt, *dm, *storage = Py_None;
+    int signatures = 0;
     if (check_idle(self, "__init__") < 0) {
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!:Recorder", kwlist, &tt, &PyDict_Type, &dm)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!|Op:Recorder", kwlist, &tt, &PyDict_Type, &dm, &storage,
+                                     &signatures)) {
         return -1;
     }
     if (!PyType_Check(tt)) {
         PyErr_SetString(PyExc_TypeError, "Recorder: tensor_type must be a type");
         return -1;
     }
+    if (storage != Py_None && !PyCallable_Check(storage)) {
+        PyErr_Format(PyExc_TypeError, "Recorder: storage must be a callable (tensor -> int) or None, got %.100s",
+                     Py_TYPE(storage)->tp_name);
+        return -1;
+    }
+    Py_CLEAR(self->sigs);
+    rl_sig_reset(&self->sigtab);
+    if (signatures) {
+        self->sigs = PyList_New(0);
+        if (!self->sigs || intern_signature(self, NULL, 0, &(uint32_t){0}) < 0) { /* id 0: no tensor argument */
+            return -1;
+        }
+    }
+    self->signatures = signatures;
+    Py_XSETREF(self->storage_fn, storage != Py_None ? Py_NewRef(storage) : NULL);
     PyObject *copy = PyDict_Copy(dm); /* private: no one mutates it while a lookup runs */
     if (!copy) {
         return -1;
@@ -612,6 +728,8 @@ static int Recorder_walk(Recorder *self, visitproc visit, void *arg) {
     }
     RL_WALK(self->tensor_type)
     RL_WALK(self->dtype_map)
+    RL_WALK(self->storage_fn)
+    RL_WALK(self->sigs)
     for (Py_ssize_t i = 0; i < self->nops; i++) {
         RL_WALK(self->ops[i].kwnames)
         RL_WALK(self->ops[i].name)
@@ -636,6 +754,11 @@ static void Recorder_dealloc(Recorder *self) {
     PyMem_Free(self->tensors);
     PyMem_Free(self->ints);
     PyMem_Free(self->outs);
+    PyMem_Free(self->tstor);
+    PyMem_Free(self->ostor);
+    PyMem_Free(self->keybuf);
+    rl_acc_free(&self->acc);
+    rl_sig_free(&self->sigtab);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
 }
@@ -938,30 +1061,32 @@ static PyObject *Recorder_record(Recorder *self, PyObject *const *argv, Py_ssize
     if (argc > 7 && (t1 = PyFloat_AsDouble(argv[7])) == -1.0 && PyErr_Occurred()) {
         return NULL;
     }
-    /* A copy of the op entry, holding its objects: describing the arguments runs Python code. */
-    op_entry e = self->ops[opi];
-    Py_XINCREF(e.kwnames);
-    Py_XINCREF(e.name);
+    /* While busy, nothing can add ops (add_op refuses), so the entry stays where it is while describing the
+     * arguments runs Python code. */
+    const op_entry *e = &self->ops[opi];
     rl_call call;
     int bad = 0;
     PyObject *result = NULL;
     self->busy = 1;
-    if (build_call(self, &e, opi, argv[3], argv[4], argv[5], &call, &bad) == 0) {
+    if (build_call(self, e, opi, argv[3], argv[4], argv[5], &call, &bad) == 0) {
         rl_cost c;
-        int st = rl_cost_eval(&e.op, &call, &c);
-        if (st == RL_OK && bad && e.op.kind != RL_K_ZERO) {
+        int st = rl_cost_eval(&e->op, &call, &c);
+        if (st == RL_OK && bad && e->op.kind != RL_K_ZERO) {
             st = RL_E_DESCRIBE;
         }
         if (st != RL_OK) {
             memset(&c, 0, sizeof(c));
         }
-        if (push_record(self, opi, e.op.kind, (uint32_t)module, phase, (unsigned)st, &c, t0, t1) == 0) {
-            result = Py_NewRef(Py_None);
+        if (push_record(self, opi, e->op.kind, (uint32_t)module, phase, (unsigned)st, &c, t0, t1) == 0) {
+            if (capture_call(self, &e->op, &call, &c, self->nrecs - 1) == 0) {
+                result = Py_NewRef(Py_None);
+            } else { /* all or nothing: the record goes too */
+                self->nrecs--;
+                self->seq--;
+            }
         }
     }
     self->busy = 0;
-    Py_XDECREF(e.kwnames);
-    Py_XDECREF(e.name);
     return result;
 }
 
@@ -1049,8 +1174,62 @@ static PyObject *Recorder_clear_records(Recorder *self, PyObject *Py_UNUSED(igno
     }
     self->nrecs = 0;
     self->seq = 0;
+    self->acc.n = 0;
     Py_RETURN_NONE;
 }
+
+/* attach(args, kwargs, out): the signature and dataflow rows of the last record, added by append() for a call whose
+ * counts were computed elsewhere: its arguments are described as record() describes them, under the op's
+ * argument masks; the reads and writes follow the record's bytes_read / bytes_written. */
+static PyObject *Recorder_attach(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
+    if (check_idle(self, "attach") < 0) {
+        return NULL;
+    }
+    if (argc != 3) {
+        PyErr_SetString(PyExc_TypeError, "attach(args, kwargs, out)");
+        return NULL;
+    }
+    if (!PyTuple_Check(argv[0])) {
+        PyErr_SetString(PyExc_TypeError, "attach: args must be a tuple");
+        return NULL;
+    }
+    if (argv[1] != Py_None && !PyDict_Check(argv[1])) {
+        PyErr_Format(PyExc_TypeError, "attach: kwargs must be a dict or None, got %.100s", Py_TYPE(argv[1])->tp_name);
+        return NULL;
+    }
+    if (self->nrecs == 0) {
+        return rl_err_value("attach: there is no record to attach a call to");
+    }
+    Py_ssize_t rec = self->nrecs - 1;
+    Py_ssize_t opi = (Py_ssize_t)self->recs[rec].op;
+    const op_entry *e = &self->ops[opi];
+    rl_call call;
+    int bad = 0, rc = -1;
+    self->busy = 1;
+    if (build_call(self, e, opi, argv[0], argv[1], argv[2], &call, &bad) == 0) {
+        rl_cost c;
+        memset(&c, 0, sizeof(c));
+        c.bytes_read = self->recs[rec].bytes_read;
+        c.bytes_written = self->recs[rec].bytes_written;
+        rc = capture_call(self, &e->op, &call, &c, rec);
+    }
+    self->busy = 0;
+    return rc < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+static PyObject *Recorder_accesses_bytes(Recorder *self, PyObject *Py_UNUSED(ignored)) {
+    return PyBytes_FromStringAndSize((const char *)self->acc.rows, (Py_ssize_t)(self->acc.n * sizeof(rl_access)));
+}
+
+static PyObject *Recorder_get_signatures(Recorder *self, void *Py_UNUSED(c)) {
+    return self->sigs ? PyList_GetSlice(self->sigs, 0, PyList_GET_SIZE(self->sigs)) : PyList_New(0);
+}
+
+static PyGetSetDef Recorder_getset[] = {
+    {"signatures", (getter)Recorder_get_signatures, NULL,
+     "The call signatures by id (records' sig field), a list of str; empty when signatures are off.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
 
 static Py_ssize_t Recorder_len(Recorder *self) { return self->nrecs; }
 
@@ -1067,18 +1246,27 @@ static PyMethodDef Recorder_methods[] = {
      "append(op, module, phase, dtype, matrix, vector, special, bytes_read, bytes_written, flop_counter[, status])"},
     {"records_bytes", (PyCFunction)Recorder_records_bytes, METH_NOARGS, "The records as raw bytes (RECORD_DTYPE)."},
     {"set_times", (PyCFunction)Recorder_set_times, METH_VARARGS, "set_times(i, t_start, t_end)"},
-    {"clear", (PyCFunction)Recorder_clear_records, METH_NOARGS, "Drop all records (registered ops are kept)."},
+    {"clear", (PyCFunction)Recorder_clear_records, METH_NOARGS,
+     "Drop all records and dataflow rows (registered ops and signatures are kept)."},
+    {"attach", (PyCFunction)(void (*)(void))Recorder_attach, METH_FASTCALL,
+     "attach(args, kwargs, out): signature and dataflow rows of the last record (one added by append)."},
+    {"accesses_bytes", (PyCFunction)Recorder_accesses_bytes, METH_NOARGS,
+     "The dataflow rows as raw bytes (ACCESS_RAW_DTYPE)."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyType_Slot Recorder_slots[] = {
-    {Py_tp_doc, "Recorder(tensor_type, dtype_map): per-op cost evaluation into a C array of records."},
+    {Py_tp_doc, "Recorder(tensor_type, dtype_map, storage=None, signatures=False): per-op cost evaluation into a C "
+                "array of records. storage(tensor) -> int names a tensor's storage block: each call then also "
+                "records the storages it read and wrote (accesses_bytes); signatures: each record's sig field "
+                "indexes `signatures`, the interned shapes and dtypes of its tensor arguments."},
     {Py_tp_init, Recorder_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, Recorder_dealloc},
     {Py_tp_traverse, Recorder_traverse},
     {Py_tp_clear, Recorder_clear},
     {Py_tp_methods, Recorder_methods},
+    {Py_tp_getset, Recorder_getset},
     {Py_sq_length, Recorder_len},
     {Py_mp_length, Recorder_len},
     {0, NULL},
@@ -1168,7 +1356,8 @@ int rl_cost_exec(PyObject *module) {
     if (rc < 0) {
         return -1;
     }
-    if (PyModule_AddIntConstant(module, "RECORD_SIZE", (long)sizeof(rl_record)) < 0) {
+    if (PyModule_AddIntConstant(module, "RECORD_SIZE", (long)sizeof(rl_record)) < 0 ||
+        PyModule_AddIntConstant(module, "ACCESS_SIZE", (long)sizeof(rl_access)) < 0) {
         return -1;
     }
     static const struct {

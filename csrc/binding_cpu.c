@@ -171,7 +171,7 @@ static PyObject *cpu_info_impl(PyObject *module) {
         if (info.cache_bytes[level] <= 0) {
             continue;
         }
-        char key[8];
+        char key[16];
         snprintf(key, sizeof(key), "L%d", level);
         PyObject *entry = Py_BuildValue("{s:L,s:i}", "bytes", (long long)info.cache_bytes[level], "instances",
                                         info.cache_instances[level]);
@@ -448,6 +448,183 @@ fail:
     return NULL;
 }
 
+/* ---- low-precision kernels ---- */
+
+/* Fill *f from a dict of made-up features (tests): every key of rl_cpu_features, all required, ints. Returns 0,
+ * or -1 with TypeError / ValueError naming the key. */
+static int rl_parse_features(PyObject *obj, rl_cpu_features *f) {
+    if (!PyDict_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "features must be a dict or None, not %.100s", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    static const char *const keys[] = {"x86", "leaf1_ecx", "leaf7_ebx", "leaf7_ecx", "leaf7_edx", "leaf7_1_eax",
+                                       "xcr0", "amx_perm"};
+    unsigned long long v[8];
+    for (int i = 0; i < 8; i++) {
+        PyObject *item = PyDict_GetItemString(obj, keys[i]); /* borrowed */
+        if (item == NULL) {
+            rl_err_value("features lacks the key '%s'", keys[i]);
+            return -1;
+        }
+        if (!PyLong_Check(item) || PyBool_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "features['%s'] must be an int, not %.100s", keys[i], Py_TYPE(item)->tp_name);
+            return -1;
+        }
+        if (i == 7) { /* amx_perm: -1 (not asked), 0 (granted) or an errno */
+            long p = PyLong_AsLong(item);
+            if (p == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                p = -2; /* out of range: reported below */
+            }
+            if (p < -1 || p > 4095) {
+                rl_err_value("features['amx_perm'] must be -1, 0 or an errno (1..4095), not %R", item);
+                return -1;
+            }
+            v[i] = (unsigned long long)(p + 1);
+            continue;
+        }
+        v[i] = PyLong_AsUnsignedLongLong(item);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            rl_err_value("features['%s'] must be an unsigned integer that fits in %d bits", keys[i],
+                         i == 6 ? 64 : 32);
+            return -1;
+        }
+        if (i < 6 && v[i] > 0xFFFFFFFFull) {
+            rl_err_value("features['%s'] must fit in 32 bits, not %llu", keys[i], v[i]);
+            return -1;
+        }
+    }
+    memset(f, 0, sizeof(*f));
+    f->x86 = v[0] != 0;
+    f->leaf1_ecx = (uint32_t)v[1];
+    f->leaf7_ebx = (uint32_t)v[2];
+    f->leaf7_ecx = (uint32_t)v[3];
+    f->leaf7_edx = (uint32_t)v[4];
+    f->leaf7_1_eax = (uint32_t)v[5];
+    f->xcr0 = (uint64_t)v[6];
+    f->amx_perm = (int)v[7] - 1;
+    return 0;
+}
+
+static PyObject *cpu_lowp_kernels(PyObject *module, PyObject *args, PyObject *kwargs) {
+    (void)module;
+    static char *kwlist[] = {"features", NULL};
+    PyObject *features_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:cpu_lowp_kernels", kwlist, &features_obj)) {
+        return NULL;
+    }
+    rl_cpu_features f;
+    if (features_obj == Py_None) {
+        Py_BEGIN_ALLOW_THREADS
+        rl_cpu_features_get(&f);
+        Py_END_ALLOW_THREADS
+    } else if (rl_parse_features(features_obj, &f) < 0) {
+        return NULL;
+    }
+    PyObject *out = PyTuple_New(RL_LOWP_COUNT);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (int k = 0; k < RL_LOWP_COUNT; k++) {
+        char why[256];
+        int ok = rl_cpu_lowp_check((rl_lowp)k, &f, why, sizeof(why));
+        PyObject *entry = Py_BuildValue(
+            "{s:s,s:s,s:s,s:i,s:L,s:O,s:s}", "name", rl_cpu_lowp_name((rl_lowp)k), "instruction",
+            rl_cpu_lowp_instruction((rl_lowp)k), "dtype", rl_dtype_name(rl_cpu_lowp_dtype((rl_lowp)k)),
+            "accumulators", rl_cpu_lowp_accumulators((rl_lowp)k), "flop_per_iteration",
+            (long long)rl_cpu_lowp_flop_per_iter((rl_lowp)k), "available", ok ? Py_True : Py_False, "reason", why);
+        if (entry == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, k, entry);
+    }
+    if (features_obj != Py_None) {
+        return out;
+    }
+    PyObject *feat = Py_BuildValue("{s:i,s:k,s:k,s:k,s:k,s:k,s:K,s:i}", "x86", f.x86, "leaf1_ecx",
+                                   (unsigned long)f.leaf1_ecx, "leaf7_ebx", (unsigned long)f.leaf7_ebx, "leaf7_ecx",
+                                   (unsigned long)f.leaf7_ecx, "leaf7_edx", (unsigned long)f.leaf7_edx,
+                                   "leaf7_1_eax", (unsigned long)f.leaf7_1_eax, "xcr0", (unsigned long long)f.xcr0,
+                                   "amx_perm", f.amx_perm);
+    if (feat == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", out, feat);
+}
+
+PyDoc_STRVAR(cpu_lowp_kernels_doc,
+             "cpu_lowp_kernels(features=None) -> (kernels, features) or kernels\n\n"
+             "The low-precision product kernels ('avx512_bf16', 'avx512_fp16', 'avx512_vnni', 'amx_bf16',\n"
+             "'amx_int8'): one dict each with name, instruction, dtype, accumulators, flop_per_iteration,\n"
+             "available, and reason (why it cannot run, '' when it can). Without `features` the machine is read\n"
+             "(cpuid, XCR0, and on an AMX machine the kernel's permission for the tile data, requested here) and\n"
+             "(kernels, features) is returned; with a dict of made-up features (keys x86, leaf1_ecx, leaf7_ebx,\n"
+             "leaf7_ecx, leaf7_edx, leaf7_1_eax, xcr0, amx_perm) the decision for them is returned alone.");
+
+static PyObject *cpu_lowp_peak(PyObject *module, PyObject *args, PyObject *kwargs) {
+    (void)module;
+    static char *kwlist[] = {"kernel", "seconds", "threads", "repeats", "stat", NULL};
+    const char *name = NULL, *stat_name = "median";
+    double seconds = 0.25;
+    int threads = 0, repeats = 5;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|di$is:cpu_lowp_peak", kwlist, &name, &seconds, &threads,
+                                     &repeats, &stat_name)) {
+        return NULL;
+    }
+    int k = rl_cpu_lowp_find(name);
+    if (k < 0) {
+        return rl_err_value("kernel must be one of 'avx512_bf16', 'avx512_fp16', 'avx512_vnni', 'amx_bf16' or "
+                            "'amx_int8', not '%s'", name);
+    }
+    rl_stat stat;
+    if (rl_parse_stat(stat_name, &stat) < 0) {
+        return NULL;
+    }
+    if (!isfinite(seconds) || seconds <= 0.0 || seconds > RL_MAX_SECONDS) {
+        return rl_err_seconds("seconds", "> 0 and <=", seconds);
+    }
+    if (repeats < 1 || repeats > 1000) {
+        return rl_err_value("repeats must be between 1 and 1000, not %d", repeats);
+    }
+    threads = rl_parse_threads(threads);
+    if (threads < 0) {
+        return NULL;
+    }
+    if (!rl_cpu_lowp_available((rl_lowp)k)) {
+        char why[256];
+        rl_cpu_features f;
+        rl_cpu_features_get(&f);
+        rl_cpu_lowp_check((rl_lowp)k, &f, why, sizeof(why));
+        return rl_err_value("kernel '%s' cannot run here: %s", name, why);
+    }
+    rl_fma_result r;
+    rl_cpu_error err = {NULL, 0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = rl_cpu_lowp_peak((rl_lowp)k, seconds, threads, repeats, stat, &r, &err);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) {
+        return rl_raise_cpu_error(&err);
+    }
+    return Py_BuildValue("{s:d,s:d,s:d,s:L,s:i,s:O,s:i,s:s,s:s,s:s,s:i,s:L,s:d}", "flops", r.flops, "best_flops",
+                         r.best_flops, "seconds", r.seconds, "flop_per_repeat", (long long)r.flop_per_rep, "threads",
+                         r.threads, "pinned", r.pinned ? Py_True : Py_False, "repeats", r.repeats, "kernel", name,
+                         "instruction", rl_cpu_lowp_instruction((rl_lowp)k), "dtype",
+                         rl_dtype_name(rl_cpu_lowp_dtype((rl_lowp)k)), "accumulators",
+                         rl_cpu_lowp_accumulators((rl_lowp)k), "flop_per_iteration",
+                         (long long)rl_cpu_lowp_flop_per_iter((rl_lowp)k), "cpu_share", r.cpu_share);
+}
+
+PyDoc_STRVAR(cpu_lowp_peak_doc,
+             "cpu_lowp_peak(kernel, seconds=0.25, threads=0, *, repeats=5, stat='median') -> dict\n\n"
+             "All-core peak of a low-precision product kernel (see cpu_lowp_kernels) in operations per second\n"
+             "(a multiply and an add count one each), with the protocol of cpu_fma_peak. ValueError naming the\n"
+             "reason when the kernel cannot run on this machine. Returns flops, best_flops, seconds, threads,\n"
+             "pinned, repeats, kernel, instruction, dtype, accumulators, flop_per_iteration and cpu_share.");
+
 PyMethodDef rl_cpu_methods[] = {
     {"cpu_kernels", cpu_kernels, METH_NOARGS,
      PyDoc_STR("cpu_kernels() -> dict: the C benchmark kernels, {'fma': (dtype, ...), 'bandwidth': ((name, "
@@ -459,6 +636,9 @@ PyMethodDef rl_cpu_methods[] = {
     {"cpu_fma_peak", (PyCFunction)(void (*)(void))cpu_fma_peak, METH_VARARGS | METH_KEYWORDS, cpu_fma_peak_doc},
     {"cpu_bandwidth_sweep", (PyCFunction)(void (*)(void))cpu_bandwidth_sweep, METH_VARARGS | METH_KEYWORDS,
      cpu_bandwidth_sweep_doc},
+    {"cpu_lowp_kernels", (PyCFunction)(void (*)(void))cpu_lowp_kernels, METH_VARARGS | METH_KEYWORDS,
+     cpu_lowp_kernels_doc},
+    {"cpu_lowp_peak", (PyCFunction)(void (*)(void))cpu_lowp_peak, METH_VARARGS | METH_KEYWORDS, cpu_lowp_peak_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -28,7 +28,11 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #define RL_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
+#endif
+#if defined(__linux__)
+#include <sys/syscall.h>
 #endif
 #if defined(__aarch64__)
 #define RL_ARM64 1
@@ -553,6 +557,411 @@ int rl_cpu_fma_supported(rl_simd simd, rl_dtype dtype) { return rl_fma_lookup(si
 double rl_cpu_fma_kernel(rl_simd simd, rl_dtype dtype, int64_t iters) {
     rl_fma_fn fn = rl_fma_lookup(simd, dtype);
     return fn != NULL ? fn(iters) : NAN;
+}
+
+/* ------------------------------------------------------------------------------------------------------------
+ * 2b. Low-precision and matrix-unit product kernels (see cpu.h for what each computes)
+ * ------------------------------------------------------------------------------------------------------------ */
+
+#ifdef RL_X86
+/* Values the kernels multiply pass through volatiles so that no compiler can fold the loops. */
+__attribute__((unused)) static volatile float rl_lowp_one = 1.0f;
+__attribute__((unused)) static volatile float rl_lowp_small = 0.0009765625f; /* 2^-10 */
+__attribute__((unused)) static volatile int rl_lowp_int_one = 1;
+#endif
+
+typedef double (*rl_lowp_fn)(int64_t iters);
+
+/* The compilers that can emit each instruction set (an older one builds the extension without that kernel, and
+ * rl_cpu_lowp_check says so): AVX512-VNNI GCC 8 / clang 6, AVX512-BF16 GCC 10 / clang 9, AMX GCC 11 / clang 12
+ * (x86-64 only), AVX512-FP16 GCC 12 / clang 15. */
+#ifdef RL_X86
+#if defined(__clang__)
+#define RL_CC_AT_LEAST(gcc, clang) (__clang_major__ >= (clang))
+#elif defined(__GNUC__)
+#define RL_CC_AT_LEAST(gcc, clang) (__GNUC__ >= (gcc))
+#else
+#define RL_CC_AT_LEAST(gcc, clang) 0
+#endif
+#if RL_CC_AT_LEAST(8, 6)
+#define RL_HAVE_AVX512_VNNI 1
+#endif
+#if RL_CC_AT_LEAST(10, 9)
+#define RL_HAVE_AVX512_BF16 1
+#endif
+#if RL_CC_AT_LEAST(12, 15)
+#define RL_HAVE_AVX512_FP16 1
+#endif
+#if RL_CC_AT_LEAST(11, 12) && defined(__x86_64__) && defined(__linux__)
+#define RL_HAVE_AMX 1 /* the tile state must be granted by the kernel (arch_prctl), which only Linux does */
+#endif
+#endif
+
+#ifdef RL_HAVE_AVX512_BF16
+#define RL_LOWP_CHAIN_F32(k) (1.0f + (float)(k) * 0.0078125f)
+#define RL_BF_DECL(k) __m512 x##k = _mm512_set1_ps(RL_LOWP_CHAIN_F32(k));
+#define RL_BF_STEP(k) x##k = _mm512_dpbf16_ps(x##k, a, b);
+#define RL_BF_SUM(k)                                                                                               \
+    _mm512_storeu_ps(lanes, x##k);                                                                                 \
+    for (int l = 0; l < 16; l++) {                                                                                 \
+        s += (double)lanes[l];                                                                                     \
+    }
+__attribute__((target("avx512f,avx512bf16"), noinline)) static double rl_lowp_avx512_bf16(int64_t iters) {
+    /* bf16 pairs: a = (1.0, 1.0), b = (2^-10, 2^-10), converted from fp32 (exact) */
+    const __m512 one = _mm512_set1_ps(rl_lowp_one), small = _mm512_set1_ps(rl_lowp_small);
+    const __m512bh a = _mm512_cvtne2ps_pbh(one, one), b = _mm512_cvtne2ps_pbh(small, small);
+    RL_REP12(RL_BF_DECL)
+    for (int64_t i = 0; i < iters; i++) {
+        RL_REP12(RL_BF_STEP)
+    }
+    float lanes[16];
+    double s = 0.0;
+    RL_REP12(RL_BF_SUM)
+    return s;
+}
+#endif
+
+#ifdef RL_HAVE_AVX512_FP16
+#define RL_HF_DECL(k) __m512h x##k = _mm512_set1_ph((_Float16)RL_CHAIN_X0(k));
+#define RL_HF_STEP(k) x##k = _mm512_fmadd_ph(x##k, m, a);
+#define RL_HF_SUM(k)                                                                                               \
+    _mm512_storeu_ph(lanes, x##k);                                                                                 \
+    for (int l = 0; l < 32; l++) {                                                                                 \
+        s += (double)lanes[l];                                                                                     \
+    }
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512fp16"), noinline)) static double
+rl_lowp_avx512_fp16(int64_t iters) {
+    const __m512h m = _mm512_set1_ph((_Float16)rl_fma_mul), a = _mm512_set1_ph((_Float16)rl_fma_add);
+    RL_REP12(RL_HF_DECL)
+    for (int64_t i = 0; i < iters; i++) {
+        RL_REP12(RL_HF_STEP)
+    }
+    _Float16 lanes[32];
+    double s = 0.0;
+    RL_REP12(RL_HF_SUM)
+    return s;
+}
+#endif
+
+#ifdef RL_HAVE_AVX512_VNNI
+#define RL_VN_DECL(k) __m512i x##k = _mm512_set1_epi32(k);
+#define RL_VN_STEP(k) x##k = _mm512_dpbusd_epi32(x##k, a, b);
+#define RL_VN_SUM(k)                                                                                               \
+    _mm512_storeu_si512((void *)lanes, x##k);                                                                      \
+    for (int l = 0; l < 16; l++) {                                                                                 \
+        s += (double)lanes[l];                                                                                     \
+    }
+__attribute__((target("avx512f,avx512vnni"), noinline)) static double rl_lowp_avx512_vnni(int64_t iters) {
+    /* unsigned bytes a = (1, 1, 1, 1), signed bytes b = (1, 1, 1, -1) per int32 lane: each step adds 2 */
+    const int one = rl_lowp_int_one;
+    const __m512i a = _mm512_set1_epi32(one * 0x01010101);
+    const __m512i b = _mm512_set1_epi32((int)(0xFF010101u * (unsigned)one));
+    RL_REP12(RL_VN_DECL)
+    for (int64_t i = 0; i < iters; i++) {
+        RL_REP12(RL_VN_STEP)
+    }
+    int32_t lanes[16];
+    double s = 0.0;
+    RL_REP12(RL_VN_SUM)
+    return s;
+}
+#endif
+
+#ifdef RL_HAVE_AMX
+/* Tile configuration (palette 1): tiles 0-3 hold the 16x16 accumulators, 4-5 the left and 6-7 the right
+ * operands, each 16 rows of 64 bytes. */
+typedef struct {
+    uint8_t palette_id;
+    uint8_t start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} rl_tile_config;
+
+static void rl_tile_config_init(rl_tile_config *cfg) {
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->palette_id = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg->rows[t] = 16;
+        cfg->colsb[t] = 64;
+    }
+}
+
+/* One body for both AMX kernels: ACC element type, OPERAND_INIT fills the 16x64-byte operand buffers, DP is the
+ * tile product instruction. Four independent accumulators cover the latency of the tile multiplier. */
+#define RL_AMX_KERNEL(NAME, TARGET, ACC_T, X0, FILL_A, FILL_B, DP)                                                 \
+    __attribute__((target(TARGET), noinline)) static double NAME(int64_t iters) {                                  \
+        rl_tile_config cfg;                                                                                        \
+        rl_tile_config_init(&cfg);                                                                                 \
+        _Alignas(64) ACC_T acc[4][256];                                                                            \
+        _Alignas(64) uint8_t opa[1024], opb[1024];                                                                 \
+        for (int t = 0; t < 4; t++) {                                                                              \
+            for (int e = 0; e < 256; e++) {                                                                        \
+                acc[t][e] = (ACC_T)(X0);                                                                           \
+            }                                                                                                      \
+        }                                                                                                          \
+        FILL_A;                                                                                                    \
+        FILL_B;                                                                                                    \
+        _tile_loadconfig(&cfg);                                                                                    \
+        _tile_loadd(0, acc[0], 64);                                                                                \
+        _tile_loadd(1, acc[1], 64);                                                                                \
+        _tile_loadd(2, acc[2], 64);                                                                                \
+        _tile_loadd(3, acc[3], 64);                                                                                \
+        _tile_loadd(4, opa, 64);                                                                                   \
+        _tile_loadd(5, opa, 64);                                                                                   \
+        _tile_loadd(6, opb, 64);                                                                                   \
+        _tile_loadd(7, opb, 64);                                                                                   \
+        for (int64_t i = 0; i < iters; i++) {                                                                      \
+            DP(0, 4, 6);                                                                                           \
+            DP(1, 4, 7);                                                                                           \
+            DP(2, 5, 6);                                                                                           \
+            DP(3, 5, 7);                                                                                           \
+        }                                                                                                          \
+        _tile_stored(0, acc[0], 64);                                                                               \
+        _tile_stored(1, acc[1], 64);                                                                               \
+        _tile_stored(2, acc[2], 64);                                                                               \
+        _tile_stored(3, acc[3], 64);                                                                               \
+        _tile_release();                                                                                           \
+        double s = 0.0;                                                                                            \
+        for (int t = 0; t < 4; t++) {                                                                              \
+            for (int e = 0; e < 256; e++) {                                                                        \
+                s += (double)acc[t][e];                                                                            \
+            }                                                                                                      \
+        }                                                                                                          \
+        return s;                                                                                                  \
+    }
+
+/* bf16 bit patterns of 1.0 and 2^-10 (the upper halves of the fp32 patterns; exact) */
+static uint16_t rl_bf16_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return (uint16_t)(u >> 16);
+}
+static void rl_fill16(uint8_t *buf, uint16_t v) {
+    for (int i = 0; i < 512; i++) {
+        memcpy(buf + 2 * i, &v, 2);
+    }
+}
+#define RL_AMX_DP_BF16(c, a, b) _tile_dpbf16ps(c, a, b)
+#define RL_AMX_DP_INT8(c, a, b) _tile_dpbssd(c, a, b)
+RL_AMX_KERNEL(rl_lowp_amx_bf16, "amx-tile,amx-bf16", float, 1.0f + (float)t * 0.0078125f,
+              rl_fill16(opa, rl_bf16_bits(rl_lowp_one)), rl_fill16(opb, rl_bf16_bits(rl_lowp_small)),
+              RL_AMX_DP_BF16)
+RL_AMX_KERNEL(rl_lowp_amx_int8, "amx-tile,amx-int8", int32_t, t, memset(opa, rl_lowp_int_one, sizeof(opa)),
+              memset(opb, rl_lowp_int_one, sizeof(opb)), RL_AMX_DP_INT8)
+#endif
+
+/* The table. flop: operations per loop iteration of one thread (all accumulators). */
+static const struct {
+    const char *name;
+    const char *instruction;
+    rl_dtype dtype;
+    int accumulators;
+    int64_t flop_per_iter;
+    rl_lowp_fn fn;
+} rl_lowp_table[RL_LOWP_COUNT] = {
+    /* 16 fp32 lanes x 2 bf16 products each: 2 multiplies + 2 adds per lane */
+    [RL_LOWP_AVX512_BF16] = {"avx512_bf16", "vdpbf16ps zmm", RL_DT_BFLOAT16, RL_FMA_CHAINS, RL_FMA_CHAINS * 16 * 4,
+#ifdef RL_HAVE_AVX512_BF16
+                             rl_lowp_avx512_bf16
+#else
+                             NULL
+#endif
+    },
+    /* 32 fp16 lanes, one FMA each */
+    [RL_LOWP_AVX512_FP16] = {"avx512_fp16", "vfmadd231ph zmm", RL_DT_FLOAT16, RL_FMA_CHAINS, RL_FMA_CHAINS * 32 * 2,
+#ifdef RL_HAVE_AVX512_FP16
+                             rl_lowp_avx512_fp16
+#else
+                             NULL
+#endif
+    },
+    /* 16 int32 lanes x 4 byte products each */
+    [RL_LOWP_AVX512_VNNI] = {"avx512_vnni", "vpdpbusd zmm", RL_DT_INT8, RL_FMA_CHAINS, RL_FMA_CHAINS * 16 * 8,
+#ifdef RL_HAVE_AVX512_VNNI
+                             rl_lowp_avx512_vnni
+#else
+                             NULL
+#endif
+    },
+    /* 4 tiles x (16 x 16 outputs x 32 bf16 products) multiply-adds */
+    [RL_LOWP_AMX_BF16] = {"amx_bf16", "tdpbf16ps", RL_DT_BFLOAT16, 4, 4LL * 16 * 16 * 32 * 2,
+#ifdef RL_HAVE_AMX
+                          rl_lowp_amx_bf16
+#else
+                          NULL
+#endif
+    },
+    /* 4 tiles x (16 x 16 outputs x 64 int8 products) multiply-adds */
+    [RL_LOWP_AMX_INT8] = {"amx_int8", "tdpbssd", RL_DT_INT8, 4, 4LL * 16 * 16 * 64 * 2,
+#ifdef RL_HAVE_AMX
+                          rl_lowp_amx_int8
+#else
+                          NULL
+#endif
+    },
+};
+
+static int rl_lowp_valid(rl_lowp k) { return k >= 0 && k < RL_LOWP_COUNT; }
+
+const char *rl_cpu_lowp_name(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].name : NULL; }
+const char *rl_cpu_lowp_instruction(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].instruction : NULL; }
+rl_dtype rl_cpu_lowp_dtype(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].dtype : RL_DT_UNKNOWN; }
+int64_t rl_cpu_lowp_flop_per_iter(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].flop_per_iter : 0; }
+int rl_cpu_lowp_accumulators(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].accumulators : 0; }
+
+int rl_cpu_lowp_find(const char *name) {
+    for (int k = 0; name != NULL && k < RL_LOWP_COUNT; k++) {
+        if (strcmp(name, rl_lowp_table[k].name) == 0) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+double rl_cpu_lowp_kernel(rl_lowp k, int64_t iters) {
+    if (!rl_lowp_valid(k) || rl_lowp_table[k].fn == NULL) {
+        return NAN;
+    }
+    return rl_lowp_table[k].fn(iters);
+}
+
+/* Feature bits (cpuid leaf 7 unless noted) and XCR0 state components. */
+#define RL_CPUID1_ECX_OSXSAVE (1u << 27)
+#define RL_CPUID7_EBX_AVX512F (1u << 16)
+#define RL_CPUID7_ECX_AVX512_VNNI (1u << 11)
+#define RL_CPUID7_EDX_AMX_BF16 (1u << 22)
+#define RL_CPUID7_EDX_AVX512_FP16 (1u << 23)
+#define RL_CPUID7_EDX_AMX_TILE (1u << 24)
+#define RL_CPUID7_EDX_AMX_INT8 (1u << 25)
+#define RL_CPUID7_1_EAX_AVX512_BF16 (1u << 5)
+#define RL_XCR0_AVX512 0xE6ull        /* SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM */
+#define RL_XCR0_AMX (3ull << 17)      /* XTILECFG, XTILEDATA */
+#define RL_ARCH_GET_XCOMP_PERM 0x1022
+#define RL_ARCH_REQ_XCOMP_PERM 0x1023
+#define RL_XFEATURE_XTILEDATA 18
+
+#define RL_WHY(...)                                                                                                \
+    do {                                                                                                           \
+        if (why != NULL && cap > 0) {                                                                              \
+            snprintf(why, cap, __VA_ARGS__);                                                                       \
+        }                                                                                                          \
+        return 0;                                                                                                  \
+    } while (0)
+
+int rl_cpu_lowp_check(rl_lowp k, const rl_cpu_features *f, char *why, size_t cap) {
+    if (why != NULL && cap > 0) {
+        why[0] = '\0';
+    }
+    if (!rl_lowp_valid(k)) {
+        RL_WHY("no such kernel");
+    }
+    const char *name = rl_lowp_table[k].name;
+    if (!f->x86) {
+        RL_WHY("%s: not an x86-64 CPU (no kernel for this architecture)", name);
+    }
+    if (rl_lowp_table[k].fn == NULL) {
+        static const char *const needs[RL_LOWP_COUNT] = {
+            "AVX512-BF16 needs GCC 10 or clang 9", "AVX512-FP16 needs GCC 12 or clang 15",
+            "AVX512-VNNI needs GCC 8 or clang 6", "AMX needs GCC 11 or clang 12, x86-64 and Linux",
+            "AMX needs GCC 11 or clang 12, x86-64 and Linux"};
+        RL_WHY("%s: this build has no %s kernel (%s)", name, name, needs[k]);
+    }
+    int amx = k == RL_LOWP_AMX_BF16 || k == RL_LOWP_AMX_INT8;
+    if (!amx) {
+        static const char *const flag[] = {"AVX512_BF16", "AVX512_FP16", "AVX512_VNNI"};
+        int has = 0;
+        switch (k) {
+        case RL_LOWP_AVX512_BF16: has = (f->leaf7_1_eax & RL_CPUID7_1_EAX_AVX512_BF16) != 0; break;
+        case RL_LOWP_AVX512_FP16: has = (f->leaf7_edx & RL_CPUID7_EDX_AVX512_FP16) != 0; break;
+        default: has = (f->leaf7_ecx & RL_CPUID7_ECX_AVX512_VNNI) != 0; break;
+        }
+        if (!(f->leaf7_ebx & RL_CPUID7_EBX_AVX512F) || !has) {
+            RL_WHY("%s: the CPU does not support %s%s (cpuid)", name, flag[k],
+                   (f->leaf7_ebx & RL_CPUID7_EBX_AVX512F) ? "" : " (no AVX-512F)");
+        }
+        if (!(f->leaf1_ecx & RL_CPUID1_ECX_OSXSAVE) || (f->xcr0 & RL_XCR0_AVX512) != RL_XCR0_AVX512) {
+            RL_WHY("%s: the OS has not enabled the AVX-512 register state (XCR0 = 0x%llx)", name,
+                   (unsigned long long)f->xcr0);
+        }
+        return 1;
+    }
+    uint32_t need = k == RL_LOWP_AMX_BF16 ? RL_CPUID7_EDX_AMX_BF16 : RL_CPUID7_EDX_AMX_INT8;
+    if (!(f->leaf7_edx & RL_CPUID7_EDX_AMX_TILE) || !(f->leaf7_edx & need)) {
+        RL_WHY("%s: the CPU has no AMX (%s) tiles (cpuid)", name, k == RL_LOWP_AMX_BF16 ? "AMX-BF16" : "AMX-INT8");
+    }
+    if (!(f->leaf1_ecx & RL_CPUID1_ECX_OSXSAVE) || (f->xcr0 & RL_XCR0_AMX) != RL_XCR0_AMX) {
+        RL_WHY("%s: the OS has not enabled the AMX tile state (XCR0 = 0x%llx)", name, (unsigned long long)f->xcr0);
+    }
+    if (f->amx_perm != 0) {
+        if (f->amx_perm < 0) {
+            RL_WHY("%s: permission for the AMX tile data was not requested", name);
+        }
+        RL_WHY("%s: the kernel refused the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM: %s, errno %d; "
+               "Linux 5.16 or later is needed)", name, f->amx_perm == EINVAL ? "EINVAL" :
+               (f->amx_perm == EPERM ? "EPERM" : (f->amx_perm == ENOSYS ? "ENOSYS" : "error")), f->amx_perm);
+    }
+    return 1;
+}
+
+void rl_cpu_features_get(rl_cpu_features *out) {
+    memset(out, 0, sizeof(*out));
+    out->amx_perm = -1;
+#ifdef RL_X86
+    out->x86 = 1;
+    unsigned a, b, c, d;
+    if (__get_cpuid(1, &a, &b, &c, &d)) {
+        out->leaf1_ecx = c;
+    }
+    if (__get_cpuid_max(0, NULL) >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        out->leaf7_ebx = b;
+        out->leaf7_ecx = c;
+        out->leaf7_edx = d;
+        unsigned subleaves = a;
+        if (subleaves >= 1) {
+            __cpuid_count(7, 1, a, b, c, d);
+            out->leaf7_1_eax = a;
+        }
+    }
+    if (out->leaf1_ecx & RL_CPUID1_ECX_OSXSAVE) {
+        uint32_t lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        out->xcr0 = ((uint64_t)hi << 32) | lo;
+    }
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    if ((out->leaf7_edx & RL_CPUID7_EDX_AMX_TILE) && (out->xcr0 & RL_XCR0_AMX) == RL_XCR0_AMX) {
+        out->amx_perm = syscall(SYS_arch_prctl, RL_ARCH_REQ_XCOMP_PERM, RL_XFEATURE_XTILEDATA) == 0 ? 0 : errno;
+        if (out->amx_perm == 0) {
+            /* granted: confirm the permission covers the tile data */
+            unsigned long bits = 0;
+            if (syscall(SYS_arch_prctl, RL_ARCH_GET_XCOMP_PERM, &bits) != 0 ||
+                !(bits & (1ul << RL_XFEATURE_XTILEDATA))) {
+                out->amx_perm = EPERM;
+            }
+        }
+    }
+#endif
+#endif
+}
+
+static pthread_once_t rl_lowp_once = PTHREAD_ONCE_INIT;
+static int rl_lowp_ok[RL_LOWP_COUNT];
+
+static void rl_lowp_detect(void) {
+    rl_cpu_features f;
+    rl_cpu_features_get(&f);
+    for (int k = 0; k < RL_LOWP_COUNT; k++) {
+        rl_lowp_ok[k] = rl_cpu_lowp_check((rl_lowp)k, &f, NULL, 0);
+    }
+}
+
+int rl_cpu_lowp_available(rl_lowp k) {
+    if (!rl_lowp_valid(k)) {
+        return 0;
+    }
+    pthread_once(&rl_lowp_once, rl_lowp_detect);
+    return rl_lowp_ok[k];
 }
 
 /* Stream kernels. Arrays x0, x1, x2 of n doubles, `reps` passes: read sums x0; copy x1[i] = x0[i]; triad
@@ -1109,6 +1518,71 @@ int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, i
         out->simd = simd;
         out->cpu_share = rl_median_share(&job.tm);
         out->seconds = rl_cpu_now() - start;
+    }
+    free(job.tm.times);
+    free(job.tm.cpu_slot);
+    free(job.tm.shares);
+    free(job.sinks);
+    return rc;
+}
+
+/* Low-precision kernels: the same team and timing protocol as the FMA peak, one kernel per thread. */
+typedef struct {
+    rl_lowp kernel;
+    rl_timing tm;
+    rl_sink *sinks;
+} rl_lowp_job;
+
+static void rl_lowp_work(void *p, int tid, int64_t reps) {
+    rl_lowp_job *job = p;
+    job->sinks[tid].value += rl_cpu_lowp_kernel(job->kernel, reps * RL_FMA_ITERS_PER_REP);
+}
+
+static void rl_lowp_member(rl_team *team, int tid, void *arg) {
+    rl_timed_runs(team, tid, &((rl_lowp_job *)arg)->tm, rl_lowp_work, arg);
+}
+
+int rl_cpu_lowp_peak(rl_lowp k, double seconds, int threads, int repeats, rl_stat stat, rl_fma_result *out,
+                     rl_cpu_error *err) {
+    double start = rl_cpu_now();
+    if (!rl_cpu_lowp_available(k)) {
+        err->call = "rl_cpu_lowp_available";
+        err->code = EINVAL;
+        return -1;
+    }
+    if (threads <= 0) {
+        threads = rl_cpu_count();
+    }
+    if (repeats < 1) {
+        repeats = 1;
+    }
+    rl_lowp_job job = {.kernel = k};
+    job.tm.min_seconds = seconds / (repeats + 1);
+    job.tm.repeats = repeats;
+    job.tm.times = calloc((size_t)repeats, sizeof(double));
+    job.tm.cpu_slot = calloc((size_t)threads, sizeof(double));
+    job.tm.shares = calloc((size_t)repeats, sizeof(double));
+    job.sinks = calloc((size_t)threads, sizeof(rl_sink));
+    int rc = -1;
+    if (job.tm.times == NULL || job.tm.cpu_slot == NULL || job.tm.shares == NULL || job.sinks == NULL) {
+        err->call = "calloc";
+        err->code = ENOMEM;
+    } else {
+        int pinned = 0;
+        rc = rl_team_run(threads, rl_lowp_member, &job, &pinned, err);
+        if (rc == 0) {
+            int64_t flop = job.tm.reps * RL_FMA_ITERS_PER_REP * rl_cpu_lowp_flop_per_iter(k) * (int64_t)threads;
+            double typical = rl_reduce_times(job.tm.times, repeats, stat);
+            out->flop_per_rep = flop;
+            out->flops = (double)flop / typical;
+            out->best_flops = (double)flop / job.tm.times[0];
+            out->threads = threads;
+            out->pinned = pinned;
+            out->repeats = repeats;
+            out->simd = rl_cpu_simd_best();
+            out->cpu_share = rl_median_share(&job.tm);
+            out->seconds = rl_cpu_now() - start;
+        }
     }
     free(job.tm.times);
     free(job.tm.cpu_slot);

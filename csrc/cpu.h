@@ -8,6 +8,7 @@
 #ifndef RL_CPU_H
 #define RL_CPU_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rl_dtype.h"
@@ -157,6 +158,80 @@ int rl_cpu_bw_kernel_count(void);
 const char *rl_cpu_bw_kernel_name(rl_bw_kernel kernel);
 int rl_cpu_bw_kernel_arrays(rl_bw_kernel kernel);
 rl_bw_kernel rl_cpu_bw_kernel_find(const char *name);
+
+/* ---- Low-precision and matrix-unit product kernels ----
+ *
+ * Instructions that multiply narrow types and accumulate wider ones, used by matrix products: AVX512-BF16
+ * vdpbf16ps (pairs of bf16 products into fp32), AVX512-FP16 vfmadd231ph (fp16 FMA), AVX512-VNNI vpdpbusd (quads
+ * of u8 x s8 products into int32), and the AMX tile instructions tdpbf16ps / tdpbssd (16x16 fp32 / int32 tiles +=
+ * 16x32 bf16 x 32x16 bf16 / 16x64 int8 x 64x16 int8). Each is an entry of a table in cpu.c; whether one runs
+ * depends on the build (the compiler must emit it), the CPU (cpuid), the OS (XCR0 state enabled through XSAVE)
+ * and, for AMX, the kernel's permission for the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM). Nothing is
+ * assumed: rl_cpu_lowp_check says which of these failed. */
+typedef enum {
+    RL_LOWP_AVX512_BF16 = 0,
+    RL_LOWP_AVX512_FP16 = 1,
+    RL_LOWP_AVX512_VNNI = 2,
+    RL_LOWP_AMX_BF16 = 3,
+    RL_LOWP_AMX_INT8 = 4,
+    RL_LOWP_COUNT = 5
+} rl_lowp;
+
+/* What decides whether a low-precision kernel can run, as read from the machine (rl_cpu_features_get) or given
+ * by a test. cpuid registers are 0 where the leaf does not exist. */
+typedef struct {
+    int x86;               /* 1 when the registers below were read with cpuid (x86 build) */
+    uint32_t leaf1_ecx;    /* cpuid(1).ecx: bit 27 OSXSAVE */
+    uint32_t leaf7_ebx;    /* cpuid(7, 0).ebx: bit 16 AVX512F */
+    uint32_t leaf7_ecx;    /* cpuid(7, 0).ecx: bit 11 AVX512_VNNI */
+    uint32_t leaf7_edx;    /* cpuid(7, 0).edx: bit 22 AMX-BF16, 23 AVX512_FP16, 24 AMX-TILE, 25 AMX-INT8 */
+    uint32_t leaf7_1_eax;  /* cpuid(7, 1).eax: bit 5 AVX512_BF16 */
+    uint64_t xcr0;         /* XGETBV(0) when OSXSAVE, else 0: bits 5-7 AVX-512 state, 17-18 AMX tile state */
+    int amx_perm;          /* arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA): 0 granted, > 0 the errno it failed with,
+                              -1 not asked (no AMX in cpuid or XCR0, or not Linux) */
+} rl_cpu_features;
+
+/* Read the features of this machine. On x86 Linux, when cpuid and XCR0 show AMX tile state, this asks the kernel
+ * for permission to use it (once per process; the permission is process-wide and stays granted). */
+void rl_cpu_features_get(rl_cpu_features *out);
+
+/* 1 when kernel `k` can run given features *f (and this build has the kernel); otherwise 0 and, when why != NULL,
+ * a sentence in why[0..cap) naming what is missing. A pure function of its arguments (tests feed it made-up
+ * features). */
+int rl_cpu_lowp_check(rl_lowp k, const rl_cpu_features *f, char *why, size_t cap);
+
+/* 1 when kernel `k` can run on this machine (rl_cpu_features_get + rl_cpu_lowp_check, cached). */
+int rl_cpu_lowp_available(rl_lowp k);
+
+/* Static descriptions of kernel `k` (NULL / 0 for an invalid k): its name ("avx512_bf16", "avx512_fp16",
+ * "avx512_vnni", "amx_bf16", "amx_int8"), the instruction, the element type multiplied, and the operations one
+ * iteration of its loop executes (a multiply and an add count one each, so a multiply-add counts 2). */
+const char *rl_cpu_lowp_name(rl_lowp k);
+const char *rl_cpu_lowp_instruction(rl_lowp k);
+rl_dtype rl_cpu_lowp_dtype(rl_lowp k);
+int64_t rl_cpu_lowp_flop_per_iter(rl_lowp k);
+/* Independent accumulators (vector registers or tiles) the kernel keeps in flight. */
+int rl_cpu_lowp_accumulators(rl_lowp k);
+/* The index of a name, or -1. */
+int rl_cpu_lowp_find(const char *name);
+
+/* Run kernel `k` on this thread for `iters` loop iterations and return the sum of its accumulators; NaN when the
+ * build has no such kernel or `k` is invalid. The caller must have checked rl_cpu_lowp_available(k) (the
+ * instruction faults otherwise). Accumulators start from distinct values and every iteration adds a fixed amount
+ * (see RL_LOWP_* below), so tests can compute the result:
+ *   avx512_bf16: 12 zmm chains of 16 fp32 lanes, x0 = 1 + c/128, each iteration adds 2 x (1.0 x 2^-10) = 2^-9
+ *   avx512_fp16: 12 zmm chains of 32 fp16 lanes, x <- x*m + a as the FMA kernels (m = 1 - 2^-10, a = 2^-10);
+ *                fp16 rounding stalls the chains, so every lane stays within [1, x0]
+ *   avx512_vnni: 12 zmm chains of 16 int32 lanes, x0 = c, each iteration adds 1*1 + 1*1 + 1*1 + 1*(-1) = 2
+ *   amx_bf16:    4 tiles of 16x16 fp32, x0 = 1 + t/128, each iteration adds 32 x (1.0 x 2^-10) = 2^-5
+ *   amx_int8:    4 tiles of 16x16 int32, x0 = t, each iteration adds 64 x (1 x 1) = 64 */
+double rl_cpu_lowp_kernel(rl_lowp k, int64_t iters);
+
+/* All-core peak of kernel `k`, with the protocol of rl_cpu_fma_peak (*out's simd is RL_SIMD_AUTO's choice and
+ * not meaningful here; flops counts the kernel's operations per second). Returns 0, or -1 with *err filled
+ * (call "rl_cpu_lowp_available" when the kernel cannot run here). */
+int rl_cpu_lowp_peak(rl_lowp k, double seconds, int threads, int repeats, rl_stat stat, rl_fma_result *out,
+                     rl_cpu_error *err);
 
 /* Monotonic clock in seconds. */
 double rl_cpu_now(void);

@@ -1,5 +1,6 @@
-/* One op call as the recorder stores it. Pure C; the layout is mirrored by roofline/_records.py (RECORD_DTYPE):
- * change both together. 80 bytes, no implicit padding. */
+/* One op call as the recorder stores it, and the storages it read and wrote. Pure C; the layouts are mirrored by
+ * roofline/_records.py (RECORD_DTYPE, ACCESS_RAW_DTYPE): change both together. 88 and 24 bytes, no implicit
+ * padding. */
 #ifndef RL_RECORD_H
 #define RL_RECORD_H
 
@@ -29,6 +30,17 @@ typedef struct {
     uint8_t status;         /* RL_OK or an error: the counts of this record are then zero */
     uint8_t kind;           /* rl_kind */
     uint32_t seq;           /* call order (wraps after 2^32 calls; ordering within a report uses the row index) */
+    uint32_t sig;           /* index into the report's signature table (shapes and dtypes of the tensor inputs) */
+    uint32_t reserved;      /* zero */
 } rl_record;
+
+/* One storage an op call read (write = 0) or wrote (write = 1); one per (call, storage, direction). */
+typedef struct {
+    uint64_t storage; /* id of the storage block (its address; may be reused once the storage is freed) */
+    uint64_t nbytes;  /* bytes of the storage the call's views cover (saturates at 2^64 - 1) */
+    uint32_t record;  /* index of the record (the op call) */
+    uint8_t write;
+    uint8_t reserved[3];
+} rl_access;
 
 #endif

@@ -28,7 +28,7 @@ from roofline.report import Comparison
 OUT = Path(__file__).resolve().parent / "api.md"
 
 # Classes listed without a constructor signature: users receive them, they do not build them.
-NOT_CONSTRUCTED = {roofline.Report, Comparison, PeakChoice, roofline.CeilingNotAvailable}
+NOT_CONSTRUCTED = {roofline.Report, roofline.SteadyReport, Comparison, PeakChoice, roofline.CeilingNotAvailable}
 
 # Module-level constants, which carry no docstring of their own.
 CONSTANTS = {
@@ -44,6 +44,7 @@ CONSTANTS = {
 SECTIONS = [
     ("roofline", roofline, [
         ("measure", roofline.measure),
+        ("profile", roofline.profile),
         ("cost", roofline.cost),
         ("load", roofline.load),
         ("register", roofline.register),
@@ -51,6 +52,7 @@ SECTIONS = [
         ("gather", roofline.gather),
         ("ceilings", roofline.ceilings),
         ("Report", roofline.Report),
+        ("SteadyReport", roofline.SteadyReport),
         ("report.Comparison", Comparison),
         ("Cost", roofline.Cost),
         ("TensorSpec", roofline.TensorSpec),

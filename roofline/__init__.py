@@ -9,15 +9,16 @@ from roofline import _core  # noqa: F401  (the C extension; fails early if the b
 from roofline._ceilings import CeilingNotAvailable, Ceiling, Ceilings, ceilings
 from roofline._spec import Cost, TensorSpec, cost
 from roofline.report import Report
+from roofline._steady import SteadyReport, profile
 
 __version__ = "0.1.0"
 
 from roofline import devices  # noqa: E402  (datasheet table, standard library only)
-__all__ = ["measure", "gather", "cost", "Cost", "TensorSpec", "Report", "register", "unregister", "load", "ceilings",
-           "Ceilings", "Ceiling", "CeilingNotAvailable", "devices", "__version__"]
+__all__ = ["measure", "profile", "SteadyReport", "gather", "cost", "Cost", "TensorSpec", "Report", "register", "unregister",
+           "load", "ceilings", "Ceilings", "Ceiling", "CeilingNotAvailable", "devices", "__version__"]
 
 
-def measure(model=None, *, timing="model", ceilings="measured"):
+def measure(model=None, *, timing="model", ceilings="measured", attention=None):
     """Count every aten op that runs inside the block: FLOPs (matrix and vector) and compulsory bytes, per op call,
     with the module that ran it and the phase (forward, backward, optimizer).
 
@@ -26,6 +27,14 @@ def measure(model=None, *, timing="model", ceilings="measured"):
     ``None`` times nothing. ``ceilings``: what ops are judged against: ``"measured"`` (this machine's
     microbenchmarks, cached), ``"datasheet"``, a device name from :mod:`roofline.devices` (``"H100 SXM"``), or a
     :class:`roofline.Ceilings`. Ceilings are resolved on first use of the report.
+
+    ``attention``: which kernel ``torch.nn.functional.scaled_dot_product_attention`` is counted as where no kernel
+    runs (on the meta device or fake tensors): ``"flash"``, ``"efficient"`` or ``"math"``; None (default) counts
+    what runs, which on meta is the math path (the full ``S x S`` scores, causal mask applied afterwards). Calls on
+    real tensors are never redirected. The report records the choice in ``meta["attention"]`` (see
+    docs/concepts.md and :mod:`roofline._sdpa`).
+
+    For the steady state of a step (warm-up steps uncounted, the median of several), see :func:`profile`.
 
     ``model`` (optional): a ``torch.nn.Module``, whose modules are then named from its root, e.g.
     ``"ResNet.layer1.0.conv1"`` (the naming ``FlopCounterMode`` uses); modules are attributed without it too.
@@ -54,21 +63,25 @@ def measure(model=None, *, timing="model", ceilings="measured"):
     elif not isinstance(ceilings, Ceilings):
         raise TypeError(f"measure: ceilings must be 'measured', 'datasheet', a device name or a Ceilings, "
                         f"got {type(ceilings).__name__}")
+    from roofline import _sdpa
+
+    _sdpa.check(attention)
     from roofline import _torch  # needs torch
 
     if model is not None and not isinstance(model, _torch.torch.nn.Module):
         hint = " (a model's name is not enough: pass the model object)" if isinstance(model, str) else ""
         raise TypeError(f"measure: model must be a torch.nn.Module or None, got {type(model).__name__}{hint}")
-    return _Measure(model, timing, ceilings)
+    return _Measure(model, timing, ceilings, attention)
 
 
 class _Measure:
     """The context manager :func:`measure` returns: one block, one report."""
 
-    __slots__ = ("_model", "_timing", "_ceilings", "_session", "_report", "_used")
+    __slots__ = ("_model", "_timing", "_ceilings", "_attention", "_mode", "_session", "_report", "_used")
 
-    def __init__(self, model, timing, ceilings):
+    def __init__(self, model, timing, ceilings, attention=None):
         self._model, self._timing, self._ceilings = model, timing, ceilings
+        self._attention, self._mode = attention, None
         self._session = self._report = None
         self._used = False
 
@@ -80,13 +93,26 @@ class _Measure:
                                "call roofline.measure(...) again for another block")
         self._used = True
         session = _torch.Session(self._model, timing=self._timing)
-        session.enter()  # on failure it releases whatever it had installed
-        self._session, self._report = session, Report._pending_block()
+        if self._attention is not None:
+            from roofline import _sdpa
+
+            self._mode = _sdpa.mode(self._attention)
+            self._mode.__enter__()
+        report = Report._pending_block()  # before the clock starts: its load reading is not in the wall time
+        try:
+            session.enter()  # on failure it releases whatever it had installed
+        except BaseException:
+            self._pop_mode()
+            raise
+        self._session, self._report = session, report
         return self._report
 
     def __exit__(self, exc_type, exc, tb):
         session, report, self._session = self._session, self._report, None
-        session.exit(exc_type, exc, tb)
+        try:
+            session.exit(exc_type, exc, tb)
+        finally:
+            mode = self._pop_mode()
         if exc_type is not None:
             return False  # propagate unchanged
         import numpy as np
@@ -99,10 +125,20 @@ class _Measure:
                 "ceilings_source": (ceilings if ceilings in ("measured", "datasheet") else
                                     "datasheet" if isinstance(ceilings, str) else "best")}
         meta.update(_torch._collectives.meta(session))  # rank, world size, backend; collectives' network bytes
+        if mode is not None:
+            meta["attention"] = {"backend": mode.backend, "calls": dict(mode.calls)}
         report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
-                         overhead=_torch.instrumentation_overhead(timing) if timing is not None else None)
+                         overhead=_torch.instrumentation_overhead(timing) if timing is not None else None,
+                         **dict(zip(("signatures", "accesses"), session.captured())))
         return False
+
+
+    def _pop_mode(self):
+        mode, self._mode = self._mode, None
+        if mode is not None:
+            mode.__exit__(None, None, None)
+        return mode
 
 
 def load(path) -> Report:

@@ -168,9 +168,10 @@ class Ceilings:
         2. for unit "matrix": the ("vector", dtype) entry, since a matrix product can always run on the vector
            units (on a CPU, matrix products in float32/float64 *are* vector FMA work);
         3. on a CPU, for bfloat16, float16 and tfloat32: the float32 peak (matrix, then vector): without native
-           low-precision arithmetic a CPU converts to float32 and computes there. When the CPU does advertise native
-           instructions (e.g. AVX512_BF16, AMX), they are not measured, so the float32 rate is a lower bound and the
-           note says so. On a GPU, for the same dtypes: the float32 vector peak, when the datasheet lists no
+           low-precision arithmetic a CPU converts to float32 and computes there. Where the CPU has native product
+           instructions (AVX512_BF16, AVX512_FP16, AMX) the package measures them as the ("matrix", dtype) peak,
+           found at step 1; where it advertises some that were not measured, the float32 rate is a lower bound and
+           the note says so. On a GPU, for the same dtypes: the float32 vector peak, when the datasheet lists no
            non-tensor rate for them (a lower bound: packed half2 arithmetic runs at least at the fp32 rate).
 
         ``source`` is "measured", "datasheet", or "best" (measured where available, else datasheet). Raises
@@ -232,6 +233,11 @@ class Ceilings:
                 "(a matrix product can run on the vector units at their rate)"
             )
         native = (self.info.get("native_lowp") or {}).get(dtype) or []
+        if unit == "vector" and ("matrix", dtype) in self.peaks:
+            return (
+                f"vector/{dtype}: element-wise work computes in float32 on this CPU: using the {used_unit}/"
+                f"{used_dtype} peak (the native {dtype} instructions are products, measured as matrix/{dtype})"
+            )
         if native:
             return (
                 f"{unit}/{dtype}: using the measured {used_unit}/{used_dtype} peak; this CPU has native "
@@ -366,7 +372,8 @@ class Ceilings:
     # ---- display ----
 
     def rows(self) -> list[tuple[str, float | None, float | None, float | None, str]]:
-        """(label, measured, datasheet, ratio, unit) per ceiling, in display units (GFLOP/s, GB/s)."""
+        """(label, measured, datasheet, ratio, unit) per ceiling, in display units (GFLOP/s; GOP/s for integer
+        products, where a multiply and an add count one operation each; GB/s)."""
         out = []
 
         def dtype_order(key):
@@ -375,7 +382,8 @@ class Ceilings:
 
         for key in sorted(self.peaks, key=dtype_order):
             c = self.peaks[key]
-            out.append((f"{key[0]} {key[1]}", _scale(c.measured), _scale(c.datasheet), c.ratio, "GFLOP/s"))
+            unit = "GOP/s" if key[1].startswith(("int", "uint")) else "GFLOP/s"  # integer products: operations
+            out.append((f"{key[0]} {key[1]}", _scale(c.measured), _scale(c.datasheet), c.ratio, unit))
 
         def level_order(level):
             base, _, kernel = level.partition("_")
@@ -468,7 +476,10 @@ def ceilings(
     another machine is ignored with a warning and re-measured; so is a cache directory that is not the user's own
     or that its group or others can write (then nothing is cached either). ``quick=True`` (the default) takes
     about 2-3 s on a small CPU; ``quick=False`` sweeps more sizes with more repeats, and a quick cached result is
-    then re-measured.
+    then re-measured. A measurement that looks made under contention (other processes took the CPUs, a cache level
+    slower than the next, a peak far from a quick re-check: ``info["contention"]`` says which) is returned with a
+    ``RuntimeWarning`` naming why and is not cached on disk; this process reuses it (still flagged) until
+    ``refresh=True``.
     ``progress`` receives short status lines while measuring.
     """
     if not isinstance(refresh, bool):
@@ -487,12 +498,23 @@ def ceilings(
         cached = _load_cache(path, fingerprint, need_thorough=not quick)
         if cached is not None:
             return cached
+        busy = _BUSY_RESULTS.get(path)
+        if busy is not None and (quick or not busy.quick):
+            return busy  # flagged, warned about once when measured; re-measuring on every report costs seconds
     if progress is not None:
         progress(f"measuring the CPU ceilings ({'quick' if quick else 'thorough'}): {info.get('model')}")
     result = _measure_cpu(quick=quick, progress=progress, info=info)
-    if not result.info.get("busy"):
+    if result.info.get("busy"):
+        _BUSY_RESULTS[path] = result
+    else:
+        _BUSY_RESULTS.pop(path, None)
         _store_cache(path, result)
     return result
+
+
+# Ceilings measured under contention are not written to disk; they are kept for this process (keyed by cache path),
+# so that each report classified afterwards does not re-measure for seconds. refresh=True measures again.
+_BUSY_RESULTS: dict = {}
 
 
 def cache_dir() -> str:
@@ -539,6 +561,7 @@ class _CpuRun:
     durations: dict[str, float] = field(default_factory=dict)
     shares: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    lowp_used: dict[str, str] = field(default_factory=dict)  # dtype -> the low-precision kernel measured
 
     @property
     def nt_min(self) -> int:
@@ -652,8 +675,85 @@ def _run_bandwidth(run: _CpuRun, bench: CpuBenchmark) -> None:
             )
 
 
+# The low-precision product kernels of cpu.c (``_core.cpu_lowp_kernels()``): what one instruction does, and the
+# operations per core per cycle the theoretical peak assumes ("fma": per FMA unit, like the float32 FMA peak).
+_LOWP_KERNELS = {
+    "avx512_bf16": ("each vdpbf16ps adds 2 bf16 x bf16 products into each of 16 fp32 lanes (4 FLOP per lane)",
+                    ("fma", 64), "16 fp32 lanes x 2 bf16 products x 2 FLOP per vdpbf16ps"),
+    "avx512_fp16": ("each vfmadd231ph is 32 fp16 lanes x FMA (2 FLOP)", ("fma", 64),
+                    "32 fp16 lanes x 2 FLOP per vfmadd231ph"),
+    "avx512_vnni": ("each vpdpbusd adds 4 u8 x s8 products into each of 16 int32 lanes (8 operations per lane)",
+                    ("fma", 128), "16 int32 lanes x 4 int8 products x 2 operations per vpdpbusd"),
+    "amx_bf16": ("4 tiles, each tdpbf16ps 16x16 fp32 += 16x32 bf16 x 32x16 bf16 (16,384 FLOP)", ("core", 1024),
+                 "1,024 bf16 FLOP per cycle per core (one 16x16x32 tdpbf16ps per 16 cycles, as on Sapphire Rapids: "
+                 "assumed)"),
+    "amx_int8": ("4 tiles, each tdpbssd 16x16 int32 += 16x64 s8 x 64x16 s8 (32,768 operations)", ("core", 2048),
+                 "2,048 int8 operations per cycle per core (one 16x16x64 tdpbssd per 16 cycles, as on Sapphire "
+                 "Rapids: assumed)"),
+}
+
+
+def _lowp_usable(bench: "CpuBenchmark", info: dict[str, Any]) -> list[str]:
+    """The kernels of a low-precision benchmark that can run on the machine ``info`` describes, fastest first."""
+    kernels = info.get("lowp_kernels") or {}
+    return [k for k in bench.param("kernels") if (kernels.get(k) or {}).get("available")]
+
+
+def _run_lowp(run: _CpuRun, bench: CpuBenchmark) -> None:
+    """All-core peak of the fastest low-precision product kernel of one dtype that runs here
+    (``_core.cpu_lowp_peak``), as the ("matrix", dtype) ceiling: the rate of products in that dtype."""
+    dtype = bench.param("dtype")
+    usable = _lowp_usable(bench, run.info)
+    kernel = usable[0]
+    settings = run.settings
+    run.say(f"measuring the {dtype} product peak ({kernel}) on {run.threads} threads")
+    t = time.perf_counter()
+    r = _core.cpu_lowp_peak(kernel, settings["fma_seconds"], run.threads, repeats=settings["fma_repeats"])
+    run.durations[f"lowp_{dtype}"] = time.perf_counter() - t
+    run.shares[f"lowp_{dtype}"] = r["cpu_share"]
+    run.lowp_used[dtype] = kernel
+    what, _, _ = _LOWP_KERNELS[kernel]
+    skipped = [
+        (run.info["lowp_kernels"].get(k) or {}).get("reason", "")
+        for k in bench.param("kernels") if k not in usable
+    ]
+    method = (
+        f"{r['threads']} {'pinned ' if r['pinned'] else ''}threads x {r['accumulators']} independent "
+        f"accumulators; {what}; median of {r['repeats']} timed repeats after calibration"
+        + "".join(f"; not used: {why}" for why in skipped if why)
+    )
+    peak, formula = _lowp_theory(run, kernel)
+    run.peaks[("matrix", dtype)] = Ceiling(measured=r["flops"], datasheet=peak, method=method,
+                                           datasheet_source=formula)
+
+
+def _lowp_theory(run: _CpuRun, kernel: str) -> tuple[float | None, str]:
+    """Theoretical peak of a low-precision kernel: cores x clock x operations per cycle, with its assumptions."""
+    clock = float(run.info.get("clock_hz") or 0.0)
+    if clock <= 0:
+        return None, ""
+    cores = run.theory["cores"]
+    _, (per, ops), text = _LOWP_KERNELS[kernel]
+    src = run.info.get("clock_source", "unknown")
+    if per == "fma":
+        units = run.theory["fma_units"]
+        return (cores * clock * ops * units,
+                f"theoretical: {cores} cores x {clock / 1e9:.2f} GHz ({src}) x {text} x {units} units "
+                f"({run.theory['fma_units_source']}; the float32 FMA assumption)")
+    return cores * clock * ops, f"theoretical: {cores} cores x {clock / 1e9:.2f} GHz ({src}) x {text}"
+
+
 def _always(info: dict[str, Any]) -> bool:
     return True
+
+
+def _lowp_supported(dtype: str) -> Callable[[dict[str, Any]], bool]:
+    def supported(info: dict[str, Any]) -> bool:
+        bench = next(b for b in _CPU_REGISTRY if b.key == f"matrix/{dtype}")
+        return bool(_lowp_usable(bench, info))
+
+    supported.__name__ = f"_lowp_supported_{dtype}"
+    return supported
 
 
 # The CPU benchmarks, in the order they run. A new ceiling is one entry here; a new kernel is also a row in one of
@@ -663,6 +763,13 @@ _CPU_REGISTRY: tuple[CpuBenchmark, ...] = (
                  (("dtype", "float64"), ("elem_bytes", 8))),
     CpuBenchmark("vector/float32", "float32 FMA", _always, _run_fma, ("vector/float32",),
                  (("dtype", "float32"), ("elem_bytes", 4))),
+    # Native low-precision products: the first kernel that runs here, in the order given (AMX before AVX-512).
+    CpuBenchmark("matrix/bfloat16", "bfloat16 products", _lowp_supported("bfloat16"), _run_lowp,
+                 ("matrix/bfloat16",), (("dtype", "bfloat16"), ("kernels", ("amx_bf16", "avx512_bf16")))),
+    CpuBenchmark("matrix/float16", "float16 products", _lowp_supported("float16"), _run_lowp,
+                 ("matrix/float16",), (("dtype", "float16"), ("kernels", ("avx512_fp16",)))),
+    CpuBenchmark("matrix/int8", "int8 products", _lowp_supported("int8"), _run_lowp,
+                 ("matrix/int8",), (("dtype", "int8"), ("kernels", ("amx_int8", "avx512_vnni")))),
     CpuBenchmark("bandwidth", "bandwidth sweep", _always, _run_bandwidth,
                  tuple(f"bandwidth/{{level}}{_BW_KERNELS[k].suffix}" for k in KERNELS), (("kernels", KERNELS),)),
 )
@@ -684,6 +791,7 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
     """Run the CPU benchmarks of the registry and build a Ceilings (the cache is handled by the caller)."""
     settings = _QUICK if quick else _THOROUGH
     start = time.perf_counter()
+    load_before = _loadavg()
     threads = int(info["cpus"])
     simd = str(info["simd"])
     theory = _theoretical(info, simd)  # first: a bad ROOFLINE_CPU_FMA_UNITS fails before any measuring
@@ -723,23 +831,34 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
             f"{info['clock_hz'] / 1e9:.2f} GHz used for the theoretical peak"
         )
     native = info.get("native_lowp") or {}
-    for dtype in ("bfloat16", "float16"):
-        if ("vector", dtype) in run.peaks:
+    lowp = info.get("lowp_kernels") or {}
+    for dtype in ("bfloat16", "float16", "int8"):
+        if ("matrix", dtype) in run.peaks:
             continue  # measured by a benchmark of its own
-        if native.get(dtype):
+        why = "; ".join(k["reason"] for k in lowp.values() if k.get("dtype") == dtype and k.get("reason"))
+        why = f" ({why})" if why else ""
+        if dtype == "int8":
+            notes.append(f"int8: no native int8 product kernel ran{why}; there is no int8 peak")
+        elif native.get(dtype):
             notes.append(
-                f"{dtype}: the CPU advertises {', '.join(native[dtype])}, which is not measured; {dtype} peaks "
-                "fall back to the float32 peak (a lower bound)"
+                f"{dtype}: the CPU advertises {', '.join(native[dtype])}, but no kernel of this package ran{why}; "
+                f"{dtype} peaks fall back to the float32 peak (a lower bound)"
             )
         else:
-            notes.append(f"{dtype}: no native arithmetic on this CPU; {dtype} peaks fall back to the float32 peak")
+            notes.append(f"{dtype}: no native product kernel ran{why}; {dtype} peaks fall back to the float32 peak")
 
-    busy = [k for k, v in run.shares.items() if 0 < v < _BUSY_SHARE]
-    if busy:
-        worst = min(run.shares[k] for k in busy)
+    recheck = None
+    f32 = run.peaks.get(("vector", "float32"))
+    if f32 is not None and f32.measured:
+        # A short second measurement of the float32 peak: the two disagree when the machine's load changed.
+        r = _core.cpu_fma_peak("float32", settings["fma_seconds"] / 3, threads, repeats=3)
+        recheck = {"vector/float32": r["flops"]}
+        run.shares["recheck_float32"] = r["cpu_share"]
+    reasons = contention_reasons(run.shares, run.bandwidths, run.peaks, recheck)
+    if reasons:
         msg = (
-            f"other processes used the CPUs while measuring (the benchmark threads got {100 * worst:.0f}% of "
-            "their CPUs): the ceilings are low; they are not cached, re-run when the machine is idle"
+            "the ceilings look measured under contention (" + "; ".join(reasons) + "): they are not cached; "
+            "re-run when the machine is idle"
         )
         notes.append(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
@@ -758,7 +877,11 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
             "nt_min_bytes": run.nt_min,
             "durations_s": run.durations,
             "cpu_share": run.shares,
-            "busy": bool(busy),
+            "busy": bool(reasons),
+            "contention": reasons,
+            "lowp_used": run.lowp_used,
+            "recheck": recheck,
+            "loadavg": [load_before, _loadavg()],
         }
     )
     return Ceilings(
@@ -775,6 +898,53 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
         sweep=run.sweep,
         notes=notes,
     )
+
+
+# Contention tests. A cache level's read bandwidth below this share of the next (slower) level's, or of DRAM's,
+# cannot be the hardware; nor can a peak below this share of a quick re-check of it (or the re-check below it).
+_HIERARCHY_TOLERANCE = 0.8
+_RECHECK_TOLERANCE = 0.7
+
+
+def contention_reasons(
+    shares: dict[str, float],
+    bandwidths: dict[str, Ceiling],
+    peaks: dict[tuple[str, str], Ceiling],
+    recheck: dict[str, float] | None = None,
+) -> list[str]:
+    """Why a set of CPU ceilings looks measured under contention (empty when nothing does): the benchmark
+    threads' CPU share (``shares``, per timed part) below 85%; an implausible memory hierarchy (a cache level's
+    read bandwidth, or its triad headline, below 80% of a slower level's); a peak that disagrees with a quick
+    re-check (``recheck``: {"unit/dtype": FLOP/s}) by more than 30%. A pure function of its arguments."""
+    out = []
+    low = {k: v for k, v in shares.items() if 0 < v < _BUSY_SHARE}
+    if low:
+        worst = min(low, key=low.get)
+        out.append(f"other processes used the CPUs: the benchmark threads got {100 * low[worst]:.0f}% of their "
+                   f"CPUs ({worst})")
+    levels = [lvl for lvl in LEVELS if lvl in bandwidths]
+    for suffix, label in (("_read", "read"), ("", "triad")):
+        value = {lvl: (bandwidths.get(f"{lvl}{suffix}") or Ceiling(None)).measured for lvl in levels}
+        for i, fast in enumerate(levels):
+            for slow in levels[i + 1:]:
+                if value[fast] and value[slow] and value[fast] < _HIERARCHY_TOLERANCE * value[slow]:
+                    out.append(f"implausible hierarchy: {fast} {label} bandwidth {value[fast] / 1e9:.1f} GB/s is "
+                               f"below {slow}'s {value[slow] / 1e9:.1f} GB/s")
+                    break
+    for key, again in (recheck or {}).items():
+        unit, _, dtype = key.partition("/")
+        first = (peaks.get((unit, dtype)) or Ceiling(None)).measured
+        if first and again and min(first, again) < _RECHECK_TOLERANCE * max(first, again):
+            out.append(f"the {key} peak {first / 1e9:.1f} GFLOP/s and a quick re-check {again / 1e9:.1f} GFLOP/s "
+                       "disagree by more than 30%")
+    return out
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
 
 
 def _cache_capacities(info: dict[str, Any]) -> dict[str, int]:
@@ -910,6 +1080,12 @@ def _cpu_info() -> dict[str, Any]:
     """_core.cpu_info() plus the native low-precision instructions the CPU advertises."""
     info = _core.cpu_info()
     info["native_lowp"] = _native_lowp()
+    kernels, _ = _core.cpu_lowp_kernels()
+    info["lowp_kernels"] = {
+        k["name"]: {"dtype": k["dtype"], "instruction": k["instruction"], "available": k["available"],
+                    "reason": k["reason"]}
+        for k in kernels
+    }
     return info
 
 
@@ -1077,6 +1253,10 @@ def _load_cache(path: str, fingerprint: str, need_thorough: bool) -> Ceilings | 
             raise ValueError(f"it was measured by roofline {c.version!r}, this is {_version()!r}")
         if c.duration_s is None:
             raise ValueError("it holds no measurement")
+        if c.device == "cpu" and "lowp_kernels" not in c.info:
+            raise ValueError("it predates the low-precision peaks")
+        if c.info.get("busy"):
+            raise ValueError("it was measured under contention")
     except ValueError as e:
         warnings.warn(f"ignoring the ceilings cache {path}: {e}; re-measuring", RuntimeWarning, stacklevel=3)
         return None

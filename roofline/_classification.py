@@ -79,13 +79,24 @@ def peaks(records, ceilings, source: str):
     notes = []
     for k in np.unique(key).tolist():
         u, dt = ("matrix" if k // 256 else "vector"), DTYPE_NAMES.get(k % 256, "unknown")
-        if dt not in FLOAT_DTYPES:
+        int_note = ""
+        if u == "matrix" and dt in ("int8", "uint8"):
+            # integer matrix products (_int_mm, quantized linears) have their own peak where one was measured or
+            # is on the datasheet (VNNI / AMX / tensor cores); else the fp32 rate, and the note says so
+            try:
+                ceilings.resolve_peak("matrix", "int8", source)
+                dt = "int8"
+            except (CeilingNotAvailable, ValueError):
+                int_note = f"no {source} int8 matrix peak: {dt} matrix products judged against the float32 rate"
+                dt = "float32"
+        elif dt not in FLOAT_DTYPES:
             dt = "float32"  # integer / bool element-wise work: judged against the fp32 vector rate
         try:
             choice = ceilings.resolve_peak(u, dt, source)
             value = choice.value
-            if choice.note:
-                notes.append(choice.note)
+            for note in (choice.note, int_note):
+                if note:
+                    notes.append(note)
         except (CeilingNotAvailable, ValueError) as e:  # e.g. complex or fp8 variants with no ceiling
             value = math.nan
             notes.append(str(e))

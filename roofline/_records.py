@@ -8,7 +8,9 @@ from roofline import _core
 
 # One row per op call. Mirrors rl_record in csrc/record.h field for field (checked below at import).
 # flop_counter_flops is FlopCounterMode's count for the call (rl_record.compat_flops); its earlier name,
-# "compat_flops", is kept as the field's title, so records["compat_flops"] still reads it.
+# "compat_flops", is kept as the field's title, so records["compat_flops"] still reads it. `sig` indexes the
+# report's signature table; `reserved` is zero (it keeps the record a multiple of 8 bytes with no gap, so that the
+# raw bytes of a copy are those of the original).
 RECORD_DTYPE = np.dtype([
     ("matrix_flops", "<u8"),
     ("vector_flops", "<u8"),
@@ -25,9 +27,45 @@ RECORD_DTYPE = np.dtype([
     ("status", "u1"),
     ("kind", "u1"),
     ("seq", "<u4"),
+    ("sig", "<u4"),
+    ("reserved", "<u4"),
 ])
+# Records saved before `sig` existed: the same fields without the last two, 80 bytes (read by records_from_bytes).
+RECORD_DTYPE_V1 = np.dtype(RECORD_DTYPE.descr[:-2])
 if RECORD_DTYPE.itemsize != _core.RECORD_SIZE:  # pragma: no cover - a build/layout mismatch
     raise ImportError(f"roofline._core record size {_core.RECORD_SIZE} != RECORD_DTYPE {RECORD_DTYPE.itemsize}")
+
+# Dataflow rows (Report.accesses): one per (op call, storage block it read or wrote, direction).
+ACCESS_DTYPE = np.dtype([("record", "<u4"), ("storage", "<u8"), ("nbytes", "<u8"), ("write", "u1")])
+# rl_access in csrc/record.h, as the recorder hands the rows over (aligned; converted to ACCESS_DTYPE).
+ACCESS_RAW_DTYPE = np.dtype({"names": ["storage", "nbytes", "record", "write"], "formats": ["<u8", "<u8", "<u4", "u1"],
+                             "offsets": [0, 8, 16, 20], "itemsize": 24})
+if ACCESS_RAW_DTYPE.itemsize != _core.ACCESS_SIZE:  # pragma: no cover - a build/layout mismatch
+    raise ImportError(f"roofline._core access size {_core.ACCESS_SIZE} != ACCESS_RAW_DTYPE {ACCESS_RAW_DTYPE.itemsize}")
+
+
+def records_from_bytes(raw: bytes, n: int):
+    """``n`` records from their raw bytes: the current layout, or the 80-byte layout written before ``sig`` existed
+    (then ``sig`` is 0). None when ``raw`` holds neither ``n`` records of one layout nor the other."""
+    if len(raw) == n * RECORD_DTYPE.itemsize:
+        return np.frombuffer(raw, dtype=RECORD_DTYPE).copy()
+    if len(raw) == n * RECORD_DTYPE_V1.itemsize:
+        old = np.frombuffer(raw, dtype=RECORD_DTYPE_V1)
+        rec = np.zeros(n, dtype=RECORD_DTYPE)
+        for name in RECORD_DTYPE_V1.names:
+            rec[name] = old[name]
+        return rec
+    return None
+
+
+def accesses_from_raw(raw: bytes):
+    """The recorder's dataflow rows (``Recorder.accesses_bytes()``) as an ``ACCESS_DTYPE`` array."""
+    src = np.frombuffer(raw, dtype=ACCESS_RAW_DTYPE)
+    out = np.empty(len(src), dtype=ACCESS_DTYPE)
+    for name in ACCESS_DTYPE.names:
+        out[name] = src[name]
+    return out
+
 
 PHASES = ("forward", "backward", "optimizer")
 FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2

@@ -46,6 +46,32 @@ _DECLINE = frozenset(getattr(packet, ov) for packet in _DECLINE_PACKETS if packe
 
 _TORCH_DTYPES = {getattr(torch, name): code for name, code in DTYPE_CODES.items() if hasattr(torch, name)}
 
+# Dataflow capture: the id of a tensor's storage block is the address of its StorageImpl (views share it; meta
+# tensors have one too, while their data_ptr() is 0). torch._C._storage_address reads it in one call; older torch
+# builds without it go through the untyped storage. tests/test_recorder_capture.py pins both.
+_storage_id = getattr(torch._C, "_storage_address", None) or (lambda t: t.untyped_storage()._cdata)
+# Whether sessions capture call signatures and dataflow rows (Report.signatures / Report.accesses). Always on; the
+# overhead benchmark switches it off to measure what the capture costs.
+CAPTURE = True
+
+# OpOverload -> (registrations it was resolved under, schema, resolution): what Session.resolve computes once per op
+# and process, not once per block (compiling an entry against a schema costs ~0.1 ms). An entry is stale once a
+# formula is registered or unregistered (roofline.register), so the registrations are part of what is kept.
+_RESOLVED: dict = {}
+
+
+def _resolved(func):
+    """``(schema, _resolve.Resolved)`` of an OpOverload: the same resolution as ``roofline.cost()``."""
+    user = tuple(_resolve.USER.items())
+    hit = _RESOLVED.get(func)
+    if hit is not None and hit[0] == user:
+        return hit[1], hit[2]
+    schema = _registry.Schema.from_torch(func._schema)
+    res = _resolve.resolve(func._schema.name, func._overloadname, schema)
+    _RESOLVED[func] = (user, schema, res)
+    return schema, res
+
+
 def _packet_name(func) -> str:
     ns, name = func._schema.name.split("::", 1)
     return f"{ns}.{name}"
@@ -270,7 +296,9 @@ class Session:
         self.t_base = 0.0
         self.cuda_possible = False
         self.devices: set[str] = set()
-        self.recorder = _core.Recorder(torch.Tensor, _TORCH_DTYPES)
+        self.capture = CAPTURE
+        self.recorder = (_core.Recorder(torch.Tensor, _TORCH_DTYPES, storage=_storage_id, signatures=True)
+                         if self.capture else _core.Recorder(torch.Tensor, _TORCH_DTYPES))
         self.op_index: dict = {}      # OpOverload -> recorder op index (int) or a slow-path marker
         self.ops: list[OpInfo] = []   # by recorder op index
         self._opt_depth = 0
@@ -306,9 +334,7 @@ class Session:
         marker = _collectives.resolve(self, func, OpInfo)  # collectives, fsdp copies
         if marker is not None:
             return marker
-        q, ov = func._schema.name, func._overloadname
-        schema = _registry.Schema.from_torch(func._schema)
-        res = _resolve.resolve(q, ov, schema)  # the same resolution as roofline.cost()
+        schema, res = _resolved(func)
         if (allow_decompose and not res.registered and func is not torch.ops.prim.device.default
                 and _has_composite_kernel(func)):
             # Same rule as FlopCounterMode: an op with a CompositeImplicitAutograd kernel is decomposed and its
@@ -317,7 +343,14 @@ class Session:
             return _DECOMPOSE
         info = OpInfo(name=str(func), packet=_packet_name(func), kind=res.kind, packet_obj=func._overloadpacket)
         if res.formula is not None:
-            idx = self.recorder.add_op(_core.K_ZERO, name=info.name)
+            # the formula gives the counts; the argument layout and the arguments written in place are for the
+            # dataflow rows (attach)
+            written = 0
+            for n in schema.written:
+                i = schema.names.index(n) if n in schema.names else 64
+                written |= (1 << i) if i < 64 else 0
+            idx = self.recorder.add_op(_core.K_ZERO, name=info.name, kwnames=schema.kwnames or None,
+                                       kwpos=len(schema.names) - schema.kwonly, write_mask=written)
             self.python_formulas[idx] = res.formula
             self.ops.append(info)
             self.op_index[func] = ("python", idx, res.formula)
@@ -375,8 +408,17 @@ class Session:
         t = next((a for a in args if isinstance(a, torch.Tensor)), out if isinstance(out, torch.Tensor) else None)
         dt = _TORCH_DTYPES.get(t.dtype, 0) if t is not None else 0
         self.recorder.append(idx, self.tracker.module_id, phase, dt, *vals, 0)
+        if self.capture:
+            self.recorder.attach(args, kwargs, out)
 
     # ---- modules and phases -------------------------------------------------------------------------------------
+    def captured(self):
+        """``(signatures, accesses)`` of the block: the signature table and the dataflow rows (ACCESS_DTYPE); an
+        empty table and no rows when capture is off."""
+        from roofline._records import accesses_from_raw
+
+        return self.recorder.signatures, accesses_from_raw(self.recorder.accesses_bytes())
+
     @property
     def module_sets(self) -> list[tuple[str, ...]]:
         """One sorted tuple of module names per module id (``records["module"]``)."""

@@ -20,14 +20,19 @@ Conventions (the same as roofline's; see docs/concepts.md):
   forward, with ``heads`` the *query* heads (grouped-query attention shares K/V heads, not the work) and ``pairs``
   the (query, key) pairs a sequence computes: ``S(S+1)/2`` with ``attention="causal"`` (a fused kernel skips the
   masked half), ``S^2`` with ``attention="full"``. Use ``"full"`` wherever attention runs on the *math* backend,
-  which computes the whole ``S x S`` score matrix and applies the causal mask afterwards: always on the meta
-  device (``scaled_dot_product_attention`` has no fused kernel there), and for models that pass an explicit mask
-  (GPT-2 in transformers) on every device. roofline counts the work the kernel does, so the helper must be told
+  which computes the whole ``S x S`` score matrix and applies the causal mask afterwards: on the meta device
+  unless ``measure(..., attention="flash")`` (or ``"efficient"``) chooses a fused kernel to count
+  (``scaled_dot_product_attention`` has none there), and for models that pass an explicit mask on every device. roofline counts the work the kernel does, so the helper must be told
   which kernel ran.
 * **Training** is forward + backward: the backward pass of a product computes two products of the same size
   (input and weight gradients), so training = 3 x forward, ``6PT`` for the matmul parameters. Fused attention
   backward kernels (flash, memory-efficient, the CPU fused kernel) recompute the scores, five products per pair
   instead of four, i.e. 3.5 x forward for attention: pass ``recompute_attention=True`` to count that.
+
+**Projections** (:func:`count_step`, :func:`predict_decode`) assume what a GPU training or serving stack runs,
+``PROJECTION_DEFAULTS = {"dtype": "bfloat16", "attention": "flash"}``: bfloat16 with the flash attention kernel
+(causal, ``S(S+1)/2`` pairs; grouped-query attention as the query heads' work). Both are arguments, and both say
+what they assumed.
 """
 
 from __future__ import annotations
@@ -37,10 +42,15 @@ from dataclasses import dataclass
 __all__ = [
     "DecoderConfig", "CrossCheck", "param_count", "matmul_param_count", "forward_flops", "training_flops",
     "attention_flops", "decode_step_bytes", "decode_step_flops", "kv_cache_bytes", "tokens_per_second",
-    "cross_check", "predict_decode", "prefill", "repeat_cache", "decode_step", "time_step", "step_utilization",
+    "cross_check", "predict_decode", "count_step", "prefill", "repeat_cache", "decode_step", "time_step",
+    "step_utilization",
 ]
 
 _ATTENTION = ("causal", "full")
+
+#: What :func:`count_step` and :func:`predict_decode` assume unless told otherwise: the dtype of weights and
+#: activations and the attention kernel of a GPU training step.
+PROJECTION_DEFAULTS = {"dtype": "bfloat16", "attention": "flash"}
 
 
 @dataclass(frozen=True)
@@ -386,14 +396,21 @@ def predict_decode(config, batch: int, context_len: int, device="H100 SXM", dtyp
     once per step, the KV cache read once, the new keys and values written), the peak of ``("matrix", dtype)`` and
     the DRAM bandwidth of ``device`` (a name from :mod:`roofline.devices` or a ``DeviceSpec``). The step takes at
     least ``max(flops / peak, bytes / bandwidth)``. Returns ``{"flops", "bytes", "intensity", "ridge",
-    "step_time", "tokens_per_second", "bound"}`` (``bound``: "memory" below the ridge, else "compute"). Vector work
+    "step_time", "tokens_per_second", "bound", "assumed"}`` (``bound``: "memory" below the ridge, else "compute";
+    ``assumed``: the dtype, device and attention kernel the prediction is for). ``dtype`` defaults to
+    bfloat16 (``PROJECTION_DEFAULTS``); a dtype the device has no matrix peak for raises ValueError. Vector work
     (norms, activations) and the cache copy of an implementation that concatenates are left out: real steps are
     slower.
     """
     from roofline import devices
 
     spec = devices.get(device) if isinstance(device, str) else device
-    peak = spec.peak("matrix", dtype)
+    try:
+        peak = spec.peak("matrix", dtype)
+    except KeyError:
+        peak = None
+    if not peak:
+        raise ValueError(f"{spec.name} has no matrix peak for {dtype}: choose another dtype")
     bw = spec.memory_bandwidth
     if not bw:
         raise ValueError(f"{spec.name} has no datasheet memory bandwidth")
@@ -403,7 +420,86 @@ def predict_decode(config, batch: int, context_len: int, device="H100 SXM", dtyp
     intensity, ridge = flops / nbytes, peak / bw
     return {"flops": flops, "bytes": nbytes, "intensity": intensity, "ridge": ridge, "step_time": step,
             "tokens_per_second": tokens_per_second(step, batch),
-            "bound": "memory" if intensity < ridge else "compute"}
+            "bound": "memory" if intensity < ridge else "compute",
+            "assumed": {"dtype": str(dtype), "device": spec.name,
+                        "attention": "a fused decode kernel: the KV cache read once, no score matrix written "
+                                     "(context_len + 1 pairs per query head)"}}
+
+
+# ---- counting a step that does not fit: meta device, chosen kernel and dtype (torch imported on use) -------------
+
+def _hf_config(config):
+    """A transformers config for ``config``: a transformers config as it is, or a Llama-style one for a gated, RMS
+    norm :class:`DecoderConfig` (or dict of its fields)."""
+    if hasattr(config, "to_dict") and (hasattr(config, "hidden_size") or hasattr(config, "n_embd")):
+        return config
+    c = DecoderConfig.of(config)
+    if c.mlp != "gated" or c.norm != "rms" or c.positions:
+        raise ValueError("count_step builds a Llama-style model from a DecoderConfig (gated MLP, RMS norm, rotary "
+                         "positions); pass a transformers config for other architectures")
+    import transformers
+
+    return transformers.LlamaConfig(hidden_size=c.hidden, intermediate_size=c.intermediate,
+                                    num_hidden_layers=c.layers, num_attention_heads=c.heads,
+                                    num_key_value_heads=c.kv_heads, head_dim=c.head_dim, vocab_size=c.vocab,
+                                    tie_word_embeddings=c.tied_embeddings, attention_bias=c.attention_bias,
+                                    mlp_bias=c.mlp_bias, max_position_embeddings=8192)
+
+
+def count_step(config, batch: int = 1, seq_len: int = 2048, *, train: bool = True,
+               attention: str | None = PROJECTION_DEFAULTS["attention"],
+               dtype: str = PROJECTION_DEFAULTS["dtype"], optimizer: str | None = "adamw", ceilings="datasheet"):
+    """Count one step of a transformers causal LM built from ``config`` on the meta device (nothing is allocated:
+    a 70B model is counted in seconds) and return the :class:`roofline.Report`, ready for ``r.project(device)``.
+
+    ``config``: a transformers config, or a :class:`DecoderConfig` (built as a Llama-style model). The model is
+    built in ``dtype`` (default bfloat16) with the ``"sdpa"`` attention implementation, and
+    ``scaled_dot_product_attention`` is counted as the kernel ``attention`` (default ``"flash"``; ``"efficient"``,
+    ``"math"``, or None for what meta runs: the math path; see :func:`roofline.measure`). With ``train`` (default)
+    the step is the language-model loss on ``batch x seq_len`` random tokens, its backward pass and, with
+    ``optimizer="adamw"``, an AdamW step; one warm-up step runs uncounted first (:func:`roofline.profile`), so the
+    optimizer's state creation is not in the count. Without ``train``: a forward pass under ``no_grad``.
+    ``r.meta["attention"]`` and ``r.meta["dtype"]`` record what was assumed.
+    """
+    import torch
+
+    from roofline import _records
+    from roofline._steady import _check_int, profile
+
+    _check_int("batch", batch, 1)
+    _check_int("seq_len", seq_len, 1)
+    if optimizer not in (None, "adamw"):
+        raise ValueError(f"optimizer must be 'adamw' or None, got {optimizer!r}")
+    tdtype = getattr(torch, _records.canonical_dtype(dtype))
+    import transformers
+
+    cfg = _hf_config(config)
+    cfg._attn_implementation = "sdpa"
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(tdtype)
+    try:
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
+            ids = torch.zeros(batch, seq_len, dtype=torch.long)
+    finally:
+        torch.set_default_dtype(old)
+    model.train(train)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4) if train and optimizer else None
+
+    def step():
+        if train:
+            model(ids, labels=ids).loss.backward()
+            if opt is not None:
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        else:
+            with torch.no_grad():
+                model(ids)
+
+    r = profile(step, model, warmup=1 if opt is not None else 0, repeat=1, timing=None, ceilings=ceilings,
+                attention=attention)
+    r.meta["dtype"] = str(tdtype).replace("torch.", "")
+    return r
 
 
 # ---- running a transformers causal LM (torch imported on use) -----------------------------------------------------

@@ -12,24 +12,33 @@ _COLORS = {"compute": "#c0392b", "memory": "#2471a3", "mixed": "#7d3c98", "?": "
            "bandwidth": "#2471a3"}
 
 
-def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title: str | None = None):
+def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title: str | None = None,
+                depth: int | None = None):
     """Draw ``report`` on the roofline: log-log axes (x: arithmetic intensity in FLOP/byte, y: FLOP/s), one
-    horizontal roof per (unit, dtype) the run uses, one sloped line per memory level, and one point per op (or
-    module, ``by="module"``) with FLOPs, placed at its intensity and its achieved rate (its attainable rate when
-    the run was not timed), sized by its share of time and coloured by its bound; the ``top`` points by time are
-    labelled. Ops without FLOPs (copies, views) cannot sit on a FLOP/s axis and are left out; the title says how
-    many. Saves to ``path`` (PNG, SVG, PDF by extension) when given; returns the matplotlib Figure."""
+    horizontal roof per (unit, dtype) the run uses, one sloped line per memory level, and one point per op
+    (``by="op"``), per op and input shapes (``by="op_shape"``, reports with shape signatures) or per module of one
+    level of the module tree (``by="module"``, ``depth`` levels deep; default: the root's children), with FLOPs,
+    placed at its intensity and its achieved rate (its attainable rate when the run was not timed), sized by its
+    share of time and coloured by its bound. The ``top`` points by time are labelled where a label fits without
+    overlapping another label or a point. Ops without FLOPs (copies, views) cannot sit on a FLOP/s axis and are left
+    out; the title says how many. Saves to ``path`` (PNG, SVG, PDF by extension) when given.
+
+    Returns the matplotlib Figure. Without ``path`` or ``ax`` the figure is made with pyplot (so ``plt.show()``
+    shows it in a script); in a notebook it is drawn once, as the cell's result, whether or not the cell also
+    flushes pyplot's figures."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
         raise ImportError("plot needs matplotlib: pip install matplotlib") from None
+    from roofline import _render, _svg
+
     c = report.ceilings
     if c is None:
         raise ValueError("this report has no ceilings to draw (counted on meta?): plot r.project('<device>') instead")
-    cls = report.classification()
-    rows = report.analysis(by=by)
+    if depth is not None and by != "module":
+        raise ValueError(f"depth applies to by='module' only, not by={by!r}")
     timed = report.timed or bool(report.meta.get("projected_to"))
-    pts = [(n, r) for n, r in rows.items() if r["flops"] > 0 and r["bytes"] > 0]
+    pts = _svg.chart_points(report, by, depth)
     if ax is not None:
         fig = ax.figure
     elif path is not None:  # a file only: a bare Figure, so the session's backend (a notebook's) is left alone
@@ -38,81 +47,136 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
     else:
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(9, 6))
+        cls = _notebook_figure()
+        fig = plt.figure(figsize=(9, 6), FigureClass=cls)
+        ax = fig.subplots()
+        _register_display(cls)
     ax.set_xscale("log")
     ax.set_yscale("log")
 
-    # roofs of the (unit, dtype) pairs that carry FLOPs in this run
-    r = report.records
-    has = (r["matrix_flops"] + r["vector_flops"]) > 0
-    pairs = []
-    for unit_is_matrix, dt in sorted({(bool(m > 0), int(d)) for m, d in zip(r["matrix_flops"][has], r["dtype"][has])}):
-        u = "matrix" if unit_is_matrix else "vector"
-        sel = has & ((r["matrix_flops"] > 0) == unit_is_matrix) & (r["dtype"] == dt)
-        peak = float(np.nanmax(cls["peak"][sel])) if sel.any() else math.nan
-        if math.isfinite(peak) and (u, peak) not in [(p[0], p[2]) for p in pairs]:
-            pairs.append((u, DTYPE_NAMES.get(dt, "?"), peak))
-    levels = [(lvl, c.bandwidth(lvl, _src(report, c, lvl))) for lvl in ("L1", "L2", "L3", "DRAM")
-              if _has_bw(c, lvl, report)]
+    pairs, levels = _svg.roofs(report)
     xs = [p[1]["intensity"] for p in pts] or [1.0]
     x_lo = min(min(xs) / 4, 0.05)
     top_peak = max((p[2] for p in pairs), default=1e12)
     x_hi = max(max(xs) * 4, max((top_peak / bw for _, bw in levels), default=1.0) * 4)
     for u, dt, peak in pairs:
         ax.plot([x_lo, x_hi], [peak, peak], ls="-" if u == "matrix" else "--", lw=1.5, color="#444",
-                label=f"peak {u}/{dt}: {peak / 1e9:.4g} GFLOP/s", gid=f"roof:{u}/{dt}")
+                label=f"peak {u}/{dt}: {_render.fmt(peak, 'FLOP/s')}", gid=f"roof:{u}/{dt}")
     for lvl, bw in levels:
         x_end = top_peak / bw
         ax.plot([x_lo, x_end], [bw * x_lo, bw * x_end], ls=":" if lvl != "DRAM" else "-", lw=1.2, color="#888",
-                label=f"{lvl} {bw / 1e9:.4g} GB/s", gid=f"bandwidth:{lvl}")
+                label=f"{lvl} {_render.fmt(bw, 'B/s')}", gid=f"bandwidth:{lvl}")
+    ax.set_xlim(x_lo, x_hi)
     if pts:
         tt = np.array([(p[1]["time"] if timed and math.isfinite(p[1]["time"]) else p[1]["t_min"]) for p in pts])
         tt = np.where(np.isfinite(tt), tt, 0.0)
         share = tt / tt.sum() if tt.sum() > 0 else np.full(len(pts), 1.0 / len(pts))
-        y = []
-        for _, row in pts:
-            v = row["achieved_flops"] if timed and math.isfinite(row["achieved_flops"]) else \
-                (row["flops"] / row["t_min"] if row["t_min"] and math.isfinite(row["t_min"]) else math.nan)
-            y.append(v)
+        y = [_svg.point_y(row, timed) for _, row, _ in pts]
         x = np.array([p[1]["intensity"] for p in pts])
         colors = [_COLORS.get(p[1]["bound"], "#7f8c8d") for p in pts]
-        ax.scatter(x, y, s=20 + 600 * share, c=colors, alpha=0.75, edgecolors="k", linewidths=0.5, zorder=3,
-                   gid="ops")
-        order = np.argsort(-tt)[:top]
-        for i in order.tolist():
-            name = pts[i][0].replace("aten.", "").replace(".default", "")
-            ax.annotate(name, (x[i], y[i]), textcoords="offset points", xytext=(5, 5), fontsize=8)
+        sizes = 20 + 600 * share
+        ax.scatter(x, y, s=sizes, c=colors, alpha=0.75, edgecolors="k", linewidths=0.5, zorder=3, gid="ops")
         ys = [v for v in y if math.isfinite(v) and v > 0] + [p[2] for p in pairs]
         if ys:
             ax.set_ylim(min(ys) / 5, max(ys) * 3)
-    ax.set_xlim(x_lo, x_hi)
+        _label(fig, ax, pts, x, y, sizes, tt, top, by)
     ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")
     ax.set_ylabel("FLOP/s " + ("achieved" if timed else "attainable (not timed)"))
-    skipped = sum(1 for row in rows.values() if not row["flops"])
+    if by == "module":
+        groups = _render.module_level(report, depth)
+        skipped = sum(1 for n in groups if not n.row["flops"])
+    else:
+        groups = _render.op_groups(report, by)
+        skipped = sum(1 for row, _ in groups.values() if not row["flops"])
     where = report.meta.get("projected_to") or f"{c.name} ({report.ceilings_source})"
-    ax.set_title(title or f"roofline on {where}: {len(pts)} {by}s" + (f" ({skipped} without FLOPs not shown)"
-                                                                      if skipped else ""))
+    what = {"op": "ops", "op_shape": "op shapes", "module": "modules"}[by]
+    lvl = f" at depth {groups[0].depth if groups else depth}" if by == "module" else ""
+    ax.set_title(title or f"roofline on {where}{' (projected)' if report.meta.get('projected_to') else ''}: "
+                 f"{len(pts)} {what}{lvl}" + (f" ({skipped} without FLOPs not shown)" if skipped else ""))
     from matplotlib.lines import Line2D
 
     handles, labels = ax.get_legend_handles_labels()
     for b in ("compute", "memory", "mixed"):
         handles.append(Line2D([], [], marker="o", ls="", color=_COLORS[b]))
         labels.append(f"{b}-bound")
-    ax.legend(handles, labels, fontsize=8, loc="lower right")
+    # outside the axes, so that it hides no point (saved with bbox_inches="tight", as notebooks show figures)
+    ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax.grid(True, which="major", alpha=0.3)
     if path is not None:
         fig.savefig(path, dpi=120, bbox_inches="tight")
     return fig
 
 
-def _src(report, c, level):
-    src = report.ceilings_source
-    return src if src in ("measured", "datasheet") else "best"
+def _label(fig, ax, pts, x, y, sizes, tt, top, by):
+    """Label the ``top`` points by time where a label fits (see :func:`roofline._svg.place_labels`)."""
+    from roofline import _svg
+
+    fontsize = 8
+    dpi = fig.dpi
+    font_px = fontsize * dpi / 72.0
+    trans = ax.transData
+    height = fig.bbox.height
+    disp = [trans.transform((xi, yi)) if math.isfinite(yi) and yi > 0 else (math.nan, math.nan)
+            for xi, yi in zip(x.tolist(), y)]
+    # pixels, y down; marker radius from its area in points^2
+    px = [(dx, height - dy, math.sqrt(s / math.pi) * dpi / 72.0) for (dx, dy), s in zip(disp, sizes.tolist())]
+    ok = [i for i, p in enumerate(px) if math.isfinite(p[0])]
+    bbox = ax.bbox
+    bounds = (bbox.x0, height - bbox.y1, bbox.x1, height - bbox.y0)
+    names = [_svg.point_label(p[0], by) for p in pts]
+    order = [i for i in np.argsort(-tt, kind="stable").tolist() if i in ok][:top]
+    placed = _svg.place_labels([px[i] if i in ok else (-1e9, -1e9, 0) for i in range(len(px))],
+                               [(i, names[i]) for i in order], font_px, bounds)
+    inv = ax.transData.inverted()
+    for i, (tx, ty, _box) in placed.items():
+        pos = inv.transform((tx, height - ty))
+        ax.annotate(names[i], (x[i], y[i]), xytext=tuple(pos), textcoords="data", fontsize=fontsize,
+                    ha="left", va="baseline", gid=f"label:{names[i]}")
 
 
-def _has_bw(c, level, report) -> bool:
-    try:
-        c.bandwidth(level, _src(report, c, level))
-        return True
-    except Exception:
-        return False
+_FIGURE_CLASS = None
+
+
+def _notebook_figure():
+    """The Figure class :func:`plot_report` makes with pyplot (made once; matplotlib is imported lazily)."""
+    global _FIGURE_CLASS
+    if _FIGURE_CLASS is None:
+        from matplotlib.figure import Figure
+
+        class NotebookFigure(Figure):
+            """A pyplot figure that a notebook draws once: when IPython displays it as a cell's result it is
+            closed in pyplot first, so the inline backend's end-of-cell flush does not draw it again (and when
+            the result is not displayed, ``r.plot();``, the flush draws it)."""
+
+        _FIGURE_CLASS = NotebookFigure
+    return _FIGURE_CLASS
+
+
+def _register_display(cls):
+    """In IPython, display ``cls`` with the printers registered for Figure, each closing the figure first."""
+    import sys
+
+    if "IPython" not in sys.modules:
+        return
+    from IPython import get_ipython
+    from matplotlib.figure import Figure
+
+    ip = get_ipython()
+    if ip is None:
+        return
+    for f in ip.display_formatter.formatters.values():
+        try:
+            printer = f.lookup_by_type(Figure)
+        except KeyError:
+            continue
+        f.for_type(cls, _closing(printer))
+
+
+def _closing(printer):
+    def show(fig, *args, **kwargs):
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        return printer(fig, *args, **kwargs)
+
+    return show

@@ -7,10 +7,11 @@ import warnings
 
 import numpy as np
 
-from roofline import _export, _render, _rollup
+from roofline import _contention, _export, _render, _rollup
 from roofline._classification import BOUNDS, Classifier  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
 from roofline._classification import classify as _classify
 from roofline._records import DTYPE_NAMES, RECORD_DTYPE  # noqa: F401  (RECORD_DTYPE: the records' layout)
+from roofline._records import ACCESS_DTYPE  # the dataflow rows' layout
 from roofline._records import DerivedCounts
 from roofline._rollup import OpInfo  # noqa: F401  (the op table's entries, built by roofline._torch)
 from roofline._rollup import peak_time as _peak_time  # noqa: F401  (roofline.llm uses the same rule)
@@ -37,7 +38,7 @@ class Report(DerivedCounts):
     call; also readable as ``records["compat_flops"]``, its earlier name), ``t_start``, ``t_end``, ``op`` (index
     into :attr:`op_names`), ``module`` (index into :attr:`module_sets`), ``phase`` (0 forward, 1 backward, 2
     optimizer), ``dtype`` (code, see :attr:`dtype_names`), ``status`` (0, or why the row's counts are missing),
-    ``kind``, ``seq``).
+    ``kind``, ``seq``, ``sig`` (index into :attr:`signatures`)).
 
     Bytes are compulsory traffic (each input read once, each output written once, no reuse across ops): a lower
     bound on memory traffic, not a measurement.
@@ -45,21 +46,35 @@ class Report(DerivedCounts):
     Other attributes: ``module_sets`` (one tuple of module names per ``records["module"]`` value: every module that
     was active when the op ran, "Global" included), ``wall_time`` (seconds of the ``measure`` block, device
     synchronised at entry and exit; None when ``timing=None``), ``meta`` (timing mode, devices that ran ops,
-    package version, ceilings source, ``projected_to`` for a projection) and ``overhead`` (the per-op cost of the
+    package version, ceilings source, ``projected_to`` for a projection; ``load``, the machine's load during the
+    block, and ``contention``, the reasons it counts as measured under contention, empty when none: see
+    docs/ceilings.md) and ``overhead`` (the per-op cost of the
     instrumentation, seconds: ``counting_per_op_s`` and, with ``timing="op"``, ``timing_per_op_s``).
+
+    Captured per call: ``signatures`` (list of str, indexed by ``records["sig"]``: the dtypes and shapes of the
+    call's tensor arguments in argument order, e.g. ``"f32[8,3,224,224], f32[64,3,7,7]"``, a tensor list in
+    brackets; ``signatures[0]`` is ``""``, a call without tensor arguments) and ``accesses`` (the dataflow: a NumPy
+    structured array of ``ACCESS_DTYPE``, fields ``record`` (row of ``records``), ``storage`` (id of a storage
+    block: views of one storage share it; an id may be reused once its storage is freed), ``nbytes`` (bytes of the
+    storage the call's views cover, as counted in ``bytes_read`` / ``bytes_written``) and ``write`` (0 read, 1
+    written); one row per call, storage and direction, in call order; an op updating its input in place has a read
+    and a write row). Both are empty in reports saved before they existed.
 
     A report is built by :func:`roofline.measure` (or :func:`roofline.load`, :meth:`project`); constructing one
     by hand is not part of the API.
     """
 
-    def __init__(self, records, ops, module_sets, wall_time=None, meta=None, ceilings=None, overhead=None):
+    def __init__(self, records, ops, module_sets, wall_time=None, meta=None, ceilings=None, overhead=None,
+                 signatures=None, accesses=None):
         # records and tables; ceilings: what measure was given ("measured", "datasheet", a device name, a
         # Ceilings) or None, resolved on first use
         self._pending = False
-        self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead)
+        self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead, signatures, accesses)
 
-    def _set(self, records, ops, module_sets, wall_time, meta, ceilings, overhead):
+    def _set(self, records, ops, module_sets, wall_time, meta, ceilings, overhead, signatures=None, accesses=None):
         self.records = np.asarray(records, dtype=RECORD_DTYPE)
+        self.signatures = list(signatures or [])
+        self.accesses = np.asarray(accesses if accesses is not None else [], dtype=ACCESS_DTYPE)
         self._ops = list(ops)
         self.module_sets = [tuple(m) for m in module_sets]
         self.wall_time = wall_time
@@ -72,14 +87,17 @@ class Report(DerivedCounts):
         """The empty report a ``measure`` block yields; :meth:`_complete` fills it when the block exits."""
         r = cls([], [], [])
         r._pending = True
+        r._load_start = _contention.snapshot(False)  # the machine's load while the block runs: see _complete
         return r
 
-    def _complete(self, records, ops, module_sets, *, wall_time, meta, ceilings, overhead):
+    def _complete(self, records, ops, module_sets, *, wall_time, meta, ceilings, overhead, signatures=None,
+                  accesses=None):
         """Fill a report made by :meth:`_pending_block` with the block's records (once)."""
         if not self._pending:
             raise RuntimeError("this report is not waiting for a measure block's records")
         self._pending = False
-        self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead)
+        meta = {**(meta or {}), **_contention.block_meta(self._load_start)}
+        self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead, signatures, accesses)
 
     # ---- tables ---------------------------------------------------------------------------------------------------
     @property
@@ -179,15 +197,20 @@ class Report(DerivedCounts):
 
     # ---- grouped analysis ------------------------------------------------------------------------------------
     def analysis(self, by: str = "op", depth: int | None = None, phase: str | None = None) -> dict[str, dict]:
-        """Roofline roll-up per op name (``by="op"``) or per module (``by="module"``, with ``depth``), most time
-        first (roofline time when untimed): each row has calls, flops, bytes, intensity, t_min (seconds on the
-        roofline), time (measured, NaN when untimed), achieved_flops, achieved_bytes, efficiency (t_min / time:
+        """Roofline roll-up per op name (``by="op"``), per op and input shapes (``by="op_shape"``, keyed
+        ``"aten.mm.default [f32[8,64], f32[64,16]]"``, as GEMM tables are read) or per module (``by="module"``,
+        with ``depth``), most time first (roofline time when untimed): each row has calls, flops, bytes,
+        intensity, t_min (seconds on the roofline), time (measured, NaN when untimed), achieved_flops, achieved_bytes, efficiency (t_min / time:
         the fraction of the attainable rate reached), mfu, mbu, bound ("compute", "memory", "bandwidth" for ops
         with no FLOPs, "none" for ops that move nothing, "mixed" when neither bound holds 80% of the group's
         roofline time, or "?" without ceilings), compute_share (share of roofline time in compute-bound calls) and
         above_ceiling (calls whose achieved rate exceeds its ceiling). A group's mfu is the time its calls' FLOPs
         would take at their own peaks over their measured time; its mbu is bytes / (measured time x DRAM
         bandwidth)."""
+        if by == "op_shape":  # per op and input-shape signature (reports that recorded signatures)
+            if depth is not None:
+                raise ValueError("depth applies to by='module' only, not by='op_shape'")
+            return {name: row for name, (row, _) in _render.op_groups(self, "op_shape", phase).items()}
         c = self.classification()
         return _rollup.roofline_by(self.records, self._ops, self.module_sets, c, by, depth, phase)
 
@@ -201,16 +224,74 @@ class Report(DerivedCounts):
         are lower than the per-op figures of :meth:`analysis`."""
         return _rollup.roofline_totals(self.records, self.classification(), self.wall_time)
 
+    # ---- dataflow, cache model, fusion, hints (roofline/_dataflow.py, _cache_model.py, _hints.py) --------------
+    def edges(self):
+        """Producer -> consumer edges between op calls (a NumPy structured array: ``producer``, ``consumer`` record
+        indices, ``storage``, ``nbytes`` read by the consumer, ``written`` by the producer), from
+        :attr:`accesses` with last-writer semantics. ValueError when the report has no access table."""
+        from roofline import _dataflow
+
+        return _dataflow.edges(_dataflow.report_accesses(self), len(self.records))
+
+    def cache_analysis(self, source: str | None = None) -> dict:
+        """Cache-aware bytes and roofline time per record: an LRU model of the device's caches (capacities from
+        the ceilings or sysfs) replayed over :attr:`accesses` (method and limits in docs/concepts.md). A dict:
+        ``levels`` (e.g. ``["L1", "L2", "L3", "DRAM"]``), ``capacities`` and ``bandwidths`` per level, and arrays
+        aligned with :attr:`records`: ``bytes_by_level`` (n x levels), one ``<level>_bytes`` column per level
+        (``l2_bytes``, ``dram_bytes``, ...; they sum to the compulsory bytes), ``level`` (where the data comes
+        from: the level whose transfers take longest), ``t_mem``, ``t_compute``, ``t_min`` (cache-aware roofline
+        time), ``t_min_dram`` (the DRAM-only one), ``bound`` (codes as in :meth:`classification`) and
+        ``above_level`` (timed calls faster than the roof of their level). ``source``: which ceilings figures
+        (default: the report's). The default classification (DRAM only) is unchanged. ValueError without an
+        access table or ceilings."""
+        from roofline import _cache_model, _dataflow
+
+        c = self.classification()
+        return _cache_model.analysis(self.records, _dataflow.report_accesses(self), c, self.ceilings,
+                                     source or self.ceilings_source)
+
+    def fusion_opportunities(self, min_ops: int = 2) -> list:
+        """Chains of memory-bound calls (optionally headed by a matrix product or convolution) connected through
+        intermediates nothing else reads, most time saved first. Each has ``records`` and ``ops`` (the calls, in
+        order), ``modules``, ``kind`` ("epilogue" or "elementwise"), ``phase``, ``intermediates``, ``bytes`` (the
+        members' compulsory bytes), ``saved_bytes`` (the intermediates' writes and reads a fused kernel avoids),
+        ``t_before``, ``t_after`` and ``saved_s`` (roofline seconds; NaN without ceilings) and ``describe()``.
+        ``min_ops``: the shortest chain reported. ValueError without an access table."""
+        from roofline import _dataflow
+
+        c = self.classification() if self.ceilings is not None else None
+        return _dataflow.fusion_opportunities(self.records, self._ops, self.module_path, c,
+                                              _dataflow.report_accesses(self), min_ops)
+
+    def hints(self, min_share: float = 0.01) -> list:
+        """What to change, ranked by estimated time saved at the roof. Each hint has ``kind`` ("sdpa",
+        "matmul_precision", "small_gemm", "layout_copies", "cast_pingpong", "optimizer_fused",
+        "optimizer_state_init", "dropout_mask", "op_overhead"), ``message``, ``saved_s``, ``saved_bytes``,
+        ``evidence`` (the figures it rests on), ``records``, ``ops`` and ``modules``; ``str(hint)`` is one line.
+        ``min_share``: leave out hints saving less than this share of the roofline time (of the bytes, without
+        ceilings). Rules that need the dataflow are skipped for a report without an access table."""
+        from roofline import _dataflow, _hints
+
+        return _hints.hints(self, _dataflow.report_accesses(self), min_share)
+
     # ---- display ----------------------------------------------------------------------------------------------
     def table(self, by: str = "op", depth: int | None = None, top: int | None = 15, phase: str | None = None) -> str:
-        """A text table of :meth:`analysis` (``top`` rows, None for all)."""
+        """A text table of :meth:`analysis` (``top`` rows, None for all), with units and a legend. ``by="op"``,
+        ``"op_shape"`` (one row per op and input shapes), or ``"module"``: the module tree depth first, children
+        indented under their parent most time first, containers such as a ``ModuleList`` as rows of their own (so
+        ``depth`` counts every level of the model), and the whole run as a first row only when ops ran outside
+        every module."""
         return _render.table(self, by, depth, top, phase)
 
     def summary(self, top: int = 10) -> str:
         """The text ``print(r)`` shows: totals, phases, ceilings, achieved rates, MFU/MBU (against the wall time),
         unknown ops and errors, then the ``top`` ops by time (:meth:`table`, or by FLOPs without ceilings)."""
         self._classifier.resolve(self.meta)
-        return _render.summary(self, top, ceilings_note=self._classifier.note)
+        text = _render.summary(self, top, ceilings_note=self._classifier.note)
+        from roofline._hints import advice_text
+
+        advice = advice_text(self)
+        return text + "\n\n" + advice if advice else text
 
     def __str__(self):
         return self.summary()
@@ -219,20 +300,31 @@ class Report(DerivedCounts):
         return _render.short(self)
 
     def _repr_html_(self):
-        return _render.to_html(self)
+        self._classifier.resolve(self.meta)
+        return _render.to_html(self, ceilings_note=self._classifier.note)
 
     # ---- export -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """A JSON-compatible dict of everything in the report (records as base64 of their raw bytes); inverse of
         :meth:`from_dict`. Resolves the ceilings first, so they are saved with the counts."""
         c = self.ceilings
-        return _export.document(self.records, self._ops, self.module_sets, self.wall_time, self.meta,
-                                self.overhead, c, self._classifier.source)
+        doc = _export.document(self.records, self._ops, self.module_sets, self.wall_time, self.meta,
+                               self.overhead, c, self._classifier.source)
+        doc.update(_export.capture_document(self.signatures, self.accesses))
+        return doc
 
     def to_json(self, path=None, indent: int | None = None) -> str:
         """Everything (records bit for bit, op and module tables, ceilings, metadata) as JSON; written to ``path``
         when given. :func:`roofline.load` reads it back."""
         return _export.to_json(self.to_dict(), path, indent)
+
+    def to_chrome_trace(self, path=None) -> str:
+        """The run as a trace for Perfetto (ui.perfetto.dev) or chrome://tracing: phases, module runs and one slice
+        per timed op call nested on one track, each op's FLOPs, bytes, intensity, bound, roofline time and % of
+        roof in its args, and counter tracks of the achieved FLOP/s and bandwidth. JSON text (Trace Event Format),
+        written to ``path`` when given. Needs per-op times (``timing="op"``, or a projected report): ValueError
+        otherwise."""
+        return _export.to_chrome_trace(self, path)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Report":
@@ -240,8 +332,10 @@ class Report(DerivedCounts):
         anything is built: ValueError naming the first field that is wrong (another schema, a corrupt record block,
         a record whose op, module, phase, dtype or status is out of range, a field of the wrong type)."""
         records, ops, module_sets, wall_time, meta, overhead, ceil, source = _export.read_document(d)
+        signatures, accesses = _export.read_capture(d, records)
         meta["ceilings_source"] = source
-        return cls(records, ops, module_sets, wall_time, meta, ceilings=ceil, overhead=overhead)
+        return cls(records, ops, module_sets, wall_time, meta, ceilings=ceil, overhead=overhead,
+                   signatures=signatures, accesses=accesses)
 
     def to_dataframe(self):
         """A pandas DataFrame with one row per op call (needs pandas). Columns: ``op``, ``module`` (innermost),
@@ -264,9 +358,18 @@ class Report(DerivedCounts):
         """This run's ops on another device: each op's time is estimated as ``max(FLOPs / peak of its unit and
         dtype, bytes / bandwidth)`` from ``target`` (a device name from :mod:`roofline.devices`, or a
         ``Ceilings``), and a report of the same shape is returned whose times are those estimates (its wall time
-        is their sum: ops run back to back). Collectives are timed as their bus bytes over the target's
-        interconnect bandwidth; ``gpus`` re-computes their bus bytes for that many ranks (the message bytes of each
-        rank stay as measured); see docs/distributed.md."""
+        is their sum: ops run back to back).
+
+        The projected report's ``meta["assumed"]`` says what the projection takes from the counted run, and its
+        summary prints it: ``attention`` (the kernel the counts are those of: the backend chosen with
+        ``measure(..., attention=...)``, or what ran; ``"math"`` means the full score matrix), ``matrix_dtypes``
+        (share of the matrix FLOPs per dtype: the target's peak for each dtype is used) and ``no_peak`` (``"op
+        (dtype)"`` -> calls and what they were judged against, for ops whose dtype has no peak on the target;
+        warned about when they hold 0.1% of the FLOPs or more).
+
+        Collectives are timed as their bus bytes over the target's interconnect bandwidth; ``gpus``
+        re-computes their bus bytes for that many ranks (the message bytes of each rank stay as
+        measured); see docs/distributed.md."""
         from roofline import devices
         from roofline._ceilings import Ceilings
 
@@ -282,25 +385,66 @@ class Report(DerivedCounts):
 
             meta = distributed._rescaled(meta, gpus, len(self.records))
         t_min = _classify(self.records, ceil, meta["ceilings_source"], meta)[0]["t_min"]
-        if np.isnan(t_min).any():
-            missing = sorted({self._ops[i].name for i in self.records["op"][np.isnan(t_min)].tolist()})
-            warnings.warn(f"roofline: {label} has no ceiling for some ops ({missing[:5]}...); they are left out of "
-                          "the projected time", stacklevel=2)
+        from roofline import _assumptions  # what the projection assumes: attention kernel, dtypes, ops without a peak
+
+        meta["assumed"] = _assumptions.describe(self, ceil, meta["ceilings_source"])
+        if meta["assumed"]["no_peak_flop_share"] >= 1e-3:  # always in the summary; warned when it weighs
+            warnings.warn(f"roofline: {label} has no peak for the dtype of these ops: {meta['assumed']['no_peak']}",
+                          stacklevel=2)
         t = np.where(np.isnan(t_min), 0.0, t_min)
-        ends = np.cumsum(t)
+        starts, ends = _back_to_back(t)
         records = self.records.copy()
-        records["t_start"] = ends - t
+        records["t_start"] = starts
         records["t_end"] = ends
         wall_time = float(ends[-1]) if len(ends) else 0.0
         # the projected report resolves `ceil` with meta["ceilings_source"] when first used
-        return Report(records, self._ops, self.module_sets, wall_time, meta, ceilings=ceil)
+        return Report(records, self._ops, self.module_sets, wall_time, meta, ceilings=ceil,
+                      signatures=self.signatures, accesses=self.accesses)
 
     # ---- plotting -------------------------------------------------------------------------------------------
-    def plot(self, path=None, ax=None, by: str = "op", top: int = 8, **kwargs):
+    def plot(self, path=None, ax=None, by: str = "op", top: int = 8, depth: int | None = None, **kwargs):
         """Draw the roofline chart (matplotlib): see :func:`roofline.plot.plot_report`."""
         from roofline.plot import plot_report
 
-        return plot_report(self, path=path, ax=ax, by=by, top=top, **kwargs)
+        return plot_report(self, path=path, ax=ax, by=by, top=top, depth=depth, **kwargs)
+
+    def roofline_chart(self, by: str = "op", depth: int | None = None, top: int = 10, backend: str = "svg"):
+        """The roofline chart as self-contained SVG for a notebook (no matplotlib, no JavaScript): hovering a
+        point shows its op (or module), the modules it ran in, input shapes (when recorded), dtypes, FLOPs, bytes,
+        time and % of roof. ``by``: "op", "op_shape" or "module" (one level of the module tree, ``depth`` deep).
+        Returns a chart object that a notebook renders; its ``svg`` is the markup and ``save(path)`` writes an
+        ``.svg`` or ``.html`` file. ``backend="plotly"`` returns a plotly Figure instead (zoom, pan, the same hover
+        text; needs plotly)."""
+        from roofline import _svg
+
+        if backend == "plotly":
+            return _svg.roofline_plotly(self, by=by, depth=depth)
+        if backend != "svg":
+            raise ValueError(f"backend must be 'svg' or 'plotly', got {backend!r}")
+        return _svg.Chart(_svg.roofline_svg(self, by=by, depth=depth, top=top))
+
+
+def _back_to_back(t):
+    """``(starts, ends)`` of intervals laid end to end whose durations ``ends - starts`` (what the classification
+    takes) are never shorter than ``t``. A plain cumulative sum rounds: ``ends - starts`` can come out an ulp of
+    the running total below ``t``, far above the classification's tolerance for a short op after a long run, which
+    would show a projected op above its own roof. When that happens the ends are laid one by one, each moved up by
+    an ulp where its duration came out short."""
+    t = np.asarray(t, dtype=np.float64)
+    ends = np.cumsum(t)
+    starts = np.concatenate(([0.0], ends[:-1]))
+    if not ((ends - starts) < t).any():
+        return starts, ends
+    out = []
+    e = 0.0
+    for ti in t.tolist():
+        n = e + ti
+        while n - e < ti:
+            n = math.nextafter(n, math.inf)
+        out.append(n)
+        e = n
+    ends = np.array(out)
+    return np.concatenate(([0.0], ends[:-1])), ends
 
 
 class Comparison:

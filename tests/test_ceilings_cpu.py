@@ -450,19 +450,44 @@ def test_json_round_trip_exact(measured):
     assert Ceilings.from_json(text.encode()) == c
 
 
+def _cpuinfo_flags() -> set[str]:
+    flags = set()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.split(":", 1)[0].strip() in ("flags", "Features"):
+                    flags.update(line.split(":", 1)[1].split())
+                    break
+    return flags
+
+
 def test_matrix_and_low_precision_fallbacks(measured):
     c, _ = measured
     f32 = c.peak("vector", "float32")
     assert c.peak("matrix", "float32") == f32
     assert c.peak("matrix", "float64") == c.peak("vector", "float64")
+    # which native product peaks exist follows the CPU flags the kernel reports (read here independently)
+    flags = _cpuinfo_flags()
+    native = {"bfloat16": bool(flags & {"avx512_bf16", "amx_bf16"}), "float16": "avx512_fp16" in flags,
+              "int8": bool(flags & {"avx512_vnni", "amx_int8"}), "tfloat32": False}
     for dtype in ("bfloat16", "float16", "tfloat32"):
         choice = c.resolve_peak("matrix", dtype)
-        assert choice.value == f32 and (choice.unit, choice.dtype) == ("vector", "float32")
-        assert "float32" in choice.note
+        if native[dtype]:
+            assert (choice.unit, choice.dtype, choice.note) == ("matrix", dtype, "")
+            assert choice.value == c.peaks[("matrix", dtype)].measured > 0
+            # element-wise work in that dtype still computes in float32
+            vec = c.resolve_peak("vector", dtype)
+            assert vec.value == f32 and f"measured as matrix/{dtype}" in vec.note
+        else:
+            assert choice.value == f32 and (choice.unit, choice.dtype) == ("vector", "float32")
+            assert "float32" in choice.note
     direct = c.resolve_peak("vector", "float32")
     assert direct.note == "" and direct.source == "measured"
-    with pytest.raises(CeilingNotAvailable, match="int8"):
-        c.peak("matrix", "int8")
+    if native["int8"]:
+        assert c.peak("matrix", "int8") == c.peaks[("matrix", "int8")].measured > 0
+    else:
+        with pytest.raises(CeilingNotAvailable, match="int8"):
+            c.peak("matrix", "int8")
     with pytest.raises(CeilingNotAvailable, match="L7"):
         c.bandwidth("L7")
     assert c.bandwidth() == c.bandwidth("DRAM") == c.bandwidths["DRAM"].measured
@@ -672,10 +697,15 @@ def test_registry_matches_the_c_tables():
     assert dict(c_kernels["bandwidth"])["triad"] == 3  # a = b + s*c: three arrays
     info = ceilings_mod._cpu_info()
     listed = ceilings_mod.cpu_benchmarks(info)
-    assert [b["key"] for b in listed] == ["vector/float64", "vector/float32", "bandwidth"]
-    assert all(b["supported"] for b in listed)
+    assert [b["key"] for b in listed] == ["vector/float64", "vector/float32", "matrix/bfloat16", "matrix/float16",
+                                          "matrix/int8", "bandwidth"]
+    assert all(b["supported"] for b in listed if not b["key"].startswith("matrix/"))
+    lowp = {k["name"]: k for k in _core.cpu_lowp_kernels()[0]}
     for bench in ceilings_mod._CPU_REGISTRY:
-        if bench.runner is ceilings_mod._run_fma:
+        if bench.runner is ceilings_mod._run_lowp:
+            assert set(bench.param("kernels")) <= set(lowp)
+            assert all(lowp[k]["dtype"] == bench.param("dtype") for k in bench.param("kernels"))
+        elif bench.runner is ceilings_mod._run_fma:
             assert bench.param("dtype") in c_kernels["fma"]
             assert bench.param("elem_bytes") == {"float64": 8, "float32": 4}[bench.param("dtype")]
             assert info["lanes"][bench.param("dtype")] * bench.param("elem_bytes") in (8, 16, 32, 64)
@@ -688,7 +718,9 @@ def test_measure_runs_the_registry_in_order(monkeypatch):
     monkeypatch.setattr(ceilings_mod, "_core", stub)
     lines = []
     c = ceilings_mod._measure_cpu(quick=True, progress=lines.append, info=dict(_STUB_INFO))
-    assert stub.calls == [("fma", "float64"), ("fma", "float32"), ("sweep", ("read", "copy", "triad"))]
+    # the registry in order, then the quick re-check of the float32 peak (contention test)
+    assert stub.calls == [("fma", "float64"), ("fma", "float32"), ("sweep", ("read", "copy", "triad")),
+                          ("fma", "float32")]
     assert lines[0] == "measuring the float64 FMA peak on 2 threads (1/3)"
     assert lines[1] == "measuring the float32 FMA peak on 2 threads (2/3)"
     assert lines[2].startswith("measuring bandwidth: read, copy, triad over ") and lines[2].endswith("(3/3)")
@@ -698,10 +730,10 @@ def test_measure_runs_the_registry_in_order(monkeypatch):
     assert c.bandwidths["L1"].method.startswith("triad a = b + s*c, 3*N*8 bytes per pass; ")
     assert c.bandwidths["L1_read"].method.startswith("read, N*8 bytes per pass; ")
     assert c.bandwidths["L1_copy"].method.startswith("copy, 2*N*8 bytes per pass; ")
-    assert list(c.info["cpu_share"]) == ["fma_float64", "fma_float32", "bandwidth_sweep"]
+    assert list(c.info["cpu_share"]) == ["fma_float64", "fma_float32", "bandwidth_sweep", "recheck_float32"]
     assert [r[0] for r in c.rows()][:5] == ["vector float64", "vector float32", "bandwidth L1", "bandwidth L1_read",
                                             "bandwidth L1_copy"]
-    assert not c.info["busy"]
+    assert not c.info["busy"] and c.info["contention"] == []
 
 
 def test_a_new_benchmark_is_one_registry_entry(monkeypatch):
@@ -811,6 +843,11 @@ def test_cli_table_and_json(cache, fake_measure, capsys):
     out, err = capsys.readouterr()
     assert "GFLOP/s" in out and "measured" in out and "datasheet" in out
     assert "measuring" in err or "done" in err or "cached" in err
+    # the bfloat16 product peak is a row where the CPU has native bfloat16 products; otherwise a note says why not
+    if _cpuinfo_flags() & {"avx512_bf16", "amx_bf16"}:
+        assert "matrix bfloat16" in out
+    else:
+        assert "note: bfloat16: " in out and "fall back to the float32 peak" in out
     assert cli.main(["ceilings", "--json"]) == 0
     out, err = capsys.readouterr()
     assert Ceilings.from_json(out).peak("vector", "float64") > 0
@@ -831,3 +868,176 @@ def test_python_dash_m_help():
     p = subprocess.run([sys.executable, "-m", "roofline", "ceilings", "--help"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0 and "--thorough" in p.stdout and "--json" in p.stdout
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Low-precision product peaks (AVX512-BF16, AVX512-FP16, AVX512-VNNI, AMX)
+# ---------------------------------------------------------------------------------------------------------------
+
+# Made-up machines for the detection logic (cpuid bit positions from the Intel SDM, vol. 2A, CPUID leaf 7).
+_FULL = {"x86": 1, "leaf1_ecx": 1 << 27, "leaf7_ebx": 1 << 16, "leaf7_ecx": 1 << 11,
+         "leaf7_edx": (1 << 22) | (1 << 23) | (1 << 24) | (1 << 25), "leaf7_1_eax": 1 << 5,
+         "xcr0": 0xE7 | (3 << 17), "amx_perm": 0}
+_ZEN4 = {**_FULL, "leaf7_edx": 0, "xcr0": 0xE7, "amx_perm": -1}  # AVX512-BF16 and VNNI, no AMX, no FP16
+
+
+def _decide(features):
+    return {k["name"]: (k["available"], k["reason"]) for k in _core.cpu_lowp_kernels(features)}
+
+
+@pytest.mark.skipif(not _core.cpu_info()["simd"].startswith(("avx", "sse")), reason="x86 kernels")
+def test_lowp_detection_on_made_up_machines():
+    zen4 = _decide(_ZEN4)
+    assert zen4["avx512_bf16"] == (True, "") and zen4["avx512_vnni"] == (True, "")
+    assert not zen4["amx_bf16"][0] and "no AMX" in zen4["amx_bf16"][1]
+    assert not zen4["avx512_fp16"][0]
+    # Sapphire Rapids on a kernel that refuses the tile data state (older than 5.16: EINVAL = 22)
+    refused = _decide({**_FULL, "amx_perm": 22})
+    assert not refused["amx_bf16"][0] and "ARCH_REQ_XCOMP_PERM" in refused["amx_bf16"][1]
+    assert refused["avx512_bf16"][0]
+    # AMX advertised by cpuid but the OS has not enabled the tile state
+    no_xcr0 = _decide({**_FULL, "xcr0": 0xE7})
+    assert not no_xcr0["amx_int8"][0] and "XCR0" in no_xcr0["amx_int8"][1]
+    # Zen 3: AVX2 only
+    avx2 = _decide({**_FULL, "leaf7_ebx": 0, "leaf7_ecx": 0, "leaf7_edx": 0, "leaf7_1_eax": 0})
+    assert not any(ok for ok, _ in avx2.values()) and all(why for _, why in avx2.values())
+    # not x86
+    arm = _decide({**_FULL, "x86": 0})
+    assert all(not ok and "x86-64" in why for ok, why in arm.values())
+
+
+def test_lowp_argument_errors():
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        _core.cpu_lowp_peak("amx")
+    with pytest.raises(ValueError, match="seconds"):
+        _core.cpu_lowp_peak("avx512_bf16", 0.0)
+    with pytest.raises(ValueError, match="repeats"):
+        _core.cpu_lowp_peak("avx512_bf16", 0.01, repeats=0)
+    with pytest.raises(ValueError, match="threads"):
+        _core.cpu_lowp_peak("avx512_bf16", 0.01, -1)
+    with pytest.raises(ValueError, match="stat"):
+        _core.cpu_lowp_peak("avx512_bf16", 0.01, stat="mean")
+    with pytest.raises(TypeError, match="features"):
+        _core.cpu_lowp_kernels([1, 2])
+    with pytest.raises(ValueError, match="lacks the key 'xcr0'"):
+        _core.cpu_lowp_kernels({k: v for k, v in _FULL.items() if k != "xcr0"})
+    with pytest.raises(TypeError, match=r"features\['x86'\] must be an int"):
+        _core.cpu_lowp_kernels({**_FULL, "x86": True})
+    with pytest.raises(ValueError, match="32 bits"):
+        _core.cpu_lowp_kernels({**_FULL, "leaf7_edx": 1 << 32})
+    with pytest.raises(ValueError, match="unsigned"):
+        _core.cpu_lowp_kernels({**_FULL, "xcr0": -1})
+    with pytest.raises(ValueError, match="amx_perm"):
+        _core.cpu_lowp_kernels({**_FULL, "amx_perm": -2})
+    # a kernel the machine cannot run is refused with the reason, before anything runs
+    kernels, _ = _core.cpu_lowp_kernels()
+    for k in kernels:
+        if not k["available"]:
+            with pytest.raises(ValueError, match="cannot run here: " + k["reason"].split(":")[0]):
+                _core.cpu_lowp_peak(k["name"], 0.01)
+
+
+def test_lowp_kernels_agree_with_the_cpu_flags():
+    """The C detection (cpuid, XCR0) agrees with the flags the OS kernel reports in /proc/cpuinfo."""
+    flags = _cpuinfo_flags()
+    if not flags:
+        pytest.skip("no /proc/cpuinfo flags")
+    kernels, features = _core.cpu_lowp_kernels()
+    got = {k["name"]: k["available"] for k in kernels}
+    if not features["x86"]:
+        assert not any(got.values())
+        return
+    for name, flag in (("avx512_bf16", "avx512_bf16"), ("avx512_fp16", "avx512_fp16"),
+                       ("avx512_vnni", "avx512_vnni"), ("amx_bf16", "amx_bf16"), ("amx_int8", "amx_int8")):
+        if got[name]:
+            assert flag in flags, name
+        elif flag in flags and not name.startswith("amx"):
+            pytest.fail(f"{name}: the CPU reports {flag} but the kernel is not available: "
+                        f"{[k['reason'] for k in kernels if k['name'] == name]}")
+
+
+def test_lowp_peak_counts_whole_iterations():
+    kernels, _ = _core.cpu_lowp_kernels()
+    usable = [k for k in kernels if k["available"]]
+    if not usable:
+        pytest.skip("no low-precision kernel runs on this CPU")
+    for k in usable:
+        r = _core.cpu_lowp_peak(k["name"], 0.02, 1, repeats=2)
+        assert r["flops"] > 0 and r["threads"] == 1 and r["dtype"] == k["dtype"]
+        # operations per iteration, from the instruction's definition: lanes x products x 2
+        per_instruction = {"avx512_bf16": 16 * 2 * 2, "avx512_fp16": 32 * 2, "avx512_vnni": 16 * 4 * 2,
+                           "amx_bf16": 16 * 16 * 32 * 2, "amx_int8": 16 * 16 * 64 * 2}[k["name"]]
+        assert r["flop_per_iteration"] == per_instruction * r["accumulators"]
+        assert r["flop_per_repeat"] % r["flop_per_iteration"] == 0
+
+
+class _LowpStub(_StubCore):
+    def cpu_lowp_peak(self, kernel, seconds, threads, repeats):
+        self.calls.append(("lowp", kernel))
+        return {"flops": {"amx_bf16": 9e12, "avx512_bf16": 600e9, "avx512_vnni": 1.2e12}[kernel], "threads": threads,
+                "pinned": True, "repeats": repeats, "accumulators": 4 if kernel.startswith("amx") else 12,
+                "cpu_share": self.share}
+
+
+def _lowp_info(**available):
+    names = {"amx_bf16": "bfloat16", "avx512_bf16": "bfloat16", "avx512_fp16": "float16", "avx512_vnni": "int8",
+             "amx_int8": "int8"}
+    return {**_STUB_INFO, "lowp_kernels": {
+        n: {"dtype": d, "instruction": "?", "available": bool(available.get(n)),
+            "reason": "" if available.get(n) else f"{n}: not on this made-up CPU"} for n, d in names.items()}}
+
+
+def test_registry_prefers_amx_and_states_what_it_skipped(monkeypatch):
+    stub = _LowpStub()
+    monkeypatch.setattr(ceilings_mod, "_core", stub)
+    info = _lowp_info(amx_bf16=True, avx512_bf16=True, avx512_vnni=True)
+    c = ceilings_mod._measure_cpu(quick=True, progress=None, info=info)
+    assert ("lowp", "amx_bf16") in stub.calls and ("lowp", "avx512_bf16") not in stub.calls
+    assert ("lowp", "avx512_vnni") in stub.calls
+    assert ("matrix int8", 1200.0, 2 * 2.0 * 128 * 2, 1200e9 / (2 * 2.0e9 * 128 * 2), "GOP/s") in c.rows()
+    assert c.peak("matrix", "bfloat16") == 9e12 and c.peak("matrix", "int8") == 1.2e12
+    assert c.info["lowp_used"] == {"bfloat16": "amx_bf16", "int8": "avx512_vnni"}
+    # theoretical AMX peak: 2 cores x 2 GHz x 1,024 bf16 FLOP per cycle
+    assert c.peaks[("matrix", "bfloat16")].datasheet == 2 * 2.0e9 * 1024
+    # theoretical VNNI peak: 2 cores x 2 GHz x 128 operations per instruction x 2 units (the avx2 assumption)
+    assert c.peaks[("matrix", "int8")].datasheet == 2 * 2.0e9 * 128 * 2
+    assert "not used: amx_int8: not on this made-up CPU" in c.peaks[("matrix", "int8")].method
+    # float16 has no kernel here: the note says why and what replaces it
+    assert any(n.startswith("float16: no native product kernel ran (avx512_fp16: not on this made-up CPU)")
+               for n in c.notes)
+    assert ("matrix", "float16") not in c.peaks and c.peak("matrix", "float16") == 200e9
+
+
+def test_registry_falls_back_to_avx512_bf16_without_amx(monkeypatch):
+    stub = _LowpStub()
+    monkeypatch.setattr(ceilings_mod, "_core", stub)
+    c = ceilings_mod._measure_cpu(quick=True, progress=None, info=_lowp_info(avx512_bf16=True))
+    assert [x for x in stub.calls if x[0] == "lowp"] == [("lowp", "avx512_bf16")]
+    assert c.peak("matrix", "bfloat16") == 600e9
+    assert "not used: amx_bf16: not on this made-up CPU" in c.peaks[("matrix", "bfloat16")].method
+    assert any(n.startswith("int8: no native int8 product kernel ran") for n in c.notes)
+
+
+def test_bf16_matmul_is_judged_against_the_bf16_peak(monkeypatch):
+    """A bfloat16 matrix record gets the matrix/bfloat16 peak; bfloat16 element-wise work the float32 one."""
+    stub = _LowpStub()
+    monkeypatch.setattr(ceilings_mod, "_core", stub)
+    c = ceilings_mod._measure_cpu(quick=True, progress=None, info=_lowp_info(avx512_bf16=True))
+    from roofline import _classification
+    from roofline._records import DTYPE_NAMES, RECORD_DTYPE
+
+    code = {v: k for k, v in DTYPE_NAMES.items()}
+    rec = np.zeros(3, dtype=RECORD_DTYPE)
+    rec["dtype"] = [code["bfloat16"], code["bfloat16"], code["float32"]]
+    rec["matrix_flops"] = [1000, 0, 1000]
+    rec["vector_flops"] = [0, 10, 0]
+    peak, _, notes = _classification.peaks(rec, c, "measured")
+    assert peak.tolist() == [600e9, 200e9, 200e9]
+    assert any("measured as matrix/bfloat16" in n for n in notes)
+
+
+def test_lowp_features_out_of_range_are_value_errors():
+    with pytest.raises(ValueError, match=r"features\['amx_perm'\] must be -1, 0 or an errno \(1..4095\), not 10{30}"):
+        _core.cpu_lowp_kernels({**_FULL, "amx_perm": 10**30})
+    with pytest.raises(ValueError, match="amx_perm.*4096"):
+        _core.cpu_lowp_kernels({**_FULL, "amx_perm": 4096})

@@ -206,6 +206,24 @@ def test_peaks_per_record_and_source():
     assert len(cls.peaks(rec[:0], hand_ceilings(), "measured")[0]) == 0
 
 
+def test_integer_matrix_products_use_the_int8_peak_where_there_is_one():
+    rec = hand_records()[:2]
+    rec[0]["dtype"] = DTYPE_CODES["int8"]   # matrix work in int8 (_int_mm)
+    rec[1]["dtype"] = DTYPE_CODES["int8"]   # element-wise int8 work: still the fp32 vector rate
+    # no int8 matrix peak: the fp32 matrix rate (100), and a note saying so
+    peak, _, notes = cls.peaks(rec, hand_ceilings(), "measured")
+    assert eq_nan(peak, [100.0, 10.0])
+    assert notes == ["no measured int8 matrix peak: int8 matrix products judged against the float32 rate"]
+    # with a measured matrix/int8 peak (VNNI, AMX, tensor cores): that one, no note
+    c = hand_ceilings()
+    c.peaks[("matrix", "int8")] = ceil_mod.Ceiling(400.0, None)
+    peak, _, notes = cls.peaks(rec, c, "measured")
+    assert eq_nan(peak, [400.0, 10.0]) and notes == []
+    # uint8 matrix work is judged against the same int8 peak
+    rec[0]["dtype"] = DTYPE_CODES["uint8"]
+    assert eq_nan(cls.peaks(rec, c, "measured")[0], [400.0, 10.0])
+
+
 def test_classify_arrays_of_the_records():
     res, notes = cls.classify(hand_records(), hand_ceilings(), "measured")
     assert res["flops"].tolist() == [40.0, 6.0, 8.0, 9.0, 12.0 + 3.0, 0.0]  # matrix + vector

@@ -126,6 +126,7 @@ def test_schema_table_matches_the_installed_torch():
     assert default == _schemas.DEFAULT_OVERLOAD
 
 
+@pytest.mark.skipif(not _same_torch_minor(), reason="the schema table was generated from another torch release")
 def test_every_op_with_a_formula_has_its_schema_in_the_table():
     missing = []
     for key in _registry.TABLE:
@@ -145,7 +146,10 @@ def test_results_are_new_rule_agrees_with_every_schema():
     for key, (names, kwonly, written, returns_alias) in _schemas.SCHEMAS.items():
         name, _, ov = key.rpartition(".")
         ns, _, short = name.rpartition("::")
-        sch = getattr(getattr(getattr(torch.ops, ns or "aten"), short), ov)._schema
+        overload = getattr(getattr(getattr(torch.ops, ns or "aten"), short, None), ov, None)
+        if overload is None:
+            continue  # an op or overload of the release the table was generated from that this torch lacks
+        sch = overload._schema
         if not written or not any("Tensor" in str(r.type) for r in sch.returns):
             continue  # nothing written, or no tensor results (TorchScript list ops)
         s = _registry.schema(f"{ns or 'aten'}::{short}", ov)
@@ -248,7 +252,10 @@ def test_cost_is_the_same_with_and_without_torch(tmp_path):
         ns, _, short = name.rpartition("::")
         if _registry.lookup(name if ns else f"aten::{short}", ov) is None:
             continue
-        sch = getattr(getattr(getattr(torch.ops, ns or "aten"), short), ov)._schema
+        overload = getattr(getattr(getattr(torch.ops, ns or "aten"), short, None), ov, None)
+        if overload is None:
+            continue  # not in this torch release (the table was generated from another one)
+        sch = overload._schema
         args = tuple(_value(a.type) for a in sch.arguments if not a.kwarg_only)
         op = f"{name}.{ov}"
         calls.append((op, args, None))

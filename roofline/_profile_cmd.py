@@ -1,0 +1,473 @@
+"""The ``profile`` command of ``python -m roofline`` (registered by :mod:`roofline.cli`; options in docs/cli.md).
+
+Every option is checked by :func:`plan` before anything is built or run: numbers, the device, dtypes, the
+attention backend, output paths (writable, a known chart extension), datasheet device names and the model name
+(with close matches when it is unknown). Then :func:`run` builds the model, runs the warm-up steps uncounted and the
+measured steps under :func:`roofline.profile`, and prints the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+BUILTIN_MODELS = ("resnet50", "vit_b_16", "gpt2", "llama")
+LLMS = ("gpt2", "llama")
+PLOT_EXTENSIONS = (".png", ".svg", ".pdf")
+ATTENTION = ("flash", "efficient", "math")
+_DTYPES = {"float32": "float32", "fp32": "float32", "float": "float32", "float64": "float64", "fp64": "float64",
+           "double": "float64", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
+           "half": "float16"}
+_AUTOCAST = ("bfloat16", "float16")
+# what a count on meta assumes unless told: a GPU's dtype and attention kernel (see roofline.llm.PROJECTION_DEFAULTS)
+META_DEFAULTS = {"dtype": "bfloat16", "attention": "flash"}
+
+
+def add_profile(subparsers: argparse._SubParsersAction, func) -> None:
+    """Register ``profile`` and its options on ``subparsers``; ``func`` runs it."""
+    p = subparsers.add_parser(
+        "profile",
+        help="count, time and classify a model's ops and print the roofline report",
+        description="Build a model (random weights, nothing downloaded) or your own callable, run warm-up steps "
+        "uncounted, then measure steps under roofline.profile and print the report of the median step. MODEL is "
+        f"one of {', '.join(BUILTIN_MODELS)}, a torchvision or timm classification model name (e.g. resnet18, "
+        "mobilenetv3_small_100), 'module:callable' or 'path/to/file.py:callable' naming a function that takes "
+        "(device, batch, seq, train) and returns (model, step) where step() runs the work. Every option is "
+        "checked before anything runs.",
+    )
+    p.add_argument("model", help=f"{' | '.join(BUILTIN_MODELS)} | torchvision/timm name | module:callable | "
+                   "file.py:callable")
+    p.add_argument("--batch", type=int, default=None, help="batch size (default: 1; 8 for vision inference)")
+    p.add_argument("--seq", type=int, default=128, help="sequence length of the language models (default 128)")
+    p.add_argument("--train", action="store_true", help="a training step (forward, backward, AdamW) instead of "
+                   "inference")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda[:N] or meta (count only; use --project)")
+    p.add_argument("--dtype", metavar="DTYPE", help="build the model and its inputs in DTYPE (float32, bfloat16, "
+                   "float16, float64; bf16/fp16 accepted). Default: float32, or bfloat16 on meta")
+    p.add_argument("--autocast", metavar="DTYPE", help="run the step under torch.autocast in DTYPE (bfloat16 or "
+                   "float16); not on meta")
+    p.add_argument("--attention", choices=ATTENTION, help="on meta: the scaled_dot_product_attention kernel counted "
+                   "(default flash); elsewhere the kernel that runs is counted")
+    p.add_argument("--warmup", type=int, default=1, help="steps run uncounted first (default 1: optimizer state "
+                   "creation and lazy initialisation stay out of the measured step); 0 measures the first step")
+    p.add_argument("--repeat", type=int, default=None, help="measured steps; the report is the median step (default "
+                   "3; 1 on meta, where nothing is timed)")
+    p.add_argument("--decode", action="store_true", help="language models: measure one decode step (one new token "
+                   "per sequence) against a KV cache of --kv-len tokens, and print tokens/s and bytes per token "
+                   "against the bandwidth roof")
+    p.add_argument("--kv-len", type=int, metavar="N", help="tokens in the KV cache for --decode")
+    p.add_argument("--timing", choices=("op", "model", "none"), default="op", help="time every op (default), the "
+                   "whole step, or nothing")
+    p.add_argument("--project", metavar="DEVICE", help="also project the run onto a datasheet device, e.g. 'H100 "
+                   "SXM' (see roofline.devices)")
+    p.add_argument("--ceilings", default="measured", help="'measured' (default), 'datasheet' or a device name")
+    p.add_argument("--plot", metavar="PATH", help="write the roofline chart (.png, .svg or .pdf)")
+    p.add_argument("--json", metavar="PATH", help="write the report as JSON (roofline.load reads it back)")
+    p.add_argument("--top", type=int, default=15, help="rows in the op table (default 15)")
+    p.add_argument("--by-module", type=int, metavar="DEPTH", help="also print the per-module table to DEPTH")
+    p.set_defaults(func=func)
+
+
+@dataclass
+class Plan:
+    """What :func:`run` will do, decided (and checked) before anything runs."""
+
+    model: str
+    source: str  # "builtin", "torchvision", "timm", "callable"
+    builder: object = None  # the user's callable, for source "callable"
+    device: str = "cpu"
+    dtype: str | None = None
+    autocast: str | None = None
+    attention: str | None = None
+    warmup: int = 1
+    repeat: int = 3
+    timing: str | None = "op"
+    notes: list = field(default_factory=list)
+
+
+# ---- checks ---------------------------------------------------------------------------------------------------
+
+
+def _positive(args, name: str, lo: int = 1) -> None:
+    v = getattr(args, name.replace("-", "_"))
+    if v is not None and v < lo:
+        raise ValueError(f"--{name} must be >= {lo}, got {v}")
+
+
+def _dtype(flag: str, value: str | None, allowed=None) -> str | None:
+    if value is None:
+        return None
+    name = _DTYPES.get(value.lower())
+    if name is None or (allowed and name not in allowed):
+        ok = allowed or sorted(set(_DTYPES.values()))
+        raise ValueError(f"{flag} {value!r}: expected one of {', '.join(ok)}")
+    return name
+
+
+def check_device(device: str) -> str:
+    """``cpu``, ``meta``, ``cuda`` or ``cuda:N`` (a CUDA device that exists); ValueError otherwise."""
+    if device in ("cpu", "meta"):
+        return device
+    m = re.fullmatch(r"cuda(?::(\d+))?", device)
+    if not m:
+        raise ValueError(f"--device {device!r}: expected cpu, cuda, cuda:N or meta")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: CUDA is not available (torch {torch.__version__}, "
+                         f"{'no CUDA build' if torch.version.cuda is None else 'no GPU or driver found'})")
+    if m.group(1) is not None and int(m.group(1)) >= torch.cuda.device_count():
+        raise ValueError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s)")
+    return device
+
+
+def check_output(flag: str, path: str, extensions=None) -> None:
+    """``path`` can be written: its folder exists and is writable, it is not a folder, and (for a chart) its
+    extension is one of ``extensions``."""
+    if extensions is not None:
+        ext = os.path.splitext(path)[1].lower()
+        if ext not in extensions:
+            raise ValueError(f"{flag} {path!r}: the extension must be one of {', '.join(extensions)} "
+                             f"(got {ext or 'none'})")
+    if os.path.isdir(path):
+        raise ValueError(f"{flag} {path!r} is a folder; give a file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{flag} {path!r}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise ValueError(f"{flag} {path!r}: not writable")
+
+
+def _device_name(flag: str, name: str) -> None:
+    from roofline import devices
+
+    try:
+        devices.get(name)
+    except KeyError as e:
+        raise ValueError(f"{flag}: {e.args[0] if e.args else e}") from None
+
+
+def _torchvision_names() -> list[str]:
+    try:
+        import torchvision
+    except ImportError:
+        return []
+    return list(torchvision.models.list_models(module=torchvision.models))
+
+
+def _timm_names() -> list[str]:
+    try:
+        import timm
+    except ImportError:
+        return []
+    return list(timm.list_models())
+
+
+def _load_callable(spec: str):
+    """The callable named by ``module:callable`` or ``path/to/file.py:callable`` (the file is imported, the
+    callable is not called)."""
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr:
+        raise ValueError(f"model {spec!r}: expected a model name, 'module:callable' or 'file.py:callable'")
+    if target.endswith(".py") or os.sep in target or "/" in target:
+        if not os.path.isfile(target):
+            raise ValueError(f"model {spec!r}: no such file {target!r}")
+        name = "_roofline_user_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(target))[0])
+        mspec = importlib.util.spec_from_file_location(name, target)
+        if mspec is None or mspec.loader is None:
+            raise ValueError(f"model {spec!r}: cannot load {target!r} as Python")
+        obj = importlib.util.module_from_spec(mspec)
+        sys.modules[name] = obj
+        try:
+            mspec.loader.exec_module(obj)
+        except Exception as e:
+            sys.modules.pop(name, None)
+            raise ValueError(f"model {spec!r}: importing {target} failed: {type(e).__name__}: {e}") from None
+        where = target
+    else:
+        try:
+            obj = importlib.import_module(target)
+        except ImportError as e:
+            raise ValueError(f"model {spec!r}: cannot import {target!r}: {e}") from None
+        where = target
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"model {spec!r}: {where} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"model {spec!r}: {attr} is not callable")
+    return obj
+
+
+def resolve_model(name: str) -> tuple[str, object]:
+    """``(source, builder)`` for a model name; ValueError with close matches for an unknown name."""
+    if name in BUILTIN_MODELS:
+        return "builtin", None
+    if ":" in name:
+        return "callable", _load_callable(name)
+    tv = _torchvision_names()
+    if name in tv:
+        return "torchvision", None
+    tm = _timm_names()
+    if name in tm:
+        return "timm", None
+    close = difflib.get_close_matches(name, list(dict.fromkeys(list(BUILTIN_MODELS) + tv + tm)), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    have = [x for x, ok in (("torchvision", tv), ("timm", tm)) if ok]
+    raise ValueError(f"unknown model {name!r}: not one of {', '.join(BUILTIN_MODELS)}, nor a "
+                     f"{' or '.join(have) or 'torchvision or timm (neither installed)'} model name, nor "
+                     f"'module:callable'{hint}")
+
+
+def plan(args: argparse.Namespace) -> Plan:
+    """Check every option (nothing is built or run) and decide what :func:`run` does."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise RuntimeError("profile needs torch: pip install torch") from None
+    for flag in ("batch", "seq", "top", "by-module", "repeat", "kv-len"):
+        _positive(args, flag)
+    _positive(args, "warmup", 0)
+    device = check_device(args.device)
+    dtype = _dtype("--dtype", args.dtype)
+    autocast = _dtype("--autocast", args.autocast, _AUTOCAST)
+    if autocast and device == "meta":
+        raise ValueError("--autocast does not apply on meta (autocast has no meta device): use --dtype")
+    if args.attention and device != "meta":
+        raise ValueError(f"--attention chooses the kernel counted on --device meta; on {device} the kernel that "
+                         "runs is counted")
+    if args.kv_len is not None and not args.decode:
+        raise ValueError("--kv-len is for --decode")
+    if args.decode:
+        if args.model not in LLMS:
+            raise ValueError(f"--decode needs a language model: {', '.join(LLMS)}")
+        if args.kv_len is None:
+            raise ValueError("--decode needs --kv-len N (tokens already in the KV cache)")
+        if args.train:
+            raise ValueError("--decode measures inference: drop --train")
+    if args.model == "gpt2":
+        longest = args.kv_len + 1 if args.decode else args.seq
+        if longest > 1024:
+            raise ValueError(f"gpt2 has 1024 positions: {'--kv-len' if args.decode else '--seq'} is too long")
+    if args.project:
+        _device_name("--project", args.project)
+    if args.ceilings not in ("measured", "datasheet"):
+        _device_name("--ceilings", args.ceilings)
+    if args.plot:
+        check_output("--plot", args.plot, PLOT_EXTENSIONS)
+        if device == "meta" and not args.project:
+            raise ValueError("--plot on meta needs --project DEVICE: a run on meta has no ceilings to draw")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise ValueError("--plot needs matplotlib: pip install matplotlib")
+    if args.json:
+        check_output("--json", args.json)
+    source, builder = resolve_model(args.model)
+    p = Plan(model=args.model, source=source, builder=builder, device=device, dtype=dtype, autocast=autocast,
+             attention=args.attention, warmup=args.warmup, repeat=3 if args.repeat is None else args.repeat,
+             timing=None if args.timing == "none" else args.timing)
+    if device == "meta":
+        p.timing = None  # nothing runs on meta: only counts
+        if p.repeat != 1 and args.repeat is not None:
+            p.notes.append(f"--repeat {p.repeat} ignored: nothing is timed on meta")
+        p.repeat = 1
+        if p.attention is None:
+            p.attention = META_DEFAULTS["attention"]
+            p.notes.append(f"attention counted as {p.attention} (--attention to change)")
+        if p.dtype is None:
+            p.dtype = META_DEFAULTS["dtype"]
+            p.notes.append(f"model built in {p.dtype} (--dtype to change)")
+    return p
+
+
+# ---- building -------------------------------------------------------------------------------------------------
+
+
+def _vision_step(model, x, train):
+    import torch
+
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4) if train else None
+    model.train(train)
+
+    def step():
+        if train:
+            model(x).float().mean().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        else:
+            with torch.no_grad():
+                model(x)
+
+    return step
+
+
+def _lm(name: str, seq: int):
+    import transformers
+
+    if name == "gpt2":
+        return transformers.GPT2LMHeadModel(transformers.GPT2Config())
+    # a small Llama-architecture model with grouped-query attention
+    cfg = transformers.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
+                                   num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
+                                   max_position_embeddings=max(seq, 2048))
+    return transformers.LlamaForCausalLM(cfg)
+
+
+def build(p: Plan, args):
+    """``(model, step)`` for the plan, built on its device in its dtype."""
+    import torch
+
+    torch.manual_seed(0)
+    train, batch, seq = args.train, args.batch, args.seq
+    if p.source == "callable":
+        made = p.builder(p.device, batch, seq, train)
+        if not (isinstance(made, tuple) and len(made) == 2 and callable(made[1])):
+            raise ValueError(f"{p.model} must return (model, step) with step callable")
+        return made
+    if p.model in ("resnet50", "vit_b_16") or p.source in ("torchvision", "timm"):
+        need = "timm" if p.source == "timm" else "torchvision"
+        try:
+            lib = importlib.import_module(need)
+        except ImportError:
+            raise RuntimeError(f"{p.model} needs {need}: pip install {need}") from None
+        with torch.device(p.device):
+            if need == "timm":
+                model = lib.create_model(p.model, pretrained=False)
+                size = tuple(model.pretrained_cfg.get("input_size", (3, 224, 224)))
+            else:
+                model = lib.models.get_model(p.model)
+                size = (3, 224, 224)
+                try:
+                    crop = lib.models.get_model_weights(p.model).DEFAULT.transforms().crop_size
+                    size = (3, crop[0], crop[0])
+                except Exception:  # no weights entry or no crop size: the usual 224
+                    pass
+            x = torch.randn(batch or (1 if train else 8), *size)
+        return model, _vision_step(model, x, train)
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise RuntimeError(f"{p.model} needs transformers: pip install transformers") from None
+    with torch.device(p.device):
+        model = _lm(p.model, seq)
+        ids = torch.randint(0, model.config.vocab_size, (batch or 1, seq))
+    model.train(train)
+    if args.decode:
+        from roofline import llm
+
+        cache = llm.repeat_cache(llm.prefill(model, args.kv_len), batch or 1)
+
+        def step():
+            llm.decode_step(model, cache, batch or 1)
+
+        return model, step
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4) if train else None
+
+    def step():  # noqa: F811
+        if train:
+            model(ids, labels=ids).loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        else:
+            with torch.no_grad():
+                model(ids)
+
+    return model, step
+
+
+# ---- running --------------------------------------------------------------------------------------------------
+
+
+def _what(p: Plan, args) -> str:
+    kind = ("decode step (KV cache of %d tokens)" % args.kv_len if args.decode else
+            "training step" if args.train else "inference")
+    prec = []
+    if p.dtype:
+        prec.append(p.dtype)
+    if p.autocast:
+        prec.append(f"autocast {p.autocast}")
+    steps = (f"{p.warmup} warm-up step{'s' if p.warmup != 1 else ''} uncounted, then "
+             + (f"median of {p.repeat} measured steps" if p.repeat > 1 else "1 measured step"))
+    if p.warmup == 0:
+        steps += " (the first step is measured: it includes one-off work such as optimizer state creation)"
+    return (f"profiling {p.model} ({kind}) on {p.device}" + (f" in {', '.join(prec)}" if prec else "")
+            + f": {steps}" + "".join(f"; {n}" for n in p.notes) + "...")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``profile`` command: :func:`plan`, then build, warm up, measure and print."""
+    p = plan(args)
+    import torch
+
+    import roofline
+
+    print(_what(p, args), file=sys.stderr, flush=True)
+    old = torch.get_default_dtype()
+    if p.dtype:
+        torch.set_default_dtype(getattr(torch, p.dtype))
+    try:
+        model, step = build(p, args)
+    finally:
+        torch.set_default_dtype(old)
+    if p.autocast:
+        inner, dev_type = step, torch.device(p.device).type
+
+        def step():  # noqa: F811
+            with torch.autocast(dev_type, dtype=getattr(torch, p.autocast)):
+                inner()
+
+    r = roofline.profile(step, model, warmup=p.warmup, repeat=p.repeat, timing=p.timing, ceilings=args.ceilings,
+                         attention=p.attention)
+    if p.dtype:
+        r.meta["dtype"] = p.dtype
+    report = r
+    print(r.summary(top=args.top))
+    if args.by_module is not None:
+        print()
+        print(r.table("module", depth=args.by_module, top=None) if r.ceilings is not None
+              else r.by_module(args.by_module))
+    if args.project:
+        report = r.project(args.project)
+        print()
+        print(report.summary(top=args.top))
+    if args.decode:
+        print()
+        print(decode_summary(r, report if args.project else None, model, args.batch or 1, args.kv_len,
+                             p.dtype or str(old).replace("torch.", "")))
+    if args.json:
+        r.to_json(args.json)
+        print(f"report written to {args.json}", file=sys.stderr)
+    if args.plot:
+        report.plot(args.plot)
+        print(f"roofline chart written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def decode_summary(r, projected, model, batch: int, kv_len: int, dtype: str) -> str:
+    """Tokens/s and bytes per token of a decode step, against the bandwidth roof (bytes / DRAM bandwidth)."""
+    from roofline import llm
+    from roofline._render import fmt
+
+    lines = [f"decode: {batch} new token{'s' if batch != 1 else ''} per step against a KV cache of {kv_len} tokens"]
+    ideal = llm.decode_step_bytes(llm.DecoderConfig.from_hf(model.config), batch, kv_len, dtype)["total"]
+    lines.append(f"  bytes per token  {fmt(r.bytes / batch, 'B')} counted (compulsory); "
+                 f"{fmt(ideal / batch, 'B')} ideal (weights + KV cache read once, roofline.llm.decode_step_bytes)")
+    sides = [("measured", r)] + ([(f"projected onto {projected.meta.get('projected_to')}", projected)]
+                                 if projected is not None else [])
+    for label, rep in sides:
+        if rep.ceilings is None:
+            continue
+        bw = float(rep.classification()["bw"][0]) if len(rep.records) else float("nan")
+        roof = batch * bw / r.bytes if r.bytes else float("nan")
+        line = (f"  {label}: DRAM {fmt(bw, 'B/s')}; bandwidth roof {roof:,.1f} tokens/s at the counted bytes "
+                f"({batch * bw / ideal:,.1f} at the ideal bytes)")
+        if rep.wall_time:
+            line += f"; step {rep.wall_time * 1e3:.3f} ms = {batch / rep.wall_time:,.1f} tokens/s " \
+                    f"({batch / rep.wall_time / roof:.0%} of the roof)"
+        lines.append(line)
+    return "\n".join(lines)

@@ -1,0 +1,172 @@
+"""Steady-state measurement: :func:`roofline.profile` runs a step function a few times uncounted (warm-up), then
+``repeat`` times inside :func:`roofline.measure`, and reports the median step with the spread over the repeats.
+
+A ``with`` block runs once, so repeating needs the work as a function: ``profile(step)``. The first call of a
+training step does work that later steps do not (the optimizer creates its state: ``aten.zeros_like`` for every
+parameter; lazy modules and caches initialise); the warm-up steps absorb it, so the measured step is the one a
+training loop repeats. ``warmup=0`` measures the first step on purpose, and the report says so.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import warnings
+
+import numpy as np
+
+from roofline.report import Report
+
+# count columns that must agree between repeats of the same step
+_COUNTS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
+
+
+def _check_int(name: str, v, lo: int) -> int:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TypeError(f"profile: {name} must be an int, got {type(v).__name__}")
+    if v < lo:
+        raise ValueError(f"profile: {name} must be >= {lo}, got {v}")
+    return v
+
+
+def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | None = "model",
+            ceilings="measured", attention: str | None = None) -> "SteadyReport":
+    """Measure the steady state of ``step`` (a callable taking no arguments, e.g. one training step): run it
+    ``warmup`` times uncounted, then ``repeat`` times each inside :func:`roofline.measure`, and return a
+    :class:`SteadyReport` of the median step.
+
+    The report's counts are those of the step (every repeat must count the same; a warning says when they do not),
+    its ``wall_time`` is the median of the repeats' wall times and, with ``timing="op"``, each op call's time is
+    the median of that call's times over the repeats. :attr:`SteadyReport.spread` has the minimum, median and
+    maximum of the wall time and of each op's time per step. ``model``, ``timing``, ``ceilings`` and ``attention``
+    are passed to :func:`roofline.measure` (checked before anything runs).
+
+    ``warmup`` (default 1) steps run first, uncounted: optimizer state creation, lazy initialisation and the
+    first-call costs of the allocator and of kernel selection stay out of the measured steps. ``warmup=0``
+    measures the first step on purpose: the report is then labelled (``r.meta["steady"]["first_step"]``), and with
+    ``repeat >= 2`` the ops the first step ran more often than the last are listed in
+    ``r.meta["steady"]["first_step_ops"]``.
+
+    >>> r = roofline.profile(lambda: train_step(batch), model, warmup=2, repeat=5)   # doctest: +SKIP
+    >>> print(r)                                                                     # doctest: +SKIP
+    """
+    import roofline
+
+    if not callable(step):
+        raise TypeError(f"profile: step must be a callable taking no arguments, got {type(step).__name__}")
+    _check_int("warmup", warmup, 0)
+    _check_int("repeat", repeat, 1)
+    roofline.measure(model, timing=timing, ceilings=ceilings, attention=attention)  # checks the arguments now
+    for _ in range(warmup):
+        step()
+    runs = []
+    for _ in range(repeat):
+        with roofline.measure(model, timing=timing, ceilings=ceilings, attention=attention) as r:
+            step()
+        runs.append(r)
+    return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings)
+
+
+def _op_sequence(r: Report) -> list[str]:
+    names = r.op_names
+    return [names[i] for i in r.records["op"].tolist()]
+
+
+def _durations(r: Report) -> np.ndarray:
+    return r.records["t_end"] - r.records["t_start"]
+
+
+def _median(xs):
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    return statistics.median(xs) if xs else None
+
+
+class SteadyReport(Report):
+    """The report :func:`roofline.profile` returns: a :class:`roofline.Report` of the median step, plus
+
+    * ``repeats``: the reports of every measured step, in order;
+    * ``spread``: ``{"wall_time": {"min", "median", "max", "values"}, "ops": {op name: {"min", "median", "max"}}}``
+      in seconds: the wall time of each step and each op's total time per step (``ops`` is empty unless
+      ``timing="op"``);
+    * ``meta["steady"]``: ``warmup``, ``repeat``, ``wall_times``, ``counts_agree`` (every repeat counted the same),
+      ``first_step`` (True when ``warmup=0``: the report is then that of the first step, with its one-off work, and of
+      the repeats that ran the same ops) and
+      ``first_step_ops`` (op name -> extra calls of the first step over the last, when ``warmup=0`` and
+      ``repeat >= 2``).
+
+    The printed summary starts with a line saying what was run. Saved with :meth:`to_json`, it loads back as a
+    plain :class:`roofline.Report` that keeps ``meta["steady"]``.
+    """
+
+    repeats: list
+    spread: dict
+
+    @classmethod
+    def _from_runs(cls, runs: list, *, warmup: int, ceilings) -> "SteadyReport":
+        walls = [r.wall_time for r in runs]
+        seqs = [_op_sequence(r) for r in runs]
+        # the base step: the one with the median wall time among those that ran the first measured step's ops (after
+        # a warm-up, the steady step; with warmup=0, the first step itself, measured on purpose)
+        same = [i for i, s in enumerate(seqs) if s == seqs[0]]
+        timed_walls = [(walls[i], i) for i in same if walls[i] is not None]
+        base = sorted(timed_walls)[(len(timed_walls) - 1) // 2][1] if timed_walls else same[-1]
+        b = runs[base]
+        records = b.records.copy()
+        agree = len(same) == len(runs) and all(
+            np.array_equal(runs[i].records[c], b.records[c]) for i in same for c in _COUNTS)
+        if not agree and warmup > 0:
+            warnings.warn("roofline.profile: the measured steps did not all run the same ops with the same counts; "
+                          "the report is the median of those that ran the first measured step's ops "
+                          f"({len(same)} of {len(runs)})", stacklevel=3)
+        if len(same) > 1 and b.timed:
+            d = np.nanmedian(np.stack([_durations(runs[i]) for i in same]), axis=0)
+            records["t_end"] = records["t_start"] + d
+        wall = _median([walls[i] for i in same])
+        ops = {}
+        if b.timed:
+            per = {}
+            for i in same:
+                r = runs[i]
+                d = np.nan_to_num(_durations(r), nan=0.0)
+                sums = np.bincount(r.records["op"].astype(np.intp), weights=d, minlength=len(r.op_names))
+                for j in np.unique(r.records["op"]).tolist():
+                    per.setdefault(r.op_names[j], []).append(float(sums[j]))
+            ops = {n: {"min": min(v), "median": statistics.median(v), "max": max(v)} for n, v in per.items()}
+        finite = [w for w in walls if w is not None]
+        spread = {"wall_time": {"min": min(finite) if finite else None, "median": _median(walls),
+                                "max": max(finite) if finite else None, "values": walls},
+                  "ops": ops}
+        steady = {"warmup": warmup, "repeat": len(runs), "wall_times": walls, "counts_agree": bool(agree),
+                  "first_step": warmup == 0}
+        if warmup == 0 and len(runs) >= 2:
+            first, last = runs[0].by_op(), runs[-1].by_op()
+            extra = {n: row["calls"] - last.get(n, {"calls": 0})["calls"] for n, row in first.items()}
+            steady["first_step_ops"] = {n: c for n, c in extra.items() if c > 0}
+        meta = dict(b.meta, steady=steady)
+        out = cls(records, b._ops, b.module_sets, wall, meta, ceilings=ceilings, overhead=b.overhead,
+                  signatures=b.signatures, accesses=b.accesses)
+        out.repeats, out.spread = runs, spread
+        return out
+
+    def steady_line(self) -> str:
+        """One line saying what the report is: how many steps were warmed up and measured, and the spread."""
+        s = self.meta.get("steady", {})
+        n, k = s.get("repeat", 1), s.get("warmup", 0)
+        w = self.spread["wall_time"] if hasattr(self, "spread") else {}
+        line = f"steady state: {k} warm-up step{'s' if k != 1 else ''} uncounted, "
+        line += f"median of {n} measured step{'s' if n != 1 else ''}" if n > 1 else "1 measured step"
+        if w.get("median") is not None and n > 1:
+            line += (f" (wall {w['median'] * 1e3:.1f} ms, min {w['min'] * 1e3:.1f}, max {w['max'] * 1e3:.1f})")
+        if s.get("first_step"):
+            line += ("; the FIRST step is measured (warm-up 0): it includes one-off work such as optimizer state "
+                     "creation and lazy initialisation")
+            extra = s.get("first_step_ops")
+            if extra:
+                line += " (first step only: " + ", ".join(f"{n} x{c}" for n, c in sorted(extra.items())) + ")"
+        if not s.get("counts_agree", True) and not s.get("first_step"):
+            line += "; the repeats did not count the same ops"
+        return line
+
+    def summary(self, top: int = 10) -> str:
+        """:meth:`steady_line`, then the report's summary (:meth:`roofline.Report.summary`)."""
+        return self.steady_line() + "\n" + super().summary(top)

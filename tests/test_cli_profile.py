@@ -1,0 +1,262 @@
+"""`python -m roofline profile`: steady state by default, the model sources (torchvision, timm, a script path),
+--dtype / --autocast / --attention, --warmup / --repeat, --decode --kv-len, and every option checked before
+anything is built or run."""
+
+import json
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import roofline  # noqa: E402
+from roofline import cli  # noqa: E402
+
+CALLS = []  # every call of a builder below, so a test can tell that nothing ran
+
+
+def tiny_adam(device, batch, seq, train):
+    """A user callable: a small MLP and, with train, an AdamW step."""
+    CALLS.append((device, batch, seq, train))
+    m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).to(device)
+    x = torch.randn(batch or 4, 32, device=device)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+
+    def step():
+        if train:
+            m(x).square().mean().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        else:
+            with torch.no_grad():
+                m(x)
+
+    return m, step
+
+
+def _run(argv, capsys):
+    rc = cli.main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def _ops(path):
+    r = roofline.load(path)
+    return r, {n: v["calls"] for n, v in r.by_op().items()}
+
+
+@pytest.fixture(autouse=True)
+def _clear():
+    CALLS.clear()
+    yield
+
+
+def test_default_warms_up_and_says_so(tmp_path, capsys):
+    js = tmp_path / "r.json"
+    rc, out, err = _run(["profile", "test_cli_profile:tiny_adam", "--train", "--timing", "model",
+                         "--ceilings", "datasheet", "--json", str(js)], capsys)
+    assert rc == 0, err
+    assert "1 warm-up step uncounted, then median of 3 measured steps" in err
+    assert "steady state: 1 warm-up step uncounted, median of 3 measured steps" in out
+    r, ops = _ops(js)
+    assert "aten.zeros_like.default" not in ops  # AdamW's state was created in the warm-up step
+    assert r.meta["steady"]["repeat"] == 3 and r.meta["steady"]["wall_times"][0] > 0
+
+
+def test_warmup_0_measures_and_labels_the_first_step(tmp_path, capsys):
+    js = tmp_path / "r.json"
+    rc, out, err = _run(["profile", "test_cli_profile:tiny_adam", "--train", "--warmup", "0", "--repeat", "1",
+                         "--timing", "none", "--ceilings", "datasheet", "--json", str(js)], capsys)
+    assert rc == 0, err
+    assert "the first step is measured" in err and "the FIRST step is measured" in out
+    assert _ops(js)[1]["aten.zeros_like.default"] == 8  # exp_avg and exp_avg_sq of 4 parameters
+
+
+def test_gpt2_train_measured_step_has_no_optimizer_state_creation(tmp_path, capsys):
+    """`profile gpt2 --train` with its default warm-up reports a step without AdamW's state creation. Counted on
+    meta (the same steps, warm-up and AdamW as on the CPU, in seconds instead of a minute on a small machine);
+    tests/test_steady.py checks the same on the CPU with a small model."""
+    js = tmp_path / "r.json"
+    rc, out, err = _run(["profile", "gpt2", "--train", "--device", "meta", "--seq", "32", "--json", str(js)], capsys)
+    assert rc == 0, err
+    assert "1 warm-up step uncounted" in err
+    r, ops = _ops(js)
+    assert "aten.zeros_like.default" not in ops
+    opt = r.by_op("optimizer")
+    assert opt and not [n for n in opt if n.startswith(("aten.zeros", "aten.scalar_tensor", "aten.empty",
+                                                        "aten.lift_fresh"))]
+    # and the same run without the warm-up has them: the check can fail
+    rc, out, err = _run(["profile", "gpt2", "--train", "--device", "meta", "--seq", "32", "--warmup", "0",
+                         "--json", str(js)], capsys)
+    assert rc == 0
+    # AdamW creates exp_avg and exp_avg_sq for each of GPT-2's 148 parameter tensors (the LM head is tied)
+    assert roofline.load(js).by_op()["aten.zeros_like.default"]["calls"] == 2 * 148
+    assert "aten._foreach_add_.Scalar" in opt or "aten.add_.Tensor" in opt or "aten.addcdiv_.default" in opt
+
+
+def test_dtype_builds_the_model_in_that_dtype(tmp_path, capsys):
+    js = tmp_path / "r.json"
+    rc, out, err = _run(["profile", "test_cli_profile:tiny_adam", "--dtype", "bf16", "--repeat", "1",
+                         "--timing", "none", "--ceilings", "datasheet", "--json", str(js)], capsys)
+    assert rc == 0, err
+    assert "in bfloat16" in err
+    r = roofline.load(js)
+    mat = r.records[r.records["matrix_flops"] > 0]
+    assert {r.dtype_names[c] for c in mat["dtype"].tolist()} == {"bfloat16"}
+    assert torch.get_default_dtype() == torch.float32  # restored
+
+
+def test_autocast_runs_products_in_the_autocast_dtype(tmp_path, capsys):
+    js = tmp_path / "r.json"
+    rc, out, err = _run(["profile", "test_cli_profile:tiny_adam", "--autocast", "bfloat16", "--repeat", "1",
+                         "--timing", "none", "--ceilings", "datasheet", "--json", str(js)], capsys)
+    assert rc == 0, err
+    assert "autocast bfloat16" in err
+    r = roofline.load(js)
+    mat = r.records[r.records["matrix_flops"] > 0]
+    assert {r.dtype_names[c] for c in mat["dtype"].tolist()} == {"bfloat16"}
+
+
+def test_script_path_callable(tmp_path, capsys):
+    script = tmp_path / "mymodel.py"
+    script.write_text("import torch\n\n\ndef build(device, batch, seq, train):\n"
+                      "    m = torch.nn.Linear(16, 16).to(device)\n"
+                      "    x = torch.randn(batch or 2, 16, device=device)\n"
+                      "    return m, lambda: m(x)\n")
+    rc, out, err = _run(["profile", f"{script}:build", "--repeat", "2", "--timing", "none",
+                         "--ceilings", "datasheet"], capsys)
+    assert rc == 0, err
+    assert "aten.addmm.default" in out
+
+
+def test_torchvision_name_on_meta_projected(capsys):
+    pytest.importorskip("torchvision")
+    rc, out, err = _run(["profile", "mobilenet_v3_small", "--device", "meta", "--batch", "1",
+                         "--project", "H100 SXM", "--top", "3"], capsys)
+    assert rc == 0, err
+    assert "model built in bfloat16" in err and "projected onto H100 SXM" in out
+    assert "aten.convolution.default" in out
+
+
+def test_timm_name_on_meta(capsys):
+    pytest.importorskip("timm")
+    rc, out, err = _run(["profile", "test_vit", "--device", "meta", "--batch", "1", "--top", "3"], capsys)
+    assert rc == 0, err
+    assert "attention counted as flash" in err
+    assert "aten._scaled_dot_product_flash_attention.default" in out or "aten.addmm.default" in out
+
+
+def test_meta_attention_and_dtype_can_be_chosen(tmp_path, capsys):
+    js = tmp_path / "r.json"
+    rc, out, err = _run(["profile", "llama", "--device", "meta", "--seq", "64", "--attention", "math",
+                         "--dtype", "float32", "--json", str(js)], capsys)
+    assert rc == 0, err
+    r = roofline.load(js)
+    assert r.meta["attention"]["backend"] == "math"
+    assert not any("_scaled_dot_product" in n for n in r.op_names)
+
+
+def test_decode_on_meta_prints_tokens_per_second_against_the_bandwidth_roof(capsys):
+    rc, out, err = _run(["profile", "gpt2", "--device", "meta", "--decode", "--kv-len", "32", "--batch", "2",
+                         "--project", "H100 SXM"], capsys)
+    assert rc == 0, err
+    assert "decode step (KV cache of 32 tokens)" in err
+    assert "decode: 2 new tokens per step against a KV cache of 32 tokens" in out
+    assert "bytes per token" in out and "bandwidth roof" in out and "tokens/s" in out
+
+
+def test_decode_on_cpu_measures_tokens_per_second(capsys):
+    rc, out, err = _run(["profile", "gpt2", "--decode", "--kv-len", "8", "--repeat", "2", "--timing", "model",
+                         "--ceilings", "H100 SXM"], capsys)
+    assert rc == 0, err
+    line = [x for x in out.splitlines() if x.strip().startswith("measured:")]
+    assert line and "tokens/s" in line[0] and "of the roof" in line[0]
+
+
+# ---- every option is checked before anything runs -----------------------------------------------------------
+
+BAD = [
+    (["--plot", "{tmp}/out.txt"], "extension must be one of .png, .svg, .pdf"),
+    (["--plot", "{tmp}/no/such/dir/out.png"], "does not exist"),
+    (["--json", "{tmp}/no/such/dir/r.json"], "does not exist"),
+    (["--json", "{tmp}"], "is a folder"),
+    (["--device", "tpu"], "expected cpu, cuda, cuda:N or meta"),
+    (["--device", "cuda:99"], "--device cuda:99"),
+    (["--project", "H100"], "--project"),
+    (["--ceilings", "No Such GPU"], "--ceilings"),
+    (["--dtype", "int3"], "--dtype 'int3'"),
+    (["--autocast", "float64"], "--autocast 'float64'"),
+    (["--autocast", "bf16", "--device", "meta"], "--autocast does not apply on meta"),
+    (["--attention", "flash"], "--attention chooses the kernel counted on --device meta"),
+    (["--warmup", "-1"], "--warmup must be >= 0"),
+    (["--repeat", "0"], "--repeat must be >= 1"),
+    (["--batch", "0"], "--batch must be >= 1"),
+    (["--top", "0"], "--top must be >= 1"),
+    (["--by-module", "0"], "--by-module must be >= 1"),
+    (["--kv-len", "8"], "--kv-len is for --decode"),
+    (["--decode", "--kv-len", "8"], "--decode needs a language model"),
+    (["--plot", "{tmp}/x.png", "--device", "meta"], "--plot on meta needs --project"),
+]
+
+
+@pytest.mark.parametrize("extra, message", BAD, ids=[" ".join(b[0]) for b in BAD])
+def test_invalid_option_fails_before_anything_runs(extra, message, tmp_path, capsys):
+    if extra[:2] == ["--device", "cuda:99"] and not torch.cuda.is_available():
+        message = "CUDA is not available"
+    argv = ["profile", "test_cli_profile:tiny_adam", "--train"] + [a.format(tmp=tmp_path) for a in extra]
+    rc, out, err = _run(argv, capsys)
+    assert rc == 1
+    assert message in err
+    assert "profiling" not in err and out == ""
+    assert CALLS == []  # the model was never built
+    assert not os.path.exists(tmp_path / "out.txt") and not os.path.exists(tmp_path / "x.png")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["gpt2", "--decode"], "--decode needs --kv-len"),
+    (["gpt2", "--decode", "--kv-len", "8", "--train"], "--decode measures inference"),
+    (["gpt2", "--decode", "--kv-len", "1024"], "gpt2 has 1024 positions"),
+    (["gpt2", "--seq", "2000"], "gpt2 has 1024 positions"),
+    (["gtp2"], "did you mean 'gpt2'"),
+    (["resnet5O"], "did you mean 'resnet50'"),
+    (["no_such_module:f"], "cannot import 'no_such_module'"),
+    (["test_cli_profile:nothing"], "has no attribute 'nothing'"),
+    (["{tmp}/missing.py:build"], "no such file"),
+])
+def test_invalid_model_or_mode_fails_before_anything_runs(argv, message, tmp_path, capsys, monkeypatch):
+    import roofline._profile_cmd as pc
+
+    built = []
+    monkeypatch.setattr(pc, "build", lambda *a: built.append(a))
+    rc, out, err = _run(["profile"] + [a.format(tmp=tmp_path) for a in argv], capsys)
+    assert rc == 1 and message in err
+    assert built == [] and "profiling" not in err
+
+
+def test_a_bad_choice_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["profile", "test_cli_profile:tiny_adam", "--attention", "flash9"])
+    assert e.value.code == 2
+    assert CALLS == []
+
+
+def test_a_broken_script_is_reported_without_running(tmp_path, capsys):
+    script = tmp_path / "broken.py"
+    script.write_text("raise ImportError('missing dependency xyz')\n")
+    rc, out, err = _run(["profile", f"{script}:build"], capsys)
+    assert rc == 1 and "missing dependency xyz" in err
+    assert not [m for m in sys.modules if m.startswith("_roofline_user_broken")]
+
+
+def test_help_lists_the_new_options():
+    text = cli.build_parser()._subparsers._group_actions[0].choices["profile"].format_help()
+    for opt in ("--dtype", "--autocast", "--attention", "--warmup", "--repeat", "--decode", "--kv-len"):
+        assert opt in text
+
+
+def test_options_json_written_only_after_success(tmp_path, capsys):
+    js = tmp_path / "r.json"
+    rc, out, err = _run(["profile", "test_cli_profile:tiny_adam", "--repeat", "1", "--timing", "none",
+                         "--ceilings", "datasheet", "--json", str(js)], capsys)
+    assert rc == 0 and json.loads(js.read_text())["n_records"] > 0
