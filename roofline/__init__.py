@@ -98,6 +98,8 @@ class _Measure:
         meta = {"timing": timing, "devices": sorted(session.devices), "version": __version__,
                 "ceilings_source": (ceilings if ceilings in ("measured", "datasheet") else
                                     "datasheet" if isinstance(ceilings, str) else "best")}
+        if session.compiled_summary:  # torch.compile'd code ran in the block (roofline._compiled)
+            meta["compiled"] = session.compiled_summary
         report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
                          overhead=_torch.instrumentation_overhead(timing) if timing is not None else None)

@@ -277,6 +277,7 @@ class Session:
         self.python_formulas: dict[int, object] = {}
         self.wall_time = None
         self._entered = False
+        self.compiled = self.compiled_summary = None  # torch.compile'd code under the block (roofline._compiled)
 
     # ---- per-op resolution (once per OpOverload) -------------------------------------------------------------
     def resolve(self, func, args=(), allow_decompose=True):
@@ -410,8 +411,12 @@ class Session:
             if self.timing == "op" and self.cuda_possible:
                 self._base_event = torch.cuda.Event(enable_timing=True)
                 self._base_event.record()
+            from roofline import _compiled
+
+            self.compiled = _compiled.start(self)
             self._t0 = self.t_base = time.perf_counter()
             self.mode.__enter__()
+            self.compiled.entering = False
         except BaseException:
             self._release()
             raise
@@ -439,6 +444,10 @@ class Session:
         self.events.clear()
 
     def _release(self):
+        if self.compiled is not None:
+            from roofline import _compiled
+
+            self.compiled_summary, self.compiled = _compiled.stop(self, self.compiled), None
         for h in self._handles:
             h.remove()
         self._handles.clear()
