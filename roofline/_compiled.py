@@ -604,8 +604,9 @@ class Collector:
                 k["bytes_written"] = sum(v or 0 for v in outs.values())
                 k["bytes_known"] = known
                 if not known:
-                    self.problems.append(f"kernel {k.get('name')}: buffer sizes unknown ({k.get('error', 'a buffer '
-                                         'without a size')}); its bytes are left out")
+                    why = k.get("error", "a buffer without a size")
+                    self.problems.append(f"kernel {k.get('name')}: buffer sizes unknown ({why}); its bytes are "
+                                         "left out")
                 k["module"] = self._kernel_module(origins, mod_of)
                 k.update(graph=gi, index=ki, calls=calls.get(gi, 0),
                          phase="backward" if graph.backward else "forward")
