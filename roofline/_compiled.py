@@ -468,7 +468,6 @@ class Collector:
                           "counts and times are those of the eager ops, not of the compiled kernels. The compiled "
                           f"view needs torch >= {MIN_TORCH[0]}.{MIN_TORCH[1]} with Inductor's internals as roofline "
                           "knows them (see docs/compiled.md).", RuntimeWarning, stacklevel=2)
-        self.problems.append(f"compiled code ran eagerly: {reason}")
 
     # --- naming: nn_module_stack paths -> the names the tracker gives modules ---
     def _name(self, root: str, path: str) -> str:
