@@ -64,7 +64,7 @@ class _Graph:
 
 _graph_counter = [0]
 
-_PATH_TOKEN = re.compile(r"\.([A-Za-z_]\w*)|\[(-?\d+)\]|\[\s*'([^']*)'\s*\]|\[\s*\"([^\"]*)\"\s*\]")
+_PATH_TOKEN = re.compile(r"\.(\w+)|\[(-?\d+)\]|\[\s*'([^']*)'\s*\]|\[\s*\"([^\"]*)\"\s*\]")
 
 
 def module_path(path: str) -> tuple[str, str]:
@@ -131,6 +131,7 @@ def snapshot(gm, backward: bool) -> _Graph:
 
 # ---- kernels, from Inductor's scheduler -----------------------------------------------------------------------
 def _buf_nbytes(name) -> int | None:
+    """Bytes of an Inductor buffer or graph input (its storage), None when it has no size."""
     from torch._inductor.virtualized import V
 
     g = V.graph
@@ -140,7 +141,9 @@ def _buf_nbytes(name) -> int | None:
     if buf is None:
         return None
     try:
-        layout = buf.get_layout()
+        layout = buf.get_layout() if hasattr(buf, "get_layout") else buf.layout
+        if hasattr(layout, "real_layout"):  # an in-place update: the bytes of the buffer it writes
+            layout = layout.real_layout()
         dtype = buf.get_dtype()
         if hasattr(layout, "storage_size"):
             size = _hint(g, layout.storage_size())
@@ -149,11 +152,25 @@ def _buf_nbytes(name) -> int | None:
             for s in buf.get_size():
                 size *= _hint(g, s)
         return int(size) * dtype.itemsize
-    except Exception as e:  # noqa: BLE001 - a layout without a size: the buffer is left out and the kernel flagged
+    except Exception:  # noqa: BLE001 - a layout without a size: the buffer is left out and the kernel flagged
         import os
+
         if os.environ.get("ROOFLINE_DEBUG"):
             raise
         return None
+
+
+def _multi_outputs(name) -> list[str]:
+    """The buffers that hold the outputs of an extern kernel with several outputs (its MultiOutput nodes)."""
+    from torch._inductor.virtualized import V
+
+    out = []
+    for b in getattr(V.graph, "buffers", ()):
+        if type(b).__name__ == "MultiOutput" and getattr(b, "inputs", None):
+            src = b.inputs[0]
+            if getattr(src, "get_name", lambda: None)() == name:
+                out.append(b.get_name())
+    return out
 
 
 def _hint(g, expr) -> int:
@@ -206,6 +223,17 @@ def _kernel_record(name, snodes, extern=False):
     # a buffer mutated in place (read and written by the kernel, produced before it) is read as well
     in_bufs += [b for b in reads if b in writes and b in out_bufs and not any(
         b in (x.get_name() for x in getattr(sn, "get_outputs", lambda: [])()) for sn in own)]
+    if extern:  # a kernel with several outputs writes them through MultiOutput buffers; one without writes none
+        expanded = []
+        for b in out_bufs:
+            buf = V.graph.try_get_buffer(b) if hasattr(V.graph, "try_get_buffer") else None
+            kind = type(getattr(buf, "layout", None)).__name__
+            if kind == "MultiOutputLayout":
+                expanded.extend(_multi_outputs(b))
+            elif kind != "NoneLayout":
+                expanded.append(b)
+        out_bufs = expanded
+        in_bufs = [b for b in in_bufs if b not in out_bufs]
     sizes_in = {b: _buf_nbytes(b) for b in in_bufs}
     sizes_out = {b: _buf_nbytes(b) for b in out_bufs}
     flops = 0
@@ -289,8 +317,8 @@ def _wrap_extern(orig):
     def codegen_extern_call(self, scheduler_node):
         out = orig(self, scheduler_node)
         sink = getattr(_tls, "kernels", None)
-        if sink is not None:
-            node = getattr(scheduler_node, "node", None)
+        node = getattr(scheduler_node, "node", None)
+        if sink is not None and type(node).__name__ != "MultiOutput":  # MultiOutput: picks an output, no kernel
             kname = getattr(node, "python_kernel_name", None) or type(node).__name__
             try:
                 rec = _kernel_record(f"{kname}[{scheduler_node.get_name()}]", [scheduler_node], extern=True)
@@ -471,13 +499,13 @@ class Collector:
 
     # --- naming: nn_module_stack paths -> the names the tracker gives modules ---
     def _name(self, root: str, path: str) -> str:
+        """A module's name from its ``nn_module_stack`` path: below the measured model's name when ``measure``
+        was given the model (the compiled module, or the model a compiled function takes), else below the name of
+        the compiled frame's local (``model.fc1``)."""
         base = self._root_names.get(root)
         if base is None:
             model = self.session.model
-            if model is not None and root in ("self",) or (model is not None and len(self._root_names) == 0):
-                base = self.session.tracker.known.get(model, root)
-            else:
-                base = root
+            base = self.session.tracker.known.get(model, root) if model is not None else root
             self._root_names[root] = base
         return f"{base}.{path}" if path else base
 
@@ -579,6 +607,7 @@ class Collector:
 
         recs = np.frombuffer(self.session.recorder.records_bytes(), dtype=RECORD_DTYPE)
         kernels = []
+        unknown = []
         calls = self.graph_calls
         for gi, graph in sorted(self.graphs.items()):
             per_node = {}
@@ -588,9 +617,16 @@ class Collector:
                                                                     "bytes_read", "bytes_written"))
             op_of = {op.name: str(op.func) for op in graph.ops}
             mod_of = {op.name: op.modules for op in graph.ops}
+            # each op of the graph is the work of one kernel: Inductor's origins can name an op in two kernels (an
+            # extern kernel's origins include the ops of its inputs); a generated kernel claims first
+            owner = {}
+            for ki, k in sorted(enumerate(graph.kernels), key=lambda e: bool(e[1].get("extern"))):
+                for n in k.get("origins", ()):
+                    owner.setdefault(n, ki)
             for ki, k in enumerate(graph.kernels):
                 k = dict(k)
-                origins = [n for n in k.get("origins", ()) if n in op_of]
+                origins = [n for n in k.get("origins", ()) if n in op_of and owner.get(n) == ki]
+                k["origins"] = origins
                 counts = [per_node.get(n, (0, 0, 0, 0, 0)) for n in origins]
                 k["ops"] = sorted({op_of[n] for n in origins})
                 k["matrix_flops"] = sum(c[0] for c in counts)
@@ -603,9 +639,7 @@ class Collector:
                 k["bytes_written"] = sum(v or 0 for v in outs.values())
                 k["bytes_known"] = known
                 if not known:
-                    why = k.get("error", "a buffer without a size")
-                    self.problems.append(f"kernel {k.get('name')}: buffer sizes unknown ({why}); its bytes are "
-                                         "left out")
+                    unknown.append(f"{k.get('name')} ({k.get('error', 'a buffer without a size')})")
                 k["module"] = self._kernel_module(origins, mod_of)
                 k.update(graph=gi, index=ki, calls=calls.get(gi, 0),
                          phase="backward" if graph.backward else "forward")
@@ -616,6 +650,9 @@ class Collector:
                 times[(gi, ki)] = times.get((gi, ki), 0.0) + (t1 - t0)
         for k in kernels:
             k["time"] = times.get((k["graph"], k["index"]))
+        if unknown:
+            self.problems.append(f"{len(unknown)} kernels have buffers of unknown size; their bytes are left out "
+                                 f"(bytes_known=False): {', '.join(unknown[:3])}{', ...' if len(unknown) > 3 else ''}")
         aten_bytes = 0
         for _, r0, r1 in self.call_rows:
             part = recs[r0:r1]
@@ -890,7 +927,14 @@ def stop(session, coll) -> dict | None:
     breaks = _break_count(_dynamo_counters()) - (coll.frames_before or 0)
     if not coll.graphs and not coll.uncounted and coll.eager_reason is None:
         return None  # nothing compiled ran: the report is an eager one
-    out = coll.summary(breaks)
+    try:
+        out = coll.summary(breaks)
+    except Exception as e:  # noqa: BLE001 - the counts are in the records; only the kernel view is lost
+        warnings.warn(f"roofline: the compiled-kernel view could not be built ({type(e).__name__}: {e}); the "
+                      "op counts are unaffected", RuntimeWarning, stacklevel=3)
+        out = {"graphs": len(coll.graphs), "graph_calls": sum(coll.graph_calls.values()), "kernels": [],
+               "uncounted_graph_calls": coll.uncounted, "eager_fallback": coll.eager_reason,
+               "graph_breaks": breaks, "problems": [f"kernel view failed: {e}"]}
     if coll.problems:
         warnings.warn("roofline: " + "; ".join(dict.fromkeys(coll.problems)), RuntimeWarning, stacklevel=3)
     return out

@@ -284,3 +284,4 @@ def test_module_paths():
     assert _compiled.module_path("L['self']._modules['fc1']") == ("self", "fc1")
     assert _compiled.module_path("L['model']") == ("model", "")
     assert _compiled.module_path("L['s'].h._modules['0'].mlp") == ("s", "h.0.mlp")
+    assert _compiled.module_path("L['fn'].0") == ("fn", "0")
