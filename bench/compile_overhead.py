@@ -3,7 +3,8 @@
 For each model (a small MLP with LayerNorm+GELU, ResNet-18 at 64x64, GPT-2 with 2 small layers), training step and
 inference, prints side by side: the bare compiled step time, the compiled step under ``measure(timing="model")``
 (the block's wall time), the eager step time, the ratio measured / bare compiled, and whether the counts of the
-compiled step equal the eager step's (matrix FLOPs and the FlopCounterMode structure).
+compiled step equal the eager step's: ``matrix=`` (matrix FLOPs) and ``struct=`` (``flop_counter_compatible()``
+against FlopCounterMode's ``get_flop_counts()``, module by module; the differing modules are listed).
 
     nice -n 10 python bench/compile_overhead.py [--models mlp,resnet18,gpt2] [--steps 10] [--modes train,infer]
 
@@ -63,6 +64,12 @@ def _step(model, inputs, loss_fn, train):
             loss_fn(model, *inputs)
 
 
+def roofline_eager_matrix(model, inputs, loss_fn, train):
+    with roofline.measure(model, timing=None) as r:
+        _step(model, inputs, loss_fn, train)
+    return r.matrix_flops
+
+
 def _compat(d):
     return {m: {str(k): v for k, v in ops.items()} for m, ops in d.items()}
 
@@ -80,6 +87,7 @@ def run(name, train, steps):
     with FlopCounterMode(display=False) as fc:
         _step(model, inputs, loss_fn, train)
     eager_counts = _compat(fc.get_flop_counts())
+    eager_matrix = roofline_eager_matrix(model, inputs, loss_fn, train)
     cmodel = torch.compile(model)
     t0 = time.perf_counter()
     with roofline.measure(cmodel, timing="model") as first:  # the compilation happens in the block
@@ -103,13 +111,17 @@ def run(name, train, steps):
     r = measured.last
     same = (_compat(r.flop_counter_compatible()) == eager_counts
             and _compat(first.flop_counter_compatible()) == eager_counts)
+    matrix_same = r.matrix_flops == first.matrix_flops == eager_matrix
     c = r.compiled or {}
     print(f"{name:<9} {'train' if train else 'infer':<6} {bare * 1e3:>10.2f} {meas * 1e3:>10.2f} "
-          f"{eager * 1e3:>10.2f} {meas / bare:>7.3f} {'yes' if same else 'NO':>7} {c.get('graphs', 0):>6} "
+          f"{eager * 1e3:>10.2f} {meas / bare:>7.3f} {'yes' if matrix_same else 'NO':>7} {'yes' if same else 'NO':>7} "
+          f"{c.get('graphs', 0):>6} "
           f"{len(c.get('kernels', ())):>7} {c.get('graph_breaks', 0):>6} {compile_s:>9.1f}", flush=True)
     if not same:
-        print("   compiled:", _compat(r.flop_counter_compatible()))
-        print("   eager:   ", eager_counts)
+        got = _compat(r.flop_counter_compatible())
+        for m in sorted(set(got) | set(eager_counts)):
+            if got.get(m) != eager_counts.get(m):
+                print(f"   {m}: compiled {got.get(m)} eager {eager_counts.get(m)}")
     return meas / bare, same
 
 
@@ -122,7 +134,7 @@ def main():
     warnings.filterwarnings("ignore", category=UserWarning)
     torch.set_num_threads(max(torch.get_num_threads(), 1))
     print(f"{'model':<9} {'mode':<6} {'bare ms':>10} {'meas. ms':>10} {'eager ms':>10} {'ratio':>7} "
-          f"{'counts=':>7} {'graphs':>6} {'kernels':>7} {'breaks':>6} {'compile s':>9}")
+          f"{'matrix=':>7} {'struct=':>7} {'graphs':>6} {'kernels':>7} {'breaks':>6} {'compile s':>9}")
     worst = 0.0
     for name in a.models.split(","):
         for mode in a.modes.split(","):

@@ -56,10 +56,68 @@ class _Op:
 class _Graph:
     """One compiled forward or backward graph: its aten ops, whether it is a backward graph, its kernels."""
 
-    __slots__ = ("ops", "backward", "kernels", "symbolic", "index", "__weakref__")
+    __slots__ = ("ops", "backward", "kernels", "symbolic", "index", "placeholders", "concrete", "__weakref__")
 
-    def __init__(self, ops, backward, kernels, symbolic, index):
+    def __init__(self, ops, backward, kernels, symbolic, index, placeholders=()):
         self.ops, self.backward, self.kernels, self.symbolic, self.index = ops, backward, kernels, symbolic, index
+        self.placeholders = list(placeholders)  # fake values of the graph's inputs (symbolic sizes bind from them)
+        self.concrete: dict = {}  # bindings of the size symbols -> the ops with concrete (meta) values
+
+    def bind(self, inputs) -> dict | None:
+        """Values of the graph's size symbols in one call, from its runtime inputs (None when one is not found)."""
+        import sympy
+
+        env = {}
+        for ph, val in zip(self.placeholders, inputs):
+            if isinstance(ph, torch.SymInt) and isinstance(val, int):
+                e = ph.node.expr
+                if isinstance(e, sympy.Symbol):
+                    env[e] = val
+            elif isinstance(ph, torch.Tensor) and isinstance(val, torch.Tensor):
+                for s, v in zip(ph.shape, val.shape):
+                    if isinstance(s, torch.SymInt) and isinstance(s.node.expr, sympy.Symbol):
+                        env[s.node.expr] = int(v)
+        return env
+
+    def ops_for(self, env):
+        """The graph's ops with every symbolic size replaced by its value in ``env`` (meta tensors), cached per
+        binding. None when a size stays symbolic."""
+        key = tuple(sorted((str(k), v) for k, v in env.items()))
+        hit = self.concrete.get(key)
+        if hit is not None:
+            return hit
+
+        def num(x):
+            if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                e = x.node.expr
+                e = e.xreplace(env) if hasattr(e, "xreplace") else e
+                if getattr(e, "free_symbols", None):
+                    raise LookupError(str(e))
+                return int(e) if isinstance(x, torch.SymInt) else (float(e) if isinstance(x, torch.SymFloat)
+                                                                   else bool(e))
+            return x
+
+        def conc(v):
+            if isinstance(v, torch.Tensor):
+                if not _is_symbolic(v):
+                    return v
+                size = [num(d) for d in v.shape]
+                try:
+                    stride = [num(d) for d in v.stride()]
+                except RuntimeError:
+                    return torch.empty(size, dtype=v.dtype, device="meta")
+                return torch.empty_strided(size, stride, dtype=v.dtype, device="meta")
+            if isinstance(v, (list, tuple)):
+                return type(v)(conc(x) for x in v)
+            return num(v)
+
+        try:
+            ops = [_Op(op.name, op.func, tuple(conc(a) for a in op.args), {k: conc(a) for k, a in op.kwargs.items()},
+                       conc(op.out), op.modules) for op in self.ops]
+        except LookupError:
+            return None
+        self.concrete[key] = ops
+        return ops
 
 
 _graph_counter = [0]
@@ -69,19 +127,39 @@ _PATH_TOKEN = re.compile(r"\.(\w+)|\[(-?\d+)\]|\[\s*'([^']*)'\s*\]|\[\s*\"([^\"]
 
 def module_path(path: str) -> tuple[str, str]:
     """Split an ``nn_module_stack`` path as Dynamo writes it (``"L['self'].layers[0].attn"``,
-    ``"L['self']._modules['fc1']"``) into its root (``"self"``) and the dotted path below it
-    (``"layers.0.attn"``)."""
+    ``"L['self']._modules['fc1']"``, ``"getattr(L['self'].layer1, '0').conv1"``) into its root (``"self"``) and
+    the dotted path below it (``"layers.0.attn"``)."""
+    root, parts = _parse_path(path.strip())
+    return root, ".".join(p for p in parts if p not in ("_modules", "_orig_mod"))
+
+
+def _parse_path(path: str) -> tuple[str, list]:
+    if path.startswith("getattr("):
+        depth, comma, end = 0, None, None
+        for i, ch in enumerate(path[len("getattr("):], len("getattr(")):
+            if ch in "([":
+                depth += 1
+            elif ch in ")]":
+                if depth == 0:
+                    end = i
+                    break
+                depth -= 1
+            elif ch == "," and depth == 0 and comma is None:
+                comma = i
+        if comma is None or end is None:
+            return "", [path]
+        root, parts = _parse_path(path[len("getattr("):comma].strip())
+        member = path[comma + 1:end].strip().strip("'\"")
+        rest = path[end + 1:]
+        return root, parts + [member] + _tokens(rest, 0)
     m = re.match(r"\s*(?:[LG]\[\s*['\"]([^'\"]+)['\"]\s*\]|([A-Za-z_]\w*))", path)
     if not m:
-        return "", path
-    root = m.group(1) or m.group(2)
-    parts = []
-    for tok in _PATH_TOKEN.finditer(path, m.end()):
-        part = next(g for g in tok.groups() if g is not None)
-        if part in ("_modules", "_orig_mod"):
-            continue
-        parts.append(part)
-    return root, ".".join(parts)
+        return "", [path]
+    return m.group(1) or m.group(2), _tokens(path, m.end())
+
+
+def _tokens(path: str, start: int) -> list:
+    return [next(g for g in tok.groups() if g is not None) for tok in _PATH_TOKEN.finditer(path, start)]
 
 
 def _node_modules(node) -> tuple:
@@ -116,6 +194,7 @@ def snapshot(gm, backward: bool) -> _Graph:
             return a.meta.get("val")
         return a
 
+    placeholders = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
     for node in gm.graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, (torch._ops.OpOverload,
                                                                       torch._ops.HigherOrderOperator)):
@@ -126,7 +205,7 @@ def snapshot(gm, backward: bool) -> _Graph:
         symbolic = symbolic or _is_symbolic(out) or _is_symbolic(list(args))
         ops.append(_Op(node.name, node.target, tuple(args), dict(kwargs), out, _node_modules(node)))
     _graph_counter[0] += 1
-    return _Graph(ops, backward, [], symbolic, _graph_counter[0])
+    return _Graph(ops, backward, [], symbolic, _graph_counter[0], placeholders)
 
 
 # ---- kernels, from Inductor's scheduler -----------------------------------------------------------------------
@@ -146,11 +225,14 @@ def _buf_nbytes(name) -> int | None:
             layout = layout.real_layout()
         dtype = buf.get_dtype()
         if hasattr(layout, "storage_size"):
-            size = _hint(g, layout.storage_size())
+            size = layout.storage_size()
         else:
             size = 1
             for s in buf.get_size():
-                size *= _hint(g, s)
+                size *= s
+        size = g.sizevars.simplify(size) if hasattr(g.sizevars, "simplify") else size
+        if getattr(size, "free_symbols", None):  # dynamic shapes: evaluated for each call (see _Graph.kernel_bytes)
+            return _SymBytes(size * dtype.itemsize)
         return int(size) * dtype.itemsize
     except Exception:  # noqa: BLE001 - a layout without a size: the buffer is left out and the kernel flagged
         import os
@@ -171,6 +253,23 @@ def _multi_outputs(name) -> list[str]:
             if getattr(src, "get_name", lambda: None)() == name:
                 out.append(b.get_name())
     return out
+
+
+class _SymBytes:
+    """A buffer size that depends on the graph's size symbols (``dynamic=True``): a sympy expression in bytes."""
+
+    __slots__ = ("expr",)
+
+    def __init__(self, expr):
+        self.expr = expr
+
+    def value(self, env) -> int | None:
+        e = self.expr.xreplace(env)
+        return None if getattr(e, "free_symbols", None) else int(e)
+
+
+def _bytes_of(v, env) -> int | None:
+    return v.value(env or {}) if isinstance(v, _SymBytes) else v
 
 
 def _hint(g, expr) -> int:
@@ -470,6 +569,8 @@ class Collector:
         self.config_saved = None
         self.node_rows: dict = {}   # graph index -> [(FX node name, first record, end record)] of its first call
         self.call_rows: list = []   # (graph index, first record, end record) per graph call
+        self.kernel_bytes: dict = {}  # (graph, kernel) -> [bytes read, bytes written, all known] over all calls
+        self.last_env: dict = {}  # graph index -> size-symbol values of its last call
         self.ctx_hooks: list = []  # (a Dynamo context's enter_exit_hooks, the function added to it)
 
     def ready(self):
@@ -531,6 +632,7 @@ class Collector:
     def run_graph(self, compiled, orig, inputs):
         s = self.session
         graph = getattr(compiled, "_roofline_graph", None)
+        env = graph.bind(inputs) if graph is not None and graph.symbolic else None  # before the call empties it
         above = _remove_mode(s.mode)  # the graph's own aten calls (extern kernels) are not counted twice
         try:
             kernels = graph.kernels if graph is not None and s.timing == "op" else None
@@ -551,24 +653,29 @@ class Collector:
                               "counted. Make the first call of the compiled model (its compilation) inside a "
                               "measure block, or call torch._dynamo.reset() before it.", RuntimeWarning, stacklevel=3)
             return out
-        self.count(graph, times)
+        self.count(graph, times, env)
         return out
 
-    def count(self, graph: _Graph, times=None):
+    def count(self, graph: _Graph, times=None, env=None):
         s = self.session
         from roofline._records import BACKWARD, FORWARD
 
         self.graphs[graph.index] = graph
         self.graph_calls[graph.index] = self.graph_calls.get(graph.index, 0) + 1
+        ops = graph.ops
         if graph.symbolic:
-            self.problems.append(f"graph {graph.index} has symbolic shapes (dynamic=True): its ops are not counted")
-            return
+            ops = graph.ops_for(env or {})
+            if ops is None:
+                self.uncounted += 1
+                self.problems.append(f"graph {graph.index} has symbolic sizes that its inputs do not determine: "
+                                     "its ops are not counted")
+                return
         phase = s.phase if s.phase is not None else (BACKWARD if graph.backward else FORWARD)
         rec = s.recorder
         first = graph.index not in self.node_rows
         rows = [] if first else None
         r_start = len(rec)
-        for op in graph.ops:
+        for op in ops:
             func = op.func
             idx = s.op_index.get(func)
             if idx is None:
@@ -591,6 +698,16 @@ class Collector:
         if first:
             self.node_rows[graph.index] = rows
         self.call_rows.append((graph.index, r_start, len(rec)))
+        for ki, k in enumerate(graph.kernels):  # the kernels' bytes in this call (sizes may be symbolic)
+            tot = self.kernel_bytes.setdefault((graph.index, ki), [0, 0, True])
+            for j, side in ((0, "inputs"), (1, "outputs")):
+                for v in k.get(side, {}).values():
+                    b = _bytes_of(v, env)
+                    if b is None:
+                        tot[2] = False
+                    else:
+                        tot[j] += b
+            self.last_env[graph.index] = env
         if times is not None:
             for k, (t0, t1) in times.items():
                 self.kernel_calls.append((graph.index, k, t0 - s.t_base, t1 - s.t_base, phase))
@@ -633,10 +750,17 @@ class Collector:
                 k["vector_flops"] = sum(c[1] for c in counts)
                 k["special_ops"] = sum(c[2] for c in counts)
                 k["unfused_bytes"] = sum(c[3] + c[4] for c in counts)
-                ins, outs = k.get("inputs", {}), k.get("outputs", {})
-                known = all(v is not None for v in (*ins.values(), *outs.values())) and "error" not in k
-                k["bytes_read"] = sum(v or 0 for v in ins.values())
-                k["bytes_written"] = sum(v or 0 for v in outs.values())
+                env = self.last_env.get(gi)
+                ins = {b: _bytes_of(v, env) for b, v in k.get("inputs", {}).items()}
+                outs = {b: _bytes_of(v, env) for b, v in k.get("outputs", {}).items()}
+                k["inputs"], k["outputs"] = ins, outs  # per call, with the sizes of the graph's last call
+                tot = self.kernel_bytes.get((gi, ki), [0, 0, True])
+                known = all(v is not None for v in (*ins.values(), *outs.values())) and "error" not in k and tot[2]
+                n = max(calls.get(gi, 0), 1)
+                # per call: the mean over the calls (the same every call unless sizes are dynamic)
+                k["bytes_read"], k["bytes_written"] = tot[0] // n, tot[1] // n
+                k["bytes_read_total"], k["bytes_written_total"] = tot[0], tot[1]
+                k["symbolic"] = graph.symbolic
                 k["bytes_known"] = known
                 if not known:
                     unknown.append(f"{k.get('name')} ({k.get('error', 'a buffer without a size')})")

@@ -88,13 +88,17 @@ def table(report, top: int | None = 15) -> str:
 def fusion(report) -> dict:
     """Bytes of the compiled graphs' aten ops counted one by one (each input read, each output written: the
     traffic of running them unfused) against the bytes of the kernels Inductor generated for them (their input
-    and output buffers), in total and per module."""
+    and output buffers), in total and per module (``by_module`` assigns each op to the kernel that computes it;
+    with dynamic sizes its unfused bytes are the first call's times the calls)."""
     c = compiled(report) or {}
     per_module: dict = {}
     compiled_bytes = unfused = 0
     for k in c.get("kernels", ()):
         calls = int(k.get("calls", 0))
-        b = (int(k.get("bytes_read", 0)) + int(k.get("bytes_written", 0))) * calls
+        if "bytes_read_total" in k:
+            b = int(k["bytes_read_total"]) + int(k["bytes_written_total"])
+        else:
+            b = (int(k.get("bytes_read", 0)) + int(k.get("bytes_written", 0))) * calls
         u = int(k.get("unfused_bytes", 0)) * calls
         compiled_bytes += b
         unfused += u
@@ -103,6 +107,8 @@ def fusion(report) -> dict:
         m["compiled_bytes"] += b
     for m in per_module.values():
         m["saved_bytes"] = m["unfused_bytes"] - m["compiled_bytes"]
+    if "aten_bytes" in c:  # every op of every graph call, counted exactly (dynamic sizes included)
+        unfused = int(c["aten_bytes"])
     return {"unfused_bytes": unfused, "compiled_bytes": compiled_bytes, "saved_bytes": unfused - compiled_bytes,
             "aten_bytes": int(c.get("aten_bytes", 0)), "by_module": per_module}
 

@@ -285,3 +285,6 @@ def test_module_paths():
     assert _compiled.module_path("L['model']") == ("model", "")
     assert _compiled.module_path("L['s'].h._modules['0'].mlp") == ("s", "h.0.mlp")
     assert _compiled.module_path("L['fn'].0") == ("fn", "0")
+    assert _compiled.module_path("getattr(L['self'].layer1, '0').conv1") == ("self", "layer1.0.conv1")
+    assert _compiled.module_path("getattr(getattr(L['self'].layer2, '1').downsample, '0')") == (
+        "self", "layer2.1.downsample.0")
