@@ -288,3 +288,50 @@ def test_module_paths():
     assert _compiled.module_path("getattr(L['self'].layer1, '0').conv1") == ("self", "layer1.0.conv1")
     assert _compiled.module_path("getattr(getattr(L['self'].layer2, '1').downsample, '0')") == (
         "self", "layer2.1.downsample.0")
+
+
+def test_dynamic_shapes_resolved_per_call():
+    """dynamic=True: the graph's sizes are symbols; each call is counted with its own sizes, and the kernels'
+    bytes follow them."""
+    torch.manual_seed(0)
+    model = MLP()
+    cmodel = torch.compile(model, dynamic=True)
+    reports = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for b in (3, 6):
+            x = torch.randn(b, D_IN)
+            with torch.no_grad(), roofline.measure(cmodel, timing=None) as r:
+                cmodel(x)
+            reports[b] = r
+    for b, r in reports.items():
+        assert r.compiled["uncounted_graph_calls"] == 0 and not r.compiled["problems"]
+        assert r.matrix_flops == 2 * b * D_IN * D_H + 2 * b * D_H * D_OUT
+        assert all(k["symbolic"] and k["bytes_known"] for k in r.kernels)
+    # the first matmul's output buffer holds b x D_H floats
+    first = {b: next(k for k in r.kernels if k["extern"]) for b, r in reports.items()}
+    assert first[6]["bytes_written"] == 6 * D_H * 4 and first[3]["bytes_written"] == 3 * D_H * 4
+
+
+def test_compiled_before_the_block_warns():
+    """A graph compiled outside any block (here of a compiled function) is run compiled, but its ops are unknown:
+    a warning, and the report says how many graph calls were not counted."""
+    f = torch.compile(lambda t: torch.sin(t) * 2)
+    x = torch.randn(8)
+    f(x)  # compiled here, outside
+    with pytest.warns(RuntimeWarning, match="NOT counted"):
+        with roofline.measure(timing=None) as r:
+            f(x)
+    assert r.compiled["uncounted_graph_calls"] == 1 and r.compiled["graphs"] == 0
+    assert "aten.sin.default" not in r.by_op()  # it did not run eagerly
+
+
+def test_compiled_function_counted():
+    """torch.compile applied to a function, compiled inside the block: counted like the eager call."""
+    f = torch.compile(lambda a, b: torch.nn.functional.gelu(a @ b))
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    with roofline.measure(timing=None) as r:
+        f(a, b)
+    assert r.compiled["graphs"] == 1 and r.compiled["uncounted_graph_calls"] == 0
+    assert r.matrix_flops == 2 * 8 * 16 * 4
+    assert r.by_op()["aten.mm.default"]["calls"] == 1
