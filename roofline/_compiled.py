@@ -653,7 +653,11 @@ class Collector:
                               "counted. Make the first call of the compiled model (its compilation) inside a "
                               "measure block, or call torch._dynamo.reset() before it.", RuntimeWarning, stacklevel=3)
             return out
-        self.count(graph, times, env)
+        try:
+            self.count(graph, times, env)
+        except Exception as e:  # noqa: BLE001 - the step's result stands; the graph is reported uncounted
+            self.uncounted += 1
+            self.problems.append(f"graph {graph.index} could not be counted ({type(e).__name__}: {e})")
         return out
 
     def count(self, graph: _Graph, times=None, env=None):

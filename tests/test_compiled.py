@@ -335,3 +335,20 @@ def test_compiled_function_counted():
     assert r.compiled["graphs"] == 1 and r.compiled["uncounted_graph_calls"] == 0
     assert r.matrix_flops == 2 * 8 * 16 * 4
     assert r.by_op()["aten.mm.default"]["calls"] == 1
+
+
+def test_exception_in_block_restores_torch(trained):
+    """An exception inside the block leaves torch as it was: caches switched back on, no Dynamo hook left."""
+    from torch._functorch import config as fconfig
+    from torch._inductor import config as iconfig
+
+    cmodel, x = trained["cmodel"], trained["x"]
+    before = (iconfig.fx_graph_cache, fconfig.enable_autograd_cache, list(cmodel.dynamo_ctx.enter_exit_hooks))
+    with pytest.raises(ZeroDivisionError), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with roofline.measure(cmodel, timing=None):
+            cmodel(x)
+            1 / 0
+    assert (iconfig.fx_graph_cache, fconfig.enable_autograd_cache, list(cmodel.dynamo_ctx.enter_exit_hooks)) == before
+    assert _compiled._ACTIVE == []
+    assert torch._C._len_torch_dispatch_stack() == 0
