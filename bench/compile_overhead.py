@@ -28,14 +28,14 @@ def mlp():
     class MLP(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.fc1 = torch.nn.Linear(256, 1024)
-            self.ln = torch.nn.LayerNorm(1024)
-            self.fc2 = torch.nn.Linear(1024, 256)
+            self.fc1 = torch.nn.Linear(256, 2048)
+            self.ln = torch.nn.LayerNorm(2048)
+            self.fc2 = torch.nn.Linear(2048, 256)
 
         def forward(self, x):
             return self.fc2(torch.nn.functional.gelu(self.ln(self.fc1(x))))
 
-    return MLP(), (torch.randn(64, 256),), lambda m, x: m(x).sum()
+    return MLP(), (torch.randn(256, 256),), lambda m, x: m(x).sum()
 
 
 def resnet18():

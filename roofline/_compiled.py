@@ -731,11 +731,7 @@ class Collector:
         unknown = []
         calls = self.graph_calls
         for gi, graph in sorted(self.graphs.items()):
-            per_node = {}
-            for name, r0, r1 in self.node_rows.get(gi, ()):
-                part = recs[r0:r1]
-                per_node[name] = tuple(int(part[f].sum()) for f in ("matrix_flops", "vector_flops", "special_ops",
-                                                                    "bytes_read", "bytes_written"))
+            per_node = _per_node_counts(recs, self.node_rows.get(gi, ()))
             op_of = {op.name: str(op.func) for op in graph.ops}
             mod_of = {op.name: op.modules for op in graph.ops}
             # each op of the graph is the work of one kernel: Inductor's origins can name an op in two kernels (an
@@ -808,6 +804,34 @@ class Collector:
             return common[-1]
         roots = [mod_of[n][0][0] for n in origins if mod_of.get(n)]
         return self._name(roots[0], "") if roots else "Global"
+
+
+_FIELDS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
+
+
+def _per_node_counts(recs, node_rows) -> dict:
+    """FX node name -> its five counts, from the records of the graph's first call (one reduction per field)."""
+    import numpy as np
+
+    if not node_rows:
+        return {}
+    names = [n for n, _, _ in node_rows]
+    starts = np.array([r0 for _, r0, _ in node_rows], dtype=np.int64)
+    ends = np.array([r1 for _, _, r1 in node_rows], dtype=np.int64)
+    lo, hi = int(starts.min()), int(ends.max())
+    part = recs[lo:hi]
+    cols = []
+    for f in _FIELDS:  # differences of running sums modulo 2**64: exact for a node of one record
+        c = np.concatenate((np.zeros(1, np.uint64), np.cumsum(part[f], dtype=np.uint64)))
+        cols.append(c[ends - lo] - c[starts - lo])
+    out = {}
+    for i, n in enumerate(names):
+        r0, r1 = int(starts[i]), int(ends[i])
+        if r1 - r0 > 1:  # several records (rare): summed exactly as Python ints
+            out[n] = tuple(sum(int(v) for v in recs[f][r0:r1]) for f in _FIELDS)
+        else:
+            out[n] = tuple(int(col[i]) for col in cols)
+    return out
 
 
 def _remove_mode(mode):
@@ -1000,12 +1024,16 @@ def _disable_caches():
     """Inside a block, graphs are compiled for real: a graph served whole from AOTAutograd's or Inductor's cache
     never reaches the hooks (its ops and kernels would be unknown). The generated code is the same."""
     saved = []
+    import sys
+
     for modname, key in (("torch._functorch.config", "enable_autograd_cache"),
                          ("torch._inductor.config", "fx_graph_cache")):
-        try:
-            mod = __import__(modname, fromlist=["_"])
-        except ImportError:
-            continue
+        mod = sys.modules.get(modname)
+        if mod is None:
+            try:
+                mod = __import__(modname, fromlist=["_"])
+            except ImportError:
+                continue
         if hasattr(mod, key):
             saved.append((mod, key, getattr(mod, key)))
             setattr(mod, key, False)
