@@ -1,15 +1,16 @@
 """A torch.compile'd model under ``roofline.measure``: does it stay compiled, and what does measuring cost?
 
-For each model (a small MLP with LayerNorm+GELU, ResNet-18 at 64x64, GPT-2 with 2 small layers), training step and
+For each model (an MLP with LayerNorm+GELU, ResNet-18 at 64x64, GPT-2 with 2 small layers), training step and
 inference, prints side by side: the bare compiled step time, the compiled step under ``measure(timing="model")``
-(the block's wall time), the eager step time, the ratio measured / bare compiled, and whether the counts of the
+(a block of ``--steps`` steps, divided by the steps), the eager step time, the ratio measured / bare compiled, and whether the counts of the
 compiled step equal the eager step's: ``matrix=`` (matrix FLOPs) and ``struct=`` (``flop_counter_compatible()``
 against FlopCounterMode's ``get_flop_counts()``, module by module; the differing modules are listed).
 
     nice -n 10 python bench/compile_overhead.py [--models mlp,resnet18,gpt2] [--steps 10] [--modes train,infer]
 
 Compilation is slow on a small machine (minutes for ResNet-18 and GPT-2 training). The three steps are run
-interleaved ``--steps`` times and the fastest of each is shown; on a shared machine they are still noisy.
+in interleaved rounds of ``--steps`` steps and the fastest round of each is shown; on a shared machine they are still
+noisy (``--threads 1 --clock cpu`` helps).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def _time(fn):
     return clock() - t0
 
 
-def run(name, train, steps):
+def run(name, train, steps, rounds=3):
     torch.manual_seed(0)
     model, inputs, loss_fn = MODELS[name]()
     model.train(train)
@@ -100,29 +101,37 @@ def run(name, train, steps):
     for _ in range(2):  # warm up outside too (no recompilation expected)
         _step(cmodel, inputs, loss_fn, train)
 
-    def measured():
-        with roofline.measure(cmodel, timing="model") as r:
+    def bare_steps():
+        for _ in range(steps):
             _step(cmodel, inputs, loss_fn, train)
+
+    def measured():  # one block of `steps` steps: the per-block cost (op table, report) is shared by them
+        with roofline.measure(cmodel, timing="model") as r:
+            for _ in range(steps):
+                _step(cmodel, inputs, loss_fn, train)
         measured.last = r
 
-    # interleaved, so that a change of machine load hits the three alike; the minimum of each is kept
+    def eager_steps():
+        for _ in range(steps):
+            _step(model, inputs, loss_fn, train)
+
+    # interleaved rounds, so that a change of machine load hits the three alike; the fastest round of each is kept
     ts = {"bare": [], "meas": [], "eager": []}
-    for _ in range(steps):
-        ts["bare"].append(_time(lambda: _step(cmodel, inputs, loss_fn, train)))
-        ts["meas"].append(_time(measured))
-        ts["eager"].append(_time(lambda: _step(model, inputs, loss_fn, train)))
+    for _ in range(rounds):
+        ts["bare"].append(_time(bare_steps) / steps)
+        ts["meas"].append(_time(measured) / steps)
+        ts["eager"].append(_time(eager_steps) / steps)
     bare, meas, eager = (min(ts[k]) for k in ("bare", "meas", "eager"))
     r = measured.last
-    same = (_compat(r.flop_counter_compatible()) == eager_counts
-            and _compat(first.flop_counter_compatible()) == eager_counts)
-    matrix_same = r.matrix_flops == first.matrix_flops == eager_matrix
+    same = _compat(first.flop_counter_compatible()) == eager_counts  # one step, as FlopCounterMode saw it
+    matrix_same = first.matrix_flops == eager_matrix and r.matrix_flops == steps * eager_matrix
     c = r.compiled or {}
     print(f"{name:<9} {'train' if train else 'infer':<6} {bare * 1e3:>10.2f} {meas * 1e3:>10.2f} "
           f"{eager * 1e3:>10.2f} {meas / bare:>7.3f} {'yes' if matrix_same else 'NO':>7} {'yes' if same else 'NO':>7} "
           f"{c.get('graphs', 0):>6} "
           f"{len(c.get('kernels', ())):>7} {c.get('graph_breaks', 0):>6} {compile_s:>9.1f}", flush=True)
     if not same:
-        got = _compat(r.flop_counter_compatible())
+        got = _compat(first.flop_counter_compatible())
         for m in sorted(set(got) | set(eager_counts)):
             if got.get(m) != eager_counts.get(m):
                 print(f"   {m}: compiled {got.get(m)} eager {eager_counts.get(m)}")
