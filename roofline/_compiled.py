@@ -1009,11 +1009,17 @@ def _hide_hooks_in_compiled(session, coll):
         return restore
 
     for m in [model, *model.modules()] if not isinstance(model, OptimizedModule) else [model]:
-        ctx = getattr(m, "dynamo_ctx", None) if isinstance(m, OptimizedModule) else None
-        hooks = getattr(ctx, "enter_exit_hooks", None)
-        if isinstance(hooks, list):
-            hooks.append(enter)
-            coll.ctx_hooks.append((hooks, enter))
+        if isinstance(m, OptimizedModule):  # torch.compile(module)
+            ctxs = [getattr(m, "dynamo_ctx", None)]
+        else:  # module.compile(): the Dynamo context is in the closure of the compiled _call_impl
+            fn = m.__dict__.get("_compiled_call_impl")
+            ctxs = [c.cell_contents for c in getattr(fn, "__closure__", None) or ()
+                    if hasattr(c.cell_contents, "enter_exit_hooks")]
+        for ctx in ctxs:
+            hooks = getattr(ctx, "enter_exit_hooks", None)
+            if isinstance(hooks, list):
+                hooks.append(enter)
+                coll.ctx_hooks.append((hooks, enter))
 
 
 def _noop():

@@ -352,3 +352,22 @@ def test_exception_in_block_restores_torch(trained):
     assert (iconfig.fx_graph_cache, fconfig.enable_autograd_cache, list(cmodel.dynamo_ctx.enter_exit_hooks)) == before
     assert _compiled._ACTIVE == []
     assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_module_compile_in_place():
+    """module.compile() (no OptimizedModule): the block's module hooks are hidden from Dynamo there too (no graph
+    break at each submodule), and the counts equal eager."""
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(B, D_IN)
+
+    def infer(m):
+        with torch.no_grad():
+            m(x)
+
+    eager = _eager_counts(model, infer)
+    model.compile()
+    with roofline.measure(model, timing=None) as r:
+        infer(model)
+    assert r.compiled["graphs"] == 1 and r.compiled["graph_breaks"] == 0 and r.compiled["uncounted_graph_calls"] == 0
+    assert r.matrix_flops == FWD_MATRIX and _compat(r) == eager
