@@ -563,6 +563,7 @@ class Collector:
         self.problems: list[str] = []
         self._root_names: dict[str, str] = {}
         self._mid_cache: dict = {}
+        self._plans: dict = {}  # (graph, its ops for the call's sizes, active modules) -> [(index, module, op)]
         self.graph_time = 0.0
         self.entering = False
         self.eager_reason = None
@@ -679,20 +680,29 @@ class Collector:
         first = graph.index not in self.node_rows
         rows = [] if first else None
         r_start = len(rec)
-        for op in ops:
-            func = op.func
-            idx = s.op_index.get(func)
-            if idx is None:
-                idx = s.resolve(func, op.args)
-            if idx == "decompose":  # an AOT graph holds ops as they ran: count each as itself
-                s.resolve(func, op.args, allow_decompose=False)
-                idx = s.op_index[func]
-            if idx == "decline":
-                continue
-            mid = self._module_id(op.modules)
-            r0 = len(rec)
+        # the plan of a call (each op's recorder index and module id) depends on the graph, the sizes and the
+        # modules active around the call: built once, then each call is a loop of C calls
+        pkey = (graph.index, id(ops), frozenset(s.tracker.c.parents))
+        plan = self._plans.get(pkey)
+        if plan is None:
+            plan = []
+            for op in ops:
+                func = op.func
+                idx = s.op_index.get(func)
+                if idx is None:
+                    idx = s.resolve(func, op.args)
+                if idx == "decompose":  # an AOT graph holds ops as they ran: count each as itself
+                    s.resolve(func, op.args, allow_decompose=False)
+                    idx = s.op_index[func]
+                if idx == "decline":
+                    continue
+                plan.append((idx, self._module_id(op.modules), op))
+            self._plans[pkey] = plan
+        record = rec.record
+        for idx, mid, op in plan:
+            r0 = len(rec) if first else 0
             if idx.__class__ is int:
-                rec.record(idx, mid, phase, op.args, op.kwargs or None, op.out)
+                record(idx, mid, phase, op.args, op.kwargs or None, op.out)
             elif idx[0] == "hop":
                 rec.append(idx[1], mid, phase, 0, 0, 0, 0, 0, 0, 0)
             else:
