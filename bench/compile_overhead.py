@@ -2,8 +2,8 @@
 
 For each model (an MLP with LayerNorm+GELU, ResNet-18 at 64x64, GPT-2 with 2 small layers), training step and
 inference, prints side by side: the bare compiled step time, the compiled step under ``measure(timing="model")``
-(a block of ``--steps`` steps, divided by the steps), the eager step time, the ratio measured / bare compiled, and whether the counts of the
-compiled step equal the eager step's: ``matrix=`` (matrix FLOPs) and ``struct=`` (``flop_counter_compatible()``
+(a block of ``--steps`` steps, divided by the steps), the eager step time, the ratio measured / bare compiled,
+and whether the counts of the compiled step equal the eager step's: ``matrix=`` (matrix FLOPs) and ``struct=`` (``flop_counter_compatible()``
 against FlopCounterMode's ``get_flop_counts()``, module by module; the differing modules are listed).
 
     nice -n 10 python bench/compile_overhead.py [--models mlp,resnet18,gpt2] [--steps 10] [--modes train,infer]

@@ -272,16 +272,6 @@ def _bytes_of(v, env) -> int | None:
     return v.value(env or {}) if isinstance(v, _SymBytes) else v
 
 
-def _hint(g, expr) -> int:
-    """A size expression's value for the run being compiled (symbolic sizes take their hint)."""
-    sv = g.sizevars
-    for name in ("size_hint", "optimization_hint"):
-        fn = getattr(sv, name, None)
-        if fn is not None:
-            return int(fn(expr))
-    return int(expr)
-
-
 def _origins(snodes) -> list[str]:
     """Names of the FX nodes (aten ops of the graph) a kernel computes, from Inductor's ``origins``."""
     names = []
@@ -434,7 +424,7 @@ def _wrap_extern(orig):
 # ---- hooks ------------------------------------------------------------------------------------------------------
 def _wrap_inner(orig):
     def _compile_fx_inner(gm, example_inputs, *args, **kwargs):
-        if not _ACTIVE and not _state.get("always"):
+        if not _ACTIVE:
             return orig(gm, example_inputs, *args, **kwargs)
         backward = bool(kwargs.get("is_backward", False))
         graph = snapshot(gm, backward)
