@@ -125,7 +125,7 @@ def run(name, train, steps, rounds=3):
     r = measured.last
     same = _compat(first.flop_counter_compatible()) == eager_counts  # one step, as FlopCounterMode saw it
     matrix_same = first.matrix_flops == eager_matrix and r.matrix_flops == steps * eager_matrix
-    c = r.compiled or {}
+    c = dict(r.compiled or {}, graph_breaks=(first.compiled or {}).get("graph_breaks", 0))  # compiled in `first`
     print(f"{name:<9} {'train' if train else 'infer':<6} {bare * 1e3:>10.2f} {meas * 1e3:>10.2f} "
           f"{eager * 1e3:>10.2f} {meas / bare:>7.3f} {'yes' if matrix_same else 'NO':>7} {'yes' if same else 'NO':>7} "
           f"{c.get('graphs', 0):>6} "

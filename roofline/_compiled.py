@@ -56,7 +56,8 @@ class _Op:
 class _Graph:
     """One compiled forward or backward graph: its aten ops, whether it is a backward graph, its kernels."""
 
-    __slots__ = ("ops", "backward", "kernels", "symbolic", "index", "placeholders", "concrete", "__weakref__")
+    __slots__ = ("ops", "backward", "kernels", "symbolic", "index", "placeholders", "concrete", "devices",
+                 "__weakref__")
 
     def __init__(self, ops, backward, kernels, symbolic, index, placeholders=()):
         self.ops, self.backward, self.kernels, self.symbolic, self.index = ops, backward, kernels, symbolic, index
@@ -189,9 +190,23 @@ def snapshot(gm, backward: bool) -> _Graph:
     ops = []
     symbolic = False
 
+    devices = set()
+
+    def plain(v):
+        # a FakeTensor answers some queries in Python: the recorder reads a plain meta tensor of the same
+        # layout faster (symbolic sizes stay as they are, bound per call)
+        if isinstance(v, torch.Tensor):
+            devices.add(str(v.device))
+            if not _is_symbolic(v) and v.layout == torch.strided:
+                return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta")
+            return v
+        if isinstance(v, (list, tuple)):
+            return type(v)(plain(x) for x in v)
+        return v
+
     def val(a):
         if isinstance(a, fx.Node):
-            return a.meta.get("val")
+            return plain(a.meta.get("val"))
         return a
 
     placeholders = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
@@ -201,11 +216,13 @@ def snapshot(gm, backward: bool) -> _Graph:
             continue
         args = fx.node.map_aggregate(node.args, val)
         kwargs = fx.node.map_aggregate(node.kwargs, val)
-        out = node.meta.get("val")
+        out = plain(node.meta.get("val"))
         symbolic = symbolic or _is_symbolic(out) or _is_symbolic(list(args))
         ops.append(_Op(node.name, node.target, tuple(args), dict(kwargs), out, _node_modules(node)))
     _graph_counter[0] += 1
-    return _Graph(ops, backward, [], symbolic, _graph_counter[0], placeholders)
+    graph = _Graph(ops, backward, [], symbolic, _graph_counter[0], placeholders)
+    graph.devices = devices - {"meta"}
+    return graph
 
 
 # ---- kernels, from Inductor's scheduler -----------------------------------------------------------------------
@@ -553,6 +570,7 @@ class Collector:
         self.problems: list[str] = []
         self._root_names: dict[str, str] = {}
         self._mid_cache: dict = {}
+        self._kernel_sizes: dict = {}  # (graph, size binding) -> [(bytes read, bytes written, known)] per kernel
         self._plans: dict = {}  # (graph, its ops for the call's sizes, active modules) -> [(index, module, op)]
         self.graph_time = 0.0
         self.entering = False
@@ -675,6 +693,7 @@ class Collector:
         pkey = (graph.index, id(ops), frozenset(s.tracker.c.parents))
         plan = self._plans.get(pkey)
         if plan is None:
+            before = set(s.devices)
             plan = []
             for op in ops:
                 func = op.func
@@ -688,6 +707,9 @@ class Collector:
                     continue
                 plan.append((idx, self._module_id(op.modules), op))
             self._plans[pkey] = plan
+            # the ops were resolved with the graph's meta or fake values: the devices are those the graph ran on
+            s.devices.difference_update({"meta", "fake"} - before)
+            s.devices.update(graph.devices)
         record = rec.record
         for idx, mid, op in plan:
             r0 = len(rec) if first else 0
@@ -702,16 +724,36 @@ class Collector:
         if first:
             self.node_rows[graph.index] = rows
         self.call_rows.append((graph.index, r_start, len(rec)))
-        for ki, k in enumerate(graph.kernels):  # the kernels' bytes in this call (sizes may be symbolic)
-            tot = self.kernel_bytes.setdefault((graph.index, ki), [0, 0, True])
-            for j, side in ((0, "inputs"), (1, "outputs")):
-                for v in k.get(side, {}).values():
-                    b = _bytes_of(v, env)
-                    if b is None:
-                        tot[2] = False
-                    else:
-                        tot[j] += b
-            self.last_env[graph.index] = env
+        # the kernels' bytes in this call (sizes may be symbolic: evaluated once per binding)
+        ekey = (graph.index, tuple(sorted((str(k), v) for k, v in env.items())) if env else None)
+        sizes = self._kernel_sizes.get(ekey)
+        if sizes is None:
+            sizes = []
+            for k in graph.kernels:
+                r = w = 0
+                known = True
+                for j, side in ((0, "inputs"), (1, "outputs")):
+                    for v in k.get(side, {}).values():
+                        b = _bytes_of(v, env)
+                        if b is None:
+                            known = False
+                        elif j == 0:
+                            r += b
+                        else:
+                            w += b
+                sizes.append((r, w, known))
+            self._kernel_sizes[ekey] = sizes
+        kb = self.kernel_bytes
+        gi = graph.index
+        for ki, (r, w, known) in enumerate(sizes):
+            tot = kb.get((gi, ki))
+            if tot is None:
+                kb[(gi, ki)] = [r, w, known]
+            else:
+                tot[0] += r
+                tot[1] += w
+                tot[2] = tot[2] and known
+        self.last_env[gi] = env
         if times is not None:
             for k, (t0, t1) in times.items():
                 self.kernel_calls.append((graph.index, k, t0 - s.t_base, t1 - s.t_base, phase))

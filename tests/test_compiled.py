@@ -371,3 +371,8 @@ def test_module_compile_in_place():
         infer(model)
     assert r.compiled["graphs"] == 1 and r.compiled["graph_breaks"] == 0 and r.compiled["uncounted_graph_calls"] == 0
     assert r.matrix_flops == FWD_MATRIX and _compat(r) == eager
+
+
+def test_devices_are_the_graphs(trained):
+    """The graphs' ops are counted from meta/fake values, but the report's devices are the ones the step ran on."""
+    assert trained["second"].meta["devices"] == ["cpu"]
