@@ -127,6 +127,8 @@ class _Measure:
         meta.update(_torch._collectives.meta(session))  # rank, world size, backend; collectives' network bytes
         if mode is not None:
             meta["attention"] = {"backend": mode.backend, "calls": dict(mode.calls)}
+        if session.compiled_summary:  # torch.compile'd code ran in the block (roofline._compiled)
+            meta["compiled"] = session.compiled_summary
         report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
                          overhead=_torch.instrumentation_overhead(timing) if timing is not None else None,

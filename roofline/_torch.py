@@ -315,6 +315,7 @@ class Session:
         self._undo_dtensor = None
         self.wall_time = None
         self._entered = False
+        self.compiled = self.compiled_summary = None  # torch.compile'd code under the block (roofline._compiled)
 
     # ---- per-op resolution (once per OpOverload) -------------------------------------------------------------
     def resolve(self, func, args=(), allow_decompose=True):
@@ -468,8 +469,12 @@ class Session:
                 self._base_event = torch.cuda.Event(enable_timing=True)
                 self._base_event.record()
             self._undo_dtensor = _collectives.install()  # DTensor's sharding propagation is not counted
+            from roofline import _compiled
+
+            self.compiled = _compiled.start(self)
             self._t0 = self.t_base = time.perf_counter()
             self.mode.__enter__()
+            self.compiled.entering = False
         except BaseException:
             self._release()
             raise
@@ -497,6 +502,10 @@ class Session:
         self.events.clear()
 
     def _release(self):
+        if self.compiled is not None:
+            from roofline import _compiled
+
+            self.compiled_summary, self.compiled = _compiled.stop(self, self.compiled), None
         for h in self._handles:
             h.remove()
         self._handles.clear()

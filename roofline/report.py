@@ -280,8 +280,41 @@ class Report(DerivedCounts):
         ``"op_shape"`` (one row per op and input shapes), or ``"module"``: the module tree depth first, children
         indented under their parent most time first, containers such as a ``ModuleList`` as rows of their own (so
         ``depth`` counts every level of the model), and the whole run as a first row only when ops ran outside
-        every module."""
+        every module; ``"kernel"``: the kernels ``torch.compile`` generated (see :attr:`kernels`)."""
+        if by == "kernel":
+            from roofline import _compiled_view
+
+            return _compiled_view.table(self, top)
         return _render.table(self, by, depth, top, phase)
+
+    # ---- compiled models (torch.compile) ------------------------------------------------------------------------
+    @property
+    def compiled(self) -> dict | None:
+        """What ``torch.compile`` ran in the block (None when nothing compiled ran): ``graphs`` (compiled forward
+        and backward graphs), ``graph_calls``, ``graph_breaks`` (breaks Dynamo reported while compiling in the
+        block), ``uncounted_graph_calls`` (graphs compiled before the block: not counted, with a warning),
+        ``eager_fallback`` (why compiled code ran eagerly, or None), ``kernels`` (see :attr:`kernels`)."""
+        return self.meta.get("compiled")
+
+    @property
+    def kernels(self) -> list[dict]:
+        """One dict per kernel Inductor generated for the graphs that ran: ``name``, ``phase``, ``calls``,
+        ``ops`` (the aten ops it fused), ``inputs`` / ``outputs`` (buffer -> bytes), ``bytes_read`` /
+        ``bytes_written`` (their sums, per call), ``matrix_flops`` / ``vector_flops`` (of its ops, per call),
+        ``unfused_bytes`` (its ops' compulsory bytes one by one), ``module``, ``time`` (host seconds over all
+        calls with ``timing="op"``, else NaN) and the roofline figures ``flops``, ``bytes``, ``intensity``,
+        ``t_min``, ``efficiency``."""
+        from roofline import _compiled_view
+
+        return _compiled_view.kernel_rows(self)
+
+    @property
+    def fusion(self) -> dict:
+        """Bytes the compiled graphs' aten ops would move one by one (``unfused_bytes``) against the bytes of
+        the kernels that ran them (``compiled_bytes``), ``saved_bytes``, and the same ``by_module``."""
+        from roofline import _compiled_view
+
+        return _compiled_view.fusion(self)
 
     def summary(self, top: int = 10) -> str:
         """The text ``print(r)`` shows: totals, phases, ceilings, achieved rates, MFU/MBU (against the wall time),
@@ -337,12 +370,16 @@ class Report(DerivedCounts):
         return cls(records, ops, module_sets, wall_time, meta, ceilings=ceil, overhead=overhead,
                    signatures=signatures, accesses=accesses)
 
-    def to_dataframe(self):
+    def to_dataframe(self, by: str = "op"):
         """A pandas DataFrame with one row per op call (needs pandas). Columns: ``op``, ``module`` (innermost),
         ``phase``, ``dtype`` (names), the counts ``matrix_flops``, ``vector_flops``, ``special_ops``, ``bytes_read``,
         ``bytes_written``, ``flop_counter_flops``, the measured ``time`` (seconds, NaN when untimed) and the
         classification ``intensity``, ``t_min``, ``achieved_flops``, ``achieved_bytes``, ``efficiency``, ``mfu``,
-        ``mbu``, ``bound`` (a name)."""
+        ``mbu``, ``bound`` (a name). ``by="kernel"``: one row per compiled kernel (:attr:`kernels`)."""
+        if by == "kernel":
+            from roofline import _compiled_view
+
+            return _compiled_view.dataframe(self)
         return _export.to_dataframe(_export.columns(self))
 
     def to_csv(self, path=None) -> str:

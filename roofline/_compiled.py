@@ -1,0 +1,1144 @@
+"""Compiled models under ``measure``: count what ``torch.compile`` runs, graph by graph and kernel by kernel.
+
+A dispatch mode on the stack makes Dynamo skip every frame it would compile (the model then runs eagerly). A
+measure block's mode therefore declares ``ignore_compile_internals()`` when the hooks below are in place, so that
+Dynamo keeps compiling and running the compiled code, and the block counts each compiled graph itself:
+
+* at compile time, ``torch._inductor.compile_fx._compile_fx_inner`` (called once per forward or backward graph
+  Inductor compiles) is wrapped: the aten-level FX graph AOTAutograd hands to Inductor is read (each node's target,
+  the fake tensors of ``node.meta["val"]`` for its arguments and result, its ``nn_module_stack``) before Inductor's
+  own passes change it, and the kernels Inductor generates for it are recorded from its scheduler (the fused nodes
+  of each kernel, the buffers they read and write);
+* at run time, ``CompiledFxGraph.__call__`` is wrapped: while a measure block is active on the calling thread, the
+  block's mode is taken off the stack for the call (the graph's extern calls are then not counted twice), and the
+  graph's aten ops are recorded with the same C cost model as eager ops, with their module paths and phase.
+
+A compiled graph the block cannot count (compiled before the hooks existed, or a torch whose internals differ) is
+never run eagerly in silence: the block warns, says which graph, and lists it in ``report.compiled``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import warnings
+
+import torch
+
+MIN_TORCH = (2, 6)  # the ignore_compile_internals protocol of dispatch modes
+_FORWARD, _BACKWARD = 0, 1
+
+_lock = threading.Lock()
+_state = {"installed": False, "error": None, "orig_inner": None, "orig_call": None, "orig_define": {},
+          "orig_extern": None}
+_ACTIVE: list = []  # sessions with a compiled-view collector, innermost last
+_tls = threading.local()  # .kernels: list the scheduler hooks append to while a graph is being compiled
+
+
+class CompiledViewUnavailable(RuntimeError):
+    """The torch in use lacks an internal the compiled view relies on."""
+
+
+def _torch_version() -> tuple:
+    m = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+# ---- the graph snapshot taken at compile time -------------------------------------------------------------------
+class _Op:
+    __slots__ = ("name", "func", "args", "kwargs", "out", "modules")
+
+    def __init__(self, name, func, args, kwargs, out, modules):
+        self.name, self.func, self.args, self.kwargs, self.out, self.modules = name, func, args, kwargs, out, modules
+
+
+class _Graph:
+    """One compiled forward or backward graph: its aten ops, whether it is a backward graph, its kernels."""
+
+    __slots__ = ("ops", "backward", "kernels", "symbolic", "index", "placeholders", "concrete", "devices",
+                 "__weakref__")
+
+    def __init__(self, ops, backward, kernels, symbolic, index, placeholders=()):
+        self.ops, self.backward, self.kernels, self.symbolic, self.index = ops, backward, kernels, symbolic, index
+        self.placeholders = list(placeholders)  # fake values of the graph's inputs (symbolic sizes bind from them)
+        self.concrete: dict = {}  # bindings of the size symbols -> the ops with concrete (meta) values
+
+    def bind(self, inputs) -> dict | None:
+        """Values of the graph's size symbols in one call, from its runtime inputs (None when one is not found)."""
+        import sympy
+
+        env = {}
+        for ph, val in zip(self.placeholders, inputs):
+            if isinstance(ph, torch.SymInt) and isinstance(val, int):
+                e = ph.node.expr
+                if isinstance(e, sympy.Symbol):
+                    env[e] = val
+            elif isinstance(ph, torch.Tensor) and isinstance(val, torch.Tensor):
+                for s, v in zip(ph.shape, val.shape):
+                    if isinstance(s, torch.SymInt) and isinstance(s.node.expr, sympy.Symbol):
+                        env[s.node.expr] = int(v)
+        return env
+
+    def ops_for(self, env):
+        """The graph's ops with every symbolic size replaced by its value in ``env`` (meta tensors), cached per
+        binding. None when a size stays symbolic."""
+        key = tuple(sorted((str(k), v) for k, v in env.items()))
+        hit = self.concrete.get(key)
+        if hit is not None:
+            return hit
+
+        def num(x):
+            if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                e = x.node.expr
+                e = e.xreplace(env) if hasattr(e, "xreplace") else e
+                if getattr(e, "free_symbols", None):
+                    raise LookupError(str(e))
+                return int(e) if isinstance(x, torch.SymInt) else (float(e) if isinstance(x, torch.SymFloat)
+                                                                   else bool(e))
+            return x
+
+        def conc(v):
+            if isinstance(v, torch.Tensor):
+                if not _is_symbolic(v):
+                    return v
+                size = [num(d) for d in v.shape]
+                try:
+                    stride = [num(d) for d in v.stride()]
+                except RuntimeError:
+                    return torch.empty(size, dtype=v.dtype, device="meta")
+                return torch.empty_strided(size, stride, dtype=v.dtype, device="meta")
+            if isinstance(v, (list, tuple)):
+                return type(v)(conc(x) for x in v)
+            return num(v)
+
+        try:
+            ops = [_Op(op.name, op.func, tuple(conc(a) for a in op.args), {k: conc(a) for k, a in op.kwargs.items()},
+                       conc(op.out), op.modules) for op in self.ops]
+        except LookupError:
+            return None
+        self.concrete[key] = ops
+        return ops
+
+
+_graph_counter = [0]
+
+_PATH_TOKEN = re.compile(r"\.(\w+)|\[(-?\d+)\]|\[\s*'([^']*)'\s*\]|\[\s*\"([^\"]*)\"\s*\]")
+
+
+def module_path(path: str) -> tuple[str, str]:
+    """Split an ``nn_module_stack`` path as Dynamo writes it (``"L['self'].layers[0].attn"``,
+    ``"L['self']._modules['fc1']"``, ``"getattr(L['self'].layer1, '0').conv1"``) into its root (``"self"``) and
+    the dotted path below it (``"layers.0.attn"``)."""
+    root, parts = _parse_path(path.strip())
+    return root, ".".join(p for p in parts if p not in ("_modules", "_orig_mod"))
+
+
+def _parse_path(path: str) -> tuple[str, list]:
+    if path.startswith("getattr("):
+        depth, comma, end = 0, None, None
+        for i, ch in enumerate(path[len("getattr("):], len("getattr(")):
+            if ch in "([":
+                depth += 1
+            elif ch in ")]":
+                if depth == 0:
+                    end = i
+                    break
+                depth -= 1
+            elif ch == "," and depth == 0 and comma is None:
+                comma = i
+        if comma is None or end is None:
+            return "", [path]
+        root, parts = _parse_path(path[len("getattr("):comma].strip())
+        member = path[comma + 1:end].strip().strip("'\"")
+        rest = path[end + 1:]
+        return root, parts + [member] + _tokens(rest, 0)
+    m = re.match(r"\s*(?:[LG]\[\s*['\"]([^'\"]+)['\"]\s*\]|([A-Za-z_]\w*))", path)
+    if not m:
+        return "", [path]
+    return m.group(1) or m.group(2), _tokens(path, m.end())
+
+
+def _tokens(path: str, start: int) -> list:
+    return [next(g for g in tok.groups() if g is not None) for tok in _PATH_TOKEN.finditer(path, start)]
+
+
+def _node_modules(node) -> tuple:
+    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
+    out = []
+    for value in stack.values():
+        path = value[0] if isinstance(value, tuple) else str(value)
+        out.append(module_path(path))
+    return tuple(out)
+
+
+def _is_symbolic(v) -> bool:
+    if isinstance(v, torch.Tensor):
+        try:
+            return any(not isinstance(s, int) for s in v.shape) or any(not isinstance(s, int) for s in v.stride())
+        except Exception:  # noqa: BLE001 - sparse and other layouts without strides
+            return any(not isinstance(s, int) for s in v.shape)
+    if isinstance(v, (list, tuple)):
+        return any(_is_symbolic(x) for x in v)
+    return isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def snapshot(gm, backward: bool) -> _Graph:
+    """The aten ops of an FX graph, in execution order, with the fake values of their arguments and results."""
+    import torch.fx as fx
+
+    ops = []
+    symbolic = False
+
+    devices = set()
+
+    def plain(v):
+        # a FakeTensor answers some queries in Python: the recorder reads a plain meta tensor of the same
+        # layout faster (symbolic sizes stay as they are, bound per call)
+        if isinstance(v, torch.Tensor):
+            devices.add(str(v.device))
+            if not _is_symbolic(v) and v.layout == torch.strided:
+                return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta")
+            return v
+        if isinstance(v, (list, tuple)):
+            return type(v)(plain(x) for x in v)
+        return v
+
+    def val(a):
+        if isinstance(a, fx.Node):
+            return plain(a.meta.get("val"))
+        return a
+
+    placeholders = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, (torch._ops.OpOverload,
+                                                                      torch._ops.HigherOrderOperator)):
+            continue
+        args = fx.node.map_aggregate(node.args, val)
+        kwargs = fx.node.map_aggregate(node.kwargs, val)
+        out = plain(node.meta.get("val"))
+        symbolic = symbolic or _is_symbolic(out) or _is_symbolic(list(args))
+        ops.append(_Op(node.name, node.target, tuple(args), dict(kwargs), out, _node_modules(node)))
+    _graph_counter[0] += 1
+    graph = _Graph(ops, backward, [], symbolic, _graph_counter[0], placeholders)
+    graph.devices = devices - {"meta"}
+    return graph
+
+
+# ---- kernels, from Inductor's scheduler -----------------------------------------------------------------------
+def _buf_nbytes(name) -> int | None:
+    """Bytes of an Inductor buffer or graph input (its storage), None when it has no size."""
+    from torch._inductor.virtualized import V
+
+    g = V.graph
+    buf = g.try_get_buffer(name) if hasattr(g, "try_get_buffer") else None
+    if buf is None:
+        buf = g.graph_inputs.get(name) if hasattr(g, "graph_inputs") else None
+    if buf is None:
+        return None
+    try:
+        layout = buf.get_layout() if hasattr(buf, "get_layout") else buf.layout
+        if hasattr(layout, "real_layout"):  # an in-place update: the bytes of the buffer it writes
+            layout = layout.real_layout()
+        dtype = buf.get_dtype()
+        if hasattr(layout, "storage_size"):
+            size = layout.storage_size()
+        else:
+            size = 1
+            for s in buf.get_size():
+                size *= s
+        size = g.sizevars.simplify(size) if hasattr(g.sizevars, "simplify") else size
+        if getattr(size, "free_symbols", None):  # dynamic shapes: evaluated for each call (see _Graph.kernel_bytes)
+            return _SymBytes(size * dtype.itemsize)
+        return int(size) * dtype.itemsize
+    except Exception:  # noqa: BLE001 - a layout without a size: the buffer is left out and the kernel flagged
+        import os
+
+        if os.environ.get("ROOFLINE_DEBUG"):
+            raise
+        return None
+
+
+def _multi_outputs(name) -> list[str]:
+    """The buffers that hold the outputs of an extern kernel with several outputs (its MultiOutput nodes)."""
+    from torch._inductor.virtualized import V
+
+    out = []
+    for b in getattr(V.graph, "buffers", ()):
+        if type(b).__name__ == "MultiOutput" and getattr(b, "inputs", None):
+            src = b.inputs[0]
+            if getattr(src, "get_name", lambda: None)() == name:
+                out.append(b.get_name())
+    return out
+
+
+class _SymBytes:
+    """A buffer size that depends on the graph's size symbols (``dynamic=True``): a sympy expression in bytes."""
+
+    __slots__ = ("expr",)
+
+    def __init__(self, expr):
+        self.expr = expr
+
+    def value(self, env) -> int | None:
+        e = self.expr.xreplace(env)
+        return None if getattr(e, "free_symbols", None) else int(e)
+
+
+def _bytes_of(v, env) -> int | None:
+    return v.value(env or {}) if isinstance(v, _SymBytes) else v
+
+
+def _origins(snodes) -> list[str]:
+    """Names of the FX nodes (aten ops of the graph) a kernel computes, from Inductor's ``origins``."""
+    names = []
+    for sn in snodes:
+        node = getattr(sn, "node", None)
+        for o in sorted(getattr(node, "origins", ()) or (), key=lambda n: n.name):
+            if o.op == "call_function" and o.name not in names:
+                names.append(o.name)
+    return names
+
+
+def _kernel_record(name, snodes, extern=False):
+    """Inputs and outputs of one generated kernel: the buffers its nodes read that no node of the kernel wrote,
+    and the buffers they wrote that something outside the kernel uses (the rest stay inside the kernel)."""
+    from torch._inductor.virtualized import V
+
+    snodes = list(snodes)
+    own = set()
+    for sn in snodes:
+        own.update(sn.get_nodes() if hasattr(sn, "get_nodes") else [sn])
+    reads, writes = {}, {}
+    for sn in own:
+        rw = sn.read_writes
+        for dep in rw.writes:
+            writes[dep.name] = None
+        for dep in rw.reads:
+            reads[dep.name] = None
+    sched = V.graph.scheduler
+    outputs = set(V.graph.get_output_names()) if hasattr(V.graph, "get_output_names") else set()
+    removed = set(getattr(V.graph, "removed_buffers", ())) | set(getattr(V.graph, "inplaced_to_remove", ()))
+    out_bufs = []
+    for b in writes:
+        users = getattr(sched.name_to_buf.get(b), "users", ()) if sched is not None else ()
+        outside = any(getattr(u, "node", None) not in own for u in users)
+        if extern or b in outputs or (outside and b not in removed):
+            out_bufs.append(b)
+    in_bufs = [b for b in reads if b not in writes]
+    # a buffer mutated in place (read and written by the kernel, produced before it) is read as well
+    in_bufs += [b for b in reads if b in writes and b in out_bufs and not any(
+        b in (x.get_name() for x in getattr(sn, "get_outputs", lambda: [])()) for sn in own)]
+    if extern:  # a kernel with several outputs writes them through MultiOutput buffers; one without writes none
+        expanded = []
+        for b in out_bufs:
+            buf = V.graph.try_get_buffer(b) if hasattr(V.graph, "try_get_buffer") else None
+            kind = type(getattr(buf, "layout", None)).__name__
+            if kind == "MultiOutputLayout":
+                expanded.extend(_multi_outputs(b))
+            elif kind != "NoneLayout":
+                expanded.append(b)
+        out_bufs = expanded
+        in_bufs = [b for b in in_bufs if b not in out_bufs]
+    sizes_in = {b: _buf_nbytes(b) for b in in_bufs}
+    sizes_out = {b: _buf_nbytes(b) for b in out_bufs}
+    flops = 0
+    for sn in own:
+        try:
+            f = sn.estimate_flops()
+        except Exception:  # noqa: BLE001
+            f = None
+        flops += int(f or 0)
+    return {"name": name, "extern": extern, "origins": _origins(own), "inputs": sizes_in, "outputs": sizes_out,
+            "inductor_flops": flops}
+
+
+def _args_buffers(args):
+    """The buffers a generated kernel takes, as Inductor's KernelArgs lists them for its signature (the rule of
+    ``KernelArgs.cpp_argdefs``): ``(reads, writes)``, names of outer buffers; a buffer updated in place is in both."""
+    reads, writes = [], []
+    seen_inplace = set()
+    for inplaced in args.inplace_buffers.values():
+        if type(inplaced).__name__ == "RemovedArg" or id(inplaced) in seen_inplace:
+            continue
+        seen_inplace.add(id(inplaced))
+        outer = inplaced.other_names[-1]
+        reads.append(outer)
+        writes.append(outer)
+    for outer in args.input_buffers:
+        if outer not in args.inplace_buffers:
+            reads.append(outer)
+    for outer, inner in args.output_buffers.items():
+        if outer in args.inplace_buffers or type(inner).__name__ == "RemovedArg":
+            continue
+        writes.append(outer)
+    return reads, writes
+
+
+def _kernel_from_args(name, args, snodes):
+    reads, writes = _args_buffers(args)
+    own = []
+    for sn in snodes:
+        own.extend(sn.get_nodes() if hasattr(sn, "get_nodes") else [sn])
+    flops = 0
+    for sn in own:
+        try:
+            flops += int(sn.estimate_flops() or 0)
+        except Exception:  # noqa: BLE001 - Inductor's estimate is informative only
+            pass
+    dtype = None
+    try:
+        from torch._inductor.virtualized import V
+
+        if writes:
+            dtype = str(V.graph.get_dtype(writes[0])).replace("torch.", "")
+    except Exception:  # noqa: BLE001
+        pass
+    return {"name": name, "extern": False, "origins": _origins(own), "dtype": dtype,
+            "inputs": {b: _buf_nbytes(b) for b in reads}, "outputs": {b: _buf_nbytes(b) for b in writes},
+            "inductor_flops": flops}
+
+
+def _wrap_define_kernel(orig, triton):
+    def define_kernel(self, src_code, nodes, kernel_args=None, *rest, **kwargs):
+        name = orig(self, src_code, nodes, kernel_args, *rest, **kwargs)
+        sink = getattr(_tls, "kernels", None)
+        if sink is not None and not any(k.get("name") == name for k in sink):
+            try:
+                if triton:  # SIMDScheduling.define_kernel(src_code, node_schedule, kernel)
+                    args, snodes = kernel_args.args, [n for n in nodes if hasattr(n, "read_writes")]
+                else:       # CppScheduling.define_kernel(src_code, nodes, kernel_args=None)
+                    args = kernel_args if kernel_args is not None else self.kernel_group.args
+                    snodes = [n for n in nodes if hasattr(n, "read_writes")]
+                sink.append(_kernel_from_args(name, args, snodes))
+            except Exception as e:  # noqa: BLE001 - the kernel view is incomplete, never silently
+                sink.append({"name": name, "error": f"{type(e).__name__}: {e}"})
+        return name
+
+    define_kernel._roofline = True
+    return define_kernel
+
+
+def _wrap_extern(orig):
+    def codegen_extern_call(self, scheduler_node):
+        out = orig(self, scheduler_node)
+        sink = getattr(_tls, "kernels", None)
+        node = getattr(scheduler_node, "node", None)
+        if sink is not None and type(node).__name__ != "MultiOutput":  # MultiOutput: picks an output, no kernel
+            kname = getattr(node, "python_kernel_name", None) or type(node).__name__
+            try:
+                rec = _kernel_record(f"{kname}[{scheduler_node.get_name()}]", [scheduler_node], extern=True)
+                rec["python_kernel_name"] = kname
+                sink.append(rec)
+            except Exception as e:  # noqa: BLE001
+                sink.append({"name": kname, "error": f"{type(e).__name__}: {e}"})
+        return out
+
+    codegen_extern_call._roofline = True
+    return codegen_extern_call
+
+
+# ---- hooks ------------------------------------------------------------------------------------------------------
+def _wrap_inner(orig):
+    def _compile_fx_inner(gm, example_inputs, *args, **kwargs):
+        if not _ACTIVE:
+            return orig(gm, example_inputs, *args, **kwargs)
+        backward = bool(kwargs.get("is_backward", False))
+        graph = snapshot(gm, backward)
+        from torch._inductor import config
+
+        prev = getattr(_tls, "kernels", None)
+        _tls.kernels = graph.kernels
+        try:
+            # the kernels are read from the scheduler: a compilation served from the FX graph cache has none
+            with config.patch(fx_graph_cache=False):
+                out = orig(gm, example_inputs, *args, **kwargs)
+        finally:
+            _tls.kernels = prev
+        try:
+            out._roofline_graph = graph  # CompiledFxGraph is an unhashable dataclass: the graph rides on it
+        except AttributeError:  # a plain function (a graph without calls): nothing to count
+            pass
+        return out
+
+    _compile_fx_inner._roofline = True
+    return _compile_fx_inner
+
+
+def _wrap_call(orig):
+    def __call__(self, inputs):
+        if not _ACTIVE:
+            return orig(self, inputs)
+        coll = _collector_here()
+        if coll is None:
+            return orig(self, inputs)
+        return coll.run_graph(self, orig, inputs)
+
+    __call__._roofline = True
+    return __call__
+
+
+def install():
+    """Put the hooks in place (once per process). Raises CompiledViewUnavailable naming what is missing."""
+    with _lock:
+        if _state["installed"]:
+            return
+        if _state["error"] is not None:
+            raise CompiledViewUnavailable(_state["error"])
+        try:
+            if _torch_version() < MIN_TORCH:
+                raise CompiledViewUnavailable(f"needs torch >= {MIN_TORCH[0]}.{MIN_TORCH[1]} (this is "
+                                              f"{torch.__version__})")
+            from torch.utils._python_dispatch import TorchDispatchMode
+
+            if not hasattr(TorchDispatchMode, "ignore_compile_internals"):
+                raise CompiledViewUnavailable("TorchDispatchMode.ignore_compile_internals is missing")
+            try:
+                import torch._inductor.compile_fx as cfx
+                from torch._inductor.output_code import CompiledFxGraph
+                from torch._inductor.scheduler import Scheduler
+            except ImportError as e:
+                raise CompiledViewUnavailable(f"cannot import Inductor internals ({e})") from None
+            inner = getattr(cfx, "_compile_fx_inner", None)
+            call = CompiledFxGraph.__dict__.get("__call__")
+            extern = Scheduler.__dict__.get("codegen_extern_call")
+            missing = [n for n, v in (("torch._inductor.compile_fx._compile_fx_inner", inner),
+                                      ("CompiledFxGraph.__call__", call),
+                                      ("Scheduler.codegen_extern_call", extern)) if not callable(v)]
+            if missing:
+                raise CompiledViewUnavailable(f"missing Inductor internals: {', '.join(missing)}")
+            defines = []
+            for modname, clsname in (("torch._inductor.codegen.cpp", "CppScheduling"),
+                                     ("torch._inductor.codegen.simd", "SIMDScheduling")):
+                try:
+                    mod = __import__(modname, fromlist=[clsname])
+                    cls = getattr(mod, clsname)
+                except (ImportError, AttributeError):
+                    continue
+                if callable(cls.__dict__.get("define_kernel")):
+                    defines.append(cls)
+            if not defines:
+                raise CompiledViewUnavailable("no Inductor scheduling class with define_kernel")
+        except CompiledViewUnavailable as e:
+            _state["error"] = str(e)
+            raise
+        _state["orig_inner"], _state["orig_call"], _state["orig_extern"] = inner, call, extern
+        cfx._compile_fx_inner = _wrap_inner(inner)
+        CompiledFxGraph.__call__ = _wrap_call(call)
+        Scheduler.codegen_extern_call = _wrap_extern(extern)
+        for cls in defines:
+            _state["orig_define"][cls] = cls.__dict__["define_kernel"]
+            cls.define_kernel = _wrap_define_kernel(cls.__dict__["define_kernel"], cls.__name__ != "CppScheduling")
+        _state["installed"] = True
+
+
+def hooks_in_place() -> str | None:
+    """None when every hook is still in place, else what is missing (something replaced it after install)."""
+    if not _state["installed"]:
+        return "not installed"
+    import torch._inductor.compile_fx as cfx
+    from torch._inductor.output_code import CompiledFxGraph
+
+    if not getattr(cfx._compile_fx_inner, "_roofline", False):
+        return "torch._inductor.compile_fx._compile_fx_inner was replaced"
+    if not getattr(CompiledFxGraph.__dict__.get("__call__"), "_roofline", False):
+        return "CompiledFxGraph.__call__ was replaced"
+    return None
+
+
+def _collector_here():
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    stack = _get_current_dispatch_mode_stack()
+    for coll in reversed(_ACTIVE):
+        if coll.session.mode in stack:
+            return coll
+    return None
+
+
+# ---- per-block collector ----------------------------------------------------------------------------------------
+class Collector:
+    """What one measure block learns about compiled code: graphs run, kernels, breaks, warnings."""
+
+    def __init__(self, session):
+        self.session = session
+        self.graph_calls: dict[int, int] = {}   # graph index -> calls
+        self.graphs: dict[int, _Graph] = {}
+        self.kernel_calls: list = []            # (graph index, kernel index, t0, t1, phase, module id)
+        self.uncounted = 0
+        self.frames_before = None
+        self.problems: list[str] = []
+        self._root_names: dict[str, str] = {}
+        self._mid_cache: dict = {}
+        self._kernel_sizes: dict = {}  # (graph, size binding) -> [(bytes read, bytes written, known)] per kernel
+        self._plans: dict = {}  # (graph, its ops for the call's sizes, active modules) -> [(index, module, op)]
+        self.graph_time = 0.0
+        self.entering = False
+        self.eager_reason = None
+        self.config_saved = None
+        self.node_rows: dict = {}   # graph index -> [(FX node name, first record, end record)] of its first call
+        self.call_rows: list = []   # (graph index, first record, end record) per graph call
+        self.kernel_bytes: dict = {}  # (graph, kernel) -> [bytes read, bytes written, all known] over all calls
+        self.last_env: dict = {}  # graph index -> size-symbol values of its last call
+        self.ctx_hooks: list = []  # (a Dynamo context's enter_exit_hooks, the function added to it)
+
+    def ready(self):
+        """(True, None) when compiled graphs can be counted now, else (False, why)."""
+        if not _state["installed"]:
+            import sys
+
+            if self.entering and "torch._inductor.compile_fx" not in sys.modules:
+                return False, "Inductor not imported yet"
+            try:
+                install()
+            except CompiledViewUnavailable as e:
+                return False, str(e)
+        broken = hooks_in_place()
+        if broken is not None:
+            return False, broken
+        return True, None
+
+    def eager_fallback(self, reason):
+        """Dynamo is about to run a frame eagerly under the block: say so (once per block)."""
+        if self.eager_reason is None:
+            self.eager_reason = reason
+            warnings.warn(f"roofline: torch.compile'd code runs EAGERLY inside this measure block ({reason}); the "
+                          "counts and times are those of the eager ops, not of the compiled kernels. The compiled "
+                          f"view needs torch >= {MIN_TORCH[0]}.{MIN_TORCH[1]} with Inductor's internals as roofline "
+                          "knows them (see docs/compiled.md).", RuntimeWarning, stacklevel=2)
+
+    # --- naming: nn_module_stack paths -> the names the tracker gives modules ---
+    def _name(self, root: str, path: str) -> str:
+        """A module's name from its ``nn_module_stack`` path: below the measured model's name when ``measure``
+        was given the model (the compiled module, or the model a compiled function takes), else below the name of
+        the compiled frame's local (``model.fc1``)."""
+        base = self._root_names.get(root)
+        if base is None:
+            model = self.session.model
+            base = self.session.tracker.known.get(model, root) if model is not None else root
+            self._root_names[root] = base
+        return f"{base}.{path}" if path else base
+
+    def _module_id(self, modules: tuple) -> int:
+        c = self.session.tracker.c
+        parents = frozenset(c.parents)
+        key = (parents, modules)
+        mid = self._mid_cache.get(key)
+        if mid is not None:
+            return mid
+        names = {self._name(root, path) for root, path in modules}
+        if modules:
+            names.add(self._name(modules[0][0], ""))
+        added = [n for n in names if n not in parents]
+        for n in added:
+            c.add(n)
+        mid = c.module_id
+        for n in added:
+            c.discard(n)
+        self._mid_cache[key] = mid
+        return mid
+
+    def run_graph(self, compiled, orig, inputs):
+        s = self.session
+        graph = getattr(compiled, "_roofline_graph", None)
+        env = graph.bind(inputs) if graph is not None and graph.symbolic else None  # before the call empties it
+        above = _remove_mode(s.mode)  # the graph's own aten calls (extern kernels) are not counted twice
+        try:
+            kernels = graph.kernels if graph is not None and s.timing == "op" else None
+            if kernels:
+                out, times = _timed_call(compiled, orig, inputs, kernels)
+            else:
+                t0 = time.perf_counter()
+                out = orig(compiled, inputs)
+                times = None
+                self.graph_time += time.perf_counter() - t0
+        finally:
+            _restore_mode(s.mode, above)
+        if graph is None:
+            self.uncounted += 1
+            if self.uncounted == 1:
+                warnings.warn("roofline: a torch.compile graph ran inside measure that was compiled before the "
+                              "block (or by a torch whose internals roofline does not know): its ops are NOT "
+                              "counted. Make the first call of the compiled model (its compilation) inside a "
+                              "measure block, or call torch._dynamo.reset() before it.", RuntimeWarning, stacklevel=3)
+            return out
+        try:
+            self.count(graph, times, env)
+        except Exception as e:  # noqa: BLE001 - the step's result stands; the graph is reported uncounted
+            self.uncounted += 1
+            self.problems.append(f"graph {graph.index} could not be counted ({type(e).__name__}: {e})")
+        return out
+
+    def count(self, graph: _Graph, times=None, env=None):
+        s = self.session
+        from roofline._records import BACKWARD, FORWARD
+
+        self.graphs[graph.index] = graph
+        self.graph_calls[graph.index] = self.graph_calls.get(graph.index, 0) + 1
+        ops = graph.ops
+        if graph.symbolic:
+            ops = graph.ops_for(env or {})
+            if ops is None:
+                self.uncounted += 1
+                self.problems.append(f"graph {graph.index} has symbolic sizes that its inputs do not determine: "
+                                     "its ops are not counted")
+                return
+        phase = s.phase if s.phase is not None else (BACKWARD if graph.backward else FORWARD)
+        rec = s.recorder
+        first = graph.index not in self.node_rows
+        rows = [] if first else None
+        r_start = len(rec)
+        # the plan of a call (each op's recorder index and module id) depends on the graph, the sizes and the
+        # modules active around the call: built once, then each call is a loop of C calls
+        pkey = (graph.index, id(ops), frozenset(s.tracker.c.parents))
+        plan = self._plans.get(pkey)
+        if plan is None:
+            before = set(s.devices)
+            plan = []
+            for op in ops:
+                func = op.func
+                idx = s.op_index.get(func)
+                if idx is None:
+                    idx = s.resolve(func, op.args)
+                if idx == "decompose":  # an AOT graph holds ops as they ran: count each as itself
+                    s.resolve(func, op.args, allow_decompose=False)
+                    idx = s.op_index[func]
+                if idx == "decline":
+                    continue
+                plan.append((idx, self._module_id(op.modules), op))
+            self._plans[pkey] = plan
+            # the ops were resolved with the graph's meta or fake values: the devices are those the graph ran on
+            s.devices.difference_update({"meta", "fake"} - before)
+            s.devices.update(graph.devices)
+        record = rec.record
+        for idx, mid, op in plan:
+            r0 = len(rec) if first else 0
+            if idx.__class__ is int:
+                record(idx, mid, phase, op.args, op.kwargs or None, op.out)
+            elif idx[0] == "hop":
+                rec.append(idx[1], mid, phase, 0, 0, 0, 0, 0, 0, 0)
+            else:
+                s._record_python(idx[1], idx[2], phase, op.args, op.kwargs, op.out)
+            if first:
+                rows.append((op.name, r0, len(rec)))
+        if first:
+            self.node_rows[graph.index] = rows
+        self.call_rows.append((graph.index, r_start, len(rec)))
+        # the kernels' bytes in this call (sizes may be symbolic: evaluated once per binding)
+        ekey = (graph.index, tuple(sorted((str(k), v) for k, v in env.items())) if env else None)
+        sizes = self._kernel_sizes.get(ekey)
+        if sizes is None:
+            sizes = []
+            for k in graph.kernels:
+                r = w = 0
+                known = True
+                for j, side in ((0, "inputs"), (1, "outputs")):
+                    for v in k.get(side, {}).values():
+                        b = _bytes_of(v, env)
+                        if b is None:
+                            known = False
+                        elif j == 0:
+                            r += b
+                        else:
+                            w += b
+                sizes.append((r, w, known))
+            self._kernel_sizes[ekey] = sizes
+        kb = self.kernel_bytes
+        gi = graph.index
+        for ki, (r, w, known) in enumerate(sizes):
+            tot = kb.get((gi, ki))
+            if tot is None:
+                kb[(gi, ki)] = [r, w, known]
+            else:
+                tot[0] += r
+                tot[1] += w
+                tot[2] = tot[2] and known
+        self.last_env[gi] = env
+        if times is not None:
+            for k, (t0, t1) in times.items():
+                self.kernel_calls.append((graph.index, k, t0 - s.t_base, t1 - s.t_base, phase))
+        else:
+            self.kernel_calls.append((graph.index, None, float("nan"), float("nan"), phase))
+
+    def summary(self, frames_breaks) -> dict:
+        """The compiled part of the report (JSON-compatible): graphs, breaks, and one entry per generated kernel
+        with the aten ops it fused, its input and output buffers (bytes), the FLOPs of its ops (roofline's cost
+        model), and its measured host time (``timing="op"``; None otherwise)."""
+        import numpy as np
+
+        from roofline._records import RECORD_DTYPE
+
+        recs = np.frombuffer(self.session.recorder.records_bytes(), dtype=RECORD_DTYPE)
+        kernels = []
+        unknown = []
+        calls = self.graph_calls
+        for gi, graph in sorted(self.graphs.items()):
+            per_node = _per_node_counts(recs, self.node_rows.get(gi, ()))
+            op_of = {op.name: str(op.func) for op in graph.ops}
+            mod_of = {op.name: op.modules for op in graph.ops}
+            # each op of the graph is the work of one kernel: Inductor's origins can name an op in two kernels (an
+            # extern kernel's origins include the ops of its inputs); a generated kernel claims first
+            owner = {}
+            for ki, k in sorted(enumerate(graph.kernels), key=lambda e: bool(e[1].get("extern"))):
+                for n in k.get("origins", ()):
+                    owner.setdefault(n, ki)
+            for ki, k in enumerate(graph.kernels):
+                k = dict(k)
+                origins = [n for n in k.get("origins", ()) if n in op_of and owner.get(n) == ki]
+                k["origins"] = origins
+                counts = [per_node.get(n, (0, 0, 0, 0, 0)) for n in origins]
+                k["ops"] = sorted({op_of[n] for n in origins})
+                k["matrix_flops"] = sum(c[0] for c in counts)
+                k["vector_flops"] = sum(c[1] for c in counts)
+                k["special_ops"] = sum(c[2] for c in counts)
+                k["unfused_bytes"] = sum(c[3] + c[4] for c in counts)
+                env = self.last_env.get(gi)
+                ins = {b: _bytes_of(v, env) for b, v in k.get("inputs", {}).items()}
+                outs = {b: _bytes_of(v, env) for b, v in k.get("outputs", {}).items()}
+                k["inputs"], k["outputs"] = ins, outs  # per call, with the sizes of the graph's last call
+                tot = self.kernel_bytes.get((gi, ki), [0, 0, True])
+                known = all(v is not None for v in (*ins.values(), *outs.values())) and "error" not in k and tot[2]
+                n = max(calls.get(gi, 0), 1)
+                # per call: the mean over the calls (the same every call unless sizes are dynamic)
+                k["bytes_read"], k["bytes_written"] = tot[0] // n, tot[1] // n
+                k["bytes_read_total"], k["bytes_written_total"] = tot[0], tot[1]
+                k["symbolic"] = graph.symbolic
+                k["bytes_known"] = known
+                if not known:
+                    unknown.append(f"{k.get('name')} ({k.get('error', 'a buffer without a size')})")
+                k["module"] = self._kernel_module(origins, mod_of)
+                k.update(graph=gi, index=ki, calls=calls.get(gi, 0),
+                         phase="backward" if graph.backward else "forward")
+                kernels.append(k)
+        times: dict = {}
+        for gi, ki, t0, t1, _ in self.kernel_calls:
+            if ki is not None:
+                times[(gi, ki)] = times.get((gi, ki), 0.0) + (t1 - t0)
+        for k in kernels:
+            k["time"] = times.get((k["graph"], k["index"]))
+        if unknown:
+            self.problems.append(f"{len(unknown)} kernels have buffers of unknown size; their bytes are left out "
+                                 f"(bytes_known=False): {', '.join(unknown[:3])}{', ...' if len(unknown) > 3 else ''}")
+        aten_bytes = 0
+        for _, r0, r1 in self.call_rows:
+            part = recs[r0:r1]
+            aten_bytes += int(part["bytes_read"].sum()) + int(part["bytes_written"].sum())
+        return {"graphs": len(self.graphs), "eager_fallback": self.eager_reason,
+                "graph_calls": sum(calls.values()), "uncounted_graph_calls": self.uncounted,
+                "graph_breaks": frames_breaks, "aten_bytes": aten_bytes,
+                "graph_list": [{"graph": gi, "phase": "backward" if g.backward else "forward", "calls": calls[gi],
+                                "ops": len(g.ops), "kernels": len(g.kernels)} for gi, g in sorted(self.graphs.items())],
+                "kernels": kernels, "problems": list(dict.fromkeys(self.problems))}
+
+    def _kernel_module(self, origins, mod_of) -> str:
+        """The module a kernel belongs to: the innermost module common to all the ops it fused ("Global" when
+        they span the model's top level)."""
+        paths = [tuple(self._name(r, p) for r, p in mod_of[n]) for n in origins if n in mod_of]
+        if not paths:
+            return "Global"
+        common = paths[0]
+        for p in paths[1:]:
+            i = 0
+            while i < min(len(common), len(p)) and common[i] == p[i]:
+                i += 1
+            common = common[:i]
+        if common:
+            return common[-1]
+        roots = [mod_of[n][0][0] for n in origins if mod_of.get(n)]
+        return self._name(roots[0], "") if roots else "Global"
+
+
+_FIELDS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
+
+
+def _per_node_counts(recs, node_rows) -> dict:
+    """FX node name -> its five counts, from the records of the graph's first call (one reduction per field)."""
+    import numpy as np
+
+    if not node_rows:
+        return {}
+    names = [n for n, _, _ in node_rows]
+    starts = np.array([r0 for _, r0, _ in node_rows], dtype=np.int64)
+    ends = np.array([r1 for _, _, r1 in node_rows], dtype=np.int64)
+    lo, hi = int(starts.min()), int(ends.max())
+    part = recs[lo:hi]
+    cols = []
+    for f in _FIELDS:  # differences of running sums modulo 2**64: exact for a node of one record
+        c = np.concatenate((np.zeros(1, np.uint64), np.cumsum(part[f], dtype=np.uint64)))
+        cols.append(c[ends - lo] - c[starts - lo])
+    out = {}
+    for i, n in enumerate(names):
+        r0, r1 = int(starts[i]), int(ends[i])
+        if r1 - r0 > 1:  # several records (rare): summed exactly as Python ints
+            out[n] = tuple(sum(int(v) for v in recs[f][r0:r1]) for f in _FIELDS)
+        else:
+            out[n] = tuple(int(col[i]) for col in cols)
+    return out
+
+
+def _remove_mode(mode):
+    """Take ``mode`` off the dispatch-mode stack (with the modes above it, which are pushed back at once).
+    Returns what :func:`_restore_mode` needs; None when the mode is not on the stack."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack, _pop_mode, _push_mode
+
+    stack = _get_current_dispatch_mode_stack()
+    if mode not in stack:
+        return None
+    above = []
+    while True:
+        m = _pop_mode()
+        if m is mode:
+            break
+        above.append(m)
+    for m in reversed(above):
+        _push_mode(m)
+    return above
+
+
+def _restore_mode(mode, above):
+    from torch.utils._python_dispatch import _pop_mode, _push_mode
+
+    if above is None:
+        return
+    popped = [_pop_mode() for _ in above]
+    _push_mode(mode)
+    for m in reversed(popped):
+        _push_mode(m)
+
+
+def _timed_call(compiled, orig, inputs, kernels):
+    """Run a compiled graph with each generated kernel timed on the host clock: the kernel functions in the
+    generated module's globals are wrapped for the call and put back after it."""
+    g = _module_globals(compiled)
+    times: dict = {}
+    if g is None:
+        return orig(compiled, inputs), times
+    saved = {}
+    now = time.perf_counter
+
+    def note(ki, t0, t1):
+        prev = times.get(ki)
+        times[ki] = (t0, t1) if prev is None else (prev[0], prev[1] + (t1 - t0))
+
+    externs: dict = {}
+    for ki, k in enumerate(kernels):
+        if k.get("extern"):
+            externs.setdefault(k.get("python_kernel_name"), []).append(ki)
+    ext = g.get("extern_kernels")
+    if externs and ext is not None:
+        saved["extern_kernels"] = ext
+        g["extern_kernels"] = _TimedExterns(ext, externs, note)
+    for ki, k in enumerate(kernels):
+        name = k.get("name", "")
+        if k.get("extern"):
+            continue
+        fn = g.get(name)
+        if fn is None:
+            continue
+
+        def timed(*a, _fn=fn, _ki=ki, **kw):
+            t0 = now()
+            r = _fn(*a, **kw)
+            note(_ki, t0, now())
+            return r
+
+        saved[name] = fn
+        g[name] = timed
+    try:
+        out = orig(compiled, inputs)
+    finally:
+        g.update(saved)
+    return out, times
+
+
+class _TimedExterns:
+    """Stands for Inductor's ``extern_kernels`` namespace in a generated module during a timed call: the n-th call
+    of ``extern_kernels.<op>`` is the n-th extern kernel of that name Inductor generated code for."""
+
+    def __init__(self, ns, externs, note):
+        self._ns, self._externs, self._note = ns, externs, note
+        self._next = {}
+
+    def __getattr__(self, attr):
+        fn = getattr(self._ns, attr)
+        key = f"extern_kernels.{attr}"
+        slots = self._externs.get(key)
+        if not slots or not callable(fn):
+            return fn
+
+        def timed(*a, **kw):
+            i = self._next.get(key, 0)
+            self._next[key] = i + 1
+            t0 = time.perf_counter()
+            r = fn(*a, **kw)
+            if i < len(slots):
+                self._note(slots[i], t0, time.perf_counter())
+            return r
+
+        return timed
+
+
+def _module_globals(compiled):
+    fn = getattr(compiled, "current_callable", None)
+    for _ in range(4):
+        g = getattr(fn, "__globals__", None)
+        if g is not None and "call" in g and g.get("call") is not None:
+            return g
+        fn = getattr(fn, "__wrapped__", None) or getattr(fn, "func", None)
+        if fn is None:
+            break
+    return None
+
+
+def _dynamo_counters():
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return None
+    return counters
+
+
+def start(session) -> "Collector":
+    """Called when a measure block is entered, before its mode is pushed. Installs the hooks (once; at once when
+    Inductor is already imported, else when Dynamo first asks the mode) and gives the block's mode the
+    ``ignore_compile_internals`` answer Dynamo asks for: True while the hooks are in place (Dynamo keeps compiling
+    and running compiled code; the block counts the graphs), False otherwise (Dynamo then runs the frame eagerly,
+    the block counts the eager ops, and a warning says why)."""
+    coll = Collector(session)
+    coll.entering = True
+    mode = session.mode
+
+    def ignore_compile_internals():
+        ok, reason = coll.ready()
+        if not ok and not coll.entering:
+            coll.eager_fallback(reason)
+        return ok
+
+    mode.ignore_compile_internals = ignore_compile_internals  # an instance attribute: Dynamo asks the instance
+    coll.frames_before = _break_count(_dynamo_counters())
+    coll.config_saved = _disable_caches()
+    _ACTIVE.append(coll)
+    _name_compiled_root(session)
+    _hide_hooks_in_compiled(session, coll)
+    return coll
+
+
+def _hide_hooks_in_compiled(session, coll):
+    """The block's module hooks are process-global: Dynamo would trace them in every module call of a compiled
+    forward (a graph break at each, and guards that differ from a bare run's). While a compiled module of the
+    measured model runs, they are taken out of torch's global hook tables (the compiled graphs carry their module
+    paths themselves) and put back after it."""
+    model = session.model
+    if model is None:
+        return
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    tracker = session.tracker
+
+    def enter():
+        if _collector_here() is not coll:
+            return _noop
+        saved = []
+        for h in tracker._handles:
+            d = h.hooks_dict_ref()
+            if d is not None and h.id in d:
+                saved.append((d, h.id, d.pop(h.id)))
+
+        def restore():
+            for d, k, fn in saved:
+                d[k] = fn
+
+        return restore
+
+    for m in [model, *model.modules()] if not isinstance(model, OptimizedModule) else [model]:
+        if isinstance(m, OptimizedModule):  # torch.compile(module)
+            ctxs = [getattr(m, "dynamo_ctx", None)]
+        else:  # module.compile(): the Dynamo context is in the closure of the compiled _call_impl
+            fn = m.__dict__.get("_compiled_call_impl")
+            ctxs = [c.cell_contents for c in getattr(fn, "__closure__", None) or ()
+                    if hasattr(c.cell_contents, "enter_exit_hooks")]
+        for ctx in ctxs:
+            hooks = getattr(ctx, "enter_exit_hooks", None)
+            if isinstance(hooks, list):
+                hooks.append(enter)
+                coll.ctx_hooks.append((hooks, enter))
+
+
+def _noop():
+    return None
+
+
+def _disable_caches():
+    """Inside a block, graphs are compiled for real: a graph served whole from AOTAutograd's or Inductor's cache
+    never reaches the hooks (its ops and kernels would be unknown). The generated code is the same."""
+    saved = []
+    import sys
+
+    for modname, key in (("torch._functorch.config", "enable_autograd_cache"),
+                         ("torch._inductor.config", "fx_graph_cache")):
+        mod = sys.modules.get(modname)
+        if mod is None:
+            try:
+                mod = __import__(modname, fromlist=["_"])
+            except ImportError:
+                continue
+        if hasattr(mod, key):
+            saved.append((mod, key, getattr(mod, key)))
+            setattr(mod, key, False)
+    return saved
+
+
+def _restore_config(saved):
+    for mod, key, value in reversed(saved or ()):
+        setattr(mod, key, value)
+
+
+def _name_compiled_root(session):
+    """``measure(torch.compile(model))``: name the modules from the model inside, as in eager."""
+    model = session.model
+    inner = getattr(model, "_orig_mod", None)
+    if inner is None or not isinstance(inner, torch.nn.Module):
+        return
+    tr = session.tracker
+    name = type(inner).__name__
+    tr.known[model] = name
+    tr.known[inner] = name
+    tr.seen.add(model)
+    tr._get_mod_name(inner)
+
+
+def _break_count(counters) -> int:
+    if counters is None:
+        return 0
+    return int(sum(counters.get("graph_break", {}).values()))
+
+
+def stop(session, coll) -> dict | None:
+    if coll is None:
+        return None
+    try:
+        _ACTIVE.remove(coll)
+    except ValueError:
+        pass
+    _restore_config(coll.config_saved)
+    coll.config_saved = None
+    for hooks, fn in coll.ctx_hooks:
+        try:
+            hooks.remove(fn)
+        except ValueError:
+            pass
+    coll.ctx_hooks.clear()
+    breaks = _break_count(_dynamo_counters()) - (coll.frames_before or 0)
+    if not coll.graphs and not coll.uncounted and coll.eager_reason is None:
+        return None  # nothing compiled ran: the report is an eager one
+    try:
+        out = coll.summary(breaks)
+    except Exception as e:  # noqa: BLE001 - the counts are in the records; only the kernel view is lost
+        warnings.warn(f"roofline: the compiled-kernel view could not be built ({type(e).__name__}: {e}); the "
+                      "op counts are unaffected", RuntimeWarning, stacklevel=3)
+        out = {"graphs": len(coll.graphs), "graph_calls": sum(coll.graph_calls.values()), "kernels": [],
+               "uncounted_graph_calls": coll.uncounted, "eager_fallback": coll.eager_reason,
+               "graph_breaks": breaks, "problems": [f"kernel view failed: {e}"]}
+    if coll.problems:
+        warnings.warn("roofline: " + "; ".join(dict.fromkeys(coll.problems)), RuntimeWarning, stacklevel=3)
+    return out

@@ -1,0 +1,378 @@
+"""torch.compile'd models under measure: they stay compiled, their graphs are counted like the eager step, and the
+kernels Inductor generated are listed with their buffers. CPU only (Inductor's C++ backend); the models are tiny so
+that compilation stays short, and each compiled model is shared by the tests of this module."""
+
+import re
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch._inductor")
+
+import roofline  # noqa: E402
+from roofline import _compiled  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+B, D_IN, D_H, D_OUT = 4, 16, 32, 8
+
+if _compiled._torch_version() < _compiled.MIN_TORCH:
+    pytest.skip("the compiled view needs a newer torch", allow_module_level=True)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(D_IN, D_H)
+        self.ln = torch.nn.LayerNorm(D_H)
+        self.fc2 = torch.nn.Linear(D_H, D_OUT)
+
+    def forward(self, x):
+        return self.fc2(torch.nn.functional.gelu(self.ln(self.fc1(x))))
+
+
+class Breaking(MLP):
+    """The same MLP with a graph break (a print) in the middle of forward."""
+
+    def forward(self, x):
+        h = self.fc1(x)
+        print("graph break", end="\r")
+        return self.fc2(torch.nn.functional.gelu(self.ln(h)))
+
+
+def _eager_counts(model, step):
+    with FlopCounterMode(display=False) as fc:
+        step(model)
+    return {m: {str(k): v for k, v in d.items()} for m, d in fc.get_flop_counts().items()}
+
+
+def _compat(r):
+    return {m: {str(k): v for k, v in d.items()} for m, d in r.flop_counter_compatible().items()}
+
+
+def _train(model, x):
+    model(x).sum().backward()
+
+
+# matrix FLOPs of one training step, by hand: forward fc1 and fc2; backward: fc2's input and weight gradients and
+# fc1's weight gradient (x does not require grad)
+FWD_MATRIX = 2 * B * D_IN * D_H + 2 * B * D_H * D_OUT
+BWD_MATRIX = 2 * B * D_OUT * D_H + 2 * D_OUT * B * D_H + 2 * D_H * B * D_IN
+
+
+class _KernelSpy:
+    """A second account of what the generated kernels read and write, taken while they run: every call of a
+    generated C++ kernel or an extern kernel in the graphs' generated code is intercepted, and its tensor
+    arguments' sizes are summed (a C++ kernel's pointer types in its signature, parsed from the source, say which
+    arguments it reads (const), writes, or both (in_out))."""
+
+    def __init__(self):
+        self.kernels = {}  # name -> bytes per call
+
+    def __enter__(self):
+        from torch._inductor.output_code import CompiledFxGraph
+
+        self._cls = CompiledFxGraph
+        self._prev = CompiledFxGraph.__call__
+        spy = self
+
+        def call(graph, inputs):
+            g = graph.current_callable.__globals__ if hasattr(graph.current_callable, "__globals__") else None
+            if g is None or "async_compile" not in g:
+                g = _find_module_globals(graph)
+            saved = {}
+            sigs = dict(re.findall(r"(\w+) = async_compile\.cpp_pybinding\((\[[^\]]*\])", graph.source_code))
+            for name, sig in sigs.items():
+                kinds = [("in_out" if "in_out" in a else "in") if "const" in a or "in_out" in a else "out"
+                         for a in _arg_names(graph.source_code, name)]
+                saved[name] = g[name]
+                g[name] = spy._wrap(name, g[name], kinds)
+            ext = g.get("extern_kernels")
+            if ext is not None:
+                saved["extern_kernels"] = ext
+                g["extern_kernels"] = _ExternSpy(ext, spy)
+            try:
+                return spy._prev(graph, inputs)
+            finally:
+                g.update(saved)
+
+        call._roofline = True  # it delegates to roofline's hook: the hook is still in place
+        CompiledFxGraph.__call__ = call
+        return self
+
+    def _wrap(self, name, fn, kinds):
+        def run(*args):
+            total = 0
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            assert len(tensors) == len(kinds), (name, len(tensors), kinds)
+            for t, kind in zip(tensors, kinds):
+                n = t.numel() * t.element_size()
+                total += 2 * n if kind == "in_out" else n
+            self.kernels[name] = total
+            return fn(*args)
+
+        return run
+
+    def __exit__(self, *exc):
+        self._cls.__call__ = self._prev
+
+
+def _arg_names(source, kernel):
+    """The pointer parameters of a C++ kernel's signature, in order (``const float* in_ptr0``, ...)."""
+    i = source.index(f"{kernel} = async_compile.cpp_pybinding")
+    j = source.index('extern "C"', i)
+    sig = source[source.index("(", j) + 1:source.index(")", j)]
+    return [p.strip() for p in sig.split(",") if "*" in p]
+
+
+class _ExternSpy:
+    def __init__(self, ns, spy):
+        self._ns, self._spy = ns, spy
+        self.calls = []
+
+    def __getattr__(self, attr):
+        fn = getattr(self._ns, attr)
+
+        def run(*args, **kwargs):
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
+            self._spy.kernels.setdefault(("extern", attr), []).append(
+                sum(t.numel() * t.element_size() for t in tensors))
+            return fn(*args, **kwargs)
+
+        return run
+
+
+def _find_module_globals(graph):
+    g = _compiled._module_globals(graph)
+    assert g is not None, "the generated module of a compiled graph was not found"
+    return g
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """One MLP, compiled; its first training step (the compilation) inside measure, then a second step in a second
+    block with the kernel spy on, and the eager counts of the same step."""
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(B, D_IN)
+    eager = _eager_counts(model, lambda m: _train(m, x))
+    cmodel = torch.compile(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's note on global module hooks and torch.compile
+        with roofline.measure(cmodel, timing="op", ceilings="datasheet") as first:
+            _train(cmodel, x)
+        with _KernelSpy() as spy, roofline.measure(cmodel, timing="op", ceilings="datasheet") as second:
+            _train(cmodel, x)
+    return dict(model=model, cmodel=cmodel, x=x, eager=eager, first=first, second=second, spy=spy)
+
+
+def test_train_counts_equal_eager(trained):
+    for r in (trained["first"], trained["second"]):
+        c = r.compiled
+        assert c is not None and c["eager_fallback"] is None and c["uncounted_graph_calls"] == 0
+        assert c["graphs"] == 2 and c["graph_calls"] == 2  # one forward and one backward graph ran
+        assert r.matrix_flops == FWD_MATRIX + BWD_MATRIX
+        assert r.by_phase()["forward"]["matrix_flops"] == FWD_MATRIX
+        assert r.by_phase()["backward"]["matrix_flops"] == BWD_MATRIX
+        assert _compat(r) == trained["eager"]
+
+
+def test_runs_compiled_kernels(trained):
+    """The compiled graphs ran (their kernels were called), not the eager ops: no eager gelu or layer_norm op
+    reached the block's dispatch mode."""
+    spy = trained["spy"]
+    assert any(isinstance(k, str) and k.startswith("cpp_fused") for k in spy.kernels)
+    names = set(trained["second"].by_op())
+    assert "aten.native_layer_norm.default" not in names and "aten.gelu.default" not in names
+    assert "aten.var_mean.correction" in names  # the decomposed op of the compiled graph
+
+
+def test_kernel_bytes_equal_buffers(trained):
+    """Each generated kernel's bytes equal its buffers' sizes as the spy measured them while the kernel ran."""
+    r, spy = trained["second"], trained["spy"]
+    kernels = r.kernels
+    assert kernels and all(k["bytes_known"] for k in kernels)
+    generated = [k for k in kernels if not k["extern"]]
+    assert generated and all(k["name"] in spy.kernels for k in generated)
+    for k in generated:
+        assert k["bytes_read"] + k["bytes_written"] == spy.kernels[k["name"]], k["name"]
+    # extern kernels (the matmuls): the multiset of per-call bytes matches
+    ext = sorted(k["bytes"] for k in kernels if k["extern"])
+    seen = sorted(b for key, v in spy.kernels.items() if isinstance(key, tuple) for b in v)
+    assert ext == seen
+    # fused ops, FLOPs and times are there
+    fused = next(k for k in generated if "aten.erf.default" in k["ops"] and k["phase"] == "forward")
+    assert "aten.var_mean.correction" in fused["ops"] and fused["vector_flops"] > 0
+    assert all(k["time"] > 0 for k in kernels)
+    # fusion: the kernels move fewer bytes than the graphs' ops one by one
+    f = r.fusion
+    assert 0 < f["compiled_bytes"] < f["unfused_bytes"]
+    assert f["compiled_bytes"] == sum(k["bytes"] * k["calls"] for k in kernels)
+
+
+def test_kernel_table_and_exports(trained):
+    r = trained["second"]
+    text = r.table(by="kernel", top=None)
+    for k in r.kernels:
+        assert k["name"][:40] in text
+    assert "2 compiled graphs" in text
+    back = roofline.load(r.to_json())
+    assert back.compiled["graphs"] == 2 and [k["name"] for k in back.kernels] == [k["name"] for k in r.kernels]
+    assert back.matrix_flops == r.matrix_flops
+    pd = pytest.importorskip("pandas")
+    df = r.to_dataframe(by="kernel")
+    assert isinstance(df, pd.DataFrame) and len(df) == len(r.kernels)
+    assert int(df["bytes"].sum()) == sum(k["bytes"] for k in r.kernels)
+
+
+def test_inference_counts_equal_eager(trained):
+    model, cmodel, x = trained["model"], trained["cmodel"], trained["x"]
+
+    def infer(m):
+        with torch.no_grad():
+            m(x)
+
+    eager = _eager_counts(model, infer)
+    with roofline.measure(cmodel, timing=None) as r:
+        infer(cmodel)
+    assert r.compiled["graphs"] == 1 and r.compiled["eager_fallback"] is None
+    assert r.matrix_flops == FWD_MATRIX and _compat(r) == eager
+
+
+def test_graph_break_counted_completely():
+    torch.manual_seed(0)
+    model = Breaking()
+    x = torch.randn(B, D_IN)
+    eager = _eager_counts(model, lambda m: _train(m, x))
+    cmodel = torch.compile(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with roofline.measure(cmodel, timing=None) as r:
+            _train(cmodel, x)
+    c = r.compiled
+    assert c["graph_breaks"] >= 1
+    assert c["graphs"] == 4  # two forward pieces, two backward pieces
+    assert r.matrix_flops == FWD_MATRIX + BWD_MATRIX
+    assert _compat(r) == eager
+
+
+@pytest.mark.parametrize("internal", ["inner", "call"])
+def test_patched_internal_warns_and_counts_eagerly(trained, monkeypatch, internal):
+    """When an internal the compiled view relies on is gone, the compiled code runs eagerly under the block (its
+    ops counted as eager ops) and a RuntimeWarning says so: never a silent fallback, never a wrong count."""
+    import torch._inductor.compile_fx as cfx
+    from torch._inductor.output_code import CompiledFxGraph
+
+    if internal == "inner":
+        monkeypatch.setattr(cfx, "_compile_fx_inner", _compiled._state["orig_inner"])
+    else:
+        monkeypatch.setattr(CompiledFxGraph, "__call__", _compiled._state["orig_call"])
+    model, cmodel, x = trained["model"], trained["cmodel"], trained["x"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with pytest.warns(RuntimeWarning, match="EAGERLY"):
+            with roofline.measure(cmodel, timing=None) as r:
+                _train(cmodel, x)
+    assert r.compiled["eager_fallback"]
+    assert r.matrix_flops == FWD_MATRIX + BWD_MATRIX
+    assert "aten.native_layer_norm.default" in r.by_op()  # eager ops
+
+
+def test_module_paths():
+    assert _compiled.module_path("L['self'].layers[0].attn") == ("self", "layers.0.attn")
+    assert _compiled.module_path("L['self']._modules['fc1']") == ("self", "fc1")
+    assert _compiled.module_path("L['model']") == ("model", "")
+    assert _compiled.module_path("L['s'].h._modules['0'].mlp") == ("s", "h.0.mlp")
+    assert _compiled.module_path("L['fn'].0") == ("fn", "0")
+    assert _compiled.module_path("getattr(L['self'].layer1, '0').conv1") == ("self", "layer1.0.conv1")
+    assert _compiled.module_path("getattr(getattr(L['self'].layer2, '1').downsample, '0')") == (
+        "self", "layer2.1.downsample.0")
+
+
+def test_dynamic_shapes_resolved_per_call():
+    """dynamic=True: the graph's sizes are symbols; each call is counted with its own sizes, and the kernels'
+    bytes follow them."""
+    torch.manual_seed(0)
+    model = MLP()
+    cmodel = torch.compile(model, dynamic=True)
+    reports = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for b in (3, 6):
+            x = torch.randn(b, D_IN)
+            with torch.no_grad(), roofline.measure(cmodel, timing=None) as r:
+                cmodel(x)
+            reports[b] = r
+    for b, r in reports.items():
+        assert r.compiled["uncounted_graph_calls"] == 0 and not r.compiled["problems"]
+        assert r.matrix_flops == 2 * b * D_IN * D_H + 2 * b * D_H * D_OUT
+        assert all(k["symbolic"] and k["bytes_known"] for k in r.kernels)
+    # the first matmul's output buffer holds b x D_H floats
+    first = {b: next(k for k in r.kernels if k["extern"]) for b, r in reports.items()}
+    assert first[6]["bytes_written"] == 6 * D_H * 4 and first[3]["bytes_written"] == 3 * D_H * 4
+
+
+def test_compiled_before_the_block_warns():
+    """A graph compiled outside any block (here of a compiled function) is run compiled, but its ops are unknown:
+    a warning, and the report says how many graph calls were not counted."""
+    f = torch.compile(lambda t: torch.sin(t) * 2)
+    x = torch.randn(8)
+    f(x)  # compiled here, outside
+    with pytest.warns(RuntimeWarning, match="NOT counted"):
+        with roofline.measure(timing=None) as r:
+            f(x)
+    assert r.compiled["uncounted_graph_calls"] == 1 and r.compiled["graphs"] == 0
+    assert "aten.sin.default" not in r.by_op()  # it did not run eagerly
+
+
+def test_compiled_function_counted():
+    """torch.compile applied to a function, compiled inside the block: counted like the eager call."""
+    f = torch.compile(lambda a, b: torch.nn.functional.gelu(a @ b))
+    a, b = torch.randn(8, 16), torch.randn(16, 4)
+    with roofline.measure(timing=None) as r:
+        f(a, b)
+    assert r.compiled["graphs"] == 1 and r.compiled["uncounted_graph_calls"] == 0
+    assert r.matrix_flops == 2 * 8 * 16 * 4
+    assert r.by_op()["aten.mm.default"]["calls"] == 1
+
+
+def test_exception_in_block_restores_torch(trained):
+    """An exception inside the block leaves torch as it was: caches switched back on, no Dynamo hook left."""
+    from torch._functorch import config as fconfig
+    from torch._inductor import config as iconfig
+
+    cmodel, x = trained["cmodel"], trained["x"]
+    before = (iconfig.fx_graph_cache, fconfig.enable_autograd_cache, list(cmodel.dynamo_ctx.enter_exit_hooks))
+    with pytest.raises(ZeroDivisionError), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with roofline.measure(cmodel, timing=None):
+            cmodel(x)
+            1 / 0
+    assert (iconfig.fx_graph_cache, fconfig.enable_autograd_cache, list(cmodel.dynamo_ctx.enter_exit_hooks)) == before
+    assert _compiled._ACTIVE == []
+    assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_module_compile_in_place():
+    """module.compile() (no OptimizedModule): the block's module hooks are hidden from Dynamo there too (no graph
+    break at each submodule), and the counts equal eager."""
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(B, D_IN)
+
+    def infer(m):
+        with torch.no_grad():
+            m(x)
+
+    eager = _eager_counts(model, infer)
+    model.compile()
+    with roofline.measure(model, timing=None) as r:
+        infer(model)
+    assert r.compiled["graphs"] == 1 and r.compiled["graph_breaks"] == 0 and r.compiled["uncounted_graph_calls"] == 0
+    assert r.matrix_flops == FWD_MATRIX and _compat(r) == eager
+
+
+def test_devices_are_the_graphs(trained):
+    """The graphs' ops are counted from meta/fake values, but the report's devices are the ones the step ran on."""
+    assert trained["second"].meta["devices"] == ["cpu"]
