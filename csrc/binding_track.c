@@ -97,13 +97,7 @@ static int Tracker_clear(Tracker *self) {
     return 0;
 }
 
-static void Tracker_dealloc(Tracker *self) {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    Tracker_clear(self);
-    tp->tp_free((PyObject *)self);
-    Py_DECREF(tp);
-}
+static void Tracker_dealloc(Tracker *self) { rl_gc_dealloc((PyObject *)self); }
 
 static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"mode",        "stack_len",  "stack_at", "namer", "flatten", "on_inputs",
@@ -502,20 +496,13 @@ static PyType_Slot Tracker_slots[] = {
                 "param_type, known, seen): the set of running modules, torch ModuleTracker semantics."},
     {Py_tp_init, Tracker_init},
     {Py_tp_new, PyType_GenericNew},
-    {Py_tp_dealloc, Tracker_dealloc},
-    {Py_tp_traverse, Tracker_traverse},
-    {Py_tp_clear, Tracker_clear},
+    RL_GC_SLOTS(Tracker),
     {Py_tp_methods, Tracker_methods},
     {Py_tp_getset, Tracker_getset},
     {0, NULL},
 };
 
-static PyType_Spec Tracker_spec = {
-    .name = "roofline._core.ModuleTracker",
-    .basicsize = sizeof(Tracker),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .slots = Tracker_slots,
-};
+RL_GC_TYPE_SPEC(Tracker, "roofline._core.ModuleTracker", 0);
 
 /* ---- Dispatch ----------------------------------------------------------------------------------------------- */
 
@@ -580,13 +567,7 @@ static int Dispatch_clear(Dispatch *self) {
     return 0;
 }
 
-static void Dispatch_dealloc(Dispatch *self) {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    Dispatch_clear(self);
-    tp->tp_free((PyObject *)self);
-    Py_DECREF(tp);
-}
+static void Dispatch_dealloc(Dispatch *self) { rl_gc_dealloc((PyObject *)self); }
 
 static inline size_t ptr_hash(const void *p) {
     uintptr_t x = (uintptr_t)p;
@@ -835,21 +816,14 @@ static PyType_Slot Dispatch_slots[] = {
     {Py_tp_init, Dispatch_init},
     {Py_tp_new, Dispatch_new},
     {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_dealloc, Dispatch_dealloc},
-    {Py_tp_traverse, Dispatch_traverse},
-    {Py_tp_clear, Dispatch_clear},
+    RL_GC_SLOTS(Dispatch),
     {Py_tp_methods, Dispatch_methods},
     {Py_tp_getset, Dispatch_getset},
     {Py_tp_members, Dispatch_members},
     {0, NULL},
 };
 
-static PyType_Spec Dispatch_spec = {
-    .name = "roofline._core.Dispatch",
-    .basicsize = sizeof(Dispatch),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .slots = Dispatch_slots,
-};
+RL_GC_TYPE_SPEC(Dispatch, "roofline._core.Dispatch", Py_TPFLAGS_HAVE_VECTORCALL);
 
 /* ---- module ------------------------------------------------------------------------------------------------- */
 
