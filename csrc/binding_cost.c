@@ -1050,31 +1050,46 @@ static int parse_op(Recorder *self, PyObject *o, const char *method, Py_ssize_t 
     return 0;
 }
 
+/* The arguments record() and append() begin with: the recorder idle, argc in [lo, hi] (else TypeError showing
+ * `usage`), the op index, the module and the phase. *label (when label is not NULL): a new reference to the op's
+ * name, for the caller's own messages. 0, or -1 with an exception set. */
+static int parse_head(Recorder *self, const char *method, const char *usage, PyObject *const *argv, Py_ssize_t argc,
+                      Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *opi, unsigned long long *module, unsigned *phase,
+                      PyObject **label) {
+    if (check_idle(self, method) < 0) {
+        return -1;
+    }
+    if (argc < lo || argc > hi) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    if (parse_op(self, argv[0], method, opi) < 0) {
+        return -1;
+    }
+    PyObject *name = op_label(&self->ops[*opi], *opi);
+    if (!name) {
+        return -1;
+    }
+    if (parse_uint(argv[1], UINT32_MAX, name, method, "module", module) < 0 ||
+        parse_phase(argv[2], name, method, phase) < 0) {
+        Py_DECREF(name);
+        return -1;
+    }
+    if (label) {
+        *label = name;
+    } else {
+        Py_DECREF(name);
+    }
+    return 0;
+}
+
 /* record(op, module, phase, args, kwargs, out, t_start=nan, t_end=nan) */
 static PyObject *Recorder_record(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
-    if (check_idle(self, "record") < 0) {
-        return NULL;
-    }
-    if (argc < 6 || argc > 8) {
-        PyErr_SetString(PyExc_TypeError, "record(op, module, phase, args, kwargs, out[, t_start, t_end])");
-        return NULL;
-    }
     Py_ssize_t opi;
     unsigned long long module;
     unsigned phase;
-    if (parse_op(self, argv[0], "record", &opi) < 0) {
-        return NULL;
-    }
-    PyObject *label = op_label(&self->ops[opi], opi);
-    if (!label) {
-        return NULL;
-    }
-    int rc = (parse_uint(argv[1], UINT32_MAX, label, "record", "module", &module) < 0 ||
-              parse_phase(argv[2], label, "record", &phase) < 0)
-                 ? -1
-                 : 0;
-    Py_DECREF(label);
-    if (rc < 0) {
+    if (parse_head(self, "record", "record(op, module, phase, args, kwargs, out[, t_start, t_end])", argv, argc, 6, 8,
+                   &opi, &module, &phase, NULL) < 0) {
         return NULL;
     }
     if (check_call("record", argv[3], argv[4]) < 0) {
@@ -1127,28 +1142,18 @@ static int known_status(unsigned long long st) {
 static PyObject *Recorder_append(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
     static const char *count_names[6] = {"matrix_flops", "vector_flops", "special_ops",
                                          "bytes_read",   "bytes_written", "flop_counter_flops"};
-    if (check_idle(self, "append") < 0) {
-        return NULL;
-    }
-    if (argc < 10 || argc > 11) {
-        PyErr_SetString(PyExc_TypeError, "append(op, module, phase, dtype, matrix, vector, special, bytes_read, "
-                                         "bytes_written, flop_counter[, status])");
-        return NULL;
-    }
     Py_ssize_t opi;
-    if (parse_op(self, argv[0], "append", &opi) < 0) {
-        return NULL;
-    }
-    PyObject *label = op_label(&self->ops[opi], opi);
-    if (!label) {
-        return NULL;
-    }
     unsigned long long module = 0, dtype = 0, status = RL_OK, counts[6] = {0};
     unsigned phase = 0;
+    PyObject *label;
+    if (parse_head(self, "append",
+                   "append(op, module, phase, dtype, matrix, vector, special, bytes_read, bytes_written, "
+                   "flop_counter[, status])",
+                   argv, argc, 10, 11, &opi, &module, &phase, &label) < 0) {
+        return NULL;
+    }
     int rc = -1;
-    if (parse_uint(argv[1], UINT32_MAX, label, "append", "module", &module) < 0 ||
-        parse_phase(argv[2], label, "append", &phase) < 0 ||
-        parse_uint(argv[3], RL_DT_COUNT - 1, label, "append", "dtype", &dtype) < 0) {
+    if (parse_uint(argv[3], RL_DT_COUNT - 1, label, "append", "dtype", &dtype) < 0) {
         goto done;
     }
     for (int k = 0; k < 6; k++) {

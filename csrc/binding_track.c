@@ -55,44 +55,19 @@ typedef struct {
 
 static PyTypeObject *tracker_type_of(PyObject *module);
 
+/* The objects a Tracker holds (its traverse and clear walk them). */
+#define TRACKER_OBJECTS(X)                                                                                         \
+    X(mode) X(stack_len) X(stack_at) X(namer) X(flatten) X(on_inputs) X(on_outputs) X(tensor_type) X(param_type)  \
+    X(known) X(seen) X(parents) X(ids) X(sets) X(module_id) X(s_global) X(s_requires_grad)
+
 static int Tracker_traverse(Tracker *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->mode);
-    Py_VISIT(self->stack_len);
-    Py_VISIT(self->stack_at);
-    Py_VISIT(self->namer);
-    Py_VISIT(self->flatten);
-    Py_VISIT(self->on_inputs);
-    Py_VISIT(self->on_outputs);
-    Py_VISIT(self->tensor_type);
-    Py_VISIT(self->param_type);
-    Py_VISIT(self->known);
-    Py_VISIT(self->seen);
-    Py_VISIT(self->parents);
-    Py_VISIT(self->ids);
-    Py_VISIT(self->sets);
-    Py_VISIT(self->module_id);
+    TRACKER_OBJECTS(RL_VISIT_MEMBER)
     return 0;
 }
 
 static int Tracker_clear(Tracker *self) {
-    Py_CLEAR(self->mode);
-    Py_CLEAR(self->stack_len);
-    Py_CLEAR(self->stack_at);
-    Py_CLEAR(self->namer);
-    Py_CLEAR(self->flatten);
-    Py_CLEAR(self->on_inputs);
-    Py_CLEAR(self->on_outputs);
-    Py_CLEAR(self->tensor_type);
-    Py_CLEAR(self->param_type);
-    Py_CLEAR(self->known);
-    Py_CLEAR(self->seen);
-    Py_CLEAR(self->parents);
-    Py_CLEAR(self->ids);
-    Py_CLEAR(self->sets);
-    Py_CLEAR(self->module_id);
-    Py_CLEAR(self->s_global);
-    Py_CLEAR(self->s_requires_grad);
+    TRACKER_OBJECTS(RL_CLEAR_MEMBER)
     self->enabled = 0;
     return 0;
 }
@@ -525,15 +500,12 @@ typedef struct {
     Py_ssize_t cap, n;
 } Dispatch;
 
+/* The objects a Dispatch holds besides its op table (its traverse and clear walk them). */
+#define DISPATCH_OBJECTS(X) X(tracker) X(record) X(task_id) X(slow) X(phase) X(forward) X(backward)
+
 static int Dispatch_traverse(Dispatch *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->tracker);
-    Py_VISIT(self->record);
-    Py_VISIT(self->task_id);
-    Py_VISIT(self->slow);
-    Py_VISIT(self->phase);
-    Py_VISIT(self->forward);
-    Py_VISIT(self->backward);
+    DISPATCH_OBJECTS(RL_VISIT_MEMBER)
     for (Py_ssize_t i = 0; i < self->cap; i++) {
         Py_VISIT(self->tab[i].func);
         Py_VISIT(self->tab[i].callee);
@@ -556,13 +528,7 @@ static void clear_table(Dispatch *self) {
 }
 
 static int Dispatch_clear(Dispatch *self) {
-    Py_CLEAR(self->tracker);
-    Py_CLEAR(self->record);
-    Py_CLEAR(self->task_id);
-    Py_CLEAR(self->slow);
-    Py_CLEAR(self->phase);
-    Py_CLEAR(self->forward);
-    Py_CLEAR(self->backward);
+    DISPATCH_OBJECTS(RL_CLEAR_MEMBER)
     clear_table(self);
     return 0;
 }

@@ -59,6 +59,10 @@ static inline void rl_gc_dealloc(PyObject *self) {
     Py_DECREF(tp);
 }
 
+/* Visit (in a tp_traverse: `visit` and `arg` in scope) or clear a PyObject * member of `self`, for X-macro lists. */
+#define RL_VISIT_MEMBER(m) Py_VISIT(self->m);
+#define RL_CLEAR_MEMBER(m) Py_CLEAR(self->m);
+
 /* The slots and the spec of a garbage-collected heap type T (struct T, functions T_dealloc, T_traverse, T_clear;
  * the slot table T_slots). */
 #define RL_GC_SLOTS(T) {Py_tp_dealloc, T##_dealloc}, {Py_tp_traverse, T##_traverse}, {Py_tp_clear, T##_clear}
