@@ -86,12 +86,8 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     }
     PyObject *callables[] = {stack_len, stack_at, namer, flatten, on_inputs, on_outputs};
     static const char *names[] = {"stack_len", "stack_at", "namer", "flatten", "on_inputs", "on_outputs"};
-    for (int i = 0; i < 6; i++) {
-        if (!PyCallable_Check(callables[i])) {
-            PyErr_Format(PyExc_TypeError, "ModuleTracker: %s must be callable, got %.100s", names[i],
-                         Py_TYPE(callables[i])->tp_name);
-            return -1;
-        }
+    if (rl_require_callables("ModuleTracker", callables, names, 6) < 0) {
+        return -1;
     }
     if (!PyType_Check(tensor_type) || !PyType_Check(param_type)) {
         PyErr_SetString(PyExc_TypeError, "ModuleTracker: tensor_type and param_type must be types");
@@ -110,17 +106,11 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
         PySet_Add(self->parents, self->s_global) < 0) {
         return -1;
     }
-    self->mode = Py_NewRef(mode);
-    self->stack_len = Py_NewRef(stack_len);
-    self->stack_at = Py_NewRef(stack_at);
-    self->namer = Py_NewRef(namer);
-    self->flatten = Py_NewRef(flatten);
-    self->on_inputs = Py_NewRef(on_inputs);
-    self->on_outputs = Py_NewRef(on_outputs);
-    self->tensor_type = Py_NewRef(tensor_type);
-    self->param_type = Py_NewRef(param_type);
-    self->known = Py_NewRef(known);
-    self->seen = Py_NewRef(seen);
+#define TRACKER_ARGS(X)                                                                                            \
+    X(mode) X(stack_len) X(stack_at) X(namer) X(flatten) X(on_inputs) X(on_outputs) X(tensor_type) X(param_type)  \
+    X(known) X(seen)
+    TRACKER_ARGS(RL_TAKE_MEMBER)
+#undef TRACKER_ARGS
     self->dirty = 1;
     self->enabled = 1;
     return 0;
@@ -595,8 +585,9 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
                                      &slow, &PyLong_Type, &forward, &PyLong_Type, &backward)) {
         return -1;
     }
-    if (!PyCallable_Check(record) || !PyCallable_Check(task_id) || !PyCallable_Check(slow)) {
-        PyErr_SetString(PyExc_TypeError, "Dispatch: record, task_id and slow must be callable");
+    PyObject *callables[] = {record, task_id, slow};
+    static const char *names[] = {"record", "task_id", "slow"};
+    if (rl_require_callables("Dispatch", callables, names, 3) < 0) {
         return -1;
     }
     if (self->tracker) {
@@ -604,12 +595,10 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     self->tracker = (Tracker *)Py_NewRef(tracker);
-    self->record = Py_NewRef(record);
-    self->task_id = Py_NewRef(task_id);
-    self->slow = Py_NewRef(slow);
     self->phase = Py_NewRef(Py_None);
-    self->forward = Py_NewRef(forward);
-    self->backward = Py_NewRef(backward);
+#define DISPATCH_ARGS(X) X(record) X(task_id) X(slow) X(forward) X(backward)
+    DISPATCH_ARGS(RL_TAKE_MEMBER)
+#undef DISPATCH_ARGS
     return 0;
 }
 

@@ -63,6 +63,20 @@ static inline void rl_gc_dealloc(PyObject *self) {
 #define RL_VISIT_MEMBER(m) Py_VISIT(self->m);
 #define RL_CLEAR_MEMBER(m) Py_CLEAR(self->m);
 
+#define RL_TAKE_MEMBER(m) self->m = Py_NewRef(m); /* a member set from the local of its name */
+
+/* TypeError "<who>: <names[i]> must be callable, got <type>" for the first objs[i] that is not callable. 0 or -1. */
+static inline int rl_require_callables(const char *who, PyObject *const *objs, const char *const *names, int n) {
+    for (int i = 0; i < n; i++) {
+        if (!PyCallable_Check(objs[i])) {
+            PyErr_Format(PyExc_TypeError, "%s: %s must be callable, got %.100s", who, names[i],
+                         Py_TYPE(objs[i])->tp_name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The slots and the spec of a garbage-collected heap type T (struct T, functions T_dealloc, T_traverse, T_clear;
  * the slot table T_slots). */
 #define RL_GC_SLOTS(T) {Py_tp_dealloc, T##_dealloc}, {Py_tp_traverse, T##_traverse}, {Py_tp_clear, T##_clear}
