@@ -4,7 +4,7 @@ For each workload: the bare wall time, the time under FlopCounterMode and the ti
 (medians of repeated runs after a warm-up), and the ratio (roofline - bare) / (FlopCounterMode - bare): below 1.0
 roofline adds less time than FlopCounterMode while also counting bytes and vector FLOPs.
 
-    python bench/overhead.py [--repeats N] [--workload resnet|gpt2] [--clock wall|cpu] [--calls]
+    python bench/overhead.py [--repeats N] [--workload resnet|gpt2] [--clock wall|cpu] [--calls] [--threads N]
 
 The capture (call signatures and dataflow rows, Report.signatures / Report.accesses) is part of roofline's time;
 a fourth variant runs with it switched off, and "capture +%" is what it adds to roofline's counting overhead:
@@ -159,7 +159,11 @@ def main(argv=None):
                     help="run only this workload (repeatable; default: all)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     ap.add_argument("--calls", action="store_true", help="also count Python function calls per op (cProfile)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads (default: torch's); 1 makes the CPU clock steadier on a shared machine")
     args = ap.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     rows, calls, recs = [], [], []
     for key in args.workload or list(WORKLOADS):
@@ -196,7 +200,7 @@ def main(argv=None):
     print("ratio = (roofline - bare) / (FlopCounterMode - bare); roofline also counts bytes and vector FLOPs.")
     print("capture +% = (roofline - roofline without capture) / (roofline without capture - bare): what the "
           "signatures and dataflow rows add to the counting overhead.")
-    print(f"clock: {args.clock}; medians of {args.repeats} interleaved repeats")
+    print(f"clock: {args.clock}; medians of {args.repeats} interleaved repeats; torch threads: {torch.get_num_threads()}")
     print(f"\n{'record us (process CPU time)':<34} {'calls':>6} {'capture':>9} {'no capture':>11} "
           f"{'capture adds':>13} {'of overhead':>12}")
     for name, n, on, off, share in recs:
