@@ -4,11 +4,13 @@ For each workload: the bare wall time, the time under FlopCounterMode and the ti
 (medians of repeated runs after a warm-up), and the ratio (roofline - bare) / (FlopCounterMode - bare): below 1.0
 roofline adds less time than FlopCounterMode while also counting bytes and vector FLOPs.
 
-    python bench/overhead.py [--repeats N] [--workload resnet|gpt2] [--clock wall|cpu] [--calls]
+    python bench/overhead.py [--repeats N] [--workload resnet|gpt2] [--clock wall|cpu] [--calls] [--threads N]
 
 The capture (call signatures and dataflow rows, Report.signatures / Report.accesses) is part of roofline's time;
 a fourth variant runs with it switched off, and "capture +%" is what it adds to roofline's counting overhead:
-(roofline - roofline without capture) / (roofline without capture - bare).
+(roofline - roofline without capture) / (roofline without capture - bare). That difference is often below the
+run-to-run noise of a whole model, so "record us" also times the recorder alone: the workload's own calls (those
+taking the C path) replayed through Recorder.record, with and without the capture.
 
 --clock cpu times with this process's CPU time instead of the wall clock: on a machine loaded by other work it
 is far less noisy (GPT-2 then sums the CPU time of torch's intra-op threads). --calls also prints the Python
@@ -91,6 +93,46 @@ class _NoCapture:
         return self.m.__exit__(*exc)
 
 
+def record_cost(run, model, capture, repeats=5):
+    """Seconds per Recorder.record call: the workload's C-path calls, captured once, replayed through the session's
+    recorder (cleared between repeats); best of `repeats`."""
+    import types
+
+    calls, sessions = [], []
+    init = _torch.Session.__init__
+
+    def spy_init(self, *a, **k):  # the session's C dispatch, with a recorder that also keeps each call
+        init(self, *a, **k)
+        rec = self.recorder.record
+
+        def record(*args):
+            calls.append(args)
+            return rec(*args)
+
+        self.dispatch = _torch._core.Dispatch(self.tracker.c, record, _torch._graph_task_id,
+                                              _torch._Mode.__torch_dispatch__, _torch.FORWARD, _torch.BACKWARD)
+        self.mode.__torch_dispatch__ = types.MethodType(self.dispatch, self.mode)
+        sessions.append(self)
+
+    _torch.Session.__init__ = spy_init
+    _torch.CAPTURE = capture
+    try:
+        with roofline.measure(model):
+            run()
+    finally:
+        _torch.Session.__init__ = init
+        _torch.CAPTURE = True
+    rec = sessions[0].recorder
+    best = float("inf")
+    for _ in range(repeats):
+        rec.clear()
+        t0 = time.process_time()
+        for c in calls:
+            rec.record(*c)
+        best = min(best, time.process_time() - t0)
+    return best / len(calls), len(calls)
+
+
 def python_calls(run, wrap=None):
     """Python function calls (cProfile's count, built-ins included) of one run of `run`, after a warm-up."""
     import cProfile
@@ -117,9 +159,13 @@ def main(argv=None):
                     help="run only this workload (repeatable; default: all)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     ap.add_argument("--calls", action="store_true", help="also count Python function calls per op (cProfile)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads (default: torch's); 1 makes the CPU clock steadier on a shared machine")
     args = ap.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     clock = time.perf_counter if args.clock == "wall" else time.process_time
-    rows, calls = [], []
+    rows, calls, recs = [], [], []
     for key in args.workload or list(WORKLOADS):
         name, build = WORKLOADS[key]
         model, run = build()
@@ -139,6 +185,8 @@ def main(argv=None):
         ratio = (m - b) / (f - b) if f > b else float("nan")
         capture = (m - m0) / (m0 - b) if m0 > b else float("nan")
         rows.append((name, n_ops, b, f, m, ratio, m0, capture))
+        (on, n_c), (off, _) = record_cost(run, model, True), record_cost(run, model, False)
+        recs.append((name, n_c, on, off, (on - off) * n_c / (m0 - b) if m0 > b else float("nan")))
         if args.calls:
             c = [python_calls(run, w) for w in (None, lambda: FlopCounterMode(display=False),
                                                  lambda: roofline.measure(model), lambda: _NoCapture(model))]
@@ -152,7 +200,13 @@ def main(argv=None):
     print("ratio = (roofline - bare) / (FlopCounterMode - bare); roofline also counts bytes and vector FLOPs.")
     print("capture +% = (roofline - roofline without capture) / (roofline without capture - bare): what the "
           "signatures and dataflow rows add to the counting overhead.")
-    print(f"clock: {args.clock}; medians of {args.repeats} interleaved repeats")
+    print(f"clock: {args.clock}; medians of {args.repeats} interleaved repeats; torch threads: {torch.get_num_threads()}")
+    print(f"\n{'record us (process CPU time)':<34} {'calls':>6} {'capture':>9} {'no capture':>11} "
+          f"{'capture adds':>13} {'of overhead':>12}")
+    for name, n, on, off, share in recs:
+        print(f"{name:<34} {n:>6} {on * 1e6:>9.2f} {off * 1e6:>11.2f} {(on - off) * 1e6:>10.2f} us "
+              f"{share * 100:>11.1f}%")
+    print("of overhead = (capture - no capture) per call x C-path calls / (roofline without capture - bare)")
     if calls:
         print(f"\n{'Python calls per op':<34} {'ops':>6} {'bare':>9} {'FCM +':>9} {'roofline +':>12} {'ratio':>6} "
               f"{'no-capture +':>13}")

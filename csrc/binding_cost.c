@@ -54,6 +54,8 @@ typedef struct {
     int signatures;
     uint64_t *tstor, *ostor;
     Py_ssize_t cap_tstor, cap_ostor;
+    PyObject **tobj; /* the scratch tensors' objects (borrowed, compared by identity only) */
+    Py_ssize_t cap_tobj;
     rl_accbuf acc;
     rl_sigtab sigtab;
     PyObject *sigs;
@@ -432,9 +434,11 @@ static int push_tensor(builder *b, PyObject *t) {
         return arg_error(b, PyExc_OverflowError, "more than 2**31 tensors in one call");
     }
     if (grow((void **)&r->tensors, &r->cap_tensors, b->ntensors + 1, sizeof(rl_tensor)) < 0 ||
-        grow((void **)&r->tstor, &r->cap_tstor, b->ntensors + 1, sizeof(uint64_t)) < 0) {
+        grow((void **)&r->tstor, &r->cap_tstor, b->ntensors + 1, sizeof(uint64_t)) < 0 ||
+        grow((void **)&r->tobj, &r->cap_tobj, b->ntensors + 1, sizeof(PyObject *)) < 0) {
         return -1;
     }
+    r->tobj[b->ntensors] = t;
     r->tstor[b->ntensors] = sid;
     r->tensors[b->ntensors++] = d;
     return 0;
@@ -548,10 +552,22 @@ static int add_out(builder *b, Py_ssize_t *n, PyObject *o) {
     rl_tensor d;
     uint64_t sid = 0;
     b->pos = *n;
+    /* An output that is one of the arguments (an in-place op returns its `self`) has the description the argument
+     * got: both were described after the op ran, and two objects alive at once are never at one address. */
+    Py_ssize_t same = -1;
+    for (Py_ssize_t i = 0; o != Py_None && i < b->ntensors && i < 16; i++) {
+        if (r->tobj[i] == o) {
+            same = i;
+            break;
+        }
+    }
     if (o == Py_None) {
         memset(&d, 0, sizeof(d));
         d.ndim = -1;
         d.dtype = RL_DT_UNKNOWN;
+    } else if (same >= 0) {
+        d = r->tensors[same];
+        sid = r->tstor[same];
     } else if (describe(b, o, &d, &sid) < 0) {
         return -1;
     }
@@ -755,6 +771,7 @@ static void Recorder_dealloc(Recorder *self) {
     PyMem_Free(self->ints);
     PyMem_Free(self->outs);
     PyMem_Free(self->tstor);
+    PyMem_Free(self->tobj);
     PyMem_Free(self->ostor);
     PyMem_Free(self->keybuf);
     rl_acc_free(&self->acc);
@@ -995,6 +1012,20 @@ static int push_record(Recorder *self, Py_ssize_t opi, int32_t kind, uint32_t mo
     return 0;
 }
 
+/* The (args, kwargs) of a call handed to record()/attach(): a tuple, and a dict or None. 0, or -1 with TypeError. */
+static int check_call(const char *method, PyObject *args, PyObject *kwargs) {
+    if (!PyTuple_Check(args)) {
+        PyErr_Format(PyExc_TypeError, "%s: args must be a tuple", method);
+        return -1;
+    }
+    if (kwargs != Py_None && !PyDict_Check(kwargs)) {
+        PyErr_Format(PyExc_TypeError, "%s: kwargs must be a dict or None, got %.100s", method,
+                     Py_TYPE(kwargs)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
 /* The op index argument of record()/append(): an int naming an op registered with add_op. */
 static int parse_op(Recorder *self, PyObject *o, const char *method, Py_ssize_t *opi) {
     if (!PyLong_Check(o) || PyBool_Check(o)) {
@@ -1019,39 +1050,49 @@ static int parse_op(Recorder *self, PyObject *o, const char *method, Py_ssize_t 
     return 0;
 }
 
+/* The arguments record() and append() begin with: the recorder idle, argc in [lo, hi] (else TypeError showing
+ * `usage`), the op index, the module and the phase. *label (when label is not NULL): a new reference to the op's
+ * name, for the caller's own messages. 0, or -1 with an exception set. */
+static int parse_head(Recorder *self, const char *method, const char *usage, PyObject *const *argv, Py_ssize_t argc,
+                      Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *opi, unsigned long long *module, unsigned *phase,
+                      PyObject **label) {
+    if (check_idle(self, method) < 0) {
+        return -1;
+    }
+    if (argc < lo || argc > hi) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    if (parse_op(self, argv[0], method, opi) < 0) {
+        return -1;
+    }
+    PyObject *name = op_label(&self->ops[*opi], *opi);
+    if (!name) {
+        return -1;
+    }
+    if (parse_uint(argv[1], UINT32_MAX, name, method, "module", module) < 0 ||
+        parse_phase(argv[2], name, method, phase) < 0) {
+        Py_DECREF(name);
+        return -1;
+    }
+    if (label) {
+        *label = name;
+    } else {
+        Py_DECREF(name);
+    }
+    return 0;
+}
+
 /* record(op, module, phase, args, kwargs, out, t_start=nan, t_end=nan) */
 static PyObject *Recorder_record(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
-    if (check_idle(self, "record") < 0) {
-        return NULL;
-    }
-    if (argc < 6 || argc > 8) {
-        PyErr_SetString(PyExc_TypeError, "record(op, module, phase, args, kwargs, out[, t_start, t_end])");
-        return NULL;
-    }
     Py_ssize_t opi;
     unsigned long long module;
     unsigned phase;
-    if (parse_op(self, argv[0], "record", &opi) < 0) {
+    if (parse_head(self, "record", "record(op, module, phase, args, kwargs, out[, t_start, t_end])", argv, argc, 6, 8,
+                   &opi, &module, &phase, NULL) < 0) {
         return NULL;
     }
-    PyObject *label = op_label(&self->ops[opi], opi);
-    if (!label) {
-        return NULL;
-    }
-    int rc = (parse_uint(argv[1], UINT32_MAX, label, "record", "module", &module) < 0 ||
-              parse_phase(argv[2], label, "record", &phase) < 0)
-                 ? -1
-                 : 0;
-    Py_DECREF(label);
-    if (rc < 0) {
-        return NULL;
-    }
-    if (!PyTuple_Check(argv[3])) {
-        PyErr_SetString(PyExc_TypeError, "record: args must be a tuple");
-        return NULL;
-    }
-    if (argv[4] != Py_None && !PyDict_Check(argv[4])) {
-        PyErr_Format(PyExc_TypeError, "record: kwargs must be a dict or None, got %.100s", Py_TYPE(argv[4])->tp_name);
+    if (check_call("record", argv[3], argv[4]) < 0) {
         return NULL;
     }
     double t0 = NAN, t1 = NAN;
@@ -1101,28 +1142,18 @@ static int known_status(unsigned long long st) {
 static PyObject *Recorder_append(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
     static const char *count_names[6] = {"matrix_flops", "vector_flops", "special_ops",
                                          "bytes_read",   "bytes_written", "flop_counter_flops"};
-    if (check_idle(self, "append") < 0) {
-        return NULL;
-    }
-    if (argc < 10 || argc > 11) {
-        PyErr_SetString(PyExc_TypeError, "append(op, module, phase, dtype, matrix, vector, special, bytes_read, "
-                                         "bytes_written, flop_counter[, status])");
-        return NULL;
-    }
     Py_ssize_t opi;
-    if (parse_op(self, argv[0], "append", &opi) < 0) {
-        return NULL;
-    }
-    PyObject *label = op_label(&self->ops[opi], opi);
-    if (!label) {
-        return NULL;
-    }
     unsigned long long module = 0, dtype = 0, status = RL_OK, counts[6] = {0};
     unsigned phase = 0;
+    PyObject *label;
+    if (parse_head(self, "append",
+                   "append(op, module, phase, dtype, matrix, vector, special, bytes_read, bytes_written, "
+                   "flop_counter[, status])",
+                   argv, argc, 10, 11, &opi, &module, &phase, &label) < 0) {
+        return NULL;
+    }
     int rc = -1;
-    if (parse_uint(argv[1], UINT32_MAX, label, "append", "module", &module) < 0 ||
-        parse_phase(argv[2], label, "append", &phase) < 0 ||
-        parse_uint(argv[3], RL_DT_COUNT - 1, label, "append", "dtype", &dtype) < 0) {
+    if (parse_uint(argv[3], RL_DT_COUNT - 1, label, "append", "dtype", &dtype) < 0) {
         goto done;
     }
     for (int k = 0; k < 6; k++) {
@@ -1189,12 +1220,7 @@ static PyObject *Recorder_attach(Recorder *self, PyObject *const *argv, Py_ssize
         PyErr_SetString(PyExc_TypeError, "attach(args, kwargs, out)");
         return NULL;
     }
-    if (!PyTuple_Check(argv[0])) {
-        PyErr_SetString(PyExc_TypeError, "attach: args must be a tuple");
-        return NULL;
-    }
-    if (argv[1] != Py_None && !PyDict_Check(argv[1])) {
-        PyErr_Format(PyExc_TypeError, "attach: kwargs must be a dict or None, got %.100s", Py_TYPE(argv[1])->tp_name);
+    if (check_call("attach", argv[0], argv[1]) < 0) {
         return NULL;
     }
     if (self->nrecs == 0) {
@@ -1262,9 +1288,7 @@ static PyType_Slot Recorder_slots[] = {
                 "indexes `signatures`, the interned shapes and dtypes of its tensor arguments."},
     {Py_tp_init, Recorder_init},
     {Py_tp_new, PyType_GenericNew},
-    {Py_tp_dealloc, Recorder_dealloc},
-    {Py_tp_traverse, Recorder_traverse},
-    {Py_tp_clear, Recorder_clear},
+    RL_GC_SLOTS(Recorder),
     {Py_tp_methods, Recorder_methods},
     {Py_tp_getset, Recorder_getset},
     {Py_sq_length, Recorder_len},
@@ -1272,12 +1296,7 @@ static PyType_Slot Recorder_slots[] = {
     {0, NULL},
 };
 
-static PyType_Spec Recorder_spec = {
-    .name = "roofline._core.Recorder",
-    .basicsize = sizeof(Recorder),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .slots = Recorder_slots,
-};
+RL_GC_TYPE_SPEC(Recorder, "roofline._core.Recorder", 0);
 
 /* ---- module-level functions ------------------------------------------------------------------------------ */
 

@@ -55,55 +55,24 @@ typedef struct {
 
 static PyTypeObject *tracker_type_of(PyObject *module);
 
+/* The objects a Tracker holds (its traverse and clear walk them). */
+#define TRACKER_OBJECTS(X)                                                                                         \
+    X(mode) X(stack_len) X(stack_at) X(namer) X(flatten) X(on_inputs) X(on_outputs) X(tensor_type) X(param_type)  \
+    X(known) X(seen) X(parents) X(ids) X(sets) X(module_id) X(s_global) X(s_requires_grad)
+
 static int Tracker_traverse(Tracker *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->mode);
-    Py_VISIT(self->stack_len);
-    Py_VISIT(self->stack_at);
-    Py_VISIT(self->namer);
-    Py_VISIT(self->flatten);
-    Py_VISIT(self->on_inputs);
-    Py_VISIT(self->on_outputs);
-    Py_VISIT(self->tensor_type);
-    Py_VISIT(self->param_type);
-    Py_VISIT(self->known);
-    Py_VISIT(self->seen);
-    Py_VISIT(self->parents);
-    Py_VISIT(self->ids);
-    Py_VISIT(self->sets);
-    Py_VISIT(self->module_id);
+    TRACKER_OBJECTS(RL_VISIT_MEMBER)
     return 0;
 }
 
 static int Tracker_clear(Tracker *self) {
-    Py_CLEAR(self->mode);
-    Py_CLEAR(self->stack_len);
-    Py_CLEAR(self->stack_at);
-    Py_CLEAR(self->namer);
-    Py_CLEAR(self->flatten);
-    Py_CLEAR(self->on_inputs);
-    Py_CLEAR(self->on_outputs);
-    Py_CLEAR(self->tensor_type);
-    Py_CLEAR(self->param_type);
-    Py_CLEAR(self->known);
-    Py_CLEAR(self->seen);
-    Py_CLEAR(self->parents);
-    Py_CLEAR(self->ids);
-    Py_CLEAR(self->sets);
-    Py_CLEAR(self->module_id);
-    Py_CLEAR(self->s_global);
-    Py_CLEAR(self->s_requires_grad);
+    TRACKER_OBJECTS(RL_CLEAR_MEMBER)
     self->enabled = 0;
     return 0;
 }
 
-static void Tracker_dealloc(Tracker *self) {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    Tracker_clear(self);
-    tp->tp_free((PyObject *)self);
-    Py_DECREF(tp);
-}
+static void Tracker_dealloc(Tracker *self) { rl_gc_dealloc((PyObject *)self); }
 
 static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"mode",        "stack_len",  "stack_at", "namer", "flatten", "on_inputs",
@@ -117,12 +86,8 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     }
     PyObject *callables[] = {stack_len, stack_at, namer, flatten, on_inputs, on_outputs};
     static const char *names[] = {"stack_len", "stack_at", "namer", "flatten", "on_inputs", "on_outputs"};
-    for (int i = 0; i < 6; i++) {
-        if (!PyCallable_Check(callables[i])) {
-            PyErr_Format(PyExc_TypeError, "ModuleTracker: %s must be callable, got %.100s", names[i],
-                         Py_TYPE(callables[i])->tp_name);
-            return -1;
-        }
+    if (rl_require_callables("ModuleTracker", callables, names, 6) < 0) {
+        return -1;
     }
     if (!PyType_Check(tensor_type) || !PyType_Check(param_type)) {
         PyErr_SetString(PyExc_TypeError, "ModuleTracker: tensor_type and param_type must be types");
@@ -141,17 +106,11 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
         PySet_Add(self->parents, self->s_global) < 0) {
         return -1;
     }
-    self->mode = Py_NewRef(mode);
-    self->stack_len = Py_NewRef(stack_len);
-    self->stack_at = Py_NewRef(stack_at);
-    self->namer = Py_NewRef(namer);
-    self->flatten = Py_NewRef(flatten);
-    self->on_inputs = Py_NewRef(on_inputs);
-    self->on_outputs = Py_NewRef(on_outputs);
-    self->tensor_type = Py_NewRef(tensor_type);
-    self->param_type = Py_NewRef(param_type);
-    self->known = Py_NewRef(known);
-    self->seen = Py_NewRef(seen);
+#define TRACKER_ARGS(X)                                                                                            \
+    X(mode) X(stack_len) X(stack_at) X(namer) X(flatten) X(on_inputs) X(on_outputs) X(tensor_type) X(param_type)  \
+    X(known) X(seen)
+    TRACKER_ARGS(RL_TAKE_MEMBER)
+#undef TRACKER_ARGS
     self->dirty = 1;
     self->enabled = 1;
     return 0;
@@ -502,20 +461,13 @@ static PyType_Slot Tracker_slots[] = {
                 "param_type, known, seen): the set of running modules, torch ModuleTracker semantics."},
     {Py_tp_init, Tracker_init},
     {Py_tp_new, PyType_GenericNew},
-    {Py_tp_dealloc, Tracker_dealloc},
-    {Py_tp_traverse, Tracker_traverse},
-    {Py_tp_clear, Tracker_clear},
+    RL_GC_SLOTS(Tracker),
     {Py_tp_methods, Tracker_methods},
     {Py_tp_getset, Tracker_getset},
     {0, NULL},
 };
 
-static PyType_Spec Tracker_spec = {
-    .name = "roofline._core.ModuleTracker",
-    .basicsize = sizeof(Tracker),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .slots = Tracker_slots,
-};
+RL_GC_TYPE_SPEC(Tracker, "roofline._core.ModuleTracker", 0);
 
 /* ---- Dispatch ----------------------------------------------------------------------------------------------- */
 
@@ -538,15 +490,12 @@ typedef struct {
     Py_ssize_t cap, n;
 } Dispatch;
 
+/* The objects a Dispatch holds besides its op table (its traverse and clear walk them). */
+#define DISPATCH_OBJECTS(X) X(tracker) X(record) X(task_id) X(slow) X(phase) X(forward) X(backward)
+
 static int Dispatch_traverse(Dispatch *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->tracker);
-    Py_VISIT(self->record);
-    Py_VISIT(self->task_id);
-    Py_VISIT(self->slow);
-    Py_VISIT(self->phase);
-    Py_VISIT(self->forward);
-    Py_VISIT(self->backward);
+    DISPATCH_OBJECTS(RL_VISIT_MEMBER)
     for (Py_ssize_t i = 0; i < self->cap; i++) {
         Py_VISIT(self->tab[i].func);
         Py_VISIT(self->tab[i].callee);
@@ -569,24 +518,12 @@ static void clear_table(Dispatch *self) {
 }
 
 static int Dispatch_clear(Dispatch *self) {
-    Py_CLEAR(self->tracker);
-    Py_CLEAR(self->record);
-    Py_CLEAR(self->task_id);
-    Py_CLEAR(self->slow);
-    Py_CLEAR(self->phase);
-    Py_CLEAR(self->forward);
-    Py_CLEAR(self->backward);
+    DISPATCH_OBJECTS(RL_CLEAR_MEMBER)
     clear_table(self);
     return 0;
 }
 
-static void Dispatch_dealloc(Dispatch *self) {
-    PyTypeObject *tp = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    Dispatch_clear(self);
-    tp->tp_free((PyObject *)self);
-    Py_DECREF(tp);
-}
+static void Dispatch_dealloc(Dispatch *self) { rl_gc_dealloc((PyObject *)self); }
 
 static inline size_t ptr_hash(const void *p) {
     uintptr_t x = (uintptr_t)p;
@@ -648,8 +585,9 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
                                      &slow, &PyLong_Type, &forward, &PyLong_Type, &backward)) {
         return -1;
     }
-    if (!PyCallable_Check(record) || !PyCallable_Check(task_id) || !PyCallable_Check(slow)) {
-        PyErr_SetString(PyExc_TypeError, "Dispatch: record, task_id and slow must be callable");
+    PyObject *callables[] = {record, task_id, slow};
+    static const char *names[] = {"record", "task_id", "slow"};
+    if (rl_require_callables("Dispatch", callables, names, 3) < 0) {
         return -1;
     }
     if (self->tracker) {
@@ -657,12 +595,10 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     self->tracker = (Tracker *)Py_NewRef(tracker);
-    self->record = Py_NewRef(record);
-    self->task_id = Py_NewRef(task_id);
-    self->slow = Py_NewRef(slow);
     self->phase = Py_NewRef(Py_None);
-    self->forward = Py_NewRef(forward);
-    self->backward = Py_NewRef(backward);
+#define DISPATCH_ARGS(X) X(record) X(task_id) X(slow) X(forward) X(backward)
+    DISPATCH_ARGS(RL_TAKE_MEMBER)
+#undef DISPATCH_ARGS
     return 0;
 }
 
@@ -839,21 +775,14 @@ static PyType_Slot Dispatch_slots[] = {
     {Py_tp_init, Dispatch_init},
     {Py_tp_new, Dispatch_new},
     {Py_tp_call, PyVectorcall_Call},
-    {Py_tp_dealloc, Dispatch_dealloc},
-    {Py_tp_traverse, Dispatch_traverse},
-    {Py_tp_clear, Dispatch_clear},
+    RL_GC_SLOTS(Dispatch),
     {Py_tp_methods, Dispatch_methods},
     {Py_tp_getset, Dispatch_getset},
     {Py_tp_members, Dispatch_members},
     {0, NULL},
 };
 
-static PyType_Spec Dispatch_spec = {
-    .name = "roofline._core.Dispatch",
-    .basicsize = sizeof(Dispatch),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .slots = Dispatch_slots,
-};
+RL_GC_TYPE_SPEC(Dispatch, "roofline._core.Dispatch", Py_TPFLAGS_HAVE_VECTORCALL);
 
 /* ---- module ------------------------------------------------------------------------------------------------- */
 

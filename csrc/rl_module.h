@@ -49,6 +49,45 @@ int rl_cpu_exec(PyObject *module);
 int rl_gpu_exec(PyObject *module);
 int rl_classify_exec(PyObject *module);
 
+/* tp_dealloc of the extension's garbage-collected heap types: untrack, drop the object's references (its type's
+ * tp_clear), free it and release the type. */
+static inline void rl_gc_dealloc(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    tp->tp_clear(self);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* Visit (in a tp_traverse: `visit` and `arg` in scope) or clear a PyObject * member of `self`, for X-macro lists. */
+#define RL_VISIT_MEMBER(m) Py_VISIT(self->m);
+#define RL_CLEAR_MEMBER(m) Py_CLEAR(self->m);
+
+#define RL_TAKE_MEMBER(m) self->m = Py_NewRef(m); /* a member set from the local of its name */
+
+/* TypeError "<who>: <names[i]> must be callable, got <type>" for the first objs[i] that is not callable. 0 or -1. */
+static inline int rl_require_callables(const char *who, PyObject *const *objs, const char *const *names, int n) {
+    for (int i = 0; i < n; i++) {
+        if (!PyCallable_Check(objs[i])) {
+            PyErr_Format(PyExc_TypeError, "%s: %s must be callable, got %.100s", who, names[i],
+                         Py_TYPE(objs[i])->tp_name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The slots and the spec of a garbage-collected heap type T (struct T, functions T_dealloc, T_traverse, T_clear;
+ * the slot table T_slots). */
+#define RL_GC_SLOTS(T) {Py_tp_dealloc, T##_dealloc}, {Py_tp_traverse, T##_traverse}, {Py_tp_clear, T##_clear}
+#define RL_GC_TYPE_SPEC(T, qualname, extra_flags)                                                                  \
+    static PyType_Spec T##_spec = {                                                                                \
+        .name = qualname,                                                                                          \
+        .basicsize = sizeof(T),                                                                                    \
+        .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | (extra_flags),                                         \
+        .slots = T##_slots,                                                                                        \
+    }
+
 /* Error helpers in the style of psutil's errors.c: set the exception and return NULL. */
 PyObject *rl_err_value(const char *fmt, ...);
 PyObject *rl_err_runtime(const char *fmt, ...);
