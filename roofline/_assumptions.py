@@ -22,10 +22,9 @@ def attention(report) -> str:
     ``bmm`` and a softmax (PyTorch's math path, or attention written by hand); ``"none"`` without attention."""
     chosen = report.meta.get("attention")
     if isinstance(chosen, dict) and chosen.get("backend"):
-        calls = chosen.get("calls") or {}
-        extra = [k for k in calls if k != chosen["backend"]]
-        s = f"{chosen['backend']} (chosen at count time)"
-        return s + (f"; also {', '.join(f'{k} x{calls[k]}' for k in extra)}" if extra else "")
+        from roofline import _sdpa
+
+        return _sdpa.label(chosen, report.op_names)
     found = []
     for n in sorted(set(report.op_names)):
         for frag, label in _KERNELS:

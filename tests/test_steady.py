@@ -180,8 +180,8 @@ def test_flash_with_an_explicit_mask_is_counted_on_efficient_and_says_so():
     # a full (masked, not causal) pass: 2 products x 64 x 64 pairs x 16 x 4 heads x 2 FLOPs; causal: 64*65/2 pairs
     assert r.matrix_flops == 2 * 2 * 4 * 64 * 64 * 16 + 2 * 2 * 4 * (64 * 65 // 2) * 16
     p = r.project("H100 SXM")
-    assert p.meta["assumed"]["attention"] == "flash (chosen at count time); also efficient (flash takes no " \
-                                             "attn_mask) x1"
+    assert p.meta["assumed"]["attention"] == ("flash (chosen at count time; 2 scaled_dot_product_attention calls "
+                                              "redirected: flash x1, efficient (flash takes no attn_mask) x1)")
 
 
 def test_real_tensors_are_never_redirected():
@@ -228,7 +228,8 @@ def test_llama3_70b_training_step_on_meta_matches_6pt_plus_6lt2d():
     # only integer element-wise work (position ids, label shifting) has no peak of its own dtype, and it says so
     assert assumed["no_peak"] and all(k.endswith("(int64)") and "vector/float32" in v
                                       for k, v in assumed["no_peak"].items())
-    assert "assumed: attention flash (chosen at count time); matrix FLOPs in bfloat16 100%" in proj.summary()
+    assert ("assumed: attention flash (chosen at count time; 80 scaled_dot_product_attention calls redirected); "
+            "matrix FLOPs in bfloat16 100%") in proj.summary()
     # the matrix part of the projection is the exact count at the H100's dense bf16 rate (989 TFLOP/s)
     c = proj.classification()
     mat = r.records["matrix_flops"] > 0
