@@ -362,3 +362,27 @@ def test_readme_quickstart_pattern_reports_a_step_without_optimizer_state_creati
     opt.state.clear()
     r0 = roofline.profile(step, model, warmup=0, repeat=1, timing=None)
     assert _state_init_ops(r0)["aten.zeros_like.default"] == 2 * len(list(model.parameters()))
+
+
+def test_an_outlier_first_measured_step_is_left_out_not_reported():
+    m = torch.nn.Linear(16, 16)
+    x = torch.randn(4, 16)
+    n = [0]
+
+    def step():
+        n[0] += 1
+        y = m(x)
+        if n[0] == 2:  # the first measured step (after 1 warm-up) does an extra pair of products, once
+            y = y @ torch.randn(16, 512) @ torch.randn(512, 16)
+        y.sum().backward()
+
+    with pytest.warns(UserWarning, match=r"median of 4 of 5 steps.*step 1 ran other ops"):
+        r = roofline.profile(step, m, warmup=1, repeat=5, timing="model", ceilings="H100 SXM")
+    # the common step: forward 2*4*16*16, backward weight gradient 2*4*16*16 (the input needs no gradient)
+    assert r.matrix_flops == 2 * (2 * 4 * 16 * 16)
+    s = r.meta["steady"]
+    assert s["steps"] == [2, 3, 4, 5] and s["other_steps"] == [1]
+    kept = [r.repeats[i].wall_time for i in (1, 2, 3, 4)]
+    assert r.wall_time == statistics.median(kept) == r.spread["wall_time"]["median"]
+    assert r.spread["wall_time"]["min"] == min(kept) and r.spread["wall_time"]["max"] == max(kept)
+    assert "median of 4 of 5 measured steps" in r.steady_line() and "step 1 ran other ops" in r.steady_line()
