@@ -73,9 +73,18 @@ def no_peak(report, ceilings, source: str) -> dict[str, str]:
             continue  # the documented fallback of low-precision element-wise work: see vector_fallback()
         if (unit, dt) not in verdict:
             asked = dt if dt in FLOAT_DTYPES else "float32"
+            own = (dt,)
+            if unit == "matrix" and dt in ("int8", "uint8"):
+                # the classification's rule: integer matrix products use the int8 matrix peak where there is one
+                # (VNNI / AMX / tensor cores), else the float32 rate
+                try:
+                    ceilings.resolve_peak("matrix", "int8", source)
+                    asked, own = "int8", (dt, "int8")
+                except (CeilingNotAvailable, ValueError):
+                    pass
             try:
                 choice = ceilings.resolve_peak(unit, asked, source)
-                verdict[(unit, dt)] = (None if choice.dtype == dt else
+                verdict[(unit, dt)] = (None if choice.dtype in own else
                                        f"judged against the {choice.unit}/{choice.dtype} peak")
             except (CeilingNotAvailable, ValueError):
                 verdict[(unit, dt)] = "no peak: left out of the projected time"

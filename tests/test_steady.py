@@ -386,3 +386,13 @@ def test_an_outlier_first_measured_step_is_left_out_not_reported():
     assert r.wall_time == statistics.median(kept) == r.spread["wall_time"]["median"]
     assert r.spread["wall_time"]["min"] == min(kept) and r.spread["wall_time"]["max"] == max(kept)
     assert "median of 4 of 5 measured steps" in r.steady_line() and "step 1 ran other ops" in r.steady_line()
+
+
+def test_int8_matrix_products_projected_on_an_int8_peak_are_not_listed_as_missing_their_dtype():
+    a = torch.randint(-5, 5, (32, 32), dtype=torch.int8)
+    with roofline.measure(timing=None, ceilings="datasheet") as r:
+        torch._int_mm(a, a)
+    p = r.project("H100 SXM")
+    assert r.matrix_flops == 2 * 32 * 32 * 32
+    assert p.meta["assumed"]["no_peak"] == {}
+    assert float(p.classification()["peak"][0]) == 1979e12  # H100 SXM dense INT8 tensor core, datasheet
