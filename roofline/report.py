@@ -96,7 +96,10 @@ class Report(DerivedCounts):
         if not self._pending:
             raise RuntimeError("this report is not waiting for a measure block's records")
         self._pending = False
-        meta = {**(meta or {}), **_contention.block_meta(self._load_start)}
+        meta = dict(meta or {})
+        devices = set(meta.get("devices") or ())
+        timed = meta.get("timing") is not None and not (devices and devices <= {"meta", "fake"})
+        meta.update(_contention.block_meta(self._load_start, timed=timed))
         self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead, signatures, accesses)
 
     # ---- tables ---------------------------------------------------------------------------------------------------
@@ -374,6 +377,8 @@ class Report(DerivedCounts):
         else:
             raise TypeError(f"project: target must be a device name or a Ceilings, got {type(target).__name__}")
         meta = dict(self.meta, projected_to=label, ceilings_source="datasheet" if isinstance(target, str) else "best")
+        if "contention" in meta:  # a projection's times are not measured: it does not inherit the block's flag
+            meta["contention"] = []
         t_min = _classify(self.records, ceil, meta["ceilings_source"])[0]["t_min"]
         from roofline import _assumptions  # what the projection assumes: attention kernel, dtypes, ops without a peak
 
