@@ -288,6 +288,7 @@ class Report(DerivedCounts):
         """The text ``print(r)`` shows: totals, phases, ceilings, achieved rates, MFU/MBU (against the wall time),
         unknown ops and errors, then the ``top`` ops by time (:meth:`table`, or by FLOPs without ceilings)."""
         self._classifier.resolve(self.meta)
+        self._note_busy_ceilings()
         text = _render.summary(self, top, ceilings_note=self._classifier.note)
         from roofline._hints import advice_text
 
@@ -302,13 +303,25 @@ class Report(DerivedCounts):
 
     def _repr_html_(self):
         self._classifier.resolve(self.meta)
+        self._note_busy_ceilings()
         return _render.to_html(self, ceilings_note=self._classifier.note)
+
+    def _note_busy_ceilings(self):
+        """``meta["ceilings_contention"]``: why the ceilings this report is judged against look measured under
+        contention (their ``info["contention"]``), when they do; the summary's header says so."""
+        c = self._classifier.ceilings
+        info = getattr(c, "info", None) or {}
+        if info.get("busy") or info.get("contention"):
+            self.meta["ceilings_contention"] = [str(x) for x in (info.get("contention") or ["flagged busy"])]
+        else:
+            self.meta.pop("ceilings_contention", None)
 
     # ---- export -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """A JSON-compatible dict of everything in the report (records as base64 of their raw bytes); inverse of
         :meth:`from_dict`. Resolves the ceilings first, so they are saved with the counts."""
         c = self.ceilings
+        self._note_busy_ceilings()
         doc = _export.document(self.records, self._ops, self.module_sets, self.wall_time, self.meta,
                                self.overhead, c, self._classifier.source)
         doc.update(_export.capture_document(self.signatures, self.accesses))
@@ -379,6 +392,7 @@ class Report(DerivedCounts):
         meta = dict(self.meta, projected_to=label, ceilings_source="datasheet" if isinstance(target, str) else "best")
         if "contention" in meta:  # a projection's times are not measured: it does not inherit the block's flag
             meta["contention"] = []
+        meta.pop("ceilings_contention", None)  # nor the measured ceilings' flag: it is judged against `target`'s
         t_min = _classify(self.records, ceil, meta["ceilings_source"])[0]["t_min"]
         from roofline import _assumptions  # what the projection assumes: attention kernel, dtypes, ops without a peak
 

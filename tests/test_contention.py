@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from roofline import _contention
-from roofline._ceilings import Ceiling, ceilings
+from roofline._ceilings import Ceiling, Ceilings, ceilings
 from roofline.report import Report
 
 ceilings_mod = importlib.import_module("roofline._ceilings")
@@ -413,3 +413,24 @@ def test_a_projection_does_not_inherit_the_flag(monkeypatch):
     p = r.project("H100 SXM")
     assert p.meta["contention"] == [] and "made-up evidence" not in p.summary()
     assert p.to_dict()["meta"]["contention"] == []
+
+
+def test_a_report_judged_against_busy_ceilings_says_so_in_its_header_and_meta():
+    torch = pytest.importorskip("torch")
+    import roofline
+    from roofline import devices
+
+    h = Ceilings.from_datasheet(devices.get("H100 SXM"))
+    c = dataclasses.replace(h, info=dict(h.info or {}, busy=True, contention=["L3 triad bandwidth below DRAM's"]))
+    a = torch.randn(8, 8)
+    with roofline.measure(timing=None, ceilings=c) as r:
+        a @ a
+    assert r.meta["contention"] == []  # the block itself is not flagged
+    head = r.summary().split("\n")[:3]
+    assert any(x.startswith("  ceilings measured under contention: L3 triad bandwidth below DRAM's") for x in head)
+    assert r.to_dict()["meta"]["ceilings_contention"] == ["L3 triad bandwidth below DRAM's"]
+    assert "ceilings_contention" not in r.project("H100 SXM").to_dict()["meta"]
+    with roofline.measure(timing=None, ceilings="H100 SXM") as r2:
+        a @ a
+    assert "ceilings measured under contention" not in r2.summary()
+    assert "ceilings_contention" not in r2.to_dict()["meta"]
