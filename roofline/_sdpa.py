@@ -13,6 +13,15 @@ tensors to the kernel the user names, so the counts are those of the kernel the 
 * ``"efficient"``: ``aten._scaled_dot_product_efficient_attention`` (memory-efficient attention, takes a mask).
 * ``"math"``: ``aten._scaled_dot_product_attention_math``, what meta runs anyway, made explicit.
 
+The chosen kernel is counted where PyTorch's CUDA dispatcher could run it; else the one it would pick, and
+``meta["attention"]["calls"]`` names the substitution with its reason: flash needs float16/bfloat16, a head
+dimension of at most 256, no explicit mask and, when causal, as many queries as keys (else memory-efficient
+attention); memory-efficient attention takes float16/bfloat16/float32 (else the math path). 3-D inputs
+``(heads, seq, dim)`` are counted as batch 1, one K/V head broadcasts over the query heads, and ``attn_mask`` with
+``is_causal=True`` raises, all as PyTorch does. Calls made inside other torch functions
+(``F.multi_head_attention_forward`` of ``nn.MultiheadAttention``) are redirected too: see
+:class:`AttentionBackend`.
+
 Causal attention is counted as the fused kernels do it (``S(S+1)/2`` pairs per head); grouped-query attention
 (``enable_gqa=True``, or K/V with fewer heads) as the query heads' work, with K and V read at their own size. Calls
 on real tensors are left alone: the kernel that runs is the one counted.
