@@ -181,6 +181,8 @@ BAD = [
     (["--plot", "{tmp}/no/such/dir/out.png"], "does not exist"),
     (["--json", "{tmp}/no/such/dir/r.json"], "does not exist"),
     (["--json", "{tmp}"], "is a folder"),
+    (["--json", "/proc/roofline-out.json"], "not writable"),  # root may write anywhere but /proc takes no file
+    (["--json", ""], "--json: the file name is empty"),
     (["--device", "tpu"], "expected cpu, cuda, cuda:N or meta"),
     (["--device", "cuda:99"], "--device cuda:99"),
     (["--project", "H100"], "--project"),
@@ -260,3 +262,15 @@ def test_options_json_written_only_after_success(tmp_path, capsys):
     rc, out, err = _run(["profile", "test_cli_profile:tiny_adam", "--repeat", "1", "--timing", "none",
                          "--ceilings", "datasheet", "--json", str(js)], capsys)
     assert rc == 0 and json.loads(js.read_text())["n_records"] > 0
+
+
+def test_output_check_opens_the_file_and_leaves_no_trace(tmp_path):
+    from roofline._profile_cmd import check_output
+
+    new = tmp_path / "r.json"
+    check_output("--json", str(new))
+    assert not new.exists()  # made to test it, removed again
+    old = tmp_path / "old.json"
+    old.write_text("kept")
+    check_output("--json", str(old))
+    assert old.read_text() == "kept"
