@@ -10,6 +10,7 @@ training loop repeats. ``warmup=0`` measures the first step on purpose, and the 
 from __future__ import annotations
 
 import math
+import operator
 import statistics
 import warnings
 
@@ -22,8 +23,13 @@ _COUNTS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_w
 
 
 def _check_int(name: str, v, lo: int) -> int:
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise TypeError(f"profile: {name} must be an int, got {type(v).__name__}")
+    """``v`` as an int (anything with ``__index__``, e.g. a NumPy integer; not a bool), at least ``lo``."""
+    if isinstance(v, bool):
+        raise TypeError(f"profile: {name} must be an int, got bool")
+    try:
+        v = operator.index(v)
+    except TypeError:
+        raise TypeError(f"profile: {name} must be an int, got {type(v).__name__}") from None
     if v < lo:
         raise ValueError(f"profile: {name} must be >= {lo}, got {v}")
     return v
@@ -54,8 +60,8 @@ def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str |
 
     if not callable(step):
         raise TypeError(f"profile: step must be a callable taking no arguments, got {type(step).__name__}")
-    _check_int("warmup", warmup, 0)
-    _check_int("repeat", repeat, 1)
+    warmup = _check_int("warmup", warmup, 0)
+    repeat = _check_int("repeat", repeat, 1)
     roofline.measure(model, timing=timing, ceilings=ceilings, attention=attention)  # checks the arguments now
     for _ in range(warmup):
         step()
@@ -179,6 +185,8 @@ class SteadyReport(Report):
             line += f"median of {n} measured step{'s' if n != 1 else ''}" if n > 1 else "1 measured step"
         if w.get("median") is not None and n > 1:
             line += (f" (wall {w['median'] * 1e3:.1f} ms, min {w['min'] * 1e3:.1f}, max {w['max'] * 1e3:.1f})")
+        if s.get("no_warmup"):
+            line += f" ({s['no_warmup']})"
         if s.get("first_step"):
             line += ("; the FIRST step is measured (warm-up 0): it includes one-off work such as optimizer state "
                      "creation and lazy initialisation")

@@ -396,3 +396,46 @@ def test_int8_matrix_products_projected_on_an_int8_peak_are_not_listed_as_missin
     assert r.matrix_flops == 2 * 32 * 32 * 32
     assert p.meta["assumed"]["no_peak"] == {}
     assert float(p.classification()["peak"][0]) == 1979e12  # H100 SXM dense INT8 tensor core, datasheet
+
+
+def _small_llama_config():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
+    cfg._attn_implementation = "eager"
+    return cfg
+
+
+def test_count_step_leaves_the_callers_config_alone_and_labels_a_step_without_optimizer():
+    cfg = _small_llama_config()
+    r = llm.count_step(cfg, batch=1, seq_len=16, train=True, optimizer=None)
+    assert cfg._attn_implementation == "eager"
+    assert r.meta["steady"]["first_step"] is False and "FIRST step" not in r.steady_line()
+    assert "without an optimizer step" in r.steady_line()
+    r = llm.count_step(cfg, batch=1, seq_len=16, train=False)
+    assert cfg._attn_implementation == "eager"
+    assert r.meta["steady"]["first_step"] is False and "FIRST step" not in r.steady_line()
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"dtype": "float33"}, ValueError, "count_step: dtype"),
+    ({"dtype": "int8"}, ValueError, "floating-point dtype"),
+    ({"train": "yes"}, TypeError, "train must be True or False"),
+    ({"attention": "fast"}, ValueError, "count_step: attention"),
+    ({"optimizer": "sgd"}, ValueError, "optimizer must be"),
+    ({"batch": 0}, ValueError, "batch must be >= 1"),
+    ({"seq_len": 2.0}, TypeError, "seq_len must be an int"),
+    ({"ceilings": 3}, TypeError, "count_step: ceilings"),
+])
+def test_count_step_checks_its_arguments_first(kwargs, exc, match):
+    cfg = _small_llama_config()
+    with pytest.raises(exc, match=match):
+        llm.count_step(cfg, **{"batch": 1, "seq_len": 16, **kwargs})
+
+
+def test_profile_takes_numpy_integers():
+    calls = []
+    r = roofline.profile(lambda: calls.append(1), warmup=np.int64(1), repeat=np.int32(2), timing=None)
+    assert len(calls) == 3 and r.meta["steady"]["warmup"] == 1 and type(r.meta["steady"]["warmup"]) is int
+    with pytest.raises(TypeError, match="warmup must be an int"):
+        roofline.profile(lambda: None, warmup=True)
