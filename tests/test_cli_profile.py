@@ -139,12 +139,17 @@ def test_torchvision_name_on_meta_projected(capsys):
     assert "aten.convolution.default" in out
 
 
-def test_timm_name_on_meta(capsys):
+def test_timm_name_on_meta(tmp_path, capsys):
     pytest.importorskip("timm")
-    rc, out, err = _run(["profile", "test_vit", "--device", "meta", "--batch", "1", "--top", "3"], capsys)
+    js = tmp_path / "r.json"
+    rc, out, err = _run(["profile", "test_vit", "--device", "meta", "--batch", "1", "--top", "3", "--json", str(js)],
+                        capsys)
     assert rc == 0, err
     assert "attention counted as flash" in err
-    assert "aten._scaled_dot_product_flash_attention.default" in out or "aten.addmm.default" in out
+    r = roofline.load(js)
+    assert "aten._scaled_dot_product_flash_attention.default" in r.op_names
+    assert r.meta["attention"]["calls"].get("flash", 0) >= 1
+    assert not any(n.startswith("aten.bmm") for n in r.op_names)  # no score matrix: the math path did not run
 
 
 def test_meta_attention_and_dtype_can_be_chosen(tmp_path, capsys):
