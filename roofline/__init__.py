@@ -133,6 +133,10 @@ class _Measure:
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
                          overhead=_torch.instrumentation_overhead(timing) if timing is not None else None,
                          **dict(zip(("signatures", "accesses"), session.captured())))
+        if mode is not None:
+            from roofline import _sdpa
+
+            _sdpa.warn_if_unredirected(meta["attention"], report.op_names)
         return False
 
 

@@ -22,10 +22,9 @@ def attention(report) -> str:
     ``bmm`` and a softmax (PyTorch's math path, or attention written by hand); ``"none"`` without attention."""
     chosen = report.meta.get("attention")
     if isinstance(chosen, dict) and chosen.get("backend"):
-        calls = chosen.get("calls") or {}
-        extra = [k for k in calls if k != chosen["backend"]]
-        s = f"{chosen['backend']} (chosen at count time)"
-        return s + (f"; also {', '.join(f'{k} x{calls[k]}' for k in extra)}" if extra else "")
+        from roofline import _sdpa
+
+        return _sdpa.label(chosen, report.op_names)
     found = []
     for n in sorted(set(report.op_names)):
         for frag, label in _KERNELS:
@@ -74,9 +73,18 @@ def no_peak(report, ceilings, source: str) -> dict[str, str]:
             continue  # the documented fallback of low-precision element-wise work: see vector_fallback()
         if (unit, dt) not in verdict:
             asked = dt if dt in FLOAT_DTYPES else "float32"
+            own = (dt,)
+            if unit == "matrix" and dt in ("int8", "uint8"):
+                # the classification's rule: integer matrix products use the int8 matrix peak where there is one
+                # (VNNI / AMX / tensor cores), else the float32 rate
+                try:
+                    ceilings.resolve_peak("matrix", "int8", source)
+                    asked, own = "int8", (dt, "int8")
+                except (CeilingNotAvailable, ValueError):
+                    pass
             try:
                 choice = ceilings.resolve_peak(unit, asked, source)
-                verdict[(unit, dt)] = (None if choice.dtype == dt else
+                verdict[(unit, dt)] = (None if choice.dtype in own else
                                        f"judged against the {choice.unit}/{choice.dtype} peak")
             except (CeilingNotAvailable, ValueError):
                 verdict[(unit, dt)] = "no peak: left out of the projected time"

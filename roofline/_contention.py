@@ -3,8 +3,11 @@
 Timings taken while other processes compete for the CPUs (or while the hypervisor lends them to other guests) are
 slow for reasons that have nothing to do with the code measured. A block records, at entry and at exit:
 
-- the process's CPU time (``os.times``: user + system of all its threads) and the wall time;
-- the machine-wide CPU time from ``/proc/stat`` (the ``cpu`` line: busy, idle and ``steal`` clock ticks);
+- the process's CPU time (``os.times``: user + system of all its threads) with that of its descendants (child
+  processes it waited for, and live ones from ``/proc/<pid>/stat``: DataLoader workers do the block's work) and the
+  wall time;
+- the CPU time of the CPUs the process may run on (``os.sched_getaffinity``) from ``/proc/stat`` (their ``cpuN``
+  lines, or the ``cpu`` line when all are allowed: busy, idle and ``steal`` clock ticks);
 - the runnable threads (``procs_running`` of ``/proc/stat``) minus this process's own running threads
   (``/proc/self/task/*/stat`` in state ``R``);
 - the load averages (``os.getloadavg``).
@@ -19,6 +22,8 @@ slow for reasons that have nothing to do with the code measured. A block records
 
 The load averages are recorded but decide nothing: they trail by a minute. Where ``/proc`` is missing the readings
 are None and nothing is flagged. Everything here is cheap (a few small file reads) and never raises.
+A count-only block (``timing=None``, or ops on meta/fake tensors only) records the load but is never flagged: its
+counts do not depend on it.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ MIN_WALL_S = 0.2  # shortest block whose /proc/stat tick counts are judged
 class Snapshot(NamedTuple):
     """One reading: ``wall`` (monotonic seconds), ``cpu`` (process CPU seconds), ``busy`` / ``steal`` (machine
     CPU seconds from /proc/stat, None without it), ``runnable_others`` (None without /proc), ``loadavg``
-    (1, 5, 15 minutes; None where unavailable), ``cpus`` (online CPUs)."""
+    (1, 5, 15 minutes; None where unavailable), ``cpus`` (the CPUs this process may run on: its affinity; busy and
+    steal are those CPUs'), ``machine_cpus`` (online CPUs)."""
 
     wall: float
     cpu: float
@@ -45,6 +51,7 @@ class Snapshot(NamedTuple):
     runnable_others: int | None
     loadavg: tuple[float, float, float] | None
     cpus: int
+    machine_cpus: int = 0
 
 
 def _ticks() -> int:
@@ -57,8 +64,27 @@ def _ticks() -> int:
 _HZ = _ticks()
 
 
-def _proc_stat() -> tuple[float | None, float | None, int | None]:
-    """(busy seconds, steal seconds, procs_running) of the whole machine, None where /proc/stat says nothing."""
+def _affinity() -> list[int] | None:
+    """The CPUs this process may run on (``os.sched_getaffinity``), None where unknown."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def _cpu_fields(fields: list[str]) -> tuple[float, float] | None:
+    """(busy, steal) seconds of one ``cpu`` / ``cpuN`` line's fields (after the name)."""
+    try:
+        v = [int(x) for x in fields[:8]] + [0] * max(0, 8 - len(fields))
+    except ValueError:
+        return None
+    user, nice, system, idle, iowait, irq, softirq, st = v[:8]
+    return (user + nice + system + irq + softirq) / _HZ, st / _HZ
+
+
+def _proc_stat(cpus: list[int] | None = None) -> tuple[float | None, float | None, int | None]:
+    """(busy seconds, steal seconds, procs_running) from /proc/stat, None where it says nothing: of the CPUs in
+    ``cpus`` (the per-CPU lines) when given and not all of the machine's, else of the whole machine."""
     try:  # one read(2) of raw bytes: the entry reading runs inside the block's timed window, so keep it short
         fd = os.open("/proc/stat", os.O_RDONLY)
         try:
@@ -67,18 +93,33 @@ def _proc_stat() -> tuple[float | None, float | None, int | None]:
             os.close(fd)
     except OSError:
         return None, None, None
+    return _parse_stat(text, cpus)
+
+
+def _parse_stat(text: str, cpus: list[int] | None = None) -> tuple[float | None, float | None, int | None]:
+    """:func:`_proc_stat` of the file's text."""
     busy = steal = running = None
-    # only the first line ("cpu ...", the sum over CPUs) and "procs_running N" are parsed: the file's other lines
-    # (one per CPU, interrupt counts) can be long
-    first = text.split("\n", 1)[0].split()
-    if len(first) >= 5 and first[0] == "cpu":
-        try:
-            v = [int(x) for x in first[1:9]] + [0] * (9 - len(first))
-            user, nice, system, idle, iowait, irq, softirq, st = v[:8]
-            busy = (user + nice + system + irq + softirq) / _HZ
-            steal = st / _HZ
-        except ValueError:
-            pass
+    # the first line ("cpu ...", the sum over CPUs), or the per-CPU lines of the allowed CPUs, and
+    # "procs_running N" are parsed: the file's other lines (interrupt counts) can be long
+    if cpus:
+        want = {f"cpu{i}" for i in cpus}
+        got, b, st = 0, 0.0, 0.0
+        for ln in text.split("\n"):
+            if not ln.startswith("cpu"):
+                break
+            f = ln.split()
+            if f and f[0] in want:
+                v = _cpu_fields(f[1:])
+                if v is not None:
+                    got, b, st = got + 1, b + v[0], st + v[1]
+        if got == len(want):
+            busy, steal = b, st
+    else:
+        first = text.split("\n", 1)[0].split()
+        if len(first) >= 5 and first[0] == "cpu":
+            v = _cpu_fields(first[1:])
+            if v is not None:
+                busy, steal = v
     at = text.find("\nprocs_running ")
     if at >= 0:
         try:
@@ -104,12 +145,59 @@ def _own_running_threads() -> int:
     return max(n, 1)
 
 
+def _stat_cpu(pid: str) -> float:
+    """utime + stime + cutime + cstime (seconds) of process ``pid``: its own CPU time and that of its children it
+    has waited for; 0.0 where unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+        v = text[text.rfind(")") + 2:].split()
+        return sum(int(x) for x in v[11:15]) / _HZ  # fields 14-17 of proc(5), counted after the state (field 3)
+    except (OSError, ValueError):
+        return 0.0
+
+
+def _children(pid: str) -> list[str]:
+    """Live children of process ``pid`` (every thread's ``children`` file)."""
+    out = []
+    for path in glob.glob(f"/proc/{pid}/task/*/children"):
+        try:
+            with open(path) as f:
+                out.extend(f.read().split())
+        except OSError:
+            continue
+    return out
+
+
+def descendants_cpu() -> float:
+    """CPU seconds of this process's descendants: those it waited for (``os.times`` children) and the live ones
+    (``/proc``: each one's own time and that of the children it waited for, recursively). A block's work done by
+    child processes (DataLoader workers, compile workers) is the process's own, not another process's. 0.0 for
+    the live part where /proc is missing."""
+    t = os.times()
+    total = t.children_user + t.children_system
+    if not os.path.isdir("/proc/self/task"):
+        return total
+    seen, todo = set(), _children("self")
+    while todo:
+        pid = todo.pop()
+        if pid in seen or len(seen) > 4096:
+            continue
+        seen.add(pid)
+        total += _stat_cpu(pid)
+        todo.extend(_children(pid))
+    return total
+
+
 def snapshot(count_own_threads: bool = True) -> Snapshot:
     """The machine's load now. Never raises. ``count_own_threads=False`` skips the scan of this process's threads
     (one file read per thread) and counts only the calling thread as this process's: the cheap reading taken at
     the start of a block, inside its timed window (an own thread still spinning from earlier work then counts as
     another's; the check at exit is exact, and the runnable-threads evidence needs both)."""
-    busy, steal, running = _proc_stat()
+    allowed = _affinity()
+    machine = os.cpu_count() or 1
+    cpus = allowed if allowed and len(allowed) < machine else None
+    busy, steal, running = _proc_stat(cpus)
     own = _own_running_threads() if count_own_threads else 1
     others = None if running is None else max(0, running - own)
     try:
@@ -117,7 +205,8 @@ def snapshot(count_own_threads: bool = True) -> Snapshot:
     except (OSError, AttributeError):
         load = None
     t = os.times()
-    return Snapshot(time.monotonic(), t.user + t.system, busy, steal, others, load, os.cpu_count() or 1)
+    cpu = t.user + t.system + descendants_cpu()
+    return Snapshot(time.monotonic(), cpu, busy, steal, others, load, len(cpus) if cpus else machine, machine)
 
 
 def readings(start: Snapshot, end: Snapshot) -> dict[str, Any]:
@@ -143,6 +232,7 @@ def readings(start: Snapshot, end: Snapshot) -> dict[str, Any]:
         "loadavg": [None if start.loadavg is None else list(start.loadavg),
                     None if end.loadavg is None else list(end.loadavg)],
         "cpus": end.cpus,
+        "machine_cpus": end.machine_cpus or end.cpus,
     }
 
 
@@ -159,16 +249,18 @@ def judge(load: dict[str, Any]) -> list[str]:
     if wall >= MIN_WALL_S and steal is not None and steal >= STEAL_SHARE:
         reasons.append(f"the hypervisor took {100 * steal:.0f}% of the CPU time (steal)")
     runnable = [r for r in (load.get("runnable_others") or []) if r is not None]
-    if len(runnable) == 2 and min(runnable) >= cpus:
+    machine = load.get("machine_cpus") or cpus  # procs_running counts the whole machine's threads
+    if len(runnable) == 2 and min(runnable) >= machine:
         reasons.append(f"{runnable[0]} and {runnable[1]} other threads were runnable at entry and exit, on "
-                       f"{cpus} CPUs")
+                       f"{machine} CPUs")
     return reasons
 
 
-def block_meta(start: Snapshot | None) -> dict[str, Any]:
+def block_meta(start: Snapshot | None, timed: bool = True) -> dict[str, Any]:
     """``{"load": readings, "contention": reasons}`` for a block that began at ``start`` and ends now (empty for
-    ``start=None``)."""
+    ``start=None``). ``timed=False`` (a count-only block: ``timing=None``, or ops only on meta/fake tensors, whose
+    numbers no load can change) records the load and flags nothing."""
     if start is None:
         return {}
     load = readings(start, snapshot())
-    return {"load": load, "contention": judge(load)}
+    return {"load": load, "contention": judge(load) if timed else []}

@@ -146,6 +146,28 @@ def _time(v, field: str):
     return float(v)
 
 
+# Sections of meta written by measure, profile, project and the distributed and compiled views: their shape is
+# checked on load, so a damaged document is a ValueError here rather than a TypeError when printed.
+_META_LISTS_OF_STR = ("contention", "ceilings_contention")
+_META_OBJECTS = ("load", "assumed", "steady", "compiled", "attention", "collectives")
+
+
+def _check_meta_sections(meta: dict, n_records: int) -> None:
+    for k in _META_LISTS_OF_STR:
+        if meta.get(k) is not None:
+            _list_of_str(meta[k], f"meta.{k}")
+    for k in _META_OBJECTS:
+        if meta.get(k) is not None and not isinstance(meta[k], dict):
+            _bad(f"meta.{k}", f"must be an object, not {_type(meta[k])}")
+    if meta.get("collectives"):
+        from roofline import distributed
+
+        try:
+            distributed._table(meta, n_records)
+        except ValueError as e:
+            _bad("meta.collectives", f"is malformed: {e}")
+
+
 def read_document(d):
     """The parts of a report document, each checked: ``(records, ops, module_sets, wall_time, meta, overhead,
     ceilings, ceilings_source)``; ValueError naming the first wrong field."""
@@ -211,6 +233,7 @@ def read_document(d):
     for k in ("version", "projected_to", "ceilings_source"):
         if meta.get(k) is not None and not isinstance(meta[k], str):
             _bad(f"meta.{k}", f"must be a str, not {_type(meta[k])}")
+    _check_meta_sections(meta, len(records))
     overhead = d.get("overhead")
     if overhead is None:
         overhead = {}

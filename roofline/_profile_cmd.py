@@ -135,13 +135,26 @@ def check_output(flag: str, path: str, extensions=None) -> None:
         if ext not in extensions:
             raise ValueError(f"{flag} {path!r}: the extension must be one of {', '.join(extensions)} "
                              f"(got {ext or 'none'})")
+    if not path:
+        raise ValueError(f"{flag}: the file name is empty")
     if os.path.isdir(path):
         raise ValueError(f"{flag} {path!r} is a folder; give a file name")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise ValueError(f"{flag} {path!r}: the folder {folder} does not exist")
-    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise ValueError(f"{flag} {path!r}: not writable")
+    # open it for writing, as the write will (os.access says yes to root everywhere, e.g. under /proc): append mode
+    # leaves an existing file's content alone, and a file made here is removed again
+    existed = os.path.exists(path)
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as e:
+        raise ValueError(f"{flag} {path!r}: not writable ({e.strerror or e})") from None
+    if not existed:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
 
 
 def _device_name(flag: str, name: str) -> None:
@@ -259,13 +272,13 @@ def plan(args: argparse.Namespace) -> Plan:
         _device_name("--project", args.project)
     if args.ceilings not in ("measured", "datasheet"):
         _device_name("--ceilings", args.ceilings)
-    if args.plot:
+    if args.plot is not None:
         check_output("--plot", args.plot, PLOT_EXTENSIONS)
         if device == "meta" and not args.project:
             raise ValueError("--plot on meta needs --project DEVICE: a run on meta has no ceilings to draw")
         if importlib.util.find_spec("matplotlib") is None:
             raise ValueError("--plot needs matplotlib: pip install matplotlib")
-    if args.json:
+    if args.json is not None:
         check_output("--json", args.json)
     source, builder = resolve_model(args.model)
     p = Plan(model=args.model, source=source, builder=builder, device=device, dtype=dtype, autocast=autocast,

@@ -273,6 +273,9 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     lines = [f"roofline report: {len(r.records)} op calls" + head]
     if r.meta.get("contention") and not projected:  # a projection's times were not measured
         lines.append(f"  measured under contention: {'; '.join(map(str, r.meta['contention']))}: timings are low")
+    if r.meta.get("ceilings_contention") and not projected:
+        lines.append(f"  ceilings measured under contention: {'; '.join(map(str, r.meta['ceilings_contention']))}: "
+                     f"peaks and bandwidths are low, bounds and shares against them unreliable")
     lines.append(f"  FLOPs   {fmt(r.total_flops)} (matrix {fmt(r.matrix_flops)}, vector "
                  f"{fmt(r.vector_flops)}; special functions {fmt(r.special_ops)})")
     lines.append(f"  bytes   {fmt(r.bytes, 'B')} compulsory (read {fmt(r.bytes_read, 'B')}, written "
@@ -464,6 +467,9 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
     if cont and not projected:  # reasons the block counts as measured under contention
         out.append(("contention", "measured under contention: "
                     + (cont if isinstance(cont, str) else "; ".join(map(str, cont))) + ": timings are low"))
+    busy = r.meta.get("ceilings_contention")
+    if busy and not projected:
+        out.append(("ceilings", "measured under contention: " + "; ".join(map(str, busy))))
     if r.unknown_ops:
         out.append(("no formula", ", ".join(f"{k} ({v})" for k, v in r.unknown_ops.items())
                     + ": FLOPs not counted"))

@@ -13,6 +13,15 @@ tensors to the kernel the user names, so the counts are those of the kernel the 
 * ``"efficient"``: ``aten._scaled_dot_product_efficient_attention`` (memory-efficient attention, takes a mask).
 * ``"math"``: ``aten._scaled_dot_product_attention_math``, what meta runs anyway, made explicit.
 
+The chosen kernel is counted where PyTorch's CUDA dispatcher could run it; else the one it would pick, and
+``meta["attention"]["calls"]`` names the substitution with its reason: flash needs float16/bfloat16, a head
+dimension of at most 256, no explicit mask and, when causal, as many queries as keys (else memory-efficient
+attention); memory-efficient attention takes float16/bfloat16/float32 (else the math path). 3-D inputs
+``(heads, seq, dim)`` are counted as batch 1, one K/V head broadcasts over the query heads, and ``attn_mask`` with
+``is_causal=True`` raises, all as PyTorch does. Calls made inside other torch functions
+(``F.multi_head_attention_forward`` of ``nn.MultiheadAttention``) are redirected too: see
+:class:`AttentionBackend`.
+
 Causal attention is counted as the fused kernels do it (``S(S+1)/2`` pairs per head); grouped-query attention
 (``enable_gqa=True``, or K/V with fewer heads) as the query heads' work, with K and V read at their own size. Calls
 on real tensors are left alone: the kernel that runs is the one counted.
@@ -43,51 +52,142 @@ def _is_placeholder(t) -> bool:
     return isinstance(t, FakeTensor)
 
 
+_HALF = ("torch.float16", "torch.bfloat16")
+
+
+def _kernel(backend, query, key, value, attn_mask, is_causal) -> tuple[str, str]:
+    """The kernel PyTorch's CUDA dispatcher would run for this call when ``backend`` is asked for, and the label
+    the report gives it: ``(kernel, label)``. Flash needs float16/bfloat16, a head dimension of at most 256, no
+    explicit mask and, when causal, as many queries as keys; memory-efficient attention takes float32 and masks;
+    anything else runs the math path."""
+    dt = str(query.dtype)
+    if backend == "flash":
+        why = None
+        if attn_mask is not None:
+            why = "flash takes no attn_mask"
+        elif dt not in _HALF:
+            why = f"flash needs float16/bfloat16, inputs are {dt.replace('torch.', '')}"
+        elif max(query.size(-1), key.size(-1), value.size(-1)) > 256:
+            why = f"flash needs head_dim <= 256, got {query.size(-1)}"
+        elif is_causal and query.size(-2) != key.size(-2):
+            why = f"flash is not causal with {query.size(-2)} queries and {key.size(-2)} keys"
+        if why is None:
+            return "flash", "flash"
+        backend, reason = "efficient", why
+    else:
+        reason = None
+    if backend == "efficient":
+        if dt in _HALF + ("torch.float32",) and query.size(-1) == key.size(-1):
+            return "efficient", "efficient" if reason is None else f"efficient ({reason})"
+        why = "efficient needs float16/bfloat16/float32 and equal query/key head_dim"
+        return "math", f"math ({reason + '; ' if reason else ''}{why})"
+    return "math", "math"
+
+
 def _mode_class():
     import torch
     import torch.nn.functional as F
     from torch.overrides import TorchFunctionMode
 
-    sdpa = F.scaled_dot_product_attention
+    sdpa = torch._C._nn.scaled_dot_product_attention  # what F.scaled_dot_product_attention is when nothing swaps it
 
     class AttentionBackend(TorchFunctionMode):
-        """Counts ``F.scaled_dot_product_attention`` on meta/fake tensors with the kernel ``backend``."""
+        """Counts ``F.scaled_dot_product_attention`` on meta/fake tensors with the kernel ``backend``.
+
+        Two hooks, one count per call: the mode sees calls through any binding of the function, and, because a
+        ``TorchFunctionMode`` is switched off while it handles a call (so calls made *inside* another torch function,
+        e.g. ``F.multi_head_attention_forward`` of ``nn.MultiheadAttention``, never reach it), the module global
+        ``torch.nn.functional.scaled_dot_product_attention`` is replaced by a wrapper for the block and restored
+        exactly on exit."""
 
         def __init__(self, backend: str):
             super().__init__()
             self.backend = backend
             self.calls: dict[str, int] = {}  # kernel counted -> calls (a fallback is named with its reason)
+            self._saved = None
+            self._passing = 0  # >0 while the wrapper runs the original on real tensors (the mode must not count)
+
+        def __enter__(self):
+            out = super().__enter__()
+            try:
+                self._saved = F.__dict__.get("scaled_dot_product_attention")
+                F.scaled_dot_product_attention = self._wrapper()
+            except BaseException:
+                super().__exit__(None, None, None)
+                raise
+            return out
+
+        def __exit__(self, exc_type, exc, tb):
+            try:
+                F.scaled_dot_product_attention = self._saved
+            finally:
+                self._saved = None
+                super().__exit__(exc_type, exc, tb)
+            return False
+
+        def _wrapper(self):
+            original = self._saved
+
+            def scaled_dot_product_attention(*args, **kwargs):
+                return self._call(original, args, kwargs, from_wrapper=True)
+
+            scaled_dot_product_attention.__doc__ = getattr(original, "__doc__", None)
+            scaled_dot_product_attention.__wrapped__ = original
+            return scaled_dot_product_attention
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            if func is not sdpa:
+            if func is not sdpa or self._passing:
                 return func(*args, **kwargs)
+            return self._call(func, args, kwargs, from_wrapper=False)
+
+        def _call(self, func, args, kwargs, from_wrapper):
             q = args[0] if args else kwargs.get("query")
             if not isinstance(q, torch.Tensor) or not _is_placeholder(q):
                 self.calls["as run (real tensors)"] = self.calls.get("as run (real tensors)", 0) + 1
-                return func(*args, **kwargs)
+                if not from_wrapper:
+                    return func(*args, **kwargs)
+                self._passing += 1
+                try:
+                    return func(*args, **kwargs)
+                finally:
+                    self._passing -= 1
             return self._count(*args, **kwargs)
 
         def _count(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                    enable_gqa=False):
+            if attn_mask is not None and is_causal:
+                raise RuntimeError("scaled_dot_product_attention: explicit attn_mask should not be set when "
+                                   "is_causal=True (PyTorch refuses it too)")
+            squeeze = query.dim() == 3 and key.dim() == 3 and value.dim() == 3
+            if squeeze:  # (heads, seq, dim): batch 1, as PyTorch's fused kernels take it
+                query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
             backend = self.backend
-            label = backend
-            if backend == "flash" and attn_mask is not None:
-                backend, label = "efficient", "efficient (flash takes no attn_mask)"
+            if backend != "math" and not (query.dim() == key.dim() == value.dim() == 4):
+                backend, label = "math", f"math (fused kernels take 4-D inputs, got {query.dim()}-D)"
+            else:
+                backend, label = _kernel(backend, query, key, value, attn_mask, is_causal)
             self.calls[label] = self.calls.get(label, 0) + 1
             aten = torch.ops.aten
             if backend == "math":
-                return aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
-                                                               None, scale=scale, enable_gqa=enable_gqa)[0]
-            if query.dim() == 4 and key.size(-3) != query.size(-3) and not enable_gqa:
-                raise RuntimeError(f"scaled_dot_product_attention: query has {query.size(-3)} heads and key "
-                                   f"{key.size(-3)}: pass enable_gqa=True for grouped-query attention")
+                out = aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
+                                                              None, scale=scale, enable_gqa=enable_gqa)[0]
+                return out.squeeze(0) if squeeze else out
+            hq, hk, hv = query.size(-3), key.size(-3), value.size(-3)
+            if (hk != hq or hv != hq) and not enable_gqa:
+                if hk == 1 and hv == 1:  # one K/V head broadcasts over the query heads, as PyTorch does
+                    key, value = key.expand(-1, hq, -1, -1), value.expand(-1, hq, -1, -1)
+                else:
+                    raise RuntimeError(f"scaled_dot_product_attention: query has {hq} heads and key {hk}: pass "
+                                       f"enable_gqa=True for grouped-query attention")
             if backend == "flash":
-                return aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False,
-                                                                scale=scale)[0]
-            need_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
-            return aten._scaled_dot_product_efficient_attention(query, key, value, attn_mask, need_grad, dropout_p,
-                                                                is_causal, scale=scale)[0]
+                out = aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False,
+                                                               scale=scale)[0]
+            else:
+                need_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+                out = aten._scaled_dot_product_efficient_attention(query, key, value, attn_mask, need_grad,
+                                                                   dropout_p, is_causal, scale=scale)[0]
+            return out.squeeze(0) if squeeze else out
 
     return AttentionBackend
 
@@ -101,3 +201,49 @@ def mode(backend: str):
     if _CLASS is None:
         _CLASS = _mode_class()
     return _CLASS(check(backend))
+
+
+AS_RUN = "as run (real tensors)"
+
+
+def redirected(calls: dict) -> int:
+    """How many calls the mode counted on a kernel of its choosing (calls on real tensors are not)."""
+    return sum(int(n) for k, n in calls.items() if k != AS_RUN)
+
+
+def has_math_attention(op_names) -> bool:
+    """Whether the ops include attention computed as products and a softmax (PyTorch's math path, or by hand)."""
+    names = set(op_names)
+    return (any(n.startswith(("aten.bmm", "aten.baddbmm")) for n in names)
+            and any("softmax" in n for n in names))
+
+
+def label(chosen: dict, op_names) -> str:
+    """What ``measure(..., attention=...)`` did, for a report: the backend, how many calls it redirected, the
+    fallbacks with their reasons; and, when no call was redirected, what the counted attention really is."""
+    backend, calls = chosen["backend"], dict(chosen.get("calls") or {})
+    n = redirected(calls)
+    as_run = calls.get(AS_RUN, 0)
+    tail = f"; also {AS_RUN} x{as_run}" if as_run else ""
+    if n == 0:
+        if has_math_attention(op_names):
+            return (f"math (bmm + softmax: the full score matrix; {backend} was chosen but no "
+                    f"scaled_dot_product_attention call was redirected){tail}")
+        return f"none ({backend} chosen; no scaled_dot_product_attention call on meta/fake tensors){tail}"
+    s = f"{backend} (chosen at count time; {n} scaled_dot_product_attention call{'s' if n != 1 else ''} redirected"
+    other = [k for k in calls if k not in (backend, AS_RUN)]
+    if other:
+        s += ": " + ", ".join(f"{k} x{calls[k]}" for k in [backend] + other if k in calls)
+    return s + ")" + tail
+
+
+def warn_if_unredirected(chosen: dict, op_names) -> None:
+    """Warn when a backend was chosen, no call was redirected, and the block computed attention as bmm + softmax:
+    the counts are the math path's, not the chosen kernel's."""
+    import warnings
+
+    if redirected(chosen.get("calls") or {}) == 0 and has_math_attention(op_names):
+        warnings.warn(f"attention={chosen['backend']!r}: no scaled_dot_product_attention call was redirected, but "
+                      f"the block computed attention as bmm + softmax (the full score matrix): those counts are the "
+                      f"math path's (attention written by hand, or need_weights=True in nn.MultiheadAttention)",
+                      stacklevel=3)

@@ -10,6 +10,7 @@ training loop repeats. ``warmup=0`` measures the first step on purpose, and the 
 from __future__ import annotations
 
 import math
+import operator
 import statistics
 import warnings
 
@@ -22,8 +23,13 @@ _COUNTS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_w
 
 
 def _check_int(name: str, v, lo: int) -> int:
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise TypeError(f"profile: {name} must be an int, got {type(v).__name__}")
+    """``v`` as an int (anything with ``__index__``, e.g. a NumPy integer; not a bool), at least ``lo``."""
+    if isinstance(v, bool):
+        raise TypeError(f"profile: {name} must be an int, got bool")
+    try:
+        v = operator.index(v)
+    except TypeError:
+        raise TypeError(f"profile: {name} must be an int, got {type(v).__name__}") from None
     if v < lo:
         raise ValueError(f"profile: {name} must be >= {lo}, got {v}")
     return v
@@ -35,8 +41,8 @@ def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str |
     ``warmup`` times uncounted, then ``repeat`` times each inside :func:`roofline.measure`, and return a
     :class:`SteadyReport` of the median step.
 
-    The report's counts are those of the step (every repeat must count the same; a warning says when they do not),
-    its ``wall_time`` is the median of the repeats' wall times and, with ``timing="op"``, each op call's time is
+    The report's counts are those of the step: the steps that ran the most common op sequence are aggregated (a
+    warning names the others, left out), its ``wall_time`` is the median of those steps' wall times and, with ``timing="op"``, each op call's time is
     the median of that call's times over the repeats. :attr:`SteadyReport.spread` has the minimum, median and
     maximum of the wall time and of each op's time per step. ``model``, ``timing``, ``ceilings`` and ``attention``
     are passed to :func:`roofline.measure` (checked before anything runs).
@@ -54,8 +60,8 @@ def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str |
 
     if not callable(step):
         raise TypeError(f"profile: step must be a callable taking no arguments, got {type(step).__name__}")
-    _check_int("warmup", warmup, 0)
-    _check_int("repeat", repeat, 1)
+    warmup = _check_int("warmup", warmup, 0)
+    repeat = _check_int("repeat", repeat, 1)
     roofline.measure(model, timing=timing, ceilings=ceilings, attention=attention)  # checks the arguments now
     for _ in range(warmup):
         step()
@@ -86,13 +92,14 @@ class SteadyReport(Report):
 
     * ``repeats``: the reports of every measured step, in order;
     * ``spread``: ``{"wall_time": {"min", "median", "max", "values"}, "ops": {op name: {"min", "median", "max"}}}``
-      in seconds: the wall time of each step and each op's total time per step (``ops`` is empty unless
-      ``timing="op"``);
+      in seconds, over the aggregated steps: the wall time of each step and each op's total time per step (``ops``
+      is empty unless ``timing="op"``);
     * ``meta["steady"]``: ``warmup``, ``repeat``, ``wall_times``, ``counts_agree`` (every repeat counted the same),
       ``first_step`` (True when ``warmup=0``: the report is then that of the first step, with its one-off work, and of
       the repeats that ran the same ops) and
       ``first_step_ops`` (op name -> extra calls of the first step over the last, when ``warmup=0`` and
-      ``repeat >= 2``).
+      ``repeat >= 2``), ``steps`` (the 1-based steps aggregated: those that ran the most common op sequence, or
+      with ``warmup=0`` the first step's) and ``other_steps`` (the steps left out, named in a warning).
 
     The printed summary starts with a line saying what was run. Saved with :meth:`to_json`, it loads back as a
     plain :class:`roofline.Report` that keeps ``meta["steady"]``.
@@ -104,20 +111,36 @@ class SteadyReport(Report):
     @classmethod
     def _from_runs(cls, runs: list, *, warmup: int, ceilings) -> "SteadyReport":
         walls = [r.wall_time for r in runs]
-        seqs = [_op_sequence(r) for r in runs]
-        # the base step: the one with the median wall time among those that ran the first measured step's ops (after
-        # a warm-up, the steady step; with warmup=0, the first step itself, measured on purpose)
-        same = [i for i, s in enumerate(seqs) if s == seqs[0]]
+        seqs = [tuple(_op_sequence(r)) for r in runs]
+        # the steps aggregated: with warmup=0, those that ran the first step's ops (the first step is measured on
+        # purpose); else those that ran the most common op sequence (ties: the one of the latest step), so an
+        # outlier step never becomes the report
+        if warmup == 0:
+            ref = seqs[0]
+        else:
+            counts = {}
+            for q in seqs:
+                counts[q] = counts.get(q, 0) + 1
+            top = max(counts.values())
+            ref = next(q for q in reversed(seqs) if counts[q] == top)
+        same = [i for i, q in enumerate(seqs) if q == ref]
+        others = [i for i in range(len(runs)) if i not in same]
+        # the base step: the one with the median wall time among the aggregated steps
         timed_walls = [(walls[i], i) for i in same if walls[i] is not None]
         base = sorted(timed_walls)[(len(timed_walls) - 1) // 2][1] if timed_walls else same[-1]
         b = runs[base]
         records = b.records.copy()
-        agree = len(same) == len(runs) and all(
+        agree = not others and all(
             np.array_equal(runs[i].records[c], b.records[c]) for i in same for c in _COUNTS)
-        if not agree and warmup > 0:
-            warnings.warn("roofline.profile: the measured steps did not all run the same ops with the same counts; "
-                          "the report is the median of those that ran the first measured step's ops "
-                          f"({len(same)} of {len(runs)})", stacklevel=3)
+        if others and warmup > 0:
+            warnings.warn("roofline.profile: the measured steps did not all run the same ops; the report is the "
+                          f"median of {len(same)} of {len(runs)} steps (those that ran the most common op "
+                          f"sequence); step{'s' if len(others) != 1 else ''} "
+                          f"{', '.join(str(i + 1) for i in others)} ran other ops and "
+                          f"{'are' if len(others) != 1 else 'is'} left out", stacklevel=3)
+        elif not agree and warmup > 0:
+            warnings.warn("roofline.profile: the measured steps ran the same ops with different counts (shapes "
+                          "changed between steps); the report is the median step's counts", stacklevel=3)
         if len(same) > 1 and b.timed:
             d = np.nanmedian(np.stack([_durations(runs[i]) for i in same]), axis=0)
             records["t_end"] = records["t_start"] + d
@@ -132,12 +155,13 @@ class SteadyReport(Report):
                 for j in np.unique(r.records["op"]).tolist():
                     per.setdefault(r.op_names[j], []).append(float(sums[j]))
             ops = {n: {"min": min(v), "median": statistics.median(v), "max": max(v)} for n, v in per.items()}
-        finite = [w for w in walls if w is not None]
-        spread = {"wall_time": {"min": min(finite) if finite else None, "median": _median(walls),
-                                "max": max(finite) if finite else None, "values": walls},
+        finite = [walls[i] for i in same if walls[i] is not None]
+        spread = {"wall_time": {"min": min(finite) if finite else None, "median": wall,
+                                "max": max(finite) if finite else None, "values": [walls[i] for i in same]},
                   "ops": ops}
         steady = {"warmup": warmup, "repeat": len(runs), "wall_times": walls, "counts_agree": bool(agree),
-                  "first_step": warmup == 0}
+                  "first_step": warmup == 0, "steps": [i + 1 for i in same],
+                  "other_steps": [i + 1 for i in others]}
         if warmup == 0 and len(runs) >= 2:
             first, last = runs[0].by_op(), runs[-1].by_op()
             extra = {n: row["calls"] - last.get(n, {"calls": 0})["calls"] for n, row in first.items()}
@@ -154,16 +178,26 @@ class SteadyReport(Report):
         n, k = s.get("repeat", 1), s.get("warmup", 0)
         w = self.spread["wall_time"] if hasattr(self, "spread") else {}
         line = f"steady state: {k} warm-up step{'s' if k != 1 else ''} uncounted, "
-        line += f"median of {n} measured step{'s' if n != 1 else ''}" if n > 1 else "1 measured step"
+        used = len(s.get("steps", ())) or n
+        if used < n:
+            line += f"median of {used} of {n} measured steps"
+        else:
+            line += f"median of {n} measured step{'s' if n != 1 else ''}" if n > 1 else "1 measured step"
         if w.get("median") is not None and n > 1:
             line += (f" (wall {w['median'] * 1e3:.1f} ms, min {w['min'] * 1e3:.1f}, max {w['max'] * 1e3:.1f})")
+        if s.get("no_warmup"):
+            line += f" ({s['no_warmup']})"
         if s.get("first_step"):
             line += ("; the FIRST step is measured (warm-up 0): it includes one-off work such as optimizer state "
                      "creation and lazy initialisation")
             extra = s.get("first_step_ops")
             if extra:
                 line += " (first step only: " + ", ".join(f"{n} x{c}" for n, c in sorted(extra.items())) + ")"
-        if not s.get("counts_agree", True) and not s.get("first_step"):
+        if s.get("other_steps"):
+            o = s["other_steps"]
+            line += (f"; step{'s' if len(o) != 1 else ''} {', '.join(map(str, o))} ran other ops and "
+                     f"{'are' if len(o) != 1 else 'is'} left out")
+        elif not s.get("counts_agree", True) and not s.get("first_step"):
             line += "; the repeats did not count the same ops"
         return line
 

@@ -466,14 +466,34 @@ def count_step(config, batch: int = 1, seq_len: int = 2048, *, train: bool = Tru
     from roofline import _records
     from roofline._steady import _check_int, profile
 
-    _check_int("batch", batch, 1)
-    _check_int("seq_len", seq_len, 1)
-    if optimizer not in (None, "adamw"):
-        raise ValueError(f"optimizer must be 'adamw' or None, got {optimizer!r}")
-    tdtype = getattr(torch, _records.canonical_dtype(dtype))
+    import copy
+
+    from roofline import _sdpa
+
+    batch = _check_int("batch", batch, 1)
+    seq_len = _check_int("seq_len", seq_len, 1)
+    if not isinstance(train, bool):
+        raise TypeError(f"count_step: train must be True or False, got {type(train).__name__}")
+    if not (optimizer is None or isinstance(optimizer, str)) or optimizer not in (None, "adamw"):
+        raise ValueError(f"count_step: optimizer must be 'adamw' or None, got {optimizer!r}")
+    try:
+        _sdpa.check(attention)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"count_step: {e}") from None
+    try:
+        name = _records.canonical_dtype(dtype)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"count_step: dtype: {e}") from None
+    tdtype = getattr(torch, name, None)
+    if not isinstance(tdtype, torch.dtype) or not tdtype.is_floating_point:
+        raise ValueError(f"count_step: dtype must be a floating-point dtype the model is built in, got {dtype!r}")
+    if not isinstance(ceilings, str) and not hasattr(ceilings, "peaks"):
+        raise TypeError(f"count_step: ceilings must be 'datasheet', 'measured', a device name or a Ceilings, "
+                        f"got {type(ceilings).__name__}")
     import transformers
 
     cfg = _hf_config(config)
+    cfg = copy.deepcopy(cfg)  # the caller's config is left as it was
     cfg._attn_implementation = "sdpa"
     old = torch.get_default_dtype()
     torch.set_default_dtype(tdtype)
@@ -498,6 +518,10 @@ def count_step(config, batch: int = 1, seq_len: int = 2048, *, train: bool = Tru
 
     r = profile(step, model, warmup=1 if opt is not None else 0, repeat=1, timing=None, ceilings=ceilings,
                 attention=attention)
+    if opt is None:  # no optimizer state to create: the first step is the steady one, and not labelled otherwise
+        r.meta["steady"]["first_step"] = False
+        r.meta["steady"]["no_warmup"] = ("no warm-up needed: without an optimizer step the first step creates no "
+                                         "state")
     r.meta["dtype"] = str(tdtype).replace("torch.", "")
     return r
 

@@ -96,7 +96,10 @@ class Report(DerivedCounts):
         if not self._pending:
             raise RuntimeError("this report is not waiting for a measure block's records")
         self._pending = False
-        meta = {**(meta or {}), **_contention.block_meta(self._load_start)}
+        meta = dict(meta or {})
+        devices = set(meta.get("devices") or ())
+        timed = meta.get("timing") is not None and not (devices and devices <= {"meta", "fake"})
+        meta.update(_contention.block_meta(self._load_start, timed=timed))
         self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead, signatures, accesses)
 
     # ---- tables ---------------------------------------------------------------------------------------------------
@@ -320,6 +323,7 @@ class Report(DerivedCounts):
         """The text ``print(r)`` shows: totals, phases, ceilings, achieved rates, MFU/MBU (against the wall time),
         unknown ops and errors, then the ``top`` ops by time (:meth:`table`, or by FLOPs without ceilings)."""
         self._classifier.resolve(self.meta)
+        self._note_busy_ceilings()
         text = _render.summary(self, top, ceilings_note=self._classifier.note)
         from roofline._hints import advice_text
 
@@ -334,13 +338,25 @@ class Report(DerivedCounts):
 
     def _repr_html_(self):
         self._classifier.resolve(self.meta)
+        self._note_busy_ceilings()
         return _render.to_html(self, ceilings_note=self._classifier.note)
+
+    def _note_busy_ceilings(self):
+        """``meta["ceilings_contention"]``: why the ceilings this report is judged against look measured under
+        contention (their ``info["contention"]``), when they do; the summary's header says so."""
+        c = self._classifier.ceilings
+        info = getattr(c, "info", None) or {}
+        if info.get("busy") or info.get("contention"):
+            self.meta["ceilings_contention"] = [str(x) for x in (info.get("contention") or ["flagged busy"])]
+        else:
+            self.meta.pop("ceilings_contention", None)
 
     # ---- export -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """A JSON-compatible dict of everything in the report (records as base64 of their raw bytes); inverse of
         :meth:`from_dict`. Resolves the ceilings first, so they are saved with the counts."""
         c = self.ceilings
+        self._note_busy_ceilings()
         doc = _export.document(self.records, self._ops, self.module_sets, self.wall_time, self.meta,
                                self.overhead, c, self._classifier.source)
         doc.update(_export.capture_document(self.signatures, self.accesses))
@@ -417,6 +433,9 @@ class Report(DerivedCounts):
         else:
             raise TypeError(f"project: target must be a device name or a Ceilings, got {type(target).__name__}")
         meta = dict(self.meta, projected_to=label, ceilings_source="datasheet" if isinstance(target, str) else "best")
+        if "contention" in meta:  # a projection's times are not measured: it does not inherit the block's flag
+            meta["contention"] = []
+        meta.pop("ceilings_contention", None)  # nor the measured ceilings' flag: it is judged against `target`'s
         if gpus is not None:  # collectives over `gpus` ranks, on the target's interconnect
             from roofline import distributed
 

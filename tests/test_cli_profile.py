@@ -139,12 +139,17 @@ def test_torchvision_name_on_meta_projected(capsys):
     assert "aten.convolution.default" in out
 
 
-def test_timm_name_on_meta(capsys):
+def test_timm_name_on_meta(tmp_path, capsys):
     pytest.importorskip("timm")
-    rc, out, err = _run(["profile", "test_vit", "--device", "meta", "--batch", "1", "--top", "3"], capsys)
+    js = tmp_path / "r.json"
+    rc, out, err = _run(["profile", "test_vit", "--device", "meta", "--batch", "1", "--top", "3", "--json", str(js)],
+                        capsys)
     assert rc == 0, err
     assert "attention counted as flash" in err
-    assert "aten._scaled_dot_product_flash_attention.default" in out or "aten.addmm.default" in out
+    r = roofline.load(js)
+    assert "aten._scaled_dot_product_flash_attention.default" in r.op_names
+    assert r.meta["attention"]["calls"].get("flash", 0) >= 1
+    assert not any(n.startswith("aten.bmm") for n in r.op_names)  # no score matrix: the math path did not run
 
 
 def test_meta_attention_and_dtype_can_be_chosen(tmp_path, capsys):
@@ -181,6 +186,8 @@ BAD = [
     (["--plot", "{tmp}/no/such/dir/out.png"], "does not exist"),
     (["--json", "{tmp}/no/such/dir/r.json"], "does not exist"),
     (["--json", "{tmp}"], "is a folder"),
+    (["--json", "/proc/roofline-out.json"], "not writable"),  # root may write anywhere but /proc takes no file
+    (["--json", ""], "--json: the file name is empty"),
     (["--device", "tpu"], "expected cpu, cuda, cuda:N or meta"),
     (["--device", "cuda:99"], "--device cuda:99"),
     (["--project", "H100"], "--project"),
@@ -260,3 +267,15 @@ def test_options_json_written_only_after_success(tmp_path, capsys):
     rc, out, err = _run(["profile", "test_cli_profile:tiny_adam", "--repeat", "1", "--timing", "none",
                          "--ceilings", "datasheet", "--json", str(js)], capsys)
     assert rc == 0 and json.loads(js.read_text())["n_records"] > 0
+
+
+def test_output_check_opens_the_file_and_leaves_no_trace(tmp_path):
+    from roofline._profile_cmd import check_output
+
+    new = tmp_path / "r.json"
+    check_output("--json", str(new))
+    assert not new.exists()  # made to test it, removed again
+    old = tmp_path / "old.json"
+    old.write_text("kept")
+    check_output("--json", str(old))
+    assert old.read_text() == "kept"

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from roofline import _contention
-from roofline._ceilings import Ceiling, ceilings
+from roofline._ceilings import Ceiling, Ceilings, ceilings
 from roofline.report import Report
 
 ceilings_mod = importlib.import_module("roofline._ceilings")
@@ -267,10 +267,11 @@ def test_a_synthetic_busy_report_is_flagged_and_keeps_the_flag(monkeypatch):
 
 def test_real_readings_are_well_formed():
     s = _contention.snapshot()
-    assert s.cpus == (os.cpu_count() or 1) and s.cpu >= 0
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    assert s.cpus == allowed and s.machine_cpus == (os.cpu_count() or 1) and s.cpu >= 0
     r = _contention.readings(s, _contention.snapshot())
     assert set(r) == {"wall_s", "process_cpu_s", "cpu_per_wall", "others_share", "steal_share", "runnable_others",
-                      "loadavg", "cpus"}
+                      "loadavg", "cpus", "machine_cpus"}
     json.dumps(r)
     for key in ("others_share", "steal_share"):
         assert r[key] is None or 0.0 <= r[key] <= 1.0
@@ -333,3 +334,103 @@ def test_a_report_measured_under_a_hog_carries_the_flag():
     assert "measured under contention" in r.summary().split("\n")[1]
     back = roofline.load(r.to_json())
     assert back.meta["contention"] == r.meta["contention"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What counts as this process's, which CPUs, which blocks
+# ---------------------------------------------------------------------------------------------------------------
+
+_STAT = """cpu  1000 0 500 9000 0 0 0 40 0 0
+cpu0 100 0 50 4000 0 0 0 10 0 0
+cpu1 900 0 450 5000 0 0 0 30 0 0
+intr 12345 0 0
+procs_running 3
+"""
+
+
+def test_proc_stat_sums_only_the_allowed_cpus():
+    hz = _contention._HZ
+    assert _contention._parse_stat(_STAT) == ((1000 + 500) / hz, 40 / hz, 3)
+    assert _contention._parse_stat(_STAT, [1]) == ((900 + 450) / hz, 30 / hz, 3)
+    assert _contention._parse_stat(_STAT, [0]) == ((100 + 50) / hz, 10 / hz, 3)
+    # a CPU /proc/stat does not list: nothing known rather than a wrong share
+    assert _contention._parse_stat(_STAT, [0, 7])[:2] == (None, None)
+
+
+def test_readings_divide_by_the_allowed_cpus_and_compare_runnable_threads_to_the_machine():
+    # 1 s on the 1 allowed CPU of a 4-CPU machine; that CPU busy 0.9 s, 0.2 of them this process: others 0.7 / 1
+    start = _contention.Snapshot(0.0, 0.0, 10.0, 0.0, 2, None, 1, 4)
+    end = _contention.Snapshot(1.0, 0.2, 10.9, 0.0, 3, None, 1, 4)
+    r = _contention.readings(start, end)
+    assert r["others_share"] == 0.7 and r["cpus"] == 1 and r["machine_cpus"] == 4
+    # 2 and 3 runnable threads elsewhere on a 4-CPU machine are no evidence, the 70% of the allowed CPU is
+    assert _contention.judge(r) == ["other processes kept 70% of the 1 CPUs busy"]
+
+
+@linux_only
+def test_live_and_finished_child_processes_count_as_this_process():
+    code = ("import sys, time\n"
+            "while time.process_time() < 0.3: pass\n"
+            "sys.stdout.write('x'); sys.stdout.flush(); sys.stdin.read()")
+    before = _contention.descendants_cpu()
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.read(1) == b"x"  # the child has used 0.3 s of CPU and is still alive
+        # /proc counts whole clock ticks of 1/100 s: 0.3 s less up to two ticks of truncation
+        assert _contention.descendants_cpu() - before >= 0.28
+    finally:
+        p.stdin.close()
+        p.wait()
+        p.stdout.close()
+    assert _contention.descendants_cpu() - before >= 0.28  # reaped: os.times() children
+
+
+def _flagging_report(monkeypatch, meta):
+    monkeypatch.setattr(_contention, "judge", lambda load: ["made-up evidence"])
+    r = Report._pending_block()
+    r._complete([], [], [], wall_time=1.0, meta=meta, ceilings=None, overhead=None)
+    return r
+
+
+def test_count_only_blocks_record_the_load_but_are_not_flagged(monkeypatch):
+    for meta in ({"timing": None, "devices": ["cpu"]}, {"timing": "model", "devices": ["meta"]},
+                 {"timing": "op", "devices": ["fake", "meta"]}):
+        r = _flagging_report(monkeypatch, meta)
+        assert r.meta["contention"] == [] and r.meta["load"]["wall_s"] >= 0, meta
+    r = _flagging_report(monkeypatch, {"timing": "model", "devices": ["cpu", "meta"]})
+    assert r.meta["contention"] == ["made-up evidence"]
+
+
+def test_a_projection_does_not_inherit_the_flag(monkeypatch):
+    torch = pytest.importorskip("torch")
+    import roofline
+
+    monkeypatch.setattr(_contention, "judge", lambda load: ["made-up evidence"])
+    a = torch.randn(8, 8)
+    with roofline.measure(ceilings="datasheet") as r:
+        a @ a
+    assert r.meta["contention"] == ["made-up evidence"]
+    p = r.project("H100 SXM")
+    assert p.meta["contention"] == [] and "made-up evidence" not in p.summary()
+    assert p.to_dict()["meta"]["contention"] == []
+
+
+def test_a_report_judged_against_busy_ceilings_says_so_in_its_header_and_meta():
+    torch = pytest.importorskip("torch")
+    import roofline
+    from roofline import devices
+
+    h = Ceilings.from_datasheet(devices.get("H100 SXM"))
+    c = dataclasses.replace(h, info=dict(h.info or {}, busy=True, contention=["L3 triad bandwidth below DRAM's"]))
+    a = torch.randn(8, 8)
+    with roofline.measure(timing=None, ceilings=c) as r:
+        a @ a
+    assert r.meta["contention"] == []  # the block itself is not flagged
+    head = r.summary().split("\n")[:3]
+    assert any(x.startswith("  ceilings measured under contention: L3 triad bandwidth below DRAM's") for x in head)
+    assert r.to_dict()["meta"]["ceilings_contention"] == ["L3 triad bandwidth below DRAM's"]
+    assert "ceilings_contention" not in r.project("H100 SXM").to_dict()["meta"]
+    with roofline.measure(timing=None, ceilings="H100 SXM") as r2:
+        a @ a
+    assert "ceilings measured under contention" not in r2.summary()
+    assert "ceilings_contention" not in r2.to_dict()["meta"]

@@ -301,12 +301,21 @@ def test_datasheet_interconnect_has_a_source():
 def test_corrupt_collectives_table_is_refused(two):
     doc = json.loads(pathlib.Path(two[0]["ddp_mlp"]["saved"]).read_text())
     doc["meta"]["collectives"]["record"][0] = 10**6
-    r = roofline.Report.from_dict(doc)
-    with pytest.raises(ValueError, match="meta.collectives.record"):
-        r.classification()
+    with pytest.raises(ValueError, match="meta.collectives.record refers to a record beyond"):
+        roofline.Report.from_dict(doc)  # refused on load, not later
+    doc["meta"]["collectives"]["record"][0] = 0
     doc["meta"]["collectives"]["bus_bytes"] = "x"
     with pytest.raises(ValueError, match="meta.collectives"):
-        rd.collectives(roofline.Report.from_dict(doc))
+        roofline.Report.from_dict(doc)
+    # a report changed after loading is still checked where the table is used
+    doc = json.loads(pathlib.Path(two[0]["ddp_mlp"]["saved"]).read_text())
+    r = roofline.Report.from_dict(doc)
+    r.meta["collectives"]["record"][0] = 10**6
+    with pytest.raises(ValueError, match="meta.collectives.record"):
+        r.classification()
+    r.meta["collectives"]["bus_bytes"] = "x"
+    with pytest.raises(ValueError, match="meta.collectives"):
+        rd.collectives(r)
 
 
 def test_no_link_bandwidth_is_flagged_not_dram():

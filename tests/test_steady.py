@@ -180,8 +180,8 @@ def test_flash_with_an_explicit_mask_is_counted_on_efficient_and_says_so():
     # a full (masked, not causal) pass: 2 products x 64 x 64 pairs x 16 x 4 heads x 2 FLOPs; causal: 64*65/2 pairs
     assert r.matrix_flops == 2 * 2 * 4 * 64 * 64 * 16 + 2 * 2 * 4 * (64 * 65 // 2) * 16
     p = r.project("H100 SXM")
-    assert p.meta["assumed"]["attention"] == "flash (chosen at count time); also efficient (flash takes no " \
-                                             "attn_mask) x1"
+    assert p.meta["assumed"]["attention"] == ("flash (chosen at count time; 2 scaled_dot_product_attention calls "
+                                              "redirected: flash x1, efficient (flash takes no attn_mask) x1)")
 
 
 def test_real_tensors_are_never_redirected():
@@ -228,7 +228,8 @@ def test_llama3_70b_training_step_on_meta_matches_6pt_plus_6lt2d():
     # only integer element-wise work (position ids, label shifting) has no peak of its own dtype, and it says so
     assert assumed["no_peak"] and all(k.endswith("(int64)") and "vector/float32" in v
                                       for k, v in assumed["no_peak"].items())
-    assert "assumed: attention flash (chosen at count time); matrix FLOPs in bfloat16 100%" in proj.summary()
+    assert ("assumed: attention flash (chosen at count time; 80 scaled_dot_product_attention calls redirected); "
+            "matrix FLOPs in bfloat16 100%") in proj.summary()
     # the matrix part of the projection is the exact count at the H100's dense bf16 rate (989 TFLOP/s)
     c = proj.classification()
     mat = r.records["matrix_flops"] > 0
@@ -361,3 +362,80 @@ def test_readme_quickstart_pattern_reports_a_step_without_optimizer_state_creati
     opt.state.clear()
     r0 = roofline.profile(step, model, warmup=0, repeat=1, timing=None)
     assert _state_init_ops(r0)["aten.zeros_like.default"] == 2 * len(list(model.parameters()))
+
+
+def test_an_outlier_first_measured_step_is_left_out_not_reported():
+    m = torch.nn.Linear(16, 16)
+    x = torch.randn(4, 16)
+    n = [0]
+
+    def step():
+        n[0] += 1
+        y = m(x)
+        if n[0] == 2:  # the first measured step (after 1 warm-up) does an extra pair of products, once
+            y = y @ torch.randn(16, 512) @ torch.randn(512, 16)
+        y.sum().backward()
+
+    with pytest.warns(UserWarning, match=r"median of 4 of 5 steps.*step 1 ran other ops"):
+        r = roofline.profile(step, m, warmup=1, repeat=5, timing="model", ceilings="H100 SXM")
+    # the common step: forward 2*4*16*16, backward weight gradient 2*4*16*16 (the input needs no gradient)
+    assert r.matrix_flops == 2 * (2 * 4 * 16 * 16)
+    s = r.meta["steady"]
+    assert s["steps"] == [2, 3, 4, 5] and s["other_steps"] == [1]
+    kept = [r.repeats[i].wall_time for i in (1, 2, 3, 4)]
+    assert r.wall_time == statistics.median(kept) == r.spread["wall_time"]["median"]
+    assert r.spread["wall_time"]["min"] == min(kept) and r.spread["wall_time"]["max"] == max(kept)
+    assert "median of 4 of 5 measured steps" in r.steady_line() and "step 1 ran other ops" in r.steady_line()
+
+
+def test_int8_matrix_products_projected_on_an_int8_peak_are_not_listed_as_missing_their_dtype():
+    a = torch.randint(-5, 5, (32, 32), dtype=torch.int8)
+    with roofline.measure(timing=None, ceilings="datasheet") as r:
+        torch._int_mm(a, a)
+    p = r.project("H100 SXM")
+    assert r.matrix_flops == 2 * 32 * 32 * 32
+    assert p.meta["assumed"]["no_peak"] == {}
+    assert float(p.classification()["peak"][0]) == 1979e12  # H100 SXM dense INT8 tensor core, datasheet
+
+
+def _small_llama_config():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
+    cfg._attn_implementation = "eager"
+    return cfg
+
+
+def test_count_step_leaves_the_callers_config_alone_and_labels_a_step_without_optimizer():
+    cfg = _small_llama_config()
+    r = llm.count_step(cfg, batch=1, seq_len=16, train=True, optimizer=None)
+    assert cfg._attn_implementation == "eager"
+    assert r.meta["steady"]["first_step"] is False and "FIRST step" not in r.steady_line()
+    assert "without an optimizer step" in r.steady_line()
+    r = llm.count_step(cfg, batch=1, seq_len=16, train=False)
+    assert cfg._attn_implementation == "eager"
+    assert r.meta["steady"]["first_step"] is False and "FIRST step" not in r.steady_line()
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"dtype": "float33"}, ValueError, "count_step: dtype"),
+    ({"dtype": "int8"}, ValueError, "floating-point dtype"),
+    ({"train": "yes"}, TypeError, "train must be True or False"),
+    ({"attention": "fast"}, ValueError, "count_step: attention"),
+    ({"optimizer": "sgd"}, ValueError, "optimizer must be"),
+    ({"batch": 0}, ValueError, "batch must be >= 1"),
+    ({"seq_len": 2.0}, TypeError, "seq_len must be an int"),
+    ({"ceilings": 3}, TypeError, "count_step: ceilings"),
+])
+def test_count_step_checks_its_arguments_first(kwargs, exc, match):
+    cfg = _small_llama_config()
+    with pytest.raises(exc, match=match):
+        llm.count_step(cfg, **{"batch": 1, "seq_len": 16, **kwargs})
+
+
+def test_profile_takes_numpy_integers():
+    calls = []
+    r = roofline.profile(lambda: calls.append(1), warmup=np.int64(1), repeat=np.int32(2), timing=None)
+    assert len(calls) == 3 and r.meta["steady"]["warmup"] == 1 and type(r.meta["steady"]["warmup"]) is int
+    with pytest.raises(TypeError, match="warmup must be an int"):
+        roofline.profile(lambda: None, warmup=True)
