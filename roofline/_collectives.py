@@ -254,8 +254,18 @@ def defer(types) -> bool:
     for t in types:
         for c in t.__mro__:
             if (c.__module__, c.__name__) in _DEFERRED:
+                if _unguarded[0]:  # the first DTensor op of a block on a torch without the propagation lock
+                    _unguarded[0] = False
+                    import warnings
+
+                    warnings.warn("roofline: this torch's DTensor sharding propagator has no _fake_mode_lock: the "
+                                  "fake-tensor ops it runs the first time an op meets a sharding may be counted (at "
+                                  "global shapes); measure a second step to leave them out", stacklevel=2)
                 return True
     return False
+
+
+_unguarded = [False]  # set by install() on a torch whose propagator cannot be wrapped: warn at the first DTensor op
 
 
 _state = threading.local()
@@ -308,12 +318,9 @@ def install():
         return None
     cls = getattr(mod, "ShardingPropagator", None)
     if cls is None or "_fake_mode_lock" not in cls.__dict__:
-        import warnings
-
-        warnings.warn("roofline: this torch's DTensor sharding propagator has no _fake_mode_lock: the fake-tensor "
-                      "ops it runs the first time an op meets a sharding may be counted (at global shapes); "
-                      "measure a second step to leave them out", stacklevel=4)
+        _unguarded[0] = True  # warned about only if the block meets a DTensor (see defer)
         return None
+    _unguarded[0] = False
     with _install_lock:
         if _installed[0] == 0:
             _installed[1] = cls.__dict__["_fake_mode_lock"]

@@ -108,6 +108,8 @@ def _mode_class():
             self._passing = 0  # >0 while the wrapper runs the original on real tensors (the mode must not count)
 
         def __enter__(self):
+            if self.backend != "math":
+                _efficient_takes_gqa()  # probed before any op of the block can be recorded
             out = super().__enter__()
             try:
                 self._saved = F.__dict__.get("scaled_dot_product_attention")
@@ -184,6 +186,16 @@ def _mode_class():
                 out = aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False,
                                                                scale=scale)[0]
             else:
+                if key.size(-3) != hq and not _efficient_takes_gqa():
+                    # this torch's memory-efficient kernel has no grouped-query support (its backward refuses
+                    # fewer K/V heads): K/V are repeated to the query heads, and those copies are counted
+                    key = key.repeat_interleave(hq // key.size(-3), dim=-3)
+                    value = value.repeat_interleave(hq // value.size(-3), dim=-3)
+                    self.calls[label] -= 1
+                    if not self.calls[label]:
+                        del self.calls[label]
+                    label = f"{label} (K/V repeated: this torch's efficient kernel takes no grouped-query heads)"
+                    self.calls[label] = self.calls.get(label, 0) + 1
                 need_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
                 out = aten._scaled_dot_product_efficient_attention(query, key, value, attn_mask, need_grad,
                                                                    dropout_p, is_causal, scale=scale)[0]
@@ -193,6 +205,29 @@ def _mode_class():
 
 
 _CLASS = None
+
+
+_GQA = []
+
+
+def _efficient_takes_gqa() -> bool:
+    """Whether this torch's memory-efficient attention runs forward and backward with fewer K/V heads than query
+    heads (probed once, on meta tensors: no memory, no compute)."""
+    if not _GQA:
+        import torch
+
+        try:
+            q = torch.empty(1, 4, 8, 16, device="meta", requires_grad=True)
+            kv = torch.empty(1, 2, 8, 16, device="meta", requires_grad=True)
+            from torch.utils._python_dispatch import _disable_current_modes
+
+            with _disable_current_modes():  # never recorded by an enclosing measure block
+                out = torch.ops.aten._scaled_dot_product_efficient_attention(q, kv, kv, None, True, 0.0, False)[0]
+                torch.autograd.grad(out.sum(), (q, kv))
+            _GQA.append(True)
+        except (RuntimeError, ValueError):
+            _GQA.append(False)
+    return _GQA[0]
 
 
 def mode(backend: str):

@@ -376,3 +376,27 @@ def test_collective_rows_use_the_link_and_others_dram():
     assert add["mbu"] == pytest.approx(800 / (t[1] * 3.35e12))  # 2 x 400 bytes over the H100's DRAM
     tot = r.totals()
     assert tot["network_bytes"] == 600 and tot["bytes"] == 800
+
+
+def test_a_torch_without_the_propagation_lock_warns_only_when_a_dtensor_is_met(monkeypatch):
+    """Older torch releases have no ShardingPropagator._fake_mode_lock: blocks without DTensor say nothing; the first
+    DTensor op of a block warns once."""
+    import warnings
+
+    from roofline import _collectives
+
+    prop = pytest.importorskip("torch.distributed.tensor._sharding_prop")
+    if "_fake_mode_lock" in prop.ShardingPropagator.__dict__:
+        monkeypatch.delattr(prop.ShardingPropagator, "_fake_mode_lock")  # as on the older releases
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with roofline.measure(timing=None) as r:
+            torch.ones(3) * 2
+    assert len(r.records) >= 1
+    dtensor_like = type("DTensor", (), {"__module__": "torch.distributed.tensor._api"})
+    assert _collectives.install() is None
+    with pytest.warns(UserWarning, match="no _fake_mode_lock"):
+        assert _collectives.defer([dtensor_like])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _collectives.defer([dtensor_like])  # once per block
