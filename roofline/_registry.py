@@ -251,7 +251,16 @@ _put("_native_multi_head_attention", _e("mha"))
 
 # ---- gathers, pooling, losses -----------------------------------------------------------------------------------
 _put("embedding index_select gather index take take_along_dim _embedding_bag embedding_bag", _e("gather"))
-_put("scatter scatter_add scatter_reduce index_add index_reduce _index_put_impl", _e("ewise", 1))
+# Scatters as mixture-of-experts dispatch and combine use them: the work is per element scattered (of `src` /
+# `source`), not per element of the destination, which is mostly untouched.
+_put("scatter", _e("copy"))  # scatter.src / scatter.value: a copy into the destination
+_put("scatter.reduce scatter_add scatter_reduce", _e("ewise_in", 1, of="src"))  # one add/multiply/max per element
+_put("index_add index_reduce", _e("ewise_in", 1, of="source"))
+_put("scatter.value_reduce _index_put_impl", _e("ewise", 1))
+# Histograms: histc finds the bin of each element (subtract the low edge, scale) and adds one: 3 FLOPs per element;
+# bincount adds one (or a weight) per element.
+_put("histc", _e("ewise_in", 3))
+_put("bincount", _e("ewise_in", 1))
 _put("max_pool1d", _e("pool", 1, spatial=1))
 _put("max_pool2d_with_indices max_pool2d", _e("pool", 1, spatial=2))
 _put("max_pool3d_with_indices", _e("pool", 1, spatial=3))
