@@ -106,11 +106,12 @@ def _dim_size(t, dim) -> int:
 
 # ---- ordering: sort, topk, search ---------------------------------------------------------------------------------
 
-def _sort(b, out):
-    """Comparison sort of each slice of length L along ``dim`` (the whole tensor for ops without ``dim``):
-    ceil(log2 L) comparisons per element."""
+def _sort(b, out, default_dim=-1):
+    """Comparison sort of each slice of length L along ``dim`` (``default_dim`` when not passed; None: the whole
+    tensor, for ops without a ``dim``): ceil(log2 L) comparisons per element."""
     x = b["self"]
-    L = _dim_size(x, b.get("dim", -1)) if "dim" in b and b.get("dim") is not None else _numel(x)
+    dim = b.get("dim", default_dim)
+    L = _numel(x) if dim is None else _dim_size(x, dim)
     return _counts(vector=_numel(x) * _clog2(L), read=_read(b), written=_written(out))
 
 
@@ -360,9 +361,11 @@ def _flex(args, kwargs, out, backward=False):
 
 # aten ops (qualified name, any overload) -> formula(bound arguments, result).
 OPS = {
-    "aten::sort": _sort, "aten::argsort": _sort, "aten::msort": _sort, "aten::kthvalue": _sort,
-    "aten::median": _sort, "aten::nanmedian": _sort, "aten::mode": _sort, "aten::_unique2": _sort,
-    "aten::unique_dim": _sort, "aten::unique_consecutive": _sort,
+    "aten::sort": _sort, "aten::argsort": _sort, "aten::kthvalue": _sort, "aten::mode": _sort,
+    "aten::msort": lambda b, out: _sort(b, out, 0),
+    "aten::median": lambda b, out: _sort(b, out, None), "aten::nanmedian": lambda b, out: _sort(b, out, None),
+    "aten::_unique2": lambda b, out: _sort(b, out, None), "aten::unique_dim": _sort,
+    "aten::unique_consecutive": lambda b, out: _sort(b, out, None),
     "aten::topk": _topk,
     "aten::searchsorted": _searchsorted,
     "aten::isin": _isin,
