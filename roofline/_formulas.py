@@ -357,6 +357,65 @@ def _flex(args, kwargs, out, backward=False):
                    written=_written(out))
 
 
+# ---- torchvision detection ops --------------------------------------------------------------------------------------
+
+# Intersection over union of two boxes: 2 max + 2 min (the intersection's corners), 2 subtractions and 2 clamps at 0
+# (its sides), 1 multiply (its area), 1 add + 1 subtract (the union of the two precomputed areas), 1 divide: 12.
+_IOU = 12
+
+
+def _nms(b, out):
+    """torchvision::nms(boxes, scores, iou_threshold): sort the N scores (N ceil(log2 N) comparisons), the N areas
+    (2 subtractions + 1 multiply each), and the IoU of every pair i < j (N(N-1)/2 x 12 FLOPs) with one comparison
+    to the threshold each. Every pair is what the GPU kernel computes (its suppression mask); the CPU loop skips the
+    pairs of boxes already suppressed, so there this is an upper bound."""
+    n = int(b["dets"].shape[0]) if "dets" in b else int(b["boxes"].shape[0])
+    pairs = n * (n - 1) // 2
+    return _counts(vector=n * _clog2(n) + 3 * n + pairs * (_IOU + 1), read=_read(b), written=_written(out))
+
+
+def _roi_samples(b, rois, ph, pw, sampling_ratio):
+    """Bilinear samples per output element of each region: sampling_ratio^2, or (adaptive, sampling_ratio <= 0)
+    ceil(roi_h / ph) * ceil(roi_w / pw) from the region's size. None when adaptive and the regions cannot be read."""
+    k = int(rois.shape[0])
+    if sampling_ratio > 0:
+        return k * sampling_ratio * sampling_ratio
+    if not _values_readable(rois):
+        return None
+    import math
+
+    scale, aligned = float(b["spatial_scale"]), bool(b.get("aligned"))
+    total = 0
+    for r in rois.tolist():  # (batch index, x1, y1, x2, y2)
+        h, w = (r[4] - r[2]) * scale, (r[3] - r[1]) * scale
+        if not aligned:  # regions are at least one pixel
+            h, w = max(h, 1.0), max(w, 1.0)
+        total += max(math.ceil(h / ph), 0) * max(math.ceil(w / pw), 0)
+    return total
+
+
+def _roi_align(b, out, backward=False):
+    """torchvision::roi_align: per output element (region, channel, bin) the average of its bilinear samples: per
+    sample 4 multiplies and 3 adds (the interpolation) and 1 add (the sum), and 1 divide per element: 8 per sample + 1.
+    The 4 sample positions and weights per sample are shared by the channels (not counted). Backward: each sample
+    scatters its grad into 4 input elements (a multiply and an add each: 8 per sample)."""
+    rois = b["rois"]
+    ph, pw = int(b["pooled_height"]), int(b["pooled_width"])
+    samples = _roi_samples(b, rois, ph, pw, int(b["sampling_ratio"]))
+    if samples is None:
+        return {"status": E_DATA}
+    src = b["grad"] if backward else b["input"]
+    channels = int(b["channels"]) if backward else int(src.shape[1])
+    per_bin = samples * channels * ph * pw  # sample evaluations, summed over regions
+    bins = int(rois.shape[0]) * channels * ph * pw
+    vector = 8 * per_bin if backward else 8 * per_bin + bins
+    if backward:
+        read = _touched_bytes(src) + _touched_bytes(rois)
+    else:  # a gather: reads the regions and at most 4 input elements per sample, never more than the input
+        read = _touched_bytes(rois) + min(_touched_bytes(src), 4 * per_bin * src.element_size())
+    return _counts(vector=vector, read=read, written=_written(out))
+
+
 # ---- tables -------------------------------------------------------------------------------------------------------
 
 # aten ops (qualified name, any overload) -> formula(bound arguments, result).
@@ -382,6 +441,9 @@ OPS = {
     "aten::_flash_attention_backward": lambda b, out: _varlen(b, out, flash=True, backward=True),
     "aten::_efficient_attention_forward": lambda b, out: _varlen(b, out, flash=False, backward=False),
     "aten::_efficient_attention_backward": lambda b, out: _varlen(b, out, flash=False, backward=True),
+    "torchvision::nms": _nms,
+    "torchvision::roi_align": _roi_align,
+    "torchvision::_roi_align_backward": lambda b, out: _roi_align(b, out, backward=True),
 }
 
 # Higher-order operators (by name) -> formula(args, kwargs, result).

@@ -210,7 +210,9 @@ _put("sum mean amax amin max min prod argmax argmin any all cumsum cumprod nansu
 _put("linalg_vector_norm norm", _e("ewise_in", 2))
 _put("var std var_mean std_mean", _e("ewise_in", 3))
 _put("logsumexp", _e("ewise_in", 3, 1))
-_put("mse_loss mse_loss_backward l1_loss smooth_l1_loss huber_loss", _e("ewise_in", 3))
+_put("mse_loss l1_loss smooth_l1_loss huber_loss", _e("ewise_in", 3))
+# backward: per element of the input (`self`), not of grad_output (a scalar under mean or sum reduction)
+_put("mse_loss_backward smooth_l1_loss_backward huber_loss_backward", _e("ewise_in", 3, of="self"))
 _put("binary_cross_entropy_with_logits binary_cross_entropy", _e("ewise_in", 5, 2))
 _put("max_pool2d_with_indices_backward max_pool3d_with_indices_backward max_unpool2d",
      _e("ewise_in", 1, noread=(1,)))
@@ -270,6 +272,26 @@ _put("avg_pool2d_backward", _e("pool", 1, noread=(1,), spatial=2))
 _put("avg_pool3d_backward", _e("pool", 1, noread=(1,), spatial=3))
 _put("nll_loss_forward nll_loss2d_forward", _e("nll", target=1, per_target=1))  # forward: `target` at 1
 _put("nll_loss_backward nll_loss2d_backward", _e("nll", noread=(1,), target=2, per_target=2))
+
+# ---- resampling: per element of the result (forward) or of grad_output (backward) --------------------------------
+# nearest: a gather, no FLOPs. Linear interpolation: one lerp a + w*(b - a) (3 FLOPs) per output element and
+# dimension pair: linear 1 lerp (3), bilinear 3 lerps (9), trilinear 7 lerps (21); bicubic: 5 four-tap cubic
+# interpolations (4 multiplies + 3 adds each: 35). Backward: each grad_output element is weighted into every tap
+# (a multiply and an add per tap: linear 2 taps 4, bilinear 4 taps 8, trilinear 8 taps 16, bicubic 16 taps 32);
+# nearest adds it into one input element (1).
+_put("upsample_nearest1d upsample_nearest2d upsample_nearest3d _upsample_nearest_exact1d _upsample_nearest_exact2d "
+     "_upsample_nearest_exact3d", _e("copy"))
+_put("upsample_linear1d", _e("ewise", 3))
+_put("upsample_bilinear2d _upsample_bilinear2d_aa", _e("ewise", 9))
+_put("upsample_trilinear3d", _e("ewise", 21))
+_put("upsample_bicubic2d _upsample_bicubic2d_aa", _e("ewise", 35))
+_put("upsample_nearest1d_backward upsample_nearest2d_backward upsample_nearest3d_backward "
+     "_upsample_nearest_exact1d_backward _upsample_nearest_exact2d_backward _upsample_nearest_exact3d_backward",
+     _e("ewise_in", 1))
+_put("upsample_linear1d_backward", _e("ewise_in", 4))
+_put("upsample_bilinear2d_backward _upsample_bilinear2d_aa_backward", _e("ewise_in", 8))
+_put("upsample_trilinear3d_backward", _e("ewise_in", 16))
+_put("upsample_bicubic2d_backward _upsample_bicubic2d_aa_backward", _e("ewise_in", 32))
 
 # ---- optimizers: per element of the parameter list ---------------------------------------------------------------
 _put("_foreach_add _foreach_sub _foreach_mul _foreach_div _foreach_neg _foreach_abs _foreach_maximum "

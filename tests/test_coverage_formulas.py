@@ -326,3 +326,50 @@ def test_mixtral_training_step_matrix_flops_by_hand():
     grouped = row(r, "aten._grouped_mm.default")["matrix_flops"]
     assert grouped == 3 * experts
     assert fc_total(r) == r.matrix_flops - grouped
+
+
+# ---- resampling and detection ops --------------------------------------------------------------------------------
+
+def test_upsample_forward_and_backward():
+    """(1, 2, 4, 4) -> (1, 2, 8, 8), 128 output elements: bilinear 3 lerps (9 FLOPs) each; reads 128 B, writes 512 B. Backward of bilinear: 8 FLOPs per grad_output element (a multiply and an add into each of 4 taps)."""
+    F = torch.nn.functional
+    x = torch.randn(1, 2, 4, 4, requires_grad=True)
+    with roofline.measure(timing=None) as r:
+        F.interpolate(x, size=(8, 8), mode="bilinear").sum().backward()
+    assert not r.unknown_ops and not r.errors
+    assert counts(r, "aten.upsample_bilinear2d.default") == (0, 128 * 9, 0, 128, 512)
+    assert row(r, "aten.upsample_bilinear2d_backward.default")["vector_flops"] == 128 * 8
+
+
+def test_loss_backward_counts_per_input_element():
+    """smooth_l1_loss backward under mean reduction: grad_output is a scalar; the work is per element of the input
+    (10 elements x 3 FLOPs)."""
+    x = torch.randn(10, requires_grad=True)
+    with roofline.measure(timing=None) as r:
+        torch.nn.functional.smooth_l1_loss(x, torch.zeros(10)).backward()
+    assert row(r, "aten.smooth_l1_loss_backward.default")["vector_flops"] == 30
+
+
+def test_nms_and_roi_align():
+    """nms of 5 boxes: sort 5*3 + areas 5*3 + 10 pairs x (12 IoU FLOPs + 1 comparison) = 160; reads 80 + 20 B.
+    roi_align of 2 regions, 3 channels, 2x2 bins: sampling_ratio 2 -> 2 x 4 samples per bin, 96 sample evaluations
+    over the channels and bins, 8 FLOPs each + 1 divide per bin (24): 792; reads the regions (40 B) and 4 input
+    elements per sample (1536 B). Adaptive sampling (-1): regions 8 x 8 in 2 x 2 bins -> ceil(8/2)^2 = 16 samples per
+    bin each: 2*16*3*4 = 384 evaluations: 3096 FLOPs; reads 40 + min(3072, 6144) B."""
+    tv = pytest.importorskip("torchvision")
+    boxes = torch.tensor([[0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30], [21, 21, 29, 29], [50, 50, 60, 60.0]])
+    scores = torch.tensor([0.9, 0.8, 0.7, 0.6, 0.5])
+    x = torch.randn(1, 3, 16, 16)
+    rois = torch.tensor([[0, 0, 0, 8, 8], [0, 4, 4, 12, 12.0]])
+    with roofline.measure(timing=None) as r:
+        keep = tv.ops.nms(boxes, scores, 0.5)
+    assert counts(r, "torchvision.nms.default") == (0, 160, 0, 100, keep.numel() * 8)
+    with roofline.measure(timing=None) as r:
+        tv.ops.roi_align(x, rois, (2, 2), spatial_scale=1.0, sampling_ratio=2)
+    assert counts(r, "torchvision.roi_align.default") == (0, 792, 0, 40 + 1536, 96)
+    with roofline.measure(timing=None) as r:
+        tv.ops.roi_align(x, rois, (2, 2), spatial_scale=1.0, sampling_ratio=-1)
+    assert counts(r, "torchvision.roi_align.default") == (0, 3096, 0, 40 + 3072, 96)
+    with roofline.measure(timing=None) as r:  # adaptive sampling needs the regions' values
+        tv.ops.roi_align(x.to("meta"), rois.to("meta"), (2, 2), spatial_scale=1.0, sampling_ratio=-1)
+    assert list(r.errors) == ["torchvision.roi_align.default"]
