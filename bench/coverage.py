@@ -163,6 +163,7 @@ def _hf_build(name, device, small):
     import torch
     import transformers
 
+    transformers.logging.set_verbosity_error()  # small vocabularies: warnings about token ids
     _, mtype, cls, overrides, kind = next(h for h in HF if h[0] == name)
     if kind == "clip":
         text = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -247,13 +248,15 @@ def build(family, name, device):
             kw.update(min_size=128, max_size=128)
         if "rcnn" in name:  # fewer proposals: the arithmetic per proposal is the same
             kw.update(rpn_pre_nms_top_n_train=200, rpn_post_nms_top_n_train=64, rpn_pre_nms_top_n_test=200,
-                      rpn_post_nms_top_n_test=64, box_batch_size_per_image=32)
+                      rpn_post_nms_top_n_test=64, box_batch_size_per_image=32, box_detections_per_img=16)
+        if name.startswith(("retinanet", "fcos")):
+            kw.update(topk_candidates=64, detections_per_img=16)
         with torch.device(device):
             model = torchvision.models.get_model(name, **kw)
         side = 320 if name.startswith("ssdlite") else 128
 
         def inputs(train):
-            imgs = [torch.rand(3, side, side, device=device) for _ in range(2)]
+            imgs = [torch.rand(3, side, side, device=device)]
             if not train:
                 return (imgs,)
             tgt = []
