@@ -112,7 +112,8 @@ HF = [
      dict(vocab_size=128, dim=64, hidden_dim=128, n_layers=2, n_heads=4), "text"),
     ("electra", "electra", "AutoModelForMaskedLM", dict(_ENC, embedding_size=64), "text"),
     ("deberta-v2", "deberta-v2", "AutoModelForMaskedLM", dict(_ENC), "text"),
-    ("modernbert", "modernbert", "AutoModelForMaskedLM", dict(_ENC, global_attn_every_n_layers=2, local_attention=8),
+    ("modernbert", "modernbert", "AutoModelForMaskedLM", dict(_ENC, global_attn_every_n_layers=2, local_attention=8, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+          cls_token_id=1, sep_token_id=2),
      "text"),
     ("t5", "t5", "AutoModelForSeq2SeqLM", dict(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2,
                                                 num_heads=4, decoder_start_token_id=0), "seq2seq"),
@@ -159,6 +160,9 @@ def select(only: str | None):
 
 # ---- building a model and its inputs ------------------------------------------------------------------------------
 
+_EAGER = {"deberta-v2", "gemma2", "bloom"}  # no scaled_dot_product_attention path in transformers
+
+
 def _hf_build(name, device, small):
     import torch
     import transformers
@@ -173,7 +177,8 @@ def _hf_build(name, device, small):
         cfg = transformers.AutoConfig.for_model(mtype, text_config=text, vision_config=vision)
     else:
         cfg = transformers.AutoConfig.for_model(mtype, **overrides)
-    cfg._attn_implementation = "sdpa" if mtype not in ("mamba", "mamba2") else None
+    # scaled_dot_product_attention where the model supports it, else its eager attention
+    cfg._attn_implementation = None if mtype in ("mamba", "mamba2") else "eager" if mtype in _EAGER else "sdpa"
     with torch.device(device):
         model = getattr(transformers, cls).from_config(cfg)
 
@@ -184,12 +189,12 @@ def _hf_build(name, device, small):
                 return dict(input_ids=ids, labels=ids) if train and "CausalLM" in cls or "MaskedLM" in cls and train \
                     else dict(input_ids=ids)
             if kind == "seq2seq":
-                return dict(input_ids=ids, labels=ids[:, :8]) if train else \
-                    dict(input_ids=ids, decoder_input_ids=ids[:, :8])
+                return dict(input_ids=ids, labels=ids[:, :8].contiguous()) if train else \
+                    dict(input_ids=ids, decoder_input_ids=ids[:, :8].contiguous())
             if kind == "speech":
                 feats = torch.randn(2, 16, 64)
-                return dict(input_features=feats, labels=ids[:, :8]) if train else \
-                    dict(input_features=feats, decoder_input_ids=ids[:, :8])
+                return dict(input_features=feats, labels=ids[:, :8].contiguous()) if train else \
+                    dict(input_features=feats, decoder_input_ids=ids[:, :8].contiguous())
             if kind == "audio":
                 return dict(input_values=torch.randn(2, 1600))
             if kind == "image":

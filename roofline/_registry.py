@@ -175,6 +175,9 @@ _put("silu_backward elu_backward mish_backward", _e("ewise", 5, 1))
 _put("gelu", _e("ewise", 4, 1))
 _put("gelu_backward", _e("ewise", 6, 2))
 _put("softplus", _e("ewise", 1, 2))
+# log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)): abs, negate, min, subtract + exp, log1p; backward 4 per element
+_put("log_sigmoid_forward", _e("ewise", 4, 2))
+_put("log_sigmoid_backward", _e("ewise", 4))
 _put("softplus_backward", _e("ewise", 3, 1))
 _put("native_dropout", _e("ewise", 2, 1))
 _put("native_dropout_backward", _e("ewise", 2))
@@ -201,6 +204,10 @@ _put("batch_norm_backward", _e("ewise_in", 12, noread=_BN_STATS, training="updat
 _put("cudnn_batch_norm_backward miopen_batch_norm_backward", _e("ewise_in", 12, noread=_BN_STATS))
 _put("native_layer_norm_backward native_group_norm_backward", _e("ewise_in", 12))
 _put("_fused_rms_norm", _e("ewise_in", 4))
+# weight normalisation w = g * v / ||v|| per slice: the norm (square, add) and the scale (divide, multiply) per element
+# of v; backward 6 per element of grad_w
+_put("_weight_norm_interface", _e("ewise_in", 4))
+_put("_weight_norm_interface_backward", _e("ewise_in", 6))
 _put("_fused_rms_norm_backward", _e("ewise_in", 7))
 _put("_softmax _safe_softmax _log_softmax", _e("ewise_in", 4, 1))
 _put("_softmax_backward_data", _e("ewise_in", 4))

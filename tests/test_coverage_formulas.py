@@ -373,3 +373,19 @@ def test_nms_and_roi_align():
     with roofline.measure(timing=None) as r:  # adaptive sampling needs the regions' values
         tv.ops.roi_align(x.to("meta"), rois.to("meta"), (2, 2), spatial_scale=1.0, sampling_ratio=-1)
     assert list(r.errors) == ["torchvision.roi_align.default"]
+
+
+def test_log_sigmoid_and_weight_norm():
+    """logsigmoid of 10 elements: abs, negate, min, subtract (4) + exp, log1p (2 special) each; its backward 4 per
+    element. Weight normalisation of v (4, 3) by rows: 4 FLOPs per element of v (48); backward 6 per element."""
+    x = torch.randn(10, requires_grad=True)
+    v = torch.randn(4, 3, requires_grad=True)
+    gain = torch.randn(4, 1, requires_grad=True)
+    with roofline.measure(timing=None) as r:
+        torch.nn.functional.logsigmoid(x).sum().backward()
+        torch._weight_norm_interface(v, gain, 0)[0].sum().backward()
+    assert not r.unknown_ops and not r.errors
+    assert counts(r, "aten.log_sigmoid_forward.default")[1:3] == (40, 20)
+    assert row(r, "aten.log_sigmoid_backward.default")["vector_flops"] == 40
+    assert row(r, "aten._weight_norm_interface.default")["vector_flops"] == 48
+    assert row(r, "aten._weight_norm_interface_backward.default")["vector_flops"] == 6 * 12
