@@ -11,7 +11,8 @@ size, every result written once). The per-op conventions (comparisons of a sort,
 cell, the blocks of a FlexAttention mask) are in docs/concepts.md, "Formulas beyond FlopCounterMode".
 
 A count that needs tensor values which cannot be read (meta or fake tensors: a sweep on the meta device) is recorded
-with zero counts and status ``E_DATA`` (listed in ``Report.errors``), never guessed.
+with zero counts and status ``E_DATA`` (listed in ``Report.errors``), never guessed; arguments a formula cannot count
+(it raises ValueError) give status ``E_ARGS`` inside ``measure``.
 
 Needs no torch at import; the formulas only call methods of the tensors they are given.
 """
@@ -19,6 +20,7 @@ Needs no torch at import; the formulas only call methods of the tensors they are
 from __future__ import annotations
 
 E_DATA = 7  # RL_E_DATA in csrc/cost.h: the count depends on tensor values that cannot be read
+E_ARGS = 2  # RL_E_ARGS: arguments the formula cannot count (a formula's ValueError inside measure())
 
 
 # ---- helpers --------------------------------------------------------------------------------------------------------

@@ -358,10 +358,13 @@ class Session:
         t0 = _now()
         out = func(*args, **kwargs)
         t1 = _now()
-        if names is None:  # a higher-order operator
-            res = formula(args, kwargs, out)
-        else:
-            res = formula(_formulas.bind(names, args, kwargs), out)
+        try:
+            if names is None:  # a higher-order operator
+                res = formula(args, kwargs, out)
+            else:
+                res = formula(_formulas.bind(names, args, kwargs), out)
+        except (ValueError, IndexError):  # arguments the formula cannot count: an error record, never a guess
+            res = {"status": _formulas.E_ARGS}
         if res is None:
             self.recorder.record(idx, self.tracker.module_id, phase, args, kwargs or None, out)
         else:

@@ -389,3 +389,37 @@ def test_log_sigmoid_and_weight_norm():
     assert row(r, "aten.log_sigmoid_backward.default")["vector_flops"] == 40
     assert row(r, "aten._weight_norm_interface.default")["vector_flops"] == 48
     assert row(r, "aten._weight_norm_interface_backward.default")["vector_flops"] == 6 * 12
+
+
+def test_cudnn_rnn_formula():
+    """_cudnn_rnn (a CUDA kernel; its formula called as measure() calls it): one LSTM layer, T*B = 5*3 = 15 rows,
+    input 8, hidden 16 (64 gate rows), weights with biases (stride 4): 2*15*64*(8 + 16) = 46080 matrix FLOPs;
+    15*16 units x 14 + biases 2*15*64 = 5280 vector; 15*16 x 5 = 1200 special. Backward: twice the products and
+    vector FLOPs. Projections (proj_size > 0) are refused."""
+    from roofline import _formulas
+
+    def m(*shape):
+        return torch.empty(*shape, device="meta")
+
+    b = dict(input=m(5, 3, 8), weight=[m(64, 8), m(64, 16), m(64), m(64)], weight_stride0=4, proj_size=0)
+    fwd = _formulas.OPS["aten::_cudnn_rnn"](b, (m(5, 3, 16),))
+    assert (fwd["matrix_flops"], fwd["vector_flops"], fwd["special_ops"]) == (46080, 5280, 1200)
+    bwd = _formulas.OPS["aten::_cudnn_rnn_backward"](b, (m(5, 3, 8),))
+    assert (bwd["matrix_flops"], bwd["vector_flops"], bwd["special_ops"]) == (2 * 46080, 2 * 5280, 0)
+    with pytest.raises(ValueError, match="proj_size"):
+        _formulas.OPS["aten::_cudnn_rnn"](dict(b, proj_size=4), (m(5, 3, 16),))
+
+
+def test_a_formula_that_cannot_count_gives_an_error_record(monkeypatch):
+    """Inside measure() a built-in formula's ValueError becomes an error record (zero counts), not an exception in
+    the user's step and not a guess."""
+    from roofline import _formulas
+
+    def refuse(b, out):
+        raise ValueError("cannot count this call")
+
+    monkeypatch.setitem(_formulas.OPS, "aten::topk", refuse)
+    with roofline.measure(timing=None) as r:
+        X816.topk(2)
+    assert r.errors == {"aten.topk.default": (1, _core.status_str(_formulas.E_ARGS))}
+    assert row(r, "aten.topk.default")["vector_flops"] == 0
