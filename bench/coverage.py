@@ -261,7 +261,7 @@ def build(family, name, device):
         side = 320 if name.startswith("ssdlite") else 128
 
         def inputs(train):
-            imgs = [torch.rand(3, side, side, device=device)]
+            imgs = [torch.rand(3, side, side, device=device) for _ in range(2 if name.startswith("ssd") else 1)]
             if not train:
                 return (imgs,)
             tgt = []
