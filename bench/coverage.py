@@ -534,11 +534,28 @@ def main(argv=None) -> int:
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT,
                                           env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep +
                                                    os.environ.get("PYTHONPATH", ""))))
+        import queue
+        import threading
+
+        lines: queue.Queue = queue.Queue()
+
+        def pump(proc):
+            for raw in proc.stdout:
+                lines.put(raw)
+            lines.put(None)
+
         for p in procs:
-            for raw in p.stdout:
-                res = json.loads(raw)
-                print(line(res), flush=True)
-                results.append(res)
+            threading.Thread(target=pump, args=(p,), daemon=True).start()
+        open_workers = len(procs)
+        while open_workers:  # results in the order they finish, whichever worker
+            raw = lines.get()
+            if raw is None:
+                open_workers -= 1
+                continue
+            res = json.loads(raw)
+            print(line(res), flush=True)
+            results.append(res)
+        for p in procs:
             p.wait()
         done = {(r["family"], r["name"]) for r in results}
         for fam, name in entries:  # a worker that died: its remaining models are reported as failed
