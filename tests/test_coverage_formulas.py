@@ -423,3 +423,16 @@ def test_a_formula_that_cannot_count_gives_an_error_record(monkeypatch):
         X816.topk(2)
     assert r.errors == {"aten.topk.default": (1, _core.status_str(_formulas.E_ARGS))}
     assert row(r, "aten.topk.default")["vector_flops"] == 0
+
+
+def test_flex_attention_backward_formula(flex):
+    """flex_attention_backward (no CPU kernel: its formula called as measure() calls it, with the higher-order op's
+    arguments): the causal 8 x 8-block mask's 36 blocks of 128 x 128 pairs per head, 2*(3*16 + 2*16) FLOPs each."""
+    from roofline import _formulas
+
+    q = torch.empty(1, 2, 1024, 16)
+    bm = flex.create_block_mask(_causal, None, None, 1024, 1024, device="cpu").as_tuple()
+    args = (q, q, q, q, torch.empty(1, 2, 1024), q, None, None, None, bm, 0.25, {})
+    c = _formulas.HOPS["flex_attention_backward"](args, {}, (q, q, q))
+    pairs = 2 * 36 * 128 * 128
+    assert (c["matrix_flops"], c["vector_flops"], c["special_ops"]) == (2 * pairs * (3 * 16 + 2 * 16), 4 * pairs, pairs)
