@@ -208,8 +208,29 @@ def _hf_build(name, device, small):
     return model, inputs
 
 
-def build(family, name, device):
-    """(model, inputs(train) -> args or kwargs) for one zoo entry on ``device``; small sizes on the CPU."""
+@contextlib.contextmanager
+def _regnet_widths_on_cpu():
+    """torchvision's RegNet builders compute their block widths with tensor ops (and read them back): on the CPU,
+    whatever the device the model is built on."""
+    import torch
+    from torchvision.models import regnet
+
+    orig = regnet.BlockParams.__dict__["from_init_params"]
+
+    def from_init_params(cls, *args, **kwargs):
+        with torch.device("cpu"):
+            return orig.__func__(cls, *args, **kwargs)
+
+    regnet.BlockParams.from_init_params = classmethod(from_init_params)
+    try:
+        yield
+    finally:
+        regnet.BlockParams.from_init_params = orig
+
+
+def build(family, name, device, tiny=False):
+    """(model, inputs(train) -> args or kwargs) for one zoo entry on ``device``; small sizes on the CPU; ``tiny``:
+    detection models at 64 x 64 with a handful of proposals (the same ops, for the test suite)."""
     import torch
 
     small = device == "cpu"
@@ -229,7 +250,7 @@ def build(family, name, device):
     import torchvision
 
     if family == "tv":
-        with torch.device(device):
+        with torch.device(device), _regnet_widths_on_cpu():
             model = torchvision.models.get_model(name, weights=None, num_classes=10)
         size = 299 if name == "inception_v3" else 224
         if small and not name.startswith(("vit", "swin", "maxvit", "inception", "googlenet")):
@@ -248,15 +269,18 @@ def build(family, name, device):
     if family == "tv-det":
         kw = dict(weights=None, weights_backbone=None, num_classes=5)
         if not name.startswith("ssd"):
-            kw.update(min_size=128, max_size=128)
+            kw.update(min_size=64 if tiny else 128, max_size=64 if tiny else 128)
         if "rcnn" in name:  # fewer proposals: the arithmetic per proposal is the same
             kw.update(rpn_pre_nms_top_n_train=200, rpn_post_nms_top_n_train=64, rpn_pre_nms_top_n_test=200,
                       rpn_post_nms_top_n_test=64, box_batch_size_per_image=32, box_detections_per_img=16)
+            if tiny:
+                kw.update(rpn_pre_nms_top_n_train=50, rpn_post_nms_top_n_train=8, rpn_pre_nms_top_n_test=50,
+                          rpn_post_nms_top_n_test=8, box_batch_size_per_image=8, rpn_batch_size_per_image=16)
         if name.startswith(("retinanet", "fcos")):
             kw.update(topk_candidates=64, detections_per_img=16)
         with torch.device(device):
             model = torchvision.models.get_model(name, **kw)
-        side = 320 if name.startswith("ssdlite") else 128
+        side = 320 if name.startswith("ssdlite") else 64 if tiny else 128
 
         def inputs(train):
             imgs = [torch.rand(3, side, side, device=device) for _ in range(2 if name.startswith("ssd") else 1)]
@@ -348,33 +372,38 @@ def _with_fcm(model, inputs, train, optimizer):
     return r, fcm
 
 
-def _one_mode(model, inputs, train):
+def _one_mode(model, inputs, train, quick=False):
     import torch
 
     model.train(train)
     if not train:
         try:
-            return _one_mode_run(model, inputs, train, None)
+            return _one_mode_run(model, inputs, train, None, quick)
         except AssertionError as e:
             if "gradient function" not in str(e) or id(model) in _GRAD_INFERENCE:
                 raise
             _GRAD_INFERENCE.add(id(model))
-            res = _one_mode_run(model, inputs, train, None)
+            res = _one_mode_run(model, inputs, train, None, quick)
             res["note"] = "inference with autograd enabled (torch's ModuleTracker fails under no_grad)"
             return res
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3, foreach=True) \
         if train else None
-    return _one_mode_run(model, inputs, train, opt)
+    return _one_mode_run(model, inputs, train, opt, quick)
 
 
-def _one_mode_run(model, inputs, train, opt):
+def _one_mode_run(model, inputs, train, opt, quick=False):
+    """A pass counted by roofline alone (timed), then one counted by roofline and FlopCounterMode together; ``quick``:
+    the second pass only (its time includes FlopCounterMode's)."""
     import roofline
 
     t0 = time.perf_counter()
-    with roofline.measure(model, timing=None) as r:
-        _step(model, inputs, train, opt)
+    if not quick:
+        with roofline.measure(model, timing=None) as r:
+            _step(model, inputs, train, opt)
     elapsed = time.perf_counter() - t0
     r2, fcm = _with_fcm(model, inputs, train, opt)
+    if quick:
+        r, elapsed = r2, time.perf_counter() - t0
     ours = {str(k): int(v) for k, v in r2.flop_counter_compatible().get("Global", {}).items()}
     mismatch = {k: (ours.get(k, 0), fcm.get(k, 0)) for k in set(ours) | set(fcm) if ours.get(k, 0) != fcm.get(k, 0)}
     by_op = r2.by_op()
@@ -414,9 +443,10 @@ def _deadline(seconds):
 _CPU_FIRST = {"tv-det"}
 
 
-def run_model(family, name, timeout=None, devices=None):
+def run_model(family, name, timeout=None, devices=None, quick=False):
     """Count one zoo entry (inference and a training step). Returns a dict: family, name, device, infer, train (each
-    from _one_mode, or {"failed": reason}), covered."""
+    from _one_mode, or {"failed": reason}), covered. ``quick``: one pass per mode, counted by roofline and
+    FlopCounterMode together, and detection models at their smallest (the test suite's setting)."""
     import torch
 
     torch.manual_seed(0)
@@ -426,9 +456,9 @@ def run_model(family, name, timeout=None, devices=None):
         try:
             with _deadline(timeout), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                model, inputs = build(family, name, device)
-                res["infer"] = _one_mode(model, inputs, False)
-                res["train"] = _one_mode(model, inputs, True)
+                model, inputs = build(family, name, device, tiny=quick)
+                res["infer"] = _one_mode(model, inputs, False, quick)
+                res["train"] = _one_mode(model, inputs, True, quick)
             res["device"] = device
             break
         except Exception as e:  # noqa: BLE001 - a model that fails is reported, the sweep goes on
