@@ -269,35 +269,69 @@ def _pairs(sq: int, sk: int, mask: int) -> int:
     return sk * (sk + 1) // 2 + (sq - sk) * sk
 
 
+def _band_pairs(sq: int, sk: int, left: int, right: int) -> int:
+    """Pairs of a sliding window aligned bottom-right (flash attention's convention): query i sits at key position
+    c = i + sk - sq and sees keys c - left .. c + right within 0 .. sk - 1 (a negative bound: unlimited)."""
+    import numpy as np
+
+    c = np.arange(sq, dtype=np.int64) + (sk - sq)
+    lo = np.zeros(sq, dtype=np.int64) if left < 0 else np.maximum(c - left, 0)
+    hi = np.full(sq, sk - 1, dtype=np.int64) if right < 0 else np.minimum(c + right, sk - 1)
+    return int(np.maximum(hi - lo + 1, 0).sum())
+
+
+def _flash_window(b):
+    """(left, right) of flash attention's sliding window (-1: unlimited; causal: right = 0), or None without one."""
+    left, right = b.get("window_size_left"), b.get("window_size_right")
+    left = -1 if left is None else int(left)
+    right = -1 if right is None else int(right)
+    if b.get("is_causal"):
+        right = 0
+    if left < 0 and (right < 0 or b.get("is_causal")):
+        return None
+    return left, right
+
+
 def _varlen(b, out, *, flash: bool, backward: bool):
     """Attention over sequences packed along one dimension and delimited by cumulative lengths (``cum_seq_q/k`` of
     flash attention, ``cu_seqlens_q/k`` of efficient attention): each sequence i attends only to itself, so the score
     pairs are sum_i Sq_i * Sk_i (with causal masking per sequence), not (sum_i S_i)^2. Dense batches (no cumulative
-    lengths) use the C formula."""
+    lengths) use the C formula, unless flash attention has a sliding window (``window_size_left/right``): then the
+    pairs inside the window are counted here, dense or not. Flash attention aligns a causal mask bottom-right.
+    Efficient attention's ``window_size`` has no formula (an error record)."""
     cq = b.get("cum_seq_q" if flash else "cu_seqlens_q")
     ck = b.get("cum_seq_k" if flash else "cu_seqlens_k")
-    if cq is None or ck is None:
-        return None
+    window = _flash_window(b) if flash else None
+    if not flash and b.get("window_size") is not None:
+        raise ValueError("efficient attention with a window_size has no formula")
+    if (cq is None or ck is None) and window is None:
+        return None  # dense, no window: the C formula
     q, k, v = b["query"], b["key"], b["value"]
     # flash: (total, heads, dim); efficient: (1, total, heads, dim)
     hq, dq = int(q.shape[-2]), int(q.shape[-1])
     hkv, dv = int(k.shape[-2]), int(v.shape[-1])
     if hkv <= 0 or hq % hkv != 0:
         raise ValueError(f"attention with {hq} query heads and {hkv} key/value heads")
-    lq, lk = _ints(cq), _ints(ck)
-    if lq is None or lk is None:
-        return _data_error(b, out)
-    sq = [lq[i + 1] - lq[i] for i in range(len(lq) - 1)]
-    sk = [lk[i + 1] - lk[i] for i in range(len(lk) - 1)]
-    if len(sq) != len(sk) or any(s < 0 for s in sq + sk):
-        raise ValueError(f"cumulative sequence lengths {lq} and {lk} do not describe the same batch")
+    if cq is None or ck is None:  # dense (batch, seq, heads, dim) with a sliding window
+        sq, sk = [int(q.shape[1])] * int(q.shape[0]), [int(k.shape[1])] * int(q.shape[0])
+    else:
+        lq, lk = _ints(cq), _ints(ck)
+        if lq is None or lk is None:
+            return _data_error(b, out)
+        sq = [lq[i + 1] - lq[i] for i in range(len(lq) - 1)]
+        sk = [lk[i + 1] - lk[i] for i in range(len(lk) - 1)]
+        if len(sq) != len(sk) or any(s < 0 for s in sq + sk):
+            raise ValueError(f"cumulative sequence lengths {lq} and {lk} do not describe the same batch")
     if flash:
-        mask = 1 if b.get("is_causal") else 0
+        mask = 2 if b.get("is_causal") else 0  # flash attention aligns a causal mask bottom-right
     else:
         mask = int(b.get("custom_mask_type") or 0)
         if mask not in (0, 1, 2):
             raise ValueError(f"custom_mask_type {mask} (0 none, 1 causal top-left, 2 causal bottom-right)")
-    pairs = hq * sum(_pairs(a, c, mask) for a, c in zip(sq, sk))
+    if window is not None:
+        pairs = hq * sum(_band_pairs(a, c, window[0], window[1]) for a, c in zip(sq, sk))
+    else:
+        pairs = hq * sum(_pairs(a, c, mask) for a, c in zip(sq, sk))
     full = hq * sum(a * c for a, c in zip(sq, sk))  # FlopCounterMode's reading: every sequence unmasked
     per_pair = 3 * dq + 2 * dv if backward else dq + dv
     vector = 4 * pairs + (0 if backward else hq * sum(sq) * dv)

@@ -82,6 +82,7 @@ CASES = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore:index_reduce")  # torch marks index_reduce as a beta API
 @pytest.mark.parametrize("fn, op, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_case(fn, op, expected):
     with roofline.measure(timing=None) as r:
@@ -436,3 +437,28 @@ def test_flex_attention_backward_formula(flex):
     c = _formulas.HOPS["flex_attention_backward"](args, {}, (q, q, q))
     pairs = 2 * 36 * 128 * 128
     assert (c["matrix_flops"], c["vector_flops"], c["special_ops"]) == (2 * pairs * (3 * 16 + 2 * 16), 4 * pairs, pairs)
+
+
+def test_flash_sliding_window_counts_the_band():
+    """A sliding window of 64 keys to the left, causal (right 0), on the packed sequences: query i of a sequence of
+    length S sees min(i, 64) + 1 keys: sum over i of min(i, 64) + 1 = 65*S - 64*65/2 for S > 64. Dense (batch 2 of
+    256) as well: 2 x (65*256 - 2080) pairs per head. FlopCounterMode keeps the full squares."""
+    def band(s):
+        return 65 * s - 64 * 65 // 2
+
+    q = torch.empty(1000, H, D, device="meta", dtype=torch.float16)
+
+    def run():
+        return torch.ops.aten._flash_attention_forward(q, q, q, CUM, CUM, 600, 600, 0.0, True, False, scale=None,
+                                                       window_size_left=64, window_size_right=0)
+
+    with roofline.measure(timing=None) as r:
+        run()
+    pairs = H * sum(band(s) for s in LENS)
+    assert row(r, "aten._flash_attention_forward.default")["matrix_flops"] == 2 * pairs * 2 * D
+    assert fc_total(r) == 58_880_000
+    qd = torch.empty(2, 256, H, D, device="meta", dtype=torch.float16)
+    with roofline.measure(timing=None) as r:
+        torch.ops.aten._flash_attention_forward(qd, qd, qd, None, None, 256, 256, 0.0, True, False, scale=None,
+                                                window_size_left=64, window_size_right=0)
+    assert row(r, "aten._flash_attention_forward.default")["matrix_flops"] == 2 * (2 * H * band(256)) * 2 * D
