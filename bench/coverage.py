@@ -42,7 +42,7 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-# ---- the zoo ----------------------------------------------------------------------------------------------------------
+# ---- the zoo --------------------------------------------------------------------------------------------------------
 
 TV_DET = ["fasterrcnn_mobilenet_v3_large_320_fpn", "retinanet_resnet50_fpn", "ssdlite320_mobilenet_v3_large",
           "maskrcnn_resnet50_fpn", "fcos_resnet50_fpn"]
@@ -112,7 +112,8 @@ HF = [
      dict(vocab_size=128, dim=64, hidden_dim=128, n_layers=2, n_heads=4), "text"),
     ("electra", "electra", "AutoModelForMaskedLM", dict(_ENC, embedding_size=64), "text"),
     ("deberta-v2", "deberta-v2", "AutoModelForMaskedLM", dict(_ENC), "text"),
-    ("modernbert", "modernbert", "AutoModelForMaskedLM", dict(_ENC, global_attn_every_n_layers=2, local_attention=8, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+    ("modernbert", "modernbert", "AutoModelForMaskedLM",
+     dict(_ENC, global_attn_every_n_layers=2, local_attention=8, pad_token_id=0, eos_token_id=1, bos_token_id=2,
           cls_token_id=1, sep_token_id=2),
      "text"),
     ("t5", "t5", "AutoModelForSeq2SeqLM", dict(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2,

@@ -134,8 +134,8 @@ def test_lstm_mkldnn_layers_forward_and_backward():
 
 
 def test_fused_cells_pointwise():
-    """The pointwise halves of fused cells (CUDA kernels, run on meta): LSTM (B=3, H=5): 15 units x 14 + biases 2*4*15 = 330
-    vector, 75 special; GRU: 15 x 12 + 2*3*15 = 270 vector, 45 special."""
+    """The pointwise halves of fused cells (CUDA kernels, run on meta): LSTM (B=3, H=5): 15 units x 14 + biases
+    2*4*15 = 330 vector, 75 special; GRU: 15 x 12 + 2*3*15 = 270 vector, 45 special."""
     def m(*shape):  # the fused cells are CUDA kernels; on meta they run shape-only
         return torch.empty(*shape, device="meta")
 
@@ -332,7 +332,8 @@ def test_mixtral_training_step_matrix_flops_by_hand():
 # ---- resampling and detection ops --------------------------------------------------------------------------------
 
 def test_upsample_forward_and_backward():
-    """(1, 2, 4, 4) -> (1, 2, 8, 8), 128 output elements: bilinear 3 lerps (9 FLOPs) each; reads 128 B, writes 512 B. Backward of bilinear: 8 FLOPs per grad_output element (a multiply and an add into each of 4 taps)."""
+    """(1, 2, 4, 4) -> (1, 2, 8, 8), 128 output elements: bilinear 3 lerps (9 FLOPs) each; reads 128 B, writes
+    512 B. Backward of bilinear: 8 FLOPs per grad_output element (a multiply and an add into each of 4 taps)."""
     F = torch.nn.functional
     x = torch.randn(1, 2, 4, 4, requires_grad=True)
     with roofline.measure(timing=None) as r:
