@@ -52,6 +52,8 @@ const char *rl_status_str(int status) {
         return "a tensor has a negative size or more than 16 dimensions";
     case RL_E_VALUE:
         return "an integer argument is out of range (kernel size or stride <= 0, negative padding)";
+    case RL_E_DATA:
+        return "the count depends on tensor values that cannot be read (meta or fake tensors)";
     default:
         return "unknown status";
     }

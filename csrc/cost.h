@@ -209,7 +209,9 @@ typedef enum {
     RL_E_SHAPE = 3,    /* shapes are inconsistent with the op (e.g. mm inner dimensions differ) */
     RL_E_KIND = 4,     /* unknown kind */
     RL_E_DIMS = 5,     /* a tensor has a negative size or an unsupported number of dimensions */
-    RL_E_VALUE = 6     /* an integer argument is out of range (a kernel size or stride <= 0, a negative padding) */
+    RL_E_VALUE = 6,    /* an integer argument is out of range (a kernel size or stride <= 0, a negative padding) */
+    RL_E_DATA = 7      /* the count depends on tensor values that cannot be read (meta or fake tensors); set by the
+                        * built-in Python formulas of roofline/_formulas.py, never by rl_cost_eval */
 } rl_status;
 
 /* Human-readable text of a status. Static storage. */

@@ -175,6 +175,9 @@ _put("silu_backward elu_backward mish_backward", _e("ewise", 5, 1))
 _put("gelu", _e("ewise", 4, 1))
 _put("gelu_backward", _e("ewise", 6, 2))
 _put("softplus", _e("ewise", 1, 2))
+# log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|)): abs, negate, min, subtract + exp, log1p; backward 4 per element
+_put("log_sigmoid_forward", _e("ewise", 4, 2))
+_put("log_sigmoid_backward", _e("ewise", 4))
 _put("softplus_backward", _e("ewise", 3, 1))
 _put("native_dropout", _e("ewise", 2, 1))
 _put("native_dropout_backward", _e("ewise", 2))
@@ -201,6 +204,10 @@ _put("batch_norm_backward", _e("ewise_in", 12, noread=_BN_STATS, training="updat
 _put("cudnn_batch_norm_backward miopen_batch_norm_backward", _e("ewise_in", 12, noread=_BN_STATS))
 _put("native_layer_norm_backward native_group_norm_backward", _e("ewise_in", 12))
 _put("_fused_rms_norm", _e("ewise_in", 4))
+# weight normalisation w = g * v / ||v|| per slice: the norm (square, add) and the scale (divide, multiply) per element
+# of v; backward 6 per element of grad_w
+_put("_weight_norm_interface", _e("ewise_in", 4))
+_put("_weight_norm_interface_backward", _e("ewise_in", 6))
 _put("_fused_rms_norm_backward", _e("ewise_in", 7))
 _put("_softmax _safe_softmax _log_softmax", _e("ewise_in", 4, 1))
 _put("_softmax_backward_data", _e("ewise_in", 4))
@@ -210,7 +217,9 @@ _put("sum mean amax amin max min prod argmax argmin any all cumsum cumprod nansu
 _put("linalg_vector_norm norm", _e("ewise_in", 2))
 _put("var std var_mean std_mean", _e("ewise_in", 3))
 _put("logsumexp", _e("ewise_in", 3, 1))
-_put("mse_loss mse_loss_backward l1_loss smooth_l1_loss huber_loss", _e("ewise_in", 3))
+_put("mse_loss l1_loss smooth_l1_loss huber_loss", _e("ewise_in", 3))
+# backward: per element of the input (`self`), not of grad_output (a scalar under mean or sum reduction)
+_put("mse_loss_backward smooth_l1_loss_backward huber_loss_backward", _e("ewise_in", 3, of="self"))
 _put("binary_cross_entropy_with_logits binary_cross_entropy", _e("ewise_in", 5, 2))
 _put("max_pool2d_with_indices_backward max_pool3d_with_indices_backward max_unpool2d",
      _e("ewise_in", 1, noread=(1,)))
@@ -251,7 +260,16 @@ _put("_native_multi_head_attention", _e("mha"))
 
 # ---- gathers, pooling, losses -----------------------------------------------------------------------------------
 _put("embedding index_select gather index take take_along_dim _embedding_bag embedding_bag", _e("gather"))
-_put("scatter scatter_add scatter_reduce index_add index_reduce _index_put_impl", _e("ewise", 1))
+# Scatters as mixture-of-experts dispatch and combine use them: the work is per element scattered (of `src` /
+# `source`), not per element of the destination, which is mostly untouched.
+_put("scatter", _e("copy"))  # scatter.src / scatter.value: a copy into the destination
+_put("scatter.reduce scatter_add scatter_reduce", _e("ewise_in", 1, of="src"))  # one add/multiply/max per element
+_put("index_add index_reduce", _e("ewise_in", 1, of="source"))
+_put("scatter.value_reduce _index_put_impl", _e("ewise", 1))
+# Histograms: histc finds the bin of each element (subtract the low edge, scale) and adds one: 3 FLOPs per element;
+# bincount adds one (or a weight) per element.
+_put("histc", _e("ewise_in", 3))
+_put("bincount", _e("ewise_in", 1))
 _put("max_pool1d", _e("pool", 1, spatial=1))
 _put("max_pool2d_with_indices max_pool2d", _e("pool", 1, spatial=2))
 _put("max_pool3d_with_indices", _e("pool", 1, spatial=3))
@@ -261,6 +279,26 @@ _put("avg_pool2d_backward", _e("pool", 1, noread=(1,), spatial=2))
 _put("avg_pool3d_backward", _e("pool", 1, noread=(1,), spatial=3))
 _put("nll_loss_forward nll_loss2d_forward", _e("nll", target=1, per_target=1))  # forward: `target` at 1
 _put("nll_loss_backward nll_loss2d_backward", _e("nll", noread=(1,), target=2, per_target=2))
+
+# ---- resampling: per element of the result (forward) or of grad_output (backward) --------------------------------
+# nearest: a gather, no FLOPs. Linear interpolation: one lerp a + w*(b - a) (3 FLOPs) per output element and
+# dimension pair: linear 1 lerp (3), bilinear 3 lerps (9), trilinear 7 lerps (21); bicubic: 5 four-tap cubic
+# interpolations (4 multiplies + 3 adds each: 35). Backward: each grad_output element is weighted into every tap
+# (a multiply and an add per tap: linear 2 taps 4, bilinear 4 taps 8, trilinear 8 taps 16, bicubic 16 taps 32);
+# nearest adds it into one input element (1).
+_put("upsample_nearest1d upsample_nearest2d upsample_nearest3d _upsample_nearest_exact1d _upsample_nearest_exact2d "
+     "_upsample_nearest_exact3d", _e("copy"))
+_put("upsample_linear1d", _e("ewise", 3))
+_put("upsample_bilinear2d _upsample_bilinear2d_aa", _e("ewise", 9))
+_put("upsample_trilinear3d", _e("ewise", 21))
+_put("upsample_bicubic2d _upsample_bicubic2d_aa", _e("ewise", 35))
+_put("upsample_nearest1d_backward upsample_nearest2d_backward upsample_nearest3d_backward "
+     "_upsample_nearest_exact1d_backward _upsample_nearest_exact2d_backward _upsample_nearest_exact3d_backward",
+     _e("ewise_in", 1))
+_put("upsample_linear1d_backward", _e("ewise_in", 4))
+_put("upsample_bilinear2d_backward _upsample_bilinear2d_aa_backward", _e("ewise_in", 8))
+_put("upsample_trilinear3d_backward", _e("ewise_in", 16))
+_put("upsample_bicubic2d_backward _upsample_bicubic2d_aa_backward", _e("ewise_in", 32))
 
 # ---- optimizers: per element of the parameter list ---------------------------------------------------------------
 _put("_foreach_add _foreach_sub _foreach_mul _foreach_div _foreach_neg _foreach_abs _foreach_maximum "

@@ -17,7 +17,7 @@ from torch.autograd.graph import register_multi_grad_hook
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._pytree import tree_flatten
 
-from roofline import _collectives, _core, _registry, _resolve
+from roofline import _collectives, _core, _formulas, _registry, _resolve
 
 try:  # torch imports dynamo lazily on the first op under a dispatch mode (~1 s): not inside the first timed block
     import torch._dynamo  # noqa: F401
@@ -320,10 +320,12 @@ class Session:
     # ---- per-op resolution (once per OpOverload) -------------------------------------------------------------
     def resolve(self, func, args=(), allow_decompose=True):
         if isinstance(func, torch._ops.HigherOrderOperator):
-            info = OpInfo(name=f"higher_order.{func.name()}", packet=f"higher_order.{func.name()}", kind="unknown")
+            hop_formula = _formulas.HOPS.get(func.name())  # built-in formula (FlexAttention), else unknown
+            info = OpInfo(name=f"higher_order.{func.name()}", packet=f"higher_order.{func.name()}",
+                          kind="unknown" if hop_formula is None else "python")
             idx = self.recorder.add_op(_core.K_ZERO, name=info.name)
             self.ops.append(info)
-            self.op_index[func] = ("hop", idx, None)
+            self.op_index[func] = ("hop", idx, None) if hop_formula is None else ("builtin", idx, hop_formula, None)
             return self.op_index[func]
         for a in args:  # once per op overload: note which devices ran ops
             if isinstance(a, torch.Tensor):
@@ -342,7 +344,9 @@ class Session:
             # parts are counted.
             self.op_index[func] = _DECOMPOSE
             return _DECOMPOSE
-        info = OpInfo(name=str(func), packet=_packet_name(func), kind=res.kind, packet_obj=func._overloadpacket)
+        builtin = None if res.registered else _formulas.OPS.get(func._schema.name)  # roofline/_formulas.py
+        info = OpInfo(name=str(func), packet=_packet_name(func), kind=res.kind if builtin is None or res.spec else
+                      "python", packet_obj=func._overloadpacket)
         if res.formula is not None:
             # the formula gives the counts; the argument layout and the arguments written in place are for the
             # dataflow rows (attach)
@@ -365,8 +369,8 @@ class Session:
         spec["name"] = info.name  # error messages from the recorder name the op
         idx = self.recorder.add_op(**spec)
         self.ops.append(info)
-        self.op_index[func] = idx
-        return idx
+        self.op_index[func] = idx if builtin is None else ("builtin", idx, builtin, schema.names)
+        return self.op_index[func]
 
     def slow_path(self, mode, marker, func, types, args, kwargs):
         if marker is _DECLINED:
@@ -384,12 +388,43 @@ class Session:
             return mode.__torch_dispatch__(func, types, args, kwargs)
         if marker[0] == "collective":
             return _collectives.call(self, marker, func, args, kwargs, _now, self.t_base)
+        if marker[0] == "builtin":
+            return self._run_builtin(marker, func, args, kwargs)
         _, idx, formula = marker
         t0 = _now()
         out = func(*args, **kwargs)
         t1 = _now()
         self._record_python(idx, formula, self._phase(), args, kwargs, out)
         if self.timing == "op":  # CPU clock; CUDA ops with a Python formula are timed on the host
+            self.recorder.set_times(len(self.recorder) - 1, t0 - self.t_base, t1 - self.t_base)
+        return out
+
+    def _run_builtin(self, marker, func, args, kwargs):
+        """An op with a built-in Python formula (roofline/_formulas.py): counts from the formula, or from the op's C
+        formula when the built-in one declines the call (returns None)."""
+        _, idx, formula, names = marker
+        phase = self._phase()
+        t0 = _now()
+        out = func(*args, **kwargs)
+        t1 = _now()
+        try:
+            if names is None:  # a higher-order operator
+                res = formula(args, kwargs, out)
+            else:
+                res = formula(_formulas.bind(names, args, kwargs), out)
+        except (ValueError, IndexError):  # arguments the formula cannot count: an error record, never a guess
+            res = {"status": _formulas.E_ARGS}
+        if res is None:
+            self.recorder.record(idx, self.tracker.module_id, phase, args, kwargs or None, out)
+        else:
+            name = self.ops[idx].name
+            vals = tuple(_formula_count(name, k, res.get(k, 0)) for k in _COUNT_KEYS + ("flop_counter_flops",))
+            t = next((a for a in args if isinstance(a, torch.Tensor)), out if isinstance(out, torch.Tensor) else None)
+            dt = _TORCH_DTYPES.get(t.dtype, 0) if t is not None else 0
+            self.recorder.append(idx, self.tracker.module_id, phase, dt, *vals, int(res.get("status", 0)))
+            if self.capture:
+                self.recorder.attach(args, kwargs or {}, out)
+        if self.timing == "op":
             self.recorder.set_times(len(self.recorder) - 1, t0 - self.t_base, t1 - self.t_base)
         return out
 

@@ -308,3 +308,17 @@ def test_recorder_rows_by_hand():
     assert rec.signatures == []  # signatures off
     rec.clear()
     assert rec.accesses_bytes() == b""
+
+
+def test_ops_with_a_built_in_python_formula_get_their_dataflow_rows():
+    """torch.sort is counted by a built-in Python formula (roofline/_formulas.py); its call still has a signature
+    and read/write rows: the 4 x 8 float32 input read (128 bytes), values (128) and int64 indices (256) written."""
+    x = torch.randn(4, 8)
+    with roofline.measure(timing=None) as r:
+        torch.sort(x, dim=-1)
+    (row,) = [i for i, o in enumerate(r.records["op"].tolist()) if r.op_names[o].startswith("aten.sort")]
+    acc = r.accesses[r.accesses["record"] == row]
+    reads, writes = acc[acc["write"] == 0], acc[acc["write"] == 1]
+    assert reads["nbytes"].tolist() == [4 * 8 * 4]
+    assert sorted(writes["nbytes"].tolist()) == [4 * 8 * 4, 4 * 8 * 8]
+    assert r.signatures[int(r.records["sig"][row])] == "f32[4,8]"

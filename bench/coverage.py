@@ -1,0 +1,622 @@
+"""Model-zoo coverage sweep: does roofline count every op of the models people run?
+
+For every model of the zoo (torchvision classification, a sample of its detection / segmentation / video models, timm
+architectures across families, transformers architectures built from small configs) it counts one inference pass and
+one training step (forward, backward, AdamW step) with ``roofline.measure`` and with ``FlopCounterMode``, and prints
+per model and mode:
+
+* the ops without a formula (``unknown``) and the calls whose count failed (``errors``);
+* ``fcm!=``: ops where roofline's copy of FlopCounterMode's count differs from FlopCounterMode itself (should be
+  empty: a difference is a bug);
+* ``true!=fcm``: ops whose true count differs from FlopCounterMode's (causal attention, grouped products, ...),
+  for information;
+* the time to count (the measured pass alone).
+
+Models run on the meta device (shapes only, no arithmetic) unless they cannot (data-dependent control flow: detection
+models, some transformers code paths); those run on the CPU at small sizes. The last line is "K/N models fully
+covered": no unknown op and no error in inference or training.
+
+    python bench/coverage.py                       # the whole zoo, one process
+    python bench/coverage.py --jobs 2              # in 2 worker processes, each under `nice -n 10`
+    python bench/coverage.py --only tv,timm        # families (tv, tv-det, tv-seg, tv-video, timm, hf) or names
+    python bench/coverage.py --only resnet18,hf/mixtral --json out.json
+    python bench/coverage.py --list                # the zoo's model names
+
+Timings are wall-clock seconds on whatever else the machine is doing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+# ---- the zoo --------------------------------------------------------------------------------------------------------
+
+TV_DET = ["fasterrcnn_mobilenet_v3_large_320_fpn", "retinanet_resnet50_fpn", "ssdlite320_mobilenet_v3_large",
+          "maskrcnn_resnet50_fpn", "fcos_resnet50_fpn"]
+TV_SEG = ["fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large"]
+TV_VIDEO = ["r3d_18", "r2plus1d_18", "s3d", "mvit_v2_s", "swin3d_t"]
+
+TIMM = """resnet18 resnet50d resnext50_32x4d seresnet50 regnety_016 efficientnet_b0 efficientnetv2_rw_s
+mobilenetv3_large_100 mobilenetv4_conv_small ghostnet_100 mnasnet_100 densenet121 dla34 dpn68 hrnet_w18_small
+inception_v3 xception41 vgg11_bn convnext_atto convnextv2_atto vit_tiny_patch16_224 deit_tiny_patch16_224
+deit3_small_patch16_224 beit_base_patch16_224 swin_tiny_patch4_window7_224 swinv2_tiny_window8_256 cait_xxs24_224
+coat_lite_tiny crossvit_tiny_240 levit_128s pit_ti_224 tnt_s_patch16_224 twins_svt_small pvt_v2_b0 poolformer_s12
+mixer_b16_224 resmlp_12_224 gmlp_ti16_224 convmixer_768_32 coatnet_0_rw_224 maxvit_tiny_rw_224 efficientformer_l1
+efficientformerv2_s0 mobilevit_xxs mobilevitv2_050 edgenext_xx_small fastvit_t8 repvgg_a0 rexnet_100 lcnet_050
+nfnet_l0 eva02_tiny_patch14_224 cspdarknet53 res2net50_26w_4s resnest14d skresnet18 hgnet_tiny ese_vovnet19b_dw
+visformer_tiny xcit_nano_12_p16_224 sequencer2d_s gcvit_xxtiny davit_tiny focalnet_tiny_srf inception_next_tiny
+hiera_tiny_224 nest_tiny_jx volo_d1_224 mambaout_femto efficientvit_b0 starnet_s1 repvit_m0_9
+vit_relpos_small_patch16_224 halonet26t botnet26t_256""".split()
+
+# transformers architectures: (name, model type, model class, config overrides, input kind)
+_TEXT = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=128)
+_ENC = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            max_position_embeddings=128)
+HF = [
+    ("llama", "llama", "AutoModelForCausalLM", dict(_TEXT), "text"),
+    ("mistral-sliding-window", "mistral", "AutoModelForCausalLM", dict(_TEXT, sliding_window=8), "text"),
+    ("qwen2-gqa", "qwen2", "AutoModelForCausalLM", dict(_TEXT), "text"),
+    ("qwen3", "qwen3", "AutoModelForCausalLM", dict(_TEXT, head_dim=16), "text"),
+    ("gemma", "gemma", "AutoModelForCausalLM", dict(_TEXT, head_dim=16), "text"),
+    ("gemma2-sliding-softcap", "gemma2", "AutoModelForCausalLM", dict(_TEXT, head_dim=16, sliding_window=8), "text"),
+    ("gemma3", "gemma3_text", "AutoModelForCausalLM", dict(_TEXT, head_dim=16, sliding_window=8), "text"),
+    ("phi3", "phi3", "AutoModelForCausalLM", dict(_TEXT, pad_token_id=0), "text"),
+    ("starcoder2", "starcoder2", "AutoModelForCausalLM", dict(_TEXT), "text"),
+    ("gpt2", "gpt2", "AutoModelForCausalLM", dict(vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=128),
+     "text"),
+    ("gpt-neox", "gpt_neox", "AutoModelForCausalLM", dict(_ENC), "text"),
+    ("opt", "opt", "AutoModelForCausalLM", dict(vocab_size=128, hidden_size=64, ffn_dim=128, num_hidden_layers=2,
+                                                 num_attention_heads=4, max_position_embeddings=128,
+                                                 word_embed_proj_dim=64), "text"),
+    ("falcon", "falcon", "AutoModelForCausalLM", dict(vocab_size=128, hidden_size=64, num_hidden_layers=2,
+                                                       num_attention_heads=4), "text"),
+    ("bloom", "bloom", "AutoModelForCausalLM", dict(vocab_size=128, hidden_size=64, n_layer=2, n_head=4), "text"),
+    ("mixtral-moe", "mixtral", "AutoModelForCausalLM", dict(_TEXT, num_local_experts=4, num_experts_per_tok=2),
+     "text"),
+    ("qwen2-moe", "qwen2_moe", "AutoModelForCausalLM",
+     dict(_TEXT, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=64),
+     "text"),
+    ("qwen3-moe", "qwen3_moe", "AutoModelForCausalLM",
+     dict(_TEXT, head_dim=16, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32), "text"),
+    ("olmoe", "olmoe", "AutoModelForCausalLM", dict(_TEXT, num_experts=4, num_experts_per_tok=2), "text"),
+    ("deepseek-v3-mla-moe", "deepseek_v3", "AutoModelForCausalLM",
+     dict(_TEXT, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1,
+          first_k_dense_replace=1, q_lora_rank=32, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8,
+          v_head_dim=16, n_group=1, topk_group=1), "text"),
+    ("mamba", "mamba", "AutoModelForCausalLM", dict(vocab_size=128, hidden_size=64, state_size=8, num_hidden_layers=2),
+     "text"),
+    ("mamba2", "mamba2", "AutoModelForCausalLM",
+     dict(vocab_size=128, hidden_size=64, state_size=8, num_hidden_layers=2, num_heads=8, head_dim=16, n_groups=1,
+          expand=2, chunk_size=8), "text"),
+    ("jamba-hybrid-moe", "jamba", "AutoModelForCausalLM",
+     dict(_TEXT, num_experts=4, num_experts_per_tok=2, attn_layer_period=2, attn_layer_offset=1,
+          expert_layer_period=2, expert_layer_offset=1, mamba_d_state=8, mamba_dt_rank=8, use_mamba_kernels=False),
+     "text"),
+    ("bert", "bert", "AutoModelForMaskedLM", dict(_ENC), "text"),
+    ("roberta", "roberta", "AutoModelForMaskedLM", dict(_ENC, pad_token_id=1), "text"),
+    ("distilbert", "distilbert", "AutoModelForMaskedLM",
+     dict(vocab_size=128, dim=64, hidden_dim=128, n_layers=2, n_heads=4), "text"),
+    ("electra", "electra", "AutoModelForMaskedLM", dict(_ENC, embedding_size=64), "text"),
+    ("deberta-v2", "deberta-v2", "AutoModelForMaskedLM", dict(_ENC), "text"),
+    ("modernbert", "modernbert", "AutoModelForMaskedLM",
+     dict(_ENC, global_attn_every_n_layers=2, local_attention=8, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+          cls_token_id=1, sep_token_id=2),
+     "text"),
+    ("t5", "t5", "AutoModelForSeq2SeqLM", dict(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                                                num_heads=4, decoder_start_token_id=0), "seq2seq"),
+    ("bart", "bart", "AutoModelForSeq2SeqLM", dict(vocab_size=128, d_model=64, encoder_layers=2, decoder_layers=2,
+                                                    encoder_attention_heads=4, decoder_attention_heads=4,
+                                                    encoder_ffn_dim=128, decoder_ffn_dim=128,
+                                                    max_position_embeddings=128), "seq2seq"),
+    ("whisper-speech", "whisper", "AutoModelForSpeechSeq2Seq",
+     dict(vocab_size=128, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+          decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, num_mel_bins=16,
+          max_source_positions=32, max_target_positions=64, decoder_start_token_id=1, pad_token_id=0), "speech"),
+    ("wav2vec2-speech", "wav2vec2", "AutoModel", dict(_ENC, conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
+                                                       num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4),
+     "audio"),
+    ("vit", "vit", "AutoModelForImageClassification", dict(_ENC, image_size=32, patch_size=8, num_labels=10),
+     "image"),
+    ("clip-vision-language", "clip", "AutoModel", None, "clip"),
+    ("siglip-vision-language", "siglip", "AutoModel", None, "clip"),
+]
+
+
+def zoo():
+    """[(family, name)] of the whole zoo, in order."""
+    import torchvision
+
+    out = [("tv", n) for n in torchvision.models.list_models(module=torchvision.models)]
+    out += [("tv-det", n) for n in TV_DET] + [("tv-seg", n) for n in TV_SEG] + [("tv-video", n) for n in TV_VIDEO]
+    out += [("timm", n) for n in TIMM] + [("hf", h[0]) for h in HF]
+    return out
+
+
+def select(only: str | None):
+    """The zoo entries named by ``only`` (comma-separated families, ``family/name`` or bare names)."""
+    entries = zoo()
+    if not only:
+        return entries
+    keys = [k.strip() for k in only.split(",") if k.strip()]
+    picked = [e for e in entries if e[0] in keys or e[1] in keys or f"{e[0]}/{e[1]}" in keys]
+    missing = [k for k in keys if not any(k in (e[0], e[1], f"{e[0]}/{e[1]}") for e in entries)]
+    if missing:
+        raise SystemExit(f"coverage: not in the zoo: {', '.join(missing)} (see --list)")
+    return picked
+
+
+# ---- building a model and its inputs ------------------------------------------------------------------------------
+
+_EAGER = {"deberta-v2", "gemma2", "bloom"}  # no scaled_dot_product_attention path in transformers
+
+
+def _hf_build(name, device, small):
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # small vocabularies: warnings about token ids
+    _, mtype, cls, overrides, kind = next(h for h in HF if h[0] == name)
+    if kind == "clip":
+        text = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                    max_position_embeddings=32)
+        vision = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      image_size=32, patch_size=8)
+        cfg = transformers.AutoConfig.for_model(mtype, text_config=text, vision_config=vision)
+    else:
+        cfg = transformers.AutoConfig.for_model(mtype, **overrides)
+    # scaled_dot_product_attention where the model supports it, else its eager attention
+    cfg._attn_implementation = None if mtype in ("mamba", "mamba2") else "eager" if mtype in _EAGER else "sdpa"
+    with torch.device(device):
+        model = getattr(transformers, cls).from_config(cfg)
+
+    def inputs(train):
+        with torch.device(device):
+            ids = torch.randint(3, 120, (2, 16))
+            if kind == "text":
+                return dict(input_ids=ids, labels=ids) if train and "CausalLM" in cls or "MaskedLM" in cls and train \
+                    else dict(input_ids=ids)
+            if kind == "seq2seq":
+                return dict(input_ids=ids, labels=ids[:, :8].contiguous()) if train else \
+                    dict(input_ids=ids, decoder_input_ids=ids[:, :8].contiguous())
+            if kind == "speech":
+                feats = torch.randn(2, 16, 64)
+                return dict(input_features=feats, labels=ids[:, :8].contiguous()) if train else \
+                    dict(input_features=feats, decoder_input_ids=ids[:, :8].contiguous())
+            if kind == "audio":
+                return dict(input_values=torch.randn(2, 1600))
+            if kind == "image":
+                return dict(pixel_values=torch.randn(2, 3, 32, 32), **(dict(labels=torch.tensor([1, 2])) if train
+                                                                        else {}))
+            if kind == "clip":
+                return dict(input_ids=ids, pixel_values=torch.randn(2, 3, 32, 32), attention_mask=torch.ones_like(ids),
+                            return_loss=train)
+        raise ValueError(kind)
+
+    return model, inputs
+
+
+@contextlib.contextmanager
+def _regnet_widths_on_cpu():
+    """torchvision's RegNet builders compute their block widths with tensor ops (and read them back): on the CPU,
+    whatever the device the model is built on."""
+    import torch
+    from torchvision.models import regnet
+
+    orig = regnet.BlockParams.__dict__["from_init_params"]
+
+    def from_init_params(cls, *args, **kwargs):
+        with torch.device("cpu"):
+            return orig.__func__(cls, *args, **kwargs)
+
+    regnet.BlockParams.from_init_params = classmethod(from_init_params)
+    try:
+        yield
+    finally:
+        regnet.BlockParams.from_init_params = orig
+
+
+def build(family, name, device, tiny=False):
+    """(model, inputs(train) -> args or kwargs) for one zoo entry on ``device``; small sizes on the CPU; ``tiny``:
+    detection models at 64 x 64 with a handful of proposals (the same ops, for the test suite)."""
+    import torch
+
+    small = device == "cpu"
+    if family == "hf":
+        return _hf_build(name, device, small)
+    if family == "timm":
+        import timm
+
+        with torch.device(device):
+            model = timm.create_model(name, pretrained=False, num_classes=10)
+        size = model.pretrained_cfg.get("input_size", (3, 224, 224))
+
+        def inputs(train):
+            return (torch.randn(2, *size, device=device),)
+
+        return model, inputs
+    import torchvision
+
+    if family == "tv":
+        with torch.device(device), _regnet_widths_on_cpu():
+            model = torchvision.models.get_model(name, weights=None, num_classes=10)
+        size = 299 if name == "inception_v3" else 224
+        if small and not name.startswith(("vit", "swin", "maxvit", "inception", "googlenet")):
+            size = 64
+        return model, lambda train: (torch.randn(2, 3, size, size, device=device),)
+    if family == "tv-seg":
+        with torch.device(device):
+            model = torchvision.models.get_model(name, weights=None, weights_backbone=None, num_classes=5,
+                                                 aux_loss=False)
+        return model, lambda train: (torch.randn(2, 3, 96, 96, device=device),)
+    if family == "tv-video":
+        with torch.device(device):
+            model = torchvision.models.get_model(name, weights=None, num_classes=5)
+        shape = (1, 3, 16, 224, 224) if name.startswith(("mvit", "s3d")) else (1, 3, 8, 112, 112)
+        return model, lambda train: (torch.randn(*shape, device=device),)
+    if family == "tv-det":
+        kw = dict(weights=None, weights_backbone=None, num_classes=5)
+        if not name.startswith("ssd"):
+            kw.update(min_size=64 if tiny else 128, max_size=64 if tiny else 128)
+        if "rcnn" in name:  # fewer proposals: the arithmetic per proposal is the same
+            kw.update(rpn_pre_nms_top_n_train=200, rpn_post_nms_top_n_train=64, rpn_pre_nms_top_n_test=200,
+                      rpn_post_nms_top_n_test=64, box_batch_size_per_image=32, box_detections_per_img=16)
+            if tiny:
+                kw.update(rpn_pre_nms_top_n_train=50, rpn_post_nms_top_n_train=8, rpn_pre_nms_top_n_test=50,
+                          rpn_post_nms_top_n_test=8, box_batch_size_per_image=8, rpn_batch_size_per_image=16)
+        if name.startswith(("retinanet", "fcos")):
+            kw.update(topk_candidates=64, detections_per_img=16)
+        with torch.device(device):
+            model = torchvision.models.get_model(name, **kw)
+        side = 320 if name.startswith("ssdlite") else 64 if tiny else 128
+
+        def inputs(train):
+            imgs = [torch.rand(3, side, side, device=device) for _ in range(2 if name.startswith("ssd") else 1)]
+            if not train:
+                return (imgs,)
+            tgt = []
+            for _ in imgs:
+                t = {"boxes": torch.tensor([[10.0, 20.0, 60.0, 90.0]], device=device),
+                     "labels": torch.tensor([1], device=device)}
+                if "mask" in name:
+                    t["masks"] = torch.zeros(1, side, side, dtype=torch.uint8, device=device)
+                    t["masks"][:, 20:90, 10:60] = 1
+                if "keypoint" in name:
+                    t["keypoints"] = torch.tensor([[[15.0, 25.0, 1.0]] * 17], device=device)
+                tgt.append(t)
+            return (imgs, tgt)
+
+        return model, inputs
+    raise ValueError(family)
+
+
+def _loss(out):
+    """A scalar to backpropagate from any model output: the model's loss when it returns one, else the sum of the
+    means of its floating-point tensors."""
+    import torch
+
+    loss = getattr(out, "loss", None) if not isinstance(out, dict) else out.get("loss")
+    if isinstance(out, dict) and loss is None and out and all(isinstance(v, torch.Tensor) and v.dim() == 0
+                                                               for v in out.values()):
+        return sum(out.values())  # detection losses
+    if loss is not None:
+        return loss
+    tensors = []
+
+    def walk(x):
+        if isinstance(x, torch.Tensor):
+            if x.is_floating_point() and x.requires_grad:
+                tensors.append(x)
+        elif isinstance(x, dict) or hasattr(x, "values") and not isinstance(x, torch.Tensor):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(out)
+    if not tensors:
+        raise RuntimeError("the model returned no floating-point tensor to train on")
+    return sum(t.float().mean() for t in tensors)
+
+
+def _call(model, args):
+    return model(**args) if isinstance(args, dict) else model(*args)
+
+
+# Models whose inference under no_grad trips torch's ModuleTracker (FlopCounterMode's module tracking, whose
+# semantics roofline shares): "Expected gradient function to be set" from register_multi_grad_hook. Their inference
+# pass runs with autograd enabled (the same forward ops, no backward).
+_GRAD_INFERENCE: set = set()
+
+
+def _step(model, inputs, train, optimizer):
+    import torch
+
+    args = inputs(train)
+    if not train:
+        with torch.set_grad_enabled(id(model) in _GRAD_INFERENCE):
+            return _call(model, args)
+    out = _call(model, args)
+    _loss(out).backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return None
+
+
+# ---- one model ---------------------------------------------------------------------------------------------------
+
+def _with_fcm(model, inputs, train, optimizer):
+    """One more step counted by roofline and FlopCounterMode at once (roofline's mode on top, FlopCounterMode below it
+    sees the same op stream: a data-dependent model takes the same path for both)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    import roofline
+
+    with FlopCounterMode(display=False) as fc:
+        with roofline.measure(model, timing=None) as r:
+            _step(model, inputs, train, optimizer)
+    fcm = {str(k): int(v) for k, v in fc.get_flop_counts().get("Global", {}).items()}
+    return r, fcm
+
+
+def _one_mode(model, inputs, train, quick=False):
+    import torch
+
+    model.train(train)
+    if not train:
+        try:
+            return _one_mode_run(model, inputs, train, None, quick)
+        except AssertionError as e:
+            if "gradient function" not in str(e) or id(model) in _GRAD_INFERENCE:
+                raise
+            _GRAD_INFERENCE.add(id(model))
+            res = _one_mode_run(model, inputs, train, None, quick)
+            res["note"] = "inference with autograd enabled (torch's ModuleTracker fails under no_grad)"
+            return res
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3, foreach=True) \
+        if train else None
+    return _one_mode_run(model, inputs, train, opt, quick)
+
+
+def _one_mode_run(model, inputs, train, opt, quick=False):
+    """A pass counted by roofline alone (timed), then one counted by roofline and FlopCounterMode together; ``quick``:
+    the second pass only (its time includes FlopCounterMode's)."""
+    import roofline
+
+    t0 = time.perf_counter()
+    if not quick:
+        with roofline.measure(model, timing=None) as r:
+            _step(model, inputs, train, opt)
+    elapsed = time.perf_counter() - t0
+    r2, fcm = _with_fcm(model, inputs, train, opt)
+    if quick:
+        r, elapsed = r2, time.perf_counter() - t0
+    ours = {str(k): int(v) for k, v in r2.flop_counter_compatible().get("Global", {}).items()}
+    mismatch = {k: (ours.get(k, 0), fcm.get(k, 0)) for k in set(ours) | set(fcm) if ours.get(k, 0) != fcm.get(k, 0)}
+    by_op = r2.by_op()
+    true_vs_fcm = {}
+    for name, row in by_op.items():
+        packet = name.rsplit(".", 1)[0] if name.count(".") >= 2 else name
+        if row["matrix_flops"] and row["matrix_flops"] != fcm.get(packet, 0):
+            true_vs_fcm[name] = (int(row["matrix_flops"]), fcm.get(packet, 0))
+    return {"calls": int(len(r.records)), "unknown": dict(r.unknown_ops),
+            "errors": {k: v[0] for k, v in r.errors.items()}, "fcm_mismatch": mismatch,
+            "true_vs_fcm": true_vs_fcm, "matrix_flops": int(r.matrix_flops), "time_s": round(elapsed, 3)}
+
+
+class _Timeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _deadline(seconds):
+    if not seconds or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def fire(*_):
+        raise _Timeout(f"over {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(int(seconds))
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+# Families whose models run data-dependent code (proposals, NMS): straight to the CPU.
+_CPU_FIRST = {"tv-det"}
+
+
+def run_model(family, name, timeout=None, devices=None, quick=False):
+    """Count one zoo entry (inference and a training step). Returns a dict: family, name, device, infer, train (each
+    from _one_mode, or {"failed": reason}), covered. ``quick``: one pass per mode, counted by roofline and
+    FlopCounterMode together, and detection models at their smallest (the test suite's setting)."""
+    import torch
+
+    torch.manual_seed(0)
+    res = {"family": family, "name": name}
+    tried = []
+    for device in devices or (("cpu",) if family in _CPU_FIRST else ("meta", "cpu")):
+        try:
+            with _deadline(timeout), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model, inputs = build(family, name, device, tiny=quick)
+                res["infer"] = _one_mode(model, inputs, False, quick)
+                res["train"] = _one_mode(model, inputs, True, quick)
+            res["device"] = device
+            break
+        except Exception as e:  # noqa: BLE001 - a model that fails is reported, the sweep goes on
+            tried.append(f"{device}: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
+            res.pop("infer", None)
+            res.pop("train", None)
+    if "device" not in res:
+        res["failed"] = " | ".join(tried)
+        res["covered"] = False
+        return res
+    if tried:
+        res["meta_failed"] = tried[0]
+    res["covered"] = all(not res[m]["unknown"] and not res[m]["errors"] for m in ("infer", "train"))
+    return res
+
+
+# ---- output ------------------------------------------------------------------------------------------------------
+
+def _fmt(d, limit=4):
+    if not d:
+        return "-"
+    items = sorted(d.items(), key=lambda kv: str(kv[0]))
+    s = ", ".join(f"{k.replace('aten.', '')}={v}" for k, v in items[:limit])
+    return s + (f", +{len(items) - limit}" if len(items) > limit else "")
+
+
+def line(res) -> str:
+    head = f"{res['family'] + '/' + res['name']:<46}"
+    if "failed" in res:
+        return f"{head} FAILED {res['failed']}"
+    out = []
+    for m in ("infer", "train"):
+        d = res[m]
+        out.append(f"{head} {res['device']:<4} {m:<5} {d['calls']:>6} calls {d['time_s']:>7.2f}s  "
+                   f"unknown: {_fmt(d['unknown'])}  errors: {_fmt(d['errors'])}  fcm!=: {_fmt(d['fcm_mismatch'])}  "
+                   f"true!=fcm: {_fmt(d['true_vs_fcm'], 2)}" + (f"  ({d['note']})" if d.get("note") else ""))
+    return "\n".join(out)
+
+
+def summary(results) -> str:
+    n = len(results)
+    k = sum(1 for r in results if r["covered"])
+    unknown: dict = {}
+    for r in results:
+        for m in ("infer", "train"):
+            for op in (r.get(m) or {}).get("unknown", {}):
+                unknown.setdefault(op, []).append(r["name"])
+    lines = []
+    if unknown:
+        lines.append("unknown ops across the zoo:")
+        for op, models in sorted(unknown.items()):
+            lines.append(f"  {op}: {', '.join(sorted(set(models)))}")
+    failed = [r for r in results if "failed" in r]
+    if failed:
+        lines.append(f"models that did not run ({len(failed)}): " + ", ".join(r["name"] for r in failed))
+    cpu = [r["name"] for r in results if r.get("device") == "cpu"]
+    if cpu:
+        lines.append(f"counted on the CPU at small sizes ({len(cpu)}): " + ", ".join(cpu))
+    mism = [r["name"] for r in results if any((r.get(m) or {}).get("fcm_mismatch") for m in ("infer", "train"))]
+    lines.append(f"models where roofline's FlopCounterMode-compatible count differs from FlopCounterMode: "
+                 f"{len(mism)}" + (f" ({', '.join(mism)})" if mism else ""))
+    lines.append(f"{k}/{n} models fully covered")
+    return "\n".join(lines)
+
+
+def versions() -> str:
+    import platform
+
+    import timm
+    import torch
+    import torchvision
+    import transformers
+
+    return (f"python {platform.python_version()}, torch {torch.__version__}, torchvision {torchvision.__version__}, "
+            f"timm {timm.__version__}, transformers {transformers.__version__}")
+
+
+def _worker(entries, timeout):
+    for fam, name in entries:
+        res = run_model(fam, name, timeout)
+        sys.stdout.write(json.dumps(res) + "\n")
+        sys.stdout.flush()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", help="comma-separated families (tv, tv-det, tv-seg, tv-video, timm, hf) or model names")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes, each run under `nice -n 10`")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per model and device before giving up")
+    ap.add_argument("--json", help="write every result to this JSON file")
+    ap.add_argument("--list", action="store_true", help="print the zoo and exit")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    entries = select(args.only)
+    if args.list:
+        for fam, name in entries:
+            print(f"{fam}/{name}")
+        print(f"{len(entries)} models")
+        return 0
+    if args.worker:
+        _worker(entries, args.timeout)
+        return 0
+    print(f"# {versions()}")
+    print(f"# {len(entries)} models, {args.jobs} process(es)")
+    t0 = time.perf_counter()
+    results = []
+    if args.jobs <= 1:
+        for fam, name in entries:
+            res = run_model(fam, name, args.timeout)
+            print(line(res), flush=True)
+            results.append(res)
+    else:
+        chunks = [entries[i::args.jobs] for i in range(args.jobs)]
+        procs = []
+        for chunk in chunks:
+            if not chunk:
+                continue
+            names = ",".join(f"{f}/{n}" for f, n in chunk)
+            cmd = ["nice", "-n", "10", sys.executable, os.path.abspath(__file__), "--worker", "--only", names,
+                   "--timeout", str(args.timeout)]
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                                          env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep +
+                                                   os.environ.get("PYTHONPATH", ""))))
+        import queue
+        import threading
+
+        lines: queue.Queue = queue.Queue()
+
+        def pump(proc):
+            for raw in proc.stdout:
+                lines.put(raw)
+            lines.put(None)
+
+        for p in procs:
+            threading.Thread(target=pump, args=(p,), daemon=True).start()
+        open_workers = len(procs)
+        while open_workers:  # results in the order they finish, whichever worker
+            raw = lines.get()
+            if raw is None:
+                open_workers -= 1
+                continue
+            res = json.loads(raw)
+            print(line(res), flush=True)
+            results.append(res)
+        for p in procs:
+            p.wait()
+        done = {(r["family"], r["name"]) for r in results}
+        for fam, name in entries:  # a worker that died: its remaining models are reported as failed
+            if (fam, name) not in done:
+                results.append({"family": fam, "name": name, "failed": "worker process exited", "covered": False})
+    print(summary(results))
+    print(f"# sweep time {time.perf_counter() - t0:.0f} s")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+    return 0 if all(r["covered"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
