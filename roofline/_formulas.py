@@ -481,6 +481,22 @@ def _repack(b, out):
     return _counts(read=_read(b), written=_written(out))
 
 
+def _out_dtype(args, kwargs, out):
+    """The ``out_dtype`` higher-order op: an aten product computed into a wider result dtype (int8 x int8 -> int32,
+    as torchao's int8 kernels call it off the CPU and on meta / fake tensors). ``aten.mm``: ``2 M N K`` matrix FLOPs,
+    the int8 operands read at 1 byte, the int32 result written; other wrapped ops are refused (an error record)."""
+    op = args[0] if args else kwargs.get("op")
+    operands = args[2:]
+    name = str(getattr(op, "__name__", op))
+    if name not in ("mm.default", "aten.mm.default") or len(operands) != 2:
+        raise ValueError(f"out_dtype: no formula for wrapped op {op}")
+    a, b = operands
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise ValueError("out_dtype(mm): operands must be matrices")
+    m, k, n = int(a.shape[0]), int(a.shape[1]), int(b.shape[1])
+    return _counts(matrix=2 * m * n * k, read=_touched_bytes(a) + _touched_bytes(b), written=_written(out))
+
+
 # ---- tables -------------------------------------------------------------------------------------------------------
 
 # aten ops (qualified name, any overload) -> formula(bound arguments, result).
@@ -523,6 +539,7 @@ OPS = {
 HOPS = {
     "flex_attention": lambda args, kwargs, out: _flex(args, kwargs, out),
     "flex_attention_backward": lambda args, kwargs, out: _flex(args, kwargs, out, backward=True),
+    "out_dtype": _out_dtype,
 }
 
 

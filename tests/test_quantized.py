@@ -208,3 +208,61 @@ def test_dyn_quant_block_arithmetic_and_bad_block():
     assert c["bytes_read"] == 6 * 64 * 4 + 1000 and c["bytes_written"] == 6 * 8 * 4
     with pytest.raises(ValueError, match="block size"):
         f(dict(b, block_size=0), torch.empty(2, 3, 8, **meta))
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_out_dtype_int8_mm(device):
+    """The out_dtype higher-order op (int8 x int8 -> int32 mm), which torchao's int8 kernels call off the CPU and on
+    meta or fake tensors: the product's FLOPs, counted once (its body is not counted again)."""
+    try:
+        from torch._higher_order_ops.out_dtype import out_dtype
+    except ImportError:
+        pytest.skip("this torch has no out_dtype higher-order op")
+    a = torch.randint(-128, 127, (32, 64), dtype=torch.int8, device=device)
+    b = torch.randint(-128, 127, (64, 16), dtype=torch.int8, device=device)
+    r, out = _measure(lambda: out_dtype(aten.mm.default, torch.int32, a, b))
+    assert out.dtype == torch.int32
+    assert not r.unknown_ops and not r.errors
+    c = _op(r, "higher_order.out_dtype")
+    assert c["calls"] == 1
+    assert c["matrix_flops"] == 2 * 32 * 16 * 64 and r.matrix_flops == 2 * 32 * 16 * 64
+    assert c["bytes_read"] == 32 * 64 + 64 * 16 and c["bytes_written"] == 32 * 16 * 4
+
+
+def test_out_dtype_other_ops_refused():
+    from roofline import _formulas
+
+    f = _formulas.HOPS["out_dtype"]
+    x = torch.empty(4, 4, dtype=torch.int8, device="meta")
+    with pytest.raises(ValueError, match="no formula"):
+        f((aten.mul.Tensor, torch.int32, x, x), {}, torch.empty(4, 4, dtype=torch.int32, device="meta"))
+
+
+def test_torchao_int8_dynamic_on_meta():
+    """On meta torchao's int8 dynamic path calls the out_dtype higher-order op instead of _int_mm: the same count."""
+    m = _quantized_mlp("Int8DynamicActivationInt8WeightConfig", device="meta")
+    with torch.no_grad(), roofline.measure(m, timing=None) as r:
+        m(torch.randn(8, 64, device="meta"))
+    assert not r.unknown_ops and not r.errors
+    assert r.matrix_flops == 2 * 8 * (64 * 128 + 128 * 32)
+    c = r.by_op()["higher_order.out_dtype"]
+    assert c["matrix_flops"] == 2 * 8 * (64 * 128 + 128 * 32)
+    assert c["bytes_read"] == (8 * 64 + 64 * 128) + (8 * 128 + 128 * 32)
+
+
+def test_coverage_sweep_torchao_family():
+    """bench/coverage.py lists the torchao family when torchao is installed and runs it inference-only."""
+    pytest.importorskip("torchao")
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "coverage.py")
+    spec = importlib.util.spec_from_file_location("roofline_bench_coverage_q", path)
+    coverage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(coverage)
+    assert ("torchao", "mlp-int8-dynamic") in coverage.zoo()
+    res = coverage.run_model("torchao", "mlp-int8-dynamic", quick=True)
+    assert "failed" not in res, res.get("failed")
+    assert res["train"] is None and res["covered"]
+    assert res["infer"]["unknown"] == {} and res["infer"]["errors"] == {}
+    assert res["infer"]["matrix_flops"] == 2 * 16 * (256 * 1024 + 1024 * 256)
