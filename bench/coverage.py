@@ -22,6 +22,8 @@ covered": no unknown op and no error in inference or training.
     python bench/coverage.py --only resnet18,hf/mixtral --json out.json
     python bench/coverage.py --list                # the zoo's model names
 
+The optional `torchao` family (quantized inference) is listed only when torchao is installed, and runs inference only.
+
 Timings are wall-clock seconds on whatever else the machine is doing.
 """
 
