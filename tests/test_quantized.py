@@ -266,3 +266,20 @@ def test_coverage_sweep_torchao_family():
     assert res["train"] is None and res["covered"]
     assert res["infer"]["unknown"] == {} and res["infer"]["errors"] == {}
     assert res["infer"]["matrix_flops"] == 2 * 16 * (256 * 1024 + 1024 * 256)
+
+
+def test_weight_int4pack_mm_cuda_layout_formula():
+    """The CUDA int4 kernel's packed layout [N/8, K/(16 t), 32, t/2] int32 (t = inner K tiles; here N = 32, K = 64,
+    t = 2), counted by calling the formula on meta tensors (no GPU): half a byte per weight element."""
+    from roofline import _formulas
+
+    f = _formulas.OPS["aten::_weight_int4pack_mm"]
+    meta = dict(device="meta")
+    b = {"self": torch.empty(8, 64, dtype=torch.bfloat16, **meta),
+         "mat2": torch.empty(4, 2, 32, 1, dtype=torch.int32, **meta), "qGroupSize": 32,
+         "qScaleAndZeros": torch.empty(2, 32, 2, dtype=torch.bfloat16, **meta)}
+    c = f(b, torch.empty(8, 32, dtype=torch.bfloat16, **meta))
+    assert c["matrix_flops"] == 2 * 8 * 32 * 64
+    assert c["vector_flops"] == 2 * 32 * 64
+    assert c["bytes_read"] == 8 * 64 * 2 + 32 * 64 // 2 + 2 * 32 * 2 * 2
+    assert c["bytes_written"] == 8 * 32 * 2
