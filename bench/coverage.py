@@ -18,9 +18,11 @@ covered": no unknown op and no error in inference or training.
 
     python bench/coverage.py                       # the whole zoo, one process
     python bench/coverage.py --jobs 2              # in 2 worker processes, each under `nice -n 10`
-    python bench/coverage.py --only tv,timm        # families (tv, tv-det, tv-seg, tv-video, timm, hf) or names
+    python bench/coverage.py --only tv,timm        # families (tv, tv-det, tv-seg, tv-video, timm, hf, torchao)
     python bench/coverage.py --only resnet18,hf/mixtral --json out.json
     python bench/coverage.py --list                # the zoo's model names
+
+The optional `torchao` family (quantized inference) is listed only when torchao is installed, and runs inference only.
 
 Timings are wall-clock seconds on whatever else the machine is doing.
 """
@@ -136,6 +138,46 @@ HF = [
 ]
 
 
+# torchao-quantized inference (optional family, inference only: the weights are quantized tensors): an MLP per
+# CPU-usable config, and a small decoder LLM with int8 dynamic quantization. name -> (config class, model).
+TORCHAO = {
+    "mlp-int8-weight-only": ("Int8WeightOnlyConfig", "mlp"),
+    "mlp-int8-dynamic": ("Int8DynamicActivationInt8WeightConfig", "mlp"),
+    "mlp-intx-weight-only": ("IntxWeightOnlyConfig", "mlp"),
+    "mlp-int8-dynamic-intx": ("Int8DynamicActivationIntxWeightConfig", "mlp"),
+    "mlp-float8-weight-only": ("Float8WeightOnlyConfig", "mlp"),
+    "llama-int8-dynamic": ("Int8DynamicActivationInt8WeightConfig", "llama"),
+    "llama-int8-weight-only": ("Int8WeightOnlyConfig", "llama"),
+}
+_INFER_ONLY = {"torchao"}
+
+
+def _has_torchao() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torchao") is not None
+
+
+def _torchao_build(name, device, small):
+    import torch
+    import torchao.quantization as Q
+    from torchao.quantization import quantize_
+
+    config, arch = TORCHAO[name]
+    if arch == "llama":
+        model, inputs = _hf_build("llama", device, small)
+    else:
+        with torch.device(device):
+            model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256))
+
+        def inputs(train):
+            return (torch.randn(16, 256, device=device),)
+
+    model.eval()
+    quantize_(model, getattr(Q, config)())
+    return model, inputs
+
+
 def zoo():
     """[(family, name)] of the whole zoo, in order."""
     import torchvision
@@ -143,6 +185,8 @@ def zoo():
     out = [("tv", n) for n in torchvision.models.list_models(module=torchvision.models)]
     out += [("tv-det", n) for n in TV_DET] + [("tv-seg", n) for n in TV_SEG] + [("tv-video", n) for n in TV_VIDEO]
     out += [("timm", n) for n in TIMM] + [("hf", h[0]) for h in HF]
+    if _has_torchao():  # optional: quantized inference when torchao is installed
+        out += [("torchao", n) for n in TORCHAO]
     return out
 
 
@@ -237,6 +281,8 @@ def build(family, name, device, tiny=False):
     small = device == "cpu"
     if family == "hf":
         return _hf_build(name, device, small)
+    if family == "torchao":
+        return _torchao_build(name, device, small)
     if family == "timm":
         import timm
 
@@ -459,7 +505,7 @@ def run_model(family, name, timeout=None, devices=None, quick=False):
                 warnings.simplefilter("ignore")
                 model, inputs = build(family, name, device, tiny=quick)
                 res["infer"] = _one_mode(model, inputs, False, quick)
-                res["train"] = _one_mode(model, inputs, True, quick)
+                res["train"] = None if family in _INFER_ONLY else _one_mode(model, inputs, True, quick)
             res["device"] = device
             break
         except Exception as e:  # noqa: BLE001 - a model that fails is reported, the sweep goes on
@@ -472,7 +518,8 @@ def run_model(family, name, timeout=None, devices=None, quick=False):
         return res
     if tried:
         res["meta_failed"] = tried[0]
-    res["covered"] = all(not res[m]["unknown"] and not res[m]["errors"] for m in ("infer", "train"))
+    res["covered"] = all(not res[m]["unknown"] and not res[m]["errors"] for m in ("infer", "train")
+                         if res[m] is not None)
     return res
 
 
@@ -493,6 +540,8 @@ def line(res) -> str:
     out = []
     for m in ("infer", "train"):
         d = res[m]
+        if d is None:  # an inference-only family
+            continue
         out.append(f"{head} {res['device']:<4} {m:<5} {d['calls']:>6} calls {d['time_s']:>7.2f}s  "
                    f"unknown: {_fmt(d['unknown'])}  errors: {_fmt(d['errors'])}  fcm!=: {_fmt(d['fcm_mismatch'])}  "
                    f"true!=fcm: {_fmt(d['true_vs_fcm'], 2)}" + (f"  ({d['note']})" if d.get("note") else ""))
@@ -546,7 +595,8 @@ def _worker(entries, timeout):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", help="comma-separated families (tv, tv-det, tv-seg, tv-video, timm, hf) or model names")
+    ap.add_argument("--only", help="comma-separated families (tv, tv-det, tv-seg, tv-video, timm, hf, "
+                    "torchao: when installed, inference only) or model names")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes, each run under `nice -n 10`")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per model and device before giving up")
     ap.add_argument("--json", help="write every result to this JSON file")

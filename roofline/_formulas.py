@@ -452,6 +452,51 @@ def _roi_align(b, out, backward=False):
     return _counts(vector=vector, read=read, written=_written(out))
 
 
+# ---- quantized products (weight-only and dynamic int8/int4 linear kernels) -------------------------------------
+
+def _quant_mm(b, out, x_name="self", weight_terms=0, output_terms=0, block=None):
+    """A product of activations ``x`` (M x K, any leading dims folded into M) with a quantized N x K weight, the
+    result M x N: ``2 M N K`` matrix FLOPs in the activations' dtype, whatever the weight's storage (int8, packed
+    int4). ``weight_terms`` pointwise FLOPs per weight element (dequantising it: scale and zero point),
+    ``output_terms`` per output element (a per-channel scale), and with ``block`` (a group size along K) a rescale
+    of each block's partial sum (a multiply and an add per output element and block). Bytes: every argument at its
+    stored size (the packed weight at its real width), the result written once."""
+    x = b[x_name]
+    if len(x.shape) < 1 or len(out.shape) < 1:
+        raise ValueError("quantized product: activations and result need a last dimension")
+    k = int(x.shape[-1])
+    m = _numel(x) // k if k else 0
+    n = int(out.shape[-1])
+    vector = weight_terms * n * k + output_terms * m * n
+    if block is not None:
+        if int(block) <= 0:
+            raise ValueError(f"quantized product: block size must be positive, got {block}")
+        vector += 2 * m * n * (-(-k // int(block)))  # ceil(K / block) partial sums per output element
+        vector += 4 * m * k  # the activations quantised per row: min, max, scale, round per element
+    return _counts(matrix=2 * m * n * k, vector=vector, read=_read(b), written=_written(out))
+
+
+def _repack(b, out):
+    """A weight repacked into a kernel's layout (int4 packing): no arithmetic, the weight read and written once."""
+    return _counts(read=_read(b), written=_written(out))
+
+
+def _out_dtype(args, kwargs, out):
+    """The ``out_dtype`` higher-order op: an aten product computed into a wider result dtype (int8 x int8 -> int32,
+    as torchao's int8 kernels call it off the CPU and on meta / fake tensors). ``aten.mm``: ``2 M N K`` matrix FLOPs,
+    the int8 operands read at 1 byte, the int32 result written; other wrapped ops are refused (an error record)."""
+    op = args[0] if args else kwargs.get("op")
+    operands = args[2:]
+    name = str(getattr(op, "__name__", op))
+    if name not in ("mm.default", "aten.mm.default") or len(operands) != 2:
+        raise ValueError(f"out_dtype: no formula for wrapped op {op}")
+    a, b = operands
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise ValueError("out_dtype(mm): operands must be matrices")
+    m, k, n = int(a.shape[0]), int(a.shape[1]), int(b.shape[1])
+    return _counts(matrix=2 * m * n * k, read=_touched_bytes(a) + _touched_bytes(b), written=_written(out))
+
+
 # ---- tables -------------------------------------------------------------------------------------------------------
 
 # aten ops (qualified name, any overload) -> formula(bound arguments, result).
@@ -477,6 +522,14 @@ OPS = {
     "aten::_flash_attention_backward": lambda b, out: _varlen(b, out, flash=True, backward=True),
     "aten::_efficient_attention_forward": lambda b, out: _varlen(b, out, flash=False, backward=False),
     "aten::_efficient_attention_backward": lambda b, out: _varlen(b, out, flash=False, backward=True),
+    "aten::_weight_int8pack_mm": lambda b, out: _quant_mm(b, out, output_terms=1),
+    "aten::_weight_int4pack_mm": lambda b, out: _quant_mm(b, out, weight_terms=2),
+    "aten::_weight_int4pack_mm_for_cpu": lambda b, out: _quant_mm(b, out, weight_terms=2),
+    "aten::_weight_int4pack_mm_with_scales_and_zeros": lambda b, out: _quant_mm(b, out, weight_terms=2),
+    "aten::_dyn_quant_matmul_4bit": lambda b, out: _quant_mm(b, out, x_name="inp", block=b["block_size"]),
+    "aten::_convert_weight_to_int4pack": _repack,
+    "aten::_convert_weight_to_int4pack_for_cpu": _repack,
+    "aten::_dyn_quant_pack_4bit_weight": _repack,
     "torchvision::nms": _nms,
     "torchvision::roi_align": _roi_align,
     "torchvision::_roi_align_backward": lambda b, out: _roi_align(b, out, backward=True),
@@ -486,6 +539,7 @@ OPS = {
 HOPS = {
     "flex_attention": lambda args, kwargs, out: _flex(args, kwargs, out),
     "flex_attention_backward": lambda args, kwargs, out: _flex(args, kwargs, out, backward=True),
+    "out_dtype": _out_dtype,
 }
 
 
