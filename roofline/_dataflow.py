@@ -102,6 +102,11 @@ class FusionOpportunity:
     saved_s: float
     phase: str = "forward"
     edges: list[tuple[int, int, int]] = field(default_factory=list)  # (producer, consumer, bytes saved)
+    # set by ``fusion_opportunities(compiled=...)``: whether the compiled run fused the chain ("taken", "partly",
+    # "not taken", "unknown"), the intermediates' bytes its kernels keep on chip, and each member's kernel
+    compiled: str | None = None
+    compiled_saved_bytes: int | None = None
+    compiled_kernels: list = field(default_factory=list)
 
     def describe(self) -> str:
         """One line: the op chain, where, and what fusing saves."""
@@ -110,8 +115,13 @@ class FusionOpportunity:
 
         chain = " -> ".join(_short(o) for o in self.ops)
         where = self.modules[0] if len(set(self.modules)) == 1 else f"{self.modules[0]} .. {self.modules[-1]}"
-        return (f"{chain} in {where}: saves {fmt(self.saved_bytes, 'B')} of {fmt(self.bytes, 'B')}"
+        text = (f"{chain} in {where}: saves {fmt(self.saved_bytes, 'B')} of {fmt(self.bytes, 'B')}"
                 + (f", {secs(self.saved_s)} at the roof" if math.isfinite(self.saved_s) else ""))
+        if self.compiled is not None:
+            text += f"; compiled: {self.compiled}"
+            if self.compiled_saved_bytes is not None:
+                text += f" (keeps {fmt(self.compiled_saved_bytes, 'B')} of {fmt(self.saved_bytes, 'B')} on chip)"
+        return text
 
 
 def _short(name: str) -> str:
