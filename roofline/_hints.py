@@ -531,3 +531,41 @@ def advice_text(report, top: int = 5) -> str:
         for h in hs[:top]:
             lines.append(f"  - {h}")
     return "\n".join(lines)
+
+
+def advice_html(report, top: int = 3) -> str:
+    """The notebook view's section of :func:`advice_text`: the ``top`` fusion opportunities (grouped by op chain)
+    and hints, with their bytes and time at the roof; empty when the report has neither."""
+    import html
+
+    if not len(report.records):
+        return ""
+    from roofline._render import fmt
+
+    items = []
+    if _dataflow.report_accesses(report) is not None:
+        try:
+            groups = _dataflow.group_opportunities(report.fusion_opportunities())
+        except Exception as exc:  # noqa: BLE001 - the view renders whatever fails, and says what
+            groups = []
+            items.append(f"fusion opportunities unavailable: {type(exc).__name__}: {exc}")
+        for g in groups[:top]:
+            chain = " &rarr; ".join(html.escape(o.split(".")[1] if "." in o else o) for o in g["ops"])
+            mods = ", ".join(g["modules"][:2]) + (", ..." if len(g["modules"]) > 2 else "")
+            items.append(f"<b>fuse</b> {g['count']} &times; {chain} ({html.escape(g['phase'])}): saves "
+                         f"{fmt(g['saved_bytes'], 'B')}" + (f", {secs(g['saved_s'])} at the roof"
+                                                             if math.isfinite(g["saved_s"]) else "")
+                         + f"; in {html.escape(mods)}")
+    try:
+        hs = report.hints()
+    except Exception as exc:  # noqa: BLE001
+        hs = []
+        items.append(html.escape(f"hints unavailable: {type(exc).__name__}: {exc}"))
+    for h in hs[:top]:
+        items.append(html.escape(str(h)))
+    if not items:
+        return ""
+    lis = "".join(f"<li>{x}</li>" for x in items)
+    return (f'<div class="rl-advice"><b>what to change</b> (fusion opportunities, then hints; most time '
+            f'saved first in each)'
+            f'<ul style="margin:.2em 0">{lis}</ul></div>')
