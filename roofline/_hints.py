@@ -361,7 +361,16 @@ def _rule_optimizer(x: _Ctx):
     a = x.acc
     m = np.isin(a["record"], opt)
     b = int(x.nbytes[opt].sum())
-    # a fused kernel reads each storage it needs once and writes each it updates once
+    # a fused kernel reads each storage it needs once and writes each it updates once; temporaries (storages
+    # whose first access in the step is a write by a call that is not a fill: sqrt(v), its sum with eps) stay in
+    # registers. A fill creates optimizer state (zeros_like), which is kept.
+    sub = a[m]
+    order = np.lexsort((sub["write"], sub["record"], sub["storage"]))
+    st_sorted = sub["storage"][order]
+    firsts = order[np.r_[True, st_sorted[1:] != st_sorted[:-1]]] if len(order) else order
+    is_fill = np.array([k == "fill" for k in x.kinds], bool)
+    temp = firsts[(sub["write"][firsts] == 1) & ~is_fill[sub["record"][firsts]]]
+    m &= ~np.isin(a["storage"], sub["storage"][temp])
     minimal = 0
     for w in (0, 1):
         sel = m & (a["write"] == w)
