@@ -86,7 +86,9 @@ class FusionOpportunity:
     they ran in; ``kind``: "epilogue" when the chain starts at a matrix product or convolution, else "elementwise";
     ``intermediates``: how many tensors pass from one member to the next and are read by nothing else;
     ``bytes``: compulsory bytes of the members; ``saved_bytes``: the writes and reads of those intermediates, which a
-    fused kernel does not do; ``t_before``: the members' roofline time (seconds, NaN without ceilings);
+    fused kernel does not do (the final value of a storage that existed before the block and that a member
+    updated in place, an optimizer's state, is still written); ``t_before``: the members' roofline time (seconds,
+    NaN without ceilings);
     ``t_after``: the roofline time of one kernel doing the members' FLOPs and the remaining bytes; ``saved_s``:
     ``t_before - t_after``."""
 
@@ -102,6 +104,11 @@ class FusionOpportunity:
     saved_s: float
     phase: str = "forward"
     edges: list[tuple[int, int, int]] = field(default_factory=list)  # (producer, consumer, bytes saved)
+    # set by ``fusion_opportunities(compiled=...)``: whether the compiled run fused the chain ("taken", "partly",
+    # "not taken", "unknown"), the intermediates' bytes its kernels keep on chip, and each member's kernel
+    compiled: str | None = None
+    compiled_saved_bytes: int | None = None
+    compiled_kernels: list = field(default_factory=list)
 
     def describe(self) -> str:
         """One line: the op chain, where, and what fusing saves."""
@@ -110,8 +117,13 @@ class FusionOpportunity:
 
         chain = " -> ".join(_short(o) for o in self.ops)
         where = self.modules[0] if len(set(self.modules)) == 1 else f"{self.modules[0]} .. {self.modules[-1]}"
-        return (f"{chain} in {where}: saves {fmt(self.saved_bytes, 'B')} of {fmt(self.bytes, 'B')}"
+        text = (f"{chain} in {where}: saves {fmt(self.saved_bytes, 'B')} of {fmt(self.bytes, 'B')}"
                 + (f", {secs(self.saved_s)} at the roof" if math.isfinite(self.saved_s) else ""))
+        if self.compiled is not None:
+            text += f"; compiled: {self.compiled}"
+            if self.compiled_saved_bytes is not None:
+                text += f" (keeps {fmt(self.compiled_saved_bytes, 'B')} of {fmt(self.saved_bytes, 'B')} on chip)"
+        return text
 
 
 def _short(name: str) -> str:
@@ -197,12 +209,33 @@ def fusion_opportunities(records, ops, module_path, c, accesses, min_ops: int = 
             mod_names[m] = module_path(m)
         return mod_names[m]
 
+    # an intermediate's write is avoided, except the final value of a storage that existed before the block (its
+    # first access in the block is a read: a parameter, an optimizer's state) and that the producer updated in
+    # place: a fused kernel still writes it back. Its read is avoided either way.
+    a = check_accesses(accesses, n)
+    live_in: set = set()
+    if chosen and len(a):
+        first = np.lexsort((a["write"], a["record"], a["storage"]))
+        st_sorted = a["storage"][first]
+        head_rows = first[np.r_[True, st_sorted[1:] != st_sorted[:-1]]]
+        live_in = set(a["storage"][head_rows[a["write"][head_rows] == 0]].tolist())
+    edge_st = set(int(e["storage"][k]) for k in chosen) & live_in
+    sub = a[np.isin(a["storage"], list(edge_st))] if edge_st else a[:0]
+    w_ = sub["write"].astype(bool)
+    reads_of = set(zip(sub["record"][~w_].tolist(), sub["storage"][~w_].tolist()))
+    writes_of = set(zip(sub["record"][w_].tolist(), sub["storage"][w_].tolist()))
+
+    def edge_saved(k):
+        st, pp, qq = int(e["storage"][k]), int(p[k]), int(q[k])
+        kept = st in edge_st and (pp, st) in reads_of and (qq, st) not in writes_of
+        return int(e["nbytes"][k]) + (0 if kept else int(e["written"][k]))
+
     out = []
     for root, ks in groups.items():
         members = sorted({int(p[k]) for k in ks} | {int(q[k]) for k in ks})
         if len(members) < min_ops:
             continue
-        saved = int(sum(int(e["nbytes"][k]) + int(e["written"][k]) for k in ks))
+        saved = int(sum(edge_saved(k) for k in ks))
         total = int(nbytes[members].sum())
         saved = min(saved, total)
         before = float(t_min[members].sum())
@@ -216,7 +249,7 @@ def fusion_opportunities(records, ops, module_path, c, accesses, min_ops: int = 
             saved_s=(before - after) if math.isfinite(before) and math.isfinite(after) else math.nan,
             phase=PHASES[int(records["phase"][members[0]])] if int(records["phase"][members[0]]) < len(PHASES)
             else "?",
-            edges=[(int(p[k]), int(q[k]), int(e["nbytes"][k]) + int(e["written"][k])) for k in ks]))
+            edges=[(int(p[k]), int(q[k]), edge_saved(k)) for k in ks]))
     out.sort(key=lambda f: (-(f.saved_s if math.isfinite(f.saved_s) else 0.0), -f.saved_bytes, f.records[0]))
     return out
 

@@ -361,7 +361,16 @@ def _rule_optimizer(x: _Ctx):
     a = x.acc
     m = np.isin(a["record"], opt)
     b = int(x.nbytes[opt].sum())
-    # a fused kernel reads each storage it needs once and writes each it updates once
+    # a fused kernel reads each storage it needs once and writes each it updates once; temporaries (storages
+    # whose first access in the step is a write by a call that is not a fill: sqrt(v), its sum with eps) stay in
+    # registers. A fill creates optimizer state (zeros_like), which is kept.
+    sub = a[m]
+    order = np.lexsort((sub["write"], sub["record"], sub["storage"]))
+    st_sorted = sub["storage"][order]
+    firsts = order[np.r_[True, st_sorted[1:] != st_sorted[:-1]]] if len(order) else order
+    is_fill = np.array([k == "fill" for k in x.kinds], bool)
+    temp = firsts[(sub["write"][firsts] == 1) & ~is_fill[sub["record"][firsts]]]
+    m &= ~np.isin(a["storage"], sub["storage"][temp])
     minimal = 0
     for w in (0, 1):
         sel = m & (a["write"] == w)
@@ -531,3 +540,41 @@ def advice_text(report, top: int = 5) -> str:
         for h in hs[:top]:
             lines.append(f"  - {h}")
     return "\n".join(lines)
+
+
+def advice_html(report, top: int = 3) -> str:
+    """The notebook view's section of :func:`advice_text`: the ``top`` fusion opportunities (grouped by op chain)
+    and hints, with their bytes and time at the roof; empty when the report has neither."""
+    import html
+
+    if not len(report.records):
+        return ""
+    from roofline._render import fmt
+
+    items = []
+    if _dataflow.report_accesses(report) is not None:
+        try:
+            groups = _dataflow.group_opportunities(report.fusion_opportunities())
+        except Exception as exc:  # noqa: BLE001 - the view renders whatever fails, and says what
+            groups = []
+            items.append(f"fusion opportunities unavailable: {type(exc).__name__}: {exc}")
+        for g in groups[:top]:
+            chain = " &rarr; ".join(html.escape(o.split(".")[1] if "." in o else o) for o in g["ops"])
+            mods = ", ".join(g["modules"][:2]) + (", ..." if len(g["modules"]) > 2 else "")
+            items.append(f"<b>fuse</b> {g['count']} &times; {chain} ({html.escape(g['phase'])}): saves "
+                         f"{fmt(g['saved_bytes'], 'B')}" + (f", {secs(g['saved_s'])} at the roof"
+                                                             if math.isfinite(g["saved_s"]) else "")
+                         + f"; in {html.escape(mods)}")
+    try:
+        hs = report.hints()
+    except Exception as exc:  # noqa: BLE001
+        hs = []
+        items.append(html.escape(f"hints unavailable: {type(exc).__name__}: {exc}"))
+    for h in hs[:top]:
+        items.append(html.escape(str(h)))
+    if not items:
+        return ""
+    lis = "".join(f"<li>{x}</li>" for x in items)
+    return (f'<div class="rl-advice"><b>what to change</b> (fusion opportunities, then hints; most time '
+            f'saved first in each)'
+            f'<ul style="margin:.2em 0">{lis}</ul></div>')

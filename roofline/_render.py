@@ -565,6 +565,9 @@ def to_html(report, ceilings_note: str = "", top: int = 15, chart: bool = True) 
                    f'{head}</div>')
         out += [_tree_html(n, use_measured, projected) for n in roots]
         out.append("</div>")
+    from roofline._hints import advice_html
+
+    out.append(advice_html(r))
     out.append(legend_html())
     out.append("</div>")
     return "".join(out)

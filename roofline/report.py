@@ -253,18 +253,27 @@ class Report(DerivedCounts):
         return _cache_model.analysis(self.records, _dataflow.report_accesses(self), c, self.ceilings,
                                      source or self.ceilings_source)
 
-    def fusion_opportunities(self, min_ops: int = 2) -> list:
+    def fusion_opportunities(self, min_ops: int = 2, compiled=None) -> list:
         """Chains of memory-bound calls (optionally headed by a matrix product or convolution) connected through
         intermediates nothing else reads, most time saved first. Each has ``records`` and ``ops`` (the calls, in
         order), ``modules``, ``kind`` ("epilogue" or "elementwise"), ``phase``, ``intermediates``, ``bytes`` (the
         members' compulsory bytes), ``saved_bytes`` (the intermediates' writes and reads a fused kernel avoids),
         ``t_before``, ``t_after`` and ``saved_s`` (roofline seconds; NaN without ceilings) and ``describe()``.
-        ``min_ops``: the shortest chain reported. ValueError without an access table."""
+        ``min_ops``: the shortest chain reported. ValueError without an access table.
+        ``compiled``: the report of a ``torch.compile``'d run of the same model and step: each opportunity then
+        says whether the compiler took it, ``compiled`` ("taken", "partly", "not taken", or "unknown" when its ops
+        cannot be matched to one kernel each), with ``compiled_saved_bytes`` (the intermediates' bytes the
+        compiled kernels keep on chip) and ``compiled_kernels`` (each member's kernel); see docs/compiled.md."""
         from roofline import _dataflow
 
         c = self.classification() if self.ceilings is not None else None
-        return _dataflow.fusion_opportunities(self.records, self._ops, self.module_path, c,
+        opps = _dataflow.fusion_opportunities(self.records, self._ops, self.module_path, c,
                                               _dataflow.report_accesses(self), min_ops)
+        if compiled is not None:
+            from roofline import _fusion_compiled
+
+            _fusion_compiled.mark(opps, self, compiled)
+        return opps
 
     def hints(self, min_share: float = 0.01) -> list:
         """What to change, ranked by estimated time saved at the roof. Each hint has ``kind`` ("sdpa",

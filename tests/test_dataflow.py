@@ -337,3 +337,29 @@ def test_projection_onto_a_gpu_models_its_l2():
     np.testing.assert_allclose(ca["l2_bytes"] + ca["dram_bytes"], comp)
     np.testing.assert_allclose(ca["t_min"], p.classification()["t_min"])
     assert [f.records for f in p.fusion_opportunities()] == [[0, 1, 2, 3, 4, 5]]
+
+
+def test_in_place_update_of_a_storage_from_before_the_block_is_still_written():
+    """SGD with momentum on one parameter of N fp32 values, per-parameter ops: buf.mul_(m); buf.add_(grad);
+    param.add_(buf, alpha=-lr). The momentum buffer existed before the step and outlives it: fusing the three
+    saves buf's first value (written by mul_, read by add_: 2N) and the read of its second value by the last add_
+    (N), not the write of that second value."""
+    from _graph import Graph
+
+    n = 1000 * 4
+    buf, grad, param = 1, 2, 3
+    g = Graph()
+    g.call("aten.mul_.Tensor", "ewise", [(buf, n)], [(buf, n)], vector=1000, phase=2)
+    g.call("aten.add_.Tensor", "ewise", [(buf, n), (grad, n)], [(buf, n)], vector=1000, phase=2)
+    g.call("aten.add_.Tensor", "ewise", [(param, n), (buf, n)], [(param, n)], vector=2000, phase=2)
+    (f,) = g.report().fusion_opportunities()
+    assert f.records == [0, 1, 2] and f.phase == "optimizer"
+    assert f.saved_bytes == 3 * n
+    # the same chain on a buffer created in the block (its first access a write): every intermediate is avoided
+    g2 = Graph()
+    g2.call("aten.zeros_like.default", "fill", [], [(buf, n)], phase=2)
+    g2.call("aten.mul_.Tensor", "ewise", [(buf, n)], [(buf, n)], vector=1000, phase=2)
+    g2.call("aten.add_.Tensor", "ewise", [(buf, n), (grad, n)], [(buf, n)], vector=1000, phase=2)
+    g2.call("aten.add_.Tensor", "ewise", [(param, n), (buf, n)], [(param, n)], vector=2000, phase=2)
+    (f2,) = g2.report().fusion_opportunities()
+    assert f2.records == [0, 1, 2, 3] and f2.saved_bytes == 2 * n * 3

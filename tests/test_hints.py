@@ -282,3 +282,19 @@ def test_measured_cast_pingpong_and_layout_copies():
     with torch.no_grad(), roofline.measure(ceilings=ceilings()) as r3:
         torch.relu(x.t())
     assert "layout_copies" not in kinds(r3)
+
+
+def test_optimizer_temporaries_are_not_fused_traffic():
+    """AdamW as torch runs it per parameter: the denominator sqrt(v) (+ eps, in place) is a temporary a fused
+    kernel keeps in registers, so the fused step still reads p, grad, m, v once and writes p, m, v once."""
+    p, grad, m, v, t = 1, 2, 3, 4, 5
+    g = Graph()
+    g.call("aten.lerp_.Scalar", "ewise", [(m, P), (grad, P)], [(m, P)], vector=P // 4, phase=2)
+    g.call("aten.mul_.Tensor", "ewise", [(v, P)], [(v, P)], vector=P // 4, phase=2)
+    g.call("aten.addcmul_.default", "ewise", [(v, P), (grad, P)], [(v, P)], vector=3 * P // 4, phase=2)
+    g.call("aten.sqrt.default", "ewise", [(v, P)], [(t, P)], vector=P // 4, phase=2)
+    g.call("aten.add_.Scalar", "ewise", [(t, P)], [(t, P)], vector=P // 4, phase=2)
+    g.call("aten.addcdiv_.default", "ewise", [(p, P), (m, P), (t, P)], [(p, P)], vector=3 * P // 4, phase=2)
+    h = one(g.report(), "optimizer_fused")
+    # moved: 3 + 2 + 3 + 2 + 2 + 4 = 16 P
+    assert h.evidence["bytes"] == 16 * P and h.evidence["fused_bytes"] == 7 * P and h.saved_bytes == 9 * P

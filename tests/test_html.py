@@ -316,3 +316,25 @@ def test_plot_as_a_cells_last_line_draws_once(tmp_path, monkeypatch):
     assert [images(c) for c in nb.cells[1:4]] == [1, 1, 1]
     html = [o["data"]["text/html"] for o in nb.cells[4].outputs if "text/html" in o.get("data", {})]
     assert len(html) == 1 and "rl-report" in html[0]
+
+
+def test_notebook_html_has_fusion_and_hints_with_units():
+    """The hand-built MLP output chain (tests/_graph.py): its one fusion opportunity, 5 intermediates of T x D fp32
+    each written and read back, at 1e11 B/s; the dropout-mask hint with its mask bytes."""
+    import html
+
+    from _graph import ACT, MASK, chain
+
+    from roofline._render import fmt
+
+    r = chain().report()
+    text = html.unescape(" ".join(_text(r._repr_html_()).split()))
+    saved = 5 * 2 * ACT
+    assert "what to change" in text
+    chain_text = "mm → add → gelu → native_dropout → add → native_layer_norm"
+    assert (f"fuse 1 × {chain_text} (forward): saves {fmt(saved, 'B')}, {saved / 1e11 * 1e6:.1f} us at the roof"
+            in text)
+    assert f"[dropout_mask] 1 dropout calls materialise their masks ({fmt(MASK, 'B')} written" in text
+    # no dataflow: no fusion line, the hints that need none remain
+    plain = " ".join(_text(chain().report(with_accesses=False)._repr_html_()).split())
+    assert "fuse " not in plain and "[dropout_mask]" not in plain and "[small_gemm]" in plain
