@@ -846,9 +846,11 @@ static int cost_copy(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
 
 /* FILL and EWISE: flops / special per element of the result. */
 static int cost_ewise(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
-    uint64_t n = result_numel(op, c, ov);
-    r->vector = mul(n, count_param(op, RL_P_FLOPS), ov);
-    r->special = mul(n, count_param(op, RL_P_SPECIAL), ov);
+    uint64_t flops = count_param(op, RL_P_FLOPS), special = count_param(op, RL_P_SPECIAL);
+    /* no work per element: no element count, so a count that would overflow is not refused for nothing */
+    uint64_t n = (flops || special) ? result_numel(op, c, ov) : 0;
+    r->vector = mul(n, flops, ov);
+    r->special = mul(n, special, ov);
     return cost_copy(op, c, r, ov);
 }
 
@@ -863,9 +865,10 @@ static int cost_ewise_in(const rl_op *op, const rl_call *c, rl_cost *r, int *ov)
             first = i;
         }
     }
-    uint64_t n = first >= 0 ? arg_numel(c, first, ov) : 0;
-    r->vector = mul(n, count_param(op, RL_P_FLOPS), ov);
-    r->special = mul(n, count_param(op, RL_P_SPECIAL), ov);
+    uint64_t flops = count_param(op, RL_P_FLOPS), special = count_param(op, RL_P_SPECIAL);
+    uint64_t n = first >= 0 && (flops || special) ? arg_numel(c, first, ov) : 0; /* as in cost_ewise */
+    r->vector = mul(n, flops, ov);
+    r->special = mul(n, special, ov);
     generic_bytes(op, c, r, ov);
     r->dtype = op->kind == RL_K_FOREACH ? input_dtype(c) : result_dtype(op, c);
     if (op->kind == RL_K_EWISE_IN && first >= 0 && arg(c, first)->count > 0) {

@@ -420,8 +420,8 @@ def test_record_and_append_check_module_phase_dtype_status():
         rec.append(i, 0, 0, -1, 0, 0, 0, 0, 0, 0)
     with pytest.raises(OverflowError, match="status must be at most 255"):
         rec.append(i, 0, 0, 0, 0, 0, 0, 0, 0, 0, 256)
-    with pytest.raises(ValueError, match="status 7 is not a record status"):
-        rec.append(i, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7)
+    with pytest.raises(ValueError, match="status 8 is not a record status"):  # 0..7: RL_OK .. RL_E_DATA
+        rec.append(i, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8)
     assert len(rec) == 0
     rec.record(i, 2**32 - 1, 2, *args)
     rec.append(i, 7, 1, 2, 0, 0, 0, 0, 0, 0, _core.E_DESCRIBE)

@@ -218,6 +218,31 @@ static void test_copy_and_sum_overflow(void) {
     CHECK_EQ(eval(&op, &b, &r), RL_E_OVERFLOW);
 }
 
+/* No work per element: the element count is not taken, so tensors whose element counts sum past 2^64 but are not
+ * read (noread) do not make the call overflow for counts that are all zero (a libFuzzer find). */
+static void test_zero_per_element_work_does_not_overflow(void) {
+    builder b;
+    rl_cost r;
+    int64_t big = ((int64_t)1 << 62) + 1;
+    rl_tensor ts[4] = {T(RL_DT_FLOAT32, big), T(RL_DT_FLOAT32, big), T(RL_DT_FLOAT32, big), T(RL_DT_FLOAT32, big)};
+    rl_op in = OP(RL_K_EWISE_IN);
+    in.noread_mask = ~(uint64_t)0;
+    init(&b);
+    a_list(&b, 4, ts);
+    out(&b, T(RL_DT_FLOAT32));
+    CHECK_EQ(eval(&in, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 0, 0, 0, 4); /* the 0-dim float32 result written */
+    in.param[RL_P_FLOPS] = 1; /* with work per element, 4 x (2^62 + 1) elements do not fit */
+    CHECK_EQ(eval(&in, &b, &r), RL_E_OVERFLOW);
+    rl_op ew = OP(RL_K_EWISE);
+    ew.noread_mask = ~(uint64_t)0;
+    init(&b);
+    a_tensor(&b, T(RL_DT_UINT8, 4, big));
+    out(&b, T(RL_DT_UINT8));
+    CHECK_EQ(eval(&ew, &b, &r), RL_OK);
+    CHECK_COST(r, 0, 0, 0, 0, 1);
+}
+
 static void test_ewise(void) {
     builder b;
     rl_cost r;
@@ -1722,6 +1747,7 @@ int main(void) {
     test_dtype_table();
     test_numel_and_touched();
     test_copy_and_sum_overflow();
+    test_zero_per_element_work_does_not_overflow();
     test_ewise();
     test_fill_zero_and_call_limits();
     test_ewise_in_and_foreach();
