@@ -233,6 +233,21 @@ PyDoc_STRVAR(cpu_fma_peak_doc,
              "cpu_share: CPU time the threads got / (threads x wall time), near 1 unless other processes\n"
              "competed for the CPUs.");
 
+/* The run arguments of a peak benchmark (seconds per repeat, repeats, threads: 0 = all), checked; threads is
+ * replaced by the resolved count. -1 with the exception set. */
+static int rl_parse_peak_run(double seconds, int repeats, int *threads) {
+    if (!isfinite(seconds) || seconds <= 0.0 || seconds > RL_MAX_SECONDS) {
+        rl_err_seconds("seconds", "> 0 and <=", seconds);
+        return -1;
+    }
+    if (repeats < 1 || repeats > 1000) {
+        rl_err_value("repeats must be between 1 and 1000, not %d", repeats);
+        return -1;
+    }
+    *threads = rl_parse_threads(*threads);
+    return *threads < 0 ? -1 : 0;
+}
+
 static PyObject *cpu_fma_peak(PyObject *module, PyObject *args, PyObject *kwargs) {
     static char *kwlist[] = {"dtype", "seconds", "threads", "repeats", "simd", "stat", NULL};
     const char *dtype_name = NULL, *stat_name = "median";
@@ -250,14 +265,7 @@ static PyObject *cpu_fma_peak(PyObject *module, PyObject *args, PyObject *kwargs
         rl_parse_stat(stat_name, &stat) < 0) {
         return NULL;
     }
-    if (!isfinite(seconds) || seconds <= 0.0 || seconds > RL_MAX_SECONDS) {
-        return rl_err_seconds("seconds", "> 0 and <=", seconds);
-    }
-    if (repeats < 1 || repeats > 1000) {
-        return rl_err_value("repeats must be between 1 and 1000, not %d", repeats);
-    }
-    threads = rl_parse_threads(threads);
-    if (threads < 0) {
+    if (rl_parse_peak_run(seconds, repeats, &threads) < 0) {
         return NULL;
     }
     return cpu_fma_peak_impl(module, dtype, seconds, threads, repeats, simd, stat);
@@ -583,14 +591,7 @@ static PyObject *cpu_lowp_peak(PyObject *module, PyObject *args, PyObject *kwarg
     if (rl_parse_stat(stat_name, &stat) < 0) {
         return NULL;
     }
-    if (!isfinite(seconds) || seconds <= 0.0 || seconds > RL_MAX_SECONDS) {
-        return rl_err_seconds("seconds", "> 0 and <=", seconds);
-    }
-    if (repeats < 1 || repeats > 1000) {
-        return rl_err_value("repeats must be between 1 and 1000, not %d", repeats);
-    }
-    threads = rl_parse_threads(threads);
-    if (threads < 0) {
+    if (rl_parse_peak_run(seconds, repeats, &threads) < 0) {
         return NULL;
     }
     if (!rl_cpu_lowp_available((rl_lowp)k)) {

@@ -1,4 +1,4 @@
-/* Assertions shared by the C unit tests (tests/c/test_cost*.c): each failed check prints file, line, the expression
+/* Assertions and the tensor builder shared by the C unit tests (tests/c/test_*.c): each failed check prints file, line, the expression
  * and both values, and counts itself in `failures`; main() returns non-zero when any check failed. */
 #ifndef RL_TEST_CHECK_H
 #define RL_TEST_CHECK_H
@@ -6,7 +6,24 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cost.h"
+
 static int failures = 0;
+
+/* A contiguous tensor of `dtype` and sizes `size[0..ndim)` (row-major strides). */
+static inline rl_tensor tensor(int dtype, int ndim, const int64_t *size) {
+    rl_tensor t;
+    memset(&t, 0, sizeof(t));
+    t.ndim = ndim;
+    t.dtype = dtype;
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        t.size[d] = size[d];
+        t.stride[d] = s;
+        s = (int64_t)((uint64_t)s * (uint64_t)(size[d] > 0 ? size[d] : 1)); /* strides unused where this wraps */
+    }
+    return t;
+}
 
 #define CHECK_EQ(got, want)                                                                                          \
     do {                                                                                                             \

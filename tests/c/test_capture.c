@@ -6,20 +6,6 @@
 #include "capture.h"
 #include "check.h"
 
-static rl_tensor tensor(int dtype, int ndim, const int64_t *size) {
-    rl_tensor t;
-    memset(&t, 0, sizeof(t));
-    t.ndim = ndim;
-    t.dtype = dtype;
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        t.size[d] = size[d];
-        t.stride[d] = s;
-        s = (int64_t)((uint64_t)s * (uint64_t)(size[d] > 0 ? size[d] : 1)); /* strides unused where this wraps */
-    }
-    return t;
-}
-
 static rl_arg targ(int first, int count, int type) {
     rl_arg a;
     memset(&a, 0, sizeof(a));

@@ -7,20 +7,6 @@
 #include "check.h"
 #include "cost.h"
 
-static rl_tensor tensor(int dtype, int ndim, const int64_t *size) {
-    rl_tensor t;
-    memset(&t, 0, sizeof(t));
-    t.ndim = ndim;
-    t.dtype = dtype;
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        t.size[d] = size[d];
-        t.stride[d] = s;
-        s = (int64_t)((uint64_t)s * (uint64_t)(size[d] > 0 ? size[d] : 1)); /* strides unused where this wraps */
-    }
-    return t;
-}
-
 /* An op of `kind` with parameters (param, value) pairs ending at -1; every value must be accepted by rl_op_set. */
 static rl_op make_op(int kind, ...) {
     rl_op op;

@@ -11,20 +11,6 @@
 #define NDIMS(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 #define T(dt, ...) tensor((dt), NDIMS(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 
-static rl_tensor tensor(int dtype, int ndim, const int64_t *size) {
-    rl_tensor t;
-    memset(&t, 0, sizeof(t));
-    t.ndim = ndim;
-    t.dtype = dtype;
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) {
-        t.size[d] = size[d];
-        t.stride[d] = s;
-        s = (int64_t)((uint64_t)s * (uint64_t)(size[d] > 0 ? size[d] : 1)); /* unused where this wraps */
-    }
-    return t;
-}
-
 static rl_tensor scalar(int dtype) {
     rl_tensor t;
     memset(&t, 0, sizeof(t));
