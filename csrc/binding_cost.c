@@ -1178,6 +1178,83 @@ done:
     return rc < 0 ? NULL : Py_NewRef(Py_None);
 }
 
+/* replay(start, stop, phase): append copies of records [start, stop) in phase `phase`, as if each call had been
+ * recorded again: new call order numbers, no times, the same op, module, counts, status and signature, and copies of
+ * their dataflow rows pointing at the new records. For a compiled graph that runs again with the same sizes and
+ * modules, whose records are a pure function of those. All or nothing (MemoryError, OverflowError). */
+static PyObject *Recorder_replay(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
+    if (check_idle(self, "replay") < 0) {
+        return NULL;
+    }
+    if (argc != 3) {
+        PyErr_SetString(PyExc_TypeError, "replay(start, stop, phase)");
+        return NULL;
+    }
+    Py_ssize_t lim[2];
+    for (int k = 0; k < 2; k++) {
+        if (!PyLong_Check(argv[k]) || PyBool_Check(argv[k])) {
+            PyErr_Format(PyExc_TypeError, "Recorder.replay: %s must be an int, got %.100s", k ? "stop" : "start",
+                         Py_TYPE(argv[k])->tp_name);
+            return NULL;
+        }
+        lim[k] = PyLong_AsSsize_t(argv[k]);
+        if (lim[k] == -1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                return NULL;
+            }
+            PyErr_Clear();
+            lim[k] = -1; /* out of range either way */
+        }
+    }
+    if (lim[0] < 0 || lim[1] < lim[0] || lim[1] > self->nrecs) {
+        return rl_err_value("Recorder.replay: [%zd, %zd) is not a range of the %zd records", lim[0], lim[1],
+                            self->nrecs);
+    }
+    PyObject *label = PyUnicode_FromString("the copies");
+    if (!label) {
+        return NULL;
+    }
+    unsigned phase;
+    int prc = parse_phase(argv[2], label, "replay", &phase);
+    Py_DECREF(label);
+    if (prc < 0) {
+        return NULL;
+    }
+    Py_ssize_t n = lim[1] - lim[0], base = self->nrecs;
+    if (n == 0) {
+        Py_RETURN_NONE;
+    }
+    if (n > PY_SSIZE_T_MAX - base) {
+        PyErr_SetString(PyExc_OverflowError, "Recorder.replay: too many records");
+        return NULL;
+    }
+    size_t acc_before = self->acc.n;
+    if (self->storage_fn || self->signatures) {
+        if (base + n - 1 > (Py_ssize_t)UINT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "Recorder: more than 2**32 records in one recorder with capture on");
+            return NULL;
+        }
+        if (self->storage_fn &&
+            rl_acc_replay(&self->acc, (uint32_t)lim[0], (uint32_t)lim[1], (uint32_t)base) < 0) {
+            return PyErr_NoMemory();
+        }
+    }
+    if (grow((void **)&self->recs, &self->cap_recs, base + n, sizeof(rl_record)) < 0) {
+        self->acc.n = acc_before;
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        rl_record r = self->recs[lim[0] + i];
+        r.seq = self->seq++;
+        r.phase = (uint8_t)phase;
+        r.t_start = NAN;
+        r.t_end = NAN;
+        self->recs[base + i] = r;
+    }
+    self->nrecs = base + n;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Recorder_records_bytes(Recorder *self, PyObject *Py_UNUSED(ignored)) {
     return PyBytes_FromStringAndSize((const char *)self->recs, self->nrecs * (Py_ssize_t)sizeof(rl_record));
 }
@@ -1270,6 +1347,9 @@ static PyMethodDef Recorder_methods[] = {
      "Evaluate the cost of one call and append a record."},
     {"append", (PyCFunction)(void (*)(void))Recorder_append, METH_FASTCALL,
      "append(op, module, phase, dtype, matrix, vector, special, bytes_read, bytes_written, flop_counter[, status])"},
+    {"replay", (PyCFunction)(void (*)(void))Recorder_replay, METH_FASTCALL,
+     "replay(start, stop, phase): append copies of records [start, stop) (new order numbers, no times) with their "
+     "dataflow rows."},
     {"records_bytes", (PyCFunction)Recorder_records_bytes, METH_NOARGS, "The records as raw bytes (RECORD_DTYPE)."},
     {"set_times", (PyCFunction)Recorder_set_times, METH_VARARGS, "set_times(i, t_start, t_end)"},
     {"clear", (PyCFunction)Recorder_clear_records, METH_NOARGS,

@@ -298,6 +298,55 @@ int rl_call_accesses(const rl_op *op, const rl_call *call, const uint64_t *tstor
     return 0;
 }
 
+/* Index of the first row whose record is >= rec (rows sorted by record). */
+static size_t first_row_at(const rl_accbuf *b, uint32_t rec) {
+    size_t lo = 0, hi = b->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->rows[mid].record < rec) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+long long rl_acc_replay(rl_accbuf *b, uint32_t start, uint32_t stop, uint32_t base) {
+    if (stop <= start) {
+        return 0;
+    }
+    if ((uint64_t)base + (stop - start - 1) > UINT32_MAX) {
+        return -1;
+    }
+    size_t lo = first_row_at(b, start), hi = first_row_at(b, stop), n = hi - lo;
+    if (n == 0) {
+        return 0;
+    }
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n) {
+            if (cap > SIZE_MAX / 2 / sizeof(rl_access)) {
+                return -1;
+            }
+            cap *= 2;
+        }
+        rl_access *rows = realloc(b->rows, cap * sizeof(*rows));
+        if (!rows) {
+            return -1;
+        }
+        b->rows = rows;
+        b->cap = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        rl_access r = b->rows[lo + i];
+        r.record = base + (r.record - start);
+        b->rows[b->n + i] = r;
+    }
+    b->n += n;
+    return (long long)n;
+}
+
 void rl_acc_free(rl_accbuf *b) {
     free(b->rows);
     memset(b, 0, sizeof(*b));

@@ -67,6 +67,12 @@ typedef struct {
 int rl_call_accesses(const rl_op *op, const rl_call *call, const uint64_t *tstor, const uint64_t *ostor,
                      const rl_cost *cost, uint32_t rec, rl_accbuf *b);
 
+/* Append copies of the rows of records [start, stop) to `b`, each shifted to record `base + (record - start)`.
+ * The rows are in record order (rl_call_accesses appends them so), which locates the range by bisection. Returns
+ * the number of rows copied, or -1 when memory ran out or a shifted record index does not fit 32 bits (b is then
+ * as before the call). */
+long long rl_acc_replay(rl_accbuf *b, uint32_t start, uint32_t stop, uint32_t base);
+
 void rl_acc_free(rl_accbuf *b);
 
 #endif

@@ -57,12 +57,13 @@ class _Graph:
     """One compiled forward or backward graph: its aten ops, whether it is a backward graph, its kernels."""
 
     __slots__ = ("ops", "backward", "kernels", "symbolic", "index", "placeholders", "concrete", "devices",
-                 "__weakref__")
+                 "static", "__weakref__")
 
     def __init__(self, ops, backward, kernels, symbolic, index, placeholders=()):
         self.ops, self.backward, self.kernels, self.symbolic, self.index = ops, backward, kernels, symbolic, index
         self.placeholders = list(placeholders)  # fake values of the graph's inputs (symbolic sizes bind from them)
         self.concrete: dict = {}  # bindings of the size symbols -> the ops with concrete (meta) values
+        self.static = None  # what reports take from the graph alone (_kernel_static), computed once
 
     def bind(self, inputs) -> dict | None:
         """Values of the graph's size symbols in one call, from its runtime inputs (None when one is not found)."""
@@ -571,14 +572,14 @@ class Collector:
         self._root_names: dict[str, str] = {}
         self._mid_cache: dict = {}
         self._kernel_sizes: dict = {}  # (graph, size binding) -> [(bytes read, bytes written, known)] per kernel
-        self._plans: dict = {}  # (graph, its ops for the call's sizes, active modules) -> [(index, module, op)]
+        self._plans: dict = {}  # (graph, its ops for the call's sizes, active modules) -> [entries, span, replayable]
         self.graph_time = 0.0
         self.entering = False
         self.eager_reason = None
         self.config_saved = None
         self.node_rows: dict = {}   # graph index -> [(FX node name, first record, end record)] of its first call
         self.call_rows: list = []   # (graph index, first record, end record) per graph call
-        self.kernel_bytes: dict = {}  # (graph, kernel) -> [bytes read, bytes written, all known] over all calls
+        self.size_calls: dict = {}  # (graph, size binding) -> calls with those sizes
         self.last_env: dict = {}  # graph index -> size-symbol values of its last call
         self.ctx_hooks: list = []  # (a Dynamo context's enter_exit_hooks, the function added to it)
 
@@ -619,9 +620,10 @@ class Collector:
             self._root_names[root] = base
         return f"{base}.{path}" if path else base
 
-    def _module_id(self, modules: tuple) -> int:
+    def _module_id(self, modules: tuple, parents: frozenset) -> int:
+        """The module-set id of an op with ``nn_module_stack`` chain ``modules`` run while the tracker's modules
+        ``parents`` (``frozenset(tracker.c.parents)``) are active."""
         c = self.session.tracker.c
-        parents = frozenset(c.parents)
         key = (parents, modules)
         mid = self._mid_cache.get(key)
         if mid is not None:
@@ -690,11 +692,12 @@ class Collector:
         r_start = len(rec)
         # the plan of a call (each op's recorder index and module id) depends on the graph, the sizes and the
         # modules active around the call: built once, then each call is a loop of C calls
-        pkey = (graph.index, id(ops), frozenset(s.tracker.c.parents))
+        parents = frozenset(s.tracker.c.parents)
+        pkey = (graph.index, id(ops), parents)
         plan = self._plans.get(pkey)
         if plan is None:
             before = set(s.devices)
-            plan = []
+            entries = []
             for op in ops:
                 func = op.func
                 idx = s.op_index.get(func)
@@ -705,22 +708,32 @@ class Collector:
                     idx = s.op_index[func]
                 if idx == "decline":
                     continue
-                plan.append((idx, self._module_id(op.modules), op))
-            self._plans[pkey] = plan
+                entries.append((idx, self._module_id(op.modules, parents), op))
+            # [entries, the records of the first call under this plan (start, end) or None, replayable]: when
+            # every op is counted by the C model, the records of a call are a function of the plan alone (same
+            # ops, fake-tensor arguments, modules), so later calls copy them in C (Recorder.replay) instead of
+            # describing every argument again
+            plan = self._plans[pkey] = [entries, None, all(e[0].__class__ is int for e in entries)]
             # the ops were resolved with the graph's meta or fake values: the devices are those the graph ran on
             s.devices.difference_update({"meta", "fake"} - before)
             s.devices.update(graph.devices)
-        record = rec.record
-        for idx, mid, op in plan:
-            r0 = len(rec) if first else 0
-            if idx.__class__ is int:
-                record(idx, mid, phase, op.args, op.kwargs or None, op.out)
-            elif idx[0] == "hop":
-                rec.append(idx[1], mid, phase, 0, 0, 0, 0, 0, 0, 0)
-            else:
-                s._record_python(idx[1], idx[2], phase, op.args, op.kwargs, op.out)
-            if first:
-                rows.append((op.name, r0, len(rec)))
+        entries, span, replayable = plan
+        if span is not None:
+            rec.replay(span[0], span[1], phase)
+        else:
+            record = rec.record
+            for idx, mid, op in entries:
+                r0 = len(rec) if first else 0
+                if idx.__class__ is int:
+                    record(idx, mid, phase, op.args, op.kwargs or None, op.out)
+                elif idx[0] == "hop":
+                    rec.append(idx[1], mid, phase, 0, 0, 0, 0, 0, 0, 0)
+                else:
+                    s._record_python(idx[1], idx[2], phase, op.args, op.kwargs, op.out)
+                if first:
+                    rows.append((op.name, r0, len(rec)))
+            if replayable:
+                plan[1] = (r_start, len(rec))
         if first:
             self.node_rows[graph.index] = rows
         self.call_rows.append((graph.index, r_start, len(rec)))
@@ -743,16 +756,8 @@ class Collector:
                             w += b
                 sizes.append((r, w, known))
             self._kernel_sizes[ekey] = sizes
-        kb = self.kernel_bytes
         gi = graph.index
-        for ki, (r, w, known) in enumerate(sizes):
-            tot = kb.get((gi, ki))
-            if tot is None:
-                kb[(gi, ki)] = [r, w, known]
-            else:
-                tot[0] += r
-                tot[1] += w
-                tot[2] = tot[2] and known
+        self.size_calls[ekey] = self.size_calls.get(ekey, 0) + 1  # the bytes are added up in summary()
         self.last_env[gi] = env
         if times is not None:
             for k, (t0, t1) in times.items():
@@ -772,22 +777,30 @@ class Collector:
         kernels = []
         unknown = []
         calls = self.graph_calls
+        kernel_bytes: dict = {}  # (graph, kernel) -> [bytes read, bytes written, all known] over all calls
+        for ekey, n in self.size_calls.items():
+            for ki, (r, w, known) in enumerate(self._kernel_sizes[ekey]):
+                tot = kernel_bytes.setdefault((ekey[0], ki), [0, 0, True])
+                tot[0] += n * r
+                tot[1] += n * w
+                tot[2] = tot[2] and known
         for gi, graph in sorted(self.graphs.items()):
             per_node = _per_node_counts(recs, self.node_rows.get(gi, ()))
-            op_of = {op.name: str(op.func) for op in graph.ops}
-            mod_of = {op.name: op.modules for op in graph.ops}
-            # each op of the graph is the work of one kernel: Inductor's origins can name an op in two kernels (an
-            # extern kernel's origins include the ops of its inputs); a generated kernel claims first
-            owner = {}
-            for ki, k in sorted(enumerate(graph.kernels), key=lambda e: bool(e[1].get("extern"))):
-                for n in k.get("origins", ()):
-                    owner.setdefault(n, ki)
+            st = graph.static
+            if st is None:
+                st = graph.static = _kernel_static(graph)
+            # module names depend on the names the block gives the graph's roots
+            names_key = tuple(self._name(r, "") for r in st["roots"])
+            kmods = st["modules"].get(names_key)
+            if kmods is None:
+                kmods = st["modules"][names_key] = [self._kernel_module(paths, roots)
+                                                    for _, _, paths, roots in st["kernels"]]
             for ki, k in enumerate(graph.kernels):
                 k = dict(k)
-                origins = [n for n in k.get("origins", ()) if n in op_of and owner.get(n) == ki]
-                k["origins"] = origins
+                origins, ops, _, _ = st["kernels"][ki]
+                k["origins"] = list(origins)
                 counts = [per_node.get(n, (0, 0, 0, 0, 0)) for n in origins]
-                k["ops"] = sorted({op_of[n] for n in origins})
+                k["ops"] = list(ops)
                 k["matrix_flops"] = sum(c[0] for c in counts)
                 k["vector_flops"] = sum(c[1] for c in counts)
                 k["special_ops"] = sum(c[2] for c in counts)
@@ -796,7 +809,7 @@ class Collector:
                 ins = {b: _bytes_of(v, env) for b, v in k.get("inputs", {}).items()}
                 outs = {b: _bytes_of(v, env) for b, v in k.get("outputs", {}).items()}
                 k["inputs"], k["outputs"] = ins, outs  # per call, with the sizes of the graph's last call
-                tot = self.kernel_bytes.get((gi, ki), [0, 0, True])
+                tot = kernel_bytes.get((gi, ki), [0, 0, True])
                 known = all(v is not None for v in (*ins.values(), *outs.values())) and "error" not in k and tot[2]
                 n = max(calls.get(gi, 0), 1)
                 # per call: the mean over the calls (the same every call unless sizes are dynamic)
@@ -806,7 +819,7 @@ class Collector:
                 k["bytes_known"] = known
                 if not known:
                     unknown.append(f"{k.get('name')} ({k.get('error', 'a buffer without a size')})")
-                k["module"] = self._kernel_module(origins, mod_of)
+                k["module"] = kmods[ki]
                 k.update(graph=gi, index=ki, calls=calls.get(gi, 0),
                          phase="backward" if graph.backward else "forward")
                 kernels.append(k)
@@ -830,10 +843,11 @@ class Collector:
                                 "ops": len(g.ops), "kernels": len(g.kernels)} for gi, g in sorted(self.graphs.items())],
                 "kernels": kernels, "problems": list(dict.fromkeys(self.problems))}
 
-    def _kernel_module(self, origins, mod_of) -> str:
+    def _kernel_module(self, paths, roots) -> str:
         """The module a kernel belongs to: the innermost module common to all the ops it fused ("Global" when
-        they span the model's top level)."""
-        paths = [tuple(self._name(r, p) for r, p in mod_of[n]) for n in origins if n in mod_of]
+        they span the model's top level). ``paths``: the ops' ``nn_module_stack`` chains ((root, path) pairs);
+        ``roots``: their roots."""
+        paths = [tuple(self._name(r, p) for r, p in chain) for chain in paths]
         if not paths:
             return "Global"
         common = paths[0]
@@ -844,8 +858,28 @@ class Collector:
             common = common[:i]
         if common:
             return common[-1]
-        roots = [mod_of[n][0][0] for n in origins if mod_of.get(n)]
         return self._name(roots[0], "") if roots else "Global"
+
+
+def _kernel_static(graph) -> dict:
+    """What a report takes from a graph alone, once per graph: per kernel, the ops it fused (each op of the graph
+    is the work of one kernel: Inductor's origins can name an op in two kernels, as an extern kernel's origins
+    include the ops of its inputs; a generated kernel claims first), their names, their module chains; the roots
+    of the graph's module paths; a cache of kernel module names per naming of those roots."""
+    op_of = {op.name: str(op.func) for op in graph.ops}
+    mod_of = {op.name: op.modules for op in graph.ops}
+    owner: dict = {}
+    for ki, k in sorted(enumerate(graph.kernels), key=lambda e: bool(e[1].get("extern"))):
+        for n in k.get("origins", ()):
+            owner.setdefault(n, ki)
+    kernels = []
+    for ki, k in enumerate(graph.kernels):
+        origins = tuple(n for n in k.get("origins", ()) if n in op_of and owner.get(n) == ki)
+        paths = tuple(mod_of[n] for n in origins)
+        roots = tuple(mod_of[n][0][0] for n in origins if mod_of[n])
+        kernels.append((origins, tuple(sorted({op_of[n] for n in origins})), paths, roots))
+    roots = sorted({r for chain in mod_of.values() for r, _ in chain})
+    return {"kernels": kernels, "roots": roots, "modules": {}}
 
 
 _FIELDS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
@@ -866,13 +900,10 @@ def _per_node_counts(recs, node_rows) -> dict:
     for f in _FIELDS:  # differences of running sums modulo 2**64: exact for a node of one record
         c = np.concatenate((np.zeros(1, np.uint64), np.cumsum(part[f], dtype=np.uint64)))
         cols.append(c[ends - lo] - c[starts - lo])
-    out = {}
-    for i, n in enumerate(names):
-        r0, r1 = int(starts[i]), int(ends[i])
+    out = dict(zip(names, zip(*(c.tolist() for c in cols))))
+    for n, r0, r1 in node_rows:
         if r1 - r0 > 1:  # several records (rare): summed exactly as Python ints
             out[n] = tuple(sum(int(v) for v in recs[f][r0:r1]) for f in _FIELDS)
-        else:
-            out[n] = tuple(int(col[i]) for col in cols)
     return out
 
 

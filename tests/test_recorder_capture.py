@@ -310,6 +310,71 @@ def test_recorder_rows_by_hand():
     assert rec.accesses_bytes() == b""
 
 
+def test_replay_equals_recording_the_calls_again():
+    """replay(start, stop, phase) must leave the recorder as recording the same calls again would: the same
+    records (op, module, counts, status, kind, signature; the new phase; new call order numbers; no times) and
+    the same dataflow rows pointing at the new records. The second recorder records them for real."""
+    from roofline._records import RECORD_DTYPE, accesses_from_raw
+
+    def records_from_raw(raw):
+        return np.frombuffer(raw, dtype=RECORD_DTYPE)
+
+    def fresh():
+        ids = {}
+        rec = _core.Recorder(torch.Tensor, {torch.float32: 2, torch.float16: 1},
+                             storage=lambda t: ids.setdefault(id(t), len(ids) + 1), signatures=True)
+        return rec, rec.add_op(_core.K_EWISE, p1=1), rec.add_op(_core.K_COPY)
+
+    a, b, h = torch.ones(2, 3), torch.ones(2, 3), torch.ones(5, dtype=torch.float16)
+    out, out2 = a + b, h.clone()
+    calls = [(0, 7, (a, b), out), (1, 9, (h,), out2), (0, 7, (out, b), a)]  # (op, module, args, out)
+    replayed, add, cp = fresh()
+    again, add2, cp2 = fresh()
+    assert (add, cp) == (add2, cp2)
+    replayed.append(cp, 3, 0, 2, 0, 0, 0, 40, 40, 0)  # a record before the range: not copied
+    again.append(cp, 3, 0, 2, 0, 0, 0, 40, 40, 0)
+    for rec in (replayed, again):
+        for op, mod, args, o in calls:
+            rec.record(op, mod, 0, args, None, o, 1.0, 2.0)
+    replayed.replay(1, 4, 1)
+    for op, mod, args, o in calls:
+        again.record(op, mod, 1, args, None, o)
+    got, want = records_from_raw(replayed.records_bytes()), records_from_raw(again.records_bytes())
+    assert len(got) == len(want) == 7
+    assert got.tolist()[4:] != got.tolist()[1:4]  # phase, seq and times changed in the copies
+    for f in got.dtype.names:
+        assert np.array_equal(got[f], want[f], equal_nan=True), f
+    assert got["seq"].tolist() == list(range(7)) and np.isnan(got["t_start"][4:]).all()
+    assert got["phase"].tolist() == [0, 0, 0, 0, 1, 1, 1]
+    assert replayed.signatures == again.signatures
+    ra, wa = accesses_from_raw(replayed.accesses_bytes()), accesses_from_raw(again.accesses_bytes())
+    assert ra.tolist() == wa.tolist()
+    assert sorted(set(ra["record"].tolist())) == [1, 2, 3, 4, 5, 6]
+    # nothing to copy: no change
+    replayed.replay(2, 2, 0)
+    assert len(replayed) == 7
+
+
+def test_replay_refuses_bad_ranges_and_changes_nothing():
+    rec = _core.Recorder(torch.Tensor, {torch.float32: 2}, storage=_torch._storage_id, signatures=True)
+    i = rec.add_op(_core.K_EWISE, p1=1)
+    x = torch.ones(4)
+    rec.record(i, 0, 0, (x,), None, x + 1)
+    before = (rec.records_bytes(), rec.accesses_bytes())
+    for start, stop in ((0, 2), (-1, 1), (1, 0), (0, 2**70), (2**70, 2**71)):
+        with pytest.raises(ValueError, match="not a range of the 1 records"):
+            rec.replay(start, stop, 0)
+    with pytest.raises(OverflowError, match="phase .* must be at most 2, got 3"):  # as record() says it
+        rec.replay(0, 1, 3)
+    with pytest.raises(TypeError, match="start must be an int"):
+        rec.replay(0.0, 1, 0)
+    with pytest.raises(TypeError, match="stop must be an int"):
+        rec.replay(0, True, 0)
+    with pytest.raises(TypeError, match="replay"):
+        rec.replay(0, 1)
+    assert (rec.records_bytes(), rec.accesses_bytes()) == before
+
+
 def test_ops_with_a_built_in_python_formula_get_their_dataflow_rows():
     """torch.sort is counted by a built-in Python formula (roofline/_formulas.py); its call still has a signature
     and read/write rows: the 4 x 8 float32 input read (128 bytes), values (128) and int64 indices (256) written."""

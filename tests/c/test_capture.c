@@ -1,6 +1,7 @@
 /* Unit tests of csrc/capture.c (call signatures and dataflow rows), built with sanitizers by
  * tests/test_capture_c.py. Expected values are written out by hand beside each check. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "capture.h"
@@ -180,7 +181,59 @@ static void test_accesses(void) {
     rl_acc_free(&b);
 }
 
+/* Rows of records 1 and 3 (record 2 has none) replayed at base 10: copies shifted to 10..12, in order; the
+ * originals untouched; an empty or row-less range copies nothing; a base whose last index passes 2^32 - 1 fails
+ * and leaves the buffer as it was. */
+static void test_replay(void) {
+    rl_accbuf b;
+    memset(&b, 0, sizeof(b));
+    const uint32_t recs[] = {0, 1, 1, 3, 4};
+    for (size_t i = 0; i < 5; i++) { /* grows past the first allocation on the way */
+        CHECK_EQ(rl_acc_replay(&b, 0, 0, 0), 0);
+        if (b.n == b.cap) {
+            size_t cap = b.cap ? 2 * b.cap : 4;
+            b.rows = realloc(b.rows, cap * sizeof(*b.rows));
+            b.cap = cap;
+        }
+        memset(&b.rows[b.n], 0, sizeof(b.rows[0]));
+        b.rows[b.n].record = recs[i];
+        b.rows[b.n].storage = 100 + i;
+        b.rows[b.n].nbytes = 8 * (i + 1);
+        b.rows[b.n].write = (uint8_t)(i & 1);
+        b.n++;
+    }
+    CHECK_EQ(rl_acc_replay(&b, 1, 4, 10), 3);
+    CHECK_EQ(b.n, 8);
+    CHECK_EQ(b.rows[5].record, 10);
+    CHECK_EQ(b.rows[5].storage, 101);
+    CHECK_EQ(b.rows[5].write, 1);
+    CHECK_EQ(b.rows[6].record, 10);
+    CHECK_EQ(b.rows[6].storage, 102);
+    CHECK_EQ(b.rows[6].nbytes, 24);
+    CHECK_EQ(b.rows[7].record, 12);
+    CHECK_EQ(b.rows[7].storage, 103);
+    CHECK_EQ(b.rows[3].record, 3);
+    CHECK_EQ(rl_acc_replay(&b, 2, 3, 20), 0); /* record 2 has no rows */
+    CHECK_EQ(rl_acc_replay(&b, 3, 3, 20), 0);
+    CHECK_EQ(b.n, 8);
+    /* many rows at once: the buffer grows by more than one doubling */
+    for (uint32_t k = 0; k < 6; k++) {
+        CHECK_EQ(rl_acc_replay(&b, 0, 5, 20 + 10 * k), 5);
+    }
+    CHECK_EQ(b.n, 38);
+    CHECK_EQ(b.rows[37].record, 74);
+    CHECK_EQ(b.rows[37].storage, 104);
+    /* the last index must fit 32 bits */
+    CHECK_EQ(rl_acc_replay(&b, 0, 2, UINT32_MAX), -1);
+    CHECK_EQ(b.n, 38);
+    CHECK_EQ(rl_acc_replay(&b, 0, 2, UINT32_MAX - 1), 3);
+    CHECK_EQ(b.rows[38].record, UINT32_MAX - 1);
+    CHECK_EQ(b.rows[40].record, UINT32_MAX);
+    rl_acc_free(&b);
+}
+
 int main(void) {
+    test_replay();
     test_signature_text();
     test_interning();
     test_accesses();
