@@ -227,8 +227,25 @@ def snapshot(gm, backward: bool) -> _Graph:
 
 
 # ---- kernels, from Inductor's scheduler -----------------------------------------------------------------------
+def _view_nbytes(size, stride, dtype):
+    """Bytes of the elements a view covers: the product of its sizes, a dimension of stride 0 (a broadcast) once;
+    a padded or strided layout's gaps are not touched. An int, or a ``_SymBytes`` under dynamic shapes."""
+    from torch._inductor.virtualized import V
+
+    n = 1
+    for i, d in enumerate(size):
+        st = stride[i] if stride is not None and i < len(stride) else 1
+        if st != 0:
+            n *= d
+    n = V.graph.sizevars.simplify(n) if hasattr(V.graph.sizevars, "simplify") else n
+    if getattr(n, "free_symbols", None):  # dynamic shapes: evaluated for each call (see _Graph.kernel_bytes)
+        return _SymBytes(n * dtype.itemsize)
+    return int(n) * dtype.itemsize
+
+
 def _buf_nbytes(name) -> int | None:
-    """Bytes of an Inductor buffer or graph input (its storage), None when it has no size."""
+    """Bytes of the elements of an Inductor buffer or graph input (a buffer that is a slice of another, as a
+    ``cat`` writes them, is its slice), None when it has no size."""
     from torch._inductor.virtualized import V
 
     g = V.graph
@@ -241,23 +258,36 @@ def _buf_nbytes(name) -> int | None:
         layout = buf.get_layout() if hasattr(buf, "get_layout") else buf.layout
         if hasattr(layout, "real_layout"):  # an in-place update: the bytes of the buffer it writes
             layout = layout.real_layout()
-        dtype = buf.get_dtype()
-        if hasattr(layout, "storage_size"):
-            size = layout.storage_size()
-        else:
-            size = 1
-            for s in buf.get_size():
-                size *= s
-        size = g.sizevars.simplify(size) if hasattr(g.sizevars, "simplify") else size
-        if getattr(size, "free_symbols", None):  # dynamic shapes: evaluated for each call (see _Graph.kernel_bytes)
-            return _SymBytes(size * dtype.itemsize)
-        return int(size) * dtype.itemsize
+        size = getattr(layout, "size", None)
+        if size is None:
+            size = buf.get_size()
+        return _view_nbytes(size, getattr(layout, "stride", None), buf.get_dtype())
     except Exception:  # noqa: BLE001 - a layout without a size: the buffer is left out and the kernel flagged
         import os
 
         if os.environ.get("ROOFLINE_DEBUG"):
             raise
         return None
+
+
+def _extern_input_views(node) -> dict:
+    """Bytes an extern kernel reads of each buffer: the views it takes as inputs (q, k and v as views of one
+    projection's output read a third of it each), summed per buffer. Buffers it reads otherwise are absent."""
+    out: dict = {}
+    for inp in getattr(node, "inputs", None) or ():
+        try:
+            name = inp.get_name()
+            b = _view_nbytes(inp.get_size(), inp.get_stride(), inp.get_dtype())
+        except Exception:  # noqa: BLE001 - not a tensor input (or no layout): the buffer's own size is used
+            continue
+        prev = out.get(name)
+        if prev is None:
+            out[name] = b
+        elif isinstance(prev, int) and isinstance(b, int):
+            out[name] = prev + b
+        else:  # symbolic: no sum of expressions kept; the buffer's own size is used
+            out.pop(name)
+    return out
 
 
 def _multi_outputs(name) -> list[str]:
@@ -341,7 +371,11 @@ def _kernel_record(name, snodes, extern=False):
                 expanded.append(b)
         out_bufs = expanded
         in_bufs = [b for b in in_bufs if b not in out_bufs]
-    sizes_in = {b: _buf_nbytes(b) for b in in_bufs}
+    views = {}
+    if extern:
+        for sn in own:
+            views.update(_extern_input_views(getattr(sn, "node", None)))
+    sizes_in = {b: views[b] if b in views else _buf_nbytes(b) for b in in_bufs}
     sizes_out = {b: _buf_nbytes(b) for b in out_bufs}
     flops = 0
     for sn in own:
@@ -861,20 +895,59 @@ class Collector:
         return self._name(roots[0], "") if roots else "Global"
 
 
+def _extern_packet(python_kernel_name):
+    """The aten op an extern kernel calls, from the name the generated code calls it by: ``extern_kernels.mm`` ->
+    ``mm``, ``torch.ops.aten.convolution_backward.default`` -> ``convolution_backward``; None for other names."""
+    if not isinstance(python_kernel_name, str):
+        return None
+    parts = python_kernel_name.split(".")
+    if parts[0] == "extern_kernels" and len(parts) == 2:
+        return parts[1]
+    if parts[:3] == ["torch", "ops", "aten"] and len(parts) >= 4:
+        return parts[3]
+    if parts[0] == "aten" and len(parts) >= 2:
+        return parts[1]
+    return None
+
+
 def _kernel_static(graph) -> dict:
-    """What a report takes from a graph alone, once per graph: per kernel, the ops it fused (each op of the graph
-    is the work of one kernel: Inductor's origins can name an op in two kernels, as an extern kernel's origins
-    include the ops of its inputs; a generated kernel claims first), their names, their module chains; the roots
-    of the graph's module paths; a cache of kernel module names per naming of those roots."""
+    """What a report takes from a graph alone, once per graph: per kernel, the ops it computes, their names, their
+    module chains; the roots of the graph's module paths; a cache of kernel module names per naming of those roots.
+
+    Inductor's ``origins`` name more than a kernel computes: an extern kernel's include the ops that produced its
+    inputs, and a generated kernel fused after an extern kernel can name the extern's op. So an extern kernel first
+    claims the op it calls (the same aten op; of several in its origins, the latest in the graph: the earlier ones
+    produced its inputs); a generated kernel computes every other op of its origins (an op two generated kernels
+    both name is computed by both: Inductor recomputes cheap ops rather than storing them, and both kernels do the
+    work); an extern kernel also gets the ops of its origins no generated kernel computes."""
     op_of = {op.name: str(op.func) for op in graph.ops}
     mod_of = {op.name: op.modules for op in graph.ops}
-    owner: dict = {}
-    for ki, k in sorted(enumerate(graph.kernels), key=lambda e: bool(e[1].get("extern"))):
-        for n in k.get("origins", ()):
-            owner.setdefault(n, ki)
+    order = {op.name: i for i, op in enumerate(graph.ops)}
+    own: dict = {}
+    for ki, k in enumerate(graph.kernels):
+        packet = _extern_packet(k.get("python_kernel_name")) if k.get("extern") else None
+        if packet is None:
+            continue
+        mine = [n for n in k.get("origins", ()) if n in op_of and n not in own
+                and op_of[n].split(".")[1:2] == [packet]]
+        if mine:
+            own[max(mine, key=order.__getitem__)] = ki
+    computed: set = set()
+    for k in graph.kernels:
+        if not k.get("extern"):
+            computed.update(n for n in k.get("origins", ()) if n in op_of and n not in own)
+    claimed: set = set()
     kernels = []
     for ki, k in enumerate(graph.kernels):
-        origins = tuple(n for n in k.get("origins", ()) if n in op_of and owner.get(n) == ki)
+        if k.get("extern"):
+            origins = []
+            for n in k.get("origins", ()):
+                if n in op_of and (own.get(n) == ki or (n not in own and n not in computed and n not in claimed)):
+                    origins.append(n)
+                    claimed.add(n)
+        else:
+            origins = [n for n in k.get("origins", ()) if n in op_of and n not in own]
+        origins = tuple(origins)
         paths = tuple(mod_of[n] for n in origins)
         roots = tuple(mod_of[n][0][0] for n in origins if mod_of[n])
         kernels.append((origins, tuple(sorted({op_of[n] for n in origins})), paths, roots))
@@ -951,14 +1024,19 @@ def _timed_call(compiled, orig, inputs, kernels):
         prev = times.get(ki)
         times[ki] = (t0, t1) if prev is None else (prev[0], prev[1] + (t1 - t0))
 
+    # extern kernels by the dotted name the generated code calls them by ("extern_kernels.mm", or a fallback op
+    # "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default"): the global the name starts from is
+    # replaced, for the call, by a stand-in that times calls of exactly those names
     externs: dict = {}
     for ki, k in enumerate(kernels):
-        if k.get("extern"):
-            externs.setdefault(k.get("python_kernel_name"), []).append(ki)
-    ext = g.get("extern_kernels")
-    if externs and ext is not None:
-        saved["extern_kernels"] = ext
-        g["extern_kernels"] = _TimedExterns(ext, externs, note)
+        if k.get("extern") and isinstance(k.get("python_kernel_name"), str):
+            externs.setdefault(k["python_kernel_name"], []).append(ki)
+    counter: dict = {}
+    for root in {n.split(".", 1)[0] for n in externs}:
+        obj = g.get(root)
+        if obj is not None:
+            saved[root] = obj
+            g[root] = _TimedPath(obj, root, externs, note, counter)
     for ki, k in enumerate(kernels):
         name = k.get("name", "")
         if k.get("extern"):
@@ -982,31 +1060,37 @@ def _timed_call(compiled, orig, inputs, kernels):
     return out, times
 
 
-class _TimedExterns:
-    """Stands for Inductor's ``extern_kernels`` namespace in a generated module during a timed call: the n-th call
-    of ``extern_kernels.<op>`` is the n-th extern kernel of that name Inductor generated code for."""
+class _TimedPath:
+    """Stands for a global of a generated module (``extern_kernels``, ``torch``) during a timed call: attribute
+    chains leading to an extern kernel's dotted name are followed, the kernel itself is timed (the n-th call of a
+    name is the n-th extern kernel of that name Inductor generated code for), anything else is the real object."""
 
-    def __init__(self, ns, externs, note):
-        self._ns, self._externs, self._note = ns, externs, note
-        self._next = {}
+    __slots__ = ("_obj", "_path", "_slots", "_note", "_counter")
+
+    def __init__(self, obj, path, slots, note, counter):
+        self._obj, self._path, self._slots, self._note, self._counter = obj, path, slots, note, counter
 
     def __getattr__(self, attr):
-        fn = getattr(self._ns, attr)
-        key = f"extern_kernels.{attr}"
-        slots = self._externs.get(key)
-        if not slots or not callable(fn):
-            return fn
+        v = getattr(self._obj, attr)
+        path = f"{self._path}.{attr}"
+        slots = self._slots.get(path)
+        if slots and callable(v):
+            counter, note = self._counter, self._note
 
-        def timed(*a, **kw):
-            i = self._next.get(key, 0)
-            self._next[key] = i + 1
-            t0 = time.perf_counter()
-            r = fn(*a, **kw)
-            if i < len(slots):
-                self._note(slots[i], t0, time.perf_counter())
-            return r
+            def timed(*a, **kw):
+                i = counter.get(path, 0)
+                counter[path] = i + 1
+                t0 = time.perf_counter()
+                r = v(*a, **kw)
+                if i < len(slots):
+                    note(slots[i], t0, time.perf_counter())
+                return r
 
-        return timed
+            return timed
+        prefix = path + "."
+        if any(k.startswith(prefix) for k in self._slots):
+            return _TimedPath(v, path, self._slots, self._note, self._counter)
+        return v
 
 
 def _module_globals(compiled):

@@ -89,10 +89,13 @@ def fusion(report) -> dict:
     """Bytes of the compiled graphs' aten ops counted one by one (each input read, each output written: the
     traffic of running them unfused) against the bytes of the kernels Inductor generated for them (their input
     and output buffers), in total and per module (``by_module`` assigns each op to the kernel that computes it;
-    with dynamic sizes its unfused bytes are the first call's times the calls)."""
+    with dynamic sizes its unfused bytes are the first call's times the calls). ``added_bytes``, part of
+    ``compiled_bytes``: kernels with no op of the graph behind them, which Inductor adds itself (on CPU, copying
+    convolution weights to the channels-last layout on every forward call); they can make ``saved_bytes``
+    negative for a small batch."""
     c = compiled(report) or {}
     per_module: dict = {}
-    compiled_bytes = unfused = 0
+    compiled_bytes = unfused = added = 0
     for k in c.get("kernels", ()):
         calls = int(k.get("calls", 0))
         if "bytes_read_total" in k:
@@ -102,6 +105,8 @@ def fusion(report) -> dict:
         u = int(k.get("unfused_bytes", 0)) * calls
         compiled_bytes += b
         unfused += u
+        if not k.get("ops"):
+            added += b
         m = per_module.setdefault(k.get("module", "Global"), {"unfused_bytes": 0, "compiled_bytes": 0})
         m["unfused_bytes"] += u
         m["compiled_bytes"] += b
@@ -110,7 +115,7 @@ def fusion(report) -> dict:
     if "aten_bytes" in c:  # every op of every graph call, counted exactly (dynamic sizes included)
         unfused = int(c["aten_bytes"])
     return {"unfused_bytes": unfused, "compiled_bytes": compiled_bytes, "saved_bytes": unfused - compiled_bytes,
-            "aten_bytes": int(c.get("aten_bytes", 0)), "by_module": per_module}
+            "added_bytes": added, "aten_bytes": int(c.get("aten_bytes", 0)), "by_module": per_module}
 
 
 def dataframe(report):

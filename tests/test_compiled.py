@@ -91,6 +91,10 @@ class _KernelSpy:
             if ext is not None:
                 saved["extern_kernels"] = ext
                 g["extern_kernels"] = _ExternSpy(ext, spy)
+            for root in ("torch", "aten"):  # fallback kernels: torch.ops.<ns>.<op>.<overload>(...), aten.<op>...
+                if root in g:
+                    saved[root] = g[root]
+                    g[root] = _TorchSpy(g[root], spy, root)
             try:
                 return spy._prev(graph, inputs)
             finally:
@@ -125,6 +129,42 @@ def _arg_names(source, kernel):
     return [p.strip() for p in sig.split(",") if "*" in p]
 
 
+def _tensor_bytes(args, kwargs, out=None):
+    """Bytes of the tensors a call took and returned, each tensor (or tensor in a list) once at numel * itemsize: a
+    returned tensor that was also an argument (an ``out=`` buffer) is not counted twice."""
+    seen, total = set(), 0
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    for a in [*args, *kwargs.values(), *outs]:
+        for t in (a if isinstance(a, (list, tuple)) else [a]):
+            if isinstance(t, torch.Tensor) and id(t) not in seen:
+                seen.add(id(t))
+                total += t.numel() * t.element_size()
+    return total
+
+
+class _TorchSpy:
+    """Stands for ``torch`` or ``aten`` in a generated module: ``torch.ops.<ns>.<op>.<overload>(...)`` and
+    ``aten.<op>.<overload>(...)`` calls (Inductor's fallback kernels) are recorded as extern kernel calls with the
+    bytes of their tensor arguments and results."""
+
+    def __init__(self, obj, spy, path="torch"):
+        self._obj, self._spy, self._path = obj, spy, path
+
+    def __getattr__(self, attr):
+        v = getattr(self._obj, attr)
+        path = f"{self._path}.{attr}"
+        if isinstance(v, torch._ops.OpOverload):
+            def run(*args, **kwargs):
+                out = v(*args, **kwargs)
+                self._spy.kernels.setdefault(("extern", path), []).append(_tensor_bytes(args, kwargs, out))
+                return out
+
+            return run
+        if path == "torch.ops" or path.startswith(("torch.ops.", "aten.")):
+            return _TorchSpy(v, self._spy, path)
+        return v
+
+
 class _ExternSpy:
     def __init__(self, ns, spy):
         self._ns, self._spy = ns, spy
@@ -134,11 +174,9 @@ class _ExternSpy:
         fn = getattr(self._ns, attr)
 
         def run(*args, **kwargs):
-            tensors = [a for a in args if isinstance(a, torch.Tensor)]
-            tensors += [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
-            self._spy.kernels.setdefault(("extern", attr), []).append(
-                sum(t.numel() * t.element_size() for t in tensors))
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)  # mm(a, b, out=buf) writes an argument; convolution(...) returns a new tensor
+            self._spy.kernels.setdefault(("extern", attr), []).append(_tensor_bytes(args, kwargs, out))
+            return out
 
         return run
 

@@ -1,0 +1,127 @@
+"""Real model shapes compiled under measure (CPU, Inductor's C++ backend): torchvision's ResNet-18 and a 2-layer
+GPT-2 (transformers), a training step and inference each. The aten-level counts equal the eager step's (matrix
+FLOPs from roofline's eager count, per-module FLOPs from FlopCounterMode), every generated kernel is listed with
+its fused ops, and its bytes equal a second account taken while the kernel runs (tests/test_compiled.py's spy).
+
+Compiling these takes tens of seconds each; every model is compiled once per mode and shared by the tests."""
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch._inductor")
+
+import roofline  # noqa: E402
+from roofline import _compiled  # noqa: E402
+
+if _compiled._torch_version() < _compiled.MIN_TORCH:
+    pytest.skip("the compiled view needs a newer torch", allow_module_level=True)
+
+from test_compiled import _compat, _eager_counts, _KernelSpy  # noqa: E402
+
+
+def _resnet18():
+    # 8 x 128 x 128: at 2 x 32 x 32 the activations are so small that the convolution weights Inductor copies to the
+    # channels-last layout on every forward call (about 90 MB read and written) outweigh what fusion saves
+    tv = pytest.importorskip("torchvision")
+    return tv.models.resnet18(num_classes=10), torch.randn(8, 3, 128, 128), lambda m, x: m(x).sum()
+
+
+def _gpt2():
+    tr = pytest.importorskip("transformers")
+    cfg = tr.GPT2Config(n_layer=2, n_embd=64, n_head=4, n_positions=64, vocab_size=256, attn_implementation="sdpa",
+                        bos_token_id=0, eos_token_id=0)
+    ids = torch.randint(0, 256, (2, 32))
+    return tr.GPT2LMHeadModel(cfg), ids, lambda m, x: m(x, labels=x).loss
+
+
+MODELS = {"resnet18": _resnet18, "gpt2": _gpt2}
+
+
+def _step(model, x, loss, train):
+    if train:
+        loss(model, x).backward()
+    else:
+        with torch.no_grad():
+            loss(model, x)
+
+
+@pytest.fixture(scope="module", params=[(m, t) for m in MODELS for t in ("train", "infer")],
+                ids=lambda p: f"{p[0]}-{p[1]}")
+def run(request):
+    name, mode = request.param
+    train = mode == "train"
+    torch.manual_seed(0)
+    model, x, loss = MODELS[name]()
+    model.train(train)
+    fcm = _eager_counts(model, lambda m: _step(m, x, loss, train))
+    with roofline.measure(model, timing=None) as eager:
+        _step(model, x, loss, train)
+    model.zero_grad(set_to_none=True)
+    torch._dynamo.reset()
+    cmodel = torch.compile(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's note on global module hooks and torch.compile
+        with roofline.measure(cmodel, timing="op", ceilings="datasheet") as first:  # compiles
+            _step(cmodel, x, loss, train)
+        with _KernelSpy() as spy, roofline.measure(cmodel, timing="op", ceilings="datasheet") as second:
+            _step(cmodel, x, loss, train)
+    return dict(name=name, train=train, fcm=fcm, eager=eager, first=first, second=second, spy=spy)
+
+
+def test_compiled_counts_equal_eager(run):
+    eager = run["eager"]
+    assert eager.compiled is None or not eager.compiled.get("graph_calls")
+    for r in (run["first"], run["second"]):
+        c = r.compiled
+        assert c["eager_fallback"] is None and c["uncounted_graph_calls"] == 0 and c["graph_calls"] >= 1
+        assert r.matrix_flops == eager.matrix_flops > 0
+        for phase in ("forward", "backward"):
+            assert r.by_phase().get(phase, {}).get("matrix_flops", 0) == \
+                eager.by_phase().get(phase, {}).get("matrix_flops", 0), phase
+    got, want = _compat(run["first"]), run["fcm"]
+    assert got["Global"] == want["Global"]  # every op, FlopCounterMode's count
+    differ = sorted(m for m in set(got) | set(want) if got.get(m) != want.get(m))
+    if run["name"] == "resnet18" and run["train"]:
+        # FlopCounterMode's module tracker keeps a module "active" in backward from its outputs' gradients until
+        # its inputs' gradients are complete: a downsample shares its input with conv1, so the whole main branch's
+        # backward is also credited to the downsample (and its children). The compiled view credits each backward
+        # op to the module of the forward op it differentiates. Every other module agrees exactly.
+        assert differ and all(".downsample" in m for m in differ), differ
+        for m in differ:
+            assert sum(got.get(m, {}).values()) < sum(want[m].values())
+    else:
+        assert differ == []
+
+
+def test_every_kernel_listed_with_ops_bytes_and_time(run):
+    r, spy = run["second"], run["spy"]
+    kernels = r.kernels
+    assert kernels and all(k["bytes_known"] for k in kernels)
+    generated = [k for k in kernels if not k["extern"]]
+    assert generated
+    for k in generated:
+        if not k["ops"]:
+            # a kernel Inductor added without an op of the graph behind it: with channels-last convolutions, the
+            # conversion of the conv weights to that layout (on CPU, once per forward call). Its traffic is real
+            # and listed: it copies each input to an output of the same size.
+            assert run["name"] == "resnet18" and k["origins"] == [] and k["phase"] == "forward", k["name"]
+            assert sorted(k["inputs"].values()) == sorted(k["outputs"].values()), k["name"]
+    untimed = [(k["name"], k["extern"], k["time"]) for k in kernels if not (k["time"] is not None and k["time"] > 0)]
+    assert untimed == []
+    # a second account: the bytes of the tensors each generated kernel was called with
+    for k in generated:
+        assert k["bytes_read"] + k["bytes_written"] == spy.kernels[k["name"]], k["name"]
+    ext = sorted(k["bytes"] for k in kernels if k["extern"])
+    seen = sorted(b for key, v in spy.kernels.items() if isinstance(key, tuple) for b in v)
+    assert ext == seen
+    # fusion happened: the kernels move fewer bytes than the same ops one by one, and the total is the sum of the
+    # kernels' buffers; kernels Inductor added without an op behind them are reported apart
+    f = r.fusion
+    assert f["compiled_bytes"] == sum(k["bytes"] * k["calls"] for k in kernels)
+    assert f["added_bytes"] == sum(k["bytes"] * k["calls"] for k in kernels if not k["ops"])
+    eager_bytes = run["eager"].bytes_read + run["eager"].bytes_written
+    assert 0 < f["compiled_bytes"] < eager_bytes
+    assert f["added_bytes"] < f["compiled_bytes"]
+
