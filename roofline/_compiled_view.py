@@ -16,7 +16,8 @@ def kernel_rows(report) -> list[dict]:
     """One dict per generated kernel (see :attr:`roofline.Report.kernels`), with roofline figures added: ``flops``
     (matrix + vector of the aten ops it fused, per call), ``bytes`` (its input and output buffers, per call),
     ``intensity``, ``t_min`` (seconds per call on the roofline), ``time`` (measured, all calls, seconds or NaN),
-    ``achieved_flops``, ``achieved_bytes``, ``efficiency`` (t_min x calls / time)."""
+    ``achieved_flops``, ``achieved_bytes``, ``efficiency`` (t_min x calls / time), ``bound`` ("compute",
+    "memory", or "unknown" without a ceiling), ``above_ceiling`` (1 when it ran faster than its roof)."""
     c = compiled(report) or {}
     peak = bw = math.nan
     ceil = report.ceilings
@@ -50,6 +51,12 @@ def kernel_rows(report) -> list[dict]:
         r["achieved_flops"] = flops * calls / t if t and t > 0 else math.nan
         r["achieved_bytes"] = nbytes * calls / t if t and t > 0 else math.nan
         r["efficiency"] = t_min * calls / t if t and t > 0 and not math.isnan(t_min) else math.nan
+        if math.isnan(p) or math.isnan(bw) or not (flops or nbytes):
+            r["bound"] = "unknown"
+        else:
+            r["bound"] = "compute" if flops / p >= nbytes / bw else "memory"
+        # faster than its roof: a count or a ceiling is wrong (the same check as for ops, 1% of slack for the clock)
+        r["above_ceiling"] = int(r["efficiency"] > 1.01) if math.isfinite(r["efficiency"]) else 0
         rows.append(r)
     return rows
 

@@ -26,9 +26,15 @@ def short_op(name: str) -> str:
 
 
 def point_label(name: str, by: str) -> str:
-    """The label of a chart point: the short op name, or a module's last two name components (``blocks.0``)."""
+    """The label of a chart point: the short op name, a module's last two name components (``blocks.0``), or a
+    kernel's name without its namespace."""
     if by == "module":
         return ".".join(name.split(".")[-2:]) if name.count(".") >= 2 else name.rsplit(".", 1)[-1]
+    if by == "kernel":  # cpp_fused_add_relu_3; extern_kernels.mm[buf2] -> mm[buf2]; torch.ops.aten.x.default[op8] -> x
+        for prefix in ("extern_kernels.", "torch.ops.aten.", "aten."):
+            if name.startswith(prefix):
+                name = name[len(prefix):].replace(".default[", "[")
+        return name if len(name) <= 40 else name[:37] + "..."
     if by == "op_shape":
         op, _, shapes = name.partition(" [")
         return short_op(op) + (" [" + shapes if shapes else "")
@@ -70,11 +76,21 @@ def place_labels(points, labels, font_px: float, bounds, pad: float = 2.0) -> di
 # ---- what a point is ---------------------------------------------------------------------------------------------
 def chart_points(report, by: str = "op", depth: int | None = None):
     """The points of a roofline chart: [(name, row, mask)] for the groups with FLOPs and bytes. ``by``: "op",
-    "op_shape" (when the report has shape signatures) or "module" (the modules of one level of the tree,
-    :func:`roofline._render.module_level`)."""
+    "op_shape" (when the report has shape signatures), "module" (the modules of one level of the tree,
+    :func:`roofline._render.module_level`) or "kernel" (the kernels of compiled graphs,
+    :func:`roofline._compiled_view.kernel_rows`; mask None)."""
     from roofline import _render, _rollup
 
-    if by == "module":
+    if by == "kernel":
+        if depth is not None:
+            raise ValueError("depth applies to by='module' only, not by='kernel'")
+        from roofline import _compiled_view
+
+        if not (_compiled_view.compiled(report) or {}).get("kernels"):
+            raise ValueError("by='kernel' needs a report of a block that ran torch.compile'd code with Inductor "
+                             "(this one has no compiled kernels; see docs/compiled.md)")
+        pts = [(k["name"], k, None) for k in _compiled_view.kernel_rows(report)]
+    elif by == "module":
         nodes = _render.module_level(report, depth)
         members = _rollup.module_members(report.module_sets)
         pts = []
@@ -88,7 +104,7 @@ def chart_points(report, by: str = "op", depth: int | None = None):
             raise ValueError(f"depth applies to by='module' only, not by={by!r}")
         pts = [(name, row, mask) for name, (row, mask) in _render.op_groups(report, by).items()]
     else:
-        raise ValueError(f"by must be 'op', 'op_shape' or 'module', got {by!r}")
+        raise ValueError(f"by must be 'op', 'op_shape', 'module' or 'kernel', got {by!r}")
     return [p for p in pts if p[1]["flops"] > 0 and p[1]["bytes"] > 0]
 
 
@@ -103,6 +119,8 @@ def tooltip(report, name, row, mask, by) -> str:
     """The hover text of one point: what it is, where it ran, its shapes and dtypes, its counts and times."""
     from roofline import _render
 
+    if by == "kernel":
+        return _kernel_tooltip(report, row)
     rec = report.records[mask]
     t = rec["t_end"] - rec["t_start"]
     w = np.where(np.isfinite(t), t, 0.0)
@@ -130,6 +148,24 @@ def tooltip(report, name, row, mask, by) -> str:
     lines.append(f"roofline time {_render.dur(row['t_min'])}, {row['bound']}-bound"
                  + (f"; {row['above_ceiling']} call(s) above the ceiling (!)" if row["above_ceiling"] and not proj
                     else ""))
+    return "\n".join(lines)
+
+
+def _kernel_tooltip(report, k) -> str:
+    from roofline import _render
+
+    ops = ", ".join(short_op(o) for o in k.get("ops", ())) or "(no op of the graph: added by Inductor)"
+    lines = [f"{k['name']} ({k['calls']} calls, {k['phase']}{', extern' if k.get('extern') else ''})",
+             f"module: {k.get('module', 'Global')}", "ops: " + (ops if len(ops) <= 90 else ops[:87] + "...")]
+    if k.get("dtype"):
+        lines.append(f"dtype: {k['dtype']}")
+    lines.append(f"FLOPs {_render.fmt(k['flops'], 'FLOP')}, bytes {_render.fmt(k['bytes'], 'B')} per call, "
+                 f"intensity {k['intensity']:.2f} FLOP/B")
+    if math.isfinite(k["time"]):
+        lines.append(f"time {_render.dur(k['time'])}, achieved {_render.fmt(k['achieved_flops'], 'FLOP/s')}, "
+                     f"{_render.pct(k['efficiency'])} of roof")
+    lines.append(f"roofline time {_render.dur(k['t_min'])} per call, {k['bound']}-bound"
+                 + ("; above the ceiling (!)" if k["above_ceiling"] else ""))
     return "\n".join(lines)
 
 
@@ -193,7 +229,7 @@ def roofline_svg(report, by: str = "op", depth: int | None = None, top: int = 10
 
     e = html.escape
     where = report.meta.get("projected_to") or f"{report.ceilings.name} ({report.ceilings_source})"
-    what = {"op": "ops", "op_shape": "op shapes", "module": "modules"}[by]
+    what = {"op": "ops", "op_shape": "op shapes", "module": "modules", "kernel": "compiled kernels"}[by]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11" class="rl-roofline">',
            f'<text x="{ml}" y="18" font-size="13" font-weight="bold">roofline on {e(where)}: {len(pts)} {what}'

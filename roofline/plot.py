@@ -17,7 +17,8 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
     """Draw ``report`` on the roofline: log-log axes (x: arithmetic intensity in FLOP/byte, y: FLOP/s), one
     horizontal roof per (unit, dtype) the run uses, one sloped line per memory level, and one point per op
     (``by="op"``), per op and input shapes (``by="op_shape"``, reports with shape signatures) or per module of one
-    level of the module tree (``by="module"``, ``depth`` levels deep; default: the root's children), with FLOPs,
+    level of the module tree (``by="module"``, ``depth`` levels deep; default: the root's children) or per kernel
+    ``torch.compile`` generated (``by="kernel"``: its fused ops' FLOPs over its buffers' bytes), with FLOPs,
     placed at its intensity and its achieved rate (its attainable rate when the run was not timed), sized by its
     share of time and coloured by its bound. The ``top`` points by time are labelled where a label fits without
     overlapping another label or a point. Ops without FLOPs (copies, views) cannot sit on a FLOP/s axis and are left
@@ -82,14 +83,19 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
         _label(fig, ax, pts, x, y, sizes, tt, top, by)
     ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")
     ax.set_ylabel("FLOP/s " + ("achieved" if timed else "attainable (not timed)"))
-    if by == "module":
+    if by == "kernel":
+        from roofline import _compiled_view
+
+        groups = _compiled_view.kernel_rows(report)
+        skipped = sum(1 for k in groups if not (k["flops"] and k["bytes"]))
+    elif by == "module":
         groups = _render.module_level(report, depth)
         skipped = sum(1 for n in groups if not n.row["flops"])
     else:
         groups = _render.op_groups(report, by)
         skipped = sum(1 for row, _ in groups.values() if not row["flops"])
     where = report.meta.get("projected_to") or f"{c.name} ({report.ceilings_source})"
-    what = {"op": "ops", "op_shape": "op shapes", "module": "modules"}[by]
+    what = {"op": "ops", "op_shape": "op shapes", "module": "modules", "kernel": "compiled kernels"}[by]
     lvl = f" at depth {groups[0].depth if groups else depth}" if by == "module" else ""
     ax.set_title(title or f"roofline on {where}{' (projected)' if report.meta.get('projected_to') else ''}: "
                  f"{len(pts)} {what}{lvl}" + (f" ({skipped} without FLOPs not shown)" if skipped else ""))

@@ -476,7 +476,8 @@ class Report(DerivedCounts):
     def roofline_chart(self, by: str = "op", depth: int | None = None, top: int = 10, backend: str = "svg"):
         """The roofline chart as self-contained SVG for a notebook (no matplotlib, no JavaScript): hovering a
         point shows its op (or module), the modules it ran in, input shapes (when recorded), dtypes, FLOPs, bytes,
-        time and % of roof. ``by``: "op", "op_shape" or "module" (one level of the module tree, ``depth`` deep).
+        time and % of roof. ``by``: "op", "op_shape", "module" (one level of the module tree, ``depth`` deep) or
+        "kernel" (the kernels of compiled graphs).
         Returns a chart object that a notebook renders; its ``svg`` is the markup and ``save(path)`` writes an
         ``.svg`` or ``.html`` file. ``backend="plotly"`` returns a plotly Figure instead (zoom, pan, the same hover
         text; needs plotly)."""

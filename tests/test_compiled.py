@@ -264,6 +264,34 @@ def test_kernel_table_and_exports(trained):
     assert int(df["bytes"].sum()) == sum(k["bytes"] for k in r.kernels)
 
 
+def test_kernel_roofline_chart(trained, tmp_path):
+    """``r.plot(by="kernel")`` puts one point per kernel with FLOPs at its intensity (its fused ops' FLOPs over its
+    buffers' bytes, computed here from the buffers) and its achieved rate; the SVG chart has a tooltip per kernel."""
+    pytest.importorskip("matplotlib")
+    r = trained["second"]
+    want = {}
+    for k in r.kernels:
+        flops, nbytes = k["matrix_flops"] + k["vector_flops"], sum(k["inputs"].values()) + sum(k["outputs"].values())
+        if flops and nbytes:
+            want[k["name"]] = (flops / nbytes, flops * k["calls"] / k["time"])
+    assert want
+    fig = r.plot(by="kernel", path=tmp_path / "kernels.png")
+    (pts,) = [c for c in fig.axes[0].collections if c.get_gid() == "ops"]
+    got = sorted(map(tuple, pts.get_offsets().tolist()))
+    assert [g for p in got for g in p] == pytest.approx([w for p in sorted(want.values()) for w in p], rel=1e-9)
+    assert "compiled kernels" in fig.axes[0].get_title() and (tmp_path / "kernels.png").stat().st_size > 0
+    svg = r.roofline_chart(by="kernel").svg
+    assert svg.count('class="rl-point"') == len(want)
+    for name in want:
+        assert name in svg
+    with roofline.measure(MLP(), timing=None, ceilings="datasheet") as eager:
+        MLP()(torch.randn(B, D_IN))
+    with pytest.raises(ValueError, match="by='kernel' needs a report of a block that ran torch.compile"):
+        eager.plot(by="kernel")
+    with pytest.raises(ValueError, match="depth applies to by='module' only"):
+        r.plot(by="kernel", depth=1)
+
+
 def test_inference_counts_equal_eager(trained):
     model, cmodel, x = trained["model"], trained["cmodel"], trained["x"]
 
