@@ -57,13 +57,14 @@ class _Graph:
     """One compiled forward or backward graph: its aten ops, whether it is a backward graph, its kernels."""
 
     __slots__ = ("ops", "backward", "kernels", "symbolic", "index", "placeholders", "concrete", "devices",
-                 "static", "__weakref__")
+                 "static", "skipped", "__weakref__")
 
     def __init__(self, ops, backward, kernels, symbolic, index, placeholders=()):
         self.ops, self.backward, self.kernels, self.symbolic, self.index = ops, backward, kernels, symbolic, index
         self.placeholders = list(placeholders)  # fake values of the graph's inputs (symbolic sizes bind from them)
         self.concrete: dict = {}  # bindings of the size symbols -> the ops with concrete (meta) values
         self.static = None  # what reports take from the graph alone (_kernel_static), computed once
+        self.skipped: list = []  # calls of the graph that are not operators roofline can count (named in a warning)
 
     def bind(self, inputs) -> dict | None:
         """Values of the graph's size symbols in one call, from its runtime inputs (None when one is not found)."""
@@ -200,6 +201,8 @@ def snapshot(gm, backward: bool) -> _Graph:
             devices.add(str(v.device))
             if not _is_symbolic(v) and v.layout == torch.strided:
                 return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta")
+            if v.layout == torch._mkldnn:  # a weight reordered to oneDNN's blocked layout: its logical shape
+                return torch.empty(v.shape, dtype=v.dtype, device="meta")
             return v
         if isinstance(v, (list, tuple)):
             return type(v)(plain(x) for x in v)
@@ -207,23 +210,56 @@ def snapshot(gm, backward: bool) -> _Graph:
 
     def val(a):
         if isinstance(a, fx.Node):
-            return plain(a.meta.get("val"))
+            v = a.meta.get("val")
+            if v is None and a.op == "get_attr":  # a constant of a frozen graph (freezing): the tensor itself
+                v = gm
+                for part in str(a.target).split("."):
+                    v = getattr(v, part, None)
+            return plain(v)
         return a
 
     placeholders = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    skipped = []
     for node in gm.graph.nodes:
-        if node.op != "call_function" or not isinstance(node.target, (torch._ops.OpOverload,
-                                                                      torch._ops.HigherOrderOperator)):
+        if node.op != "call_function":
+            continue
+        target = _op_target(node.target)
+        if target is None:
+            if not _is_bookkeeping(node.target):
+                skipped.append(getattr(node.target, "__name__", None) or str(node.target))
             continue
         args = fx.node.map_aggregate(node.args, val)
         kwargs = fx.node.map_aggregate(node.kwargs, val)
         out = plain(node.meta.get("val"))
         symbolic = symbolic or _is_symbolic(out) or _is_symbolic(list(args))
-        ops.append(_Op(node.name, node.target, tuple(args), dict(kwargs), out, _node_modules(node)))
+        ops.append(_Op(node.name, target, tuple(args), dict(kwargs), out, _node_modules(node)))
     _graph_counter[0] += 1
     graph = _Graph(ops, backward, [], symbolic, _graph_counter[0], placeholders)
     graph.devices = devices - {"meta"}
+    graph.skipped = skipped
     return graph
+
+
+def _op_target(target):
+    """The operator an FX ``call_function`` node calls: an OpOverload or a higher-order op as they are; a packet
+    (``torch.ops.mkl._mkl_linear``, as Inductor's freezing passes write them) resolved to its default overload, or
+    to its only one; None for anything else."""
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
+        return target
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        names = list(target.overloads())
+        name = "default" if "default" in names else (names[0] if len(names) == 1 else None)
+        return getattr(target, name) if name is not None else None
+    return None
+
+
+def _is_bookkeeping(target) -> bool:
+    """Calls in a graph that compute no tensor: ``operator.getitem`` of a tuple result, arithmetic on sizes
+    (``operator``, ``math``, ``torch.sym_*``)."""
+    mod = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__name__", "") or ""
+    return mod in ("_operator", "operator", "math") or name.startswith("sym_") or \
+        mod.startswith("torch.fx.experimental.sym_node")
 
 
 # ---- kernels, from Inductor's scheduler -----------------------------------------------------------------------
@@ -730,6 +766,11 @@ class Collector:
         pkey = (graph.index, id(ops), parents)
         plan = self._plans.get(pkey)
         if plan is None:
+            if graph.skipped:
+                names = sorted(set(graph.skipped))
+                self.problems.append(f"graph {graph.index} calls {len(graph.skipped)} function(s) that are not "
+                                     f"operators roofline can count ({', '.join(names[:5])}"
+                                     f"{', ...' if len(names) > 5 else ''}): their work is missing from the counts")
             before = set(s.devices)
             entries = []
             for op in ops:
@@ -762,6 +803,8 @@ class Collector:
                     record(idx, mid, phase, op.args, op.kwargs or None, op.out)
                 elif idx[0] == "hop":
                     rec.append(idx[1], mid, phase, 0, 0, 0, 0, 0, 0, 0)
+                elif idx[0] == "builtin":  # a built-in Python formula (roofline/_formulas.py)
+                    s.record_builtin(idx, mid, phase, op.args, op.kwargs or {}, op.out)
                 else:
                     s._record_python(idx[1], idx[2], phase, op.args, op.kwargs, op.out)
                 if first:
@@ -896,14 +939,15 @@ class Collector:
 
 
 def _extern_packet(python_kernel_name):
-    """The aten op an extern kernel calls, from the name the generated code calls it by: ``extern_kernels.mm`` ->
-    ``mm``, ``torch.ops.aten.convolution_backward.default`` -> ``convolution_backward``; None for other names."""
+    """The op an extern kernel calls, from the name the generated code calls it by: ``extern_kernels.mm`` -> ``mm``,
+    ``torch.ops.aten.convolution_backward.default`` -> ``convolution_backward`` (any namespace); None for other
+    names."""
     if not isinstance(python_kernel_name, str):
         return None
     parts = python_kernel_name.split(".")
     if parts[0] == "extern_kernels" and len(parts) == 2:
         return parts[1]
-    if parts[:3] == ["torch", "ops", "aten"] and len(parts) >= 4:
+    if parts[:2] == ["torch", "ops"] and len(parts) >= 4:  # torch.ops.<namespace>.<op>.<overload>
         return parts[3]
     if parts[0] == "aten" and len(parts) >= 2:
         return parts[1]

@@ -497,6 +497,80 @@ def _out_dtype(args, kwargs, out):
     return _counts(matrix=2 * m * n * k, read=_touched_bytes(a) + _touched_bytes(b), written=_written(out))
 
 
+# ---- oneDNN / MKL ops of frozen CPU graphs -------------------------------------------------------------------------
+# With ``torch._inductor.config.freezing``, Inductor replaces linear layers and convolutions (with the element-wise
+# op after them, and a folded batch norm) by these. Their weights are constants reordered to the library's layout:
+# what is read is the weight's logical size (a packed copy holds the same values). The fused element-wise post-ops
+# are counted as the eager ops they replace; one without a formula here is not guessed (ValueError: E_ARGS).
+_POST_UNARY = {"none": (0, 0), "relu": (1, 0), "gelu": (4, 1), "sigmoid": (2, 1), "tanh": (0, 1),
+               "swish": (3, 1), "silu": (3, 1), "hardtanh": (2, 0), "hardsigmoid": (2, 0)}
+_POST_BINARY = {"add": 1, "sub": 1, "mul": 1, "div": 1}
+
+
+def _post_ops(elements, unary=None, binary=None):
+    u = "none" if unary is None else str(unary)
+    if u not in _POST_UNARY:
+        raise ValueError(f"fused post-op {u!r} has no formula")
+    flops, special = _POST_UNARY[u]
+    if binary is not None:
+        if str(binary) not in _POST_BINARY:
+            raise ValueError(f"fused binary post-op {binary!r} has no formula")
+        flops += _POST_BINARY[str(binary)]
+    return flops * elements, special * elements
+
+
+def _tensor_bytes(t) -> int:
+    try:
+        return _touched_bytes(t)
+    except (RuntimeError, NotImplementedError):  # a layout without strides: its elements
+        return _numel(t) * t.element_size()
+
+
+def _onednn_product(b, out, weight, k, unary=None, binary=None, other=None):
+    """matrix FLOPs 2 * (output elements) * k, a bias add per output element, the fused post-ops; reads the input,
+    the weight (its logical size), the bias and a binary post-op's other operand; writes the result."""
+    x = b["X"]
+    n_out = _numel(out)
+    matrix = 2 * n_out * k
+    vector = n_out if b.get("B") is not None else 0
+    pf, ps = _post_ops(n_out, unary, binary)
+    read = _tensor_bytes(x) + _tensor_bytes(weight) + (_tensor_bytes(b["B"]) if b.get("B") is not None else 0)
+    if other is not None:
+        read += _tensor_bytes(other)
+    return _counts(matrix=matrix, vector=vector + pf, special=ps, read=read, written=_written(out))
+
+
+def _mkl_linear(b, out):
+    """mkl::_mkl_linear(X, MKL_W, ORI_W, B, batch_size): X [..., K] times the weight (ORI_W, the original)."""
+    k = int(b["X"].shape[-1])
+    return _onednn_product(b, out, b["ORI_W"], k)
+
+
+def _linear_pointwise(b, out):
+    """mkldnn::_linear_pointwise: X [..., K] times W [N, K], then ``attr`` (the .binary overload: ``attr`` with
+    ``other``)."""
+    x, w = b["X"], b["W"]
+    k = int(x.shape[-1])
+    if len(w.shape) != 2 or int(w.shape[-1]) != k:
+        raise ValueError(f"linear weight {tuple(w.shape)} does not fit input {tuple(x.shape)}")
+    if "other" in b:
+        return _onednn_product(b, out, w, k, binary=b["attr"], other=b["other"])
+    return _onednn_product(b, out, w, k, unary=b["attr"])
+
+
+def _convolution_pointwise(b, out):
+    """mkldnn::_convolution_pointwise (and its in-place .binary): a convolution with weight [C_out, C_in / groups,
+    *kernel] (2 FLOPs per output element and weight element of its group), then its post-ops."""
+    x, w = b["X"], b["W"]
+    groups = int(b.get("groups") or 1)
+    if len(w.shape) != len(x.shape) or int(x.shape[1]) != int(w.shape[1]) * groups:
+        raise ValueError(f"convolution weight {tuple(w.shape)} does not fit input {tuple(x.shape)}, groups {groups}")
+    k = _numel(w) // max(int(w.shape[0]), 1)
+    if "other" in b:
+        return _onednn_product(b, out, w, k, unary=b.get("unary_attr"), binary=b["binary_attr"], other=b["other"])
+    return _onednn_product(b, out, w, k, unary=b["attr"])
+
+
 # ---- tables -------------------------------------------------------------------------------------------------------
 
 # aten ops (qualified name, any overload) -> formula(bound arguments, result).
@@ -528,6 +602,10 @@ OPS = {
     "aten::_weight_int4pack_mm_with_scales_and_zeros": lambda b, out: _quant_mm(b, out, weight_terms=2),
     "aten::_dyn_quant_matmul_4bit": lambda b, out: _quant_mm(b, out, x_name="inp", block=b["block_size"]),
     "aten::_convert_weight_to_int4pack": _repack,
+    "mkl::_mkl_linear": _mkl_linear,
+    "mkldnn::_linear_pointwise": _linear_pointwise,  # any overload (schema name): .binary has ``other``
+    "mkldnn::_convolution_pointwise": _convolution_pointwise,
+    "mkldnn::_convolution_pointwise_": _convolution_pointwise,
     "aten::_convert_weight_to_int4pack_for_cpu": _repack,
     "aten::_dyn_quant_pack_4bit_weight": _repack,
     "torchvision::nms": _nms,

@@ -273,6 +273,12 @@ _put("bincount", _e("ewise_in", 1))
 _put("max_pool1d", _e("pool", 1, spatial=1))
 _put("max_pool2d_with_indices max_pool2d", _e("pool", 1, spatial=2))
 _put("max_pool3d_with_indices", _e("pool", 1, spatial=3))
+# Inductor's graphs (torch.compile): its low-memory max pool (2-D pools; the window offsets as int8 instead of
+# int64 indices) and the conversion of the offsets to indices for the backward; a constraint on a result's strides
+# (a copy when the strides differ; counted as one)
+_put("prims::_low_memory_max_pool_with_offsets", _e("pool", 1, spatial=2))
+_put("prims::_low_memory_max_pool_offsets_to_indices", _e("ewise"))
+_put("prims::inductor_force_stride_order", _e("copy"))
 _put("avg_pool2d", _e("pool", 1, spatial=2))
 _put("avg_pool3d", _e("pool", 1, spatial=3))
 _put("avg_pool2d_backward", _e("pool", 1, noread=(1,), spatial=2))

@@ -402,11 +402,19 @@ class Session:
     def _run_builtin(self, marker, func, args, kwargs):
         """An op with a built-in Python formula (roofline/_formulas.py): counts from the formula, or from the op's C
         formula when the built-in one declines the call (returns None)."""
-        _, idx, formula, names = marker
         phase = self._phase()
         t0 = _now()
         out = func(*args, **kwargs)
         t1 = _now()
+        self.record_builtin(marker, self.tracker.module_id, phase, args, kwargs, out)
+        if self.timing == "op":
+            self.recorder.set_times(len(self.recorder) - 1, t0 - self.t_base, t1 - self.t_base)
+        return out
+
+    def record_builtin(self, marker, module_id, phase, args, kwargs, out):
+        """One record of an op with a built-in Python formula (the marker :meth:`resolve` returned), in the module
+        set ``module_id``: an eager call, or an op of a compiled graph with its fake values."""
+        _, idx, formula, names = marker
         try:
             if names is None:  # a higher-order operator
                 res = formula(args, kwargs, out)
@@ -415,18 +423,15 @@ class Session:
         except (ValueError, IndexError):  # arguments the formula cannot count: an error record, never a guess
             res = {"status": _formulas.E_ARGS}
         if res is None:
-            self.recorder.record(idx, self.tracker.module_id, phase, args, kwargs or None, out)
+            self.recorder.record(idx, module_id, phase, args, kwargs or None, out)
         else:
             name = self.ops[idx].name
             vals = tuple(_formula_count(name, k, res.get(k, 0)) for k in _COUNT_KEYS + ("flop_counter_flops",))
             t = next((a for a in args if isinstance(a, torch.Tensor)), out if isinstance(out, torch.Tensor) else None)
             dt = _TORCH_DTYPES.get(t.dtype, 0) if t is not None else 0
-            self.recorder.append(idx, self.tracker.module_id, phase, dt, *vals, int(res.get("status", 0)))
+            self.recorder.append(idx, module_id, phase, dt, *vals, int(res.get("status", 0)))
             if self.capture:
                 self.recorder.attach(args, kwargs or {}, out)
-        if self.timing == "op":
-            self.recorder.set_times(len(self.recorder) - 1, t0 - self.t_base, t1 - self.t_base)
-        return out
 
     def _record_python(self, idx, formula, phase, args, kwargs, out):
         res = formula(*args, **{**kwargs, "out": out})  # an out= overload's own `out` is the result too

@@ -292,6 +292,85 @@ def test_kernel_roofline_chart(trained, tmp_path):
         r.plot(by="kernel", depth=1)
 
 
+class _Frozen(torch.nn.Module):
+    """Convolutions with a folded batch norm, a ReLU and a residual add (oneDNN's fused post-ops under freezing), then
+    a linear layer (MKL's packed GEMM)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.fc = torch.nn.Linear(8 * 6 * 6, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv1(x)))
+        y = torch.relu(self.conv2(y) + y)
+        return self.fc(y.flatten(1))
+
+
+def test_frozen_inference_counts_equal_eager():
+    """``freezing=True`` (CPU inference): Inductor replaces the linear layer and the convolutions by MKL and oneDNN
+    ops with constant, reordered weights; their matrix FLOPs are the eager ones."""
+    torch.manual_seed(0)
+    model = _Frozen().eval()
+    x = torch.randn(2, 3, 6, 6)
+    # conv1 and conv2: 2 * (2*8*6*6 outputs) * (3*3*3 | 8*3*3); fc: 2 * 2 * 10 * 288
+    want = 2 * (2 * 8 * 36) * 27 + 2 * (2 * 8 * 36) * 72 + 2 * 2 * 10 * 288
+    torch._dynamo.reset()
+    with torch.no_grad(), torch._inductor.config.patch(freezing=True):
+        cm = torch.compile(model)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            with roofline.measure(cm, timing=None) as r:
+                cm(x)
+    torch._dynamo.reset()
+    names = {o for o in r.by_op()}
+    assert names & {"mkl._mkl_linear.default", "mkldnn._linear_pointwise.default"}, names
+    assert "mkldnn._convolution_pointwise.default" in names, names
+    assert r.matrix_flops == want
+    assert r.unknown_ops == {} and r.compiled["problems"] == [] and r.compiled["uncounted_graph_calls"] == 0
+
+
+def test_graph_calls_that_are_not_operators_are_named():
+    """An FX graph's op packets count as their default overload; a call that is no operator (not size arithmetic)
+    is named, never dropped silently."""
+    import operator
+
+    import torch.fx as fx
+
+    from roofline._compiled import snapshot
+
+    g = fx.Graph()
+    a = g.placeholder("a")
+    r = g.call_function(torch.ops.aten.relu, (a,))
+    t = g.call_function(torch.ops.aten.max.dim, (r, 0))
+    g.call_function(operator.getitem, (t, 0))
+    s = g.call_function(torch.special.erf, (r,))
+    g.output((s,))
+    graph = snapshot(fx.GraphModule(torch.nn.Module(), g), backward=False)
+    assert [op.func for op in graph.ops] == [torch.ops.aten.relu.default, torch.ops.aten.max.dim]
+    assert graph.skipped == ["special_erf"]
+
+
+def test_builtin_formula_ops_in_a_compiled_graph():
+    """Ops with a built-in Python formula (a sort) inside a compiled graph are counted as in eager."""
+    def f(x):
+        return torch.sort(x * 2, dim=-1).values.sum()
+
+    x = torch.randn(8, 64)
+    with roofline.measure(timing=None) as eager:
+        f(x)
+    torch._dynamo.reset()
+    cf = torch.compile(f)
+    with roofline.measure(timing=None) as r:
+        cf(x)
+    torch._dynamo.reset()
+    assert r.compiled["graph_calls"] == 1 and r.compiled["problems"] == []
+    sort_e, sort_c = eager.by_op()["aten.sort.default"], r.by_op()["aten.sort.default"]
+    assert sort_c["vector_flops"] == sort_e["vector_flops"] > 0
+
+
 def test_inference_counts_equal_eager(trained):
     model, cmodel, x = trained["model"], trained["cmodel"], trained["x"]
 
