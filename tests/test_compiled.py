@@ -332,6 +332,29 @@ def test_frozen_inference_counts_equal_eager():
     assert r.unknown_ops == {} and r.compiled["problems"] == [] and r.compiled["uncounted_graph_calls"] == 0
 
 
+def test_max_autotune_mode():
+    """``mode="max-autotune-no-cudagraphs"``: the same counts as eager and every kernel's bytes as the spy sees them
+    (on CPU the GEMMs are autotuned among ATen and C++ templates when their weights are constant; here ATen's)."""
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(B, D_IN)
+    eager = _eager_counts(model, lambda m: _train(m, x))
+    torch._dynamo.reset()
+    cm = torch.compile(model, mode="max-autotune-no-cudagraphs")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with roofline.measure(cm, timing="op", ceilings="datasheet") as first:
+            _train(cm, x)
+        with _KernelSpy() as spy, roofline.measure(cm, timing="op", ceilings="datasheet") as r:
+            _train(cm, x)
+    torch._dynamo.reset()
+    assert _compat(first) == eager and first.compiled["uncounted_graph_calls"] == 0
+    generated = [k for k in r.kernels if not k["extern"]]
+    assert generated and all(k["bytes_read"] + k["bytes_written"] == spy.kernels[k["name"]] for k in generated)
+    assert sorted(k["bytes"] for k in r.kernels if k["extern"]) == \
+        sorted(b for key, v in spy.kernels.items() if isinstance(key, tuple) for b in v)
+
+
 def test_graph_calls_that_are_not_operators_are_named():
     """An FX graph's op packets count as their default overload; a call that is no operator (not size arithmetic)
     is named, never dropped silently."""
