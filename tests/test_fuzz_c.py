@@ -152,7 +152,11 @@ def test_fuzz_cost_model_briefly(fuzz_build, tmp_path):
     d, _, _ = fuzz_build
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    p = subprocess.run([str(d / "fuzz_cost"), f"-max_total_time={FUZZ_SECONDS}", "-timeout=10", "-rss_limit_mb=2048",
+    # No RSS limit: Linux keeps a process's peak RSS across exec, so the fuzzer started from a large pytest process
+    # (models loaded and compiled by earlier tests) reads the parent's footprint as its own and stops "out of
+    # memory" at once. The cost model allocates nothing; a single allocation over 2 GiB still fails the run.
+    p = subprocess.run([str(d / "fuzz_cost"), f"-max_total_time={FUZZ_SECONDS}", "-timeout=10", "-rss_limit_mb=0",
+                        "-malloc_limit_mb=2048",
                         "-print_final_stats=1", f"-artifact_prefix={tmp_path}/", str(corpus), str(d / "seeds")],
                        capture_output=True, text=True, timeout=FUZZ_SECONDS + 120)
     crashes = [f.name for f in tmp_path.iterdir() if f.name.startswith(("crash-", "leak-", "timeout-", "oom-"))]
