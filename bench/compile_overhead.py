@@ -1,12 +1,12 @@
 """A torch.compile'd model under ``roofline.measure``: does it stay compiled, and what does measuring cost?
 
-For each model (an MLP with LayerNorm+GELU, ResNet-18 at 64x64, GPT-2 with 2 small layers), training step and
-inference, prints side by side: the bare compiled step time, the compiled step under ``measure(timing="model")``
+For each model (an MLP with LayerNorm+GELU, ResNet-18 at 64x64, GPT-2 small with 2 layers; ``gpt2-tiny``, the
+same at 128 wide, on request), training step and inference, prints side by side: the bare compiled step time, the compiled step under ``measure(timing="model")``
 (a block of ``--steps`` steps, divided by the steps), the eager step time, the ratio measured / bare compiled,
 and whether the counts of the compiled step equal the eager step's: ``matrix=`` (matrix FLOPs) and ``struct=`` (``flop_counter_compatible()``
 against FlopCounterMode's ``get_flop_counts()``, module by module; the differing modules are listed).
 
-    nice -n 10 python bench/compile_overhead.py [--models mlp,resnet18,gpt2] [--steps 10] [--modes train,infer]
+    nice -n 10 python bench/compile_overhead.py [--models mlp,resnet18,gpt2,gpt2-tiny] [--steps 10] [--modes train,infer]
 
 Compilation is slow on a small machine (minutes for ResNet-18 and GPT-2 training). The three steps are run
 in interleaved rounds of ``--steps`` steps and the fastest round of each is shown; on a shared machine they are still
@@ -45,16 +45,27 @@ def resnet18():
     return torchvision.models.resnet18(num_classes=10), (torch.randn(2, 3, 64, 64),), lambda m, x: m(x).sum()
 
 
-def gpt2():
+def _gpt2(n_embd, n_head, vocab):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    cfg = GPT2Config(n_layer=2, n_embd=128, n_head=4, n_positions=128, vocab_size=1000,
-                     attn_implementation="sdpa")
-    ids = torch.randint(0, 1000, (2, 64))
+    cfg = GPT2Config(n_layer=2, n_embd=n_embd, n_head=n_head, n_positions=128, vocab_size=vocab,
+                     attn_implementation="sdpa", bos_token_id=0, eos_token_id=0, loss_type="ForCausalLM")
+    ids = torch.randint(0, vocab, (2, 64))
     return GPT2LMHeadModel(cfg), (ids,), lambda m, x: m(x, labels=x).loss
 
 
-MODELS = {"mlp": mlp, "resnet18": resnet18, "gpt2": gpt2}
+def gpt2():
+    """GPT-2 small's layer (768 wide, 12 heads) and vocabulary (50257), 2 layers, 2 sequences of 64 tokens."""
+    return _gpt2(768, 12, 50257)
+
+
+def gpt2_tiny():
+    """The same graph at 128 wide, 4 heads, 1000 tokens: a step of a few milliseconds, where the fixed cost of a
+    block (entering, the first call of each graph, the report) is a visible share of a 10-step block."""
+    return _gpt2(128, 4, 1000)
+
+
+MODELS = {"mlp": mlp, "resnet18": resnet18, "gpt2": gpt2, "gpt2-tiny": gpt2_tiny}
 
 
 def _step(model, inputs, loss_fn, train):

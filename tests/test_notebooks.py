@@ -108,6 +108,11 @@ def test_resnet_facts(executed):
     # backward = two products per forward product, less the first convolution's input gradient
     assert 2.9 < c["train_over_inference_matrix_flops"] < 3.0
     assert c["unknown_ops"] == {}
+    # the compiled inference: the same matrix FLOPs, one graph call, its kernels' bytes their buffers' sum, fewer
+    # bytes than the eager ops move (batch norm and ReLU fused into one pass)
+    assert c["compiled_matrix_flops"] == c["eager_matrix_flops"] > 0 and c["compiled_graph_calls"] == 1
+    assert c["compiled_kernels"] > 0 and c["compiled_kernel_bytes"] == c["compiled_kernel_bytes_summed"]
+    assert 0 < c["compiled_kernel_bytes"] < c["eager_bytes"]
     # datasheet projection: the faster the matrix units, the lower the attainable MFU of the same op stream
     assert 0 < c["h100_training_mfu_at_most"] < c["a100_training_mfu_at_most"] < 1
 
