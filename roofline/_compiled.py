@@ -474,16 +474,21 @@ def _wrap_define_kernel(orig, triton):
     def define_kernel(self, src_code, nodes, kernel_args=None, *rest, **kwargs):
         name = orig(self, src_code, nodes, kernel_args, *rest, **kwargs)
         sink = getattr(_tls, "kernels", None)
-        if sink is not None and not any(k.get("name") == name for k in sink):
+        # Inductor emits identical source once and calls it again for every node group it fits (the bottleneck
+        # blocks of a ResNet stage share their batch norm + ReLU kernel): each call site is a kernel of its own,
+        # with its own buffers and ops; ``instance`` numbers the call sites of one name in the order they run
+        if sink is not None:
             try:
                 if triton:  # SIMDScheduling.define_kernel(src_code, node_schedule, kernel)
                     args, snodes = kernel_args.args, [n for n in nodes if hasattr(n, "read_writes")]
                 else:       # CppScheduling.define_kernel(src_code, nodes, kernel_args=None)
                     args = kernel_args if kernel_args is not None else self.kernel_group.args
                     snodes = [n for n in nodes if hasattr(n, "read_writes")]
-                sink.append(_kernel_from_args(name, args, snodes))
+                rec = _kernel_from_args(name, args, snodes)
             except Exception as e:  # noqa: BLE001 - the kernel view is incomplete, never silently
-                sink.append({"name": name, "error": f"{type(e).__name__}: {e}"})
+                rec = {"name": name, "error": f"{type(e).__name__}: {e}"}
+            rec["instance"] = sum(1 for k in sink if k.get("name") == name and not k.get("extern"))
+            sink.append(rec)
         return name
 
     define_kernel._roofline = True
@@ -1081,18 +1086,22 @@ def _timed_call(compiled, orig, inputs, kernels):
         if obj is not None:
             saved[root] = obj
             g[root] = _TimedPath(obj, root, externs, note, counter)
+    # generated kernels by name: the n-th call of a name is its n-th call site (``instance``)
+    generated: dict = {}
     for ki, k in enumerate(kernels):
-        name = k.get("name", "")
-        if k.get("extern"):
-            continue
+        if not k.get("extern"):
+            generated.setdefault(k.get("name", ""), []).append(ki)
+    for name, slots in generated.items():
         fn = g.get(name)
         if fn is None:
             continue
 
-        def timed(*a, _fn=fn, _ki=ki, **kw):
+        def timed(*a, _fn=fn, _slots=slots, _name=name, **kw):
+            i = counter.get(_name, 0)
+            counter[_name] = i + 1
             t0 = now()
             r = _fn(*a, **kw)
-            note(_ki, t0, now())
+            note(_slots[min(i, len(_slots) - 1)], t0, now())
             return r
 
         saved[name] = fn

@@ -108,6 +108,16 @@ def chart_points(report, by: str = "op", depth: int | None = None):
     return [p for p in pts if p[1]["flops"] > 0 and p[1]["bytes"] > 0]
 
 
+def chart_timed(report, by: str) -> bool:
+    """Whether a chart's points sit at achieved rates: the report was timed (or projected); for ``by="kernel"``,
+    whether its kernels have times (the kernels of a compiled graph are timed even where its ops are not)."""
+    if by == "kernel":
+        from roofline import _compiled_view
+
+        return any(math.isfinite(k["time"]) and k["time"] > 0 for k in _compiled_view.kernel_rows(report))
+    return report.timed or bool(report.meta.get("projected_to"))
+
+
 def point_y(row, timed: bool) -> float:
     """A point's height: its achieved FLOP/s when timed (or projected), else its attainable rate."""
     if timed and math.isfinite(row["achieved_flops"]):
@@ -205,7 +215,7 @@ def roofline_svg(report, by: str = "op", depth: int | None = None, top: int = 10
 
     if report.ceilings is None:
         raise ValueError("this report has no ceilings to draw (counted on meta?): chart r.project('<device>')")
-    timed = report.timed or bool(report.meta.get("projected_to"))
+    timed = chart_timed(report, by)
     pts = chart_points(report, by, depth)
     peaks, levels = roofs(report)
     ys = [point_y(p[1], timed) for p in pts]
@@ -336,7 +346,7 @@ def roofline_plotly(report, by: str = "op", depth: int | None = None):
 
     if report.ceilings is None:
         raise ValueError("this report has no ceilings to draw (counted on meta?): chart r.project('<device>')")
-    timed = report.timed or bool(report.meta.get("projected_to"))
+    timed = chart_timed(report, by)
     pts = [p for p in chart_points(report, by, depth) if math.isfinite(point_y(p[1], timed))]
     peaks, levels = roofs(report)
     xs = [p[1]["intensity"] for p in pts] or [1.0]

@@ -38,7 +38,7 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
         raise ValueError("this report has no ceilings to draw (counted on meta?): plot r.project('<device>') instead")
     if depth is not None and by != "module":
         raise ValueError(f"depth applies to by='module' only, not by={by!r}")
-    timed = report.timed or bool(report.meta.get("projected_to"))
+    timed = _svg.chart_timed(report, by)
     pts = _svg.chart_points(report, by, depth)
     if ax is not None:
         fig = ax.figure
