@@ -1,8 +1,11 @@
 """Counting overhead of roofline.measure beside torch's FlopCounterMode, measured side by side in one run.
 
-For each workload: the bare wall time, the time under FlopCounterMode and the time under roofline.measure
-(medians of repeated runs after a warm-up), and the ratio (roofline - bare) / (FlopCounterMode - bare): below 1.0
-roofline adds less time than FlopCounterMode while also counting bytes and vector FLOPs.
+For each workload: the bare wall time, the time under FlopCounterMode and the time under roofline.measure, and
+the ratio (roofline - bare) / (FlopCounterMode - bare): below 1.0 roofline adds less time than FlopCounterMode while
+also counting bytes and vector FLOPs. The variants run in rounds, in a shuffled order each round, each run after a
+garbage collection and with the collector off (a collection inside one run and not another is noise of tens of
+milliseconds); the ratio is taken from each variant's fastest run (on a shared machine the noise only adds time: the
+fastest run is the least disturbed one) and, for comparison, from the medians.
 
     python bench/overhead.py [--repeats N] [--workload resnet|gpt2] [--clock wall|cpu] [--calls] [--threads N]
 
@@ -19,6 +22,8 @@ done in Python (it does not see C or C++ work).
 """
 
 import argparse
+import gc
+import random
 import statistics
 import sys
 import time
@@ -63,16 +68,23 @@ WORKLOADS = {"resnet": ("ResNet-50 forward, meta, batch 8", resnet50_meta_forwar
 
 
 def timed(fn, repeats, wrap=None, clock=time.perf_counter):
+    """Median seconds of `repeats` runs after a warm-up, each after a full collection with the collector off."""
     times = []
     for i in range(repeats + 1):
-        t0 = clock()
-        if wrap is None:
-            fn()
-        else:
-            with wrap():
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = clock()
+            if wrap is None:
                 fn()
+            else:
+                with wrap():
+                    fn()
+            t = clock() - t0
+        finally:
+            gc.enable()
         if i:  # first run is a warm-up
-            times.append(clock() - t0)
+            times.append(t)
     return statistics.median(times)
 
 
@@ -154,7 +166,7 @@ def python_calls(run, wrap=None):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=10, help="rounds of the four variants")
     ap.add_argument("--workload", choices=sorted(WORKLOADS), action="append",
                     help="run only this workload (repeatable; default: all)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
@@ -173,18 +185,22 @@ def main(argv=None):
         with roofline.measure(model) as r:
             run()
         n_ops = len(r.records)
-        # interleave the three variants so drifts in machine load hit all of them alike
-        bare, fcm, rl, nocap = [], [], [], []
+        # interleave the variants, in a new order each round, so drifts in machine load hit all of them alike
+        variants = {"bare": None, "fcm": lambda: FlopCounterMode(display=False),
+                    "roofline": lambda: roofline.measure(model), "nocap": lambda: _NoCapture(model)}
+        times = {k: [] for k in variants}
+        order = list(variants)
+        rng = random.Random(0)
         for _ in range(args.repeats):
-            bare.append(timed(run, 1, clock=clock))
-            fcm.append(timed(run, 1, lambda: FlopCounterMode(display=False), clock=clock))
-            rl.append(timed(run, 1, lambda: roofline.measure(model), clock=clock))
-            nocap.append(timed(run, 1, lambda: _NoCapture(model), clock=clock))
-        b, f, m = statistics.median(bare), statistics.median(fcm), statistics.median(rl)
-        m0 = statistics.median(nocap)
+            rng.shuffle(order)
+            for k in order:
+                times[k].append(timed(run, 1, variants[k], clock=clock))
+        b, f, m, m0 = (min(times[k]) for k in ("bare", "fcm", "roofline", "nocap"))
+        bm, fm, mm = (statistics.median(times[k]) for k in ("bare", "fcm", "roofline"))
         ratio = (m - b) / (f - b) if f > b else float("nan")
+        ratio_median = (mm - bm) / (fm - bm) if fm > bm else float("nan")
         capture = (m - m0) / (m0 - b) if m0 > b else float("nan")
-        rows.append((name, n_ops, b, f, m, ratio, m0, capture))
+        rows.append((name, n_ops, b, f, m, ratio, m0, capture, ratio_median))
         (on, n_c), (off, _) = record_cost(run, model, True), record_cost(run, model, False)
         recs.append((name, n_c, on, off, (on - off) * n_c / (m0 - b) if m0 > b else float("nan")))
         if args.calls:
@@ -192,15 +208,18 @@ def main(argv=None):
                                                  lambda: roofline.measure(model), lambda: _NoCapture(model))]
             calls.append((name, n_ops, *c))
     print(f"{'workload':<34} {'ops':>6} {'bare ms':>9} {'FCM ms':>9} {'roofline ms':>12} "
-          f"{'FCM us/op':>10} {'roofline us/op':>15} {'ratio':>6} {'no-capture ms':>14} {'capture +%':>11}")
-    for name, n, b, f, m, ratio, m0, capture in rows:
+          f"{'FCM us/op':>10} {'roofline us/op':>15} {'ratio':>6} {'(median)':>9} {'no-capture ms':>14} "
+          f"{'capture +%':>11}")
+    for name, n, b, f, m, ratio, m0, capture, ratio_median in rows:
         print(f"{name:<34} {n:>6} {b * 1e3:>9.1f} {f * 1e3:>9.1f} {m * 1e3:>12.1f} "
-              f"{(f - b) / n * 1e6:>10.1f} {(m - b) / n * 1e6:>15.1f} {ratio:>6.2f} {m0 * 1e3:>14.1f} "
-              f"{capture * 100:>10.1f}%")
-    print("ratio = (roofline - bare) / (FlopCounterMode - bare); roofline also counts bytes and vector FLOPs.")
+              f"{(f - b) / n * 1e6:>10.1f} {(m - b) / n * 1e6:>15.1f} {ratio:>6.2f} {ratio_median:>9.2f} "
+              f"{m0 * 1e3:>14.1f} {capture * 100:>10.1f}%")
+    print("ratio = (roofline - bare) / (FlopCounterMode - bare) of each variant's fastest run (median: of the "
+          "medians); roofline also counts bytes and vector FLOPs.")
     print("capture +% = (roofline - roofline without capture) / (roofline without capture - bare): what the "
           "signatures and dataflow rows add to the counting overhead.")
-    print(f"clock: {args.clock}; medians of {args.repeats} interleaved repeats; torch threads: {torch.get_num_threads()}")
+    print(f"clock: {args.clock}; {args.repeats} rounds of the variants in shuffled order; times: fastest run; "
+          f"torch threads: {torch.get_num_threads()}")
     print(f"\n{'record us (process CPU time)':<34} {'calls':>6} {'capture':>9} {'no capture':>11} "
           f"{'capture adds':>13} {'of overhead':>12}")
     for name, n, on, off, share in recs:

@@ -404,6 +404,10 @@ def schemas_from_torch() -> tuple[dict, dict]:
     of every op in TABLE and of its in-place variant (``name_``)."""
     import torch
 
+    try:  # Inductor's own prims (prims::_low_memory_max_pool_with_offsets, ...) exist once its module is imported
+        import torch._inductor.inductor_prims  # noqa: F401
+    except Exception:  # noqa: BLE001 - a torch without them: their rows are simply absent
+        pass
     rows, default = {}, {}
     for key in sorted(TABLE):
         ns, _, name = key.rpartition("::")
