@@ -49,12 +49,12 @@ def resnet50_meta_forward():
     return model, run
 
 
-def gpt2_cpu_forward_backward():
+def gpt2_cpu_forward_backward(seq=128):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config())
-    ids = torch.randint(0, 50257, (1, 128))
+    model = GPT2LMHeadModel(GPT2Config(loss_type="ForCausalLM"))
+    ids = torch.randint(0, 50257, (1, seq))
 
     def run():
         model(ids, labels=ids).loss.backward()
@@ -164,6 +164,104 @@ def python_calls(run, wrap=None):
     return pstats.Stats(prof).total_calls
 
 
+# ---- instruction counts (valgrind's callgrind) --------------------------------------------------------------------
+# The machine this runs on may be shared and its clock noisy (runs of one variant differing by half); instructions
+# executed are not. --instructions reruns the workloads in a child process under callgrind: each variant runs once
+# uninstrumented (warm-up), then once inside a region a small C helper marks with callgrind's client requests
+# (instrumentation and collection switched on around the call only, a dump named after the variant at its end).
+# The ratio is then (roofline - bare) / (FlopCounterMode - bare) in instructions: the work each adds, on every
+# machine the same up to the allocator's and the JIT's state.
+_HELPER = r"""
+#include <valgrind/callgrind.h>
+typedef void (*rl_fn)(void);
+volatile int rl_bench_calls;
+void rl_bench_region(rl_fn fn, const char *name) {
+    CALLGRIND_START_INSTRUMENTATION;
+    CALLGRIND_TOGGLE_COLLECT;
+    fn();
+    CALLGRIND_TOGGLE_COLLECT;
+    CALLGRIND_DUMP_STATS_AT(name);
+    CALLGRIND_STOP_INSTRUMENTATION;
+    rl_bench_calls++;
+}
+"""
+
+
+def _build_helper(directory):
+    import subprocess
+
+    src = f"{directory}/helper.c"
+    with open(src, "w") as f:
+        f.write(_HELPER)
+    out = f"{directory}/helper.so"
+    p = subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", out, src], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"--instructions needs gcc and valgrind's headers (valgrind/callgrind.h): {p.stderr[:400]}")
+    return out
+
+
+def _instructions_child(key, helper):
+    """In the child under callgrind: each variant once to warm up, then once in a counted region."""
+    import ctypes
+
+    lib = ctypes.CDLL(helper)
+    lib.rl_bench_region.argtypes = [ctypes.CFUNCTYPE(None), ctypes.c_char_p]
+    _, build = WORKLOADS[key]
+    # GPT-2 at 16 tokens: the same ops as at 128 (what the counting costs is per op), a tenth of the arithmetic,
+    # which under callgrind takes tens of minutes per run at 128
+    model, run = build(16) if key == "gpt2" else build()
+    variants = {"bare": None, "fcm": lambda: FlopCounterMode(display=False),
+                "roofline": lambda: roofline.measure(model), "nocap": lambda: _NoCapture(model)}
+    for name, wrap in variants.items():
+        def body(wrap=wrap):
+            if wrap is None:
+                run()
+            else:
+                with wrap():
+                    run()
+
+        body()
+        gc.collect()
+        gc.disable()
+        cb = ctypes.CFUNCTYPE(None)(body)
+        lib.rl_bench_region(cb, f"{key}:{name}".encode())
+        gc.enable()
+
+
+def instructions(keys):
+    """{workload: {variant: instructions}} from one callgrind child per workload."""
+    import glob
+    import os
+    import subprocess
+    import tempfile
+
+    if subprocess.run(["valgrind", "--version"], capture_output=True).returncode != 0:
+        raise SystemExit("--instructions needs valgrind")
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        helper = _build_helper(d)
+        for key in keys:
+            p = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
+                                f"--callgrind-out-file={d}/cg.{key}.%p", sys.executable, os.path.abspath(__file__),
+                                "--instructions-child", key, "--helper", helper],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                raise SystemExit(f"callgrind run of {key} failed: {p.stderr[-2000:]}")
+            counts = {}
+            for path in glob.glob(f"{d}/cg.{key}.*"):
+                label = total = None
+                with open(path) as f:
+                    for line in f:
+                        if line.startswith("desc: Trigger: Client Request: "):
+                            label = line.split(": ", 3)[-1].strip()
+                        elif line.startswith(("totals:", "summary:")):
+                            total = int(line.split()[1])
+                if label and label.startswith(f"{key}:") and total is not None:
+                    counts[label.split(":", 1)[1]] = total
+            out[key] = counts
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10, help="rounds of the four variants")
@@ -173,9 +271,16 @@ def main(argv=None):
     ap.add_argument("--calls", action="store_true", help="also count Python function calls per op (cProfile)")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch intra-op threads (default: torch's); 1 makes the CPU clock steadier on a shared machine")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count instructions under valgrind's callgrind (deterministic; minutes per workload)")
+    ap.add_argument("--instructions-child", help=argparse.SUPPRESS)
+    ap.add_argument("--helper", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    if args.instructions_child:
+        _instructions_child(args.instructions_child, args.helper)
+        return 0
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     rows, calls, recs = [], [], []
     for key in args.workload or list(WORKLOADS):
@@ -232,6 +337,15 @@ def main(argv=None):
         for name, n, b, f, m, m0 in calls:
             print(f"{name:<34} {n:>6} {b / n:>9.1f} {(f - b) / n:>9.1f} {(m - b) / n:>12.1f} "
                   f"{(m - b) / (f - b):>6.2f} {(m0 - b) / n:>13.1f}")
+    if args.instructions:
+        counted = instructions(args.workload or list(WORKLOADS))
+        print(f"\n{'instructions (callgrind)':<34} {'bare M':>9} {'FCM M':>9} {'roofline M':>11} {'no-capture M':>13} "
+              f"{'ratio':>6}")
+        for key, c in counted.items():
+            b, f, m, m0 = (c.get(k, float("nan")) / 1e6 for k in ("bare", "fcm", "roofline", "nocap"))
+            print(f"{WORKLOADS[key][0]:<34} {b:>9.1f} {f:>9.1f} {m:>11.1f} {m0:>13.1f} {(m - b) / (f - b):>6.2f}")
+        print("ratio = (roofline - bare) / (FlopCounterMode - bare) in instructions executed, one warm run each "
+              "(GPT-2 at 16 tokens: the same ops, less arithmetic)")
     return 0 if all(r[5] <= 1.0 for r in rows) else 1
 
 

@@ -587,15 +587,22 @@ class CpuBenchmark:
         return dict(self.params)[name]
 
 
+def _timed_peak(run: _CpuRun, key: str, what: str, peak_fn, arg) -> dict:
+    """One all-core peak benchmark of the C core (``peak_fn(arg, seconds, threads, repeats=)``), announced, with
+    its duration and CPU share kept under ``key``."""
+    settings = run.settings
+    run.say(f"measuring the {what} on {run.threads} threads")
+    t = time.perf_counter()
+    r = peak_fn(arg, settings["fma_seconds"], run.threads, repeats=settings["fma_repeats"])
+    run.durations[key] = time.perf_counter() - t
+    run.shares[key] = r["cpu_share"]
+    return r
+
+
 def _run_fma(run: _CpuRun, bench: CpuBenchmark) -> None:
     """All-core FMA peak of one dtype (``_core.cpu_fma_peak``): FLOPs = FMAs x 2, per second."""
     dtype = bench.param("dtype")
-    settings = run.settings
-    run.say(f"measuring the {dtype} FMA peak on {run.threads} threads")
-    t = time.perf_counter()
-    r = _core.cpu_fma_peak(dtype, settings["fma_seconds"], run.threads, repeats=settings["fma_repeats"])
-    run.durations[f"fma_{dtype}"] = time.perf_counter() - t
-    run.shares[f"fma_{dtype}"] = r["cpu_share"]
+    r = _timed_peak(run, f"fma_{dtype}", f"{dtype} FMA peak", _core.cpu_fma_peak, dtype)
     op = "FMA x = x*m + a (2 FLOP)" if r["fma"] else "multiply + add x = x*m + a (2 FLOP)"
     method = (
         f"{r['threads']} {'pinned ' if r['pinned'] else ''}threads x {r['accumulators']} independent {run.simd} "
@@ -705,12 +712,7 @@ def _run_lowp(run: _CpuRun, bench: CpuBenchmark) -> None:
     dtype = bench.param("dtype")
     usable = _lowp_usable(bench, run.info)
     kernel = usable[0]
-    settings = run.settings
-    run.say(f"measuring the {dtype} product peak ({kernel}) on {run.threads} threads")
-    t = time.perf_counter()
-    r = _core.cpu_lowp_peak(kernel, settings["fma_seconds"], run.threads, repeats=settings["fma_repeats"])
-    run.durations[f"lowp_{dtype}"] = time.perf_counter() - t
-    run.shares[f"lowp_{dtype}"] = r["cpu_share"]
+    r = _timed_peak(run, f"lowp_{dtype}", f"{dtype} product peak ({kernel})", _core.cpu_lowp_peak, kernel)
     run.lowp_used[dtype] = kernel
     what, _, _ = _LOWP_KERNELS[kernel]
     skipped = [

@@ -143,6 +143,29 @@ _ATTN_MIDDLE = ("mul", "div", "add", "sub", "masked_fill", "masked_fill_", "wher
                 "mul_", "div_", "add_", "clone", "contiguous", "_masked_scale", "bernoulli_", "bernoulli")
 
 
+
+def _walk_to_bmm(x, start, edges, end, steps, forward_only):
+    """From the op ``start`` along the dataflow (``edges``: op -> its edges; ``end``: the edge's field naming the op
+    reached), through scale / mask ops (``_ATTN_MIDDLE``), at most ``steps`` ops deep, to a batched product:
+    ``(the ops passed, the product or None)``. ``forward_only``: pass forward-phase ops only."""
+    e = x.edges
+    passed, found, frontier = [], None, [start]
+    for _ in range(steps):
+        nxt = []
+        for v in frontier:
+            for k in edges.get(v, []):
+                u = int(e[end][k])
+                if _is(x.names[u], *_BMM):
+                    found = u
+                elif _is(x.names[u], *_ATTN_MIDDLE) and u not in passed and (
+                        not forward_only or x.rec["phase"][u] == 0):
+                    passed.append(u)
+                    nxt.append(u)
+        if found is not None:
+            break
+        frontier = nxt
+    return passed, found
+
 def _rule_sdpa(x: _Ctx):
     if x.edges is None or not len(x.edges):
         return []
@@ -153,37 +176,11 @@ def _rule_sdpa(x: _Ctx):
     for s in np.nonzero([_is(n, *_SOFTMAX) for n in x.names])[0].tolist():
         if x.rec["phase"][s] != 0 or s in used:
             continue
-        # back from the softmax to the score product, through scale / mask ops
-        pre, b1, frontier = [], None, [s]
-        for _ in range(4):
-            nxt = []
-            for v in frontier:
-                for k in bwd.get(v, []):
-                    u = int(e["producer"][k])
-                    if _is(x.names[u], *_BMM):
-                        b1 = u
-                    elif _is(x.names[u], *_ATTN_MIDDLE) and u not in pre:
-                        pre.append(u)
-                        nxt.append(u)
-            if b1 is not None:
-                break
-            frontier = nxt
+        # back from the softmax to the score product, through scale / mask ops; forward to the second product
+        pre, b1 = _walk_to_bmm(x, s, bwd, "producer", 4, forward_only=False)
         if b1 is None:
             continue
-        post, b2, frontier = [], None, [s]
-        for _ in range(3):
-            nxt = []
-            for v in frontier:
-                for k in fwd.get(v, []):
-                    w = int(e["consumer"][k])
-                    if _is(x.names[w], *_BMM):
-                        b2 = w
-                    elif _is(x.names[w], *_ATTN_MIDDLE) and w not in post and x.rec["phase"][w] == 0:
-                        post.append(w)
-                        nxt.append(w)
-            if b2 is not None:
-                break
-            frontier = nxt
+        post, b2 = _walk_to_bmm(x, s, fwd, "consumer", 3, forward_only=True)
         if b2 is None:
             continue
         middle = sorted(set(pre) | {s} | set(post))
