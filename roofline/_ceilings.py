@@ -1397,11 +1397,24 @@ def _null(k: str):
 def _info(v: Any) -> dict:
     """The ``info`` object: free-form machine details, but the entries read back are checked."""
     info = _dict(v, "info")
+    _no_infinity(info, "info")  # a document must save back as it loaded (to_json writes strict JSON)
     lowp = info.get("native_lowp")
     if lowp is not None and not (isinstance(lowp, dict) and all(
             isinstance(x, list) and all(isinstance(i, str) for i in x) for x in lowp.values())):
         raise ValueError("info.native_lowp must map dtype names to lists of str")
     return info
+
+
+def _no_infinity(v: Any, name: str) -> None:
+    """ValueError naming the place of a NaN or infinite number anywhere in ``v`` (a free-form object)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"{name} is {v!r}, not a finite number")
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _no_infinity(x, f"{name}.{k}")
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            _no_infinity(x, f"{name}[{i}]")
 
 
 def _str(v: Any, name: str) -> str:

@@ -313,6 +313,21 @@ def test_bad_cache_file_is_remeasured_with_warning(cache, fake_measure, corrupt)
     assert Ceilings.from_json(fixed) == c
 
 
+def test_infinite_number_in_info_refused(measured):
+    """A document that loads saves back: an infinite number in the free-form ``info`` (which strict JSON cannot
+    write) is refused at load, naming where it is (hypothesis found ``info.model = inf`` loading, then failing
+    in to_json)."""
+    c, _ = measured
+    doc = json.loads(c.to_json())
+    doc["info"]["model"] = float("inf")
+    doc["info"]["nested"] = {"x": [1.0, float("nan")]}
+    with pytest.raises(ValueError, match=r"info\.model is inf, not a finite number"):
+        Ceilings.from_json(json.dumps(doc))
+    doc["info"]["model"] = "ok"
+    with pytest.raises(ValueError, match=r"info\.nested\.x\[1\] is nan"):
+        Ceilings.from_json(json.dumps(doc))
+
+
 def test_corrupt_documents_raise_only_value_error(measured):
     """The reader behind the cache (and behind the ceilings saved in a report) has one failure mode."""
     hypothesis = pytest.importorskip("hypothesis")
