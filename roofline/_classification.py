@@ -101,16 +101,24 @@ def peaks(records, ceilings, source: str):
             value = math.nan
             notes.append(str(e))
         peak[key == k] = value
-    try:
-        bw = ceilings.bandwidth("DRAM", source)
-    except CeilingNotAvailable as e:
-        try:  # a CPU has no datasheet bandwidth: use the measured one, and say so
-            bw = ceilings.bandwidth("DRAM", "best")
-            notes.append(f"no {source} DRAM bandwidth: using the measured one")
-        except CeilingNotAvailable:
-            bw = math.nan
-            notes.append(str(e))
+    bw, note = dram_bandwidth(ceilings, source)
+    if note:
+        notes.append(note)
     return peak, np.full(n, bw), sorted(set(notes))
+
+
+def dram_bandwidth(ceilings, source: str) -> tuple[float, str]:
+    """``(bytes/s, note)``: the DRAM bandwidth of ``source``; a CPU has no datasheet bandwidth, so the measured one
+    then, saying so; NaN with the reason when there is none."""
+    from roofline._ceilings import CeilingNotAvailable
+
+    try:
+        return ceilings.bandwidth("DRAM", source), ""
+    except CeilingNotAvailable as e:
+        try:
+            return ceilings.bandwidth("DRAM", "best"), f"no {source} DRAM bandwidth: using the measured one"
+        except CeilingNotAvailable:
+            return math.nan, str(e)
 
 
 def classify(records, ceilings, source: str, meta: dict | None = None):

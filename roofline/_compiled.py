@@ -421,7 +421,17 @@ def _kernel_record(name, snodes, extern=False):
             f = None
         flops += int(f or 0)
     return {"name": name, "extern": extern, "origins": _origins(own), "inputs": sizes_in, "outputs": sizes_out,
-            "inductor_flops": flops}
+            "inductor_flops": flops, "dtype": _buf_dtype(out_bufs)}
+
+
+def _buf_dtype(bufs) -> str | None:
+    """The dtype of a kernel's first output buffer (the dtype its ceiling is looked up for), None if unknown."""
+    from torch._inductor.virtualized import V
+
+    try:
+        return str(V.graph.get_dtype(bufs[0])).replace("torch.", "") if bufs else None
+    except Exception:  # noqa: BLE001 - no dtype: the kernel is judged against the float32 ceilings, as before
+        return None
 
 
 def _args_buffers(args):
@@ -457,15 +467,7 @@ def _kernel_from_args(name, args, snodes):
             flops += int(sn.estimate_flops() or 0)
         except Exception:  # noqa: BLE001 - Inductor's estimate is informative only
             pass
-    dtype = None
-    try:
-        from torch._inductor.virtualized import V
-
-        if writes:
-            dtype = str(V.graph.get_dtype(writes[0])).replace("torch.", "")
-    except Exception:  # noqa: BLE001
-        pass
-    return {"name": name, "extern": False, "origins": _origins(own), "dtype": dtype,
+    return {"name": name, "extern": False, "origins": _origins(own), "dtype": _buf_dtype(writes),
             "inputs": {b: _buf_nbytes(b) for b in reads}, "outputs": {b: _buf_nbytes(b) for b in writes},
             "inductor_flops": flops}
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from roofline import _core
+from roofline._classification import BOUNDS, dram_bandwidth
 from roofline._records import intensity
 
 
@@ -17,17 +21,14 @@ def kernel_rows(report) -> list[dict]:
     (matrix + vector of the aten ops it fused, per call), ``bytes`` (its input and output buffers, per call),
     ``intensity``, ``t_min`` (seconds per call on the roofline), ``time`` (measured, all calls, seconds or NaN),
     ``achieved_flops``, ``achieved_bytes``, ``efficiency`` (t_min x calls / time), ``bound`` ("compute",
-    "memory", or "unknown" without a ceiling), ``above_ceiling`` (1 when it ran faster than its roof)."""
+    "memory", "bandwidth" for a kernel without FLOPs, or "unknown" without a ceiling), ``above_ceiling`` (1 when
+    it ran faster than its roof); classified as op records are (``_core.classify``)."""
     c = compiled(report) or {}
     peak = bw = math.nan
     ceil = report.ceilings
-    if ceil is not None:
-        src = report.ceilings_source
-        try:
-            bw = ceil.bandwidth("DRAM", source=src)
-        except Exception:  # noqa: BLE001 - a ceiling that is missing leaves the roofline figures NaN
-            pass
-    rows = []
+    if ceil is not None:  # the bandwidth op records are judged against (a CPU's measured one for "datasheet")
+        bw, _ = dram_bandwidth(ceil, report.ceilings_source)
+    rows, peaks, ftot, btot, times = [], [], [], [], []
     for k in c.get("kernels", ()):
         r = dict(k)
         flops = int(k.get("matrix_flops", 0)) + int(k.get("vector_flops", 0))
@@ -41,23 +42,29 @@ def kernel_rows(report) -> list[dict]:
                 p = ceil.peak(unit, k.get("dtype") or "float32", source=report.ceilings_source)
             except Exception:  # noqa: BLE001
                 p = math.nan
-        t_min = max(flops / p if flops else 0.0, nbytes / bw if nbytes else 0.0) if not (
-            math.isnan(p) or math.isnan(bw)) else math.nan
-        r["t_min"] = t_min
         t = k.get("time")
-        t = float(t) if t is not None else math.nan
-        r["time"] = t
+        r["time"] = float(t) if t is not None else math.nan
         calls = max(int(k.get("calls", 0)), 1)
-        r["achieved_flops"] = flops * calls / t if t and t > 0 else math.nan
-        r["achieved_bytes"] = nbytes * calls / t if t and t > 0 else math.nan
-        r["efficiency"] = t_min * calls / t if t and t > 0 and not math.isnan(t_min) else math.nan
-        if math.isnan(p) or math.isnan(bw) or not (flops or nbytes):
-            r["bound"] = "unknown"
-        else:
-            r["bound"] = "compute" if flops / p >= nbytes / bw else "memory"
-        # faster than its roof: a count or a ceiling is wrong (the same check as for ops, 1% of slack for the clock)
-        r["above_ceiling"] = int(r["efficiency"] > 1.01) if math.isfinite(r["efficiency"]) else 0
+        peaks.append(p)
+        ftot.append(float(flops) * calls)
+        btot.append(float(nbytes) * calls)
+        times.append(r["time"])
         rows.append(r)
+    if not rows:
+        return rows
+    # the classification of op records (csrc/classify.c), over each kernel's calls: the same bound, rates and
+    # above-the-ceiling rule as for ops
+    res = _core.classify(np.array(ftot), np.array(btot), np.array(times), np.array(peaks),
+                         np.full(len(rows), bw))
+    above = _core.FLAG_ABOVE_PEAK | _core.FLAG_ABOVE_BW
+    for i, r in enumerate(rows):
+        calls = max(int(r.get("calls", 0)), 1)
+        r["t_min"] = float(res["t_min"][i]) / calls
+        r["achieved_flops"] = float(res["achieved_flops"][i])
+        r["achieved_bytes"] = float(res["achieved_bytes"][i])
+        r["efficiency"] = float(res["efficiency"][i])
+        r["bound"] = "unknown" if int(res["flags"][i]) & _core.FLAG_NO_CEILING else BOUNDS[int(res["bound"][i])]
+        r["above_ceiling"] = int(bool(int(res["flags"][i]) & above))
     return rows
 
 

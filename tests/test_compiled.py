@@ -283,6 +283,17 @@ def test_kernel_roofline_chart(trained, tmp_path):
         if flops and nbytes:
             want[k["name"]] = (flops / nbytes, flops * k["calls"] / k["time"])
     assert want
+    # each kernel's roofline time and bound from its fused ops' FLOPs, its buffers' bytes and the datasheet ceilings
+    src = r.ceilings_source
+    bw = r.ceilings.bandwidth("DRAM", source="best")  # a CPU has no datasheet bandwidth: ops use the measured one
+    for k in r.kernels:
+        assert k["dtype"] == "float32", k["name"]  # extern kernels too: the dtype their ceiling is looked up for
+        flops, nbytes = k["matrix_flops"] + k["vector_flops"], sum(k["inputs"].values()) + sum(k["outputs"].values())
+        if flops:
+            peak = r.ceilings.peak("matrix" if k["matrix_flops"] else "vector", k["dtype"], source=src)
+            assert k["t_min"] == pytest.approx(max(flops / peak, nbytes / bw), rel=1e-12), k["name"]
+            assert k["bound"] == ("compute" if flops / peak >= nbytes / bw else "memory"), k["name"]
+            assert k["efficiency"] == pytest.approx(k["t_min"] * k["calls"] / k["time"], rel=1e-12)
     fig = r.plot(by="kernel", path=tmp_path / "kernels.png")
     (pts,) = [c for c in fig.axes[0].collections if c.get_gid() == "ops"]
     got = sorted(map(tuple, pts.get_offsets().tolist()))

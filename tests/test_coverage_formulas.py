@@ -466,3 +466,46 @@ def test_flash_sliding_window_counts_the_band():
         torch.ops.aten._flash_attention_forward(qd, qd, qd, None, None, 256, 256, 0.0, True, False, scale=None,
                                                 window_size_left=64, window_size_right=0)
     assert row(r, "aten._flash_attention_forward.default")["matrix_flops"] == 2 * (2 * H * band(256)) * 2 * D
+
+
+@pytest.mark.skipif(not hasattr(torch.ops.mkldnn, "_convolution_pointwise"), reason="a torch without oneDNN ops")
+def test_onednn_fused_ops_of_frozen_graphs():
+    """oneDNN's fused convolution and linear ops (what freezing puts in CPU graphs): products, bias, post-ops and
+    bytes, as the arithmetic below (fp32, 4 bytes an element)."""
+    x, w, b = torch.randn(2, 8, 6, 6), torch.randn(12, 4, 3, 3), torch.randn(12)  # groups 2: 4 input channels each
+    lx, lw, lb = torch.randn(5, 16), torch.randn(7, 16), torch.randn(7)
+    other, lo = torch.randn(2, 12, 6, 6), torch.randn(5, 7)
+    with roofline.measure(timing=None) as r:
+        torch.ops.mkldnn._convolution_pointwise(x, w, b, [1, 1], [1, 1], [1, 1], 2, "relu", [], "")
+        torch.ops.mkldnn._convolution_pointwise.binary(x, other, w, None, [1, 1], [1, 1], [1, 1], 2, "add", None,
+                                                       "relu", [], "")
+        torch.ops.mkldnn._linear_pointwise(lx, lw, lb, "gelu", [], "none")
+        torch.ops.mkldnn._linear_pointwise.binary(lx, lo, lw, lb, "mul")
+    ops = r.by_op()
+    n = 2 * 12 * 6 * 6  # output elements of the convolutions; each sums 4 channels x 3 x 3 taps
+    conv = ops["mkldnn._convolution_pointwise.default"]
+    assert (conv["matrix_flops"], conv["vector_flops"], conv["special_ops"]) == (2 * n * 36, n + n, 0)  # bias, relu
+    assert (conv["bytes_read"], conv["bytes_written"]) == (4 * (2 * 8 * 36 + 12 * 36 + 12), 4 * n)
+    binary = ops["mkldnn._convolution_pointwise.binary"]
+    assert (binary["matrix_flops"], binary["vector_flops"]) == (2 * n * 36, n + n)  # add, relu; no bias
+    assert binary["bytes_read"] == 4 * (2 * 8 * 36 + 12 * 36 + n)
+    lin = ops["mkldnn._linear_pointwise.default"]
+    assert (lin["matrix_flops"], lin["vector_flops"], lin["special_ops"]) == (2 * 35 * 16, 35 + 4 * 35, 35)  # gelu
+    assert (lin["bytes_read"], lin["bytes_written"]) == (4 * (5 * 16 + 7 * 16 + 7), 4 * 35)
+    lin2 = ops["mkldnn._linear_pointwise.binary"]
+    assert (lin2["matrix_flops"], lin2["vector_flops"]) == (2 * 35 * 16, 35 + 35)  # bias, mul
+    assert lin2["bytes_read"] == 4 * (5 * 16 + 7 * 16 + 7 + 35)
+    assert not r.errors and r.unknown_ops == {}
+
+
+@pytest.mark.skipif(not hasattr(torch.ops.mkl, "_mkl_linear"), reason="a torch without MKL")
+def test_mkl_packed_linear():
+    """mkl::_mkl_linear: the product of X [5, 16] and the weight [7, 16], the bias; the packed weight (an MKL buffer
+    larger than the weight) is not read as traffic, the original weight is."""
+    x, w, b = torch.randn(5, 16), torch.randn(7, 16), torch.randn(7)
+    packed = torch.ops.mkl._mkl_reorder_linear_weight(w, 5)
+    with roofline.measure(timing=None) as r:
+        torch.ops.mkl._mkl_linear(x, packed, w, b, 5)
+    (row,) = r.by_op().values()
+    assert (row["matrix_flops"], row["vector_flops"]) == (2 * 5 * 7 * 16, 5 * 7)
+    assert (row["bytes_read"], row["bytes_written"]) == (4 * (5 * 16 + 7 * 16 + 7), 4 * 5 * 7)
