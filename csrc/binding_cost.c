@@ -80,6 +80,20 @@ static int check_idle(Recorder *self, const char *method) {
     return 0;
 }
 
+/* The common head of a vectorcall method: the recorder idle (check_idle) and between lo and hi positional
+ * arguments (TypeError with `usage` otherwise). 0 or -1 with the exception set. */
+static int check_method(Recorder *self, const char *method, const char *usage, Py_ssize_t argc, Py_ssize_t lo,
+                        Py_ssize_t hi) {
+    if (check_idle(self, method) < 0) {
+        return -1;
+    }
+    if (argc < lo || argc > hi) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    return 0;
+}
+
 /* Grow *buf (element size `elem`) to hold at least `need` elements. 0 on success, -1 with MemoryError set. */
 static int grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t elem) {
     if (need <= *cap) {
@@ -1056,11 +1070,7 @@ static int parse_op(Recorder *self, PyObject *o, const char *method, Py_ssize_t 
 static int parse_head(Recorder *self, const char *method, const char *usage, PyObject *const *argv, Py_ssize_t argc,
                       Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *opi, unsigned long long *module, unsigned *phase,
                       PyObject **label) {
-    if (check_idle(self, method) < 0) {
-        return -1;
-    }
-    if (argc < lo || argc > hi) {
-        PyErr_SetString(PyExc_TypeError, usage);
+    if (check_method(self, method, usage, argc, lo, hi) < 0) {
         return -1;
     }
     if (parse_op(self, argv[0], method, opi) < 0) {
@@ -1183,11 +1193,7 @@ done:
  * their dataflow rows pointing at the new records. For a compiled graph that runs again with the same sizes and
  * modules, whose records are a pure function of those. All or nothing (MemoryError, OverflowError). */
 static PyObject *Recorder_replay(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
-    if (check_idle(self, "replay") < 0) {
-        return NULL;
-    }
-    if (argc != 3) {
-        PyErr_SetString(PyExc_TypeError, "replay(start, stop, phase)");
+    if (check_method(self, "replay", "replay(start, stop, phase)", argc, 3, 3) < 0) {
         return NULL;
     }
     Py_ssize_t lim[2];
@@ -1290,11 +1296,7 @@ static PyObject *Recorder_clear_records(Recorder *self, PyObject *Py_UNUSED(igno
  * counts were computed elsewhere: its arguments are described as record() describes them, under the op's
  * argument masks; the reads and writes follow the record's bytes_read / bytes_written. */
 static PyObject *Recorder_attach(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
-    if (check_idle(self, "attach") < 0) {
-        return NULL;
-    }
-    if (argc != 3) {
-        PyErr_SetString(PyExc_TypeError, "attach(args, kwargs, out)");
+    if (check_method(self, "attach", "attach(args, kwargs, out)", argc, 3, 3) < 0) {
         return NULL;
     }
     if (check_call("attach", argv[0], argv[1]) < 0) {

@@ -5,6 +5,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Grow the array *buf (elements of `elem` bytes, capacity *cap) to hold at least `need` elements, doubling from
+ * 256. 0 on success, -1 when out of memory or when the size would not fit a size_t (nothing changed then). */
+static int grow_array(void **buf, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) {
+        return 0;
+    }
+    size_t c = *cap ? *cap : 256;
+    while (c < need) {
+        if (c > SIZE_MAX / 2 / elem) {
+            return -1;
+        }
+        c *= 2;
+    }
+    void *p = realloc(*buf, c * elem);
+    if (!p) {
+        return -1;
+    }
+    *buf = p;
+    *cap = c;
+    return 0;
+}
+
 /* ---- signatures ----------------------------------------------------------------------------------------- */
 
 static const char *const short_names[RL_DT_COUNT] = {
@@ -122,17 +144,9 @@ int rl_sig_add(rl_sigtab *t, const int64_t *key, size_t len, uint32_t *id) {
     if (t->n >= UINT32_MAX || ((t->n + 1) * 2 > t->cap && grow_table(t) < 0)) {
         return -1;
     }
-    if (t->nkeys + len > t->cap_keys) {
-        size_t cap = t->cap_keys ? t->cap_keys : 256;
-        while (cap < t->nkeys + len) {
-            cap *= 2;
-        }
-        int64_t *keys = realloc(t->keys, cap * sizeof(*keys));
-        if (!keys) {
-            return -1;
-        }
-        t->keys = keys;
-        t->cap_keys = cap;
+    if (len > SIZE_MAX - t->nkeys ||
+        grow_array((void **)&t->keys, &t->cap_keys, t->nkeys + len, sizeof(*t->keys)) < 0) {
+        return -1;
     }
     if (len) {
         memcpy(t->keys + t->nkeys, key, len * sizeof(*key));
@@ -243,14 +257,8 @@ static int add_row(rl_accbuf *b, size_t first, uint64_t storage, uint64_t nbytes
             return 0;
         }
     }
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        rl_access *rows = realloc(b->rows, cap * sizeof(*rows));
-        if (!rows) {
-            return -1;
-        }
-        b->rows = rows;
-        b->cap = cap;
+    if (grow_array((void **)&b->rows, &b->cap, b->n + 1, sizeof(*b->rows)) < 0) {
+        return -1;
     }
     rl_access *r = &b->rows[b->n++];
     memset(r, 0, sizeof(*r));
@@ -323,20 +331,8 @@ long long rl_acc_replay(rl_accbuf *b, uint32_t start, uint32_t stop, uint32_t ba
     if (n == 0) {
         return 0;
     }
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n) {
-            if (cap > SIZE_MAX / 2 / sizeof(rl_access)) {
-                return -1;
-            }
-            cap *= 2;
-        }
-        rl_access *rows = realloc(b->rows, cap * sizeof(*rows));
-        if (!rows) {
-            return -1;
-        }
-        b->rows = rows;
-        b->cap = cap;
+    if (grow_array((void **)&b->rows, &b->cap, b->n + n, sizeof(*b->rows)) < 0) {
+        return -1;
     }
     for (size_t i = 0; i < n; i++) {
         rl_access r = b->rows[lo + i];

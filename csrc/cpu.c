@@ -11,6 +11,7 @@
  * different values so the compiler cannot merge identical chains. */
 #define _GNU_SOURCE
 #include "cpu.h"
+#include "rl_why.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -375,12 +376,13 @@ static volatile double rl_fma_add = RL_FMA_ADD;
 RL_SCALAR_FMA(double, rl_fma_scalar_f64)
 RL_SCALAR_FMA(float, rl_fma_scalar_f32)
 
-/* A vector FMA kernel over the vector type VT_ of element ET_ (macros defined before each use): SET1_
- * broadcasts, STEP_(x, m, a) computes x*m + a, STORE_ writes a vector to an ET_ array. REP picks the chain count. */
-#define RL_VECTOR_FMA(ATTR, NAME, REP)                                                                             \
+/* A kernel of independent chains over the vector type VT_ of element ET_ (macros defined before each use): OPERANDS
+ * declares the loop's constant operands m and a, DECL(k) declares and starts chain k, STEP_(x, m, a) advances a chain
+ * by one instruction, STORE_ writes a vector to an ET_ array for the checksum. REP picks the chain count. */
+#define RL_CHAIN_KERNEL(ATTR, NAME, REP, DECL, ...)                                                                 \
     ATTR __attribute__((noinline)) static double NAME(int64_t iters) {                                             \
-        const VT_ m = SET1_((ET_)rl_fma_mul), a = SET1_((ET_)rl_fma_add);                                          \
-        REP(RL_V_DECL)                                                                                             \
+        __VA_ARGS__                                                                                                \
+        REP(DECL)                                                                                                  \
         for (int64_t i = 0; i < iters; i++) {                                                                      \
             REP(RL_V_STEP)                                                                                         \
         }                                                                                                          \
@@ -389,6 +391,9 @@ RL_SCALAR_FMA(float, rl_fma_scalar_f32)
         REP(RL_V_SUM)                                                                                              \
         return s;                                                                                                  \
     }
+/* The FMA kernels: SET1_ broadcasts, STEP_(x, m, a) computes x*m + a. */
+#define RL_VECTOR_FMA(ATTR, NAME, REP)                                                                             \
+    RL_CHAIN_KERNEL(ATTR, NAME, REP, RL_V_DECL, const VT_ m = SET1_((ET_)rl_fma_mul), a = SET1_((ET_)rl_fma_add);)
 #define RL_V_DECL(k) VT_ x##k = SET1_((ET_)RL_CHAIN_X0(k));
 #define RL_V_STEP(k) x##k = STEP_(x##k, m, a);
 #define RL_V_SUM(k)                                                                                                \
@@ -598,73 +603,49 @@ typedef double (*rl_lowp_fn)(int64_t iters);
 #endif
 
 #ifdef RL_HAVE_AVX512_BF16
-#define RL_LOWP_CHAIN_F32(k) (1.0f + (float)(k) * 0.0078125f)
-#define RL_BF_DECL(k) __m512 x##k = _mm512_set1_ps(RL_LOWP_CHAIN_F32(k));
-#define RL_BF_STEP(k) x##k = _mm512_dpbf16_ps(x##k, a, b);
-#define RL_BF_SUM(k)                                                                                               \
-    _mm512_storeu_ps(lanes, x##k);                                                                                 \
-    for (int l = 0; l < 16; l++) {                                                                                 \
-        s += (double)lanes[l];                                                                                     \
-    }
-__attribute__((target("avx512f,avx512bf16"), noinline)) static double rl_lowp_avx512_bf16(int64_t iters) {
-    /* bf16 pairs: a = (1.0, 1.0), b = (2^-10, 2^-10), converted from fp32 (exact) */
-    const __m512 one = _mm512_set1_ps(rl_lowp_one), small = _mm512_set1_ps(rl_lowp_small);
-    const __m512bh a = _mm512_cvtne2ps_pbh(one, one), b = _mm512_cvtne2ps_pbh(small, small);
-    RL_REP12(RL_BF_DECL)
-    for (int64_t i = 0; i < iters; i++) {
-        RL_REP12(RL_BF_STEP)
-    }
-    float lanes[16];
-    double s = 0.0;
-    RL_REP12(RL_BF_SUM)
-    return s;
-}
+/* bf16 pairs: m = (1.0, 1.0), a = (2^-10, 2^-10), converted from fp32 (exact); each step adds 2^-9 per lane */
+#define VT_ __m512
+#define ET_ float
+#define STEP_ _mm512_dpbf16_ps
+#define STORE_ _mm512_storeu_ps
+#define RL_BF_DECL(k) VT_ x##k = _mm512_set1_ps(1.0f + (float)(k) * 0.0078125f);
+RL_CHAIN_KERNEL(__attribute__((target("avx512f,avx512bf16"))), rl_lowp_avx512_bf16, RL_REP12, RL_BF_DECL,
+                const __m512 one = _mm512_set1_ps(rl_lowp_one), small = _mm512_set1_ps(rl_lowp_small);
+                const __m512bh m = _mm512_cvtne2ps_pbh(one, one), a = _mm512_cvtne2ps_pbh(small, small);)
+#undef VT_
+#undef ET_
+#undef STEP_
+#undef STORE_
 #endif
 
 #ifdef RL_HAVE_AVX512_FP16
-#define RL_HF_DECL(k) __m512h x##k = _mm512_set1_ph((_Float16)RL_CHAIN_X0(k));
-#define RL_HF_STEP(k) x##k = _mm512_fmadd_ph(x##k, m, a);
-#define RL_HF_SUM(k)                                                                                               \
-    _mm512_storeu_ph(lanes, x##k);                                                                                 \
-    for (int l = 0; l < 32; l++) {                                                                                 \
-        s += (double)lanes[l];                                                                                     \
-    }
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512fp16"), noinline)) static double
-rl_lowp_avx512_fp16(int64_t iters) {
-    const __m512h m = _mm512_set1_ph((_Float16)rl_fma_mul), a = _mm512_set1_ph((_Float16)rl_fma_add);
-    RL_REP12(RL_HF_DECL)
-    for (int64_t i = 0; i < iters; i++) {
-        RL_REP12(RL_HF_STEP)
-    }
-    _Float16 lanes[32];
-    double s = 0.0;
-    RL_REP12(RL_HF_SUM)
-    return s;
-}
+#define VT_ __m512h
+#define ET_ _Float16
+#define SET1_ _mm512_set1_ph
+#define STEP_ _mm512_fmadd_ph
+#define STORE_ _mm512_storeu_ph
+RL_VECTOR_FMA(__attribute__((target("avx512f,avx512bw,avx512vl,avx512fp16"))), rl_lowp_avx512_fp16, RL_REP12)
+#undef VT_
+#undef ET_
+#undef SET1_
+#undef STEP_
+#undef STORE_
 #endif
 
 #ifdef RL_HAVE_AVX512_VNNI
-#define RL_VN_DECL(k) __m512i x##k = _mm512_set1_epi32(k);
-#define RL_VN_STEP(k) x##k = _mm512_dpbusd_epi32(x##k, a, b);
-#define RL_VN_SUM(k)                                                                                               \
-    _mm512_storeu_si512((void *)lanes, x##k);                                                                      \
-    for (int l = 0; l < 16; l++) {                                                                                 \
-        s += (double)lanes[l];                                                                                     \
-    }
-__attribute__((target("avx512f,avx512vnni"), noinline)) static double rl_lowp_avx512_vnni(int64_t iters) {
-    /* unsigned bytes a = (1, 1, 1, 1), signed bytes b = (1, 1, 1, -1) per int32 lane: each step adds 2 */
-    const int one = rl_lowp_int_one;
-    const __m512i a = _mm512_set1_epi32(one * 0x01010101);
-    const __m512i b = _mm512_set1_epi32((int)(0xFF010101u * (unsigned)one));
-    RL_REP12(RL_VN_DECL)
-    for (int64_t i = 0; i < iters; i++) {
-        RL_REP12(RL_VN_STEP)
-    }
-    int32_t lanes[16];
-    double s = 0.0;
-    RL_REP12(RL_VN_SUM)
-    return s;
-}
+/* unsigned bytes m = (1, 1, 1, 1), signed bytes a = (1, 1, 1, -1) per int32 lane: each step adds 2 */
+#define VT_ __m512i
+#define ET_ int32_t
+#define STEP_ _mm512_dpbusd_epi32
+#define STORE_(p, x) _mm512_storeu_si512((void *)(p), (x))
+#define RL_VN_DECL(k) VT_ x##k = _mm512_set1_epi32(k);
+RL_CHAIN_KERNEL(__attribute__((target("avx512f,avx512vnni"))), rl_lowp_avx512_vnni, RL_REP12, RL_VN_DECL,
+                const int one = rl_lowp_int_one; const __m512i m = _mm512_set1_epi32(one * 0x01010101);
+                const __m512i a = _mm512_set1_epi32((int)(0xFF010101u * (unsigned)one));)
+#undef VT_
+#undef ET_
+#undef STEP_
+#undef STORE_
 #endif
 
 #ifdef RL_HAVE_AMX
@@ -841,13 +822,7 @@ double rl_cpu_lowp_kernel(rl_lowp k, int64_t iters) {
 #define RL_ARCH_REQ_XCOMP_PERM 0x1023
 #define RL_XFEATURE_XTILEDATA 18
 
-#define RL_WHY(...)                                                                                                \
-    do {                                                                                                           \
-        if (why != NULL && cap > 0) {                                                                              \
-            snprintf(why, cap, __VA_ARGS__);                                                                       \
-        }                                                                                                          \
-        return 0;                                                                                                  \
-    } while (0)
+#define RL_WHY(...) return rl_why(why, cap, __VA_ARGS__)
 
 int rl_cpu_lowp_check(rl_lowp k, const rl_cpu_features *f, char *why, size_t cap) {
     if (why != NULL && cap > 0) {
@@ -1448,25 +1423,73 @@ typedef struct {
 
 #define RL_FMA_ITERS_PER_REP 4096
 
+/* A peak measurement: the FMA kernel of (simd, dtype), or the low-precision kernel `lowp` when it is >= 0, run by
+ * every thread of a team under the timing protocol. */
 typedef struct {
     rl_simd simd;
     rl_dtype dtype;
+    int lowp;
     rl_timing tm;
     rl_sink *sinks;
-} rl_fma_job;
+} rl_peak_job;
 
-static void rl_fma_work(void *p, int tid, int64_t reps) {
-    rl_fma_job *job = p;
-    job->sinks[tid].value += rl_cpu_fma_kernel(job->simd, job->dtype, reps * RL_FMA_ITERS_PER_REP);
+static void rl_peak_work(void *p, int tid, int64_t reps) {
+    rl_peak_job *job = p;
+    int64_t iters = reps * RL_FMA_ITERS_PER_REP;
+    job->sinks[tid].value += job->lowp >= 0 ? rl_cpu_lowp_kernel((rl_lowp)job->lowp, iters)
+                                            : rl_cpu_fma_kernel(job->simd, job->dtype, iters);
 }
 
-static void rl_fma_member(rl_team *team, int tid, void *arg) {
-    rl_timed_runs(team, tid, &((rl_fma_job *)arg)->tm, rl_fma_work, arg);
+static void rl_peak_member(rl_team *team, int tid, void *arg) {
+    rl_timed_runs(team, tid, &((rl_peak_job *)arg)->tm, rl_peak_work, arg);
+}
+
+/* Run `job` (kernel fields set) on `threads` threads (<= 0: every CPU) `repeats` times within about `seconds`;
+ * `flop_per_iter` is one thread's operations per kernel iteration. Fills `out` (its simd field is the caller's). */
+static int rl_peak_run(rl_peak_job *job, double seconds, int threads, int repeats, rl_stat stat,
+                       int64_t flop_per_iter, rl_fma_result *out, rl_cpu_error *err) {
+    double start = rl_cpu_now();
+    if (threads <= 0) {
+        threads = rl_cpu_count();
+    }
+    if (repeats < 1) {
+        repeats = 1;
+    }
+    job->tm.min_seconds = seconds / (repeats + 1);
+    job->tm.repeats = repeats;
+    job->tm.times = calloc((size_t)repeats, sizeof(double));
+    job->tm.cpu_slot = calloc((size_t)threads, sizeof(double));
+    job->tm.shares = calloc((size_t)repeats, sizeof(double));
+    job->sinks = calloc((size_t)threads, sizeof(rl_sink));
+    int rc = -1;
+    if (job->tm.times == NULL || job->tm.cpu_slot == NULL || job->tm.shares == NULL || job->sinks == NULL) {
+        err->call = "calloc";
+        err->code = ENOMEM;
+    } else {
+        int pinned = 0;
+        rc = rl_team_run(threads, rl_peak_member, job, &pinned, err);
+        if (rc == 0) {
+            int64_t flop = job->tm.reps * RL_FMA_ITERS_PER_REP * flop_per_iter * (int64_t)threads;
+            double typical = rl_reduce_times(job->tm.times, repeats, stat);
+            out->flop_per_rep = flop;
+            out->flops = (double)flop / typical;
+            out->best_flops = (double)flop / job->tm.times[0];
+            out->threads = threads;
+            out->pinned = pinned;
+            out->repeats = repeats;
+            out->cpu_share = rl_median_share(&job->tm);
+            out->seconds = rl_cpu_now() - start;
+        }
+    }
+    free(job->tm.times);
+    free(job->tm.cpu_slot);
+    free(job->tm.shares);
+    free(job->sinks);
+    return rc;
 }
 
 int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, int repeats, rl_stat stat,
                     rl_fma_result *out, rl_cpu_error *err) {
-    double start = rl_cpu_now();
     if (simd == RL_SIMD_AUTO) {
         simd = rl_cpu_simd_best();
     }
@@ -1480,115 +1503,24 @@ int rl_cpu_fma_peak(rl_simd simd, rl_dtype dtype, double seconds, int threads, i
         err->code = EINVAL;
         return -1;
     }
-    if (threads <= 0) {
-        threads = rl_cpu_count();
-    }
-    if (repeats < 1) {
-        repeats = 1;
-    }
-    rl_fma_job job = {.simd = simd, .dtype = dtype};
-    job.tm.min_seconds = seconds / (repeats + 1);
-    job.tm.repeats = repeats;
-    job.tm.times = calloc((size_t)repeats, sizeof(double));
-    job.tm.cpu_slot = calloc((size_t)threads, sizeof(double));
-    job.tm.shares = calloc((size_t)repeats, sizeof(double));
-    job.sinks = calloc((size_t)threads, sizeof(rl_sink));
-    if (job.tm.times == NULL || job.tm.cpu_slot == NULL || job.tm.shares == NULL || job.sinks == NULL) {
-        free(job.tm.times);
-        free(job.tm.cpu_slot);
-        free(job.tm.shares);
-        free(job.sinks);
-        err->call = "calloc";
-        err->code = ENOMEM;
-        return -1;
-    }
-    int pinned = 0;
-    int rc = rl_team_run(threads, rl_fma_member, &job, &pinned, err);
-    if (rc == 0) {
-        int lanes = rl_cpu_simd_lanes(simd, rl_cpu_fma_elem_bytes(dtype));
-        int64_t flop = job.tm.reps * RL_FMA_ITERS_PER_REP * rl_cpu_fma_accumulators(simd) * lanes * 2 *
-                       (int64_t)threads;
-        double typical = rl_reduce_times(job.tm.times, repeats, stat);
-        out->flop_per_rep = flop;
-        out->flops = (double)flop / typical;
-        out->best_flops = (double)flop / job.tm.times[0];
-        out->threads = threads;
-        out->pinned = pinned;
-        out->repeats = repeats;
-        out->simd = simd;
-        out->cpu_share = rl_median_share(&job.tm);
-        out->seconds = rl_cpu_now() - start;
-    }
-    free(job.tm.times);
-    free(job.tm.cpu_slot);
-    free(job.tm.shares);
-    free(job.sinks);
-    return rc;
+    rl_peak_job job = {.simd = simd, .dtype = dtype, .lowp = -1};
+    int lanes = rl_cpu_simd_lanes(simd, rl_cpu_fma_elem_bytes(dtype));
+    int64_t per_iter = (int64_t)rl_cpu_fma_accumulators(simd) * lanes * 2;
+    out->simd = simd;
+    return rl_peak_run(&job, seconds, threads, repeats, stat, per_iter, out, err);
 }
 
 /* Low-precision kernels: the same team and timing protocol as the FMA peak, one kernel per thread. */
-typedef struct {
-    rl_lowp kernel;
-    rl_timing tm;
-    rl_sink *sinks;
-} rl_lowp_job;
-
-static void rl_lowp_work(void *p, int tid, int64_t reps) {
-    rl_lowp_job *job = p;
-    job->sinks[tid].value += rl_cpu_lowp_kernel(job->kernel, reps * RL_FMA_ITERS_PER_REP);
-}
-
-static void rl_lowp_member(rl_team *team, int tid, void *arg) {
-    rl_timed_runs(team, tid, &((rl_lowp_job *)arg)->tm, rl_lowp_work, arg);
-}
-
 int rl_cpu_lowp_peak(rl_lowp k, double seconds, int threads, int repeats, rl_stat stat, rl_fma_result *out,
                      rl_cpu_error *err) {
-    double start = rl_cpu_now();
     if (!rl_cpu_lowp_available(k)) {
         err->call = "rl_cpu_lowp_available";
         err->code = EINVAL;
         return -1;
     }
-    if (threads <= 0) {
-        threads = rl_cpu_count();
-    }
-    if (repeats < 1) {
-        repeats = 1;
-    }
-    rl_lowp_job job = {.kernel = k};
-    job.tm.min_seconds = seconds / (repeats + 1);
-    job.tm.repeats = repeats;
-    job.tm.times = calloc((size_t)repeats, sizeof(double));
-    job.tm.cpu_slot = calloc((size_t)threads, sizeof(double));
-    job.tm.shares = calloc((size_t)repeats, sizeof(double));
-    job.sinks = calloc((size_t)threads, sizeof(rl_sink));
-    int rc = -1;
-    if (job.tm.times == NULL || job.tm.cpu_slot == NULL || job.tm.shares == NULL || job.sinks == NULL) {
-        err->call = "calloc";
-        err->code = ENOMEM;
-    } else {
-        int pinned = 0;
-        rc = rl_team_run(threads, rl_lowp_member, &job, &pinned, err);
-        if (rc == 0) {
-            int64_t flop = job.tm.reps * RL_FMA_ITERS_PER_REP * rl_cpu_lowp_flop_per_iter(k) * (int64_t)threads;
-            double typical = rl_reduce_times(job.tm.times, repeats, stat);
-            out->flop_per_rep = flop;
-            out->flops = (double)flop / typical;
-            out->best_flops = (double)flop / job.tm.times[0];
-            out->threads = threads;
-            out->pinned = pinned;
-            out->repeats = repeats;
-            out->simd = rl_cpu_simd_best();
-            out->cpu_share = rl_median_share(&job.tm);
-            out->seconds = rl_cpu_now() - start;
-        }
-    }
-    free(job.tm.times);
-    free(job.tm.cpu_slot);
-    free(job.tm.shares);
-    free(job.sinks);
-    return rc;
+    rl_peak_job job = {.lowp = (int)k};
+    out->simd = rl_cpu_simd_best();
+    return rl_peak_run(&job, seconds, threads, repeats, stat, rl_cpu_lowp_flop_per_iter(k), out, err);
 }
 
 /* Per-thread layout of the bandwidth buffer: arrays of n doubles, array j starting at j * rl_bw_array_stride(n)

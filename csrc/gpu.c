@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "gpu.h"
+#include "rl_why.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -680,13 +681,7 @@ int rl_gpu_check_cubin(const void *data, size_t size, char *why, size_t why_size
     uint64_t phoff, shoff, i;
     unsigned phnum, shnum, phentsize, shentsize, machine;
 
-#define RL_BAD(...)                                                                                                \
-    do {                                                                                                           \
-        if (why != NULL && why_size > 0) {                                                                         \
-            snprintf(why, why_size, __VA_ARGS__);                                                                  \
-        }                                                                                                          \
-        return 0;                                                                                                  \
-    } while (0)
+#define RL_BAD(...) return rl_why(why, why_size, __VA_ARGS__)
 
     if (b == NULL || size < RL_ELF_HEADER) {
         RL_BAD("the cubin is %zu bytes, shorter than an ELF header (%d bytes)", size, RL_ELF_HEADER);

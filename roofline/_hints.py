@@ -497,6 +497,34 @@ def hints(report, accesses=None, min_share: float = 0.01) -> list[Hint]:
     return out
 
 
+def _advice_parts(report) -> tuple[list, list, list[str]]:
+    """What the advice sections show, gathered once for the text and the HTML view: (fusion-opportunity groups,
+    hints, problems). A failing opportunity finder or hint rule becomes a problem line: the report prints whatever
+    a rule does, and says what failed."""
+    groups: list = []
+    hs: list = []
+    problems: list[str] = []
+    if _dataflow.report_accesses(report) is not None:
+        try:
+            groups = _dataflow.group_opportunities(report.fusion_opportunities())
+        except Exception as exc:  # noqa: BLE001 - reported, see above
+            problems.append(f"fusion opportunities unavailable: {type(exc).__name__}: {exc}")
+    try:
+        hs = report.hints()
+    except Exception as exc:  # noqa: BLE001 - reported, see above
+        problems.append(f"hints unavailable: {type(exc).__name__}: {exc}")
+    return groups, hs, problems
+
+
+def _chain_names(group: dict) -> list[str]:
+    """The ops of an opportunity group without their namespace (``aten.add`` -> ``add``)."""
+    return [o.split(".")[1] if "." in o else o for o in group["ops"]]
+
+
+def _modules_list(group: dict, most: int) -> str:
+    return ", ".join(group["modules"][:most]) + (", ..." if len(group["modules"]) > most else "")
+
+
 def advice_text(report, top: int = 5) -> str:
     """The section ``print(r)`` adds after the op table: the largest fusion opportunities (grouped by op chain) and
     hints; empty when the report has neither (no records, or no access table and no hint)."""
@@ -504,38 +532,24 @@ def advice_text(report, top: int = 5) -> str:
         return ""
     from roofline._render import fmt
 
-    lines = []
-    groups = []
-    if _dataflow.report_accesses(report) is not None:
-        try:
-            groups = _dataflow.group_opportunities(report.fusion_opportunities())
-        except Exception as exc:  # as for the hints below: the summary prints, and says what failed
-            lines.append(f"fusion opportunities unavailable: {type(exc).__name__}: {exc}")
-        if groups:
-            saved_b = sum(g["saved_bytes"] for g in groups)
-            saved_t = sum(g["saved_s"] for g in groups if math.isfinite(g["saved_s"]))
-            n = sum(g["count"] for g in groups)
-            lines.append(f"fusion opportunities: {n} {'chain' if n == 1 else 'chains'} could each run as one "
-                         f"kernel, avoiding {fmt(saved_b, 'B')}" + (f" and {secs(saved_t)} at the roof"
-                                                                   if saved_t else ""))
-            for g in groups[:top]:
-                chain = " -> ".join(o.split(".")[1] if "." in o else o for o in g["ops"])
-                mods = ", ".join(g["modules"][:3]) + (", ..." if len(g["modules"]) > 3 else "")
-                lines.append(f"  {g['count']:>4} x {chain} ({g['kind']}, {g['phase']}): saves "
-                             f"{fmt(g['saved_bytes'], 'B')}" + (f", {secs(g['saved_s'])}"
-                                                                if math.isfinite(g["saved_s"]) else "")
-                             + f"; in {mods}")
-    try:
-        hs = report.hints()
-    except Exception as exc:  # the summary must print whatever a rule does: say so instead
-        lines.append(f"hints unavailable: {type(exc).__name__}: {exc}")
-        hs = []
+    groups, hs, problems = _advice_parts(report)
+    lines = list(problems)
+    if groups:
+        saved_b = sum(g["saved_bytes"] for g in groups)
+        saved_t = sum(g["saved_s"] for g in groups if math.isfinite(g["saved_s"]))
+        n = sum(g["count"] for g in groups)
+        lines.append(f"fusion opportunities: {n} {'chain' if n == 1 else 'chains'} could each run as one "
+                     f"kernel, avoiding {fmt(saved_b, 'B')}" + (f" and {secs(saved_t)} at the roof"
+                                                               if saved_t else ""))
+        for g in groups[:top]:
+            t = f", {secs(g['saved_s'])}" if math.isfinite(g["saved_s"]) else ""
+            lines.append(f"  {g['count']:>4} x {' -> '.join(_chain_names(g))} ({g['kind']}, {g['phase']}): saves "
+                         f"{fmt(g['saved_bytes'], 'B')}{t}; in {_modules_list(g, 3)}")
     if hs:
         if lines:
             lines.append("")
         lines.append("hints (most time saved first):")
-        for h in hs[:top]:
-            lines.append(f"  - {h}")
+        lines.extend(f"  - {h}" for h in hs[:top])
     return "\n".join(lines)
 
 
@@ -548,27 +562,14 @@ def advice_html(report, top: int = 3) -> str:
         return ""
     from roofline._render import fmt
 
-    items = []
-    if _dataflow.report_accesses(report) is not None:
-        try:
-            groups = _dataflow.group_opportunities(report.fusion_opportunities())
-        except Exception as exc:  # noqa: BLE001 - the view renders whatever fails, and says what
-            groups = []
-            items.append(f"fusion opportunities unavailable: {type(exc).__name__}: {exc}")
-        for g in groups[:top]:
-            chain = " &rarr; ".join(html.escape(o.split(".")[1] if "." in o else o) for o in g["ops"])
-            mods = ", ".join(g["modules"][:2]) + (", ..." if len(g["modules"]) > 2 else "")
-            items.append(f"<b>fuse</b> {g['count']} &times; {chain} ({html.escape(g['phase'])}): saves "
-                         f"{fmt(g['saved_bytes'], 'B')}" + (f", {secs(g['saved_s'])} at the roof"
-                                                             if math.isfinite(g["saved_s"]) else "")
-                         + f"; in {html.escape(mods)}")
-    try:
-        hs = report.hints()
-    except Exception as exc:  # noqa: BLE001
-        hs = []
-        items.append(html.escape(f"hints unavailable: {type(exc).__name__}: {exc}"))
-    for h in hs[:top]:
-        items.append(html.escape(str(h)))
+    groups, hs, problems = _advice_parts(report)
+    items = [html.escape(p) for p in problems]
+    for g in groups[:top]:
+        chain = " &rarr; ".join(html.escape(o) for o in _chain_names(g))
+        t = f", {secs(g['saved_s'])} at the roof" if math.isfinite(g["saved_s"]) else ""
+        items.append(f"<b>fuse</b> {g['count']} &times; {chain} ({html.escape(g['phase'])}): saves "
+                     f"{fmt(g['saved_bytes'], 'B')}{t}; in {html.escape(_modules_list(g, 2))}")
+    items.extend(html.escape(str(h)) for h in hs[:top])
     if not items:
         return ""
     lis = "".join(f"<li>{x}</li>" for x in items)

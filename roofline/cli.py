@@ -7,8 +7,8 @@ Commands (every option is described in docs/cli.md):
   state (warm-up steps uncounted), and print the report; ``--decode`` for a language model's decode step.
 * ``merge``: the per-rank reports of a distributed job (``Report.to_json`` files) as one merged table.
 
-Each command is a ``_add_<name>(subparsers)`` function that registers its parser and sets ``func``; a new command
-adds one such function and one line in ``build_parser``.
+Each command is a ``_add_<name>(subparsers)`` function that registers its parser and sets ``func`` (most through
+``_add_command``); a new command adds one such function and one line in ``build_parser``.
 """
 
 from __future__ import annotations
@@ -61,19 +61,31 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 # ---- ceilings ----
 
 
+def _add_command(subparsers: argparse._SubParsersAction, name: str, func, summary: str, description: str,
+                 options: Sequence[tuple[tuple[str, ...], dict]]) -> None:
+    """Register the sub-command ``name``: its one-line ``summary`` (``roofline --help``), ``description``
+    (``roofline NAME --help``), its ``options`` as (flags, ``add_argument`` keywords) and the function it runs."""
+    p = subparsers.add_parser(name, help=summary, description=description)
+    for flags, kwargs in options:
+        p.add_argument(*flags, **kwargs)
+    p.set_defaults(func=func)
+
+
+_FLAG = {"action": "store_true"}
+
+
 def _add_ceilings(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "ceilings",
-        help="measure and print the machine's ceilings (peak FLOP/s per unit and dtype, bandwidth per level)",
-        description="Measure the ceilings of a device, or load them from the cache, and print them next to the "
+    _add_command(
+        subparsers, "ceilings", _cmd_ceilings,
+        "measure and print the machine's ceilings (peak FLOP/s per unit and dtype, bandwidth per level)",
+        "Measure the ceilings of a device, or load them from the cache, and print them next to the "
         "datasheet figures (for a CPU: the theoretical peak from clock x SIMD width x FMA units).",
+        [(("--device",), {"default": "cpu", "help": "'cpu' (default), 'cuda' or 'cuda:N'"}),
+         (("--json",), {**_FLAG, "help": "print the ceilings as JSON instead of a table"}),
+         (("--refresh",), {**_FLAG, "help": "re-measure even when cached ceilings exist"}),
+         (("--thorough",), {**_FLAG, "help": "more sizes and repeats (slower) instead of the quick run"}),
+         (("--methods",), {**_FLAG, "help": "also print how each ceiling was measured"})],
     )
-    p.add_argument("--device", default="cpu", help="'cpu' (default), 'cuda' or 'cuda:N'")
-    p.add_argument("--json", action="store_true", help="print the ceilings as JSON instead of a table")
-    p.add_argument("--refresh", action="store_true", help="re-measure even when cached ceilings exist")
-    p.add_argument("--thorough", action="store_true", help="more sizes and repeats (slower) instead of the quick run")
-    p.add_argument("--methods", action="store_true", help="also print how each ceiling was measured")
-    p.set_defaults(func=_cmd_ceilings)
 
 
 class _Progress:
@@ -131,15 +143,14 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _add_merge(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "merge",
-        help="merge the per-rank reports of a distributed job",
-        description="Read the reports each rank saved with Report.to_json and print the per-rank table (compute "
+    _add_command(
+        subparsers, "merge", _cmd_merge,
+        "merge the per-rank reports of a distributed job",
+        "Read the reports each rank saved with Report.to_json and print the per-rank table (compute "
         "and communication), the totals over the ranks and the slowest rank (see docs/distributed.md).",
+        [(("reports",), {"nargs": "+", "help": "report files, one per rank (e.g. rank*.json)"}),
+         (("-o", "--output"), {"default": None, "help": "also write the merged reports as JSON to this path"})],
     )
-    p.add_argument("reports", nargs="+", help="report files, one per rank (e.g. rank*.json)")
-    p.add_argument("-o", "--output", default=None, help="also write the merged reports as JSON to this path")
-    p.set_defaults(func=_cmd_merge)
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
