@@ -229,6 +229,15 @@ def analytic_calls():
         ("_fused_adam_", [[T(10)], [T(10)], [T(10)], [T(10)], [], [T()], 1e-3, 0.9, 0.999, 0.0, 1e-8, False, False],
          None),
     ]
+    # FFTs: real to complex (half spectrum), complex to real scaled by 1/n, complex over two dims (48 points, not a
+    # power of two), a dimension named twice (refused)
+    c64 = "complex64"
+    calls += [
+        ("_fft_r2c", [T(4, 64), [1], 0, True], T(4, 33, dtype=c64)),
+        ("_fft_c2r", [T(4, 33, dtype=c64), [-1], 2, 64], T(4, 64)),
+        ("_fft_c2c", [T(3, 3, 16, dtype=c64), [1, 2], 1, True], T(3, 3, 16, dtype=c64)),
+        ("_fft_c2c", [T(3, 3, 16, dtype=c64), [1, -2], 0, True], T(3, 3, 16, dtype=c64)),
+    ]
     # _grouped_mm, its four layouts: rows, batch, columns or K split into 3 groups; with and without a bias
     offs = T(3, dtype="int32")
     calls += [

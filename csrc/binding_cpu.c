@@ -530,11 +530,11 @@ static PyObject *cpu_lowp_kernels(PyObject *module, PyObject *args, PyObject *kw
     } else if (rl_parse_features(features_obj, &f) < 0) {
         return NULL;
     }
-    PyObject *out = PyTuple_New(RL_LOWP_COUNT);
+    PyObject *out = PyTuple_New(rl_cpu_lowp_count());
     if (out == NULL) {
         return NULL;
     }
-    for (int k = 0; k < RL_LOWP_COUNT; k++) {
+    for (int k = 0; k < rl_cpu_lowp_count(); k++) {
         char why[256];
         int ok = rl_cpu_lowp_check((rl_lowp)k, &f, why, sizeof(why));
         PyObject *entry = Py_BuildValue(

@@ -854,6 +854,77 @@ static int cost_ewise(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     return cost_copy(op, c, r, ov);
 }
 
+/* FFT: the conventional count of a fast Fourier transform, 5 N log2 N real FLOPs per complex transform of N points
+ * and half that when one side is real (r2c, c2r), for every signal the transform covers: N is the product of the
+ * transformed dimensions' sizes on the full side (the real tensor of a real transform; the half spectrum is
+ * smaller), signals = numel / N. A normalized transform (normalization != 0) adds one multiply per real component
+ * of the result. Counted as vector FLOPs in the real dtype of the complex side (complex64 work is float32 work). */
+/* log2 of a positive integer without libm (the cost model links against libc only): the integer part from the
+ * highest set bit, the fraction bit by bit from repeated squaring of the mantissa in [1, 2). Exact for powers of
+ * two, within a few ulps otherwise. */
+static double log2_u64(uint64_t v) {
+    int e = 0;
+    while (e < 63 && (v >> (e + 1)) != 0) {
+        e++;
+    }
+    double m = (double)v / (double)(UINT64_C(1) << e), frac = 0.0, bit = 0.5;
+    for (int i = 0; i < 53 && m != 1.0; i++, bit *= 0.5) {
+        m *= m;
+        if (m >= 2.0) {
+            m *= 0.5;
+            frac += bit;
+        }
+    }
+    return (double)e + frac;
+}
+
+static int is_complex(int dt) { return dt == RL_DT_COMPLEX64 || dt == RL_DT_COMPLEX128 || dt == RL_DT_COMPLEX32; }
+
+static int cost_fft(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
+    const rl_tensor *in = first_tensor(c), *out = first_out(c);
+    const rl_arg *dims = arg(c, pos_param(op, RL_P_DIM));
+    if (!in || !out || (dims->type != RL_ARG_INTLIST && dims->type != RL_ARG_INT)) {
+        return RL_E_ARGS;
+    }
+    int cin = is_complex(in->dtype), cout = is_complex(out->dtype);
+    const rl_tensor *full = !cin ? in : (!cout ? out : in);
+    int nd = dims->type == RL_ARG_INT ? 1 : dims->count;
+    if ((!cin && !cout) || nd < 1 || full->ndim < 1 || full->ndim > RL_MAX_DIMS) {
+        return RL_E_ARGS;
+    }
+    uint64_t n = 1;
+    uint32_t seen = 0;
+    double log2n = 0.0;
+    for (int k = 0; k < nd; k++) {
+        int64_t d = dims->type == RL_ARG_INT ? dims->i : c->ints[dims->first + k];
+        d = d < 0 ? d + full->ndim : d;
+        if (d < 0 || d >= full->ndim || (seen >> d) & 1u) {
+            return RL_E_SHAPE;
+        }
+        seen |= 1u << d;
+        int64_t len = full->size[d];
+        n = mul(n, len > 0 ? (uint64_t)len : 0, ov);
+        log2n += len > 1 ? log2_u64((uint64_t)len) : 0.0;
+    }
+    uint64_t numel = rl_numel(full, ov);
+    if (n > 0 && numel > 0) {
+        double f = (double)(numel / n) * (double)n * log2n * (cin && cout ? 5.0 : 2.5);
+        if (f >= 18446744073709551616.0) { /* 2^64 */
+            *ov = 1;
+        } else {
+            r->vector = (uint64_t)(f + 0.5);
+        }
+    }
+    if (int_arg(c, pos_param(op, RL_P_NORMALIZATION), 0) != 0) {
+        r->vector = add(r->vector, mul(rl_numel(out, ov), cout ? 2 : 1, ov), ov);
+    }
+    generic_bytes(op, c, r, ov);
+    int complex_side = cin ? in->dtype : out->dtype;
+    r->dtype = complex_side == RL_DT_COMPLEX128 ? RL_DT_FLOAT64
+                                                : (complex_side == RL_DT_COMPLEX64 ? RL_DT_FLOAT32 : RL_DT_FLOAT16);
+    return RL_OK;
+}
+
 /* EWISE_IN and FOREACH: flops / special per element of argument `of`, else of the first tensor (list) argument. */
 static int cost_ewise_in(const rl_op *op, const rl_call *c, rl_cost *r, int *ov) {
     int first = pos_param(op, RL_P_OF);

@@ -98,7 +98,9 @@ typedef struct {
     X(STRIDE, "stride", RL_PT_ARG, "stride")           /* an empty list means stride = kernel */                    \
     X(PADDING, "padding", RL_PT_ARG, "padding")                                                                      \
     X(TARGET, "target", RL_PT_ARG_REQUIRED, "target")  /* at position 1 (forward) the input is gathered */          \
-    X(PER_TARGET, "per_target", RL_PT_COUNT, NULL)     /* vector FLOPs per target */
+    X(PER_TARGET, "per_target", RL_PT_COUNT, NULL)     /* vector FLOPs per target */                                \
+    X(DIM, "dim", RL_PT_ARG_REQUIRED, "dim")           /* int list: the dimensions an FFT transforms */             \
+    X(NORMALIZATION, "normalization", RL_PT_ARG, "normalization") /* int: 0 none, else a scale per output */
 
 typedef enum { RL_PT_COUNT = 0, RL_PT_FLAG, RL_PT_ARG, RL_PT_ARG_REQUIRED } rl_ptype;
 
@@ -129,7 +131,8 @@ typedef enum { RL_PARAMS(RL_PARAM_ENUM_) RL_P_COUNT } rl_param;
  *   NLL        nll_loss forward (target at 1: reads target, weight and one input element per target) and backward
  *   FOREACH    _foreach_* and fused optimizers: flops/special per element of the first list
  *   MHA        _native_multi_head_attention(q, k, v, embed_dim, num_head, ...): projections and attention
- *   GROUPED_MM _grouped_mm(a, b, offs, bias, ...): one product per group (mixture-of-experts layers) */
+ *   GROUPED_MM _grouped_mm(a, b, offs, bias, ...): one product per group (mixture-of-experts layers)
+ *   FFT        _fft_r2c / _fft_c2r / _fft_c2c(x, dim, normalization, ...): 5 N log2 N per complex transform */
 #define RL_KINDS(X)                                                                                                  \
     X(ZERO, "zero", 0, cost_zero)                                                                                    \
     X(COPY, "copy", 0, cost_copy)                                                                                    \
@@ -150,7 +153,8 @@ typedef enum { RL_PARAMS(RL_PARAM_ENUM_) RL_P_COUNT } rl_param;
     X(NLL, "nll", RL_P(TARGET) | RL_P(PER_TARGET), cost_nll)                                                         \
     X(FOREACH, "foreach", RL_P_PER_ELEMENT | RL_P(OF), cost_ewise_in)                                                \
     X(MHA, "mha", RL_P(EMBED_DIM) | RL_P(NUM_HEADS), cost_mha)                                                       \
-    X(GROUPED_MM, "grouped_mm", RL_P(BIAS), cost_grouped_mm)
+    X(GROUPED_MM, "grouped_mm", RL_P(BIAS), cost_grouped_mm)                                                      \
+    X(FFT, "fft", RL_P(DIM) | RL_P(NORMALIZATION), cost_fft)
 
 #define RL_KIND_ENUM_(id, name, params, formula) RL_K_##id,
 typedef enum { RL_KINDS(RL_KIND_ENUM_) RL_K_COUNT } rl_kind;

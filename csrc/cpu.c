@@ -732,80 +732,6 @@ RL_AMX_KERNEL(rl_lowp_amx_int8, "amx-tile,amx-int8", int32_t, t, memset(opa, rl_
               memset(opb, rl_lowp_int_one, sizeof(opb)), RL_AMX_DP_INT8)
 #endif
 
-/* The table. flop: operations per loop iteration of one thread (all accumulators). */
-static const struct {
-    const char *name;
-    const char *instruction;
-    rl_dtype dtype;
-    int accumulators;
-    int64_t flop_per_iter;
-    rl_lowp_fn fn;
-} rl_lowp_table[RL_LOWP_COUNT] = {
-    /* 16 fp32 lanes x 2 bf16 products each: 2 multiplies + 2 adds per lane */
-    [RL_LOWP_AVX512_BF16] = {"avx512_bf16", "vdpbf16ps zmm", RL_DT_BFLOAT16, RL_FMA_CHAINS, RL_FMA_CHAINS * 16 * 4,
-#ifdef RL_HAVE_AVX512_BF16
-                             rl_lowp_avx512_bf16
-#else
-                             NULL
-#endif
-    },
-    /* 32 fp16 lanes, one FMA each */
-    [RL_LOWP_AVX512_FP16] = {"avx512_fp16", "vfmadd231ph zmm", RL_DT_FLOAT16, RL_FMA_CHAINS, RL_FMA_CHAINS * 32 * 2,
-#ifdef RL_HAVE_AVX512_FP16
-                             rl_lowp_avx512_fp16
-#else
-                             NULL
-#endif
-    },
-    /* 16 int32 lanes x 4 byte products each */
-    [RL_LOWP_AVX512_VNNI] = {"avx512_vnni", "vpdpbusd zmm", RL_DT_INT8, RL_FMA_CHAINS, RL_FMA_CHAINS * 16 * 8,
-#ifdef RL_HAVE_AVX512_VNNI
-                             rl_lowp_avx512_vnni
-#else
-                             NULL
-#endif
-    },
-    /* 4 tiles x (16 x 16 outputs x 32 bf16 products) multiply-adds */
-    [RL_LOWP_AMX_BF16] = {"amx_bf16", "tdpbf16ps", RL_DT_BFLOAT16, 4, 4LL * 16 * 16 * 32 * 2,
-#ifdef RL_HAVE_AMX
-                          rl_lowp_amx_bf16
-#else
-                          NULL
-#endif
-    },
-    /* 4 tiles x (16 x 16 outputs x 64 int8 products) multiply-adds */
-    [RL_LOWP_AMX_INT8] = {"amx_int8", "tdpbssd", RL_DT_INT8, 4, 4LL * 16 * 16 * 64 * 2,
-#ifdef RL_HAVE_AMX
-                          rl_lowp_amx_int8
-#else
-                          NULL
-#endif
-    },
-};
-
-static int rl_lowp_valid(rl_lowp k) { return k >= 0 && k < RL_LOWP_COUNT; }
-
-const char *rl_cpu_lowp_name(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].name : NULL; }
-const char *rl_cpu_lowp_instruction(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].instruction : NULL; }
-rl_dtype rl_cpu_lowp_dtype(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].dtype : RL_DT_UNKNOWN; }
-int64_t rl_cpu_lowp_flop_per_iter(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].flop_per_iter : 0; }
-int rl_cpu_lowp_accumulators(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].accumulators : 0; }
-
-int rl_cpu_lowp_find(const char *name) {
-    for (int k = 0; name != NULL && k < RL_LOWP_COUNT; k++) {
-        if (strcmp(name, rl_lowp_table[k].name) == 0) {
-            return k;
-        }
-    }
-    return -1;
-}
-
-double rl_cpu_lowp_kernel(rl_lowp k, int64_t iters) {
-    if (!rl_lowp_valid(k) || rl_lowp_table[k].fn == NULL) {
-        return NAN;
-    }
-    return rl_lowp_table[k].fn(iters);
-}
 
 /* Feature bits (cpuid leaf 7 unless noted) and XCR0 state components. */
 #define RL_CPUID1_ECX_OSXSAVE (1u << 27)
@@ -822,6 +748,88 @@ double rl_cpu_lowp_kernel(rl_lowp k, int64_t iters) {
 #define RL_ARCH_REQ_XCOMP_PERM 0x1023
 #define RL_XFEATURE_XTILEDATA 18
 
+/* The kernels absent from this build (the compiler cannot emit their instructions) have no function. */
+#ifndef RL_HAVE_AVX512_BF16
+#define rl_lowp_avx512_bf16 NULL
+#endif
+#ifndef RL_HAVE_AVX512_FP16
+#define rl_lowp_avx512_fp16 NULL
+#endif
+#ifndef RL_HAVE_AVX512_VNNI
+#define rl_lowp_avx512_vnni NULL
+#endif
+#ifndef RL_HAVE_AMX
+#define rl_lowp_amx_bf16 NULL
+#define rl_lowp_amx_int8 NULL
+#endif
+
+/* The cpuid registers a kernel's feature bit can be in (fields of rl_cpu_features). */
+typedef enum { RL_REG_7_ECX, RL_REG_7_EDX, RL_REG_7_1_EAX } rl_feature_reg;
+
+static uint32_t rl_feature_word(const rl_cpu_features *f, rl_feature_reg reg) {
+    return reg == RL_REG_7_ECX ? f->leaf7_ecx : (reg == RL_REG_7_EDX ? f->leaf7_edx : f->leaf7_1_eax);
+}
+
+/* The low-precision kernels: the only list of them (an rl_lowp is an index here; Python reads the table through
+ * _core.cpu_lowp_kernels()). flop_per_iter: operations per loop iteration of one thread (all accumulators);
+ * feature/reg/bit: the cpuid flag the CPU must have (besides AVX512F, or AMX-TILE for `amx` kernels); build: what
+ * the compiler needs to emit the kernel. A new kernel is a function above and a row here. */
+static const struct {
+    const char *name;
+    const char *instruction;
+    rl_dtype dtype;
+    int accumulators;
+    int64_t flop_per_iter;
+    rl_lowp_fn fn;
+    const char *feature;
+    rl_feature_reg reg;
+    uint32_t bit;
+    int amx;
+    const char *build;
+} rl_lowp_table[] = {
+    /* 16 fp32 lanes x 2 bf16 products each: 2 multiplies + 2 adds per lane */
+    {"avx512_bf16", "vdpbf16ps zmm", RL_DT_BFLOAT16, RL_FMA_CHAINS, RL_FMA_CHAINS * 16 * 4, rl_lowp_avx512_bf16,
+     "AVX512_BF16", RL_REG_7_1_EAX, RL_CPUID7_1_EAX_AVX512_BF16, 0, "AVX512-BF16 needs GCC 10 or clang 9"},
+    /* 32 fp16 lanes, one FMA each */
+    {"avx512_fp16", "vfmadd231ph zmm", RL_DT_FLOAT16, RL_FMA_CHAINS, RL_FMA_CHAINS * 32 * 2, rl_lowp_avx512_fp16,
+     "AVX512_FP16", RL_REG_7_EDX, RL_CPUID7_EDX_AVX512_FP16, 0, "AVX512-FP16 needs GCC 12 or clang 15"},
+    /* 16 int32 lanes x 4 byte products each */
+    {"avx512_vnni", "vpdpbusd zmm", RL_DT_INT8, RL_FMA_CHAINS, RL_FMA_CHAINS * 16 * 8, rl_lowp_avx512_vnni,
+     "AVX512_VNNI", RL_REG_7_ECX, RL_CPUID7_ECX_AVX512_VNNI, 0, "AVX512-VNNI needs GCC 8 or clang 6"},
+    /* 4 tiles x (16 x 16 outputs x 32 bf16 products) multiply-adds */
+    {"amx_bf16", "tdpbf16ps", RL_DT_BFLOAT16, 4, 4LL * 16 * 16 * 32 * 2, rl_lowp_amx_bf16, "AMX-BF16", RL_REG_7_EDX,
+     RL_CPUID7_EDX_AMX_BF16, 1, "AMX needs GCC 11 or clang 12, x86-64 and Linux"},
+    /* 4 tiles x (16 x 16 outputs x 64 int8 products) multiply-adds */
+    {"amx_int8", "tdpbssd", RL_DT_INT8, 4, 4LL * 16 * 16 * 64 * 2, rl_lowp_amx_int8, "AMX-INT8", RL_REG_7_EDX,
+     RL_CPUID7_EDX_AMX_INT8, 1, "AMX needs GCC 11 or clang 12, x86-64 and Linux"},
+};
+#define RL_LOWP_N ((int)(sizeof(rl_lowp_table) / sizeof(rl_lowp_table[0])))
+
+int rl_cpu_lowp_count(void) { return RL_LOWP_N; }
+static int rl_lowp_valid(rl_lowp k) { return k >= 0 && k < RL_LOWP_N; }
+
+const char *rl_cpu_lowp_name(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].name : NULL; }
+const char *rl_cpu_lowp_instruction(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].instruction : NULL; }
+rl_dtype rl_cpu_lowp_dtype(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].dtype : RL_DT_UNKNOWN; }
+int64_t rl_cpu_lowp_flop_per_iter(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].flop_per_iter : 0; }
+int rl_cpu_lowp_accumulators(rl_lowp k) { return rl_lowp_valid(k) ? rl_lowp_table[k].accumulators : 0; }
+
+int rl_cpu_lowp_find(const char *name) {
+    for (int k = 0; name != NULL && k < RL_LOWP_N; k++) {
+        if (strcmp(name, rl_lowp_table[k].name) == 0) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+double rl_cpu_lowp_kernel(rl_lowp k, int64_t iters) {
+    if (!rl_lowp_valid(k) || rl_lowp_table[k].fn == NULL) {
+        return NAN;
+    }
+    return rl_lowp_table[k].fn(iters);
+}
+
 #define RL_WHY(...) return rl_why(why, cap, __VA_ARGS__)
 
 int rl_cpu_lowp_check(rl_lowp k, const rl_cpu_features *f, char *why, size_t cap) {
@@ -836,23 +844,13 @@ int rl_cpu_lowp_check(rl_lowp k, const rl_cpu_features *f, char *why, size_t cap
         RL_WHY("%s: not an x86-64 CPU (no kernel for this architecture)", name);
     }
     if (rl_lowp_table[k].fn == NULL) {
-        static const char *const needs[RL_LOWP_COUNT] = {
-            "AVX512-BF16 needs GCC 10 or clang 9", "AVX512-FP16 needs GCC 12 or clang 15",
-            "AVX512-VNNI needs GCC 8 or clang 6", "AMX needs GCC 11 or clang 12, x86-64 and Linux",
-            "AMX needs GCC 11 or clang 12, x86-64 and Linux"};
-        RL_WHY("%s: this build has no %s kernel (%s)", name, name, needs[k]);
+        RL_WHY("%s: this build has no %s kernel (%s)", name, name, rl_lowp_table[k].build);
     }
-    int amx = k == RL_LOWP_AMX_BF16 || k == RL_LOWP_AMX_INT8;
-    if (!amx) {
-        static const char *const flag[] = {"AVX512_BF16", "AVX512_FP16", "AVX512_VNNI"};
-        int has = 0;
-        switch (k) {
-        case RL_LOWP_AVX512_BF16: has = (f->leaf7_1_eax & RL_CPUID7_1_EAX_AVX512_BF16) != 0; break;
-        case RL_LOWP_AVX512_FP16: has = (f->leaf7_edx & RL_CPUID7_EDX_AVX512_FP16) != 0; break;
-        default: has = (f->leaf7_ecx & RL_CPUID7_ECX_AVX512_VNNI) != 0; break;
-        }
+    const char *feature = rl_lowp_table[k].feature;
+    int has = (rl_feature_word(f, rl_lowp_table[k].reg) & rl_lowp_table[k].bit) != 0;
+    if (!rl_lowp_table[k].amx) {
         if (!(f->leaf7_ebx & RL_CPUID7_EBX_AVX512F) || !has) {
-            RL_WHY("%s: the CPU does not support %s%s (cpuid)", name, flag[k],
+            RL_WHY("%s: the CPU does not support %s%s (cpuid)", name, feature,
                    (f->leaf7_ebx & RL_CPUID7_EBX_AVX512F) ? "" : " (no AVX-512F)");
         }
         if (!(f->leaf1_ecx & RL_CPUID1_ECX_OSXSAVE) || (f->xcr0 & RL_XCR0_AVX512) != RL_XCR0_AVX512) {
@@ -861,9 +859,8 @@ int rl_cpu_lowp_check(rl_lowp k, const rl_cpu_features *f, char *why, size_t cap
         }
         return 1;
     }
-    uint32_t need = k == RL_LOWP_AMX_BF16 ? RL_CPUID7_EDX_AMX_BF16 : RL_CPUID7_EDX_AMX_INT8;
-    if (!(f->leaf7_edx & RL_CPUID7_EDX_AMX_TILE) || !(f->leaf7_edx & need)) {
-        RL_WHY("%s: the CPU has no AMX (%s) tiles (cpuid)", name, k == RL_LOWP_AMX_BF16 ? "AMX-BF16" : "AMX-INT8");
+    if (!(f->leaf7_edx & RL_CPUID7_EDX_AMX_TILE) || !has) {
+        RL_WHY("%s: the CPU has no AMX (%s) tiles (cpuid)", name, feature);
     }
     if (!(f->leaf1_ecx & RL_CPUID1_ECX_OSXSAVE) || (f->xcr0 & RL_XCR0_AMX) != RL_XCR0_AMX) {
         RL_WHY("%s: the OS has not enabled the AMX tile state (XCR0 = 0x%llx)", name, (unsigned long long)f->xcr0);
@@ -921,12 +918,12 @@ void rl_cpu_features_get(rl_cpu_features *out) {
 }
 
 static pthread_once_t rl_lowp_once = PTHREAD_ONCE_INIT;
-static int rl_lowp_ok[RL_LOWP_COUNT];
+static int rl_lowp_ok[sizeof(rl_lowp_table) / sizeof(rl_lowp_table[0])];
 
 static void rl_lowp_detect(void) {
     rl_cpu_features f;
     rl_cpu_features_get(&f);
-    for (int k = 0; k < RL_LOWP_COUNT; k++) {
+    for (int k = 0; k < RL_LOWP_N; k++) {
         rl_lowp_ok[k] = rl_cpu_lowp_check((rl_lowp)k, &f, NULL, 0);
     }
 }

@@ -168,14 +168,12 @@ rl_bw_kernel rl_cpu_bw_kernel_find(const char *name);
  * depends on the build (the compiler must emit it), the CPU (cpuid), the OS (XCR0 state enabled through XSAVE)
  * and, for AMX, the kernel's permission for the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM). Nothing is
  * assumed: rl_cpu_lowp_check says which of these failed. */
-typedef enum {
-    RL_LOWP_AVX512_BF16 = 0,
-    RL_LOWP_AVX512_FP16 = 1,
-    RL_LOWP_AVX512_VNNI = 2,
-    RL_LOWP_AMX_BF16 = 3,
-    RL_LOWP_AMX_INT8 = 4,
-    RL_LOWP_COUNT = 5
-} rl_lowp;
+/* A kernel: an index into cpu.c's table of them, 0 .. rl_cpu_lowp_count() - 1 (rl_cpu_lowp_find gives the index of
+ * a name). The table is the only list of the kernels: a new one is a function and a row in cpu.c. */
+typedef int rl_lowp;
+
+/* How many kernels the table has (whether or not this build or machine can run them). */
+int rl_cpu_lowp_count(void);
 
 /* What decides whether a low-precision kernel can run, as read from the machine (rl_cpu_features_get) or given
  * by a test. cpuid registers are 0 where the leaf does not exist. */
@@ -218,7 +216,7 @@ int rl_cpu_lowp_find(const char *name);
 /* Run kernel `k` on this thread for `iters` loop iterations and return the sum of its accumulators; NaN when the
  * build has no such kernel or `k` is invalid. The caller must have checked rl_cpu_lowp_available(k) (the
  * instruction faults otherwise). Accumulators start from distinct values and every iteration adds a fixed amount
- * (see RL_LOWP_* below), so tests can compute the result:
+ * (below), so tests can compute the result:
  *   avx512_bf16: 12 zmm chains of 16 fp32 lanes, x0 = 1 + c/128, each iteration adds 2 x (1.0 x 2^-10) = 2^-9
  *   avx512_fp16: 12 zmm chains of 32 fp16 lanes, x <- x*m + a as the FMA kernels (m = 1 - 2^-10, a = 2^-10);
  *                fp16 rounding stalls the chains, so every lane stays within [1, x0]

@@ -238,6 +238,7 @@ _put("addmv", _e("ewise_in", 2, of="mat"))
 _put("addr", _e("ewise", 2))
 _put("_scaled_mm", _e("scaled_mm"))
 _put("_grouped_mm", _e("grouped_mm"))  # mixture-of-experts: one product per group of rows, columns or K
+_put("_fft_r2c _fft_c2r _fft_c2c", _e("fft"))  # 5 N log2 N per complex transform (half with a real side)
 _put("convolution _convolution convolution_overrideable", _e("conv"))
 _put("cudnn_convolution _slow_conv2d_forward mkldnn_convolution slow_conv_dilated2d slow_conv3d_forward", _e("conv"))
 _put("_conv_depthwise2d", _e("conv", depthwise=True))  # no groups argument: one group per input channel

@@ -157,7 +157,7 @@ def test_table_has_at_least_40_cases():
         entry = _registry.lookup(f"{ns}::{name}", overload)
         assert entry is not None, f"{op} has no formula"
         kinds.add(entry.kind)  # the kind's name
-    elsewhere = {"conv_bwd", "mha", "attn_bwd", "scaled_mm", "grouped_mm"}  # each has tests of its own
+    elsewhere = {"conv_bwd", "mha", "attn_bwd", "scaled_mm", "grouped_mm", "fft"}  # each has tests of its own
     assert set(_registry.KIND_NAMES.values()) - elsewhere <= kinds
 
 
@@ -202,7 +202,7 @@ def test_kind_codes_are_stable():
     assert names[:20] == ["zero", "copy", "fill", "ewise", "ewise_in", "mm", "addmm", "bmm", "baddbmm", "scaled_mm",
                           "conv", "conv_bwd", "attn", "attn_bwd", "gather", "pool", "nll", "foreach", "mha",
                           "grouped_mm"]
-    assert _core.K_CONV == 10 and _core.K_GROUPED_MM == 19
+    assert _core.K_CONV == 10 and _core.K_GROUPED_MM == 19 and _core.K_FFT == 20
     assert _registry.KIND_NAMES[12] == "attn" and _registry.KINDS_BY_NAME["nll"] == 16
 
 
@@ -374,3 +374,33 @@ def test_grouped_mm_forward_and_backward():
                       out=(48, 32))
     assert (c.matrix_flops, c.vector_flops, c.flop_counter_flops) == (2 * 48 * 16 * 32, 0, 0)
     assert (c.bytes_read, c.bytes_written) == (48 * 16 * 2 + 3 * 16 * 32 * 2 + 3 * 4, 48 * 32 * 2)
+
+
+def test_fft_forward_backward_and_cost():
+    """FFTs (the `fft` kind): 5 N log2 N real FLOPs per complex transform of N points, half that when one side is
+    real, plus one multiply per real output component when the transform is scaled. rfft of (4, 64): 4 signals x
+    2.5 x 64 x 6 = 3840; irfft back to 64 points, scaled by 1/64 (torch's default "backward" norm): 3840 + 256;
+    fft2 of (3, 8, 16) complex64 over the last two dims: 3 signals of 128 points, 3 x 5 x 128 x 7 = 13440.
+    Complex64 work is float32 work. The backward pass (transforms again) has no unknown op."""
+    x = rnd(4, 64).requires_grad_()
+    zc = torch.complex(rnd(3, 8, 16), rnd(3, 8, 16))
+    with roofline.measure() as r:
+        s = torch.fft.rfft(x)
+        y = torch.fft.irfft(s, n=64)
+        torch.fft.fft2(zc)
+        y.sum().backward()
+    fwd = r.by_op(phase="forward")
+    r2c, c2r, c2c = (fwd[f"aten._fft_{k}.default"] for k in ("r2c", "c2r", "c2c"))
+    assert (r2c["calls"], r2c["vector_flops"], r2c["matrix_flops"]) == (1, 3840, 0)
+    assert (r2c["bytes_read"], r2c["bytes_written"]) == (4 * 64 * 4, 4 * 33 * 8)
+    assert (c2r["calls"], c2r["vector_flops"]) == (1, 3840 + 4 * 64)
+    assert (c2c["calls"], c2c["vector_flops"]) == (1, 3 * 5 * 128 * 7)
+    assert r.by_phase()["backward"]["vector_flops"] > 0
+    assert r.unknown_ops == {} and r.errors == {}
+    c = roofline.cost("_fft_r2c", (4, 64), [1], 0, True, out=roofline.TensorSpec((4, 33), "complex64"))
+    assert (c.matrix_flops, c.vector_flops, c.bytes_read, c.bytes_written) == (0, 3840, 4 * 64 * 4, 4 * 33 * 8)
+    c = roofline.cost("_fft_c2r", roofline.TensorSpec((4, 33), "complex64"), [1], 2, 64, out=(4, 64))
+    assert c.vector_flops == 3840 + 4 * 64
+    c = roofline.cost("_fft_c2c", roofline.TensorSpec((3, 8, 16), "complex64"), [1, 2], 0, True,
+                      out=roofline.TensorSpec((3, 8, 16), "complex64"))
+    assert c.vector_flops == 3 * 5 * 128 * 7 and c.dtype == "float32"

@@ -489,8 +489,60 @@ static void test_grouped_mm(void) {
     CHECK_EQ(rl_cost_eval(&op, &cb, &r), RL_E_ARGS);
 }
 
+/* FFT (5 N log2 N real FLOPs per complex transform of N points, half that with a real side): rfft of (4, 64)
+ * float32 over dim 1 is 4 signals x 2.5 x 64 x log2 64 = 3840 FLOPs, reading 4*64*4 bytes and writing the (4, 33)
+ * complex64 half spectrum, 4*33*8 bytes. */
+static void test_fft(void) {
+    int64_t dims[2] = {1, 0};
+    rl_tensor in = tensor(RL_DT_FLOAT32, 2, (int64_t[]){4, 64});
+    rl_tensor out = tensor(RL_DT_COMPLEX64, 2, (int64_t[]){4, 33});
+    rl_call c = {.nargs = 3, .tensors = &in, .ints = dims, .nouts = 1, .outs = &out};
+    set_tensor_arg(&c, 0, 0);
+    c.args[1] = (rl_arg){RL_ARG_INTLIST, 0, 1, 0, 0.0}; /* dim = [1] */
+    c.args[2] = (rl_arg){RL_ARG_INT, 0, 0, 0, 0.0};     /* normalization: none */
+    rl_op op = make_op(RL_K_FFT, RL_P_DIM, (int64_t)1, RL_P_NORMALIZATION, (int64_t)2, -1);
+    rl_cost r;
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_OK);
+    CHECK_EQ(r.vector, 3840);
+    CHECK_EQ(r.matrix, 0);
+    CHECK_EQ(r.bytes_read, 4 * 64 * 4);
+    CHECK_EQ(r.bytes_written, 4 * 33 * 8);
+    CHECK_EQ(r.dtype, RL_DT_FLOAT32);
+    /* c2r back, scaled by 1/n: the full side is now the real output (4, 64); 3840 + one multiply per output */
+    in = tensor(RL_DT_COMPLEX64, 2, (int64_t[]){4, 33});
+    out = tensor(RL_DT_FLOAT32, 2, (int64_t[]){4, 64});
+    c.args[2].i = 2;
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_OK);
+    CHECK_EQ(r.vector, 3840 + 256);
+    /* c2c of (8, 16) complex128 over dims [0, -1]: one signal of N = 128 points, 5 x 128 x 7 = 4480, plus 2
+     * multiplies per complex output (128 of them) when normalized */
+    dims[0] = 0;
+    dims[1] = -1;
+    in = tensor(RL_DT_COMPLEX128, 2, (int64_t[]){8, 16});
+    out = in;
+    c.args[1].count = 2;
+    c.args[2].i = 0;
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_OK);
+    CHECK_EQ(r.vector, 4480);
+    CHECK_EQ(r.dtype, RL_DT_FLOAT64);
+    CHECK_EQ(r.bytes_read, 8 * 16 * 16);
+    c.args[2].i = 1;
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_OK);
+    CHECK_EQ(r.vector, 4480 + 2 * 128);
+    /* a dimension named twice, one out of range: shape errors; both sides real: not a transform */
+    dims[1] = 0;
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_E_SHAPE);
+    dims[1] = 2;
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_E_SHAPE);
+    dims[1] = 1;
+    in = tensor(RL_DT_FLOAT32, 2, (int64_t[]){8, 16});
+    out = in;
+    CHECK_EQ(rl_cost_eval(&op, &c, &r), RL_E_ARGS);
+}
+
 int main(void) {
     test_op_params();
+    test_fft();
     test_grouped_mm();
     test_mm();
     test_broadcast_and_inplace();
