@@ -742,6 +742,7 @@ RL_AMX_KERNEL(rl_lowp_amx_int8, "amx-tile,amx-int8", int32_t, t, memset(opa, rl_
 #define RL_CPUID7_EDX_AMX_TILE (1u << 24)
 #define RL_CPUID7_EDX_AMX_INT8 (1u << 25)
 #define RL_CPUID7_1_EAX_AVX512_BF16 (1u << 5)
+#define RL_XCR0_AVX 0x6ull            /* SSE, AVX (the ymm registers) */
 #define RL_XCR0_AVX512 0xE6ull        /* SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM */
 #define RL_XCR0_AMX (3ull << 17)      /* XTILECFG, XTILEDATA */
 #define RL_ARCH_GET_XCOMP_PERM 0x1022
@@ -763,6 +764,10 @@ RL_AMX_KERNEL(rl_lowp_amx_int8, "amx-tile,amx-int8", int32_t, t, memset(opa, rl_
 #define rl_lowp_amx_int8 NULL
 #endif
 
+/* The register state a kernel needs: ymm (AVX: XCR0 SSE and AVX), zmm (AVX-512: AVX512F in cpuid and the opmask and
+ * zmm state in XCR0), AMX tiles (AMX-TILE in cpuid, the tile state in XCR0 and the kernel's permission). */
+typedef enum { RL_STATE_YMM, RL_STATE_ZMM, RL_STATE_TILE } rl_reg_state;
+
 /* The cpuid registers a kernel's feature bit can be in (fields of rl_cpu_features). */
 typedef enum { RL_REG_7_ECX, RL_REG_7_EDX, RL_REG_7_1_EAX } rl_feature_reg;
 
@@ -772,8 +777,8 @@ static uint32_t rl_feature_word(const rl_cpu_features *f, rl_feature_reg reg) {
 
 /* The low-precision kernels: the only list of them (an rl_lowp is an index here; Python reads the table through
  * _core.cpu_lowp_kernels()). flop_per_iter: operations per loop iteration of one thread (all accumulators);
- * feature/reg/bit: the cpuid flag the CPU must have (besides AVX512F, or AMX-TILE for `amx` kernels); build: what
- * the compiler needs to emit the kernel. A new kernel is a function above and a row here. */
+ * feature/reg/bit: the cpuid flag the CPU must have; state: the register state it needs (rl_reg_state); build:
+ * what the compiler needs to emit the kernel. A new kernel is a function above and a row here. */
 static const struct {
     const char *name;
     const char *instruction;
@@ -784,24 +789,24 @@ static const struct {
     const char *feature;
     rl_feature_reg reg;
     uint32_t bit;
-    int amx;
+    rl_reg_state state;
     const char *build;
 } rl_lowp_table[] = {
     /* 16 fp32 lanes x 2 bf16 products each: 2 multiplies + 2 adds per lane */
     {"avx512_bf16", "vdpbf16ps zmm", RL_DT_BFLOAT16, RL_FMA_CHAINS, RL_FMA_CHAINS * 16 * 4, rl_lowp_avx512_bf16,
-     "AVX512_BF16", RL_REG_7_1_EAX, RL_CPUID7_1_EAX_AVX512_BF16, 0, "AVX512-BF16 needs GCC 10 or clang 9"},
+     "AVX512_BF16", RL_REG_7_1_EAX, RL_CPUID7_1_EAX_AVX512_BF16, RL_STATE_ZMM, "AVX512-BF16 needs GCC 10 or clang 9"},
     /* 32 fp16 lanes, one FMA each */
     {"avx512_fp16", "vfmadd231ph zmm", RL_DT_FLOAT16, RL_FMA_CHAINS, RL_FMA_CHAINS * 32 * 2, rl_lowp_avx512_fp16,
-     "AVX512_FP16", RL_REG_7_EDX, RL_CPUID7_EDX_AVX512_FP16, 0, "AVX512-FP16 needs GCC 12 or clang 15"},
+     "AVX512_FP16", RL_REG_7_EDX, RL_CPUID7_EDX_AVX512_FP16, RL_STATE_ZMM, "AVX512-FP16 needs GCC 12 or clang 15"},
     /* 16 int32 lanes x 4 byte products each */
     {"avx512_vnni", "vpdpbusd zmm", RL_DT_INT8, RL_FMA_CHAINS, RL_FMA_CHAINS * 16 * 8, rl_lowp_avx512_vnni,
-     "AVX512_VNNI", RL_REG_7_ECX, RL_CPUID7_ECX_AVX512_VNNI, 0, "AVX512-VNNI needs GCC 8 or clang 6"},
+     "AVX512_VNNI", RL_REG_7_ECX, RL_CPUID7_ECX_AVX512_VNNI, RL_STATE_ZMM, "AVX512-VNNI needs GCC 8 or clang 6"},
     /* 4 tiles x (16 x 16 outputs x 32 bf16 products) multiply-adds */
     {"amx_bf16", "tdpbf16ps", RL_DT_BFLOAT16, 4, 4LL * 16 * 16 * 32 * 2, rl_lowp_amx_bf16, "AMX-BF16", RL_REG_7_EDX,
-     RL_CPUID7_EDX_AMX_BF16, 1, "AMX needs GCC 11 or clang 12, x86-64 and Linux"},
+     RL_CPUID7_EDX_AMX_BF16, RL_STATE_TILE, "AMX needs GCC 11 or clang 12, x86-64 and Linux"},
     /* 4 tiles x (16 x 16 outputs x 64 int8 products) multiply-adds */
     {"amx_int8", "tdpbssd", RL_DT_INT8, 4, 4LL * 16 * 16 * 64 * 2, rl_lowp_amx_int8, "AMX-INT8", RL_REG_7_EDX,
-     RL_CPUID7_EDX_AMX_INT8, 1, "AMX needs GCC 11 or clang 12, x86-64 and Linux"},
+     RL_CPUID7_EDX_AMX_INT8, RL_STATE_TILE, "AMX needs GCC 11 or clang 12, x86-64 and Linux"},
 };
 #define RL_LOWP_N ((int)(sizeof(rl_lowp_table) / sizeof(rl_lowp_table[0])))
 
@@ -848,13 +853,16 @@ int rl_cpu_lowp_check(rl_lowp k, const rl_cpu_features *f, char *why, size_t cap
     }
     const char *feature = rl_lowp_table[k].feature;
     int has = (rl_feature_word(f, rl_lowp_table[k].reg) & rl_lowp_table[k].bit) != 0;
-    if (!rl_lowp_table[k].amx) {
-        if (!(f->leaf7_ebx & RL_CPUID7_EBX_AVX512F) || !has) {
+    rl_reg_state state = rl_lowp_table[k].state;
+    if (state != RL_STATE_TILE) {
+        int zmm = state == RL_STATE_ZMM;
+        if ((zmm && !(f->leaf7_ebx & RL_CPUID7_EBX_AVX512F)) || !has) {
             RL_WHY("%s: the CPU does not support %s%s (cpuid)", name, feature,
-                   (f->leaf7_ebx & RL_CPUID7_EBX_AVX512F) ? "" : " (no AVX-512F)");
+                   (!zmm || (f->leaf7_ebx & RL_CPUID7_EBX_AVX512F)) ? "" : " (no AVX-512F)");
         }
-        if (!(f->leaf1_ecx & RL_CPUID1_ECX_OSXSAVE) || (f->xcr0 & RL_XCR0_AVX512) != RL_XCR0_AVX512) {
-            RL_WHY("%s: the OS has not enabled the AVX-512 register state (XCR0 = 0x%llx)", name,
+        uint64_t need = zmm ? RL_XCR0_AVX512 : RL_XCR0_AVX;
+        if (!(f->leaf1_ecx & RL_CPUID1_ECX_OSXSAVE) || (f->xcr0 & need) != need) {
+            RL_WHY("%s: the OS has not enabled the %s register state (XCR0 = 0x%llx)", name, zmm ? "AVX-512" : "AVX",
                    (unsigned long long)f->xcr0);
         }
         return 1;
