@@ -597,6 +597,9 @@ typedef double (*rl_lowp_fn)(int64_t iters);
 #if RL_CC_AT_LEAST(12, 15)
 #define RL_HAVE_AVX512_FP16 1
 #endif
+#if RL_CC_AT_LEAST(11, 12)
+#define RL_HAVE_AVX_VNNI 1
+#endif
 #if RL_CC_AT_LEAST(11, 12) && defined(__x86_64__) && defined(__linux__)
 #define RL_HAVE_AMX 1 /* the tile state must be granted by the kernel (arch_prctl), which only Linux does */
 #endif
@@ -642,6 +645,23 @@ RL_VECTOR_FMA(__attribute__((target("avx512f,avx512bw,avx512vl,avx512fp16"))), r
 RL_CHAIN_KERNEL(__attribute__((target("avx512f,avx512vnni"))), rl_lowp_avx512_vnni, RL_REP12, RL_VN_DECL,
                 const int one = rl_lowp_int_one; const __m512i m = _mm512_set1_epi32(one * 0x01010101);
                 const __m512i a = _mm512_set1_epi32((int)(0xFF010101u * (unsigned)one));)
+#undef VT_
+#undef ET_
+#undef STEP_
+#undef STORE_
+#endif
+
+#ifdef RL_HAVE_AVX_VNNI
+/* The VEX-encoded vpdpbusd of CPUs without AVX-512 (Alder Lake and later client cores): the avx512_vnni kernel on
+ * ymm registers, 8 int32 lanes; each step adds 2 */
+#define VT_ __m256i
+#define ET_ int32_t
+#define STEP_ _mm256_dpbusd_avx_epi32
+#define STORE_(p, x) _mm256_storeu_si256((__m256i *)(p), (x))
+#define RL_VY_DECL(k) VT_ x##k = _mm256_set1_epi32(k);
+RL_CHAIN_KERNEL(__attribute__((target("avx2,avxvnni"))), rl_lowp_avx_vnni, RL_REP12, RL_VY_DECL,
+                const int one = rl_lowp_int_one; const __m256i m = _mm256_set1_epi32(one * 0x01010101);
+                const __m256i a = _mm256_set1_epi32((int)(0xFF010101u * (unsigned)one));)
 #undef VT_
 #undef ET_
 #undef STEP_
@@ -742,6 +762,7 @@ RL_AMX_KERNEL(rl_lowp_amx_int8, "amx-tile,amx-int8", int32_t, t, memset(opa, rl_
 #define RL_CPUID7_EDX_AMX_TILE (1u << 24)
 #define RL_CPUID7_EDX_AMX_INT8 (1u << 25)
 #define RL_CPUID7_1_EAX_AVX512_BF16 (1u << 5)
+#define RL_CPUID7_1_EAX_AVX_VNNI (1u << 4)
 #define RL_XCR0_AVX 0x6ull            /* SSE, AVX (the ymm registers) */
 #define RL_XCR0_AVX512 0xE6ull        /* SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM */
 #define RL_XCR0_AMX (3ull << 17)      /* XTILECFG, XTILEDATA */
@@ -758,6 +779,9 @@ RL_AMX_KERNEL(rl_lowp_amx_int8, "amx-tile,amx-int8", int32_t, t, memset(opa, rl_
 #endif
 #ifndef RL_HAVE_AVX512_VNNI
 #define rl_lowp_avx512_vnni NULL
+#endif
+#ifndef RL_HAVE_AVX_VNNI
+#define rl_lowp_avx_vnni NULL
 #endif
 #ifndef RL_HAVE_AMX
 #define rl_lowp_amx_bf16 NULL
@@ -807,6 +831,9 @@ static const struct {
     /* 4 tiles x (16 x 16 outputs x 64 int8 products) multiply-adds */
     {"amx_int8", "tdpbssd", RL_DT_INT8, 4, 4LL * 16 * 16 * 64 * 2, rl_lowp_amx_int8, "AMX-INT8", RL_REG_7_EDX,
      RL_CPUID7_EDX_AMX_INT8, RL_STATE_TILE, "AMX needs GCC 11 or clang 12, x86-64 and Linux"},
+    /* 8 int32 lanes x 4 byte products each */
+    {"avx_vnni", "vpdpbusd ymm", RL_DT_INT8, RL_FMA_CHAINS, RL_FMA_CHAINS * 8 * 8, rl_lowp_avx_vnni, "AVX_VNNI",
+     RL_REG_7_1_EAX, RL_CPUID7_1_EAX_AVX_VNNI, RL_STATE_YMM, "AVX-VNNI needs GCC 11 or clang 12"},
 };
 #define RL_LOWP_N ((int)(sizeof(rl_lowp_table) / sizeof(rl_lowp_table[0])))
 

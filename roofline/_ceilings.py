@@ -691,6 +691,8 @@ _LOWP_KERNELS = {
                     "32 fp16 lanes x 2 FLOP per vfmadd231ph"),
     "avx512_vnni": ("each vpdpbusd adds 4 u8 x s8 products into each of 16 int32 lanes (8 operations per lane)",
                     ("fma", 128), "16 int32 lanes x 4 int8 products x 2 operations per vpdpbusd"),
+    "avx_vnni": ("each vpdpbusd ymm adds 4 u8 x s8 products into each of 8 int32 lanes (8 operations per lane)",
+                 ("fma", 64), "8 int32 lanes x 4 int8 products x 2 operations per vpdpbusd ymm"),
     "amx_bf16": ("4 tiles, each tdpbf16ps 16x16 fp32 += 16x32 bf16 x 32x16 bf16 (16,384 FLOP)", ("core", 1024),
                  "1,024 bf16 FLOP per cycle per core (one 16x16x32 tdpbf16ps per 16 cycles, as on Sapphire Rapids: "
                  "assumed)"),
@@ -771,7 +773,7 @@ _CPU_REGISTRY: tuple[CpuBenchmark, ...] = (
     CpuBenchmark("matrix/float16", "float16 products", _lowp_supported("float16"), _run_lowp,
                  ("matrix/float16",), (("dtype", "float16"), ("kernels", ("avx512_fp16",)))),
     CpuBenchmark("matrix/int8", "int8 products", _lowp_supported("int8"), _run_lowp,
-                 ("matrix/int8",), (("dtype", "int8"), ("kernels", ("amx_int8", "avx512_vnni")))),
+                 ("matrix/int8",), (("dtype", "int8"), ("kernels", ("amx_int8", "avx512_vnni", "avx_vnni")))),
     CpuBenchmark("bandwidth", "bandwidth sweep", _always, _run_bandwidth,
                  tuple(f"bandwidth/{{level}}{_BW_KERNELS[k].suffix}" for k in KERNELS), (("kernels", KERNELS),)),
 )

@@ -981,7 +981,8 @@ def test_lowp_peak_counts_whole_iterations():
         assert r["flops"] > 0 and r["threads"] == 1 and r["dtype"] == k["dtype"]
         # operations per iteration, from the instruction's definition: lanes x products x 2
         per_instruction = {"avx512_bf16": 16 * 2 * 2, "avx512_fp16": 32 * 2, "avx512_vnni": 16 * 4 * 2,
-                           "amx_bf16": 16 * 16 * 32 * 2, "amx_int8": 16 * 16 * 64 * 2}[k["name"]]
+                           "amx_bf16": 16 * 16 * 32 * 2, "amx_int8": 16 * 16 * 64 * 2,
+                           "avx_vnni": 8 * 4 * 2}[k["name"]]
         assert r["flop_per_iteration"] == per_instruction * r["accumulators"]
         assert r["flop_per_repeat"] % r["flop_per_iteration"] == 0
 

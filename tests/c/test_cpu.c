@@ -214,7 +214,7 @@ static rl_cpu_features full_features(void) {
     f.leaf7_ebx = 1u << 16;                                          /* AVX512F */
     f.leaf7_ecx = 1u << 11;                                          /* AVX512_VNNI */
     f.leaf7_edx = (1u << 22) | (1u << 23) | (1u << 24) | (1u << 25); /* AMX-BF16, AVX512_FP16, AMX-TILE, AMX-INT8 */
-    f.leaf7_1_eax = 1u << 5;                                         /* AVX512_BF16 */
+    f.leaf7_1_eax = (1u << 5) | (1u << 4);                           /* AVX512_BF16, AVX_VNNI */
     f.xcr0 = 0xE7ull | (3ull << 17);                                 /* x87, SSE, AVX, AVX-512, AMX tile state */
     f.amx_perm = 0;
     return f;
@@ -280,6 +280,19 @@ static void test_lowp_check(void) {
     h = f;
     h.leaf1_ecx = 0;
     CHECK(rl_cpu_lowp_check(LOWP("avx512_bf16"), &h, why, sizeof(why)) == 0, "no OSXSAVE");
+    /* Alder Lake: AVX-VNNI on ymm, no AVX-512 in cpuid or XCR0 */
+    h = f;
+    h.leaf7_ebx = h.leaf7_ecx = h.leaf7_edx = 0;
+    h.leaf7_1_eax = 1u << 4;
+    h.xcr0 = 0x7;
+    CHECK(rl_cpu_lowp_check(LOWP("avx_vnni"), &h, why, sizeof(why)) == 1 || strstr(why, "this build has no") != NULL,
+          "alder lake avx_vnni: %s", why);
+    CHECK(rl_cpu_lowp_check(LOWP("avx512_vnni"), &h, why, sizeof(why)) == 0 && strstr(why, "no AVX-512F") != NULL,
+          "alder lake avx512_vnni: %s", why);
+    h.xcr0 = 0x3; /* the OS has not enabled the ymm state */
+    CHECK(rl_cpu_lowp_check(LOWP("avx_vnni"), &h, why, sizeof(why)) == 0 &&
+              (strstr(why, "AVX register state") != NULL || strstr(why, "this build has no") != NULL),
+          "avx_vnni without ymm state: %s", why);
     /* Zen 3 / AVX2 only */
     h = f;
     h.leaf7_ebx = h.leaf7_ecx = h.leaf7_edx = h.leaf7_1_eax = 0;
@@ -310,6 +323,7 @@ static void test_lowp_check(void) {
     CHECK(rl_cpu_lowp_flop_per_iter(LOWP("avx512_fp16")) == 12 * 32 * 2, "fp16 flop");
     CHECK(rl_cpu_lowp_flop_per_iter(LOWP("amx_bf16")) == 4 * 16 * 16 * 32 * 2, "amx bf16 flop");
     CHECK(rl_cpu_lowp_flop_per_iter(LOWP("amx_int8")) == 4 * 16 * 16 * 64 * 2, "amx int8 ops");
+    CHECK(rl_cpu_lowp_flop_per_iter(LOWP("avx_vnni")) == 12 * 8 * 4 * 2, "avx vnni ops");
     CHECK(isnan(rl_cpu_lowp_kernel((rl_lowp)rl_cpu_lowp_count(), 1)), "invalid kernel: NaN");
 }
 
@@ -332,6 +346,10 @@ static void test_lowp_kernels(void) {
             } else if (k == LOWP("avx512_vnni")) {
                 for (int c = 0; c < 12; c++) {
                     want += 16 * (double)(c + 2 * n);
+                }
+            } else if (k == LOWP("avx_vnni")) { /* 8 int32 lanes, x0 = c, + 2 per iteration */
+                for (int c = 0; c < 12; c++) {
+                    want += 8 * (double)(c + 2 * n);
                 }
             } else if (k == LOWP("amx_bf16")) {
                 for (int t = 0; t < 4; t++) {
