@@ -47,17 +47,22 @@ def _torch_version() -> tuple:
 
 # ---- the graph snapshot taken at compile time -------------------------------------------------------------------
 class _Op:
-    __slots__ = ("name", "func", "args", "kwargs", "out", "modules")
+    """One aten op of a graph. ``modules``: the ``nn_module_stack`` chain of the op (of the forward op it
+    differentiates, in a backward graph), (root, path) pairs outermost first; ``tracked``: for a backward op, the
+    modules the eager module tracker would hold active while it runs (roofline/_fcm_tracker.py), or None."""
 
-    def __init__(self, name, func, args, kwargs, out, modules):
+    __slots__ = ("name", "func", "args", "kwargs", "out", "modules", "tracked")
+
+    def __init__(self, name, func, args, kwargs, out, modules, tracked=None):
         self.name, self.func, self.args, self.kwargs, self.out, self.modules = name, func, args, kwargs, out, modules
+        self.tracked = tracked
 
 
 class _Graph:
     """One compiled forward or backward graph: its aten ops, whether it is a backward graph, its kernels."""
 
     __slots__ = ("ops", "backward", "kernels", "symbolic", "index", "placeholders", "concrete", "devices",
-                 "static", "skipped", "__weakref__")
+                 "static", "skipped", "untracked", "__weakref__")
 
     def __init__(self, ops, backward, kernels, symbolic, index, placeholders=()):
         self.ops, self.backward, self.kernels, self.symbolic, self.index = ops, backward, kernels, symbolic, index
@@ -65,6 +70,7 @@ class _Graph:
         self.concrete: dict = {}  # bindings of the size symbols -> the ops with concrete (meta) values
         self.static = None  # what reports take from the graph alone (_kernel_static), computed once
         self.skipped: list = []  # calls of the graph that are not operators roofline can count (named in a warning)
+        self.untracked = False  # a backward graph whose ops could not be given the eager tracker's modules
 
     def bind(self, inputs) -> dict | None:
         """Values of the graph's size symbols in one call, from its runtime inputs (None when one is not found)."""
@@ -116,7 +122,7 @@ class _Graph:
 
         try:
             ops = [_Op(op.name, op.func, tuple(conc(a) for a in op.args), {k: conc(a) for k, a in op.kwargs.items()},
-                       conc(op.out), op.modules) for op in self.ops]
+                       conc(op.out), op.modules, op.tracked) for op in self.ops]
         except LookupError:
             return None
         self.concrete[key] = ops
@@ -165,13 +171,79 @@ def _tokens(path: str, start: int) -> list:
     return [next(g for g in tok.groups() if g is not None) for tok in _PATH_TOKEN.finditer(path, start)]
 
 
-def _node_modules(node) -> tuple:
+def _node_chain(node) -> tuple:
+    """The ``nn_module_stack`` of a node (a backward node: of the forward node it differentiates) as (key, (root,
+    path)) pairs, outermost first; the key tells two calls of modules apart."""
     stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
     out = []
-    for value in stack.values():
+    for key, value in stack.items():
         path = value[0] if isinstance(value, tuple) else str(value)
-        out.append(module_path(path))
+        out.append((key, module_path(path)))
     return tuple(out)
+
+
+def _node_modules(node) -> tuple:
+    return tuple(pair for _key, pair in _node_chain(node))
+
+
+# Forward tapes of the graphs compiled while measuring (roofline/_fcm_tracker.py), the latest last: a backward
+# graph finds its forward by sequence number. Bounded: a backward is compiled soon after its forward.
+_TAPES: list = []
+_MAX_TAPES = 256
+
+
+def _forward_tape(gm):
+    """The forward tape of a forward graph being compiled, with AOTAutograd's metadata of its inputs and outputs
+    when the tracing context has it; None when the graph has no sequence numbers (or the metadata is unreadable,
+    which the backward's ops survive: they keep their forward op's module)."""
+    from roofline import _fcm_tracker
+
+    try:
+        from torch._guards import TracingContext
+
+        ctx = TracingContext.try_get()
+        fm = getattr(ctx, "fw_metadata", None) if ctx is not None else None
+        info = getattr(fm, "input_info", None)
+        n_ph = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+        rg = leaf = n_out = None
+        n_mut = 0
+        if info is not None and len(info) == n_ph:
+            rg = [bool(getattr(i, "requires_grad", True)) for i in info]
+            leaf = [bool(getattr(i, "is_leaf", True)) for i in info]
+            out_info = getattr(fm, "output_info", None)
+            n_out = len(out_info) if out_info is not None else None
+            n_mut = int(getattr(fm, "num_mutated_inp_runtime_indices", 0) or 0)
+        return _fcm_tracker.forward_tape(gm, rg, leaf, n_out, n_mut)
+    except Exception:  # noqa: BLE001 - see the docstring
+        import os
+
+        if os.environ.get("ROOFLINE_DEBUG"):
+            raise
+        return None
+
+
+def _backward_tracked(gm) -> dict:
+    """``{seq_nr: ((root, ""), (root, path), ...)}`` for a backward graph: the eager tracker's modules while the
+    backward of each forward node runs, from its forward's tape; empty when there is none."""
+    from roofline import _fcm_tracker
+
+    seqs = [n.meta.get("seq_nr") for n in gm.graph.nodes if n.op == "call_function"]
+    seqs = [s for s in seqs if isinstance(s, int)]
+    if not seqs:
+        return {}
+    for tape in reversed(_TAPES):
+        if tape.seq_lo <= min(seqs) and max(seqs) <= tape.seq_hi:
+            try:
+                sim = _fcm_tracker.replay(tape)
+            except Exception:  # noqa: BLE001 - the ops keep their forward op's module
+                import os
+
+                if os.environ.get("ROOFLINE_DEBUG"):
+                    raise
+                return {}
+            root = ((tape.root, ""),) if tape.root is not None else ()
+            return {s: root + tuple(sorted(mods)) for s, mods in sim.items()}
+    return {}
 
 
 def _is_symbolic(v) -> bool:
@@ -219,6 +291,7 @@ def snapshot(gm, backward: bool) -> _Graph:
         return a
 
     placeholders = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+    tracked = _backward_tracked(gm) if backward else {}
     skipped = []
     for node in gm.graph.nodes:
         if node.op != "call_function":
@@ -232,11 +305,13 @@ def snapshot(gm, backward: bool) -> _Graph:
         kwargs = fx.node.map_aggregate(node.kwargs, val)
         out = plain(node.meta.get("val"))
         symbolic = symbolic or _is_symbolic(out) or _is_symbolic(list(args))
-        ops.append(_Op(node.name, target, tuple(args), dict(kwargs), out, _node_modules(node)))
+        ops.append(_Op(node.name, target, tuple(args), dict(kwargs), out, _node_modules(node),
+                       tracked.get(node.meta.get("seq_nr"))))
     _graph_counter[0] += 1
     graph = _Graph(ops, backward, [], symbolic, _graph_counter[0], placeholders)
     graph.devices = devices - {"meta"}
     graph.skipped = skipped
+    graph.untracked = backward and bool(ops) and not tracked
     return graph
 
 
@@ -523,6 +598,11 @@ def _wrap_inner(orig):
             return orig(gm, example_inputs, *args, **kwargs)
         backward = bool(kwargs.get("is_backward", False))
         graph = snapshot(gm, backward)
+        if not backward:
+            tape = _forward_tape(gm)
+            if tape is not None:
+                _TAPES.append(tape)
+                del _TAPES[:-_MAX_TAPES]
         from torch._inductor import config
 
         prev = getattr(_tls, "kernels", None)
@@ -778,6 +858,12 @@ class Collector:
                 self.problems.append(f"graph {graph.index} calls {len(graph.skipped)} function(s) that are not "
                                      f"operators roofline can count ({', '.join(names[:5])}"
                                      f"{', ...' if len(names) > 5 else ''}): their work is missing from the counts")
+            if graph.untracked:
+                self.problems.append(f"graph {graph.index} (backward): its ops are credited to the module of the "
+                                     "forward op each differentiates, not by the eager module tracker's rule (no "
+                                     "forward graph with sequence numbers was found for it): r.by_module() and "
+                                     "r.flop_counter_compatible() may differ from the eager step's for modules that "
+                                     "share an input (a residual block's downsample)")
             before = set(s.devices)
             entries = []
             for op in ops:
@@ -790,7 +876,8 @@ class Collector:
                     idx = s.op_index[func]
                 if idx == "decline":
                     continue
-                entries.append((idx, self._module_id(op.modules, parents), op))
+                entries.append((idx, self._module_id(op.tracked if op.tracked is not None else op.modules,
+                                                     parents), op))
             # [entries, the records of the first call under this plan (start, end) or None, replayable]: when
             # every op is counted by the C model, the records of a call are a function of the plan alone (same
             # ops, fake-tensor arguments, modules), so later calls copy them in C (Recorder.replay) instead of

@@ -564,3 +564,101 @@ def test_module_compile_in_place():
 def test_devices_are_the_graphs(trained):
     """The graphs' ops are counted from meta/fake values, but the report's devices are the ones the step ran on."""
     assert trained["second"].meta["devices"] == ["cpu"]
+
+
+class Residual(torch.nn.Module):
+    """A residual block whose shortcut (``down``) shares its input with the main branch, followed by a module
+    called twice: the shapes for which FlopCounterMode's backward rule and "the module of the forward op" differ."""
+
+    def __init__(self):
+        super().__init__()
+        self.main1 = torch.nn.Linear(D_IN, D_H)
+        self.main2 = torch.nn.Linear(D_H, D_OUT)
+        self.down = torch.nn.Linear(D_IN, D_OUT)
+        self.act = torch.nn.ReLU()
+        self.head = torch.nn.Linear(D_OUT, D_OUT)
+
+    def forward(self, x):
+        h = self.act(self.main2(self.act(self.main1(x)))) + self.down(x)
+        return self.head(h)
+
+
+def test_backward_modules_follow_the_eager_tracker_rule():
+    """FlopCounterMode's tracker keeps ``down`` active from its output's gradient until its input's is complete,
+    which happens only after the main branch's backward: the main branch's products are credited to ``down`` as
+    well. The compiled view replays that rule (roofline/_fcm_tracker.py): the structure equals FlopCounterMode's on
+    the eager step, module by module, and no problem is reported."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Residual()
+    x = torch.randn(B, D_IN)
+    want = _eager_counts(model, lambda m: _train(m, x))
+    # the rule matters here: down's eager backward count includes main2's input and weight gradients
+    down_own = 2 * B * D_OUT * D_IN  # down's weight gradient (x needs no gradient)
+    assert sum(want["Residual.down"].values()) > 2 * B * D_IN * D_OUT + down_own
+    compiled = torch.compile(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with roofline.measure(compiled) as r:
+            _train(compiled, x)
+    assert _compat(r) == want
+    assert r.compiled["problems"] == []
+
+
+def test_backward_without_forward_tape_says_so(monkeypatch):
+    """When the forward graph gives no tape (a torch that stops recording sequence numbers), the backward's ops keep
+    the module of the forward op they differentiate, and a warning says that modules sharing an input may differ
+    from the eager step."""
+    torch._dynamo.reset()
+    monkeypatch.setattr(_compiled, "_forward_tape", lambda gm: None)
+    torch.manual_seed(0)
+    model = Residual()
+    x = torch.randn(B, D_IN)
+    want = _eager_counts(model, lambda m: _train(m, x))
+    compiled = torch.compile(model)
+    with pytest.warns(RuntimeWarning, match="eager module tracker's rule"):
+        with roofline.measure(compiled) as r:
+            _train(compiled, x)
+    got = _compat(r)
+    assert got["Global"] == want["Global"]  # every op is still counted
+    assert sum(got["Residual.down"].values()) < sum(want["Residual.down"].values())
+    torch._dynamo.reset()
+
+
+def test_forward_graph_metadata_the_tracker_replay_relies_on():
+    """The torch internals the replay reads: AOTAutograd's forward graph nodes carry ``seq_nr`` and
+    ``nn_module_stack``, its backward nodes the ``seq_nr`` of the forward node they differentiate, and the tracing
+    context's ``fw_metadata.input_info`` says per input whether it requires grad and is a leaf."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._guards import TracingContext
+
+    seen = {}
+
+    def fw(gm, inputs):
+        calls = [n for n in gm.graph.nodes if n.op == "call_function"]
+        seen["fw_seq"] = all(isinstance(n.meta.get("seq_nr"), int) for n in calls)
+        seen["fw_stack"] = all(n.meta.get("nn_module_stack") for n in calls if "addmm" in n.name)
+        info = TracingContext.try_get().fw_metadata.input_info
+        seen["info"] = [(i.requires_grad, i.is_leaf) for i in info]
+        seen["n_ph"] = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+        seen["fw_seqs"] = {n.meta["seq_nr"] for n in calls}
+        return gm
+
+    def bw(gm, inputs):
+        seqs = {n.meta.get("seq_nr") for n in gm.graph.nodes if n.op == "call_function" and "mm" in n.name}
+        seen["bw_seqs"] = seqs
+        return gm
+
+    torch._dynamo.reset()
+    model = MLP()
+    compiled = torch.compile(model, backend=aot_autograd(fw_compiler=fw, bw_compiler=bw))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _train(compiled, torch.randn(B, D_IN))
+    assert seen["fw_seq"] and seen["fw_stack"]
+    assert len(seen["info"]) == seen["n_ph"]
+    # the parameters require grad and are leaves; the input x requires none
+    assert sum(1 for rg, _ in seen["info"] if rg) == len(list(model.parameters()))
+    assert all(leaf for rg, leaf in seen["info"] if rg)
+    assert seen["bw_seqs"] and seen["bw_seqs"] <= seen["fw_seqs"]
+    torch._dynamo.reset()
