@@ -442,6 +442,48 @@ def _origins(snodes) -> list[str]:
     return names
 
 
+def _read_nbytes(own, name, full):
+    """Bytes a generated kernel reads of the buffer ``name`` (whose elements are ``full`` bytes): per distinct
+    dependency of its nodes on it, the elements its index reaches (Inductor's ``MemoryDep.get_numel``: a slice reads
+    its slice, a broadcast operand its own elements) or, for an indirect index (a gather: an embedding lookup), as many
+    as the node's loops run; summed, and never more than the buffer. An embedding kernel handed a 50,257-row table
+    reads the rows of its tokens, not the table. ``full`` when a dependency is of another kind."""
+    import sympy
+    from torch._inductor.dependencies import MemoryDep
+    from torch._inductor.virtualized import V
+
+    if full is None:
+        return None
+    total = 0
+    seen = set()
+    for sn in own:
+        for dep in sn.read_writes.reads:
+            if dep.name != name:
+                continue
+            if not isinstance(dep, MemoryDep):
+                return full
+            key = (dep.index, tuple(dep.var_names), tuple(dep.size))
+            if key in seen:
+                continue
+            seen.add(key)
+            if dep.is_indirect():
+                ranges = sn.get_ranges() if hasattr(sn, "get_ranges") else None
+                if ranges is None:
+                    return full
+                n = sympy.Mul(*ranges[0], *ranges[1])
+            else:
+                n = dep.get_numel()
+            total = total + n
+    if not seen:
+        return full
+    nbytes = total * V.graph.get_dtype(name).itemsize
+    limit = full.expr if isinstance(full, _SymBytes) else full
+    value = sympy.Min(sympy.sympify(nbytes), sympy.sympify(limit))
+    if getattr(value, "free_symbols", None):
+        return _SymBytes(value)
+    return int(value)
+
+
 def _kernel_record(name, snodes, extern=False):
     """Inputs and outputs of one generated kernel: the buffers its nodes read that no node of the kernel wrote,
     and the buffers they wrote that something outside the kernel uses (the rest stay inside the kernel)."""
@@ -486,7 +528,10 @@ def _kernel_record(name, snodes, extern=False):
     if extern:
         for sn in own:
             views.update(_extern_input_views(getattr(sn, "node", None)))
-    sizes_in = {b: views[b] if b in views else _buf_nbytes(b) for b in in_bufs}
+    if extern:
+        sizes_in = {b: views[b] if b in views else _buf_nbytes(b) for b in in_bufs}
+    else:
+        sizes_in = {b: _read_nbytes(own, b, _buf_nbytes(b)) for b in in_bufs}
     sizes_out = {b: _buf_nbytes(b) for b in out_bufs}
     flops = 0
     for sn in own:
@@ -495,7 +540,8 @@ def _kernel_record(name, snodes, extern=False):
         except Exception:  # noqa: BLE001
             f = None
         flops += int(f or 0)
-    return {"name": name, "extern": extern, "origins": _origins(own), "inputs": sizes_in, "outputs": sizes_out,
+    return {"name": name, "extern": extern, "origins": _origins(own), "inputs": sizes_in,
+            "input_buffers": {b: _buf_nbytes(b) for b in in_bufs}, "outputs": sizes_out,
             "inductor_flops": flops, "dtype": _buf_dtype(out_bufs)}
 
 
@@ -543,8 +589,9 @@ def _kernel_from_args(name, args, snodes):
         except Exception:  # noqa: BLE001 - Inductor's estimate is informative only
             pass
     return {"name": name, "extern": False, "origins": _origins(own), "dtype": _buf_dtype(writes),
-            "inputs": {b: _buf_nbytes(b) for b in reads}, "outputs": {b: _buf_nbytes(b) for b in writes},
-            "inductor_flops": flops}
+            "inputs": {b: _read_nbytes(own, b, _buf_nbytes(b)) for b in reads},
+            "input_buffers": {b: _buf_nbytes(b) for b in reads},
+            "outputs": {b: _buf_nbytes(b) for b in writes}, "inductor_flops": flops}
 
 
 def _wrap_define_kernel(orig, triton):
@@ -980,6 +1027,7 @@ class Collector:
                 ins = {b: _bytes_of(v, env) for b, v in k.get("inputs", {}).items()}
                 outs = {b: _bytes_of(v, env) for b, v in k.get("outputs", {}).items()}
                 k["inputs"], k["outputs"] = ins, outs  # per call, with the sizes of the graph's last call
+                k["input_buffers"] = {b: _bytes_of(v, env) for b, v in k.get("input_buffers", {}).items()}
                 tot = kernel_bytes.get((gi, ki), [0, 0, True])
                 known = all(v is not None for v in (*ins.values(), *outs.values())) and "error" not in k and tot[2]
                 n = max(calls.get(gi, 0), 1)

@@ -1,5 +1,5 @@
-"""Real model shapes compiled under measure (CPU, Inductor's C++ backend): torchvision's ResNet-18 and a 2-layer
-GPT-2 (transformers), a training step and inference each. The aten-level counts equal the eager step's (matrix
+"""Real model shapes compiled under measure (CPU, Inductor's C++ backend): torchvision's ResNet-18 and GPT-2 small
+with 2 layers (transformers), a training step and inference each. The aten-level counts equal the eager step's (matrix
 FLOPs from roofline's eager count, per-module FLOPs from FlopCounterMode), every generated kernel is listed with
 its fused ops, and its bytes equal a second account taken while the kernel runs (tests/test_compiled.py's spy).
 
@@ -31,9 +31,9 @@ def _resnet18():
 
 def _gpt2():
     tr = pytest.importorskip("transformers")
-    cfg = tr.GPT2Config(n_layer=2, n_embd=64, n_head=4, n_positions=64, vocab_size=256, attn_implementation="sdpa",
-                        bos_token_id=0, eos_token_id=0)
-    ids = torch.randint(0, 256, (2, 32))
+    # GPT-2 small (768 wide, 12 heads, its 50,257-token vocabulary) with 2 of its 12 layers, 2 sequences of 16 tokens
+    cfg = tr.GPT2Config(n_layer=2, attn_implementation="sdpa")
+    ids = torch.randint(0, cfg.vocab_size, (2, 16))
     return tr.GPT2LMHeadModel(cfg), ids, lambda m, x: m(x, labels=x).loss
 
 
@@ -123,3 +123,36 @@ def test_every_kernel_listed_with_ops_bytes_and_time(run):
     assert 0 < f["compiled_bytes"] < eager_bytes
     assert f["added_bytes"] < f["compiled_bytes"]
 
+
+
+def test_kernels_read_the_rows_and_slices_they_index(run):
+    """A generated kernel can be handed more than it reads: an embedding lookup fused into a kernel is handed the
+    whole table and reads the rows of its tokens; a kernel that splits attention's fused q/k/v projection is handed the
+    projection and reads its part. Each input's bytes are at most the buffer handed; where they are less, the test's
+    arithmetic says how much: GPT-2 small's token table, one 768-wide float32 row per token (2 x 16 tokens); its
+    position table, a row per position (16) or per token (the lookup repeated for each sequence); a third or two
+    thirds of the (32, 2304) projection; otherwise only small index buffers (dropout seeds, shifted labels)."""
+    r, name = run["second"], run["name"]
+    width, tokens, seq = 768, 32, 16
+    row = width * 4
+    short = []
+    for k in r.kernels:
+        if k["extern"]:
+            continue
+        for b, read in k["inputs"].items():
+            handed = k["input_buffers"][b]
+            assert read <= handed, (k["name"], b)
+            if read < handed:
+                short.append((k["name"], handed, read))
+    if name == "resnet18":
+        assert short == []  # convolutions and batch norms read whole tensors
+        return
+    table, positions, qkv = 50257 * row, 1024 * row, tokens * 3 * row
+    allowed = {table: {tokens * row}, positions: {seq * row, tokens * row}, qkv: {tokens * row, 2 * tokens * row}}
+    for kname, handed, read in short:
+        if handed in allowed:
+            assert read in allowed[handed], (kname, handed, read)
+        else:
+            assert handed < 1024, (kname, handed, read)
+    # the lookups of the token table: every kernel that embeds the tokens reads their rows, not the 154 MB table
+    assert any(h == table for _, h, _ in short)
