@@ -158,8 +158,22 @@ class _Tracker:
         self._has_callback = True
 
     def enter(self):
-        self._handles.append(register_module_forward_pre_hook(self.c.pre))
-        self._handles.append(register_module_forward_hook(self.c.post))
+        # Dynamo traces the global hooks of every module call it compiles: hooks that do nothing while it traces
+        # (is_compiling() is a constant to it) keep a compiled function whole, with fullgraph=True too; the graph's
+        # ops carry their modules themselves. In eager code they call the C tracker.
+        pre, post = self.c.pre, self.c.post
+        compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+
+        def forward_pre_hook(mod, args):
+            if not compiling():
+                pre(mod, args)
+
+        def forward_hook(mod, args, out):
+            if not compiling():
+                post(mod, args, out)
+
+        self._handles.append(register_module_forward_pre_hook(forward_pre_hook))
+        self._handles.append(register_module_forward_hook(forward_hook))
 
     def exit(self):
         for h in self._handles:

@@ -527,6 +527,31 @@ def test_compiled_function_counted():
     assert r.by_op()["aten.mm.default"]["calls"] == 1
 
 
+@pytest.mark.parametrize("given", ["model", "nothing"])
+def test_compiled_training_step_function_fullgraph(given):
+    """A training step written as a function and compiled with fullgraph=True (any graph break is an error): the
+    block's module hooks are process-global and Dynamo traces them in every module call; they do nothing while it
+    traces, so the function compiles whole. One forward and one backward graph, no break, the counts and (with the
+    model given to measure) FlopCounterMode's structure of the eager step."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(B, D_IN)
+    want = _eager_counts(model, lambda m: _train(m, x))
+
+    def step(m, inp):
+        return m(inp).sum()
+
+    f = torch.compile(step, fullgraph=True)
+    with roofline.measure(model if given == "model" else None) as r:
+        f(model, x).backward()
+    assert r.compiled["graphs"] == 2 and r.compiled["graph_breaks"] == 0
+    assert r.matrix_flops == FWD_MATRIX + BWD_MATRIX
+    if given == "model":
+        assert _compat(r) == want
+    torch._dynamo.reset()
+
+
 def test_exception_in_block_restores_torch(trained):
     """An exception inside the block leaves torch as it was: caches switched back on, no Dynamo hook left."""
     from torch._functorch import config as fconfig
