@@ -755,6 +755,7 @@ RL_AMX_KERNEL(rl_lowp_amx_int8, "amx-tile,amx-int8", int32_t, t, memset(opa, rl_
 
 /* Feature bits (cpuid leaf 7 unless noted) and XCR0 state components. */
 #define RL_CPUID1_ECX_OSXSAVE (1u << 27)
+#define RL_CPUID7_EBX_AVX2 (1u << 5)
 #define RL_CPUID7_EBX_AVX512F (1u << 16)
 #define RL_CPUID7_ECX_AVX512_VNNI (1u << 11)
 #define RL_CPUID7_EDX_AMX_BF16 (1u << 22)
@@ -883,9 +884,11 @@ int rl_cpu_lowp_check(rl_lowp k, const rl_cpu_features *f, char *why, size_t cap
     rl_reg_state state = rl_lowp_table[k].state;
     if (state != RL_STATE_TILE) {
         int zmm = state == RL_STATE_ZMM;
-        if ((zmm && !(f->leaf7_ebx & RL_CPUID7_EBX_AVX512F)) || !has) {
+        /* the base a kernel's target attribute assumes: AVX512F for zmm kernels, AVX2 for ymm ones */
+        uint32_t base = zmm ? RL_CPUID7_EBX_AVX512F : RL_CPUID7_EBX_AVX2;
+        if (!(f->leaf7_ebx & base) || !has) {
             RL_WHY("%s: the CPU does not support %s%s (cpuid)", name, feature,
-                   (!zmm || (f->leaf7_ebx & RL_CPUID7_EBX_AVX512F)) ? "" : " (no AVX-512F)");
+                   (f->leaf7_ebx & base) ? "" : (zmm ? " (no AVX-512F)" : " (no AVX2)"));
         }
         uint64_t need = zmm ? RL_XCR0_AVX512 : RL_XCR0_AVX;
         if (!(f->leaf1_ecx & RL_CPUID1_ECX_OSXSAVE) || (f->xcr0 & need) != need) {

@@ -205,15 +205,16 @@ def _forward_tape(gm):
         fm = getattr(ctx, "fw_metadata", None) if ctx is not None else None
         info = getattr(fm, "input_info", None)
         n_ph = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
-        rg = leaf = n_out = None
-        n_mut = 0
-        if info is not None and len(info) == n_ph:
-            rg = [bool(getattr(i, "requires_grad", True)) for i in info]
-            leaf = [bool(getattr(i, "is_leaf", True)) for i in info]
-            out_info = getattr(fm, "output_info", None)
-            n_out = len(out_info) if out_info is not None else None
-            n_mut = int(getattr(fm, "num_mutated_inp_runtime_indices", 0) or 0)
-        return _fcm_tracker.forward_tape(gm, rg, leaf, n_out, n_mut)
+        out_info = getattr(fm, "output_info", None)
+        if info is None or len(info) != n_ph or out_info is None:
+            # the graph's inputs or outputs do not line up with AOTAutograd's metadata (effect tokens, tensor
+            # subclasses): no tape rather than a guessed one; the backward's ops then keep their forward op's module
+            # and a warning says so
+            return None
+        rg = [bool(getattr(i, "requires_grad", True)) for i in info]
+        leaf = [bool(getattr(i, "is_leaf", True)) for i in info]
+        n_mut = int(getattr(fm, "num_mutated_inp_runtime_indices", 0) or 0)
+        return _fcm_tracker.forward_tape(gm, rg, leaf, len(out_info), n_mut)
     except Exception:  # noqa: BLE001 - see the docstring
         import os
 
@@ -241,7 +242,12 @@ def _backward_tracked(gm) -> dict:
                 if os.environ.get("ROOFLINE_DEBUG"):
                     raise
                 return {}
-            root = ((tape.root, ""),) if tape.root is not None else ()
+            # torch.compile(model): the model is the frame's `self`, in no node's module stack; the eager tracker
+            # holds it active through the whole backward (its output's gradient arrives first, its input needs
+            # none or arrives last). A compiled function that calls the model has the model in the stacks, and
+            # its call in the tape, like any module.
+            pairs = {pair for _pos, _kind, pair, _vals in tape.calls}
+            root = ((tape.root, ""),) if tape.root is not None and (tape.root, "") not in pairs else ()
             return {s: root + tuple(sorted(mods)) for s, mods in sim.items()}
     return {}
 
@@ -442,6 +448,24 @@ def _origins(snodes) -> list[str]:
     return names
 
 
+def _index_sources(sn) -> frozenset:
+    """The integer buffers a scheduler node loads directly, with their index expressions: where its gathers' indices
+    come from."""
+    from torch._inductor.dependencies import MemoryDep
+    from torch._inductor.virtualized import V
+
+    out = set()
+    for d in sn.read_writes.reads:
+        if isinstance(d, MemoryDep) and not d.is_indirect():
+            try:
+                dt = V.graph.get_dtype(d.name)
+            except Exception:  # noqa: BLE001 - a buffer without a dtype is no index
+                continue
+            if not dt.is_floating_point and not dt.is_complex and dt != torch.bool:
+                out.add((d.name, d.index))
+    return frozenset(out)
+
+
 def _read_nbytes(own, name, full):
     """Bytes a generated kernel reads of the buffer ``name`` (whose elements are ``full`` bytes): per distinct
     dependency of its nodes on it, the elements its index reaches (Inductor's ``MemoryDep.get_numel``: a slice reads
@@ -462,11 +486,18 @@ def _read_nbytes(own, name, full):
                 continue
             if not isinstance(dep, MemoryDep):
                 return full
-            key = (dep.index, tuple(dep.var_names), tuple(dep.size))
+            indirect = dep.is_indirect()
+            # a dependency read by several nodes of the kernel (a layer norm's passes over its input) is read once.
+            # Indirect variables are numbered per node (two gathers of one kernel from the same table both index
+            # with `indirect0`), so a gather is told apart by the index buffers its node loads: the same rows when
+            # they are the same (an embedding normalised in three passes), others otherwise; a gather whose index
+            # is computed in the node counts per node
+            src = _index_sources(sn) if indirect else None
+            key = (dep.index, tuple(dep.var_names), tuple(dep.size), (src or id(sn)) if indirect else None)
             if key in seen:
                 continue
             seen.add(key)
-            if dep.is_indirect():
+            if indirect:
                 ranges = sn.get_ranges() if hasattr(sn, "get_ranges") else None
                 if ranges is None:
                     return full
@@ -824,16 +855,17 @@ class Collector:
             self._root_names[root] = base
         return f"{base}.{path}" if path else base
 
-    def _module_id(self, modules: tuple, parents: frozenset) -> int:
+    def _module_id(self, modules: tuple, parents: frozenset, implicit_root: bool = True) -> int:
         """The module-set id of an op with ``nn_module_stack`` chain ``modules`` run while the tracker's modules
-        ``parents`` (``frozenset(tracker.c.parents)``) are active."""
+        ``parents`` (``frozenset(tracker.c.parents)``) are active; the chain's root module is added unless
+        ``implicit_root`` is False (a backward op's replayed set says itself whether the root is active)."""
         c = self.session.tracker.c
-        key = (parents, modules)
+        key = (parents, modules, implicit_root)
         mid = self._mid_cache.get(key)
         if mid is not None:
             return mid
         names = {self._name(root, path) for root, path in modules}
-        if modules:
+        if modules and implicit_root:
             names.add(self._name(modules[0][0], ""))
         added = [n for n in names if n not in parents]
         for n in added:
@@ -923,8 +955,9 @@ class Collector:
                     idx = s.op_index[func]
                 if idx == "decline":
                     continue
-                entries.append((idx, self._module_id(op.tracked if op.tracked is not None else op.modules,
-                                                     parents), op))
+                mid = (self._module_id(op.modules, parents) if op.tracked is None
+                       else self._module_id(op.tracked, parents, implicit_root=False))
+                entries.append((idx, mid, op))
             # [entries, the records of the first call under this plan (start, end) or None, replayable]: when
             # every op is counted by the C model, the records of a call are a function of the plan alone (same
             # ops, fake-tensor arguments, modules), so later calls copy them in C (Recorder.replay) instead of

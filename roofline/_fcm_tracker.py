@@ -16,10 +16,13 @@ accumulated as soon as its consumers have run; an input that is not a leaf (an a
 gets its gradient after the whole graph. The tracker's hooks fire when the gradients they wait for become available,
 in the order the forward registered them.
 
-Known limits, shared with nothing else: the forward graph must carry ``seq_nr`` and ``nn_module_stack`` (Dynamo and
-AOTAutograd write both); a forward value that no later op uses counts as receiving a gradient; a module called twice
-in one graph is one call per contiguous run of its nodes. When the forward graph or its metadata is missing the ops
-keep the module of the forward op they differentiate (``fwd_nn_module_stack``), as before.
+Known limits: the forward graph must carry ``seq_nr`` and ``nn_module_stack`` (Dynamo and AOTAutograd write both)
+and its inputs and outputs must line up with AOTAutograd's metadata; a module called twice in one graph is one call
+per contiguous run of its nodes; a module with no op in the graph (``nn.Identity``) is invisible, where the eager
+tracker would leave it active for the rest of the backward; a leaf input that requires grad (a user's input, not a
+parameter) is not taken as a module's input, so a module it feeds stops being active once its other inputs'
+gradients are complete. When there is no tape (no sequence numbers, metadata that does not line up), the ops keep the
+module of the forward op they differentiate (``fwd_nn_module_stack``) and the report warns.
 """
 
 from __future__ import annotations

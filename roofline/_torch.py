@@ -14,7 +14,6 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as _mode_stack
 from torch.autograd.graph import register_multi_grad_hook
-from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._pytree import tree_flatten
 
 from roofline import _collectives, _core, _formulas, _registry, _resolve
@@ -158,31 +157,72 @@ class _Tracker:
         self._has_callback = True
 
     def enter(self):
-        # Dynamo traces the global hooks of every module call it compiles: hooks that do nothing while it traces
-        # (is_compiling() is a constant to it) keep a compiled function whole, with fullgraph=True too; the graph's
-        # ops carry their modules themselves. In eager code they call the C tracker.
-        pre, post = self.c.pre, self.c.post
-        compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
-
-        def forward_pre_hook(mod, args):
-            if not compiling():
-                pre(mod, args)
-
-        def forward_hook(mod, args, out):
-            if not compiling():
-                post(mod, args, out)
-
-        self._handles.append(register_module_forward_pre_hook(forward_pre_hook))
-        self._handles.append(register_module_forward_hook(forward_hook))
+        _MODULE_HOOKS.enter(self)
+        self._handles = list(_MODULE_HOOKS.handles)
 
     def exit(self):
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
+        _MODULE_HOOKS.exit(self)
+        self._handles = []
         for h in self._grad_hooks:
             h.remove()
         self._grad_hooks.clear()
         self.c.close()
+
+
+class _ModuleHooks:
+    """The open blocks' module hooks: one forward pre-hook and one forward hook for the whole process, under two
+    handle ids reserved for them, put into torch's global hook tables while a block is open and taken out when the
+    last one closes; each call is passed to every open block's tracker.
+
+    Dynamo traces the global hooks of every module call it compiles (a compiled function that calls modules), and
+    guards on those tables: the same functions under the same ids in every block keep its guards valid, so a compiled
+    step is compiled once for all blocks (hooks registered anew per block recompiled it each block, until torch's
+    recompile limit ran it eagerly). While Dynamo traces, the hooks do nothing (``is_compiling()`` is a constant to
+    it): the function compiles whole, with ``fullgraph=True`` too; the graph's ops carry their modules themselves."""
+
+    def __init__(self):
+        self.trackers: list = []
+        self.handles: tuple = ()
+
+    def _reserve(self):
+        import torch.nn.modules.module as mm
+        from torch.utils.hooks import RemovableHandle
+
+        # ids from torch's own counter, so no other hook ever gets them
+        self.handles = (RemovableHandle(mm._global_forward_pre_hooks), RemovableHandle(mm._global_forward_hooks))
+
+    def enter(self, tracker):
+        if not self.handles:
+            self._reserve()
+        if not self.trackers:
+            import torch.nn.modules.module as mm
+
+            mm._global_forward_pre_hooks[self.handles[0].id] = _forward_pre_hook
+            mm._global_forward_hooks[self.handles[1].id] = _forward_hook
+        self.trackers.append(tracker)
+
+    def exit(self, tracker):
+        if tracker in self.trackers:
+            self.trackers.remove(tracker)
+        if not self.trackers:
+            for h in self.handles:
+                h.remove()
+
+
+_MODULE_HOOKS = _ModuleHooks()
+_is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+
+
+def _forward_pre_hook(mod, args):
+    if not _is_compiling():
+        for t in _MODULE_HOOKS.trackers:
+            t.c.pre(mod, args)
+
+
+def _forward_hook(mod, args, out):
+    if not _is_compiling():
+        for t in _MODULE_HOOKS.trackers:
+            t.c.post(mod, args, out)
 
 
 def _leaves(obj):

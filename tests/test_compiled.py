@@ -552,6 +552,58 @@ def test_compiled_training_step_function_fullgraph(given):
     torch._dynamo.reset()
 
 
+def test_compiled_step_with_work_outside_the_model_credits_it_to_global():
+    """A compiled step that multiplies the model's output by a matrix outside any module: in eager mode that product
+    and its backward run outside the model (its backward before the model's output gradient exists), so
+    FlopCounterMode credits them to Global only; the compiled view does too (the model is in the graph's module
+    stacks here, and the tape's call of it says when it is active)."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = MLP()
+    x, w = torch.randn(B, D_IN), torch.randn(D_OUT, 3, requires_grad=True)
+
+    def step(m, inp):
+        return (m(inp) @ w).sum()
+
+    want = _eager_counts(model, lambda m: step(m, x).backward())
+    assert want["Global"]["aten.mm"] > want.get("MLP", {}).get("aten.mm", 0)  # the product is outside the model
+    f = torch.compile(step)
+    with roofline.measure(model) as r:
+        f(model, x).backward()
+    assert r.compiled["graph_breaks"] == 0
+    assert _compat(r) == want
+    torch._dynamo.reset()
+
+
+def test_compiled_step_compiles_once_for_many_blocks():
+    """The block's module hooks are the same functions under the same ids in every block: Dynamo's guards on the
+    global hook tables hold, and a compiled step function is compiled once for ten blocks (it was recompiled in each
+    block, and after torch's recompile limit ran eagerly, uncounted as compiled)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(B, D_IN)
+
+    def step(m, inp):
+        return m(inp).sum()
+
+    f = torch.compile(step)
+    for _ in range(10):
+        with roofline.measure(model) as r:
+            f(model, x).backward()
+        assert r.compiled is not None and r.compiled["graph_calls"] == 2 and r.compiled["uncounted_graph_calls"] == 0
+        assert r.matrix_flops == FWD_MATRIX + BWD_MATRIX
+    assert counters["frames"]["ok"] == 1
+    # and the hooks are gone after the block: torch's global tables are as they were
+    import torch.nn.modules.module as mm
+
+    assert not mm._global_forward_pre_hooks and not mm._global_forward_hooks
+    torch._dynamo.reset()
+
+
 def test_exception_in_block_restores_torch(trained):
     """An exception inside the block leaves torch as it was: caches switched back on, no Dynamo hook left."""
     from torch._functorch import config as fconfig
@@ -688,4 +740,24 @@ def test_forward_graph_metadata_the_tracker_replay_relies_on():
     assert sum(1 for rg, _ in seen["info"] if rg) == len(list(model.parameters()))
     assert all(leaf for rg, leaf in seen["info"] if rg)
     assert seen["bw_seqs"] and seen["bw_seqs"] <= seen["fw_seqs"]
+    torch._dynamo.reset()
+
+
+def test_gathers_read_the_rows_they_look_up():
+    """A kernel handed a whole table reads the rows its indices select: two lookups from one (1000, 64) float32
+    table by two index tensors of 32 each read 2 x 32 rows of 256 bytes, not the 256,000-byte table (nor one set of
+    rows: Inductor numbers both gathers' index variables alike); the same lookup normalised in several passes reads
+    its rows once."""
+    torch._dynamo.reset()
+    w = torch.randn(1000, 64)
+    a, b = torch.randint(0, 1000, (32,)), torch.randint(0, 1000, (32,))
+    two = torch.compile(lambda t, i, j: (t[i] + t[j]).sum(-1))
+    norm = torch.compile(lambda t, i: torch.nn.functional.layer_norm(t[i], (64,)))
+    with roofline.measure(timing=None) as r:
+        two(w, a, b)
+        norm(w, a)
+    reads = [(k["input_buffers"], k["inputs"]) for k in r.kernels if not k["extern"]]
+    table = 1000 * 64 * 4
+    got = sorted(ins[name] for handed, ins in reads for name, v in handed.items() if v == table)
+    assert got == [32 * 256, 2 * 32 * 256], reads
     torch._dynamo.reset()

@@ -211,7 +211,7 @@ static rl_cpu_features full_features(void) {
     memset(&f, 0, sizeof(f));
     f.x86 = 1;
     f.leaf1_ecx = 1u << 27;                                          /* OSXSAVE */
-    f.leaf7_ebx = 1u << 16;                                          /* AVX512F */
+    f.leaf7_ebx = (1u << 16) | (1u << 5);                            /* AVX512F, AVX2 */
     f.leaf7_ecx = 1u << 11;                                          /* AVX512_VNNI */
     f.leaf7_edx = (1u << 22) | (1u << 23) | (1u << 24) | (1u << 25); /* AMX-BF16, AVX512_FP16, AMX-TILE, AMX-INT8 */
     f.leaf7_1_eax = (1u << 5) | (1u << 4);                           /* AVX512_BF16, AVX_VNNI */
@@ -282,13 +282,19 @@ static void test_lowp_check(void) {
     CHECK(rl_cpu_lowp_check(LOWP("avx512_bf16"), &h, why, sizeof(why)) == 0, "no OSXSAVE");
     /* Alder Lake: AVX-VNNI on ymm, no AVX-512 in cpuid or XCR0 */
     h = f;
-    h.leaf7_ebx = h.leaf7_ecx = h.leaf7_edx = 0;
+    h.leaf7_ebx = 1u << 5; /* AVX2 */
+    h.leaf7_ecx = h.leaf7_edx = 0;
     h.leaf7_1_eax = 1u << 4;
     h.xcr0 = 0x7;
     CHECK(rl_cpu_lowp_check(LOWP("avx_vnni"), &h, why, sizeof(why)) == 1 || strstr(why, "this build has no") != NULL,
           "alder lake avx_vnni: %s", why);
     CHECK(rl_cpu_lowp_check(LOWP("avx512_vnni"), &h, why, sizeof(why)) == 0 && strstr(why, "no AVX-512F") != NULL,
           "alder lake avx512_vnni: %s", why);
+    h.leaf7_ebx = 0; /* a VM that hides AVX2 but shows AVX-VNNI: not run (the kernel is built for AVX2) */
+    CHECK(rl_cpu_lowp_check(LOWP("avx_vnni"), &h, why, sizeof(why)) == 0 &&
+              (strstr(why, "no AVX2") != NULL || strstr(why, "this build has no") != NULL),
+          "avx_vnni without avx2: %s", why);
+    h.leaf7_ebx = 1u << 5;
     h.xcr0 = 0x3; /* the OS has not enabled the ymm state */
     CHECK(rl_cpu_lowp_check(LOWP("avx_vnni"), &h, why, sizeof(why)) == 0 &&
               (strstr(why, "AVX register state") != NULL || strstr(why, "this build has no") != NULL),
