@@ -635,38 +635,37 @@ RL_VECTOR_FMA(__attribute__((target("avx512f,avx512bw,avx512vl,avx512fp16"))), r
 #undef STORE_
 #endif
 
+/* The VNNI kernels, zmm (AVX512-VNNI) and ymm (AVX-VNNI, the VEX-encoded vpdpbusd of client cores without AVX-512:
+ * Alder Lake and later), RL_W bits wide: unsigned bytes m = (1, 1, 1, 1), signed bytes a = (1, 1, 1, -1) per int32
+ * lane, so each step adds 2; chain k starts at k. */
+#define RL_CAT4_(a, b, c, d) a##b##c##d
+#define RL_CAT4(a, b, c, d) RL_CAT4_(a, b, c, d)
+#define VT_ RL_CAT4(__m, RL_W, i, )
+#define ET_ int32_t
+#define SET1_ RL_CAT4(_mm, RL_W, _set1_epi32, )
+#define STORE_(p, x) RL_CAT4(_mm, RL_W, _storeu_si, RL_W)((VT_ *)(p), (x))
+#define RL_VNNI_DECL(k) VT_ x##k = SET1_(k);
+#define RL_VNNI_OPERANDS                                                                                           \
+    const int one = rl_lowp_int_one;                                                                               \
+    const VT_ m = SET1_(one * 0x01010101), a = SET1_((int)(0xFF010101u * (unsigned)one));
 #ifdef RL_HAVE_AVX512_VNNI
-/* unsigned bytes m = (1, 1, 1, 1), signed bytes a = (1, 1, 1, -1) per int32 lane: each step adds 2 */
-#define VT_ __m512i
-#define ET_ int32_t
+#define RL_W 512
 #define STEP_ _mm512_dpbusd_epi32
-#define STORE_(p, x) _mm512_storeu_si512((void *)(p), (x))
-#define RL_VN_DECL(k) VT_ x##k = _mm512_set1_epi32(k);
-RL_CHAIN_KERNEL(__attribute__((target("avx512f,avx512vnni"))), rl_lowp_avx512_vnni, RL_REP12, RL_VN_DECL,
-                const int one = rl_lowp_int_one; const __m512i m = _mm512_set1_epi32(one * 0x01010101);
-                const __m512i a = _mm512_set1_epi32((int)(0xFF010101u * (unsigned)one));)
-#undef VT_
-#undef ET_
+RL_CHAIN_KERNEL(__attribute__((target("avx512f,avx512vnni"))), rl_lowp_avx512_vnni, RL_REP12, RL_VNNI_DECL, RL_VNNI_OPERANDS)
+#undef RL_W
 #undef STEP_
-#undef STORE_
 #endif
-
 #ifdef RL_HAVE_AVX_VNNI
-/* The VEX-encoded vpdpbusd of CPUs without AVX-512 (Alder Lake and later client cores): the avx512_vnni kernel on
- * ymm registers, 8 int32 lanes; each step adds 2 */
-#define VT_ __m256i
-#define ET_ int32_t
+#define RL_W 256
 #define STEP_ _mm256_dpbusd_avx_epi32
-#define STORE_(p, x) _mm256_storeu_si256((__m256i *)(p), (x))
-#define RL_VY_DECL(k) VT_ x##k = _mm256_set1_epi32(k);
-RL_CHAIN_KERNEL(__attribute__((target("avx2,avxvnni"))), rl_lowp_avx_vnni, RL_REP12, RL_VY_DECL,
-                const int one = rl_lowp_int_one; const __m256i m = _mm256_set1_epi32(one * 0x01010101);
-                const __m256i a = _mm256_set1_epi32((int)(0xFF010101u * (unsigned)one));)
+RL_CHAIN_KERNEL(__attribute__((target("avx2,avxvnni"))), rl_lowp_avx_vnni, RL_REP12, RL_VNNI_DECL, RL_VNNI_OPERANDS)
+#endif
+#undef RL_W
+#undef STEP_
 #undef VT_
 #undef ET_
-#undef STEP_
+#undef SET1_
 #undef STORE_
-#endif
 
 #ifdef RL_HAVE_AMX
 /* Tile configuration (palette 1): tiles 0-3 hold the 16x16 accumulators, 4-5 the left and 6-7 the right
