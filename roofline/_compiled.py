@@ -559,10 +559,11 @@ def _kernel_record(name, snodes, extern=False):
     if extern:
         for sn in own:
             views.update(_extern_input_views(getattr(sn, "node", None)))
+    handed = {b: _buf_nbytes(b) for b in in_bufs}
     if extern:
-        sizes_in = {b: views[b] if b in views else _buf_nbytes(b) for b in in_bufs}
+        sizes_in = {b: views.get(b, n) for b, n in handed.items()}
     else:
-        sizes_in = {b: _read_nbytes(own, b, _buf_nbytes(b)) for b in in_bufs}
+        sizes_in = {b: _read_nbytes(own, b, n) for b, n in handed.items()}
     sizes_out = {b: _buf_nbytes(b) for b in out_bufs}
     flops = 0
     for sn in own:
@@ -572,7 +573,7 @@ def _kernel_record(name, snodes, extern=False):
             f = None
         flops += int(f or 0)
     return {"name": name, "extern": extern, "origins": _origins(own), "inputs": sizes_in,
-            "input_buffers": {b: _buf_nbytes(b) for b in in_bufs}, "outputs": sizes_out,
+            "input_buffers": handed, "outputs": sizes_out,
             "inductor_flops": flops, "dtype": _buf_dtype(out_bufs)}
 
 
@@ -619,9 +620,9 @@ def _kernel_from_args(name, args, snodes):
             flops += int(sn.estimate_flops() or 0)
         except Exception:  # noqa: BLE001 - Inductor's estimate is informative only
             pass
+    handed = {b: _buf_nbytes(b) for b in reads}
     return {"name": name, "extern": False, "origins": _origins(own), "dtype": _buf_dtype(writes),
-            "inputs": {b: _read_nbytes(own, b, _buf_nbytes(b)) for b in reads},
-            "input_buffers": {b: _buf_nbytes(b) for b in reads},
+            "inputs": {b: _read_nbytes(own, b, n) for b, n in handed.items()}, "input_buffers": handed,
             "outputs": {b: _buf_nbytes(b) for b in writes}, "inductor_flops": flops}
 
 

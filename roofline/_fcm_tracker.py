@@ -47,7 +47,7 @@ class ForwardTape:
         self.consumers: dict = {}  # value -> set of seqs of the nodes that consume it (requiring grad)
         self.producer: dict = {}   # value -> seq of its node, or ("ph", leaf: bool) for a graph input
         self.leaf_ph: set = set()  # graph inputs that are leaves (parameters): accumulated, not module inputs
-        self.calls: list = []      # (position, kind, key, value names): kind "out" pushes, "in" pops
+        self.calls: list = []      # (position, kind, (root, path), value names): kind "out" pushes, "in" pops
         self.root = None
 
 
@@ -61,7 +61,7 @@ def forward_tape(gm, input_requires_grad=None, input_is_leaf=None, n_user_output
     tape = ForwardTape()
     rg: dict = {}
     alias: dict = {}  # getitem node -> the node it takes from
-    nodes: list = []  # (position, node name, seq, stack chain, input value names, differentiable output)
+    nodes: list = []  # (position, node name, seq, stack chain, input value names)
     ph_i = 0
     output_node = None
     for pos, node in enumerate(gm.graph.nodes):
@@ -90,7 +90,7 @@ def forward_tape(gm, input_requires_grad=None, input_is_leaf=None, n_user_output
             flt = any(isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()) for v in vals)
             diff = seq is not None and flt and node.target is not torch.ops.aten.detach.default
             rg[node.name] = diff and any(rg.get(u) for u in ins)
-            nodes.append((pos, node.name, seq, _node_chain(node) if seq is not None else (), ins, diff))
+            nodes.append((pos, node.name, seq, _node_chain(node) if seq is not None else (), ins))
     # a gradient reaches only values the user's outputs depend on (not, say, BatchNorm's running statistics, which
     # only feed the copies into its buffers)
     user_out = set()
@@ -101,20 +101,18 @@ def forward_tape(gm, input_requires_grad=None, input_is_leaf=None, n_user_output
             if isinstance(a, torch.fx.Node):
                 user_out.add(alias.get(a.name, a.name))
     live = set(user_out)
-    for _pos, name, _seq, _chain, ins, _diff in reversed(nodes):
+    for _pos, name, _seq, _chain, ins in reversed(nodes):
         if name in live:
             live.update(ins)
     for v in list(rg):
         rg[v] = rg[v] and (v in live or not user_out)
-    tape.leaf_ph &= {v for v in tape.leaf_ph if rg[v]}
+    tape.leaf_ph = {v for v in tape.leaf_ph if rg[v]}
     order = []
-    for pos, name, seq, chain, ins, _diff in nodes:
+    for pos, name, seq, chain, ins in nodes:
         if seq is None:
             continue
         ins = [u for u in ins if rg.get(u)]
         tape.producer[name] = seq
-        tape.seq_lo = seq if tape.seq_lo is None else min(tape.seq_lo, seq)
-        tape.seq_hi = seq if tape.seq_hi is None else max(tape.seq_hi, seq)
         if chain and tape.root is None:
             tape.root = chain[0][1][0]
         order.append((pos, name, seq, chain, ins))
@@ -122,8 +120,9 @@ def forward_tape(gm, input_requires_grad=None, input_is_leaf=None, n_user_output
         if rg.get(name):  # only the differentiable forward's nodes pass gradients back
             for u in ins:
                 tape.consumers.setdefault(u, set()).add(seq)
-    if tape.seq_lo is None:
+    if not tape.groups:
         return None
+    tape.seq_lo, tape.seq_hi = min(tape.groups), max(tape.groups)
     # module calls: each maximal run (in graph order) of nodes whose stack holds a key
     runs: dict = {}  # key -> [path pair, first position, last position, members]
     done: list = []
