@@ -4,8 +4,8 @@
  * torch.utils.module_tracker.ModuleTracker (the tracker FlopCounterMode uses), so that module attribution matches
  * FlopCounterMode exactly. Its `pre` and `post` methods are installed as process-global module forward hooks; they
  * act only while the measure block's dispatch mode is on the calling thread's mode stack. Per module call they:
- *   - name the module (a dict lookup; the first time a module is seen, a Python `namer` names it and its children
- *     from that root, as ModuleTracker does);
+ *   - name the module (a dict lookup; the first time a module is seen, it and its children are named from that root
+ *     with ModuleTracker's rule, `name_tree` below);
  *   - add (pre) or remove (post) the name from the set of current modules;
  *   - collect the tensors that require grad among the inputs (pre) or outputs (post), walking tuples, lists and
  *     dicts here and anything else with torch's pytree (`flatten`), and hand them to a Python callback that
@@ -32,7 +32,6 @@ typedef struct {
     PyObject *mode;        /* the dispatch mode that enables the forward hooks (None: always enabled) */
     PyObject *stack_len;   /* torch._C._len_torch_dispatch_stack */
     PyObject *stack_at;    /* torch._C._get_dispatch_stack_at */
-    PyObject *namer;       /* namer(module) -> name; fills `known` and `seen` */
     PyObject *flatten;     /* flatten(obj) -> list of pytree leaves */
     PyObject *on_inputs;   /* on_inputs(name, [tensors]): gradient hooks for a module's inputs */
     PyObject *on_outputs;  /* on_outputs(name, [tensors]): gradient hooks for a module's outputs */
@@ -46,6 +45,8 @@ typedef struct {
     PyObject *module_id;   /* int: id of the current set (valid when !dirty) */
     PyObject *s_global;    /* "Global" */
     PyObject *s_requires_grad;
+    PyObject *s_modules;   /* "_modules" */
+    PyObject *s_named_children;
     int dirty;
     int enabled;
 } Tracker;
@@ -57,8 +58,8 @@ static PyTypeObject *tracker_type_of(PyObject *module);
 
 /* The objects a Tracker holds (its traverse and clear walk them). */
 #define TRACKER_OBJECTS(X)                                                                                         \
-    X(mode) X(stack_len) X(stack_at) X(namer) X(flatten) X(on_inputs) X(on_outputs) X(tensor_type) X(param_type)  \
-    X(known) X(seen) X(parents) X(ids) X(sets) X(module_id) X(s_global) X(s_requires_grad)
+    X(mode) X(stack_len) X(stack_at) X(flatten) X(on_inputs) X(on_outputs) X(tensor_type) X(param_type) X(known)   \
+    X(seen) X(parents) X(ids) X(sets) X(module_id) X(s_global) X(s_requires_grad) X(s_modules) X(s_named_children)
 
 static int Tracker_traverse(Tracker *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
@@ -75,18 +76,18 @@ static int Tracker_clear(Tracker *self) {
 static void Tracker_dealloc(Tracker *self) { rl_gc_dealloc((PyObject *)self); }
 
 static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"mode",        "stack_len",  "stack_at", "namer", "flatten", "on_inputs",
-                             "on_outputs", "tensor_type", "param_type", "known", "seen", NULL};
-    PyObject *mode, *stack_len, *stack_at, *namer, *flatten, *on_inputs, *on_outputs, *tensor_type, *param_type;
+    static char *kwlist[] = {"mode",       "stack_len",  "stack_at", "flatten", "on_inputs", "on_outputs",
+                             "tensor_type", "param_type", "known",   "seen",    NULL};
+    PyObject *mode, *stack_len, *stack_at, *flatten, *on_inputs, *on_outputs, *tensor_type, *param_type;
     PyObject *known, *seen;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOO!O!:ModuleTracker", kwlist, &mode, &stack_len,
-                                     &stack_at, &namer, &flatten, &on_inputs, &on_outputs, &tensor_type, &param_type,
-                                     &PyDict_Type, &known, &PySet_Type, &seen)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOO!O!:ModuleTracker", kwlist, &mode, &stack_len, &stack_at,
+                                     &flatten, &on_inputs, &on_outputs, &tensor_type, &param_type, &PyDict_Type,
+                                     &known, &PySet_Type, &seen)) {
         return -1;
     }
-    PyObject *callables[] = {stack_len, stack_at, namer, flatten, on_inputs, on_outputs};
-    static const char *names[] = {"stack_len", "stack_at", "namer", "flatten", "on_inputs", "on_outputs"};
-    if (rl_require_callables("ModuleTracker", callables, names, 6) < 0) {
+    PyObject *callables[] = {stack_len, stack_at, flatten, on_inputs, on_outputs};
+    static const char *names[] = {"stack_len", "stack_at", "flatten", "on_inputs", "on_outputs"};
+    if (rl_require_callables("ModuleTracker", callables, names, 5) < 0) {
         return -1;
     }
     if (!PyType_Check(tensor_type) || !PyType_Check(param_type)) {
@@ -99,16 +100,19 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     }
     self->s_global = PyUnicode_InternFromString("Global");
     self->s_requires_grad = PyUnicode_InternFromString("requires_grad");
+    self->s_modules = PyUnicode_InternFromString("_modules");
+    self->s_named_children = PyUnicode_InternFromString("named_children");
     self->parents = PySet_New(NULL);
     self->ids = PyDict_New();
     self->sets = PyList_New(0);
-    if (!self->s_global || !self->s_requires_grad || !self->parents || !self->ids || !self->sets ||
+    if (!self->s_global || !self->s_requires_grad || !self->s_modules || !self->s_named_children || !self->parents ||
+        !self->ids || !self->sets ||
         PySet_Add(self->parents, self->s_global) < 0) {
         return -1;
     }
 #define TRACKER_ARGS(X)                                                                                            \
-    X(mode) X(stack_len) X(stack_at) X(namer) X(flatten) X(on_inputs) X(on_outputs) X(tensor_type) X(param_type)  \
-    X(known) X(seen)
+    X(mode) X(stack_len) X(stack_at) X(flatten) X(on_inputs) X(on_outputs) X(tensor_type) X(param_type) X(known)   \
+    X(seen)
     TRACKER_ARGS(RL_TAKE_MEMBER)
 #undef TRACKER_ARGS
     self->dirty = 1;
@@ -207,7 +211,132 @@ static int active_here(Tracker *self) {
     return 0;
 }
 
-/* The module's name: `known[mod]` once its children are named, else namer(mod). New reference or NULL. */
+/* Whether `named_children` of `mod`'s type is the one of its base-most class defining it (torch.nn.Module's): then
+ * the children are `mod._modules`' non-None values, first name of each kept. 1, 0, or -1 with an exception. */
+static int plain_named_children(Tracker *self, PyObject *mod) {
+    PyTypeObject *tp = Py_TYPE(mod);
+    PyObject *mro = tp->tp_mro;
+    if (!mro || !PyTuple_Check(mro)) {
+        return 0;
+    }
+    PyObject *resolved = PyObject_GetAttr((PyObject *)tp, self->s_named_children);
+    if (!resolved) {
+        PyErr_Clear(); /* no named_children at all: the generic path raises the error a call would */
+        return 0;
+    }
+    int plain = 0;
+    for (Py_ssize_t i = PyTuple_GET_SIZE(mro) - 1; i >= 0; i--) { /* from `object` up: the base-most definition */
+        PyObject *d = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_dict; /* NULL for some static types */
+        PyObject *f = d ? PyDict_GetItemWithError(d, self->s_named_children) : NULL;
+        if (f || PyErr_Occurred()) {
+            plain = f ? f == resolved : -1;
+            break;
+        }
+    }
+    Py_DECREF(resolved);
+    return plain;
+}
+
+/* `list(mod.named_children())`: (name, child) pairs. New reference or NULL with an exception. */
+static PyObject *named_children(Tracker *self, PyObject *mod) {
+    int plain = plain_named_children(self, mod);
+    if (plain < 0) {
+        return NULL;
+    }
+    PyObject *mods = plain ? PyObject_GetAttr(mod, self->s_modules) : NULL;
+    if (!mods || !PyDict_CheckExact(mods)) {
+        if (plain && !mods) {
+            return NULL;
+        }
+        Py_XDECREF(mods);
+        PyObject *it = PyObject_CallMethodNoArgs(mod, self->s_named_children);
+        if (!it) {
+            return NULL;
+        }
+        PyObject *out = PySequence_List(it);
+        Py_DECREF(it);
+        return out;
+    }
+    PyObject *out = PyList_New(0), *memo = PySet_New(NULL);
+    PyObject *items = PyDict_Items(mods); /* a copy: nothing below can change what is walked */
+    Py_DECREF(mods);
+    if (!out || !memo || !items) {
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *pair = PyList_GET_ITEM(items, i);
+        PyObject *child = PyTuple_GET_ITEM(pair, 1);
+        if (child == Py_None) {
+            continue;
+        }
+        int dup = PySet_Contains(memo, child);
+        if (dup < 0 || (!dup && (PySet_Add(memo, child) < 0 || PyList_Append(out, pair) < 0))) {
+            goto fail;
+        }
+    }
+    Py_DECREF(items);
+    Py_DECREF(memo);
+    return out;
+fail:
+    Py_XDECREF(items);
+    Py_XDECREF(memo);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* ModuleTracker's naming rule (torch.utils.module_tracker): a module not named yet is named after its type; the first
+ * time a module is walked (`seen`), each of its children (named_children order) is (re)named `<its name>.<attr>` and
+ * walked in turn, depth first. New reference to `mod`'s name, or NULL with an exception (RecursionError on a module
+ * tree deeper than the interpreter's recursion limit, as the rule written in Python would raise). */
+static PyObject *name_tree(Tracker *self, PyObject *mod) {
+    PyObject *name = PyDict_GetItemWithError(self->known, mod);
+    if (name) {
+        Py_INCREF(name);
+    } else {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        name = PyObject_GetAttrString((PyObject *)Py_TYPE(mod), "__name__");
+        if (!name || PyDict_SetItem(self->known, mod, name) < 0) {
+            Py_XDECREF(name);
+            return NULL;
+        }
+    }
+    int seen = PySet_Contains(self->seen, mod);
+    if (seen) {
+        return seen < 0 ? (Py_DECREF(name), NULL) : name;
+    }
+    if (Py_EnterRecursiveCall(" while naming modules")) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    PyObject *children = named_children(self, mod);
+    int rc = children ? 0 : -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(children); i++) {
+        PyObject *pair = PyList_GET_ITEM(children, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "named_children() must yield (name, module) pairs");
+            rc = -1;
+            break;
+        }
+        PyObject *child = PyTuple_GET_ITEM(pair, 1);
+        PyObject *full = PyUnicode_FromFormat("%S.%S", name, PyTuple_GET_ITEM(pair, 0));
+        rc = full ? PyDict_SetItem(self->known, child, full) : -1;
+        Py_XDECREF(full);
+        PyObject *sub = rc == 0 ? name_tree(self, child) : NULL;
+        rc = sub ? 0 : -1;
+        Py_XDECREF(sub);
+    }
+    Py_XDECREF(children);
+    Py_LeaveRecursiveCall();
+    if (rc < 0 || PySet_Add(self->seen, mod) < 0) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    return name;
+}
+
+/* The module's name: `known[mod]` once its children are named, else named by the rule. New reference or NULL. */
 static PyObject *module_name(Tracker *self, PyObject *mod) {
     int seen = PySet_Contains(self->seen, mod);
     if (seen < 0) {
@@ -222,7 +351,7 @@ static PyObject *module_name(Tracker *self, PyObject *mod) {
             return NULL;
         }
     }
-    return PyObject_CallOneArg(self->namer, mod);
+    return name_tree(self, mod);
 }
 
 /* Add `t` to `out` if it is a torch.Tensor with requires_grad. 0, or -1 with an exception. */
@@ -358,6 +487,14 @@ static PyObject *Tracker_post(Tracker *self, PyObject *const *argv, Py_ssize_t a
     return tracker_hook(self, argv, argc, 0);
 }
 
+/* name(module) -> its name, naming it and the modules under it first if needed. */
+static PyObject *Tracker_name(Tracker *self, PyObject *mod) {
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    return module_name(self, mod);
+}
+
 static PyObject *Tracker_add(Tracker *self, PyObject *name) {
     if (check_ready(self) < 0) {
         return NULL;
@@ -440,6 +577,8 @@ static PyMethodDef Tracker_methods[] = {
      "pre(module, input): global forward pre-hook: the module enters the current set."},
     {"post", (PyCFunction)(void (*)(void))Tracker_post, METH_FASTCALL,
      "post(module, input, output): global forward hook: the module leaves the current set."},
+    {"name", (PyCFunction)Tracker_name, METH_O,
+     "name(module) -> str: the module's name under ModuleTracker's rule (named from the first root it is seen under)."},
     {"add", (PyCFunction)Tracker_add, METH_O, "add(name): a module (re-)enters the current set (backward)."},
     {"discard", (PyCFunction)Tracker_discard, METH_O,
      "discard(name) -> bool: a module leaves the current set; whether it was in it."},
@@ -457,8 +596,8 @@ static PyGetSetDef Tracker_getset[] = {
 };
 
 static PyType_Slot Tracker_slots[] = {
-    {Py_tp_doc, "ModuleTracker(mode, stack_len, stack_at, namer, flatten, on_inputs, on_outputs, tensor_type, "
-                "param_type, known, seen): the set of running modules, torch ModuleTracker semantics."},
+    {Py_tp_doc, "ModuleTracker(mode, stack_len, stack_at, flatten, on_inputs, on_outputs, tensor_type, param_type, "
+                "known, seen): the set of running modules, torch ModuleTracker semantics."},
     {Py_tp_init, Tracker_init},
     {Py_tp_new, PyType_GenericNew},
     RL_GC_SLOTS(Tracker),

@@ -1389,11 +1389,14 @@ def _hide_hooks_in_compiled(session, coll):
 
         return restore
 
-    for m in [model, *model.modules()] if not isinstance(model, OptimizedModule) else [model]:
+    # the model's modules were named at entry: `known` holds them (a dict walk, not a module-tree walk per block)
+    for m in list(tracker.known) if not isinstance(model, OptimizedModule) else [model]:
         if isinstance(m, OptimizedModule):  # torch.compile(module)
             ctxs = [getattr(m, "dynamo_ctx", None)]
         else:  # module.compile(): the Dynamo context is in the closure of the compiled _call_impl
             fn = m.__dict__.get("_compiled_call_impl")
+            if fn is None:  # most modules: nothing compiled
+                continue
             ctxs = [c.cell_contents for c in getattr(fn, "__closure__", None) or ()
                     if hasattr(c.cell_contents, "enter_exit_hooks")]
         for ctx in ctxs:
@@ -1443,7 +1446,7 @@ def _name_compiled_root(session):
     tr.known[model] = name
     tr.known[inner] = name
     tr.seen.add(model)
-    tr._get_mod_name(inner)
+    tr.name(inner)
 
 
 def _break_count(counters) -> int:

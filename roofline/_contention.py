@@ -84,13 +84,8 @@ def _cpu_fields(fields: list[str]) -> tuple[float, float] | None:
 def _proc_stat(cpus: list[int] | None = None) -> tuple[float | None, float | None, int | None]:
     """(busy seconds, steal seconds, procs_running) from /proc/stat, None where it says nothing: of the CPUs in
     ``cpus`` (the per-CPU lines) when given and not all of the machine's, else of the whole machine."""
-    try:  # one read(2) of raw bytes: the entry reading runs inside the block's timed window, so keep it short
-        fd = os.open("/proc/stat", os.O_RDONLY)
-        try:
-            text = os.read(fd, 1 << 16).decode("ascii", "replace")
-        finally:
-            os.close(fd)
-    except OSError:
+    text = _read("/proc/stat")  # the entry reading runs inside the block's timed window: keep it short
+    if text is None:
         return None, None, None
     return _parse_stat(text, cpus)
 
@@ -139,65 +134,77 @@ def _cpu_count() -> int:
     return _CPUS[0]
 
 
-def _task_files(pid: str, name: str) -> list[str]:
-    """``/proc/<pid>/task/<tid>/<name>`` for every thread of process ``pid`` (empty when unreadable). A directory
-    listing: ``glob`` costs several times more, and this runs twice per measured block."""
-    base = f"/proc/{pid}/task"
+def _read(path: str) -> str | None:
+    """A small /proc file's text, None where unreadable: one open(2), read(2), close(2), without a Python file
+    object (several times cheaper, and this runs twice per measured block)."""
     try:
-        return [f"{base}/{tid}/{name}" for tid in os.listdir(base)]
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 1 << 16).decode("ascii", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _tids(pid: str) -> list[str]:
+    """The thread ids of process ``pid`` (``/proc/<pid>/task``; empty when unreadable)."""
+    try:
+        return os.listdir(f"/proc/{pid}/task")
     except OSError:
         return []
 
 
-def _own_running_threads() -> int:
+def _running(stat: str | None) -> bool:
+    """Whether a ``/proc/.../stat`` text says state R. The state follows the parenthesised command name, which may
+    itself contain spaces or parentheses."""
+    if not stat:
+        return False
+    at = stat.rfind(")")
+    return stat[at + 2:at + 3] == "R"
+
+
+def _own_running_threads(tids: list[str] | None = None) -> int:
     """Threads of this process in state R (running or runnable), at least 1 (the one reading)."""
-    n = 0
-    for path in _task_files("self", "stat"):
-        try:
-            with open(path) as f:
-                text = f.read()
-        except OSError:
-            continue
-        # the state follows the parenthesised command name, which may itself contain spaces or parentheses
-        state = text[text.rfind(")") + 2:text.rfind(")") + 3]
-        n += state == "R"
+    n = sum(_running(_read(f"/proc/self/task/{tid}/stat")) for tid in (_tids("self") if tids is None else tids))
     return max(n, 1)
 
 
 def _stat_cpu(pid: str) -> float:
     """utime + stime + cutime + cstime (seconds) of process ``pid``: its own CPU time and that of its children it
     has waited for; 0.0 where unreadable."""
+    text = _read(f"/proc/{pid}/stat")
+    if text is None:
+        return 0.0
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            text = f.read()
         v = text[text.rfind(")") + 2:].split()
         return sum(int(x) for x in v[11:15]) / _HZ  # fields 14-17 of proc(5), counted after the state (field 3)
-    except (OSError, ValueError):
+    except ValueError:
         return 0.0
 
 
-def _children(pid: str) -> list[str]:
+def _children(pid: str, tids: list[str] | None = None) -> list[str]:
     """Live children of process ``pid`` (every thread's ``children`` file)."""
     out = []
-    for path in _task_files(pid, "children"):
-        try:
-            with open(path) as f:
-                out.extend(f.read().split())
-        except OSError:
-            continue
+    for tid in _tids(pid) if tids is None else tids:
+        text = _read(f"/proc/{pid}/task/{tid}/children")
+        if text:
+            out.extend(text.split())
     return out
 
 
-def descendants_cpu() -> float:
+def descendants_cpu(tids: list[str] | None = None) -> float:
     """CPU seconds of this process's descendants: those it waited for (``os.times`` children) and the live ones
     (``/proc``: each one's own time and that of the children it waited for, recursively). A block's work done by
     child processes (DataLoader workers, compile workers) is the process's own, not another process's. 0.0 for
-    the live part where /proc is missing."""
+    the live part where /proc is missing. ``tids``: this process's thread ids, when already listed."""
     t = os.times()
     total = t.children_user + t.children_system
-    if not os.path.isdir("/proc/self/task"):
-        return total
-    seen, todo = set(), _children("self")
+    if tids is None:
+        tids = _tids("self")
+    seen, todo = set(), _children("self", tids)
     while todo:
         pid = todo.pop()
         if pid in seen or len(seen) > 4096:
@@ -217,14 +224,15 @@ def snapshot(count_own_threads: bool = True) -> Snapshot:
     machine = _cpu_count()
     cpus = allowed if allowed and len(allowed) < machine else None
     busy, steal, running = _proc_stat(cpus)
-    own = _own_running_threads() if count_own_threads else 1
+    tids = _tids("self")  # listed once: the own-threads scan and the children walk both read them
+    own = _own_running_threads(tids) if count_own_threads else 1
     others = None if running is None else max(0, running - own)
     try:
         load = tuple(round(x, 2) for x in os.getloadavg())
     except (OSError, AttributeError):
         load = None
     t = os.times()
-    cpu = t.user + t.system + descendants_cpu()
+    cpu = t.user + t.system + descendants_cpu(tids)
     return Snapshot(time.monotonic(), cpu, busy, steal, others, load, len(cpus) if cpus else machine, machine)
 
 

@@ -91,7 +91,7 @@ class _Tracker:
     ModuleTracker, a module whose inputs require grad leaves the set again when their gradients have been computed,
     and one whose outputs require grad re-enters it when theirs are computed (``register_multi_grad_hook``, the same
     hooks torch registers); the set is back to ``{"Global"}`` at the end of each backward. Modules are named from
-    the first root they are seen under (``_get_mod_name``, ModuleTracker's rule)."""
+    the first root they are seen under (ModuleTracker's rule, applied in C: ``name``)."""
 
     def __init__(self, mode):
         self.known: dict = {}  # module -> name; strong references, released at exit (close)
@@ -100,8 +100,9 @@ class _Tracker:
         self._handles: list = []
         self._has_callback = False
         self.c = _core.ModuleTracker(mode, torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at,
-                                     self._get_mod_name, _leaves, self._on_inputs, self._on_outputs, torch.Tensor,
-                                     torch.nn.Parameter, self.known, self.seen)
+                                     _leaves, self._on_inputs, self._on_outputs, torch.Tensor, torch.nn.Parameter,
+                                     self.known, self.seen)
+        self.name = self.c.name  # name(module): its name, naming the modules under it first when new
 
     @property
     def module_id(self) -> int:
@@ -115,18 +116,6 @@ class _Tracker:
     @property
     def sets(self) -> list:
         return self.c.sets
-
-    def _get_mod_name(self, mod):
-        known = self.known
-        if mod not in known:
-            known[mod] = type(mod).__name__
-        mod_name = known[mod]
-        if mod not in self.seen:
-            for name, submod in mod.named_children():
-                known[submod] = f"{mod_name}.{name}"
-                self._get_mod_name(submod)
-            self.seen.add(mod)
-        return mod_name
 
     def _on_inputs(self, name, tensors):
         discard = self.c.discard
@@ -552,7 +541,7 @@ class Session:
         self.tracker.enter()
         try:
             if self.model is not None:
-                self.tracker._get_mod_name(self.model)  # name the model's modules from its root
+                self.tracker.name(self.model)  # name the model's modules from its root
             self._handles.append(register_optimizer_step_pre_hook(self._opt_pre))
             self._handles.append(register_optimizer_step_post_hook(self._opt_post))
             self.tracker.module_id  # noqa: B018 - interns {"Global"} as module set 0

@@ -293,11 +293,11 @@ def test_optimizer_phase_and_backward_phase():
 
 
 def test_tracker_and_dispatch_reject_bad_arguments():
-    with pytest.raises(TypeError, match="namer must be callable"):
-        _core.ModuleTracker(None, len, len, 3, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
+    with pytest.raises(TypeError, match="flatten must be callable"):
+        _core.ModuleTracker(None, len, len, 3, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
     with pytest.raises(TypeError):
-        _core.ModuleTracker(None, len, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, [], set())
-    t = _core.ModuleTracker(None, len, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
+        _core.ModuleTracker(None, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, [], set())
+    t = _core.ModuleTracker(None, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
     assert t.module_id == 0 and t.sets == [("Global",)]
     with pytest.raises(TypeError, match="name must be a str"):
         t.add(3)
@@ -316,3 +316,47 @@ def test_tracker_and_dispatch_reject_bad_arguments():
         d.set_op(torch.ops.aten.mm.default, 0, 5)
     t.close()
     assert t.enabled is False
+
+
+class _Tangled(torch.nn.Module):
+    """One Linear under two parents and twice in one ModuleList; a None child; a subclass that lists its children
+    itself (reversed, and one of them hidden)."""
+
+    def __init__(self):
+        super().__init__()
+        lin = torch.nn.Linear(2, 2)
+        self.a = torch.nn.Sequential(lin, torch.nn.ReLU())
+        self.b = torch.nn.ModuleList([lin, torch.nn.Tanh(), lin])
+        self.register_module("empty", None)
+        self.c = _Reversed()
+
+
+class _Reversed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.x = torch.nn.Identity()
+        self.y = torch.nn.Sequential(torch.nn.GELU())
+        self.hidden = torch.nn.SiLU()
+
+    def named_children(self):
+        for name in ("y", "x"):
+            yield name, getattr(self, name)
+
+
+@pytest.mark.parametrize("first", ["root", "child"])
+def test_module_names_follow_module_trackers_rule(first):
+    """The C naming rule against torch's own (ModuleTracker._get_mod_name, run on the same tree): shared modules
+    renamed by their last parent, duplicates in one parent named once, None children skipped, an overridden
+    named_children obeyed, and a child named first keeps the root-less name its own walk gave it."""
+    model = _Tangled()
+    t = _core.ModuleTracker(None, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
+    oracle = ModuleTracker()
+    order = [model, model.c] if first == "root" else [model.c, model]
+    for m in order:
+        assert t.name(m) == oracle._get_mod_name(m)
+    every = [model, *model.modules(), model.c.hidden]
+    for m in every:
+        assert t.name(m) == oracle._get_mod_name(m), m
+    assert t.name(model.a[0]) == "_Tangled.b.0"  # renamed by the later parent, under its first name there
+    assert t.name(model.c.hidden) == "SiLU"  # not listed by its parent: named after its type
+    t.close()
