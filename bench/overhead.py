@@ -4,8 +4,15 @@ For each workload: the bare wall time, the time under FlopCounterMode and the ti
 the ratio (roofline - bare) / (FlopCounterMode - bare): below 1.0 roofline adds less time than FlopCounterMode while
 also counting bytes and vector FLOPs. The variants run in rounds, in a shuffled order each round, each run after a
 garbage collection and with the collector off (a collection inside one run and not another is noise of tens of
-milliseconds); the ratio is taken from each variant's fastest run (on a shared machine the noise only adds time: the
-fastest run is the least disturbed one) and, for comparison, from the medians.
+milliseconds). Three estimates of the ratio are printed:
+
+- paired (the headline): each round runs the variants back to back, so a round's differences roofline - bare and
+  FlopCounterMode - bare are taken at one machine speed; the ratio is that of the medians of those per-round
+  differences. It cancels the drifts of a shared or virtual machine (whose speed changes by tens of percent
+  between seconds) and ignores single outliers (one run of one variant much faster or slower than all others);
+- fastest: of each variant's fastest run (on a machine whose noise only adds time, the least disturbed run; one
+  lucky run of one variant moves it, which a virtual machine's varying clock makes common);
+- medians: of each variant's median run.
 
     python bench/overhead.py [--repeats N] [--workload resnet|gpt2] [--clock wall|cpu] [--calls] [--threads N]
 
@@ -267,7 +274,7 @@ def instructions(keys):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=10, help="rounds of the four variants")
+    ap.add_argument("--repeats", type=int, default=16, help="rounds of the four variants")
     ap.add_argument("--workload", choices=sorted(WORKLOADS), action="append",
                     help="run only this workload (repeatable; default: all)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
@@ -305,10 +312,14 @@ def main(argv=None):
                 times[k].append(timed(run, 1, variants[k], clock=clock))
         b, f, m, m0 = (min(times[k]) for k in ("bare", "fcm", "roofline", "nocap"))
         bm, fm, mm = (statistics.median(times[k]) for k in ("bare", "fcm", "roofline"))
-        ratio = (m - b) / (f - b) if f > b else float("nan")
+        ratio_fastest = (m - b) / (f - b) if f > b else float("nan")
         ratio_median = (mm - bm) / (fm - bm) if fm > bm else float("nan")
-        capture = (m - m0) / (m0 - b) if m0 > b else float("nan")
-        rows.append((name, n_ops, b, f, m, ratio, m0, capture, ratio_median))
+        # per round: the differences to that round's bare run (the same machine speed), then their medians
+        d_f, d_m, d_m0 = (statistics.median(x - y for x, y in zip(times[k], times["bare"]))
+                          for k in ("fcm", "roofline", "nocap"))
+        ratio = d_m / d_f if d_f > 0 else float("nan")
+        capture = (d_m - d_m0) / d_m0 if d_m0 > 0 else float("nan")
+        rows.append((name, n_ops, bm, bm + d_f, bm + d_m, ratio, bm + d_m0, capture, ratio_median, ratio_fastest))
         (on, n_c), (off, _) = record_cost(run, model, True), record_cost(run, model, False)
         recs.append((name, n_c, on, off, (on - off) * n_c / (m0 - b) if m0 > b else float("nan")))
         if args.calls:
@@ -316,17 +327,19 @@ def main(argv=None):
                                                  lambda: roofline.measure(model), lambda: _NoCapture(model))]
             calls.append((name, n_ops, *c))
     print(f"{'workload':<34} {'ops':>6} {'bare ms':>9} {'FCM ms':>9} {'roofline ms':>12} "
-          f"{'FCM us/op':>10} {'roofline us/op':>15} {'ratio':>6} {'(median)':>9} {'no-capture ms':>14} "
-          f"{'capture +%':>11}")
-    for name, n, b, f, m, ratio, m0, capture, ratio_median in rows:
+          f"{'FCM us/op':>10} {'roofline us/op':>15} {'ratio':>6} {'(fastest)':>10} {'(medians)':>10} "
+          f"{'no-capture ms':>14} {'capture +%':>11}")
+    for name, n, b, f, m, ratio, m0, capture, ratio_median, ratio_fastest in rows:
         print(f"{name:<34} {n:>6} {b * 1e3:>9.1f} {f * 1e3:>9.1f} {m * 1e3:>12.1f} "
-              f"{(f - b) / n * 1e6:>10.1f} {(m - b) / n * 1e6:>15.1f} {ratio:>6.2f} {ratio_median:>9.2f} "
-              f"{m0 * 1e3:>14.1f} {capture * 100:>10.1f}%")
-    print("ratio = (roofline - bare) / (FlopCounterMode - bare) of each variant's fastest run (median: of the "
-          "medians); roofline also counts bytes and vector FLOPs.")
-    print("capture +% = (roofline - roofline without capture) / (roofline without capture - bare): what the "
-          "signatures and dataflow rows add to the counting overhead.")
-    print(f"clock: {args.clock}; {args.repeats} rounds of the variants in shuffled order; times: fastest run; "
+              f"{(f - b) / n * 1e6:>10.1f} {(m - b) / n * 1e6:>15.1f} {ratio:>6.2f} {ratio_fastest:>10.2f} "
+              f"{ratio_median:>10.2f} {m0 * 1e3:>14.1f} {capture * 100:>10.1f}%")
+    print("ratio = (roofline - bare) / (FlopCounterMode - bare), paired: the medians over rounds of each round's "
+          "differences to its bare run; (fastest): of each variant's fastest run; (medians): of each variant's "
+          "median. roofline also counts bytes and vector FLOPs.")
+    print("times: bare = its median run, the others = bare + their median paired difference. capture +% = "
+          "(roofline - roofline without capture) / (roofline without capture - bare): what the signatures and "
+          "dataflow rows add to the counting overhead.")
+    print(f"clock: {args.clock}; {args.repeats} rounds of the variants in shuffled order; "
           f"torch threads: {torch.get_num_threads()}")
     print(f"\n{'record us (process CPU time)':<34} {'calls':>6} {'capture':>9} {'no capture':>11} "
           f"{'capture adds':>13} {'of overhead':>12}")

@@ -8,8 +8,8 @@
  *     with ModuleTracker's rule, `name_tree` below);
  *   - add (pre) or remove (post) the name from the set of current modules;
  *   - collect the tensors that require grad among the inputs (pre) or outputs (post), walking tuples, lists and
- *     dicts here and anything else with torch's pytree (`flatten`), and hand them to a Python callback that
- *     registers ModuleTracker's gradient hooks (the module leaves, resp. re-enters, the set in backward).
+ *     dicts here and anything else with torch's pytree (`flatten`), and hook them with one GradGate: ModuleTracker's
+ *     multi-grad hook (the module leaves, resp. re-enters, the set in backward once their gradients are computed).
  * Each distinct set of current modules is interned once into an id (a record's `module` field) and a sorted tuple
  * of names (`sets`).
  *
@@ -33,8 +33,12 @@ typedef struct {
     PyObject *stack_len;   /* torch._C._len_torch_dispatch_stack */
     PyObject *stack_at;    /* torch._C._get_dispatch_stack_at */
     PyObject *flatten;     /* flatten(obj) -> list of pytree leaves */
-    PyObject *on_inputs;   /* on_inputs(name, [tensors]): gradient hooks for a module's inputs */
-    PyObject *on_outputs;  /* on_outputs(name, [tensors]): gradient hooks for a module's outputs */
+    PyObject *grad_node;   /* grad_node(tensor) -> its gradient accumulator (a leaf's; grad_fn is read here) */
+    PyObject *task_id;     /* torch._C._current_graph_task_id */
+    PyObject *will_execute; /* torch._C._will_engine_execute_node */
+    PyObject *on_reenter;  /* on_reenter(): a module re-enters in backward (the end-of-backward reset is queued) */
+    PyObject *gate_type;   /* GradGate */
+    PyObject *hooks;       /* list: the handles of the gradient hooks registered (removed at the block's exit) */
     PyObject *tensor_type; /* torch.Tensor */
     PyObject *param_type;  /* torch.nn.Parameter */
     PyObject *known;       /* dict: module -> name */
@@ -47,6 +51,8 @@ typedef struct {
     PyObject *s_requires_grad;
     PyObject *s_modules;   /* "_modules" */
     PyObject *s_named_children;
+    PyObject *s_grad_fn;
+    PyObject *s_register_hook;
     int dirty;
     int enabled;
 } Tracker;
@@ -55,11 +61,13 @@ typedef struct {
 #define RL_WALK_DEPTH 32                               /* deeper containers are flattened by pytree */
 
 static PyTypeObject *tracker_type_of(PyObject *module);
+static PyObject *gate_type_of(PyTypeObject *tracker_type);
 
 /* The objects a Tracker holds (its traverse and clear walk them). */
 #define TRACKER_OBJECTS(X)                                                                                         \
-    X(mode) X(stack_len) X(stack_at) X(flatten) X(on_inputs) X(on_outputs) X(tensor_type) X(param_type) X(known)   \
-    X(seen) X(parents) X(ids) X(sets) X(module_id) X(s_global) X(s_requires_grad) X(s_modules) X(s_named_children)
+    X(mode) X(stack_len) X(stack_at) X(flatten) X(grad_node) X(task_id) X(will_execute) X(on_reenter) X(gate_type) \
+    X(hooks) X(tensor_type) X(param_type) X(known) X(seen) X(parents) X(ids) X(sets) X(module_id) X(s_global)     \
+    X(s_requires_grad) X(s_modules) X(s_named_children) X(s_grad_fn) X(s_register_hook)
 
 static int Tracker_traverse(Tracker *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
@@ -76,18 +84,19 @@ static int Tracker_clear(Tracker *self) {
 static void Tracker_dealloc(Tracker *self) { rl_gc_dealloc((PyObject *)self); }
 
 static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"mode",       "stack_len",  "stack_at", "flatten", "on_inputs", "on_outputs",
-                             "tensor_type", "param_type", "known",   "seen",    NULL};
-    PyObject *mode, *stack_len, *stack_at, *flatten, *on_inputs, *on_outputs, *tensor_type, *param_type;
-    PyObject *known, *seen;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOO!O!:ModuleTracker", kwlist, &mode, &stack_len, &stack_at,
-                                     &flatten, &on_inputs, &on_outputs, &tensor_type, &param_type, &PyDict_Type,
-                                     &known, &PySet_Type, &seen)) {
+    static char *kwlist[] = {"mode",       "stack_len",  "stack_at",    "flatten",    "grad_node", "task_id",
+                             "will_execute", "on_reenter", "tensor_type", "param_type", "known",     "seen", NULL};
+    PyObject *mode, *stack_len, *stack_at, *flatten, *grad_node, *task_id, *will_execute, *on_reenter, *tensor_type;
+    PyObject *param_type, *known, *seen;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOO!O!:ModuleTracker", kwlist, &mode, &stack_len,
+                                     &stack_at, &flatten, &grad_node, &task_id, &will_execute, &on_reenter,
+                                     &tensor_type, &param_type, &PyDict_Type, &known, &PySet_Type, &seen)) {
         return -1;
     }
-    PyObject *callables[] = {stack_len, stack_at, flatten, on_inputs, on_outputs};
-    static const char *names[] = {"stack_len", "stack_at", "flatten", "on_inputs", "on_outputs"};
-    if (rl_require_callables("ModuleTracker", callables, names, 5) < 0) {
+    PyObject *callables[] = {stack_len, stack_at, flatten, grad_node, task_id, will_execute, on_reenter};
+    static const char *names[] = {"stack_len", "stack_at", "flatten", "grad_node", "task_id", "will_execute",
+                                  "on_reenter"};
+    if (rl_require_callables("ModuleTracker", callables, names, 7) < 0) {
         return -1;
     }
     if (!PyType_Check(tensor_type) || !PyType_Check(param_type)) {
@@ -102,17 +111,21 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     self->s_requires_grad = PyUnicode_InternFromString("requires_grad");
     self->s_modules = PyUnicode_InternFromString("_modules");
     self->s_named_children = PyUnicode_InternFromString("named_children");
+    self->s_grad_fn = PyUnicode_InternFromString("grad_fn");
+    self->s_register_hook = PyUnicode_InternFromString("register_hook");
+    self->gate_type = gate_type_of(Py_TYPE(self));
+    self->hooks = PyList_New(0);
     self->parents = PySet_New(NULL);
     self->ids = PyDict_New();
     self->sets = PyList_New(0);
-    if (!self->s_global || !self->s_requires_grad || !self->s_modules || !self->s_named_children || !self->parents ||
-        !self->ids || !self->sets ||
+    if (!self->s_global || !self->s_requires_grad || !self->s_modules || !self->s_named_children || !self->s_grad_fn ||
+        !self->s_register_hook || !self->gate_type || !self->hooks || !self->parents || !self->ids || !self->sets ||
         PySet_Add(self->parents, self->s_global) < 0) {
         return -1;
     }
 #define TRACKER_ARGS(X)                                                                                            \
-    X(mode) X(stack_len) X(stack_at) X(flatten) X(on_inputs) X(on_outputs) X(tensor_type) X(param_type) X(known)   \
-    X(seen)
+    X(mode) X(stack_len) X(stack_at) X(flatten) X(grad_node) X(task_id) X(will_execute) X(on_reenter) X(tensor_type) \
+    X(param_type) X(known) X(seen)
     TRACKER_ARGS(RL_TAKE_MEMBER)
 #undef TRACKER_ARGS
     self->dirty = 1;
@@ -433,18 +446,185 @@ static int collect_grad_tensors(Tracker *self, PyObject *obj, PyObject *out, int
     return rc;
 }
 
-/* Hand the grad-requiring tensors among `obj`'s leaves to `callback(name, tensors)`, if there are any. */
-static int grad_hooks(Tracker *self, PyObject *name, PyObject *obj, PyObject *callback) {
+/* ---- GradGate: the gradient hook of ModuleTracker (torch.autograd.graph.register_multi_grad_hook, "all" mode) ---- */
+
+/* One module call's hook on its inputs (the module leaves the set once their gradients are computed) or its outputs
+ * (it re-enters the set once theirs are). Each of those tensors gets an arm (Tensor.register_hook): a call counts per
+ * backward (graph task) and keeps the gradient until the gate acts, on the call that completes the count of tensors
+ * whose gradient node the engine will execute (computed on the first call of each backward):
+ * register_multi_grad_hook's rule, without a Python frame per call. The gradients are kept as torch keeps them (a
+ * leaf's gradient then has a second reference when it is accumulated, so AccumulateGrad copies it instead of taking
+ * it): the ops of a backward are those FlopCounterMode sees. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *tracker;  /* the Tracker */
+    PyObject *name;     /* the module's name */
+    PyObject *grad_fns; /* tuple: each hooked tensor's grad_fn, or its gradient accumulator for a leaf */
+    PyObject *count;    /* dict: graph task id -> calls so far */
+    PyObject *buffer;   /* dict: graph task id -> list of the gradients received so far (None where none yet) */
+    Py_ssize_t nb_calls; /* hooked tensors the engine executes in the latest backward to call the gate */
+    int reenter;        /* 1: add the module (outputs' gradients); 0: discard it (inputs') */
+} GradGate;
+
+#define GATE_OBJECTS(X) X(tracker) X(name) X(grad_fns) X(count) X(buffer)
+
+static int GradGate_traverse(GradGate *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE(self));
+    GATE_OBJECTS(RL_VISIT_MEMBER)
+    return 0;
+}
+
+static int GradGate_clear(GradGate *self) {
+    GATE_OBJECTS(RL_CLEAR_MEMBER)
+    return 0;
+}
+
+static void GradGate_dealloc(GradGate *self) { rl_gc_dealloc((PyObject *)self); }
+
+static PyObject *Tracker_add(Tracker *self, PyObject *name);
+static PyObject *Tracker_discard(Tracker *self, PyObject *name);
+
+/* arm(grad), bound to (gate, index): the gradient of the gate's index-th tensor is computed. Returns None (the
+ * gradient is not changed). */
+static PyObject *gate_arm(PyObject *bound, PyObject *grad) {
+    GradGate *self = (GradGate *)PyTuple_GET_ITEM(bound, 0);
+    Py_ssize_t idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(bound, 1));
+    if (idx < 0) {
+        return NULL;
+    }
+    if (!self->tracker || !self->buffer) {
+        PyErr_SetString(PyExc_RuntimeError, "GradGate: cleared");
+        return NULL;
+    }
+    Tracker *tr = (Tracker *)self->tracker;
+    if (check_ready(tr) < 0) {
+        return NULL;
+    }
+    PyObject *id = PyObject_CallNoArgs(tr->task_id);
+    if (!id) {
+        return NULL;
+    }
+    long v = PyLong_AsLong(id);
+    if (v == -1) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_AssertionError, "expected this hook to be called inside a backward call");
+        }
+        Py_DECREF(id);
+        return NULL;
+    }
+    PyObject *c = PyDict_GetItemWithError(self->count, id);
+    Py_ssize_t curr = c ? PyLong_AsSsize_t(c) : 0;
+    PyObject *next = (c || !PyErr_Occurred()) && curr >= 0 ? PyLong_FromSsize_t(curr + 1) : NULL;
+    int rc = next ? PyDict_SetItem(self->count, id, next) : -1;
+    Py_XDECREF(next);
+    PyObject *buf = rc == 0 ? PyDict_GetItemWithError(self->buffer, id) : NULL;
+    if (rc == 0 && !buf) {
+        Py_ssize_t n = PyTuple_GET_SIZE(self->grad_fns);
+        PyObject *fresh = PyErr_Occurred() ? NULL : PyList_New(n);
+        for (Py_ssize_t i = 0; fresh && i < n; i++) {
+            PyList_SET_ITEM(fresh, i, Py_NewRef(Py_None));
+        }
+        rc = fresh ? PyDict_SetItem(self->buffer, id, fresh) : -1;
+        buf = fresh;
+        Py_XDECREF(fresh); /* the dict holds it */
+    }
+    if (rc == 0 && curr == 0) { /* the first call of this backward: how many of the nodes will run */
+        Py_ssize_t nb = 0;
+        for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(self->grad_fns); i++) {
+            PyObject *r = PyObject_CallOneArg(tr->will_execute, PyTuple_GET_ITEM(self->grad_fns, i));
+            int t = r ? PyObject_IsTrue(r) : -1;
+            Py_XDECREF(r);
+            rc = t < 0 ? -1 : 0;
+            nb += t > 0;
+        }
+        if (rc == 0) {
+            self->nb_calls = nb;
+        }
+    }
+    if (rc == 0 && idx < PyList_GET_SIZE(buf)) {
+        rc = PyList_SetItem(buf, idx, Py_NewRef(grad));
+    }
+    if (rc == 0 && curr == self->nb_calls - 1) {
+        PyObject *r = NULL;
+        if (self->reenter) {
+            PyObject *q = PyObject_CallNoArgs(tr->on_reenter);
+            Py_XDECREF(q);
+            r = q ? Tracker_add(tr, self->name) : NULL;
+        } else {
+            r = Tracker_discard(tr, self->name);
+        }
+        Py_XDECREF(r);
+        rc = r && PyDict_DelItem(self->count, id) == 0 && PyDict_DelItem(self->buffer, id) == 0 ? 0 : -1;
+    }
+    Py_DECREF(id);
+    if (rc < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef gate_arm_def = {"gate_arm", (PyCFunction)gate_arm, METH_O,
+                                   "A tensor's gradient hook: its gradient is computed."};
+
+static PyType_Slot GradGate_slots[] = {
+    {Py_tp_doc, "A module call's gradient hooks (made by ModuleTracker); its arms are registered on the tensors."},
+    RL_GC_SLOTS(GradGate),
+    {0, NULL},
+};
+
+RL_GC_TYPE_SPEC(GradGate, "roofline._core.GradGate", 0);
+
+/* Hook the grad-requiring tensors among `obj`'s leaves with one gate, if there are any: the module leaves the set
+ * (reenter = 0, its inputs) or re-enters it (1, its outputs) once their gradients are computed. */
+static int grad_hooks(Tracker *self, PyObject *name, PyObject *obj, int reenter) {
     PyObject *tensors = PyList_New(0);
     if (!tensors) {
         return -1;
     }
     int rc = collect_grad_tensors(self, obj, tensors, 0);
-    if (rc == 0 && PyList_GET_SIZE(tensors) > 0) {
-        PyObject *r = PyObject_CallFunctionObjArgs(callback, name, tensors, NULL);
-        rc = r ? 0 : -1;
-        Py_XDECREF(r);
+    Py_ssize_t n = PyList_GET_SIZE(tensors);
+    if (rc < 0 || n == 0) {
+        Py_DECREF(tensors);
+        return rc;
     }
+    PyObject *grad_fns = PyTuple_New(n);
+    GradGate *gate = grad_fns ? PyObject_GC_New(GradGate, (PyTypeObject *)self->gate_type) : NULL;
+    if (!gate) {
+        Py_XDECREF(grad_fns);
+        Py_DECREF(tensors);
+        return -1;
+    }
+    gate->tracker = Py_NewRef((PyObject *)self);
+    gate->name = Py_NewRef(name);
+    gate->grad_fns = grad_fns;
+    gate->count = PyDict_New();
+    gate->buffer = PyDict_New();
+    gate->nb_calls = 0;
+    gate->reenter = reenter;
+    PyObject_GC_Track((PyObject *)gate);
+    rc = gate->count && gate->buffer ? 0 : -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) { /* each tensor's node: grad_fn, or a leaf's accumulator */
+        PyObject *t = PyList_GET_ITEM(tensors, i);
+        PyObject *node = PyObject_GetAttr(t, self->s_grad_fn);
+        if (node == Py_None) {
+            Py_DECREF(node);
+            node = PyObject_CallOneArg(self->grad_node, t);
+        }
+        rc = node ? 0 : -1;
+        if (node) {
+            PyTuple_SET_ITEM(grad_fns, i, node);
+        }
+    }
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) { /* then the arms, in order (as the multi-grad hook does) */
+        PyObject *bound = Py_BuildValue("(On)", (PyObject *)gate, i);
+        PyObject *arm = bound ? PyCFunction_New(&gate_arm_def, bound) : NULL;
+        Py_XDECREF(bound);
+        PyObject *h = arm ? PyObject_CallMethodOneArg(PyList_GET_ITEM(tensors, i), self->s_register_hook, arm) : NULL;
+        Py_XDECREF(arm);
+        rc = h ? PyList_Append(self->hooks, h) : -1;
+        Py_XDECREF(h);
+    }
+    Py_DECREF((PyObject *)gate);
     Py_DECREF(tensors);
     return rc;
 }
@@ -471,7 +651,7 @@ static PyObject *tracker_hook(Tracker *self, PyObject *const *argv, Py_ssize_t a
     }
     self->dirty = 1;
     int rc = entering ? PySet_Add(self->parents, name) : PySet_Discard(self->parents, name);
-    if (rc < 0 || grad_hooks(self, name, argv[want - 1], entering ? self->on_inputs : self->on_outputs) < 0) {
+    if (rc < 0 || grad_hooks(self, name, argv[want - 1], !entering) < 0) {
         Py_DECREF(name);
         return NULL;
     }
@@ -572,6 +752,13 @@ static PyObject *Tracker_get_sets(Tracker *self, void *Py_UNUSED(c)) {
 
 static PyObject *Tracker_get_enabled(Tracker *self, void *Py_UNUSED(c)) { return PyBool_FromLong(self->enabled); }
 
+static PyObject *Tracker_get_hooks(Tracker *self, void *Py_UNUSED(c)) {
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    return Py_NewRef(self->hooks);
+}
+
 static PyMethodDef Tracker_methods[] = {
     {"pre", (PyCFunction)(void (*)(void))Tracker_pre, METH_FASTCALL,
      "pre(module, input): global forward pre-hook: the module enters the current set."},
@@ -592,12 +779,14 @@ static PyGetSetDef Tracker_getset[] = {
     {"parents", (getter)Tracker_get_parents, NULL, "The current module names (a frozenset copy).", NULL},
     {"sets", (getter)Tracker_get_sets, NULL, "The interned module sets: a list of sorted tuples, by id.", NULL},
     {"enabled", (getter)Tracker_get_enabled, NULL, "Whether the hooks act (False after close()).", NULL},
+    {"hooks", (getter)Tracker_get_hooks, NULL,
+     "The handles of the gradient hooks registered so far (a list; the caller removes them at exit).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyType_Slot Tracker_slots[] = {
-    {Py_tp_doc, "ModuleTracker(mode, stack_len, stack_at, flatten, on_inputs, on_outputs, tensor_type, param_type, "
-                "known, seen): the set of running modules, torch ModuleTracker semantics."},
+    {Py_tp_doc, "ModuleTracker(mode, stack_len, stack_at, flatten, grad_node, task_id, will_execute, on_reenter, "
+                "tensor_type, param_type, known, seen): the set of running modules, torch ModuleTracker semantics."},
     {Py_tp_init, Tracker_init},
     {Py_tp_new, PyType_GenericNew},
     RL_GC_SLOTS(Tracker),
@@ -942,14 +1131,24 @@ static PyTypeObject *tracker_type_of(PyObject *module) {
     return (PyTypeObject *)tp;
 }
 
+/* The GradGate type of the module that made `tracker_type` (a new reference), or NULL with an exception. */
+static PyObject *gate_type_of(PyTypeObject *tracker_type) {
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *module = PyType_GetModuleByDef(tracker_type, &rl_core_module);
+#else
+    PyObject *module = PyType_GetModule(tracker_type);
+#endif
+    return module ? PyObject_GetAttrString(module, "GradGate") : NULL;
+}
+
 PyMethodDef rl_track_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
 int rl_track_exec(PyObject *module) {
-    PyType_Spec *specs[] = {&Tracker_spec, &Dispatch_spec};
-    const char *names[] = {"ModuleTracker", "Dispatch"};
-    for (int i = 0; i < 2; i++) {
+    PyType_Spec *specs[] = {&GradGate_spec, &Tracker_spec, &Dispatch_spec};
+    const char *names[] = {"GradGate", "ModuleTracker", "Dispatch"};
+    for (int i = 0; i < 3; i++) {
         PyObject *tp = PyType_FromModuleAndSpec(module, specs[i], NULL);
         if (!tp) {
             return -1;

@@ -13,7 +13,6 @@ import warnings
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as _mode_stack
-from torch.autograd.graph import register_multi_grad_hook
 from torch.utils._pytree import tree_flatten
 
 from roofline import _collectives, _core, _formulas, _registry, _resolve
@@ -89,19 +88,20 @@ class _Tracker:
     Two process-global module forward hooks (C functions) act while the block's dispatch mode is on the calling
     thread's mode stack: the pre-hook adds the module's name to the current set, the post-hook removes it. As in
     ModuleTracker, a module whose inputs require grad leaves the set again when their gradients have been computed,
-    and one whose outputs require grad re-enters it when theirs are computed (``register_multi_grad_hook``, the same
-    hooks torch registers); the set is back to ``{"Global"}`` at the end of each backward. Modules are named from
+    and one whose outputs require grad re-enters it when theirs are computed (``register_multi_grad_hook``'s rule,
+    one ``_core.GradGate`` per module call registered with ``Tensor.register_hook`` on each of those tensors, as torch
+    registers its hooks); the set is back to ``{"Global"}`` at the end of each backward. Modules are named from
     the first root they are seen under (ModuleTracker's rule, applied in C: ``name``)."""
 
     def __init__(self, mode):
         self.known: dict = {}  # module -> name; strong references, released at exit (close)
         self.seen: set = set()  # modules whose children are named
-        self._grad_hooks: list = []
         self._handles: list = []
         self._has_callback = False
         self.c = _core.ModuleTracker(mode, torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at,
-                                     _leaves, self._on_inputs, self._on_outputs, torch.Tensor, torch.nn.Parameter,
-                                     self.known, self.seen)
+                                     _leaves, _grad_accumulator, torch._C._current_graph_task_id,
+                                     torch._C._will_engine_execute_node, self._maybe_set_engine_callback,
+                                     torch.Tensor, torch.nn.Parameter, self.known, self.seen)
         self.name = self.c.name  # name(module): its name, naming the modules under it first when new
 
     @property
@@ -116,23 +116,6 @@ class _Tracker:
     @property
     def sets(self) -> list:
         return self.c.sets
-
-    def _on_inputs(self, name, tensors):
-        discard = self.c.discard
-
-        def leave(*_):
-            discard(name)
-
-        self._grad_hooks.append(register_multi_grad_hook(tensors, leave))
-
-    def _on_outputs(self, name, tensors):
-        add = self.c.add
-
-        def reenter(*_):
-            self._maybe_set_engine_callback()
-            add(name)
-
-        self._grad_hooks.append(register_multi_grad_hook(tensors, reenter))
 
     def _maybe_set_engine_callback(self):
         if self._has_callback:
@@ -152,9 +135,10 @@ class _Tracker:
     def exit(self):
         _MODULE_HOOKS.exit(self)
         self._handles = []
-        for h in self._grad_hooks:
+        hooks = self.c.hooks
+        for h in hooks:  # gradient hooks on tensors that outlive the block
             h.remove()
-        self._grad_hooks.clear()
+        hooks.clear()
         self.c.close()
 
 
@@ -216,6 +200,12 @@ def _forward_hook(mod, args, out):
 
 def _leaves(obj):
     return tree_flatten(obj)[0]
+
+
+def _grad_accumulator(t):
+    """The node a leaf tensor's gradient is accumulated by (the tracker reads a non-leaf's ``grad_fn`` itself)."""
+    with torch.enable_grad():
+        return t.view_as(t).grad_fn.next_functions[0][0]
 
 
 class _Mode(TorchDispatchMode):

@@ -294,10 +294,10 @@ def test_optimizer_phase_and_backward_phase():
 
 def test_tracker_and_dispatch_reject_bad_arguments():
     with pytest.raises(TypeError, match="flatten must be callable"):
-        _core.ModuleTracker(None, len, len, 3, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
+        _core.ModuleTracker(None, len, len, 3, len, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
     with pytest.raises(TypeError):
-        _core.ModuleTracker(None, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, [], set())
-    t = _core.ModuleTracker(None, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
+        _core.ModuleTracker(None, len, len, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, [], set())
+    t = _core.ModuleTracker(None, len, len, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
     assert t.module_id == 0 and t.sets == [("Global",)]
     with pytest.raises(TypeError, match="name must be a str"):
         t.add(3)
@@ -349,7 +349,7 @@ def test_module_names_follow_module_trackers_rule(first):
     renamed by their last parent, duplicates in one parent named once, None children skipped, an overridden
     named_children obeyed, and a child named first keeps the root-less name its own walk gave it."""
     model = _Tangled()
-    t = _core.ModuleTracker(None, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
+    t = _core.ModuleTracker(None, len, len, len, len, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
     oracle = ModuleTracker()
     order = [model, model.c] if first == "root" else [model.c, model]
     for m in order:
