@@ -53,6 +53,7 @@ typedef struct {
     PyObject *s_named_children;
     PyObject *s_grad_fn;
     PyObject *s_register_hook;
+    PyObject *s_name; /* "__name__" */
     int dirty;
     int enabled;
 } Tracker;
@@ -67,7 +68,7 @@ static PyObject *gate_type_of(PyTypeObject *tracker_type);
 #define TRACKER_OBJECTS(X)                                                                                         \
     X(mode) X(stack_len) X(stack_at) X(flatten) X(grad_node) X(task_id) X(will_execute) X(on_reenter) X(gate_type) \
     X(hooks) X(tensor_type) X(param_type) X(known) X(seen) X(parents) X(ids) X(sets) X(module_id) X(s_global)     \
-    X(s_requires_grad) X(s_modules) X(s_named_children) X(s_grad_fn) X(s_register_hook)
+    X(s_requires_grad) X(s_modules) X(s_named_children) X(s_grad_fn) X(s_register_hook) X(s_name)
 
 static int Tracker_traverse(Tracker *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
@@ -113,13 +114,15 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     self->s_named_children = PyUnicode_InternFromString("named_children");
     self->s_grad_fn = PyUnicode_InternFromString("grad_fn");
     self->s_register_hook = PyUnicode_InternFromString("register_hook");
+    self->s_name = PyUnicode_InternFromString("__name__");
     self->gate_type = gate_type_of(Py_TYPE(self));
     self->hooks = PyList_New(0);
     self->parents = PySet_New(NULL);
     self->ids = PyDict_New();
     self->sets = PyList_New(0);
     if (!self->s_global || !self->s_requires_grad || !self->s_modules || !self->s_named_children || !self->s_grad_fn ||
-        !self->s_register_hook || !self->gate_type || !self->hooks || !self->parents || !self->ids || !self->sets ||
+        !self->s_register_hook || !self->s_name || !self->gate_type || !self->hooks || !self->parents || !self->ids ||
+        !self->sets ||
         PySet_Add(self->parents, self->s_global) < 0) {
         return -1;
     }
@@ -297,6 +300,22 @@ fail:
     return NULL;
 }
 
+/* `prefix + "." + attr` for two str. New reference or NULL. */
+static PyObject *join_name(PyObject *prefix, PyObject *attr) {
+    Py_ssize_t a = PyUnicode_GET_LENGTH(prefix), b = PyUnicode_GET_LENGTH(attr);
+    Py_UCS4 maxc = PyUnicode_MAX_CHAR_VALUE(prefix);
+    if (PyUnicode_MAX_CHAR_VALUE(attr) > maxc) {
+        maxc = PyUnicode_MAX_CHAR_VALUE(attr);
+    }
+    PyObject *out = PyUnicode_New(a + 1 + b, maxc);
+    if (!out || PyUnicode_CopyCharacters(out, 0, prefix, 0, a) < 0 || PyUnicode_WriteChar(out, a, '.') < 0 ||
+        PyUnicode_CopyCharacters(out, a + 1, attr, 0, b) < 0) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* ModuleTracker's naming rule (torch.utils.module_tracker): a module not named yet is named after its type; the first
  * time a module is walked (`seen`), each of its children (named_children order) is (re)named `<its name>.<attr>` and
  * walked in turn, depth first. New reference to `mod`'s name, or NULL with an exception (RecursionError on a module
@@ -309,7 +328,7 @@ static PyObject *name_tree(Tracker *self, PyObject *mod) {
         if (PyErr_Occurred()) {
             return NULL;
         }
-        name = PyObject_GetAttrString((PyObject *)Py_TYPE(mod), "__name__");
+        name = PyObject_GetAttr((PyObject *)Py_TYPE(mod), self->s_name);
         if (!name || PyDict_SetItem(self->known, mod, name) < 0) {
             Py_XDECREF(name);
             return NULL;
@@ -333,7 +352,10 @@ static PyObject *name_tree(Tracker *self, PyObject *mod) {
             break;
         }
         PyObject *child = PyTuple_GET_ITEM(pair, 1);
-        PyObject *full = PyUnicode_FromFormat("%S.%S", name, PyTuple_GET_ITEM(pair, 0));
+        PyObject *attr = PyTuple_GET_ITEM(pair, 0);
+        PyObject *full = PyUnicode_CheckExact(name) && PyUnicode_CheckExact(attr)
+                             ? join_name(name, attr) /* the usual case: no format parsing */
+                             : PyUnicode_FromFormat("%S.%S", name, attr);
         rc = full ? PyDict_SetItem(self->known, child, full) : -1;
         Py_XDECREF(full);
         PyObject *sub = rc == 0 ? name_tree(self, child) : NULL;
