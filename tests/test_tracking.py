@@ -132,6 +132,49 @@ def test_backward_with_retain_graph():
     _same_attribution(_seeded(lambda: (_TwoCalls(), (torch.randn(2, 8),))), step)
 
 
+def test_partial_backward_waits_only_for_the_gradients_computed():
+    """A backward that computes only some gradients (torch.autograd.grad for one weight, backward(inputs=...)): a
+    module call's gradient hooks wait only for the tensors whose gradient node runs, counted per backward, as
+    register_multi_grad_hook does; then a full backward of a second forward."""
+
+    def step(model, inputs):
+        x = inputs[0].requires_grad_()
+        out = model(x)
+        torch.autograd.grad(out.sum(), [model[2].weight], retain_graph=True)
+        out.sum().backward(inputs=[model[0].bias])
+        model(x).sum().backward()
+
+    build = _seeded(lambda: (torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4)),
+                             (torch.randn(2, 8),)))
+    rows = _same_attribution(build, step)
+    assert len({s for _, s in rows}) > 3  # backward ops under module sets of their own, not only Global
+
+
+class _TwoHeads(torch.nn.Module):
+    """A child whose two outputs feed the loss unequally: only the first one's gradient node runs in backward."""
+
+    class Split(torch.nn.Module):
+        def forward(self, x):
+            return x * 2, x * 3
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.split = self.Split()
+        self.out = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        a, _unused = self.split(self.lin(x))
+        return self.out(a)
+
+
+def test_gradient_hooks_ignore_outputs_whose_gradient_never_runs():
+    """The split's second output is not part of the loss: its re-entry in backward waits for the first only (the
+    engine will not execute the second's node), so the ops of its backward are under the split, as in torch."""
+    rows = _same_attribution(_seeded(lambda: (_TwoHeads(), (torch.randn(2, 8),))), _fwd_bwd)
+    assert any("_TwoHeads.split" in s and op == "aten.mul.Tensor" for op, s in rows[len(rows) // 2:])
+
+
 @pytest.mark.parametrize("reentrant", [False, True])
 def test_backward_with_activation_checkpointing(reentrant):
     from torch.utils.checkpoint import checkpoint
