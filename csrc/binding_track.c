@@ -70,19 +70,7 @@ static PyObject *gate_type_of(PyTypeObject *tracker_type);
     X(hooks) X(tensor_type) X(param_type) X(known) X(seen) X(parents) X(ids) X(sets) X(module_id) X(s_global)     \
     X(s_requires_grad) X(s_modules) X(s_named_children) X(s_grad_fn) X(s_register_hook) X(s_name)
 
-static int Tracker_traverse(Tracker *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    TRACKER_OBJECTS(RL_VISIT_MEMBER)
-    return 0;
-}
-
-static int Tracker_clear(Tracker *self) {
-    TRACKER_OBJECTS(RL_CLEAR_MEMBER)
-    self->enabled = 0;
-    return 0;
-}
-
-static void Tracker_dealloc(Tracker *self) { rl_gc_dealloc((PyObject *)self); }
+RL_GC_MEMBERS(Tracker, TRACKER_OBJECTS, self->enabled = 0)
 
 static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"mode",       "stack_len",  "stack_at",    "flatten",    "grad_node", "task_id",
@@ -490,18 +478,7 @@ typedef struct {
 
 #define GATE_OBJECTS(X) X(tracker) X(name) X(grad_fns) X(count) X(buffer)
 
-static int GradGate_traverse(GradGate *self, visitproc visit, void *arg) {
-    Py_VISIT(Py_TYPE(self));
-    GATE_OBJECTS(RL_VISIT_MEMBER)
-    return 0;
-}
-
-static int GradGate_clear(GradGate *self) {
-    GATE_OBJECTS(RL_CLEAR_MEMBER)
-    return 0;
-}
-
-static void GradGate_dealloc(GradGate *self) { rl_gc_dealloc((PyObject *)self); }
+RL_GC_MEMBERS(GradGate, GATE_OBJECTS, (void)0)
 
 static PyObject *Tracker_add(Tracker *self, PyObject *name);
 static PyObject *Tracker_discard(Tracker *self, PyObject *name);

@@ -65,6 +65,21 @@ static inline void rl_gc_dealloc(PyObject *self) {
 
 #define RL_TAKE_MEMBER(m) self->m = Py_NewRef(m); /* a member set from the local of its name */
 
+/* T_traverse, T_clear and T_dealloc of a garbage-collected heap type T whose PyObject * members OBJECTS(X) lists;
+ * `after_clear` is a statement T_clear runs once they are cleared (`(void)0` for none). */
+#define RL_GC_MEMBERS(T, OBJECTS, after_clear)                                                                      \
+    static int T##_traverse(T *self, visitproc visit, void *arg) {                                                 \
+        Py_VISIT(Py_TYPE(self));                                                                                   \
+        OBJECTS(RL_VISIT_MEMBER)                                                                                   \
+        return 0;                                                                                                  \
+    }                                                                                                              \
+    static int T##_clear(T *self) {                                                                                \
+        OBJECTS(RL_CLEAR_MEMBER)                                                                                   \
+        after_clear;                                                                                               \
+        return 0;                                                                                                  \
+    }                                                                                                              \
+    static void T##_dealloc(T *self) { rl_gc_dealloc((PyObject *)self); }
+
 /* TypeError "<who>: <names[i]> must be callable, got <type>" for the first objs[i] that is not callable. 0 or -1. */
 static inline int rl_require_callables(const char *who, PyObject *const *objs, const char *const *names, int n) {
     for (int i = 0; i < n; i++) {
