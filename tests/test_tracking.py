@@ -403,3 +403,23 @@ def test_module_names_follow_module_trackers_rule(first):
     assert t.name(model.a[0]) == "_Tangled.b.0"  # renamed by the later parent, under its first name there
     assert t.name(model.c.hidden) == "SiLU"  # not listed by its parent: named after its type
     t.close()
+
+
+def test_torch_internals_the_gradient_gate_relies_on():
+    """The tracker's gradient gate calls what torch's register_multi_grad_hook calls: torch._C._current_graph_task_id
+    (-1 outside a backward, an id inside) and torch._C._will_engine_execute_node (whether the running backward
+    executes a node). Pinned here so that a torch that changes them fails this test, not a measurement."""
+    assert torch._C._current_graph_task_id() == -1
+    x = torch.randn(3, requires_grad=True)
+    used, unused = x * 2, x * 3
+    seen = {}
+
+    def hook(grad):
+        seen["id"] = torch._C._current_graph_task_id()
+        seen["used"] = torch._C._will_engine_execute_node(used.grad_fn)
+        seen["unused"] = torch._C._will_engine_execute_node(unused.grad_fn)
+
+    used.register_hook(hook)
+    used.sum().backward()
+    assert seen["id"] != -1 and seen["used"] is True and seen["unused"] is False
+    assert torch._C._current_graph_task_id() == -1
