@@ -1132,11 +1132,7 @@ static PyTypeObject *tracker_type_of(PyObject *module) {
 
 /* The GradGate type of the module that made `tracker_type` (a new reference), or NULL with an exception. */
 static PyObject *gate_type_of(PyTypeObject *tracker_type) {
-#if PY_VERSION_HEX >= 0x030B0000
-    PyObject *module = PyType_GetModuleByDef(tracker_type, &rl_core_module);
-#else
-    PyObject *module = PyType_GetModule(tracker_type);
-#endif
+    PyObject *module = rl_module_of_type(tracker_type);
     return module ? PyObject_GetAttrString(module, "GradGate") : NULL;
 }
 

@@ -27,13 +27,18 @@ extern struct PyModuleDef rl_core_module;
 
 static inline rl_state *rl_state_of(PyObject *module) { return (rl_state *)PyModule_GetState(module); }
 
+/* The module that created `type` (or a base of it), borrowed; NULL with TypeError when none did. */
+static inline PyObject *rl_module_of_type(PyTypeObject *type) {
+#if PY_VERSION_HEX >= 0x030B0000
+    return PyType_GetModuleByDef(type, &rl_core_module);
+#else
+    return PyType_GetModule(type); /* 3.10: the module of `type` itself (no type here is a base) */
+#endif
+}
+
 /* State of the module that created `type` (or a base of it); NULL with TypeError when none did. */
 static inline rl_state *rl_state_of_type(PyTypeObject *type) {
-#if PY_VERSION_HEX >= 0x030B0000
-    PyObject *module = PyType_GetModuleByDef(type, &rl_core_module);
-#else
-    PyObject *module = PyType_GetModule(type); /* 3.10: the module of `type` itself (no type here is a base) */
-#endif
+    PyObject *module = rl_module_of_type(type);
     return module == NULL ? NULL : rl_state_of(module);
 }
 

@@ -85,8 +85,8 @@ class _Tracker:
     """Which modules are running, with the semantics of torch's ModuleTracker (the tracker FlopCounterMode uses, so
     module attribution matches it exactly), the per-call work in C (``_core.ModuleTracker``).
 
-    Two process-global module forward hooks (C functions) act while the block's dispatch mode is on the calling
-    thread's mode stack: the pre-hook adds the module's name to the current set, the post-hook removes it. As in
+    Two process-global module forward hooks (``_forward_pre_hook``, ``_forward_hook``: a Python frame that calls
+    the C tracker of each open block) act while the block's dispatch mode is on the calling thread's mode stack: the pre-hook adds the module's name to the current set, the post-hook removes it. As in
     ModuleTracker, a module whose inputs require grad leaves the set again when their gradients have been computed,
     and one whose outputs require grad re-enters it when theirs are computed (``register_multi_grad_hook``'s rule,
     one ``_core.GradGate`` per module call registered with ``Tensor.register_hook`` on each of those tensors, as torch

@@ -434,3 +434,13 @@ def test_a_report_judged_against_busy_ceilings_says_so_in_its_header_and_meta():
         a @ a
     assert "ceilings measured under contention" not in r2.summary()
     assert "ceilings_contention" not in r2.to_dict()["meta"]
+
+
+def test_thread_state_read_after_the_last_parenthesis():
+    """/proc/<pid>/task/<tid>/stat: the state follows the command name in parentheses, which may itself hold ") R"
+    or spaces; only the field after the last ")" counts."""
+    assert _contention._running("4242 (python) R 1 4242 4242 0 -1") is True
+    assert _contention._running("4242 (a) R (b) S 1 4242 4242") is False  # the name is "a) R (b"
+    assert _contention._running("4242 (x y) R 1") is True
+    assert _contention._running("") is False and _contention._running(None) is False
+    assert _contention._own_running_threads() >= 1  # the reading thread runs
