@@ -32,7 +32,9 @@ static int core_state_init(PyObject *module) {
     st->s_shape = PyUnicode_InternFromString("shape");
     st->s_stride = PyUnicode_InternFromString("stride");
     st->s_dtype = PyUnicode_InternFromString("dtype");
-    return (st->s_shape && st->s_stride && st->s_dtype) ? 0 : -1;
+    st->s_enter = PyUnicode_InternFromString("__enter__");
+    st->s_exit = PyUnicode_InternFromString("__exit__");
+    return (st->s_shape && st->s_stride && st->s_dtype && st->s_enter && st->s_exit) ? 0 : -1;
 }
 
 /* Visit (visit != NULL) or clear (visit == NULL) the objects of the state, which is NULL before the module object

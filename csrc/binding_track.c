@@ -800,8 +800,8 @@ RL_GC_TYPE_SPEC(Tracker, "roofline._core.ModuleTracker", 0);
 
 typedef struct {
     PyObject *func;   /* the OpOverload (key, by identity; strong reference so the address is never reused) */
-    PyObject *callee; /* what runs the op: func._op, or func itself */
-    PyObject *idx;    /* recorder op index (int) */
+    PyObject *callee; /* what runs the op: func._op, or func itself; func.decompose for a decomposed op */
+    PyObject *idx;    /* recorder op index (int); None for an op counted through its decomposition */
 } op_slot;
 
 typedef struct {
@@ -815,6 +815,7 @@ typedef struct {
     PyObject *forward, *backward;
     op_slot *tab;       /* open addressing, capacity a power of two, at most half full */
     Py_ssize_t cap, n;
+    rl_state *state;    /* the module's (interned __enter__ / __exit__) */
 } Dispatch;
 
 /* The objects a Dispatch holds besides its op table (its traverse and clear walk them). */
@@ -921,12 +922,76 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_RuntimeError, "Dispatch: already initialised");
         return -1;
     }
+    self->state = rl_state_of_type(Py_TYPE(self));
+    if (!self->state) {
+        return -1;
+    }
     self->tracker = (Tracker *)Py_NewRef(tracker);
     self->phase = Py_NewRef(Py_None);
 #define DISPATCH_ARGS(X) X(record) X(task_id) X(slow) X(forward) X(backward)
     DISPATCH_ARGS(RL_TAKE_MEMBER)
 #undef DISPATCH_ARGS
     return 0;
+}
+
+/* `with mode: return decompose(*args, **kwargs)`: an op counted through its decomposition (FlopCounterMode's rule
+ * for ops with a CompositeImplicitAutograd kernel), its parts reaching the mode again. As the with statement does,
+ * __exit__ runs whether the call raised or not and is given the exception; the call's exception propagates unless
+ * __exit__ raises one of its own (a dispatch mode's __exit__ never suppresses one). */
+static PyObject *run_decomposed(Dispatch *self, PyObject *mode, PyObject *decompose, PyObject *args,
+                                PyObject *kwargs) {
+    PyObject *margs[4] = {mode, Py_None, Py_None, Py_None};
+    PyObject *r = PyObject_VectorcallMethod(self->state->s_enter, margs, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (!r) {
+        return NULL;
+    }
+    Py_DECREF(r);
+    PyObject *out = PyObject_Call(decompose, args, kwargs);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = out ? NULL : PyErr_GetRaisedException();
+    PyObject *tb = exc ? PyException_GetTraceback(exc) : NULL;
+    if (exc) {
+        margs[1] = (PyObject *)Py_TYPE(exc);
+        margs[2] = exc;
+        margs[3] = tb ? tb : Py_None;
+    }
+    r = PyObject_VectorcallMethod(self->state->s_exit, margs, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_XDECREF(tb);
+    if (!r) {
+        Py_XDECREF(out);
+        Py_XDECREF(exc); /* __exit__'s own exception propagates (with the call's as its context) */
+        return NULL;
+    }
+    Py_DECREF(r);
+    if (exc) {
+        PyErr_SetRaisedException(exc);
+    }
+#else
+    PyObject *et = NULL, *ev = NULL, *tb = NULL;
+    if (!out) {
+        PyErr_Fetch(&et, &ev, &tb);
+        PyErr_NormalizeException(&et, &ev, &tb);
+        if (tb && ev) {
+            PyException_SetTraceback(ev, tb);
+        }
+        margs[1] = et ? et : Py_None;
+        margs[2] = ev ? ev : Py_None;
+        margs[3] = tb ? tb : Py_None;
+    }
+    r = PyObject_VectorcallMethod(self->state->s_exit, margs, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (!r) {
+        Py_XDECREF(out);
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
+        return NULL;
+    }
+    Py_DECREF(r);
+    if (!out) {
+        PyErr_Restore(et, ev, tb);
+    }
+#endif
+    return out;
 }
 
 /* __call__(mode, func, types, args=(), kwargs=None): bound to the mode, it is the mode's __torch_dispatch__. */
@@ -962,7 +1027,20 @@ static PyObject *Dispatch_call(Dispatch *self, PyObject *const *argv, size_t nar
     /* own references: the table may grow, or the op be re-registered, while the op runs */
     PyObject *op_idx = Py_NewRef(s->idx);
     PyObject *callee = Py_NewRef(s->callee);
-    PyObject *out = PyObject_Call(callee, args, (kwargs != Py_None && PyDict_GET_SIZE(kwargs)) ? kwargs : NULL);
+    PyObject *kw = (kwargs != Py_None && PyDict_GET_SIZE(kwargs)) ? kwargs : NULL;
+    if (op_idx == Py_None) { /* counted through its decomposition: its parts are recorded, not the op */
+        PyObject *out = run_decomposed(self, argv[0], callee, args, kw);
+        Py_DECREF(callee);
+        Py_DECREF(op_idx);
+        if (out == Py_NotImplemented) { /* no decomposition after all: the slow path decides how to count it */
+            Py_DECREF(out);
+            Py_XDECREF(empty);
+            goto slow;
+        }
+        Py_XDECREF(empty);
+        return out;
+    }
+    PyObject *out = PyObject_Call(callee, args, kw);
     Py_DECREF(callee);
     PyObject *phase = NULL, *r = NULL;
     if (!out) {
@@ -1014,21 +1092,12 @@ slow:
     return PyObject_Vectorcall(self->slow, argv, (size_t)nargs, kwnames); /* slow(mode, func, types, ...) */
 }
 
-/* set_op(func, idx, callee): calls of `func` take the fast path from now on. */
-static PyObject *Dispatch_set_op(Dispatch *self, PyObject *args) {
-    PyObject *func, *idx, *callee;
-    if (!PyArg_ParseTuple(args, "OO!O:set_op", &func, &PyLong_Type, &idx, &callee)) {
-        return NULL;
-    }
+/* Put `func` in the table: its calls run `callee` and are recorded as op `idx`, or (idx None) run
+ * `callee` = func.decompose inside the mode. */
+static PyObject *put_op(Dispatch *self, const char *what, PyObject *func, PyObject *idx, PyObject *callee) {
     if (!PyCallable_Check(callee)) {
-        return PyErr_Format(PyExc_TypeError, "Dispatch.set_op: callee must be callable, got %.100s",
+        return PyErr_Format(PyExc_TypeError, "Dispatch.%s: callee must be callable, got %.100s", what,
                             Py_TYPE(callee)->tp_name);
-    }
-    if (PyLong_AsSsize_t(idx) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_ValueError, "Dispatch.set_op: idx must be >= 0");
-        }
-        return NULL;
     }
     op_slot *s = find_slot(self, func);
     if (!s) {
@@ -1047,6 +1116,31 @@ static PyObject *Dispatch_set_op(Dispatch *self, PyObject *args) {
     Py_XSETREF(s->callee, Py_NewRef(callee));
     Py_XSETREF(s->idx, Py_NewRef(idx));
     Py_RETURN_NONE;
+}
+
+/* set_op(func, idx, callee): calls of `func` take the fast path from now on. */
+static PyObject *Dispatch_set_op(Dispatch *self, PyObject *args) {
+    PyObject *func, *idx, *callee;
+    if (!PyArg_ParseTuple(args, "OO!O:set_op", &func, &PyLong_Type, &idx, &callee)) {
+        return NULL;
+    }
+    if (PyLong_AsSsize_t(idx) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "Dispatch.set_op: idx must be >= 0");
+        }
+        return NULL;
+    }
+    return put_op(self, "set_op", func, idx, callee);
+}
+
+/* set_decomposed(func, decompose): calls of `func` run `decompose` (func.decompose) inside the mode, in C, from
+ * now on; a call it answers NotImplemented takes the slow path. */
+static PyObject *Dispatch_set_decomposed(Dispatch *self, PyObject *args) {
+    PyObject *func, *decompose;
+    if (!PyArg_ParseTuple(args, "OO:set_decomposed", &func, &decompose)) {
+        return NULL;
+    }
+    return put_op(self, "set_decomposed", func, Py_None, decompose);
 }
 
 static PyObject *Dispatch_clear_ops(Dispatch *self, PyObject *Py_UNUSED(ignored)) {
@@ -1072,6 +1166,9 @@ static PyObject *Dispatch_len(Dispatch *self, void *Py_UNUSED(c)) { return PyLon
 static PyMethodDef Dispatch_methods[] = {
     {"set_op", (PyCFunction)Dispatch_set_op, METH_VARARGS,
      "set_op(func, idx, callee): calls of func run callee and are recorded as recorder op idx, in C."},
+    {"set_decomposed", (PyCFunction)Dispatch_set_decomposed, METH_VARARGS,
+     "set_decomposed(func, decompose): calls of func run decompose(*args, **kwargs) with the mode re-entered (its "
+     "parts are recorded), in C; NotImplemented from it sends the call to the slow path."},
     {"clear_ops", (PyCFunction)Dispatch_clear_ops, METH_NOARGS, "Forget every op (all calls take the slow path)."},
     {NULL, NULL, 0, NULL},
 };

@@ -236,6 +236,8 @@ class _Mode(TorchDispatchMode):
             out = func(*args, **kwargs) if kwargs else func(*args)
             s.recorder.record(idx, s.tracker.module_id, s._phase(), args, kwargs, out)
             return out
+        if idx is _DECOMPOSE:
+            s.dispatch.set_decomposed(func, func.decompose)  # later calls decompose in C, as slow_path does
         return s.slow_path(self, idx, func, types, args, kwargs or {})
 
 

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 from torch.nn.modules import module as _nn_module  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from torch.utils.module_tracker import ModuleTracker  # noqa: E402
 
 import roofline  # noqa: E402
@@ -423,3 +424,76 @@ def test_torch_internals_the_gradient_gate_relies_on():
     used.sum().backward()
     assert seen["id"] != -1 and seen["used"] is True and seen["unused"] is False
     assert torch._C._current_graph_task_id() == -1
+
+
+@pytest.fixture
+def decomposed_op():
+    """An op with a CPU kernel (so it reaches dispatch modes) and a Python CompositeImplicitAutograd kernel (so a
+    mode counting like FlopCounterMode runs its decomposition): `x + x`; it raises while `refuse[0]` is set."""
+    refuse = [False]
+    lib = torch.library.Library("rltest_dec", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CPU")
+    op = torch.ops.rltest_dec.twice.default
+
+    def composite(x):
+        if refuse[0]:
+            raise ValueError("refused input")
+        return torch.add(x, x)
+
+    op.py_impl(torch._C.DispatchKey.CompositeImplicitAutograd)(composite)
+    yield op, refuse
+    op.py_kernels.pop(torch._C.DispatchKey.CompositeImplicitAutograd, None)
+    op._dispatch_cache.clear()
+    lib._destroy()
+
+
+def test_decomposed_op_counts_its_parts_on_every_call(decomposed_op):
+    """An op counted through its decomposition (first call through Python, the next ones through the C table)
+    records its parts each time and never itself, as FlopCounterMode counts it."""
+    op, _ = decomposed_op
+    x = torch.ones(8)
+    with FlopCounterMode(display=False) as fcm:
+        op(x)
+    assert fcm.get_total_flops() == 0  # nothing it has a formula for; the parts are what count
+    with roofline.measure(timing=None) as r:
+        outs = [op(x) for _ in range(3)]
+    assert all(torch.equal(o, torch.full((8,), 2.0)) for o in outs)
+    assert _names(r) == ["aten.add.Tensor"] * 3
+    assert r.records["vector_flops"].tolist() == [8] * 3
+
+
+def test_error_inside_a_decomposition_leaves_the_mode_stack_as_it_was(decomposed_op):
+    from torch.utils import _python_dispatch as pd
+
+    op, refuse = decomposed_op
+    x = torch.ones(4)
+    before = (torch._C._len_torch_dispatch_stack(), pd._is_in_torch_dispatch_mode)
+    with pytest.raises(ValueError, match="refused input"):
+        with roofline.measure(timing=None):
+            op(x)  # first call: the Python path, which puts the op in the C table
+            refuse[0] = True
+            op(x)  # second call: the C path re-enters the mode and must leave it on the error
+    refuse[0] = False
+    assert (torch._C._len_torch_dispatch_stack(), pd._is_in_torch_dispatch_mode) == before
+    with roofline.measure(timing=None) as r:  # and the next block counts normally
+        op(x)
+    assert _names(r) == ["aten.add.Tensor"]
+
+
+def test_decomposition_withdrawn_inside_a_block_counts_the_op_itself(decomposed_op):
+    """When the composite kernel disappears after the op was put in the C table, the C path gets NotImplemented and
+    hands the call to the Python path, which counts the op as one of its own from then on."""
+    op, _ = decomposed_op
+    x = torch.ones(4)
+    with roofline.measure(timing=None) as r:
+        op(x)
+        op.py_kernels.pop(torch._C.DispatchKey.CompositeImplicitAutograd)
+        op._dispatch_cache.clear()
+        op(x)
+        op(x)
+    assert _names(r) == ["aten.add.Tensor", "rltest_dec.twice.default", "rltest_dec.twice.default"]
+
+
+def _names(report):
+    return [report.op_names[i] for i in report.records["op"]]
