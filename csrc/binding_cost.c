@@ -30,9 +30,18 @@ typedef struct {
     PyObject *name;    /* the op's name (str) for error messages, or NULL */
 } op_entry;
 
+#define RL_PLAIN_TYPES 4 /* tensor types remembered as reading shape, stride() and dtype through tensor_type's */
+
 typedef struct {
     PyObject_HEAD
     PyObject *tensor_type; /* type object */
+    /* tensor_type's `shape` and `dtype` (getset descriptors) and `stride` (method descriptor), or NULL when they are
+     * something else; `plain`: the types (with their version tags) whose instances resolve the three names to them,
+     * read by calling the descriptors directly instead of three attribute lookups per tensor */
+    PyObject *d_shape, *d_stride, *d_dtype;
+    PyTypeObject *plain[RL_PLAIN_TYPES]; /* compared by address only, with the tag; never dereferenced */
+    unsigned int plain_tag[RL_PLAIN_TYPES];
+    int plain_next;
     PyObject *dtype_map;   /* dict (a private copy): dtype object -> int code */
     const rl_state *state; /* module state (interned attribute names); the type keeps the module alive */
     op_entry *ops;
@@ -268,9 +277,61 @@ static int soft_error(void) {
 
 /* t.<name> as a new reference in *out. Returns 1; 0 when the attribute cannot be read for an ordinary reason
  * (b->bad is set: the tensor is not described); -1 with an exception set for MemoryError and non-Exception errors. */
-static int soft_getattr(builder *b, PyObject *t, PyObject *name, PyObject **out) {
-    *out = PyObject_GetAttr(t, name);
-    if (*out != NULL) {
+/* The attribute `name` of type `tp`: a new reference, NULL (no exception) when it is missing or not of type `want`. */
+static PyObject *type_descr(PyTypeObject *tp, PyObject *name, PyTypeObject *want) {
+    PyObject *d = PyObject_GetAttr((PyObject *)tp, name);
+    if (!d) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (Py_TYPE(d) != want) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* Whether tensor `t`'s shape, stride() and dtype are tensor_type's descriptors (the type of `t` has a valid version
+ * tag and resolves the three names to the same objects), so that they can be called directly: the same getter and
+ * method attribute access would run, without the lookups through the type's MRO. A type that changes (an attribute
+ * set on it or a base) gets a new version tag and is checked again. A `stride` set on one tensor instance (a method
+ * shadowed in its __dict__) is not seen: torch's own operators do not see it either. 1 or 0, never an exception. */
+static int plain_tensor(Recorder *r, PyObject *t) {
+    PyTypeObject *tp = Py_TYPE(t);
+    if (!r->d_shape || !PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        return 0;
+    }
+    unsigned int tag = tp->tp_version_tag;
+    for (int i = 0; i < RL_PLAIN_TYPES; i++) {
+        if (r->plain[i] == tp && r->plain_tag[i] == tag) {
+            return 1;
+        }
+    }
+    PyObject *names[3] = {r->state->s_shape, r->state->s_stride, r->state->s_dtype};
+    PyObject *want[3] = {r->d_shape, r->d_stride, r->d_dtype};
+    for (int k = 0; k < 3; k++) {
+        PyObject *d = type_descr(tp, names[k], Py_TYPE(want[k]));
+        Py_XDECREF(d);
+        if (d != want[k]) {
+            return 0;
+        }
+    }
+    if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG) || tp->tp_version_tag != tag) {
+        return 0; /* changed while it was looked up */
+    }
+    r->plain[r->plain_next] = tp;
+    r->plain_tag[r->plain_next] = tag;
+    r->plain_next = (r->plain_next + 1) % RL_PLAIN_TYPES;
+    return 1;
+}
+
+/* Call getset descriptor `d` on `t` (what `t.<name>` runs for a data descriptor). */
+static PyObject *get_descr(PyObject *d, PyObject *t) { return Py_TYPE(d)->tp_descr_get(d, t, (PyObject *)Py_TYPE(t)); }
+
+/* `value` (a new reference, or NULL with an exception) as an attribute read of soft_getattr. */
+static int soft_result(builder *b, PyObject *value, PyObject **out) {
+    *out = value;
+    if (value != NULL) {
         return 1;
     }
     if (soft_error() < 0) {
@@ -278,6 +339,10 @@ static int soft_getattr(builder *b, PyObject *t, PyObject *name, PyObject **out)
     }
     b->bad = 1;
     return 0;
+}
+
+static int soft_getattr(builder *b, PyObject *t, PyObject *name, PyObject **out) {
+    return soft_result(b, PyObject_GetAttr(t, name), out);
 }
 
 /* Read the tuple `seq` of ints into dst (at most RL_MAX_DIMS). `what` ("shape" or "stride()") names it in errors.
@@ -346,8 +411,9 @@ static int describe(builder *b, PyObject *t, rl_tensor *d, uint64_t *storage) {
     }
     d->ndim = 0;
     d->dtype = RL_DT_UNKNOWN;
+    int plain = plain_tensor(r, t);
     PyObject *shape;
-    int got = soft_getattr(b, t, r->state->s_shape, &shape);
+    int got = plain ? soft_result(b, get_descr(r->d_shape, t), &shape) : soft_getattr(b, t, r->state->s_shape, &shape);
     if (got <= 0) {
         return got;
     }
@@ -376,7 +442,8 @@ static int describe(builder *b, PyObject *t, rl_tensor *d, uint64_t *storage) {
                          format_dims(d->size, nd, buf, sizeof(buf)));
     }
     d->ndim = nd;
-    PyObject *stride = PyObject_CallMethodNoArgs(t, r->state->s_stride);
+    PyObject *stride = plain ? PyObject_Vectorcall(r->d_stride, &t, 1, NULL)
+                             : PyObject_CallMethodNoArgs(t, r->state->s_stride);
     int ns = -1;
     if (stride) {
         ns = read_dims(b, stride, "stride()", 0, d->stride);
@@ -401,7 +468,7 @@ static int describe(builder *b, PyObject *t, rl_tensor *d, uint64_t *storage) {
         b->bad = 1;
     }
     PyObject *dt;
-    got = soft_getattr(b, t, r->state->s_dtype, &dt);
+    got = plain ? soft_result(b, get_descr(r->d_dtype, t), &dt) : soft_getattr(b, t, r->state->s_dtype, &dt);
     if (got <= 0) {
         return got;
     }
@@ -745,7 +812,26 @@ static int Recorder_init(Recorder *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->tensor_type, Py_NewRef(tt));
     Py_XSETREF(self->dtype_map, copy);
     self->state = rl_state_of_type(Py_TYPE(self));
-    return self->state ? 0 : -1;
+    if (!self->state) {
+        return -1;
+    }
+    Py_CLEAR(self->d_shape);
+    Py_CLEAR(self->d_stride);
+    Py_CLEAR(self->d_dtype);
+    memset(self->plain, 0, sizeof(self->plain));
+    PyObject *ds = type_descr((PyTypeObject *)tt, self->state->s_shape, &PyGetSetDescr_Type);
+    PyObject *dst = type_descr((PyTypeObject *)tt, self->state->s_stride, &PyMethodDescr_Type);
+    PyObject *dd = type_descr((PyTypeObject *)tt, self->state->s_dtype, &PyGetSetDescr_Type);
+    if (ds && dst && dd) { /* else every tensor is read with attribute lookups */
+        self->d_shape = ds;
+        self->d_stride = dst;
+        self->d_dtype = dd;
+    } else {
+        Py_XDECREF(ds);
+        Py_XDECREF(dst);
+        Py_XDECREF(dd);
+    }
+    return 0;
 }
 
 /* Visit (visit != NULL) or clear (visit == NULL) the objects a Recorder holds. */
@@ -757,6 +843,9 @@ static int Recorder_walk(Recorder *self, visitproc visit, void *arg) {
         Py_CLEAR(obj);                                                                                             \
     }
     RL_WALK(self->tensor_type)
+    RL_WALK(self->d_shape)
+    RL_WALK(self->d_stride)
+    RL_WALK(self->d_dtype)
     RL_WALK(self->dtype_map)
     RL_WALK(self->storage_fn)
     RL_WALK(self->sigs)

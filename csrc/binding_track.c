@@ -56,6 +56,7 @@ typedef struct {
     PyObject *s_name; /* "__name__" */
     int dirty;
     int enabled;
+    Py_ssize_t mode_at; /* where on a thread's mode stack the mode was last found (a guess, tried first) */
 } Tracker;
 
 #define RL_MAX_MODULE_SETS ((Py_ssize_t)UINT32_MAX + 1) /* records["module"] is uint32 */
@@ -187,6 +188,26 @@ static int active_here(Tracker *self) {
     if (self->mode == Py_None) {
         return 1;
     }
+    /* One call in the usual case: the stack entry where the mode was last found (an entry of this thread's
+     * stack that is the mode means it is on it). Otherwise (another position, a shorter stack: IndexError or
+     * RuntimeError from torch, cleared) the whole stack is searched. */
+    PyObject *guess = PyLong_FromSsize_t(self->mode_at);
+    if (!guess) {
+        return -1;
+    }
+    PyObject *at = PyObject_CallOneArg(self->stack_at, guess);
+    Py_DECREF(guess);
+    if (at) {
+        int same = at == self->mode;
+        Py_DECREF(at);
+        if (same) {
+            return 1;
+        }
+    } else if (PyErr_ExceptionMatches(PyExc_IndexError) || PyErr_ExceptionMatches(PyExc_RuntimeError)) {
+        PyErr_Clear();
+    } else {
+        return -1;
+    }
     PyObject *n_obj = PyObject_CallNoArgs(self->stack_len);
     if (!n_obj) {
         return -1;
@@ -209,6 +230,7 @@ static int active_here(Tracker *self) {
         int same = m == self->mode;
         Py_DECREF(m);
         if (same) {
+            self->mode_at = i;
             return 1;
         }
     }

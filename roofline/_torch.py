@@ -156,6 +156,9 @@ class _ModuleHooks:
     def __init__(self):
         self.trackers: list = []
         self.handles: tuple = ()
+        # the open trackers' C methods, rebuilt when a block opens or closes: a hook call reads one attribute
+        self.pre: tuple = ()
+        self.post: tuple = ()
 
     def _reserve(self):
         import torch.nn.modules.module as mm
@@ -173,13 +176,19 @@ class _ModuleHooks:
             mm._global_forward_pre_hooks[self.handles[0].id] = _forward_pre_hook
             mm._global_forward_hooks[self.handles[1].id] = _forward_hook
         self.trackers.append(tracker)
+        self._methods()
 
     def exit(self, tracker):
         if tracker in self.trackers:
             self.trackers.remove(tracker)
+        self._methods()
         if not self.trackers:
             for h in self.handles:
                 h.remove()
+
+    def _methods(self):
+        self.pre = tuple(t.c.pre for t in self.trackers)
+        self.post = tuple(t.c.post for t in self.trackers)
 
 
 _MODULE_HOOKS = _ModuleHooks()
@@ -188,14 +197,14 @@ _is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.i
 
 def _forward_pre_hook(mod, args):
     if not _is_compiling():
-        for t in _MODULE_HOOKS.trackers:
-            t.c.pre(mod, args)
+        for pre in _MODULE_HOOKS.pre:
+            pre(mod, args)
 
 
 def _forward_hook(mod, args, out):
     if not _is_compiling():
-        for t in _MODULE_HOOKS.trackers:
-            t.c.post(mod, args, out)
+        for post in _MODULE_HOOKS.post:
+            post(mod, args, out)
 
 
 def _leaves(obj):

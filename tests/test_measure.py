@@ -313,3 +313,36 @@ def test_cost_honours_formulas_registered_by_kind():
         assert c.vector_flops == 2 * 8 and c.bytes == (8 + 8 + 8) * 4
     finally:
         roofline.unregister("rltest::axpy")
+
+
+class _BroadcastStride(torch.Tensor):
+    """A tensor subclass whose stride() claims every dimension is broadcast (stride 0): one element is read."""
+
+    def stride(self, *dim):
+        return 0 if dim else (0,) * self.dim()
+
+
+def _bytes_read(r, name):
+    return [int(x["bytes_read"]) for x in r.records if r.op_names[x["op"]] == name]
+
+
+def test_a_subclass_overriding_stride_is_read_through_its_override():
+    """torch.Tensor's own shape, stride() and dtype are called directly for types that resolve the names to them;
+    a subclass with its own stride() is still read through it (as attribute access reads it)."""
+    a, b = torch.ones(4, 8), torch.ones(4, 8)
+    with roofline.measure(timing=None) as r:
+        torch.add(a, b)  # plain tensors: 2 x 32 elements read
+        torch.add(a.as_subclass(_BroadcastStride), b)  # the first argument reads one element
+    assert _bytes_read(r, "aten.add.Tensor") == [64 * 4, 33 * 4]
+
+
+def test_a_method_patched_on_torch_tensor_mid_block_is_seen(monkeypatch):
+    """A type changed after the recorder found it plain (its version tag changes) is looked at again."""
+    a, b = torch.ones(4, 8), torch.ones(4, 8)
+    with roofline.measure(timing=None) as r:
+        torch.add(a, b)
+        monkeypatch.setattr(torch.Tensor, "stride", _BroadcastStride.stride)
+        torch.add(a, b)  # both arguments now claim stride 0: one element each
+        monkeypatch.undo()
+        torch.add(a, b)
+    assert _bytes_read(r, "aten.add.Tensor") == [64 * 4, 2 * 4, 64 * 4]
