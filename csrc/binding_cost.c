@@ -717,30 +717,56 @@ static int intern_signature(Recorder *self, const int64_t *key, size_t len, uint
     if (rl_sig_find(&self->sigtab, key, len, id)) {
         return 0;
     }
-    char small[512], *buf = small;
-    size_t need = rl_sig_format(key, len, small, sizeof(small));
-    if (need >= sizeof(small)) {
-        buf = PyMem_Malloc(need + 1);
-        if (!buf) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        rl_sig_format(key, len, buf, need + 1);
-    }
-    PyObject *text = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)need);
-    if (buf != small) {
-        PyMem_Free(buf);
-    }
-    if (!text) {
+    /* the text is made when `signatures` is read (format_signatures), not during the measured block */
+    if (rl_sig_add(&self->sigtab, key, len, id) < 0) {
+        PyErr_SetString(PyExc_MemoryError, "Recorder: no memory for another call signature (or 2**32 of them)");
         return -1;
     }
-    int rc = PyList_Append(self->sigs, text);
-    Py_DECREF(text);
-    if (rc == 0 && rl_sig_add(&self->sigtab, key, len, id) < 0) {
-        PyList_SetSlice(self->sigs, PyList_GET_SIZE(self->sigs) - 1, PyList_GET_SIZE(self->sigs), NULL);
-        PyErr_SetString(PyExc_MemoryError, "Recorder: no memory for another call signature (or 2**32 of them)");
-        rc = -1;
+    return 0;
+}
+
+/* Append to `sigs` the texts of the interned signatures it does not list yet (ids len(sigs) .. n - 1). 0, or -1
+ * with an exception (then `sigs` lists a prefix of them: a later read goes on from there). */
+static int format_signatures(Recorder *self) {
+    const rl_sigtab *t = &self->sigtab;
+    Py_ssize_t have = PyList_GET_SIZE(self->sigs);
+    if ((size_t)have >= t->n) {
+        return 0;
     }
+    size_t *off = PyMem_Malloc(2 * t->n * sizeof(size_t)), *len = off + t->n;
+    if (!off) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < t->cap; i++) { /* each id's key: the table's slots, one per id */
+        if (t->tab[i].used) {
+            off[t->tab[i].id] = t->tab[i].off;
+            len[t->tab[i].id] = t->tab[i].len;
+        }
+    }
+    char small[512];
+    int rc = 0;
+    for (size_t id = (size_t)have; id < t->n && rc == 0; id++) {
+        const int64_t *key = t->keys ? t->keys + off[id] : NULL;
+        char *buf = small;
+        size_t need = rl_sig_format(key, len[id], small, sizeof(small));
+        if (need >= sizeof(small)) {
+            buf = PyMem_Malloc(need + 1);
+            if (!buf) {
+                PyErr_NoMemory();
+                rc = -1;
+                break;
+            }
+            rl_sig_format(key, len[id], buf, need + 1);
+        }
+        PyObject *text = PyUnicode_FromStringAndSize(buf, (Py_ssize_t)need);
+        if (buf != small) {
+            PyMem_Free(buf);
+        }
+        rc = text ? PyList_Append(self->sigs, text) : -1;
+        Py_XDECREF(text);
+    }
+    PyMem_Free(off);
     return rc;
 }
 
@@ -1371,13 +1397,26 @@ static PyObject *Recorder_set_times(Recorder *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *Recorder_clear_records(Recorder *self, PyObject *Py_UNUSED(ignored)) {
-    if (check_idle(self, "clear") < 0) {
+static PyObject *Recorder_clear_records(Recorder *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"release", NULL};
+    int release = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$p:clear", kwlist, &release) || check_idle(self, "clear") < 0) {
         return NULL;
     }
     self->nrecs = 0;
     self->seq = 0;
     self->acc.n = 0;
+    if (release) { /* also give back the memory of the records, the rows and the per-call scratch */
+        PyMem_Free(self->recs);
+        self->recs = NULL;
+        self->cap_recs = 0;
+        rl_acc_free(&self->acc);
+#define RL_RELEASE(p, cap) PyMem_Free(self->p), self->p = NULL, self->cap = 0;
+        RL_RELEASE(tensors, cap_tensors) RL_RELEASE(ints, cap_ints) RL_RELEASE(outs, cap_outs)
+        RL_RELEASE(tstor, cap_tstor) RL_RELEASE(ostor, cap_ostor) RL_RELEASE(tobj, cap_tobj)
+        RL_RELEASE(keybuf, cap_keybuf)
+#undef RL_RELEASE
+    }
     Py_RETURN_NONE;
 }
 
@@ -1416,7 +1455,13 @@ static PyObject *Recorder_accesses_bytes(Recorder *self, PyObject *Py_UNUSED(ign
 }
 
 static PyObject *Recorder_get_signatures(Recorder *self, void *Py_UNUSED(c)) {
-    return self->sigs ? PyList_GetSlice(self->sigs, 0, PyList_GET_SIZE(self->sigs)) : PyList_New(0);
+    if (!self->sigs) {
+        return PyList_New(0);
+    }
+    if (check_idle(self, "signatures") < 0 || format_signatures(self) < 0) {
+        return NULL;
+    }
+    return PyList_GetSlice(self->sigs, 0, PyList_GET_SIZE(self->sigs));
 }
 
 static PyGetSetDef Recorder_getset[] = {
@@ -1443,8 +1488,9 @@ static PyMethodDef Recorder_methods[] = {
      "dataflow rows."},
     {"records_bytes", (PyCFunction)Recorder_records_bytes, METH_NOARGS, "The records as raw bytes (RECORD_DTYPE)."},
     {"set_times", (PyCFunction)Recorder_set_times, METH_VARARGS, "set_times(i, t_start, t_end)"},
-    {"clear", (PyCFunction)Recorder_clear_records, METH_NOARGS,
-     "Drop all records and dataflow rows (registered ops and signatures are kept)."},
+    {"clear", (PyCFunction)(void (*)(void))Recorder_clear_records, METH_VARARGS | METH_KEYWORDS,
+     "clear(*, release=False): drop all records and dataflow rows (registered ops and signatures are kept); "
+     "release=True also frees their memory."},
     {"attach", (PyCFunction)(void (*)(void))Recorder_attach, METH_FASTCALL,
      "attach(args, kwargs, out): signature and dataflow rows of the last record (one added by append)."},
     {"accesses_bytes", (PyCFunction)Recorder_accesses_bytes, METH_NOARGS,

@@ -502,7 +502,13 @@ class Session:
         empty table and no rows when capture is off."""
         from roofline._records import accesses_from_raw
 
-        return self.recorder.signatures, accesses_from_raw(self.recorder.accesses_bytes())
+        rec = self.recorder
+        accesses = accesses_from_raw(rec.accesses_bytes())
+        if not self.capture:
+            return [], accesses
+        rec.clear(release=True)  # the records and rows are copied out; the signature table is what is kept
+        # the signatures' texts are made when the report's `signatures` is first read, not inside the block
+        return _SignatureTexts(rec), accesses
 
     @property
     def module_sets(self) -> list[tuple[str, ...]]:
@@ -598,6 +604,18 @@ class Session:
         if self._undo_dtensor is not None:
             self._undo_dtensor()
             self._undo_dtensor = None
+
+
+class _SignatureTexts:
+    """A block's call signatures, formatted on demand: calling it returns the recorder's texts (a list of str)."""
+
+    __slots__ = ("_recorder",)
+
+    def __init__(self, recorder):
+        self._recorder = recorder
+
+    def __call__(self) -> list:
+        return self._recorder.signatures
 
 
 def _sync_all():

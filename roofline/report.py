@@ -73,7 +73,8 @@ class Report(DerivedCounts):
 
     def _set(self, records, ops, module_sets, wall_time, meta, ceilings, overhead, signatures=None, accesses=None):
         self.records = np.asarray(records, dtype=RECORD_DTYPE)
-        self.signatures = list(signatures or [])
+        # a list, or a callable giving it on first read (a measured block's, formatted after the block)
+        self._signatures = signatures if callable(signatures) else list(signatures or [])
         self.accesses = np.asarray(accesses if accesses is not None else [], dtype=ACCESS_DTYPE)
         self._ops = list(ops)
         self.module_sets = [tuple(m) for m in module_sets]
@@ -103,6 +104,19 @@ class Report(DerivedCounts):
         self._set(records, ops, module_sets, wall_time, meta, ceilings, overhead, signatures, accesses)
 
     # ---- tables ---------------------------------------------------------------------------------------------------
+    @property
+    def signatures(self) -> list[str]:
+        """The call signatures, indexed by ``records["sig"]`` (see the class docstring)."""
+        s = self._signatures
+        if callable(s):
+            s = self._signatures = list(s())
+        return s
+
+    def __getstate__(self):  # copied with its signatures as a list
+        state = dict(self.__dict__)
+        state["_signatures"] = self.signatures
+        return state
+
     @property
     def op_names(self) -> list[str]:
         """Operator overload names, e.g. ``"aten.mm.default"``, indexed by ``records["op"]``."""

@@ -204,6 +204,38 @@ def test_signatures_text_and_interning():
     assert (r.records["sig"] < len(r.signatures)).all()
 
 
+def test_signature_texts_are_made_when_first_read_and_survive_copying():
+    """The texts are formatted after the block, on the first read of Report.signatures (the block keeps only the
+    interned keys); a report copied before that read carries them too."""
+    import copy
+
+    x, w = torch.randn(4, 8), torch.randn(8, 2)
+    with roofline.measure() as r:
+        torch.mm(x, w)
+        torch.relu(x)
+    assert callable(r.__dict__["_signatures"])  # nothing formatted yet
+    other = copy.copy(r)
+    assert other.__dict__["_signatures"] == ["", "f32[4,8], f32[8,2]", "f32[4,8]"]
+    assert r.signatures == ["", "f32[4,8], f32[8,2]", "f32[4,8]"]
+    assert r.signatures is r.signatures  # formatted once
+
+
+def test_a_released_recorder_records_again():
+    """clear(release=True) frees the records' memory; the recorder still works, and keeps its signatures."""
+    rec = _core.Recorder(torch.Tensor, _torch._TORCH_DTYPES, storage=_torch._storage_id, signatures=True)
+    i = rec.add_op(_core.K_EWISE, 1, 0)
+    a = torch.ones(2, 3)
+    rec.record(i, 0, 0, (a,), None, a)
+    rec.clear(release=True)
+    assert len(rec) == 0 and rec.accesses_bytes() == b"" and rec.signatures == ["", "f32[2,3]"]
+    rec.record(i, 0, 0, (a, a), None, a)
+    assert len(rec) == 1 and rec.signatures == ["", "f32[2,3]", "f32[2,3], f32[2,3]"]
+    row = np.frombuffer(rec.records_bytes(), dtype=RECORD_DTYPE)[0]
+    assert (int(row["vector_flops"]), int(row["sig"])) == (6, 2)
+    with pytest.raises(TypeError):
+        rec.clear(True)  # keyword only
+
+
 # ---- saved with the report -------------------------------------------------------------------------------------
 def test_round_trip_keeps_signatures_and_accesses():
     x = torch.randn(3, 4)
