@@ -959,7 +959,8 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
 /* `with mode: return decompose(*args, **kwargs)`: an op counted through its decomposition (FlopCounterMode's rule
  * for ops with a CompositeImplicitAutograd kernel), its parts reaching the mode again. As the with statement does,
  * __exit__ runs whether the call raised or not and is given the exception; the call's exception propagates unless
- * __exit__ raises one of its own (a dispatch mode's __exit__ never suppresses one). */
+ * __exit__ raises one of its own, which then propagates with the call's as its __context__ (a dispatch mode's
+ * __exit__ never suppresses an exception). */
 static PyObject *run_decomposed(Dispatch *self, PyObject *mode, PyObject *decompose, PyObject *args,
                                 PyObject *kwargs) {
     PyObject *margs[4] = {mode, Py_None, Py_None, Py_None};
@@ -981,7 +982,15 @@ static PyObject *run_decomposed(Dispatch *self, PyObject *mode, PyObject *decomp
     Py_XDECREF(tb);
     if (!r) {
         Py_XDECREF(out);
-        Py_XDECREF(exc); /* __exit__'s own exception propagates (with the call's as its context) */
+        if (exc) {
+            PyObject *nexc = PyErr_GetRaisedException();
+            if (nexc != exc) {
+                PyException_SetContext(nexc, exc); /* steals exc */
+            } else {
+                Py_DECREF(exc);
+            }
+            PyErr_SetRaisedException(nexc);
+        }
         return NULL;
     }
     Py_DECREF(r);
@@ -1003,6 +1012,19 @@ static PyObject *run_decomposed(Dispatch *self, PyObject *mode, PyObject *decomp
     r = PyObject_VectorcallMethod(self->state->s_exit, margs, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     if (!r) {
         Py_XDECREF(out);
+        if (ev) {
+            PyObject *nt, *nv, *ntb;
+            PyErr_Fetch(&nt, &nv, &ntb);
+            PyErr_NormalizeException(&nt, &nv, &ntb);
+            if (nv && nv != ev) {
+                if (ntb) {
+                    PyException_SetTraceback(nv, ntb);
+                }
+                PyException_SetContext(nv, ev); /* steals ev */
+                ev = NULL;
+            }
+            PyErr_Restore(nt, nv, ntb);
+        }
         Py_XDECREF(et);
         Py_XDECREF(ev);
         Py_XDECREF(tb);

@@ -481,6 +481,33 @@ def test_error_inside_a_decomposition_leaves_the_mode_stack_as_it_was(decomposed
     assert _names(r) == ["aten.add.Tensor"]
 
 
+def test_an_error_of_the_modes_exit_after_a_failed_decomposition_chains_the_first(decomposed_op, monkeypatch):
+    """As in a with statement: when __exit__ raises while the decomposition's error propagates, __exit__'s error
+    propagates with the decomposition's as its __context__."""
+    from roofline import _torch
+
+    op, refuse = decomposed_op
+    fail_exit = [False]
+    plain_exit = _torch._Mode.__exit__
+
+    def exit_(self, *exc):
+        plain_exit(self, *exc)
+        if fail_exit[0]:
+            raise KeyError("exit failed")
+
+    monkeypatch.setattr(_torch._Mode, "__exit__", exit_)
+    x = torch.ones(4)
+    with roofline.measure(timing=None) as r:
+        op(x)  # the Python path puts the op in the C table
+        refuse[0] = fail_exit[0] = True
+        with pytest.raises(KeyError, match="exit failed") as info:
+            op(x)
+        refuse[0] = fail_exit[0] = False
+        op(x)
+    assert isinstance(info.value.__context__, ValueError) and "refused input" in str(info.value.__context__)
+    assert _names(r) == ["aten.add.Tensor"] * 2
+
+
 def test_decomposition_withdrawn_inside_a_block_counts_the_op_itself(decomposed_op):
     """When the composite kernel disappears after the op was put in the C table, the C path gets NotImplemented and
     hands the call to the Python path, which counts the op as one of its own from then on."""
