@@ -275,8 +275,6 @@ static int soft_error(void) {
     return -1;
 }
 
-/* t.<name> as a new reference in *out. Returns 1; 0 when the attribute cannot be read for an ordinary reason
- * (b->bad is set: the tensor is not described); -1 with an exception set for MemoryError and non-Exception errors. */
 /* The attribute `name` of type `tp`: a new reference, NULL (no exception) when it is missing or not of type `want`. */
 static PyObject *type_descr(PyTypeObject *tp, PyObject *name, PyTypeObject *want) {
     PyObject *d = PyObject_GetAttr((PyObject *)tp, name);
@@ -328,7 +326,9 @@ static int plain_tensor(Recorder *r, PyObject *t) {
 /* Call getset descriptor `d` on `t` (what `t.<name>` runs for a data descriptor). */
 static PyObject *get_descr(PyObject *d, PyObject *t) { return Py_TYPE(d)->tp_descr_get(d, t, (PyObject *)Py_TYPE(t)); }
 
-/* `value` (a new reference, or NULL with an exception) as an attribute read of soft_getattr. */
+/* `value` (a new reference, or NULL with an exception: an attribute just read) in *out. Returns 1; 0 when it could
+ * not be read for an ordinary reason (b->bad is set: the tensor is not described); -1 with an exception set for
+ * MemoryError and non-Exception errors. */
 static int soft_result(builder *b, PyObject *value, PyObject **out) {
     *out = value;
     if (value != NULL) {
@@ -341,6 +341,7 @@ static int soft_result(builder *b, PyObject *value, PyObject **out) {
     return 0;
 }
 
+/* t.<name> as a new reference in *out, as soft_result returns it. */
 static int soft_getattr(builder *b, PyObject *t, PyObject *name, PyObject **out) {
     return soft_result(b, PyObject_GetAttr(t, name), out);
 }
@@ -890,20 +891,31 @@ static int Recorder_traverse(Recorder *self, visitproc visit, void *arg) {
 
 static int Recorder_clear(Recorder *self) { return Recorder_walk(self, NULL, NULL); }
 
+/* Free the records, the dataflow rows and the per-call scratch (each array NULL with capacity 0: they grow again
+ * from nothing). */
+static void free_buffers(Recorder *self) {
+#define RL_RELEASE(p, cap)                                                                                         \
+    PyMem_Free(self->p);                                                                                           \
+    self->p = NULL;                                                                                                \
+    self->cap = 0;
+    RL_RELEASE(recs, cap_recs)
+    RL_RELEASE(tensors, cap_tensors)
+    RL_RELEASE(ints, cap_ints)
+    RL_RELEASE(outs, cap_outs)
+    RL_RELEASE(tstor, cap_tstor)
+    RL_RELEASE(ostor, cap_ostor)
+    RL_RELEASE(tobj, cap_tobj)
+    RL_RELEASE(keybuf, cap_keybuf)
+#undef RL_RELEASE
+    rl_acc_free(&self->acc);
+}
+
 static void Recorder_dealloc(Recorder *self) {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     Recorder_clear(self);
     PyMem_Free(self->ops);
-    PyMem_Free(self->recs);
-    PyMem_Free(self->tensors);
-    PyMem_Free(self->ints);
-    PyMem_Free(self->outs);
-    PyMem_Free(self->tstor);
-    PyMem_Free(self->tobj);
-    PyMem_Free(self->ostor);
-    PyMem_Free(self->keybuf);
-    rl_acc_free(&self->acc);
+    free_buffers(self);
     rl_sig_free(&self->sigtab);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
@@ -1406,16 +1418,8 @@ static PyObject *Recorder_clear_records(Recorder *self, PyObject *args, PyObject
     self->nrecs = 0;
     self->seq = 0;
     self->acc.n = 0;
-    if (release) { /* also give back the memory of the records, the rows and the per-call scratch */
-        PyMem_Free(self->recs);
-        self->recs = NULL;
-        self->cap_recs = 0;
-        rl_acc_free(&self->acc);
-#define RL_RELEASE(p, cap) PyMem_Free(self->p), self->p = NULL, self->cap = 0;
-        RL_RELEASE(tensors, cap_tensors) RL_RELEASE(ints, cap_ints) RL_RELEASE(outs, cap_outs)
-        RL_RELEASE(tstor, cap_tstor) RL_RELEASE(ostor, cap_ostor) RL_RELEASE(tobj, cap_tobj)
-        RL_RELEASE(keybuf, cap_keybuf)
-#undef RL_RELEASE
+    if (release) {
+        free_buffers(self);
     }
     Py_RETURN_NONE;
 }

@@ -86,7 +86,8 @@ class _Tracker:
     module attribution matches it exactly), the per-call work in C (``_core.ModuleTracker``).
 
     Two process-global module forward hooks (``_forward_pre_hook``, ``_forward_hook``: a Python frame that calls
-    the C tracker of each open block) act while the block's dispatch mode is on the calling thread's mode stack: the pre-hook adds the module's name to the current set, the post-hook removes it. As in
+    the C tracker of each open block) act while the block's dispatch mode is on the calling thread's mode stack:
+    the pre-hook adds the module's name to the current set, the post-hook removes it. As in
     ModuleTracker, a module whose inputs require grad leaves the set again when their gradients have been computed,
     and one whose outputs require grad re-enters it when theirs are computed (``register_multi_grad_hook``'s rule,
     one ``_core.GradGate`` per module call registered with ``Tensor.register_hook`` on each of those tensors, as torch
@@ -498,8 +499,9 @@ class Session:
 
     # ---- modules and phases -------------------------------------------------------------------------------------
     def captured(self):
-        """``(signatures, accesses)`` of the block: the signature table and the dataflow rows (ACCESS_DTYPE); an
-        empty table and no rows when capture is off."""
+        """``(signatures, accesses)`` of the block: the signature table (a callable giving the texts, formatted
+        when the report first reads them) and the dataflow rows (ACCESS_DTYPE); an empty table and no rows when
+        capture is off. Called once, at exit: it frees the recorder's records."""
         from roofline._records import accesses_from_raw
 
         rec = self.recorder
