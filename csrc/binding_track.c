@@ -835,13 +835,15 @@ typedef struct {
     PyObject *slow;     /* slow(mode, func, types, args=(), kwargs=None) for ops not in the table */
     PyObject *phase;    /* None, or the phase every record gets (the optimizer step) */
     PyObject *forward, *backward;
+    PyObject *push;     /* None, or push(mode): re-enters the mode around a decomposition (else mode.__enter__) */
+    PyObject *pop;      /* None, or pop(None): leaves it again (else mode.__exit__) */
     op_slot *tab;       /* open addressing, capacity a power of two, at most half full */
     Py_ssize_t cap, n;
     rl_state *state;    /* the module's (interned __enter__ / __exit__) */
 } Dispatch;
 
 /* The objects a Dispatch holds besides its op table (its traverse and clear walk them). */
-#define DISPATCH_OBJECTS(X) X(tracker) X(record) X(task_id) X(slow) X(phase) X(forward) X(backward)
+#define DISPATCH_OBJECTS(X) X(tracker) X(record) X(task_id) X(slow) X(phase) X(forward) X(backward) X(push) X(pop)
 
 static int Dispatch_traverse(Dispatch *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
@@ -925,14 +927,22 @@ static int grow_table(Dispatch *self) {
 }
 
 static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"tracker", "record", "task_id", "slow", "forward", "backward", NULL};
-    PyObject *tracker, *record, *task_id, *slow, *forward, *backward;
+    static char *kwlist[] = {"tracker", "record", "task_id", "slow", "forward", "backward", "push", "pop", NULL};
+    PyObject *tracker, *record, *task_id, *slow, *forward, *backward, *push = Py_None, *pop = Py_None;
     PyTypeObject *ttype = tracker_type_of(PyType_GetModule(Py_TYPE(self)));
     if (!ttype) {
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOOO!O!:Dispatch", kwlist, ttype, &tracker, &record, &task_id,
-                                     &slow, &PyLong_Type, &forward, &PyLong_Type, &backward)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOOO!O!|$OO:Dispatch", kwlist, ttype, &tracker, &record,
+                                     &task_id, &slow, &PyLong_Type, &forward, &PyLong_Type, &backward, &push, &pop)) {
+        return -1;
+    }
+    if ((push == Py_None) != (pop == Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "Dispatch: push and pop are given together or not at all");
+        return -1;
+    }
+    if (push != Py_None && (!PyCallable_Check(push) || !PyCallable_Check(pop))) {
+        PyErr_SetString(PyExc_TypeError, "Dispatch: push and pop must be callable");
         return -1;
     }
     PyObject *callables[] = {record, task_id, slow};
@@ -950,10 +960,28 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
     }
     self->tracker = (Tracker *)Py_NewRef(tracker);
     self->phase = Py_NewRef(Py_None);
-#define DISPATCH_ARGS(X) X(record) X(task_id) X(slow) X(forward) X(backward)
+#define DISPATCH_ARGS(X) X(record) X(task_id) X(slow) X(forward) X(backward) X(push) X(pop)
     DISPATCH_ARGS(RL_TAKE_MEMBER)
 #undef DISPATCH_ARGS
     return 0;
+}
+
+/* Re-entering the mode around a decomposition: mode.__enter__() / mode.__exit__(et, ev, tb), or, where the
+ * session passed them, push(mode) / pop(None): torch's own stack calls, which are what TorchDispatchMode.__enter__
+ * and __exit__ make for a mode without a dispatch key (pop's None: no mode key), without their Python frames. The
+ * session passes them only for a mode that does not override those methods; a test pins what they do. */
+static PyObject *enter_mode(Dispatch *self, PyObject **margs) {
+    if (self->push != Py_None) {
+        return PyObject_CallOneArg(self->push, margs[0]);
+    }
+    return PyObject_VectorcallMethod(self->state->s_enter, margs, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static PyObject *exit_mode(Dispatch *self, PyObject **margs) {
+    if (self->pop != Py_None) {
+        return PyObject_CallOneArg(self->pop, Py_None);
+    }
+    return PyObject_VectorcallMethod(self->state->s_exit, margs, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
 /* `with mode: return decompose(*args, **kwargs)`: an op counted through its decomposition (FlopCounterMode's rule
@@ -964,7 +992,7 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
 static PyObject *run_decomposed(Dispatch *self, PyObject *mode, PyObject *decompose, PyObject *args,
                                 PyObject *kwargs) {
     PyObject *margs[4] = {mode, Py_None, Py_None, Py_None};
-    PyObject *r = PyObject_VectorcallMethod(self->state->s_enter, margs, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    PyObject *r = enter_mode(self, margs);
     if (!r) {
         return NULL;
     }
@@ -978,7 +1006,7 @@ static PyObject *run_decomposed(Dispatch *self, PyObject *mode, PyObject *decomp
         margs[2] = exc;
         margs[3] = tb ? tb : Py_None;
     }
-    r = PyObject_VectorcallMethod(self->state->s_exit, margs, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    r = exit_mode(self, margs);
     Py_XDECREF(tb);
     if (!r) {
         Py_XDECREF(out);
@@ -1009,7 +1037,7 @@ static PyObject *run_decomposed(Dispatch *self, PyObject *mode, PyObject *decomp
         margs[2] = ev ? ev : Py_None;
         margs[3] = tb ? tb : Py_None;
     }
-    r = PyObject_VectorcallMethod(self->state->s_exit, margs, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    r = exit_mode(self, margs);
     if (!r) {
         Py_XDECREF(out);
         if (ev) {
@@ -1238,8 +1266,10 @@ static PyMemberDef Dispatch_members[] = {
 };
 
 static PyType_Slot Dispatch_slots[] = {
-    {Py_tp_doc, "Dispatch(tracker, record, task_id, slow, forward, backward): the per-op path of the dispatch "
-                "mode; call it bound to the mode: (mode, func, types, args=(), kwargs=None)."},
+    {Py_tp_doc, "Dispatch(tracker, record, task_id, slow, forward, backward, *, push=None, pop=None): the per-op "
+                "path of the dispatch mode; call it bound to the mode: (mode, func, types, args=(), kwargs=None). "
+                "push(mode) and pop(None), given together, re-enter the mode around a decomposition instead of its "
+                "__enter__ and __exit__."},
     {Py_tp_init, Dispatch_init},
     {Py_tp_new, Dispatch_new},
     {Py_tp_call, PyVectorcall_Call},

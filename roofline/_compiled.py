@@ -1389,14 +1389,18 @@ def _hide_hooks_in_compiled(session, coll):
 
         return restore
 
-    # the model's modules were named at entry: `known` holds them (a dict walk, not a module-tree walk per block)
-    for m in list(tracker.known) if not isinstance(model, OptimizedModule) else [model]:
+    # the model's modules were named at entry: `known` holds them (a dict walk, not a module-tree walk per block);
+    # the OptimizedModule check is made once per module type, and most modules have no compiled _call_impl
+    if isinstance(model, OptimizedModule):
+        compiled = [model]
+    else:
+        wrapped = {t for t in {type(m) for m in tracker.known} if issubclass(t, OptimizedModule)}
+        compiled = [m for m in tracker.known if type(m) in wrapped or m.__dict__.get("_compiled_call_impl") is not None]
+    for m in compiled:
         if isinstance(m, OptimizedModule):  # torch.compile(module)
             ctxs = [getattr(m, "dynamo_ctx", None)]
         else:  # module.compile(): the Dynamo context is in the closure of the compiled _call_impl
-            fn = m.__dict__.get("_compiled_call_impl")
-            if fn is None:  # most modules: nothing compiled
-                continue
+            fn = m.__dict__["_compiled_call_impl"]
             ctxs = [c.cell_contents for c in getattr(fn, "__closure__", None) or ()
                     if hasattr(c.cell_contents, "enter_exit_hooks")]
         for ctx in ctxs:

@@ -251,6 +251,23 @@ class _Mode(TorchDispatchMode):
         return s.slow_path(self, idx, func, types, args, kwargs or {})
 
 
+def _reentry(mode) -> dict:
+    """How the C path re-enters ``mode`` around a decomposition: torch's own stack calls (``push``, ``pop``), which are
+    what ``TorchDispatchMode.__enter__`` and ``__exit__`` do for a mode without a dispatch key, minus their Python
+    frames (~3 us per decomposed call). Their flag bookkeeping is skipped: inside the mode's ``__torch_dispatch__``
+    the flags already say a mode is active (set when the block entered it). Where the mode's class overrides either
+    method, has a dispatch key, or torch lacks the calls, ``{}``: the C path then calls ``__enter__``/``__exit__``.
+    tests/test_tracking.py pins that the stack calls leave the stack as the methods do."""
+    push = getattr(torch._C, "_push_on_torch_dispatch_stack", None)
+    pop = getattr(torch._C, "_pop_torch_dispatch_stack", None)
+    cls = type(mode)
+    if (push is None or pop is None or cls.__enter__ is not TorchDispatchMode.__enter__
+            or cls.__exit__ is not TorchDispatchMode.__exit__
+            or getattr(mode, "_dispatch_key", None) is not None or getattr(mode, "_mode_key", None) is not None):
+        return {}
+    return {"push": push, "pop": pop}
+
+
 def _runner(func):
     """What runs an OpOverload: its C++ op, unless OpOverload.__call__ may divert the call (a Python dispatcher)."""
     op = getattr(func, "_op", None)
@@ -351,7 +368,7 @@ class Session:
         self.tracker = _Tracker(self.mode)
         # the per-op path in C; `phase` is OPTIMIZER inside optimizer.step, else None (forward/backward by autograd)
         self.dispatch = _core.Dispatch(self.tracker.c, self.recorder.record, _graph_task_id, _Mode.__torch_dispatch__,
-                                       FORWARD, BACKWARD)
+                                       FORWARD, BACKWARD, **_reentry(self.mode))
         if timing != "op":  # bound to the mode, as the C++ dispatcher requires of a __torch_dispatch__
             self.mode.__torch_dispatch__ = types.MethodType(self.dispatch, self.mode)
         self._handles = []
@@ -556,7 +573,7 @@ class Session:
             self.tracker.module_id  # noqa: B018 - interns {"Global"} as module set 0
             self.cuda_possible = torch.cuda.is_available()
             if self.timing is not None:
-                _sync_all()
+                _sync_all(self.cuda_possible)
             if self.timing == "op" and self.cuda_possible:
                 self._base_event = torch.cuda.Event(enable_timing=True)
                 self._base_event.record()
@@ -578,7 +595,7 @@ class Session:
                 self.mode.__exit__(exc_type, exc, tb)
                 self._entered = False
             if exc_type is None and self.timing is not None:
-                _sync_all()
+                _sync_all(self.cuda_possible)
                 self.wall_time = time.perf_counter() - self._t0
                 if self.events:
                     self._resolve_events()
@@ -620,8 +637,12 @@ class _SignatureTexts:
         return self._recorder.signatures
 
 
-def _sync_all():
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+def _sync_all(cuda_possible=None):
+    """Wait for every CUDA device, where CUDA is in use. ``cuda_possible``: ``torch.cuda.is_available()`` when the
+    caller has read it (it does not change within a process; whether CUDA is initialised does)."""
+    if cuda_possible is None:
+        cuda_possible = torch.cuda.is_available()
+    if cuda_possible and torch.cuda.is_initialized():
         torch.cuda.synchronize()
 
 

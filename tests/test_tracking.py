@@ -508,6 +508,75 @@ def test_an_error_of_the_modes_exit_after_a_failed_decomposition_chains_the_firs
     assert _names(r) == ["aten.add.Tensor"] * 2
 
 
+def test_the_stack_calls_that_reenter_the_mode_leave_the_stack_as_enter_and_exit_do():
+    """The C path re-enters the block's mode around a decomposition with torch's stack calls instead of the mode's
+    __enter__/__exit__; this pins that they push and pop exactly what those methods do (fails when torch changes
+    what TorchDispatchMode.__enter__ puts on the stack)."""
+    from roofline import _torch
+
+    mode = _torch._Mode(None)
+    calls = _torch._reentry(mode)
+    assert set(calls) == {"push", "pop"}
+
+    def stack():
+        return [torch._C._get_dispatch_stack_at(i) for i in range(torch._C._len_torch_dispatch_stack())]
+
+    before = stack()
+    with mode:
+        via_methods = stack()
+    assert stack() == before
+    calls["push"](mode)
+    try:
+        via_calls = stack()
+    finally:
+        calls["pop"](None)
+    assert stack() == before
+    assert via_calls == via_methods == before + [mode]
+
+
+def test_a_mode_overriding_enter_or_exit_is_reentered_through_them():
+    from roofline import _torch
+
+    class Entering(_torch._Mode):
+        def __enter__(self):
+            return super().__enter__()
+
+    class Exiting(_torch._Mode):
+        def __exit__(self, *exc):
+            return super().__exit__(*exc)
+
+    assert _torch._reentry(Entering(None)) == {} and _torch._reentry(Exiting(None)) == {}
+    assert set(_torch._reentry(_torch._Mode(None))) == {"push", "pop"}
+
+
+def test_an_error_of_the_pop_after_a_failed_decomposition_chains_the_first(decomposed_op, monkeypatch):
+    """The same with-statement rule on the stack-call path: the pop's error propagates with the decomposition's as its
+    __context__, and the stack is left as it was."""
+    op, refuse = decomposed_op
+    fail = [False]
+    plain_pop = torch._C._pop_torch_dispatch_stack
+
+    def pop(key):
+        out = plain_pop(key)
+        if fail[0]:
+            raise KeyError("pop failed")
+        return out
+
+    monkeypatch.setattr(torch._C, "_pop_torch_dispatch_stack", pop)
+    x = torch.ones(4)
+    depth = torch._C._len_torch_dispatch_stack()
+    with roofline.measure(timing=None) as r:
+        op(x)  # the Python path puts the op in the C table
+        refuse[0] = fail[0] = True
+        with pytest.raises(KeyError, match="pop failed") as info:
+            op(x)
+        refuse[0] = fail[0] = False
+        op(x)
+    assert torch._C._len_torch_dispatch_stack() == depth
+    assert isinstance(info.value.__context__, ValueError) and "refused input" in str(info.value.__context__)
+    assert _names(r) == ["aten.add.Tensor"] * 2
+
+
 def test_decomposition_withdrawn_inside_a_block_counts_the_op_itself(decomposed_op):
     """When the composite kernel disappears after the op was put in the C table, the C path gets NotImplemented and
     hands the call to the Python path, which counts the op as one of its own from then on."""
