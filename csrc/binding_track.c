@@ -1076,9 +1076,16 @@ static PyObject *Dispatch_call(Dispatch *self, PyObject *const *argv, size_t nar
     if (kwnames || nargs < 3 || nargs > 5) {
         goto slow;
     }
-    /* tensor subclasses among the arguments (DTensor, FakeTensor, ...): the Python path decides how they count */
-    if (!PyTuple_Check(argv[2]) || PyTuple_GET_SIZE(argv[2]) != 0) {
+    /* tensor subclasses among the arguments (DTensor, FakeTensor, ...): the Python path decides how they count.
+     * torch.Tensor itself is no subclass: torch lists it in some calls made from C++ (the detach inside the CPU
+     * scaled_dot_product_attention, for one), which the Python path counts as it counts calls without types. */
+    if (!PyTuple_Check(argv[2])) {
         goto slow;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(argv[2]); i++) {
+        if (PyTuple_GET_ITEM(argv[2], i) != self->tracker->tensor_type) {
+            goto slow;
+        }
     }
     op_slot *s = find_slot(self, argv[1]);
     if (!s) {

@@ -577,6 +577,36 @@ def test_an_error_of_the_pop_after_a_failed_decomposition_chains_the_first(decom
     assert _names(r) == ["aten.add.Tensor"] * 2
 
 
+def test_a_call_listing_plain_tensor_among_its_types_takes_the_c_path(monkeypatch):
+    """torch lists torch.Tensor itself among a call's types for some calls made from C++ (the detach inside the CPU
+    scaled_dot_product_attention): no subclass, so the C path counts it; a real subclass still goes to Python."""
+    from torch.utils._python_dispatch import _pop_mode_temporarily
+
+    from roofline import _torch
+
+    python_path = []
+    plain = _torch._Mode.__torch_dispatch__
+
+    def counting(self, func, types, args=(), kwargs=None):
+        python_path.append(types)
+        return plain(self, func, types, args, kwargs)
+
+    class Sub(torch.Tensor):
+        pass
+
+    monkeypatch.setattr(_torch._Mode, "__torch_dispatch__", counting)
+    a, b = torch.ones(4), torch.ones(4)
+    with roofline.measure(timing=None) as r:
+        torch.add(a, b)  # the first call takes the Python path and puts the op in the C table
+        with _pop_mode_temporarily() as mode:  # call the handler as torch does, the mode off the stack
+            mode.__torch_dispatch__(torch.ops.aten.add.Tensor, (torch.Tensor,), (a, b), {})
+            after_plain = len(python_path)
+            mode.__torch_dispatch__(torch.ops.aten.add.Tensor, (Sub,), (a, b), {})
+    assert after_plain == 1 and len(python_path) == 2 and python_path[1] == (Sub,)
+    assert _names(r) == ["aten.add.Tensor"] * 3
+    assert r.records["vector_flops"].tolist() == [4] * 3
+
+
 def test_decomposition_withdrawn_inside_a_block_counts_the_op_itself(decomposed_op):
     """When the composite kernel disappears after the op was put in the C table, the C path gets NotImplemented and
     hands the call to the Python path, which counts the op as one of its own from then on."""
