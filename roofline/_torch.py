@@ -58,6 +58,13 @@ CAPTURE = True
 _RESOLVED: dict = {}
 
 
+# OpOverload -> (registrations, OpInfo fields, recorder entry, whether its composite kernel decides): the outcome of
+# Session.resolve for an op counted by a C kind (or unknown), so its first call in a later block skips the resolution
+# (the collectives check, the schema, the entry's spec). The CompositeImplicitAutograd check, which registrations can
+# change, is made again where it decided; ops with Python formulas or resolution errors are not kept.
+_PLAIN: dict = {}
+
+
 def _resolved(func):
     """``(schema, _resolve.Resolved)`` of an OpOverload: the same resolution as ``roofline.cost()``."""
     user = tuple(_resolve.USER.items())
@@ -396,6 +403,14 @@ class Session:
         if func in _DECLINE:
             self.op_index[func] = _DECLINED
             return _DECLINED
+        user = tuple(_resolve.USER.items())
+        hit = _PLAIN.get(func)
+        if (hit is not None and hit[0] == user  # resolved the same way in an earlier block, unless it is now composite
+                and not (hit[3] and allow_decompose and _has_composite_kernel(func))):
+            idx = self.recorder.add_op(**hit[2])
+            self.ops.append(OpInfo(**hit[1]))
+            self.op_index[func] = idx
+            return idx
         marker = _collectives.resolve(self, func, OpInfo)  # collectives, fsdp copies
         if marker is not None:
             return marker
@@ -432,6 +447,9 @@ class Session:
         idx = self.recorder.add_op(**spec)
         self.ops.append(info)
         self.op_index[func] = idx if builtin is None else ("builtin", idx, builtin, schema.names)
+        if builtin is None and res.error is None:
+            _PLAIN[func] = (user, dict(name=info.name, packet=info.packet, kind=info.kind, packet_obj=info.packet_obj),
+                            spec, not res.registered and func is not torch.ops.prim.device.default)
         return self.op_index[func]
 
     def slow_path(self, mode, marker, func, types, args, kwargs):

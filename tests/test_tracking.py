@@ -607,6 +607,47 @@ def test_a_call_listing_plain_tensor_among_its_types_takes_the_c_path(monkeypatc
     assert r.records["vector_flops"].tolist() == [4] * 3
 
 
+def test_an_op_resolved_in_an_earlier_block_follows_the_registrations_made_since():
+    """Ops are resolved once per process and reused by later blocks; a formula registered (or removed) between blocks
+    still decides the next block's counts."""
+    a = torch.ones(4, 4)
+    with roofline.measure(timing=None) as first:
+        torch.mm(a, a)
+    roofline.register("aten::mm", kind="ewise", flops=3)
+    try:
+        with roofline.measure(timing=None) as registered:
+            torch.mm(a, a)
+    finally:
+        roofline.unregister("aten::mm")
+    with roofline.measure(timing=None) as again:
+        torch.mm(a, a)
+    assert first.records["matrix_flops"].tolist() == [2 * 4 * 4 * 4] == again.records["matrix_flops"].tolist()
+    assert registered.records["matrix_flops"].tolist() == [0]
+    assert registered.records["vector_flops"].tolist() == [3 * 16]  # 3 per element of the 4x4 result
+
+
+def test_an_op_that_gains_a_composite_kernel_between_blocks_is_counted_through_it():
+    """The CompositeImplicitAutograd check is made again for an op resolved in an earlier block (registrations can
+    add such a kernel): once the op has one, its parts are counted, as FlopCounterMode counts them."""
+    lib = torch.library.Library("rltest_late", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CPU")
+    op = torch.ops.rltest_late.twice.default
+    x = torch.ones(8)
+    try:
+        with roofline.measure(timing=None) as before:
+            op(x)
+        op.py_impl(torch._C.DispatchKey.CompositeImplicitAutograd)(lambda x: torch.add(x, x))
+        with roofline.measure(timing=None) as after:
+            op(x)
+    finally:
+        op.py_kernels.pop(torch._C.DispatchKey.CompositeImplicitAutograd, None)
+        op._dispatch_cache.clear()
+        lib._destroy()
+    assert _names(before) == ["rltest_late.twice.default"]
+    assert _names(after) == ["aten.add.Tensor"]
+
+
 def test_decomposition_withdrawn_inside_a_block_counts_the_op_itself(decomposed_op):
     """When the composite kernel disappears after the op was put in the C table, the C path gets NotImplemented and
     hands the call to the Python path, which counts the op as one of its own from then on."""
