@@ -481,29 +481,44 @@ def test_error_inside_a_decomposition_leaves_the_mode_stack_as_it_was(decomposed
     assert _names(r) == ["aten.add.Tensor"]
 
 
-def test_an_error_of_the_modes_exit_after_a_failed_decomposition_chains_the_first(decomposed_op, monkeypatch):
-    """As in a with statement: when __exit__ raises while the decomposition's error propagates, __exit__'s error
-    propagates with the decomposition's as its __context__."""
+@pytest.mark.parametrize("leave", ["__exit__", "pop"])
+def test_an_error_leaving_the_mode_after_a_failed_decomposition_chains_the_first(decomposed_op, monkeypatch, leave):
+    """As in a with statement: when leaving the mode raises while the decomposition's error propagates, that error
+    propagates with the decomposition's as its __context__, and the stack is left as it was. ``__exit__``: a mode
+    class overriding it is left through it; ``pop``: the stack call that leaves a mode without overrides."""
     from roofline import _torch
 
     op, refuse = decomposed_op
-    fail_exit = [False]
-    plain_exit = _torch._Mode.__exit__
+    fail = [False]
+    if leave == "__exit__":
+        plain_exit = _torch._Mode.__exit__
 
-    def exit_(self, *exc):
-        plain_exit(self, *exc)
-        if fail_exit[0]:
-            raise KeyError("exit failed")
+        def exit_(self, *exc):
+            plain_exit(self, *exc)
+            if fail[0]:
+                raise KeyError("leaving failed")
 
-    monkeypatch.setattr(_torch._Mode, "__exit__", exit_)
+        monkeypatch.setattr(_torch._Mode, "__exit__", exit_)
+    else:
+        plain_pop = torch._C._pop_torch_dispatch_stack
+
+        def pop(key):
+            out = plain_pop(key)
+            if fail[0]:
+                raise KeyError("leaving failed")
+            return out
+
+        monkeypatch.setattr(torch._C, "_pop_torch_dispatch_stack", pop)
     x = torch.ones(4)
+    depth = torch._C._len_torch_dispatch_stack()
     with roofline.measure(timing=None) as r:
         op(x)  # the Python path puts the op in the C table
-        refuse[0] = fail_exit[0] = True
-        with pytest.raises(KeyError, match="exit failed") as info:
+        refuse[0] = fail[0] = True
+        with pytest.raises(KeyError, match="leaving failed") as info:
             op(x)
-        refuse[0] = fail_exit[0] = False
+        refuse[0] = fail[0] = False
         op(x)
+    assert torch._C._len_torch_dispatch_stack() == depth
     assert isinstance(info.value.__context__, ValueError) and "refused input" in str(info.value.__context__)
     assert _names(r) == ["aten.add.Tensor"] * 2
 
@@ -547,34 +562,6 @@ def test_a_mode_overriding_enter_or_exit_is_reentered_through_them():
 
     assert _torch._reentry(Entering(None)) == {} and _torch._reentry(Exiting(None)) == {}
     assert set(_torch._reentry(_torch._Mode(None))) == {"push", "pop"}
-
-
-def test_an_error_of_the_pop_after_a_failed_decomposition_chains_the_first(decomposed_op, monkeypatch):
-    """The same with-statement rule on the stack-call path: the pop's error propagates with the decomposition's as its
-    __context__, and the stack is left as it was."""
-    op, refuse = decomposed_op
-    fail = [False]
-    plain_pop = torch._C._pop_torch_dispatch_stack
-
-    def pop(key):
-        out = plain_pop(key)
-        if fail[0]:
-            raise KeyError("pop failed")
-        return out
-
-    monkeypatch.setattr(torch._C, "_pop_torch_dispatch_stack", pop)
-    x = torch.ones(4)
-    depth = torch._C._len_torch_dispatch_stack()
-    with roofline.measure(timing=None) as r:
-        op(x)  # the Python path puts the op in the C table
-        refuse[0] = fail[0] = True
-        with pytest.raises(KeyError, match="pop failed") as info:
-            op(x)
-        refuse[0] = fail[0] = False
-        op(x)
-    assert torch._C._len_torch_dispatch_stack() == depth
-    assert isinstance(info.value.__context__, ValueError) and "refused input" in str(info.value.__context__)
-    assert _names(r) == ["aten.add.Tensor"] * 2
 
 
 def test_a_call_listing_plain_tensor_among_its_types_takes_the_c_path(monkeypatch):
