@@ -941,13 +941,9 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_TypeError, "Dispatch: push and pop are given together or not at all");
         return -1;
     }
-    if (push != Py_None && (!PyCallable_Check(push) || !PyCallable_Check(pop))) {
-        PyErr_SetString(PyExc_TypeError, "Dispatch: push and pop must be callable");
-        return -1;
-    }
-    PyObject *callables[] = {record, task_id, slow};
-    static const char *names[] = {"record", "task_id", "slow"};
-    if (rl_require_callables("Dispatch", callables, names, 3) < 0) {
+    PyObject *callables[] = {record, task_id, slow, push, pop};
+    static const char *names[] = {"record", "task_id", "slow", "push", "pop"};
+    if (rl_require_callables("Dispatch", callables, names, push != Py_None ? 5 : 3) < 0) {
         return -1;
     }
     if (self->tracker) {

@@ -65,9 +65,9 @@ _RESOLVED: dict = {}
 _PLAIN: dict = {}
 
 
-def _resolved(func):
-    """``(schema, _resolve.Resolved)`` of an OpOverload: the same resolution as ``roofline.cost()``."""
-    user = tuple(_resolve.USER.items())
+def _resolved(func, user):
+    """``(schema, _resolve.Resolved)`` of an OpOverload: the same resolution as ``roofline.cost()``. ``user``: the
+    registrations now (``tuple(_resolve.USER.items())``), under which the entry is kept."""
     hit = _RESOLVED.get(func)
     if hit is not None and hit[0] == user:
         return hit[1], hit[2]
@@ -414,7 +414,7 @@ class Session:
         marker = _collectives.resolve(self, func, OpInfo)  # collectives, fsdp copies
         if marker is not None:
             return marker
-        schema, res = _resolved(func)
+        schema, res = _resolved(func, user)
         if (allow_decompose and not res.registered and func is not torch.ops.prim.device.default
                 and _has_composite_kernel(func)):
             # Same rule as FlopCounterMode: an op with a CompositeImplicitAutograd kernel is decomposed and its
@@ -655,11 +655,9 @@ class _SignatureTexts:
         return self._recorder.signatures
 
 
-def _sync_all(cuda_possible=None):
-    """Wait for every CUDA device, where CUDA is in use. ``cuda_possible``: ``torch.cuda.is_available()`` when the
-    caller has read it (it does not change within a process; whether CUDA is initialised does)."""
-    if cuda_possible is None:
-        cuda_possible = torch.cuda.is_available()
+def _sync_all(cuda_possible):
+    """Wait for every CUDA device, where CUDA is in use. ``cuda_possible``: ``torch.cuda.is_available()``, read once
+    per block (it does not change within a process; whether CUDA is initialised does)."""
     if cuda_possible and torch.cuda.is_initialized():
         torch.cuda.synchronize()
 

@@ -351,6 +351,10 @@ def test_tracker_and_dispatch_reject_bad_arguments():
     assert t.module_id == 0  # an interned set keeps its id
     with pytest.raises(TypeError):
         _core.Dispatch(object(), len, len, len, 0, 1)
+    with pytest.raises(TypeError, match="push and pop are given together"):
+        _core.Dispatch(t, len, len, len, 0, 1, push=len)
+    with pytest.raises(TypeError, match="pop must be callable"):
+        _core.Dispatch(t, len, len, len, 0, 1, push=len, pop=3)
     d = _core.Dispatch(t, len, len, len, 0, 1)
     with pytest.raises(TypeError):
         d.phase = "forward"
@@ -611,6 +615,26 @@ def test_an_op_resolved_in_an_earlier_block_follows_the_registrations_made_since
     assert first.records["matrix_flops"].tolist() == [2 * 4 * 4 * 4] == again.records["matrix_flops"].tolist()
     assert registered.records["matrix_flops"].tolist() == [0]
     assert registered.records["vector_flops"].tolist() == [3 * 16]  # 3 per element of the 4x4 result
+
+
+def test_an_op_without_a_formula_stays_unknown_in_every_block():
+    """The resolution kept from an earlier block keeps an op without a formula listed as unknown, its bytes counted
+    as a copy's: 8 floats read and 8 written, in each block alike."""
+    lib = torch.library.Library("rltest_unknown", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CPU")
+    x = torch.ones(8)
+    try:
+        reports = []
+        for _ in range(2):
+            with roofline.measure(timing=None) as r:
+                torch.ops.rltest_unknown.twice(x)
+            reports.append(r)
+    finally:
+        lib._destroy()
+    for r in reports:
+        assert r.unknown_ops == {"rltest_unknown.twice.default": 1}
+        assert r.records["bytes_read"].tolist() == [8 * 4] and r.records["bytes_written"].tolist() == [8 * 4]
 
 
 def test_an_op_that_gains_a_composite_kernel_between_blocks_is_counted_through_it():
