@@ -54,8 +54,16 @@ typedef struct {
     PyObject *s_grad_fn;
     PyObject *s_register_hook;
     PyObject *s_name; /* "__name__" */
+    /* Tensor.register_hook's steps, taken here for plain tensors (all NULL: the method is called): */
+    PyObject *hook_dict;    /* the type of a tensor's hook dict (collections.OrderedDict) */
+    PyObject *handle_ids;   /* torch.utils.hooks.RemovableHandle: its `next_id` numbers every hook */
+    PyObject *has_tf;       /* torch._C._has_torch_function_unary */
+    PyObject *s_backward_hooks;
+    PyObject *s_register_hook_dict;
+    PyObject *s_next_id;
     int dirty;
     int enabled;
+    int reset_queued; /* on_reenter was called and the end-of-backward reset has not run yet */
     Py_ssize_t mode_at; /* where on a thread's mode stack the mode was last found (a guess, tried first) */
 } Tracker;
 
@@ -69,18 +77,28 @@ static PyObject *gate_type_of(PyTypeObject *tracker_type);
 #define TRACKER_OBJECTS(X)                                                                                         \
     X(mode) X(stack_len) X(stack_at) X(flatten) X(grad_node) X(task_id) X(will_execute) X(on_reenter) X(gate_type) \
     X(hooks) X(tensor_type) X(param_type) X(known) X(seen) X(parents) X(ids) X(sets) X(module_id) X(s_global)     \
-    X(s_requires_grad) X(s_modules) X(s_named_children) X(s_grad_fn) X(s_register_hook) X(s_name)
+    X(s_requires_grad) X(s_modules) X(s_named_children) X(s_grad_fn) X(s_register_hook) X(s_name) X(hook_dict)     \
+    X(handle_ids) X(has_tf) X(s_backward_hooks) X(s_register_hook_dict) X(s_next_id)
 
 RL_GC_MEMBERS(Tracker, TRACKER_OBJECTS, self->enabled = 0)
 
 static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"mode",       "stack_len",  "stack_at",    "flatten",    "grad_node", "task_id",
-                             "will_execute", "on_reenter", "tensor_type", "param_type", "known",     "seen", NULL};
+                             "will_execute", "on_reenter", "tensor_type", "param_type", "known",     "seen",
+                             "register",  NULL};
     PyObject *mode, *stack_len, *stack_at, *flatten, *grad_node, *task_id, *will_execute, *on_reenter, *tensor_type;
-    PyObject *param_type, *known, *seen;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOO!O!:ModuleTracker", kwlist, &mode, &stack_len,
+    PyObject *param_type, *known, *seen, *reg = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOO!O!|$O:ModuleTracker", kwlist, &mode, &stack_len,
                                      &stack_at, &flatten, &grad_node, &task_id, &will_execute, &on_reenter,
-                                     &tensor_type, &param_type, &PyDict_Type, &known, &PySet_Type, &seen)) {
+                                     &tensor_type, &param_type, &PyDict_Type, &known, &PySet_Type, &seen, &reg)) {
+        return -1;
+    }
+    /* register=(hook dict type, RemovableHandle, has_torch_function_unary): hook plain tensors here */
+    if (reg != Py_None && (!PyTuple_Check(reg) || PyTuple_GET_SIZE(reg) != 3 ||
+                           !PyCallable_Check(PyTuple_GET_ITEM(reg, 0)) || !PyType_Check(PyTuple_GET_ITEM(reg, 1)) ||
+                           !PyCallable_Check(PyTuple_GET_ITEM(reg, 2)))) {
+        PyErr_SetString(PyExc_TypeError, "ModuleTracker: register must be None or a tuple (hook dict type, "
+                                         "RemovableHandle class, has_torch_function_unary)");
         return -1;
     }
     PyObject *callables[] = {stack_len, stack_at, flatten, grad_node, task_id, will_execute, on_reenter};
@@ -104,6 +122,17 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     self->s_grad_fn = PyUnicode_InternFromString("grad_fn");
     self->s_register_hook = PyUnicode_InternFromString("register_hook");
     self->s_name = PyUnicode_InternFromString("__name__");
+    self->s_backward_hooks = PyUnicode_InternFromString("_backward_hooks");
+    self->s_register_hook_dict = PyUnicode_InternFromString("_register_hook_dict");
+    self->s_next_id = PyUnicode_InternFromString("next_id");
+    if (!self->s_backward_hooks || !self->s_register_hook_dict || !self->s_next_id) {
+        return -1;
+    }
+    if (reg != Py_None) {
+        self->hook_dict = Py_NewRef(PyTuple_GET_ITEM(reg, 0));
+        self->handle_ids = Py_NewRef(PyTuple_GET_ITEM(reg, 1));
+        self->has_tf = Py_NewRef(PyTuple_GET_ITEM(reg, 2));
+    }
     self->gate_type = gate_type_of(Py_TYPE(self));
     self->hooks = PyList_New(0);
     self->parents = PySet_New(NULL);
@@ -568,7 +597,10 @@ static PyObject *gate_arm(PyObject *bound, PyObject *grad) {
     if (rc == 0 && curr == self->nb_calls - 1) {
         PyObject *r = NULL;
         if (self->reenter) {
-            PyObject *q = PyObject_CallNoArgs(tr->on_reenter);
+            PyObject *q = tr->reset_queued ? Py_NewRef(Py_None) : PyObject_CallNoArgs(tr->on_reenter);
+            if (q) {
+                tr->reset_queued = 1;
+            }
             Py_XDECREF(q);
             r = q ? Tracker_add(tr, self->name) : NULL;
         } else {
@@ -594,6 +626,67 @@ static PyType_Slot GradGate_slots[] = {
 };
 
 RL_GC_TYPE_SPEC(GradGate, "roofline._core.GradGate", 0);
+
+/* t.register_hook(arm): Tensor.register_hook's steps for a plain tensor (torch.Tensor or Parameter) with no
+ * __torch_function__ to consult, without its Python frames (~10 us per call, two thirds of them the function-level
+ * import it runs: each raises and formats two AttributeErrors inside CPython): the tensor's hook dict (created and
+ * registered with its grad_fn on first use, as the method does), numbered from RemovableHandle's own counter so
+ * it never shares an id with another hook. Returns the handle: (weak reference to the dict, id), removed by
+ * remove_hooks; anything else (a subclass, an active torch function mode, no `register`) calls the method and
+ * returns its RemovableHandle. tests/test_tracking.py pins the steps against the method's. */
+static PyObject *register_arm(Tracker *self, PyObject *t, PyObject *arm) {
+    PyTypeObject *tp = Py_TYPE(t);
+    int plain = self->hook_dict && (tp == (PyTypeObject *)self->tensor_type || tp == (PyTypeObject *)self->param_type);
+    if (plain) {
+        PyObject *tf = PyObject_CallOneArg(self->has_tf, t);
+        if (!tf) {
+            return NULL;
+        }
+        int truth = PyObject_IsTrue(tf);
+        Py_DECREF(tf);
+        if (truth < 0) {
+            return NULL;
+        }
+        plain = !truth;
+    }
+    if (!plain) {
+        return PyObject_CallMethodOneArg(t, self->s_register_hook, arm);
+    }
+    PyObject *d = PyObject_GetAttr(t, self->s_backward_hooks);
+    if (!d) {
+        return NULL;
+    }
+    if (d == Py_None) {
+        Py_DECREF(d);
+        d = PyObject_CallNoArgs(self->hook_dict);
+        if (!d || PyObject_SetAttr(t, self->s_backward_hooks, d) < 0) {
+            Py_XDECREF(d);
+            return NULL;
+        }
+        PyObject *gf = PyObject_GetAttr(t, self->s_grad_fn);
+        PyObject *r = gf && gf != Py_None ? PyObject_CallMethodOneArg(gf, self->s_register_hook_dict, t) : Py_XNewRef(gf);
+        Py_XDECREF(gf);
+        if (!r) {
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    PyObject *ref = PyWeakref_NewRef(d, NULL); /* as RemovableHandle keeps it: the dict dies with its tensor */
+    PyObject *id = ref ? PyObject_GetAttr(self->handle_ids, self->s_next_id) : NULL;
+    PyObject *one = id ? PyLong_FromLong(1) : NULL;
+    PyObject *next = one ? PyNumber_Add(id, one) : NULL;
+    Py_XDECREF(one);
+    PyObject *handle = NULL;
+    if (next && PyObject_SetAttr(self->handle_ids, self->s_next_id, next) == 0 && PyObject_SetItem(d, id, arm) == 0) {
+        handle = PyTuple_Pack(2, ref, id);
+    }
+    Py_XDECREF(next);
+    Py_XDECREF(id);
+    Py_XDECREF(ref);
+    Py_DECREF(d);
+    return handle;
+}
 
 /* Hook the grad-requiring tensors among `obj`'s leaves with one gate, if there are any: the module leaves the set
  * (reenter = 0, its inputs) or re-enters it (1, its outputs) once their gradients are computed. */
@@ -640,7 +733,7 @@ static int grad_hooks(Tracker *self, PyObject *name, PyObject *obj, int reenter)
         PyObject *bound = Py_BuildValue("(On)", (PyObject *)gate, i);
         PyObject *arm = bound ? PyCFunction_New(&gate_arm_def, bound) : NULL;
         Py_XDECREF(bound);
-        PyObject *h = arm ? PyObject_CallMethodOneArg(PyList_GET_ITEM(tensors, i), self->s_register_hook, arm) : NULL;
+        PyObject *h = arm ? register_arm(self, PyList_GET_ITEM(tensors, i), arm) : NULL;
         Py_XDECREF(arm);
         rc = h ? PyList_Append(self->hooks, h) : -1;
         Py_XDECREF(h);
@@ -729,6 +822,7 @@ static PyObject *Tracker_reset(Tracker *self, PyObject *Py_UNUSED(ignored)) {
         return NULL;
     }
     self->dirty = 1;
+    self->reset_queued = 0;
     if (PySet_Clear(self->parents) < 0 || PySet_Add(self->parents, self->s_global) < 0) {
         return NULL;
     }
@@ -746,6 +840,74 @@ static PyObject *Tracker_close(Tracker *self, PyObject *Py_UNUSED(ignored)) {
     }
     Py_CLEAR(self->mode);
     self->mode = Py_NewRef(Py_None);
+    Py_RETURN_NONE;
+}
+
+/* remove_hooks(): take out every gradient hook registered so far (those on tensors that outlive the block), as
+ * RemovableHandle.remove does: a hook already gone, or whose tensor is gone, is skipped. All are removed even
+ * if one fails; the first error is raised. */
+static PyObject *Tracker_remove_hooks(Tracker *self, PyObject *Py_UNUSED(ignored)) {
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    PyObject *hooks = self->hooks;
+    self->hooks = PyList_New(0); /* a hook registered while these are removed is kept for the next call */
+    if (!self->hooks) {
+        self->hooks = hooks;
+        return NULL;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *first = NULL; /* the first error */
+#else
+    PyObject *et = NULL, *ev = NULL, *etb = NULL;
+#endif
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(hooks); i++) {
+        PyObject *h = PyList_GET_ITEM(hooks, i);
+        int rc = 0;
+        if (PyTuple_CheckExact(h) && PyTuple_GET_SIZE(h) == 2) {
+            PyObject *d = NULL; /* the dict, or NULL once it is gone */
+#if PY_VERSION_HEX >= 0x030D0000
+            rc = PyWeakref_GetRef(PyTuple_GET_ITEM(h, 0), &d);
+#else
+            d = PyWeakref_GetObject(PyTuple_GET_ITEM(h, 0)); /* borrowed; None once the dict is gone */
+            rc = d ? 0 : -1;
+            d = d == Py_None ? NULL : Py_XNewRef(d);
+#endif
+            if (rc >= 0 && d) {
+                rc = PySequence_Contains(d, PyTuple_GET_ITEM(h, 1));
+                rc = rc > 0 ? PyObject_DelItem(d, PyTuple_GET_ITEM(h, 1)) : rc;
+            }
+            Py_XDECREF(d);
+        } else {
+            PyObject *r = PyObject_CallMethod(h, "remove", NULL);
+            rc = r ? 0 : -1;
+            Py_XDECREF(r);
+        }
+        if (rc < 0) {
+#if PY_VERSION_HEX >= 0x030C0000
+            if (!first) {
+                first = PyErr_GetRaisedException();
+            }
+#else
+            if (!et) {
+                PyErr_Fetch(&et, &ev, &etb);
+            }
+#endif
+            PyErr_Clear();
+        }
+    }
+    Py_DECREF(hooks);
+#if PY_VERSION_HEX >= 0x030C0000
+    if (first) {
+        PyErr_SetRaisedException(first);
+        return NULL;
+    }
+#else
+    if (et) {
+        PyErr_Restore(et, ev, etb);
+        return NULL;
+    }
+#endif
     Py_RETURN_NONE;
 }
 
@@ -791,6 +953,8 @@ static PyMethodDef Tracker_methods[] = {
     {"discard", (PyCFunction)Tracker_discard, METH_O,
      "discard(name) -> bool: a module leaves the current set; whether it was in it."},
     {"reset", (PyCFunction)Tracker_reset, METH_NOARGS, "The current set becomes {'Global'} (end of a backward)."},
+    {"remove_hooks", (PyCFunction)Tracker_remove_hooks, METH_NOARGS,
+     "Remove the gradient hooks registered so far (those on tensors that outlive the block)."},
     {"close", (PyCFunction)Tracker_close, METH_NOARGS, "Stop acting; release the modules named so far."},
     {NULL, NULL, 0, NULL},
 };

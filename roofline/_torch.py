@@ -105,11 +105,10 @@ class _Tracker:
         self.known: dict = {}  # module -> name; strong references, released at exit (close)
         self.seen: set = set()  # modules whose children are named
         self._handles: list = []
-        self._has_callback = False
         self.c = _core.ModuleTracker(mode, torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at,
                                      _leaves, _grad_accumulator, torch._C._current_graph_task_id,
-                                     torch._C._will_engine_execute_node, self._maybe_set_engine_callback,
-                                     torch.Tensor, torch.nn.Parameter, self.known, self.seen)
+                                     torch._C._will_engine_execute_node, self._queue_reset,
+                                     torch.Tensor, torch.nn.Parameter, self.known, self.seen, register=_REGISTER)
         self.name = self.c.name  # name(module): its name, naming the modules under it first when new
 
     @property
@@ -125,16 +124,10 @@ class _Tracker:
     def sets(self) -> list:
         return self.c.sets
 
-    def _maybe_set_engine_callback(self):
-        if self._has_callback:
-            return
-
-        def callback():
-            self.c.reset()
-            self._has_callback = False
-
-        torch.autograd.Variable._execution_engine.queue_callback(callback)
-        self._has_callback = True
+    def _queue_reset(self):
+        """A module re-enters the set in a backward: the set goes back to ``{"Global"}`` when the backward ends
+        (ModuleTracker's engine callback). The C tracker calls this once, until that reset has run."""
+        torch.autograd.Variable._execution_engine.queue_callback(self.c.reset)
 
     def enter(self):
         _MODULE_HOOKS.enter(self)
@@ -143,11 +136,10 @@ class _Tracker:
     def exit(self):
         _MODULE_HOOKS.exit(self)
         self._handles = []
-        hooks = self.c.hooks
-        for h in hooks:  # gradient hooks on tensors that outlive the block
-            h.remove()
-        hooks.clear()
-        self.c.close()
+        try:
+            self.c.remove_hooks()  # gradient hooks on tensors that outlive the block
+        finally:
+            self.c.close()
 
 
 class _ModuleHooks:
@@ -213,6 +205,25 @@ def _forward_hook(mod, args, out):
     if not _is_compiling():
         for post in _MODULE_HOOKS.post:
             post(mod, args, out)
+
+
+def _register_steps():
+    """What the C tracker needs to take Tensor.register_hook's steps itself for plain tensors (see register_arm in
+    csrc/binding_track.c): the hook dict's type, the class whose counter numbers hooks, the torch function check.
+    None where torch's method no longer has the shape they mirror (the tracker then calls the method): pinned by
+    tests/test_tracking.py."""
+    import collections
+
+    from torch.utils.hooks import RemovableHandle
+
+    has_tf = getattr(torch._C, "_has_torch_function_unary", None)
+    if has_tf is None or not isinstance(getattr(RemovableHandle, "next_id", None), int) \
+            or not hasattr(torch._C._functions.AccumulateGrad, "_register_hook_dict"):
+        return None
+    return (collections.OrderedDict, RemovableHandle, has_tf)
+
+
+_REGISTER = _register_steps()
 
 
 def _leaves(obj):

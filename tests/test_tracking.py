@@ -430,6 +430,84 @@ def test_torch_internals_the_gradient_gate_relies_on():
     assert torch._C._current_graph_task_id() == -1
 
 
+
+def _tracker(register):
+    from roofline import _torch
+
+    return _core.ModuleTracker(None, len, len, _torch._leaves, _torch._grad_accumulator,
+                               torch._C._current_graph_task_id, torch._C._will_engine_execute_node, lambda: None,
+                               torch.Tensor, torch.nn.Parameter, {}, set(), register=register)
+
+
+def test_gradient_hooks_registered_in_c_are_what_register_hook_makes():
+    """The tracker takes Tensor.register_hook's steps itself for plain tensors (csrc/binding_track.c, register_arm):
+    the hook dict torch's method creates (its type, registered with the tensor's grad_fn so backward calls it), an id
+    from torch's own counter (a handle made later gets another), the hook called in backward; remove_hooks takes out
+    only its own hooks, and skips a tensor that is gone. The twin tensor is hooked by torch's method: the oracle."""
+    from torch.utils.hooks import RemovableHandle
+
+    from roofline import _torch
+
+    assert _torch._REGISTER is not None  # this torch has the shape register_arm mirrors
+    t = _tracker(_torch._REGISTER)
+    mod = torch.nn.Identity()
+    t.name(mod)
+    x = torch.randn(3, requires_grad=True)
+    ours, twin = x * 2, x * 2
+    calls = []
+    twin.register_hook(lambda g: calls.append("twin"))
+    first = RemovableHandle.next_id
+    t.pre(mod, (ours,))  # the module leaves the set once `ours` has its gradient
+    assert type(ours._backward_hooks) is type(twin._backward_hooks)
+    assert list(ours._backward_hooks) == [first] and RemovableHandle.next_id == first + 1
+    theirs = ours.register_hook(lambda g: calls.append("theirs"))  # torch's method on the same dict
+    assert theirs.id == first + 1 and list(ours._backward_hooks) == [first, first + 1]
+    assert t.parents == frozenset({"Global", "Identity"})
+    (ours.sum() + twin.sum()).backward()
+    assert t.parents == frozenset({"Global"}) and sorted(calls) == ["theirs", "twin"]
+    gone = x * 3
+    t.pre(mod, (gone,))
+    del gone
+    gc.collect()
+    t.remove_hooks()
+    assert list(ours._backward_hooks) == [first + 1]  # torch's hook stays
+    t.remove_hooks()  # nothing left: a no-op
+    t.close()
+
+
+def test_gradient_hooks_go_through_register_hook_under_a_torch_function_mode():
+    """Where torch's method would consult __torch_function__ (a torch function mode is active, a tensor subclass),
+    the tracker calls the method, as ModuleTracker does; without `register` it always does."""
+    from torch.overrides import TorchFunctionMode
+
+    from roofline import _torch
+
+    class Seen(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.funcs = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.funcs.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    mod = torch.nn.Identity()
+    for register in (_torch._REGISTER, None):
+        t = _tracker(register)
+        y = torch.randn(2, requires_grad=True) * 2
+        with Seen() as seen:
+            t.post(mod, (), y)
+        assert seen.funcs.count("register_hook") == 1
+        plain = torch.randn(2, requires_grad=True) * 2
+        t.post(mod, (), plain)  # no mode: C registers it (with register), the method otherwise
+        assert len(plain._backward_hooks) == 1
+        t.remove_hooks()
+        assert len(y._backward_hooks) == 0 and len(plain._backward_hooks) == 0
+        t.close()
+    with pytest.raises(TypeError, match="register must be None or a tuple"):
+        _tracker((dict, 3, len))
+
+
 @pytest.fixture
 def decomposed_op():
     """An op with a CPU kernel (so it reaches dispatch modes) and a Python CompositeImplicitAutograd kernel (so a
