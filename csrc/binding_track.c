@@ -664,7 +664,8 @@ static PyObject *register_arm(Tracker *self, PyObject *t, PyObject *arm) {
             return NULL;
         }
         PyObject *gf = PyObject_GetAttr(t, self->s_grad_fn);
-        PyObject *r = gf && gf != Py_None ? PyObject_CallMethodOneArg(gf, self->s_register_hook_dict, t) : Py_XNewRef(gf);
+        PyObject *r = gf && gf != Py_None ? PyObject_CallMethodOneArg(gf, self->s_register_hook_dict, t)
+                                          : Py_XNewRef(gf);
         Py_XDECREF(gf);
         if (!r) {
             Py_DECREF(d);
@@ -677,9 +678,10 @@ static PyObject *register_arm(Tracker *self, PyObject *t, PyObject *arm) {
     PyObject *one = id ? PyLong_FromLong(1) : NULL;
     PyObject *next = one ? PyNumber_Add(id, one) : NULL;
     Py_XDECREF(one);
-    PyObject *handle = NULL;
-    if (next && PyObject_SetAttr(self->handle_ids, self->s_next_id, next) == 0 && PyObject_SetItem(d, id, arm) == 0) {
-        handle = PyTuple_Pack(2, ref, id);
+    PyObject *handle = next && PyObject_SetAttr(self->handle_ids, self->s_next_id, next) == 0
+                           ? PyTuple_Pack(2, ref, id) : NULL;
+    if (handle && PyObject_SetItem(d, id, arm) < 0) {
+        Py_CLEAR(handle);
     }
     Py_XDECREF(next);
     Py_XDECREF(id);
