@@ -38,7 +38,7 @@ typedef struct {
     PyObject *will_execute; /* torch._C._will_engine_execute_node */
     PyObject *on_reenter;  /* on_reenter(): a module re-enters in backward (the end-of-backward reset is queued) */
     PyObject *gate_type;   /* GradGate */
-    PyObject *hooks;       /* list: the handles of the gradient hooks registered (removed at the block's exit) */
+    PyObject *hooks;       /* list: the gradient hooks registered, (weakref to dict, id) or a RemovableHandle */
     PyObject *tensor_type; /* torch.Tensor */
     PyObject *param_type;  /* torch.nn.Parameter */
     PyObject *known;       /* dict: module -> name */
@@ -937,13 +937,6 @@ static PyObject *Tracker_get_sets(Tracker *self, void *Py_UNUSED(c)) {
 
 static PyObject *Tracker_get_enabled(Tracker *self, void *Py_UNUSED(c)) { return PyBool_FromLong(self->enabled); }
 
-static PyObject *Tracker_get_hooks(Tracker *self, void *Py_UNUSED(c)) {
-    if (check_ready(self) < 0) {
-        return NULL;
-    }
-    return Py_NewRef(self->hooks);
-}
-
 static PyMethodDef Tracker_methods[] = {
     {"pre", (PyCFunction)(void (*)(void))Tracker_pre, METH_FASTCALL,
      "pre(module, input): global forward pre-hook: the module enters the current set."},
@@ -966,8 +959,6 @@ static PyGetSetDef Tracker_getset[] = {
     {"parents", (getter)Tracker_get_parents, NULL, "The current module names (a frozenset copy).", NULL},
     {"sets", (getter)Tracker_get_sets, NULL, "The interned module sets: a list of sorted tuples, by id.", NULL},
     {"enabled", (getter)Tracker_get_enabled, NULL, "Whether the hooks act (False after close()).", NULL},
-    {"hooks", (getter)Tracker_get_hooks, NULL,
-     "The handles of the gradient hooks registered so far (a list; the caller removes them at exit).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

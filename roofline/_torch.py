@@ -210,7 +210,8 @@ def _forward_hook(mod, args, out):
 def _register_steps():
     """What the C tracker needs to take Tensor.register_hook's steps itself for plain tensors (see register_arm in
     csrc/binding_track.c): the hook dict's type, the class whose counter numbers hooks, the torch function check.
-    None where torch's method no longer has the shape they mirror (the tracker then calls the method): pinned by
+    None where torch lacks what they mirror (the counter, the check, the ``_register_hook_dict`` method that C++
+    autograd nodes such as AccumulateGrad share): the tracker then calls the method. Pinned by
     tests/test_tracking.py."""
     import collections
 

@@ -467,8 +467,10 @@ def test_gradient_hooks_registered_in_c_are_what_register_hook_makes():
     assert t.parents == frozenset({"Global"}) and sorted(calls) == ["theirs", "twin"]
     gone = x * 3
     t.pre(mod, (gone,))
+    gone_hooks = weakref.ref(gone._backward_hooks)
     del gone
     gc.collect()
+    assert gone_hooks() is None  # the tracker holds a hook dict only weakly, as RemovableHandle does
     t.remove_hooks()
     assert list(ours._backward_hooks) == [first + 1]  # torch's hook stays
     t.remove_hooks()  # nothing left: a no-op
