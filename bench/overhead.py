@@ -14,7 +14,19 @@ milliseconds). Three estimates of the ratio are printed:
   lucky run of one variant moves it, which a virtual machine's varying clock makes common);
 - medians: of each variant's median run.
 
-    python bench/overhead.py [--repeats N] [--workload resnet|gpt2] [--clock wall|cpu] [--calls] [--threads N]
+    python bench/overhead.py [--repeats N] [--seconds S] [--workload resnet|gpt2] [--clock wall|cpu] [--calls]
+                             [--threads N] [--malloc pinned|default]
+
+Rounds: at least --repeats, then more while the workload's rounds have taken less than --seconds (a cheap workload
+gets many rounds, an expensive one the minimum). The paired ratio is printed with a 90% interval (a bootstrap over
+the rounds: the rounds resampled with replacement, the ratio recomputed, its 5th and 95th percentiles): when the
+interval is wide, the machine was too noisy for the figure to mean much.
+
+--malloc pinned (the default, where the C library is glibc) raises glibc's mmap and trim thresholds before the
+workloads are built, so that freed large buffers stay in the process's heap: with glibc's defaults, a GPT-2 step
+on CPU maps and unmaps its large activations every step (~170 k page faults and ~0.3 s of system time per step,
+under every variant alike), noise tens of times larger than the differences measured. Every variant runs with the
+same allocator settings; --malloc default keeps glibc's.
 
 The capture (call signatures and dataflow rows, Report.signatures / Report.accesses) is part of roofline's time;
 a fourth variant runs with it switched off, and "capture +%" is what it adds to roofline's counting overhead:
@@ -29,6 +41,7 @@ done in Python (it does not see C or C++ work).
 """
 
 import argparse
+import ctypes
 import gc
 import random
 import statistics
@@ -110,6 +123,43 @@ class _NoCapture:
 
     def __exit__(self, *exc):
         return self.m.__exit__(*exc)
+
+
+def pin_malloc() -> str:
+    """Raise glibc's mmap and trim thresholds (mallopt M_MMAP_THRESHOLD, M_TRIM_THRESHOLD): large freed buffers
+    are then reused from the heap instead of being unmapped and mapped again (page faults) on every step. What was
+    done, for the printout."""
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return "default (no mallopt: not glibc)"
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    for limit in (1 << 30, 32 << 20):  # older glibc caps the mmap threshold at 32 MiB
+        if mallopt(m_mmap_threshold, limit) == 1:
+            break
+    else:
+        return "default (mallopt refused the thresholds)"
+    if mallopt(m_trim_threshold, 1 << 30) != 1:
+        return "default (mallopt refused the trim threshold)"
+    return f"pinned (glibc mmap threshold {limit >> 20} MiB, trim threshold 1024 MiB)"
+
+
+def paired_ratio(times, rng=None, n_boot=2000):
+    """The paired ratio of `times` (variant -> per-round seconds), and its 90% bootstrap interval over rounds."""
+    def ratio(idx):
+        d_f = statistics.median(times["fcm"][i] - times["bare"][i] for i in idx)
+        d_m = statistics.median(times["roofline"][i] - times["bare"][i] for i in idx)
+        return d_m / d_f if d_f > 0 else float("nan")
+
+    n = len(times["bare"])
+    rng = rng or random.Random(1)
+    boots = sorted(ratio([rng.randrange(n) for _ in range(n)]) for _ in range(n_boot))
+    boots = [b for b in boots if b == b]  # resamples where FlopCounterMode added nothing have no ratio
+    if not boots:
+        return ratio(range(n)), float("nan"), float("nan")
+    return ratio(range(n)), boots[int(0.05 * (len(boots) - 1))], boots[int(0.95 * (len(boots) - 1))]
 
 
 def record_cost(run, model, capture, repeats=5):
@@ -274,7 +324,11 @@ def instructions(keys):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=16, help="rounds of the four variants")
+    ap.add_argument("--repeats", type=int, default=16, help="least rounds of the four variants")
+    ap.add_argument("--seconds", type=float, default=60.0,
+                    help="more rounds while a workload's rounds have taken less than this (0: exactly --repeats)")
+    ap.add_argument("--malloc", choices=("pinned", "default"), default="pinned",
+                    help="glibc's allocator thresholds: pinned (large buffers stay mapped) or glibc's defaults")
     ap.add_argument("--workload", choices=sorted(WORKLOADS), action="append",
                     help="run only this workload (repeatable; default: all)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
@@ -291,6 +345,9 @@ def main(argv=None):
     if args.instructions_child:
         _instructions_child(args.instructions_child, args.helper)
         return 0
+    if args.repeats < 1 or args.seconds < 0:
+        ap.error("--repeats must be at least 1 and --seconds at least 0")
+    malloc = pin_malloc() if args.malloc == "pinned" else "default"
     clock = time.perf_counter if args.clock == "wall" else time.process_time
     rows, calls, recs = [], [], []
     for key in args.workload or list(WORKLOADS):
@@ -306,10 +363,13 @@ def main(argv=None):
         times = {k: [] for k in variants}
         order = list(variants)
         rng = random.Random(0)
-        for _ in range(args.repeats):
+        start = time.perf_counter()
+        rounds = 0
+        while rounds < args.repeats or (time.perf_counter() - start < args.seconds and rounds < 16 * args.repeats):
             rng.shuffle(order)
             for k in order:
                 times[k].append(timed(run, 1, variants[k], clock=clock))
+            rounds += 1
         b, f, m, m0 = (min(times[k]) for k in ("bare", "fcm", "roofline", "nocap"))
         bm, fm, mm = (statistics.median(times[k]) for k in ("bare", "fcm", "roofline"))
         ratio_fastest = (m - b) / (f - b) if f > b else float("nan")
@@ -317,9 +377,10 @@ def main(argv=None):
         # per round: the differences to that round's bare run (the same machine speed), then their medians
         d_f, d_m, d_m0 = (statistics.median(x - y for x, y in zip(times[k], times["bare"]))
                           for k in ("fcm", "roofline", "nocap"))
-        ratio = d_m / d_f if d_f > 0 else float("nan")
+        ratio, lo, hi = paired_ratio(times)
         capture = (d_m - d_m0) / d_m0 if d_m0 > 0 else float("nan")
-        rows.append((name, n_ops, bm, bm + d_f, bm + d_m, ratio, bm + d_m0, capture, ratio_median, ratio_fastest))
+        rows.append((name, n_ops, bm, bm + d_f, bm + d_m, ratio, bm + d_m0, capture, ratio_median, ratio_fastest,
+                     lo, hi, rounds))
         (on, n_c), (off, _) = record_cost(run, model, True), record_cost(run, model, False)
         recs.append((name, n_c, on, off, (on - off) * n_c / (m0 - b) if m0 > b else float("nan")))
         if args.calls:
@@ -327,20 +388,20 @@ def main(argv=None):
                                                  lambda: roofline.measure(model), lambda: _NoCapture(model))]
             calls.append((name, n_ops, *c))
     print(f"{'workload':<34} {'ops':>6} {'bare ms':>9} {'FCM ms':>9} {'roofline ms':>12} "
-          f"{'FCM us/op':>10} {'roofline us/op':>15} {'ratio':>6} {'(fastest)':>10} {'(medians)':>10} "
-          f"{'no-capture ms':>14} {'capture +%':>11}")
-    for name, n, b, f, m, ratio, m0, capture, ratio_median, ratio_fastest in rows:
+          f"{'FCM us/op':>10} {'roofline us/op':>15} {'ratio':>6} {'90% interval':>13} {'rounds':>7} "
+          f"{'(fastest)':>10} {'(medians)':>10} {'no-capture ms':>14} {'capture +%':>11}")
+    for name, n, b, f, m, ratio, m0, capture, ratio_median, ratio_fastest, lo, hi, rounds in rows:
         print(f"{name:<34} {n:>6} {b * 1e3:>9.1f} {f * 1e3:>9.1f} {m * 1e3:>12.1f} "
-              f"{(f - b) / n * 1e6:>10.1f} {(m - b) / n * 1e6:>15.1f} {ratio:>6.2f} {ratio_fastest:>10.2f} "
-              f"{ratio_median:>10.2f} {m0 * 1e3:>14.1f} {capture * 100:>10.1f}%")
+              f"{(f - b) / n * 1e6:>10.1f} {(m - b) / n * 1e6:>15.1f} {ratio:>6.2f} {f'[{lo:.2f}, {hi:.2f}]':>13} "
+              f"{rounds:>7} {ratio_fastest:>10.2f} {ratio_median:>10.2f} {m0 * 1e3:>14.1f} {capture * 100:>10.1f}%")
     print("ratio = (roofline - bare) / (FlopCounterMode - bare), paired: the medians over rounds of each round's "
-          "differences to its bare run; (fastest): of each variant's fastest run; (medians): of each variant's "
-          "median. roofline also counts bytes and vector FLOPs.")
+          "differences to its bare run, with its 90% bootstrap interval over the rounds; (fastest): of each "
+          "variant's fastest run; (medians): of each variant's median. roofline also counts bytes and vector FLOPs.")
     print("times: bare = its median run, the others = bare + their median paired difference. capture +% = "
           "(roofline - roofline without capture) / (roofline without capture - bare): what the signatures and "
           "dataflow rows add to the counting overhead.")
-    print(f"clock: {args.clock}; {args.repeats} rounds of the variants in shuffled order; "
-          f"torch threads: {torch.get_num_threads()}")
+    print(f"clock: {args.clock}; at least {args.repeats} rounds of the variants in shuffled order, more within "
+          f"{args.seconds:g} s per workload; torch threads: {torch.get_num_threads()}; malloc: {malloc}")
     print(f"\n{'record us (process CPU time)':<34} {'calls':>6} {'capture':>9} {'no capture':>11} "
           f"{'capture adds':>13} {'of overhead':>12}")
     for name, n, on, off, share in recs:

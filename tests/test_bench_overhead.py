@@ -1,0 +1,73 @@
+"""bench/overhead.py's estimators (the benchmark itself is run by hand: its figures depend on the machine).
+
+The paired ratio is checked on round times whose per-round differences are written out here, so the expected
+medians are arithmetic in the test; the allocator setting is checked in a child process (it changes the process's
+allocator for good)."""
+
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "overhead.py")
+_spec = importlib.util.spec_from_file_location("roofline_bench_overhead", _PATH)
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+def _times(bare, d_fcm, d_roofline):
+    return {"bare": list(bare), "fcm": [b + d for b, d in zip(bare, d_fcm)],
+            "roofline": [b + d for b, d in zip(bare, d_roofline)]}
+
+
+def test_paired_ratio_of_constant_differences_is_exact_with_a_point_interval():
+    # the bare run drifts between rounds; every round FlopCounterMode adds 10 ms and roofline 4 ms
+    t = _times([0.100, 0.130, 0.090, 0.115], [0.010] * 4, [0.004] * 4)
+    ratio, lo, hi = bench.paired_ratio(t)
+    assert ratio == pytest.approx(0.4)
+    assert lo == pytest.approx(0.4) and hi == pytest.approx(0.4)
+
+
+def test_paired_ratio_is_the_ratio_of_median_differences_and_the_interval_holds_it():
+    # differences: FlopCounterMode 8, 10, 10, 12, 30 ms (median 10); roofline 3, 4, 4, 5, 20 ms (median 4): the
+    # outlier round (30 / 20) moves neither median
+    t = _times([0.1] * 5, [0.010, 0.012, 0.008, 0.030, 0.010], [0.004, 0.005, 0.003, 0.020, 0.004])
+    ratio, lo, hi = bench.paired_ratio(t)
+    assert ratio == pytest.approx(0.4)
+    assert lo <= 0.4 <= hi
+    assert hi - lo > 0  # the rounds disagree: the interval is not a point
+    # the bootstrap is seeded: the same rounds give the same interval
+    assert bench.paired_ratio(t)[1:] == (lo, hi)
+
+
+def test_paired_ratio_without_a_flop_counter_difference_is_nan():
+    t = _times([0.1, 0.1, 0.1], [0.0, 0.0, 0.0], [0.001, 0.002, 0.001])
+    ratio, lo, hi = bench.paired_ratio(t)
+    assert math.isnan(ratio) and math.isnan(lo) and math.isnan(hi)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_pin_malloc_reports_what_it_did_in_a_child_process():
+    code = ("import importlib.util, sys; s = importlib.util.spec_from_file_location('b', sys.argv[1]); "
+            "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); print(m.pin_malloc())")
+    out = subprocess.run([sys.executable, "-c", code, _PATH], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = out.stdout.strip().splitlines()[-1]
+    import platform
+
+    if platform.libc_ver()[0] == "glibc":
+        assert line.startswith("pinned (glibc mmap threshold "), line
+    else:
+        assert line.startswith("default ("), line
+
+
+def test_bench_refuses_bad_round_settings():
+    with pytest.raises(SystemExit):
+        bench.main(["--repeats", "0"])
+    with pytest.raises(SystemExit):
+        bench.main(["--seconds", "-1"])
