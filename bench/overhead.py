@@ -34,6 +34,9 @@ a fourth variant runs with it switched off, and "capture +%" is what it adds to 
 run-to-run noise of a whole model, so "record us" also times the recorder alone: the workload's own calls (those
 taking the C path) replayed through Recorder.record, with and without the capture.
 
+--floor also times a dispatch mode that counts nothing and only decomposes ops as FlopCounterMode does: its
+share of FlopCounterMode's overhead is the part of the ratio that torch's dispatch to Python costs any counting mode.
+
 --clock cpu times with this process's CPU time instead of the wall clock: on a machine loaded by other work it
 is far less noisy (GPT-2 then sums the CPU time of torch's intra-op threads). --calls also prints the Python
 function calls per op call under each variant, counted by cProfile: a deterministic measure of the per-op work
@@ -49,6 +52,7 @@ import sys
 import time
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 import roofline
@@ -106,6 +110,21 @@ def timed(fn, repeats, wrap=None, clock=time.perf_counter):
         if i:  # first run is a warm-up
             times.append(t)
     return statistics.median(times)
+
+
+class _Floor(TorchDispatchMode):
+    """What any counting dispatch mode pays before it counts anything: torch's call into Python for every op, and
+    FlopCounterMode's decomposition rule (an op with a CompositeImplicitAutograd kernel runs decomposed, its parts
+    seen by the mode), which roofline shares so that its counts match. It counts nothing and tracks no module."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func._can_decompose():
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        return func(*args, **kwargs)
 
 
 class _NoCapture:
@@ -327,6 +346,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=16, help="least rounds of the four variants")
     ap.add_argument("--seconds", type=float, default=60.0,
                     help="more rounds while a workload's rounds have taken less than this (0: exactly --repeats)")
+    ap.add_argument("--floor", action="store_true",
+                    help="also time a dispatch mode that only decomposes as FlopCounterMode does (torch's share)")
     ap.add_argument("--malloc", choices=("pinned", "default"), default="pinned",
                     help="glibc's allocator thresholds: pinned (large buffers stay mapped) or glibc's defaults")
     ap.add_argument("--workload", choices=sorted(WORKLOADS), action="append",
@@ -349,7 +370,7 @@ def main(argv=None):
         ap.error("--repeats must be at least 1 and --seconds at least 0")
     malloc = pin_malloc() if args.malloc == "pinned" else "default"
     clock = time.perf_counter if args.clock == "wall" else time.process_time
-    rows, calls, recs = [], [], []
+    rows, calls, recs, floors = [], [], [], []
     for key in args.workload or list(WORKLOADS):
         name, build = WORKLOADS[key]
         model, run = build()
@@ -360,6 +381,8 @@ def main(argv=None):
         # interleave the variants, in a new order each round, so drifts in machine load hit all of them alike
         variants = {"bare": None, "fcm": lambda: FlopCounterMode(display=False),
                     "roofline": lambda: roofline.measure(model), "nocap": lambda: _NoCapture(model)}
+        if args.floor:
+            variants["floor"] = _Floor
         times = {k: [] for k in variants}
         order = list(variants)
         rng = random.Random(0)
@@ -378,6 +401,9 @@ def main(argv=None):
         d_f, d_m, d_m0 = (statistics.median(x - y for x, y in zip(times[k], times["bare"]))
                           for k in ("fcm", "roofline", "nocap"))
         ratio, lo, hi = paired_ratio(times)
+        if args.floor:
+            d_floor = statistics.median(x - y for x, y in zip(times["floor"], times["bare"]))
+            floors.append((name, d_floor, d_floor / d_f if d_f > 0 else float("nan")))
         capture = (d_m - d_m0) / d_m0 if d_m0 > 0 else float("nan")
         rows.append((name, n_ops, bm, bm + d_f, bm + d_m, ratio, bm + d_m0, capture, ratio_median, ratio_fastest,
                      lo, hi, rounds))
@@ -408,6 +434,11 @@ def main(argv=None):
         print(f"{name:<34} {n:>6} {on * 1e6:>9.2f} {off * 1e6:>11.2f} {(on - off) * 1e6:>10.2f} us "
               f"{share * 100:>11.1f}%")
     print("of overhead = (capture - no capture) per call x C-path calls / (roofline without capture - bare)")
+    if floors:
+        print(f"\n{'floor (a mode that only decomposes)':<36} {'ms added':>9} {'of FCM':>7}")
+        for name, d, share in floors:
+            print(f"{name:<36} {d * 1e3:>9.1f} {share:>7.2f}")
+        print("of FCM = (floor - bare) / (FlopCounterMode - bare): the part of the ratio no counting mode can avoid")
     if calls:
         print(f"\n{'Python calls per op':<34} {'ops':>6} {'bare':>9} {'FCM +':>9} {'roofline +':>12} {'ratio':>6} "
               f"{'no-capture +':>13}")
