@@ -15,7 +15,7 @@ milliseconds). Three estimates of the ratio are printed:
 - medians: of each variant's median run.
 
     python bench/overhead.py [--repeats N] [--seconds S] [--workload resnet|gpt2] [--clock wall|cpu] [--calls]
-                             [--threads N] [--malloc pinned|default]
+                             [--threads N] [--malloc pinned|default] [--floor] [--instructions]
 
 Rounds: at least --repeats, then more while the workload's rounds have taken less than --seconds (a cheap workload
 gets many rounds, an expensive one the minimum). The paired ratio is printed with a 90% interval (a bootstrap over
