@@ -174,8 +174,8 @@ def paired_ratio(times, rng=None, n_boot=2000):
 
     n = len(times["bare"])
     rng = rng or random.Random(1)
-    boots = sorted(ratio([rng.randrange(n) for _ in range(n)]) for _ in range(n_boot))
-    boots = [b for b in boots if b == b]  # resamples where FlopCounterMode added nothing have no ratio
+    boots = [ratio([rng.randrange(n) for _ in range(n)]) for _ in range(n_boot)]
+    boots = sorted(b for b in boots if b == b)  # resamples where FlopCounterMode added nothing have no ratio
     if not boots:
         return ratio(range(n)), float("nan"), float("nan")
     return ratio(range(n)), boots[int(0.05 * (len(boots) - 1))], boots[int(0.95 * (len(boots) - 1))]

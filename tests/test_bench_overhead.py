@@ -45,6 +45,20 @@ def test_paired_ratio_is_the_ratio_of_median_differences_and_the_interval_holds_
     assert bench.paired_ratio(t)[1:] == (lo, hi)
 
 
+def test_paired_ratio_interval_leaves_out_resamples_without_a_ratio():
+    # two rounds where FlopCounterMode added nothing: resamples drawing mostly those have no ratio (NaN), and must
+    # neither be counted nor disorder the others (NaN compares false with everything)
+    d_fcm = [0.0, 0.0, 0.010, 0.020, 0.010, 0.010, 0.015]
+    d_roofline = [0.001, 0.002, 0.003, 0.009, 0.004, 0.006, 0.005]
+    ratio, lo, hi = bench.paired_ratio(_times([0.1] * 7, d_fcm, d_roofline))
+    assert ratio == pytest.approx(0.004 / 0.010)  # medians 4 ms and 10 ms
+    assert not math.isnan(lo) and not math.isnan(hi)
+    assert lo <= ratio <= hi
+    # every resample's ratio is between the smallest and the largest one any resample can give: the per-round
+    # differences' extreme medians (1 ms / 20 ms and 9 ms / 10 ms here)
+    assert 0.001 / 0.020 <= lo and hi <= 0.009 / 0.010
+
+
 def test_paired_ratio_without_a_flop_counter_difference_is_nan():
     t = _times([0.1, 0.1, 0.1], [0.0, 0.0, 0.0], [0.001, 0.002, 0.001])
     ratio, lo, hi = bench.paired_ratio(t)
