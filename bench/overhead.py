@@ -17,16 +17,19 @@ milliseconds). Three estimates of the ratio are printed:
     python bench/overhead.py [--repeats N] [--seconds S] [--workload resnet|gpt2] [--clock wall|cpu] [--calls]
                              [--threads N] [--malloc pinned|default] [--floor] [--instructions]
 
-Rounds: at least --repeats, then more while the workload's rounds have taken less than --seconds (a cheap workload
-gets many rounds, an expensive one the minimum). The paired ratio is printed with a 90% interval (a bootstrap over
-the rounds: the rounds resampled with replacement, the ratio recomputed, its 5th and 95th percentiles): when the
-interval is wide, the machine was too noisy for the figure to mean much.
+Rounds: at least --repeats, then more while the workload's rounds have taken less than --seconds, up to 16 times
+--repeats (a cheap workload gets many rounds, an expensive one the minimum). The paired ratio is printed with a 90%
+interval (a bootstrap over the rounds: the rounds resampled with replacement, the ratio recomputed, its 5th and
+95th percentiles; a resample in which FlopCounterMode added nothing has no ratio and counts as infinite, so an
+interval whose upper end is inf says that the rounds cannot bound the ratio): when the interval is wide, the machine
+was too noisy for the figure to mean much.
 
 --malloc pinned (the default, where the C library is glibc) raises glibc's mmap and trim thresholds before the
 workloads are built, so that freed large buffers stay in the process's heap: with glibc's defaults, a GPT-2 step
 on CPU maps and unmaps its large activations every step (~170 k page faults and ~0.3 s of system time per step,
 under every variant alike), noise tens of times larger than the differences measured. Every variant runs with the
-same allocator settings; --malloc default keeps glibc's.
+same allocator settings; --malloc default keeps glibc's. The --instructions child runs with glibc's defaults (what
+the allocator costs in page faults is the kernel's time, which callgrind does not count).
 
 The capture (call signatures and dataflow rows, Report.signatures / Report.accesses) is part of roofline's time;
 a fourth variant runs with it switched off, and "capture +%" is what it adds to roofline's counting overhead:
@@ -34,8 +37,10 @@ a fourth variant runs with it switched off, and "capture +%" is what it adds to 
 run-to-run noise of a whole model, so "record us" also times the recorder alone: the workload's own calls (those
 taking the C path) replayed through Recorder.record, with and without the capture.
 
---floor also times a dispatch mode that counts nothing and only decomposes ops as FlopCounterMode does: its
-share of FlopCounterMode's overhead is the part of the ratio that torch's dispatch to Python costs any counting mode.
+--floor also times a dispatch mode that counts nothing and only decomposes ops as FlopCounterMode does, in Python:
+its share of FlopCounterMode's overhead is what dispatching every op to a Python mode and decomposing composite ops
+cost before any counting. It is a reference, not a bound: roofline's per-op path runs in C and keeps the
+decomposition decision per op, so it can come in below it.
 
 --clock cpu times with this process's CPU time instead of the wall clock: on a machine loaded by other work it
 is far less noisy (GPT-2 then sums the CPU time of torch's intra-op threads). --calls also prints the Python
@@ -113,13 +118,16 @@ def timed(fn, repeats, wrap=None, clock=time.perf_counter):
 
 
 class _Floor(TorchDispatchMode):
-    """What any counting dispatch mode pays before it counts anything: torch's call into Python for every op, and
-    FlopCounterMode's decomposition rule (an op with a CompositeImplicitAutograd kernel runs decomposed, its parts
-    seen by the mode), which roofline shares so that its counts match. It counts nothing and tracks no module."""
+    """A dispatch mode that counts nothing and tracks no module: torch's call into Python for every op, and the
+    decomposition rule roofline shares with FlopCounterMode (an op with a CompositeImplicitAutograd kernel runs
+    decomposed, its parts seen by the mode), decided in Python on every call."""
+
+    supports_higher_order_operators = True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func._can_decompose():
+        if (isinstance(func, torch._ops.OpOverload) and func is not torch.ops.prim.device.default
+                and func._can_decompose()):
             with self:
                 out = func.decompose(*args, **kwargs)
             if out is not NotImplemented:
@@ -149,9 +157,9 @@ def pin_malloc() -> str:
     are then reused from the heap instead of being unmapped and mapped again (page faults) on every step. What was
     done, for the printout."""
     try:
-        libc = ctypes.CDLL(None)
+        libc = ctypes.CDLL(None)  # TypeError on Windows
         mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):
         return "default (no mallopt: not glibc)"
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     m_trim_threshold, m_mmap_threshold = -1, -3
@@ -161,24 +169,26 @@ def pin_malloc() -> str:
     else:
         return "default (mallopt refused the thresholds)"
     if mallopt(m_trim_threshold, 1 << 30) != 1:
-        return "default (mallopt refused the trim threshold)"
+        return f"mmap threshold pinned at {limit >> 20} MiB, trim threshold glibc's (mallopt refused it)"
     return f"pinned (glibc mmap threshold {limit >> 20} MiB, trim threshold 1024 MiB)"
 
 
 def paired_ratio(times, rng=None, n_boot=2000):
     """The paired ratio of `times` (variant -> per-round seconds), and its 90% bootstrap interval over rounds."""
-    def ratio(idx):
+    def ratio(idx):  # None where FlopCounterMode's median difference is not positive: no ratio
         d_f = statistics.median(times["fcm"][i] - times["bare"][i] for i in idx)
         d_m = statistics.median(times["roofline"][i] - times["bare"][i] for i in idx)
-        return d_m / d_f if d_f > 0 else float("nan")
+        return d_m / d_f if d_f > 0 else None
 
     n = len(times["bare"])
+    point = ratio(range(n))
+    if point is None:
+        return float("nan"), float("nan"), float("nan")
     rng = rng or random.Random(1)
-    boots = [ratio([rng.randrange(n) for _ in range(n)]) for _ in range(n_boot)]
-    boots = sorted(b for b in boots if b == b)  # resamples where FlopCounterMode added nothing have no ratio
-    if not boots:
-        return ratio(range(n)), float("nan"), float("nan")
-    return ratio(range(n)), boots[int(0.05 * (len(boots) - 1))], boots[int(0.95 * (len(boots) - 1))]
+    # a resample without a ratio counts as infinite: it cannot bound the ratio from above
+    boots = sorted(float("inf") if r is None else r
+                   for r in (ratio([rng.randrange(n) for _ in range(n)]) for _ in range(n_boot)))
+    return point, boots[int(0.05 * (n_boot - 1))], boots[int(0.95 * (n_boot - 1))]
 
 
 def record_cost(run, model, capture, repeats=5):
@@ -345,9 +355,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=16, help="least rounds of the four variants")
     ap.add_argument("--seconds", type=float, default=60.0,
-                    help="more rounds while a workload's rounds have taken less than this (0: exactly --repeats)")
+                    help="more rounds (up to 16 x --repeats) while a workload's rounds have taken less than this "
+                         "(0: exactly --repeats)")
     ap.add_argument("--floor", action="store_true",
-                    help="also time a dispatch mode that only decomposes as FlopCounterMode does (torch's share)")
+                    help="also time a dispatch mode that counts nothing and only decomposes as FlopCounterMode does")
     ap.add_argument("--malloc", choices=("pinned", "default"), default="pinned",
                     help="glibc's allocator thresholds: pinned (large buffers stay mapped) or glibc's defaults")
     ap.add_argument("--workload", choices=sorted(WORKLOADS), action="append",
@@ -427,7 +438,8 @@ def main(argv=None):
           "(roofline - roofline without capture) / (roofline without capture - bare): what the signatures and "
           "dataflow rows add to the counting overhead.")
     print(f"clock: {args.clock}; at least {args.repeats} rounds of the variants in shuffled order, more within "
-          f"{args.seconds:g} s per workload; torch threads: {torch.get_num_threads()}; malloc: {malloc}")
+          f"{args.seconds:g} s per workload (at most {16 * args.repeats}); torch threads: {torch.get_num_threads()}; "
+          f"malloc: {malloc}")
     print(f"\n{'record us (process CPU time)':<34} {'calls':>6} {'capture':>9} {'no capture':>11} "
           f"{'capture adds':>13} {'of overhead':>12}")
     for name, n, on, off, share in recs:
@@ -438,7 +450,8 @@ def main(argv=None):
         print(f"\n{'floor (a mode that only decomposes)':<36} {'ms added':>9} {'of FCM':>7}")
         for name, d, share in floors:
             print(f"{name:<36} {d * 1e3:>9.1f} {share:>7.2f}")
-        print("of FCM = (floor - bare) / (FlopCounterMode - bare): the part of the ratio no counting mode can avoid")
+        print("of FCM = (floor - bare) / (FlopCounterMode - bare): dispatching every op to a Python mode and "
+              "decomposing, before any counting (a reference: roofline's C path can come in below it)")
     if calls:
         print(f"\n{'Python calls per op':<34} {'ops':>6} {'bare':>9} {'FCM +':>9} {'roofline +':>12} {'ratio':>6} "
               f"{'no-capture +':>13}")
