@@ -430,7 +430,6 @@ def test_torch_internals_the_gradient_gate_relies_on():
     assert torch._C._current_graph_task_id() == -1
 
 
-
 def _tracker(register):
     from roofline import _torch
 
@@ -475,6 +474,30 @@ def test_gradient_hooks_registered_in_c_are_what_register_hook_makes():
     assert list(ours._backward_hooks) == [first + 1]  # torch's hook stays
     t.remove_hooks()  # nothing left: a no-op
     t.close()
+
+
+def test_gradient_hooks_registered_in_c_on_a_leaf_fire_in_backward():
+    """A leaf (a model's input that requires grad, a Parameter) has no grad_fn: its hook dict is set on the tensor,
+    which registers it with the leaf's gradient accumulator (torch's setter, as the method relies on). The module
+    must leave the set once the leaf's gradient is computed, as with torch's method on a twin leaf."""
+    from roofline import _torch
+
+    mod = torch.nn.Identity()
+    for leaf in (torch.randn(3, requires_grad=True), torch.nn.Parameter(torch.randn(3))):
+        t = _tracker(_torch._REGISTER)
+        t.name(mod)
+        twin = leaf.detach().clone().requires_grad_()
+        calls = []
+        twin.register_hook(lambda g: calls.append("twin"))
+        t.pre(mod, (leaf,))
+        assert leaf.grad_fn is None and type(leaf._backward_hooks) is type(twin._backward_hooks)
+        assert len(leaf._backward_hooks) == 1 and t.parents == frozenset({"Global", "Identity"})
+        (leaf.sum() * 2 + twin.sum()).backward()
+        assert t.parents == frozenset({"Global"}) and calls == ["twin"]
+        assert torch.equal(leaf.grad, torch.full((3,), 2.0))  # the hook returns nothing: the gradient is unchanged
+        t.remove_hooks()
+        assert len(leaf._backward_hooks) == 0
+        t.close()
 
 
 def test_gradient_hooks_go_through_register_hook_under_a_torch_function_mode():
