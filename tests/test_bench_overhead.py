@@ -125,3 +125,20 @@ def test_bench_refuses_bad_round_settings():
         with pytest.raises(SystemExit) as e:
             bench.main(argv)
         assert e.value.code == 2  # argparse's usage error, before any workload is built
+
+
+@pytest.mark.parametrize("warmup, runs", [(True, 4), (False, 3)])
+def test_timed_runs_a_warm_up_only_when_asked(warmup, runs):
+    # the rounds time each variant once per round (warmup=False): its first run happened before the rounds
+    calls, entered = [], []
+
+    class Wrap:
+        def __enter__(self):
+            entered.append(1)
+
+        def __exit__(self, *exc):
+            return False
+
+    seconds = bench.timed(lambda: calls.append(1), 3, Wrap, warmup=warmup)
+    assert len(calls) == runs and len(entered) == runs
+    assert seconds >= 0.0
