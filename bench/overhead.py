@@ -2,7 +2,7 @@
 
 For each workload: the bare wall time, the time under FlopCounterMode and the time under roofline.measure, and
 the ratio (roofline - bare) / (FlopCounterMode - bare): below 1.0 roofline adds less time than FlopCounterMode while
-also counting bytes and vector FLOPs. Each variant runs once untimed (its first run: lazy imports, caches, op
+also counting bytes and vector FLOPs. Each variant runs twice untimed (its first runs: lazy imports, caches, op
 resolutions), then the variants run in rounds, once each per round, in a shuffled order each round, each run after a
 garbage collection and with the collector off (a collection inside one run and not another is noise of tens of
 milliseconds). The objects that exist before the rounds (torch, the model, the imports) are frozen out of those
