@@ -10,6 +10,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Under pytest-xdist (README's test command runs two processes), each process and what it starts (notebook kernels,
+# compiled-code workers) runs torch's kernels on one OpenMP thread: two processes spinning two threads each on two
+# cores slowed the notebooks down by 2x. Set here, before any test module imports torch.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 # What a sanitizer prints when it finds something (a report fails the test even if the exit status were 0).
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "SUMMARY: UndefinedBehavior")
