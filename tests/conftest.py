@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # cores slowed the notebooks down by 2x. Set here, before any test module imports torch.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 # What a sanitizer prints when it finds something (a report fails the test even if the exit status were 0).
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "SUMMARY: UndefinedBehavior")
