@@ -3,7 +3,8 @@ and one row per op call as CSV or a pandas DataFrame.
 
 The document holds everything needed to rebuild the report: the records bit for bit (base64 of their raw bytes,
 laid out as ``RECORD_DTYPE``), the op and module tables, times, metadata and the ceilings. :func:`read_document`
-checks a document field by field against its schema version before anything is built from it.
+checks a document field by field against its schema version before anything is built from it: the record block
+and tables here, the metadata and the ceilings against the document schema of :mod:`roofline._document`.
 
 Record fields are stored by position, not by name: a field renamed in ``RECORD_DTYPE`` (``compat_flops`` became
 ``flop_counter_flops``) leaves the document format unchanged, and documents written before the rename load as
@@ -19,7 +20,7 @@ import math
 
 import numpy as np
 
-from roofline import _core
+from roofline import _core, _document, _output
 from roofline._classification import BOUNDS
 from roofline._records import ACCESS_DTYPE, DTYPE_NAMES, PHASES, RECORD_DTYPE, records_from_bytes
 from roofline._rollup import OpInfo, times
@@ -49,17 +50,32 @@ def document(records, ops, module_sets, wall_time, meta, overhead, ceilings, sou
     }
 
 
-def write(text: str, path, newline=None) -> str:
-    """Write ``text`` to ``path`` when one is given; return the text."""
+def write(text: str, path, where: str, newline=None, hint: str = "") -> str:
+    """Write ``text`` to ``path`` when one is given (:func:`roofline._output.write`: atomically, through a
+    symbolic link, into a FIFO or device; TypeError naming ``where`` for a non-path); return the text."""
     if path is not None:
-        with open(path, "w", newline=newline) as f:
-            f.write(text)
+        _output.write(path, text, where=where, hint=hint, newline=newline)
     return text
 
 
-def to_json(doc: dict, path=None, indent: int | None = None) -> str:
+def check_path(path, where: str) -> None:
+    """TypeError naming ``where`` (e.g. ``"Report.to_csv"``) unless ``path`` is None or a file name: called
+    before anything is built or serialised (an int given to a ``to_json`` gets a hint: ``to_json(2)`` looks like an
+    indent)."""
+    if path is not None:
+        _output.check_path(path, where, _hint(path, where))
+
+
+def _hint(path, where: str) -> str:
+    if where.endswith("to_json") and isinstance(path, int) and not isinstance(path, bool):
+        return f" (for indented text: indent={path})"
+    return ""
+
+
+def to_json(doc: dict, path=None, indent: int | None = None, where: str = "Report.to_json") -> str:
     """The document as JSON text (NaN allowed), written to ``path`` when given."""
-    return write(json.dumps(doc, indent=indent, allow_nan=True), path)
+    check_path(path, where)  # before the document is serialised
+    return write(json.dumps(doc, indent=indent, allow_nan=True), path, where, hint=_hint(path, where))
 
 
 def columns(report) -> dict:
@@ -89,13 +105,14 @@ def to_csv(cols: dict, path=None) -> str:
     import csv
     import io
 
+    check_path(path, "Report.to_csv")  # before the rows are formatted
     names = list(cols)
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(names)
     for row in zip(*(cols[n] for n in names)):
         w.writerow([repr(float(v)) if isinstance(v, (float, np.floating)) else v for v in row])
-    return write(buf.getvalue(), path, newline="")
+    return write(buf.getvalue(), path, "Report.to_csv", newline="")
 
 
 def to_dataframe(cols: dict):
@@ -110,7 +127,6 @@ def to_dataframe(cols: dict):
 # ---- reading a report back: the schema, checked field by field ------------------------------------------------
 _OP_KINDS = None  # the kind names a report's op table may hold (built on first use)
 _CEILINGS_SOURCES = ("measured", "datasheet", "best")
-_TIMINGS = ("model", "op", None)
 
 
 def _bad(field: str, problem: str):
@@ -119,10 +135,6 @@ def _bad(field: str, problem: str):
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _type(v) -> str:
@@ -139,33 +151,24 @@ def _list_of_str(v, field: str) -> list[str]:
 
 
 def _time(v, field: str):
+    """A duration in seconds (finite, in [0, _document.MAX_SECONDS]) or null."""
     if v is None:
         return None
-    if not _is_number(v) or not math.isfinite(float(v)) or v < 0:
-        _bad(field, f"must be a finite number of seconds >= 0 or null, not {v!r}")
-    return float(v)
+    try:
+        return _document.Seconds(v, field)
+    except _document.Invalid as e:
+        _bad(e.field, f"{e.problem} (seconds)")
 
 
-# Sections of meta written by measure, profile, project and the distributed and compiled views: their shape is
-# checked on load, so a damaged document is a ValueError here rather than a TypeError when printed.
-_META_LISTS_OF_STR = ("contention", "ceilings_contention")
-_META_OBJECTS = ("load", "assumed", "steady", "compiled", "attention", "collectives")
-
-
-def _check_meta_sections(meta: dict, n_records: int) -> None:
-    for k in _META_LISTS_OF_STR:
-        if meta.get(k) is not None:
-            _list_of_str(meta[k], f"meta.{k}")
-    for k in _META_OBJECTS:
-        if meta.get(k) is not None and not isinstance(meta[k], dict):
-            _bad(f"meta.{k}", f"must be an object, not {_type(meta[k])}")
-    if meta.get("collectives"):
-        from roofline import distributed
-
-        try:
-            distributed._table(meta, n_records)
-        except ValueError as e:
-            _bad("meta.collectives", f"is malformed: {e}")
+def _check_meta(meta: dict, n_records: int) -> dict:
+    """``meta`` checked against its schema (roofline._document.META: every section measure, profile, project and
+    the distributed and compiled views write, typed and ranged, and the collectives table against the records),
+    so that a damaged document is a ValueError here rather than an exception when printed, rendered, projected,
+    merged or exported."""
+    try:
+        return _document.meta(meta, n_records)
+    except _document.Invalid as e:
+        _bad(e.field, e.problem)
 
 
 def read_document(d):
@@ -178,7 +181,7 @@ def read_document(d):
     schema = d.get("schema")
     if not (_is_int(schema) and schema == SCHEMA_VERSION):
         raise ValueError(f"not a roofline report (schema {SCHEMA_VERSION} expected, the document has "
-                         f"schema {schema!r})")
+                         f"schema {_document.show(schema)})")
     for key in ("records", "n_records", "ops", "module_sets"):
         if key not in d:
             _bad(key, "is missing")
@@ -197,7 +200,8 @@ def read_document(d):
             if not isinstance(o.get(k), str):
                 _bad(f"ops[{i}].{k}", f"must be a str, not {_type(o.get(k))}")
         if o["kind"] not in _OP_KINDS:
-            _bad(f"ops[{i}].kind", f"is {o['kind']!r}, not a cost kind ({', '.join(sorted(_OP_KINDS))})")
+            _bad(f"ops[{i}].kind",
+                 f"is {_document.show(o['kind'])}, not a cost kind ({', '.join(sorted(_OP_KINDS))})")
         ops.append(OpInfo(o["name"], o["packet"], o["kind"]))
     if not isinstance(d["module_sets"], list):
         _bad("module_sets", f"must be a list, not {_type(d['module_sets'])}")
@@ -215,8 +219,8 @@ def read_document(d):
         if len(raw) % RECORD_DTYPE.itemsize:
             _bad("records", f"is truncated ({len(raw)} bytes, not a multiple of the {RECORD_DTYPE.itemsize}-byte "
                  "record)")
-        _bad("n_records", f"is {n!r}: the record count does not match the {len(raw) // RECORD_DTYPE.itemsize} "
-             "records in the block")
+        _bad("n_records", f"is {_document.show(n)}: the record count does not match the "
+             f"{len(raw) // RECORD_DTYPE.itemsize} records in the block")
     _check_records(records, len(ops), len(module_sets))
     # scalars and small objects
     wall_time = _time(d.get("wall_time"), "wall_time")
@@ -225,27 +229,19 @@ def read_document(d):
         meta = {}
     if not isinstance(meta, dict):
         _bad("meta", f"must be an object, not {_type(meta)}")
-    meta = dict(meta)
-    if "timing" in meta and meta["timing"] not in _TIMINGS:
-        _bad("meta.timing", f"is {meta['timing']!r}, not one of {_TIMINGS}")
-    if "devices" in meta:
-        _list_of_str(meta["devices"], "meta.devices")
-    for k in ("version", "projected_to", "ceilings_source"):
-        if meta.get(k) is not None and not isinstance(meta[k], str):
-            _bad(f"meta.{k}", f"must be a str, not {_type(meta[k])}")
-    _check_meta_sections(meta, len(records))
+    meta = _check_meta(meta, len(records))
     overhead = d.get("overhead")
     if overhead is None:
         overhead = {}
     if not isinstance(overhead, dict):
         _bad("overhead", f"must be an object, not {_type(overhead)}")
     for k, v in overhead.items():
-        _time(v, f"overhead.{k}")
+        _time(v, _document.key("overhead", k))
         if v is None:
-            _bad(f"overhead.{k}", "must be a number of seconds, not null")
+            _bad(_document.key("overhead", k), "must be a number of seconds, not null")
     source = d.get("ceilings_source", "measured")
     if source not in _CEILINGS_SOURCES:
-        _bad("ceilings_source", f"is {source!r}, not one of {_CEILINGS_SOURCES}")
+        _bad("ceilings_source", f"is {_document.show(source)}, not one of {_CEILINGS_SOURCES}")
     ceil = None
     if d.get("ceilings") is not None:
         from roofline._ceilings import Ceilings
@@ -318,6 +314,11 @@ def _check_records(records, n_ops: int, n_module_sets: int):
     t0, t1 = records["t_start"], records["t_end"]
     first(np.isinf(t0), "t_start", lambda v: f"is {v}, not a time")
     first(np.isinf(t1), "t_end", lambda v: f"is {v}, not a time")
+    # clock readings in seconds: beyond about 32 years their nanoseconds (a trace's unit) overflow 63 bits
+    first(np.abs(t0) > _document.MAX_SECONDS, "t_start",
+          lambda v: f"is {v}, not a clock reading in seconds (at most {_document.MAX_SECONDS:g} in magnitude)")
+    first(np.abs(t1) > _document.MAX_SECONDS, "t_end",
+          lambda v: f"is {v}, not a clock reading in seconds (at most {_document.MAX_SECONDS:g} in magnitude)")
     first(np.isnan(t0) != np.isnan(t1), "t_end", lambda v: "and t_start must both be times or both be NaN")
     with np.errstate(invalid="ignore"):
         first(t1 < t0, "t_end", lambda v: f"is {v}, before the record's t_start")
@@ -439,4 +440,5 @@ def _short(name: str) -> str:
 
 def to_chrome_trace(report, path=None) -> str:
     """:func:`chrome_trace` as JSON text (no NaN: the format is strict JSON), written to ``path`` when given."""
-    return write(json.dumps(chrome_trace(report), allow_nan=False), path)
+    check_path(path, "Report.to_chrome_trace")  # before the trace is built
+    return write(json.dumps(chrome_trace(report), allow_nan=False), path, "Report.to_chrome_trace")

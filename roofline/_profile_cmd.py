@@ -68,7 +68,8 @@ def add_profile(subparsers: argparse._SubParsersAction, func) -> None:
                    "SXM' (see roofline.devices)")
     p.add_argument("--ceilings", default="measured", help="'measured' (default), 'datasheet' or a device name")
     p.add_argument("--plot", metavar="PATH", help="write the roofline chart (.png, .svg or .pdf)")
-    p.add_argument("--json", metavar="PATH", help="write the report as JSON (roofline.load reads it back)")
+    p.add_argument("--json", metavar="PATH", help="write the report as JSON (roofline.load reads it back); '-': "
+                   "to stdout, the tables then go to stderr")
     p.add_argument("--top", type=int, default=15, help="rows in the op table (default 15)")
     p.add_argument("--by-module", type=int, metavar="DEPTH", help="also print the per-module table to DEPTH")
     p.set_defaults(func=func)
@@ -128,33 +129,25 @@ def check_device(device: str) -> str:
 
 
 def check_output(flag: str, path: str, extensions=None) -> None:
-    """``path`` can be written: its folder exists and is writable, it is not a folder, and (for a chart) its
-    extension is one of ``extensions``."""
+    """``path`` can be written (:func:`roofline._output.check_writable`, which never creates, truncates or opens
+    the file itself: a FIFO's reader sees no end of file, a dangling link stays a link): its folder exists and takes
+    a new file, it is not a folder, an existing file, FIFO or device is writable, and (for a chart) its extension is
+    one of ``extensions``. ``-`` (stdout) is accepted where there are no ``extensions``."""
+    from roofline import _output
+
+    if path == "-" and extensions is None:
+        return
     if extensions is not None:
         ext = os.path.splitext(path)[1].lower()
+        if path == "-":
+            raise ValueError(f"{flag} -: a chart is not written to stdout; give a file name ending in "
+                             f"{', '.join(extensions)}")
         if ext not in extensions:
             raise ValueError(f"{flag} {path!r}: the extension must be one of {', '.join(extensions)} "
                              f"(got {ext or 'none'})")
     if not path:
         raise ValueError(f"{flag}: the file name is empty")
-    if os.path.isdir(path):
-        raise ValueError(f"{flag} {path!r} is a folder; give a file name")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ValueError(f"{flag} {path!r}: the folder {folder} does not exist")
-    # open it for writing, as the write will (os.access says yes to root everywhere, e.g. under /proc): append mode
-    # leaves an existing file's content alone, and a file made here is removed again
-    existed = os.path.exists(path)
-    try:
-        with open(path, "ab"):
-            pass
-    except OSError as e:
-        raise ValueError(f"{flag} {path!r}: not writable ({e.strerror or e})") from None
-    if not existed:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
+    _output.check_writable(path, flag)
 
 
 def _device_name(flag: str, name: str) -> None:
@@ -201,7 +194,11 @@ def _load_callable(spec: str):
             mspec.loader.exec_module(obj)
         except Exception as e:
             sys.modules.pop(name, None)
-            raise ValueError(f"model {spec!r}: importing {target} failed: {type(e).__name__}: {e}") from None
+            from roofline.cli import user_frame
+
+            where = user_frame(e.__traceback__)
+            raise ValueError(f"model {spec!r}: importing {target} failed: {type(e).__name__}: {e}"
+                             + (f"\n  at {where}" if where else "")) from None
         where = target
     else:
         try:
@@ -420,6 +417,7 @@ def run(args: argparse.Namespace) -> int:
     import roofline
 
     print(_what(p, args), file=sys.stderr, flush=True)
+    out = sys.stderr if args.json == "-" else sys.stdout  # with --json -, stdout carries the JSON alone
     old = torch.get_default_dtype()
     if p.dtype:
         torch.set_default_dtype(getattr(torch, p.dtype))
@@ -439,20 +437,22 @@ def run(args: argparse.Namespace) -> int:
     if p.dtype:
         r.meta["dtype"] = p.dtype
     report = r
-    print(r.summary(top=args.top))
+    print(r.summary(top=args.top), file=out)
     if args.by_module is not None:
-        print()
+        print(file=out)
         print(r.table("module", depth=args.by_module, top=None) if r.ceilings is not None
-              else r.by_module(args.by_module))
+              else r.by_module(args.by_module), file=out)
     if args.project:
         report = r.project(args.project)
-        print()
-        print(report.summary(top=args.top))
+        print(file=out)
+        print(report.summary(top=args.top), file=out)
     if args.decode:
-        print()
+        print(file=out)
         print(decode_summary(r, report if args.project else None, model, args.batch or 1, args.kv_len,
-                             p.dtype or str(old).replace("torch.", "")))
-    if args.json:
+                             p.dtype or str(old).replace("torch.", "")), file=out)
+    if args.json == "-":
+        print(r.to_json())
+    elif args.json is not None:
         r.to_json(args.json)
         print(f"report written to {args.json}", file=sys.stderr)
     if args.plot:

@@ -448,8 +448,9 @@ def write_schema_table(path=None) -> str:
     lines += ["}", "", "DEFAULT_OVERLOAD = {"]
     lines += [f"    {k!r}: {v!r}," for k, v in sorted(default.items())]
     lines += ["}", ""]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
+    from roofline import _output
+
+    _output.write(path, "\n".join(lines), where="write_schema_table")
     return path
 
 

@@ -325,14 +325,17 @@ class Chart:
         return f"<div>{self.svg}</div>"
 
     def save(self, path) -> str:
-        """Write the chart to ``path``: an SVG file, or an HTML page when the name ends in ``.html``."""
-        p = str(path)
-        text = self.svg if not p.endswith((".html", ".htm")) else (
+        """Write the chart to ``path`` (UTF-8): an SVG file, or an HTML page when the name ends in ``.html`` or
+        ``.htm``. ``path`` is a file name (str, ``os.PathLike`` or bytes: TypeError otherwise), written as
+        ``Report.to_json`` writes one (a regular file replaced atomically, a symbolic link written through, a FIFO or
+        device written into). Returns the path as a str."""
+        from roofline import _output
+
+        p = _output.check_path(path, "Chart.save")
+        text = self.svg if not p.lower().endswith((".html", ".htm")) else (
             f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title></head>"
             f"<body>{self.svg}</body></html>")
-        with open(p, "w", encoding="utf-8") as f:
-            f.write(text)
-        return p
+        return _output.write(p, text, where="Chart.save")
 
 
 def roofline_plotly(report, by: str = "op", depth: int | None = None):

@@ -14,6 +14,7 @@ Each command is a ``_add_<name>(subparsers)`` function that registers its parser
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import warnings
@@ -35,8 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the process exit status: 0 ok,
-    1 when the command failed (the error is printed on stderr), 130 when interrupted. A usage error exits
-    through argparse (``SystemExit`` with status 2)."""
+    1 when the command failed (the error is printed on stderr; an exception raised in the user's own code, such as
+    the ``file.py:callable`` of ``profile``, is printed with its type and the innermost line of the user's files it
+    passed through), 130 when interrupted. A usage error exits through argparse (``SystemExit`` with status 2)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     with warnings.catch_warnings():
@@ -44,12 +46,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.showwarning = _show_warning
         try:
             return int(args.func(args) or 0)
-        except (RuntimeError, ValueError, TypeError, LookupError, OSError, ImportError) as e:
-            print(f"roofline {args.command}: error: {e}", file=sys.stderr)
-            return 1
         except KeyboardInterrupt:
             print(f"roofline {args.command}: interrupted", file=sys.stderr)
             return 130
+        except Exception as e:
+            where = user_frame(e.__traceback__)
+            if where is not None:  # raised in (or through) the user's own code: its type and where
+                print(f"roofline {args.command}: error: {type(e).__name__}: {e}\n  at {where}", file=sys.stderr)
+                return 1
+            if isinstance(e, (RuntimeError, ValueError, TypeError, LookupError, OSError, ImportError)):
+                print(f"roofline {args.command}: error: {e}", file=sys.stderr)
+                return 1
+            raise
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Folders whose code is not the user's: this package, the standard library, installed packages."""
+    import sysconfig
+
+    dirs = {os.path.dirname(os.path.abspath(__file__))}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(os.path.abspath(path))
+    try:
+        import site
+
+        dirs.update(os.path.abspath(p) for p in site.getsitepackages() + [site.getusersitepackages()])
+    except (AttributeError, TypeError):  # a virtualenv's old site module
+        pass
+    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+
+
+def user_frame(tb) -> str | None:
+    """``"file:line, in function"`` of the innermost frame of traceback ``tb`` in the user's own code (a file
+    outside this package, the standard library and installed packages: a ``file.py:callable`` of ``profile`` or
+    what it imports); None when the traceback never enters such a file."""
+    import traceback
+
+    libs = _library_dirs()
+    found = None
+    for fs in traceback.extract_tb(tb):
+        name = fs.filename
+        if name.startswith("<") or os.path.abspath(name).startswith(libs):
+            continue
+        found = f"{name}:{fs.lineno}, in {fs.name}"
+    return found
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -149,18 +191,23 @@ def _add_merge(subparsers: argparse._SubParsersAction) -> None:
         "Read the reports each rank saved with Report.to_json and print the per-rank table (compute "
         "and communication), the totals over the ranks and the slowest rank (see docs/distributed.md).",
         [(("reports",), {"nargs": "+", "help": "report files, one per rank (e.g. rank*.json)"}),
-         (("-o", "--output"), {"default": None, "help": "also write the merged reports as JSON to this path"})],
+         (("-o", "--output"), {"default": None, "metavar": "PATH",
+                               "help": "also write the merged reports as JSON to PATH ('-': to stdout, the table "
+                               "then goes to stderr)"})],
     )
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
     import json
 
-    from roofline import distributed
+    from roofline import _output, distributed
 
+    if args.output is not None and args.output != "-":
+        _output.check_writable(args.output, "-o")  # before the reports are read
     merged = distributed.merge(args.reports)
-    print(merged.table())
-    if args.output:
-        with open(args.output, "w") as f:
-            json.dump(merged.to_dict(), f)
+    print(merged.table(), file=sys.stderr if args.output == "-" else sys.stdout)
+    if args.output == "-":
+        print(json.dumps(merged.to_dict()))
+    elif args.output is not None:
+        _output.write(args.output, json.dumps(merged.to_dict()), where="merge -o")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -22,7 +23,11 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
     placed at its intensity and its achieved rate (its attainable rate when the run was not timed), sized by its
     share of time and coloured by its bound. The ``top`` points by time are labelled where a label fits without
     overlapping another label or a point. Ops without FLOPs (copies, views) cannot sit on a FLOP/s axis and are left
-    out; the title says how many. Saves to ``path`` (PNG, SVG, PDF by extension) when given.
+    out; the title says how many. Saves to ``path`` when given: the format is the extension's (``.png``, ``.svg``,
+    ``.pdf``, any format matplotlib writes; without one, ``savefig.format`` is used and its extension added, as
+    matplotlib does). ``path`` is a file name (str, ``os.PathLike`` or bytes), written as ``Report.to_json``
+    writes one (a regular file replaced atomically, a symbolic link written through, a FIFO or device written
+    into), or a binary file object, handed to matplotlib; anything else is a TypeError before anything is drawn.
 
     Returns the matplotlib Figure. Without ``path`` or ``ax`` the figure is made with pyplot (so ``plt.show()``
     shows it in a script); in a notebook it is drawn once, as the cell's result, whether or not the cell also
@@ -33,6 +38,10 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
         raise ImportError("plot needs matplotlib: pip install matplotlib") from None
     from roofline import _render, _svg
 
+    if path is not None and not hasattr(path, "write"):
+        from roofline import _output
+
+        path = _output.check_path(path, "plot")
     c = report.ceilings
     if c is None:
         raise ValueError("this report has no ceilings to draw (counted on meta?): plot r.project('<device>') instead")
@@ -109,8 +118,27 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
     ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax.grid(True, which="major", alpha=0.3)
     if path is not None:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        _save(fig, path)
     return fig
+
+
+def _save(fig, path) -> None:
+    """``fig`` to ``path``: a file object as matplotlib writes it, a file name through the package's writer (the
+    chart is drawn in memory first, so a failed drawing leaves an old file as it was)."""
+    if hasattr(path, "write"):
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        return
+    import io
+
+    from roofline import _output
+
+    fmt = os.path.splitext(path)[1][1:].lower()
+    if not fmt:  # as matplotlib names a file without an extension
+        fmt = fig.canvas.get_default_filetype()
+        path = path.rstrip(".") + "." + fmt
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=120, bbox_inches="tight")
+    _output.write(path, buf.getvalue(), where="plot")
 
 
 def _label(fig, ax, pts, x, y, sizes, tt, top, by):

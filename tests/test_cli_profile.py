@@ -4,7 +4,9 @@ anything is built or run."""
 
 import json
 import os
+import stat
 import sys
+import threading
 
 import pytest
 
@@ -269,7 +271,7 @@ def test_options_json_written_only_after_success(tmp_path, capsys):
     assert rc == 0 and json.loads(js.read_text())["n_records"] > 0
 
 
-def test_output_check_opens_the_file_and_leaves_no_trace(tmp_path):
+def test_output_check_leaves_no_trace(tmp_path):
     from roofline._profile_cmd import check_output
 
     new = tmp_path / "r.json"
@@ -279,3 +281,125 @@ def test_output_check_opens_the_file_and_leaves_no_trace(tmp_path):
     old.write_text("kept")
     check_output("--json", str(old))
     assert old.read_text() == "kept"
+
+
+# ---- output files: the early check touches nothing, the report reaches a FIFO or a link's target ----------------
+
+META = ["--device", "meta", "--timing", "none"]  # counts only: nothing runs, no ceilings are measured
+
+
+def test_json_to_a_fifo_reaches_a_reader_waiting_on_it(tmp_path, capsys):
+    """The early check must not open the FIFO: that would give the waiting reader its end of file, and the final
+    write would then block for want of a reader. A watchdog releases such a blocked write, so a regression fails
+    instead of hanging."""
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    got, done = [], threading.Event()
+
+    def reader():
+        with open(fifo, "rb") as f:
+            got.append(f.read())
+
+    def watchdog():
+        t.join()
+        if not done.wait(60):  # the command still waits for a reader: give it one
+            with open(fifo, "rb") as f:
+                f.read()
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    threading.Thread(target=watchdog, daemon=True).start()
+    try:
+        rc, out, err = _run(["profile", "test_cli_profile:tiny_adam"] + META + ["--json", str(fifo)], capsys)
+    finally:
+        done.set()
+        if t.is_alive():  # the command failed before writing: release the reader
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    t.join(timeout=60)
+    assert rc == 0, err
+    assert len(got) == 1 and roofline.Report.from_dict(json.loads(got[0])).records.size > 0
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and os.listdir(tmp_path) == ["report.fifo"]
+
+
+def test_json_to_a_dangling_symlink_writes_its_target_and_keeps_the_link(tmp_path, capsys):
+    (tmp_path / "runs").mkdir()
+    link, target = tmp_path / "latest.json", tmp_path / "runs" / "r1.json"
+    os.symlink(target, link)
+    rc, out, err = _run(["profile", "test_cli_profile:tiny_adam"] + META + ["--json", str(link)], capsys)
+    assert rc == 0, err
+    assert os.path.islink(link) and os.readlink(link) == str(target)
+    assert roofline.load(str(target)).records.size > 0
+    assert os.listdir(tmp_path / "runs") == ["r1.json"]
+
+
+def test_output_check_leaves_a_dangling_symlink_alone(tmp_path):
+    from roofline._profile_cmd import check_output
+
+    link = tmp_path / "r.json"
+    os.symlink(tmp_path / "target.json", link)
+    check_output("--json", str(link))
+    assert os.path.islink(link) and not (tmp_path / "target.json").exists()
+
+
+def test_json_dash_is_stdout_and_the_tables_go_to_stderr(capsys):
+    rc, out, err = _run(["profile", "test_cli_profile:tiny_adam"] + META + ["--json", "-"], capsys)
+    assert rc == 0, err
+    assert roofline.Report.from_dict(json.loads(out)).records.size > 0  # stdout is the JSON alone
+    assert "aten.addmm" in err and not os.path.exists("-")
+
+
+def test_plot_dash_is_refused_before_anything_runs(capsys):
+    rc, out, err = _run(["profile", "test_cli_profile:tiny_adam", "--plot", "-"], capsys)
+    assert rc == 1 and "--plot -: a chart is not written to stdout" in err and CALLS == []
+
+
+# ---- a user's exception: its type and where in the user's file ------------------------------------------------
+
+USER_SCRIPT = """\
+import torch
+
+
+def lookup(cfg):
+    return cfg["hidden_size"]
+
+
+def build(device, batch, seq, train):
+    width = lookup({})
+    return None, lambda: width
+
+
+def build_ok(device, batch, seq, train):
+    def step():
+        torch.ones(2, device=device) / 0
+        {}["in_step"]
+
+    return None, step
+"""
+
+
+def _line(text, needle):
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def test_a_users_exception_names_its_type_and_the_line_in_the_users_file(tmp_path, capsys):
+    script = tmp_path / "mymodel.py"
+    script.write_text(USER_SCRIPT)
+    rc, out, err = _run(["profile", f"{script}:build"] + META, capsys)
+    assert rc == 1
+    assert "roofline profile: error: KeyError: 'hidden_size'" in err
+    assert f"at {script}:{_line(USER_SCRIPT, 'cfg[')}, in lookup" in err  # the innermost frame in the file
+
+
+def test_a_users_exception_in_the_step_is_located_too(tmp_path, capsys):
+    script = tmp_path / "mymodel.py"
+    script.write_text(USER_SCRIPT)
+    rc, out, err = _run(["profile", f"{script}:build_ok"] + META, capsys)
+    assert rc == 1
+    assert "KeyError: 'in_step'" in err and f"at {script}:{_line(USER_SCRIPT, 'in_step')}, in step" in err
+
+
+def test_an_exception_while_importing_the_users_file_is_located(tmp_path, capsys):
+    script = tmp_path / "broken_cfg.py"
+    script.write_text("CONFIG = {}\nWIDTH = CONFIG['width']\n")
+    rc, out, err = _run(["profile", f"{script}:build"], capsys)
+    assert rc == 1 and "KeyError: 'width'" in err and f"at {script}:2, in <module>" in err
