@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Long fuzzing run: the libFuzzer harness of the C cost model (tests/fuzz/fuzz_cost.c, built with ASan + UBSan) and
-# the Hypothesis property suite (tests/test_fuzz_properties.py) with many examples.
+# Long fuzzing run: the libFuzzer harness of the C cost model (tests/fuzz/fuzz_cost.c, built with ASan + UBSan),
+# the Hypothesis property suite (tests/test_fuzz_properties.py) with many examples, and the document property and
+# hostile-document corpus of tests/test_documents.py (mutations of real report documents either refused with a
+# ValueError naming the field, or loaded into a report every public method works on; ~1 MB hostile documents
+# read in under 2 s each, the slowest printed).
 #
 #   bench/fuzz.sh            full run: FUZZ_RUNS inputs (each evaluated twice under every cost kind and two unknown
 #                            ones, 2 x (kinds + 2) = 44 evaluations per input with 20 kinds) and ROOFLINE_FUZZ_EXAMPLES
-#                            examples per property; it fails unless the C fuzzer made >= 10**7 cost-model evaluations
-#                            and the Hypothesis suite ran >= 10**5 examples
+#                            examples per property; it fails unless the C fuzzer made >= 10**7 cost-model evaluations,
+#                            the Hypothesis suite ran >= 10**5 examples and the document property >= 10**4
 #   bench/fuzz.sh --quick    a smoke run of a minute or two (no minimum counts)
 #
 # Environment: FUZZ_RUNS (default 1000000), FUZZ_MAX_SECONDS (default 1800), ROOFLINE_FUZZ_EXAMPLES (Hypothesis
@@ -24,11 +27,13 @@ MAX_SECONDS=${FUZZ_MAX_SECONDS:-1800}
 EXAMPLES=${ROOFLINE_FUZZ_EXAMPLES:-10000}
 MIN_EVALS=10000000
 MIN_EXAMPLES=100000
+MIN_DOC_EXAMPLES=10000
 if [[ "${1:-}" == "--quick" ]]; then
     RUNS=20000
     EXAMPLES=200
     MIN_EVALS=0
     MIN_EXAMPLES=0
+    MIN_DOC_EXAMPLES=0
 fi
 WORK=${FUZZ_WORKDIR:-$(mktemp -d -t roofline-fuzz.XXXXXX)}
 mkdir -p "$WORK/corpus" "$WORK/seeds" "$WORK/crashes"
@@ -85,6 +90,35 @@ if [[ $examples -lt $MIN_EXAMPLES || ( $examples -eq 0 && $hrc -eq 0 ) ]]; then
     status=1
 fi
 if grep -q -E 'ERROR: AddressSanitizer|runtime error:' "$WORK/hypothesis.log"; then
+    status=1
+fi
+
+echo "== document schema: fuzzed documents ($EXAMPLES examples) and ~1 MB hostile documents"
+t0=$(date +%s.%N)
+ROOFLINE_FUZZ_EXAMPLES=$EXAMPLES PYTHONPATH=$ROOT "$PYTHON" -m pytest -q -p no:cacheprovider \
+    --hypothesis-show-statistics tests/test_documents.py -k fuzzed_documents >"$WORK/documents.log" 2>&1
+drc=$?
+t1=$(date +%s.%N)
+# the corpus in a process of its own: its times are those of a reader, not of a heap 10,000 examples left behind
+PYTHONPATH=$ROOT "$PYTHON" -m pytest -q -s -p no:cacheprovider tests/test_documents.py -k hostile_documents \
+    >"$WORK/hostile.log" 2>&1
+hrc2=$?
+doc_examples=$(grep -o -E "[0-9]+ passing( examples)?," "$WORK/documents.log" | awk '{s += $1} END {print s + 0}')
+grep -E '^ *\* .*%, (loaded|refused)$' "$WORK/documents.log" | head -2
+grep -E '^hostile documents:' "$WORK/hostile.log" || echo "hostile documents: no timing line (the test did not run)"
+printf 'documents: %s passing examples, %.1f s, pytest: %s (exit %s); hostile documents: %s (exit %s)\n' \
+    "$doc_examples" "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" "$(tail -n 1 "$WORK/documents.log")" \
+    "$drc" "$(tail -n 1 "$WORK/hostile.log")" "$hrc2"
+if [[ $drc -ne 0 ]]; then
+    grep -E -B5 -A40 'Falsifying|Failing test case|Error' "$WORK/documents.log" | head -120
+    status=1
+fi
+if [[ $hrc2 -ne 0 ]]; then
+    grep -E -B5 -A20 'Error' "$WORK/hostile.log" | head -60
+    status=1
+fi
+if [[ $doc_examples -lt $MIN_DOC_EXAMPLES || ( $doc_examples -eq 0 && $drc -eq 0 ) ]]; then
+    echo "documents: fewer than $MIN_DOC_EXAMPLES examples counted (raise ROOFLINE_FUZZ_EXAMPLES, or check the parsing)"
     status=1
 fi
 echo "fuzz.sh: $([[ $status -eq 0 ]] && echo passed || echo FAILED) (logs in $WORK)"

@@ -75,9 +75,9 @@ def _count_cpus(s: str) -> int:
 
 def hierarchy(ceilings, source: str = "best", threads: int | None = None) -> list[tuple[str, float, float]]:
     """``[(level, capacity bytes, bandwidth bytes/s), ...]`` inner to outer, DRAM last (capacity inf). Cache levels
-    of unknown capacity are left out; a level without a bandwidth gets the next outer level's (NaN for DRAM when the
-    ceilings have none). ``threads``: CPU cores in use, for aggregating private caches read from sysfs (default:
-    the ceilings' thread count)."""
+    of unknown capacity, or no larger than an inner level, are left out; a level without a bandwidth gets the next
+    outer level's (NaN for DRAM when the ceilings have none). ``threads``: CPU cores in use, for aggregating
+    private caches read from sysfs (default: the ceilings' thread count)."""
     if ceilings is None:
         return []
     info = ceilings.info or {}
@@ -97,6 +97,9 @@ def hierarchy(ceilings, source: str = "best", threads: int | None = None) -> lis
                 inst = max(1, math.ceil(n / c["shared_cpus"]))
                 caps[level] = c["bytes"] * inst
     levels = sorted(caps, key=lambda k: int(k[1:]) if k[1:].isdigit() else 99)
+    # a level no larger than an inner one adds no capacity to the LRU stack: left out (the private L2s of many
+    # cores can hold more than their shared L3)
+    levels = [lv for i, lv in enumerate(levels) if all(caps[lv] > caps[inner] for inner in levels[:i])]
 
     def bw(level):
         try:

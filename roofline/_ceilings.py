@@ -27,7 +27,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from roofline import _core, _safejson
+from roofline import _core, _document, _safejson
 from roofline._cachedir import ensure_private_dir, untrusted_reason
 
 __all__ = [
@@ -101,16 +101,12 @@ class Ceiling:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Ceiling":
-        """Inverse of ``to_dict``; raises ValueError on a malformed entry."""
-        if not isinstance(d, dict):
-            raise ValueError(f"a ceiling entry must be an object, not {type(d).__name__}")
-        return cls(
-            measured=_opt_float(d.get("measured"), "measured"),
-            datasheet=_opt_float(d.get("datasheet"), "datasheet"),
-            method=_str(d.get("method", ""), "method"),
-            datasheet_source=_str(d.get("datasheet_source", ""), "datasheet_source"),
-        )
+    def from_dict(cls, d: dict[str, Any], field: str = "ceiling") -> "Ceiling":
+        """Inverse of ``to_dict``; ValueError naming ``field`` (and the key inside it) on a malformed entry: the
+        figures must be null or rates in [1, 1e30] (``roofline._document.CEILING``)."""
+        d = _document.CEILING(d, field)
+        return cls(measured=d.get("measured"), datasheet=d.get("datasheet"), method=d.get("method", ""),
+                   datasheet_source=d.get("datasheet_source", ""))
 
 
 class PeakChoice(NamedTuple):
@@ -276,46 +272,52 @@ class Ceilings:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Ceilings":
-        """Inverse of ``to_dict``. Raises ValueError on a wrong schema or malformed content (every field is checked:
-        types, finite non-negative rates, integer sweep sizes), and no other exception."""
-        if not isinstance(d, dict):
-            raise ValueError(f"ceilings JSON must be an object, not {type(d).__name__}")
-        if d.get("schema") != SCHEMA:
-            raise ValueError(f"unsupported ceilings schema {d.get('schema')!r} (expected {SCHEMA!r})")
+        """Inverse of ``to_dict``. Raises ValueError naming the field on a wrong schema or malformed content, and no
+        other exception: every field is checked against ``roofline._document`` (types; rates finite, in [1, 1e30]
+        FLOP/s or bytes/s, so a zero or vanishing bandwidth or an overflowing peak is refused; integer sweep sizes;
+        the ``info`` entries that are read back, such as ``l2_bytes``, typed; no NaN or infinity anywhere)."""
         try:
-            peaks = {}
-            for key, entry in _dict(d["peaks"], "peaks").items():
-                unit, _, dtype = key.partition("/")
-                if unit not in UNITS or not dtype:
-                    raise ValueError(f"bad peak key {key!r} (expected 'unit/dtype')")
-                peaks[(unit, dtype)] = Ceiling.from_dict(entry)
-            bandwidths = {str(k): Ceiling.from_dict(v) for k, v in _dict(d["bandwidth"], "bandwidth").items()}
-            sweep = None
-            if d.get("sweep") is not None:
-                sweep = _sweep(_dict(d["sweep"], "sweep"))
-            quick = d.get("quick")
-            if quick is not None and not isinstance(quick, bool):
-                raise ValueError("quick must be a bool or null")
-            notes = d.get("notes", [])
-            if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
-                raise ValueError("notes must be a list of str")
-            timestamp = d.get("timestamp")
-            return cls(
-                device=_str(d["device"], "device"),
-                name=_str(d["name"], "name"),
-                fingerprint=_str(d["fingerprint"], "fingerprint"),
-                peaks=peaks,
-                bandwidths=bandwidths,
-                duration_s=_opt_float(d.get("duration_s"), "duration_s"),
-                version=_str(d.get("version", ""), "version"),
-                timestamp=None if timestamp is None else _str(timestamp, "timestamp"),
-                quick=quick,
-                info=_info(d.get("info", {})),
-                sweep=sweep,
-                notes=notes,
-            )
-        except KeyError as e:
-            raise ValueError(f"ceilings JSON lacks the field {e.args[0]!r}") from None
+            return cls._from_dict(d)
+        except _document.Invalid as e:
+            raise ValueError(str(e)) from None
+
+    @classmethod
+    def _from_dict(cls, d: Any) -> "Ceilings":
+        if not isinstance(d, dict):
+            raise ValueError(f"ceilings JSON must be an object, not {_document.kind(d)}")
+        if d.get("schema") != SCHEMA:
+            raise ValueError(f"unsupported ceilings schema {_document.show(d.get('schema'))} (expected {SCHEMA!r})")
+        for k in ("device", "name", "fingerprint", "peaks", "bandwidth"):
+            if k not in d:
+                raise ValueError(f"ceilings JSON lacks the field {k!r}")
+        peaks = {}
+        for key, entry in _document.Map(_document.Anything())(d["peaks"], "peaks").items():
+            unit, _, dtype = key.partition("/")
+            if unit not in UNITS or not dtype:
+                _document.fail(_document.key("peaks", key), "is not a peak key (expected 'unit/dtype', unit "
+                                                            "'vector' or 'matrix')")
+            peaks[(unit, dtype)] = Ceiling.from_dict(entry, _document.key("peaks", key))
+        bandwidths = {k: Ceiling.from_dict(v, _document.key("bandwidth", k))
+                      for k, v in _document.Map(_document.Anything())(d["bandwidth"], "bandwidth").items()}
+        sweep = None
+        if d.get("sweep") is not None:
+            sweep = {k: np.array(v, dtype=np.int64 if k == "sizes" else np.float64)
+                     for k, v in _document.sweep(d["sweep"]).items()}
+        timestamp = d.get("timestamp")
+        return cls(
+            device=_document.Str()(d["device"], "device"),
+            name=_document.Str()(d["name"], "name"),
+            fingerprint=_document.Str()(d["fingerprint"], "fingerprint"),
+            peaks=peaks,
+            bandwidths=bandwidths,
+            duration_s=_document.Opt(_document.Seconds)(d.get("duration_s"), "duration_s"),
+            version=_document.Str()(d.get("version", ""), "version"),
+            timestamp=_document.Opt(_document.Str())(timestamp, "timestamp"),
+            quick=_document.Opt(_document.Bool())(d.get("quick"), "quick"),
+            info=_document.INFO(d.get("info", {}), "info"),
+            sweep=sweep,
+            notes=_document.List(_document.Str())(d.get("notes", []), "notes"),
+        )
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Ceilings":
@@ -1353,82 +1355,6 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
-
-
-def _opt_float(v: Any, name: str) -> float | None:
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ValueError(f"{name} must be a number or null, not {type(v).__name__}")
-    try:
-        f = float(v)
-    except OverflowError:  # an int beyond the float range
-        raise ValueError(f"{name} is out of range: {v}") from None
-    if not math.isfinite(f) or f < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, not {f}")
-    return f
-
-
-_MAX_SWEEP_SIZE = 1 << 62  # bytes: far beyond any working set, and clear of int64
-
-
-def _sweep(d: dict) -> dict[str, np.ndarray]:
-    """The bandwidth sweep of a ceilings document, checked: "sizes" integer byte counts, every other entry rates
-    (finite, >= 0), all of one length."""
-    out = {}
-    for k, v in d.items():
-        if not isinstance(v, list):
-            raise ValueError(f"sweep[{k!r}] must be a list")
-        if k == "sizes":
-            for x in v:
-                if isinstance(x, bool) or not isinstance(x, int) or not 0 < x <= _MAX_SWEEP_SIZE:
-                    raise ValueError(f"sweep['sizes'] must hold integer byte counts in 1..2**62, not {x!r}")
-            out[k] = np.array(v, dtype=np.int64)
-        else:
-            out[k] = np.array([_opt_float(x, f"sweep[{k!r}] entry") if x is not None else _null(k) for x in v],
-                              dtype=np.float64)
-    if len({len(a) for a in out.values()}) > 1:
-        raise ValueError("the sweep's lists differ in length")
-    return out
-
-
-def _null(k: str):
-    raise ValueError(f"sweep[{k!r}] holds a null")
-
-
-def _info(v: Any) -> dict:
-    """The ``info`` object: free-form machine details, but the entries read back are checked."""
-    info = _dict(v, "info")
-    _no_infinity(info, "info")  # a document must save back as it loaded (to_json writes strict JSON)
-    lowp = info.get("native_lowp")
-    if lowp is not None and not (isinstance(lowp, dict) and all(
-            isinstance(x, list) and all(isinstance(i, str) for i in x) for x in lowp.values())):
-        raise ValueError("info.native_lowp must map dtype names to lists of str")
-    return info
-
-
-def _no_infinity(v: Any, name: str) -> None:
-    """ValueError naming the place of a NaN or infinite number anywhere in ``v`` (a free-form object)."""
-    if isinstance(v, float) and not math.isfinite(v):
-        raise ValueError(f"{name} is {v!r}, not a finite number")
-    if isinstance(v, dict):
-        for k, x in v.items():
-            _no_infinity(x, f"{name}.{k}")
-    elif isinstance(v, list):
-        for i, x in enumerate(v):
-            _no_infinity(x, f"{name}[{i}]")
-
-
-def _str(v: Any, name: str) -> str:
-    if not isinstance(v, str):
-        raise ValueError(f"{name} must be a string, not {type(v).__name__}")
-    return v
-
-
-def _dict(v: Any, name: str) -> dict:
-    if not isinstance(v, dict):
-        raise ValueError(f"{name} must be an object, not {type(v).__name__}")
-    return v
 
 
 def _scale(v: float | None) -> float | None:

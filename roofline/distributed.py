@@ -24,14 +24,16 @@ import time
 
 import numpy as np
 
+from roofline import _document
 from roofline._classification import BOUND_INTERCONNECT
 
 __all__ = ["MergedReport", "bus_factor", "collectives", "communication", "gather", "measure_interconnect", "merge"]
 
 _PAYLOAD_FORMAT = "roofline-rank-report"
-_KINDS = frozenset({"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", "broadcast",
-                    "reduce", "send", "recv", "p2p", "barrier", "wait"})
-_COLUMNS = ("record", "collective", "group_size", "message_bytes", "bus_bytes", "async_op", "uncertain")
+_KINDS = frozenset(_document.COLLECTIVE_KINDS)
+_COLUMNS = _document.COLLECTIVE_COLUMNS
+# gather's timeout: finite, and within what a timedelta and the process group's millisecond timeouts hold
+_MAX_TIMEOUT = 1e9
 
 
 def bus_factor(collective: str, n: int) -> float:
@@ -57,23 +59,7 @@ def _table(meta: dict, n_records: int) -> dict:
     t = meta.get("collectives")
     if not t:
         return {k: [] for k in _COLUMNS}
-    if not isinstance(t, dict) or any(not isinstance(t.get(k), list) for k in _COLUMNS):
-        raise ValueError(f"meta.collectives must hold the lists {', '.join(_COLUMNS)}")
-    n = len(t["record"])
-    if any(len(t[k]) != n for k in _COLUMNS):
-        raise ValueError("meta.collectives: its lists differ in length")
-    for k in ("record", "group_size", "message_bytes", "bus_bytes"):
-        if any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in t[k]):
-            raise ValueError(f"meta.collectives.{k} must hold ints >= 0")
-    if any(c not in _KINDS for c in t["collective"]):
-        raise ValueError(f"meta.collectives.collective must hold names from {sorted(_KINDS)}")
-    if any(not isinstance(v, bool) for k in ("async_op", "uncertain") for v in t[k]):
-        raise ValueError("meta.collectives.async_op and .uncertain must hold booleans")
-    if any(r >= n_records for r in t["record"]):
-        raise ValueError(f"meta.collectives.record refers to a record beyond the {n_records} records")
-    if len(set(t["record"])) != n:
-        raise ValueError("meta.collectives.record lists a record twice")
-    return t
+    return _document.collectives(t, n_records)  # the schema of a loaded document, also when changed since
 
 
 def _link(meta: dict, ceilings, source: str):
@@ -286,14 +272,19 @@ def gather(report, dst: int = 0, timeout: float = 120.0, group=None):
     rather than hang (the process group may then be unusable, as after any failed collective). A rank whose
     ``measure`` block raised passes its report anyway (call ``gather`` in a ``finally``): ``dst`` then raises
     RuntimeError naming that rank. Reports of different roofline versions or schemas raise ValueError on ``dst``.
-    RuntimeError outside a process group."""
+    RuntimeError outside a process group. ``timeout`` is checked first: a finite number of seconds in (0, 1e9]
+    (ValueError otherwise, infinity included: the wait is bounded; TypeError for a non-number)."""
     import datetime
 
     import torch
 
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
+        raise TypeError(f"gather: timeout must be a number of seconds, got {type(timeout).__name__}")
+    seconds = float(timeout) if not isinstance(timeout, int) or abs(timeout) <= _MAX_TIMEOUT else math.inf
+    if not (math.isfinite(seconds) and 0 < seconds <= _MAX_TIMEOUT):
+        raise ValueError(f"gather: timeout must be a finite number of seconds in (0, {_MAX_TIMEOUT:g}], got "
+                         f"{_document.show(timeout)}")
     dist = _require_group("gather")
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
-        raise ValueError(f"gather: timeout must be a number of seconds > 0, got {timeout!r}")
     rank, n = dist.get_rank(group), dist.get_world_size(group)
     if not isinstance(dst, int) or isinstance(dst, bool) or not 0 <= dst < n:
         raise ValueError(f"gather: dst must be a rank in 0..{n - 1}, got {dst!r}")
@@ -318,13 +309,13 @@ def gather(report, dst: int = 0, timeout: float = 120.0, group=None):
         raise local_error
     if rank != dst:
         return None
+    from roofline import _safejson
+
     docs = []
     for i, (b, s) in enumerate(zip(bufs, sizes)):
         raw = bytes(b[: int(s.item())].cpu().numpy())
-        try:
-            docs.append(json.loads(raw))
-        except ValueError as e:
-            raise ValueError(f"gather: the payload of rank {i} is not valid JSON ({e})") from None
+        # a report document one level down: the nesting limit and the linear-time check of any document read
+        docs.append(_safejson.loads(raw, f"gather: the payload of rank {i} is not a roofline rank report"))
     return _merge_payloads(docs)
 
 
@@ -345,7 +336,10 @@ def _merge_payloads(docs: list) -> "MergedReport":
     for i, d in enumerate(docs):
         if not isinstance(d, dict) or d.get("format") != _PAYLOAD_FORMAT:
             raise ValueError(f"gather: rank {i} sent something that is not a roofline rank report")
-        heads.append((d.get("version"), d.get("schema")))
+        head = (d.get("version"), d.get("schema"))
+        if not all(x is None or isinstance(x, (str, int)) for x in head):
+            raise ValueError(f"gather: rank {i} sent a payload whose version or schema is not a str or an int")
+        heads.append(head)
         if "error" in d:
             errors.append(f"rank {d.get('rank', i)}: {d['error']}")
     if len(set(heads)) > 1:
@@ -356,7 +350,13 @@ def _merge_payloads(docs: list) -> "MergedReport":
         raise ValueError(f"gather: the ranks run different roofline versions ({desc}); install one version")
     if errors:
         raise RuntimeError("gather: " + "; ".join(errors))
-    return MergedReport([Report.from_dict(d["report"]) for d in docs])
+    reports = []
+    for i, d in enumerate(docs):
+        try:
+            reports.append(Report.from_dict(d.get("report")))
+        except ValueError as e:
+            raise ValueError(f"gather: the report of rank {i}: {e}") from None
+    return MergedReport(reports)
 
 
 def merge(reports) -> "MergedReport":
@@ -378,10 +378,17 @@ def merge(reports) -> "MergedReport":
         if isinstance(doc, dict) and doc.get("format") == "roofline-merged":  # written by `merge -o`
             ranks = doc.get("ranks")
             if not isinstance(ranks, list):
-                raise ValueError(f"merge: {r}: ranks must be a list of reports")
-            loaded.extend(Report.from_dict(d) for d in ranks)
+                raise ValueError(f"merge: {r}: ranks must be a list of reports, not {_document.kind(ranks)}")
+            for i, d in enumerate(ranks):
+                try:
+                    loaded.append(Report.from_dict(d))
+                except ValueError as e:
+                    raise ValueError(f"merge: {r}: ranks[{i}]: {e}") from None
         else:
-            loaded.append(Report.from_dict(doc))
+            try:
+                loaded.append(Report.from_dict(doc))
+            except ValueError as e:
+                raise ValueError(f"merge: {r}: {e}") from None
     if not loaded:
         raise ValueError("merge: no reports")
     return MergedReport(loaded)
@@ -395,7 +402,11 @@ def _read_json(path):
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"merge: expected a Report or a path, got {type(path).__name__}")
     with open(path, "rb") as f:
-        return _safejson.loads(f.read(), "not a roofline report")
+        text = f.read()
+    try:
+        return _safejson.loads(text, "not a roofline report")
+    except ValueError as e:
+        raise ValueError(f"merge: {os.fsdecode(path)}: {e}") from None
 
 
 class MergedReport:
@@ -405,7 +416,19 @@ class MergedReport:
     the reports were measured outside a process group). ``str(merged)`` is the per-rank table and the totals."""
 
     def __init__(self, reports):
+        from roofline.report import Report
+
         reports = list(reports)
+        if not reports:
+            raise ValueError("merge: no reports")
+        for i, r in enumerate(reports):
+            if not isinstance(r, Report):
+                raise TypeError(f"merge: report {i} is a {type(r).__name__}, not a roofline.Report")
+            try:  # what the merge reads, as load checks it (a report's meta may have been changed since)
+                _document.Opt(_document.DISTRIBUTED)(r.meta.get("distributed"), "meta.distributed")
+                _document.Opt(_document.Str())(r.meta.get("version"), "meta.version")
+            except _document.Invalid as e:
+                raise ValueError(f"merge: report {i} of {len(reports)}: {e}") from None
         ids = [(r.meta.get("distributed") or {}).get("rank") for r in reports]
         if all(i is None for i in ids):
             ids = list(range(len(reports)))
