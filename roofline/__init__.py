@@ -40,11 +40,21 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None):
     ``"ResNet.layer1.0.conv1"`` (the naming ``FlopCounterMode`` uses); modules are attributed without it too.
     Works on CPU and CUDA tensors, on the meta device and under ``FakeTensorMode``, under ``no_grad``,
     ``inference_mode`` and autocast. An exception in the block propagates unchanged and leaves no dispatch mode or
-    hook behind.
+    hook behind. So does an interrupt (Ctrl-C's KeyboardInterrupt, or what a signal handler raises) landing while the
+    block is entered or left: whatever was installed is taken out before it propagates.
+
+    A block counts the ops of the thread it was entered on while it is open (in asyncio, those of other tasks that
+    run while this one awaits inside it, too); blocks in several threads at once count separately, each with its own
+    ``attention`` choice. Blocks nest (an outer block counts an inner one's ops, not its bookkeeping), and on one
+    thread they must be left in the reverse order they were entered: entering a block while a block of another
+    asyncio task (or ``contextvars`` context) is open on the thread raises RuntimeError, and leaving a block while
+    one entered after it is still open (two generators, each holding a block across a ``yield``) raises RuntimeError
+    there and at that other block's exit; neither gives a report, and both leave torch as it was.
 
     The arguments are checked when ``measure`` is called (TypeError or ValueError; KeyError, listing close
     matches, for an unknown device name). The object it returns is a context manager for one ``with`` block:
-    entering it again raises RuntimeError (call ``measure`` again for another block).
+    entering it again raises RuntimeError (call ``measure`` again for another block), and so does ``__exit__`` of a
+    block that is not open.
 
     Yields a :class:`roofline.Report`, which is empty inside the block and filled when the block exits: read it
     after the ``with`` statement. Needs torch (imported on first use).
@@ -74,45 +84,67 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None):
     return _Measure(model, timing, ceilings, attention)
 
 
-class _Measure:
-    """The context manager :func:`measure` returns: one block, one report."""
+class _Measure(_core.Block):
+    """The context manager :func:`measure` returns: one block, one report.
 
-    __slots__ = ("_model", "_timing", "_ceilings", "_attention", "_mode", "_session", "_report", "_used")
+    Its ``__enter__`` and ``__exit__`` are :class:`roofline._core.Block`'s, in C: they call the steps below, so that
+    an interrupt (Ctrl-C, a signal handler's exception) landing anywhere in entering or leaving the block leaves no
+    dispatch mode, hook or global behind: whatever ``_enter`` installed is undone by ``_abort``, and ``_unwind``
+    runs to completion (repeated if interrupted) before the interrupt propagates."""
+
+    __slots__ = ("_model", "_timing", "_ceilings", "_attention", "_mode", "_session", "_report")
 
     def __init__(self, model, timing, ceilings, attention=None):
         self._model, self._timing, self._ceilings = model, timing, ceilings
         self._attention, self._mode = attention, None
         self._session = self._report = None
-        self._used = False
 
-    def __enter__(self) -> Report:
-        from roofline import _torch
-
-        if self._used:
+    def _misuse(self, what):
+        if what == "__enter__":
             raise RuntimeError("this roofline.measure(...) object has already been entered; it is single-use: "
                                "call roofline.measure(...) again for another block")
-        self._used = True
-        session = _torch.Session(self._model, timing=self._timing)
+        raise RuntimeError("roofline.measure(...).__exit__ called on a block that is not open: it was never "
+                           "entered, its entry failed, or it has already exited (use it in a with statement)")
+
+    def _prepare(self):  # nothing global yet: the session, the pending report, the device synchronised
+        from roofline import _torch
+
+        self._session = _torch.Session(self._model, timing=self._timing)
         if self._attention is not None:
             from roofline import _sdpa
 
             self._mode = _sdpa.mode(self._attention)
+        self._report = Report._pending_block()  # before the clock starts: its load reading is not in the wall time
+        self._session.prepare()
+
+    def _enter(self):  # under the block lock; on an exception, _abort undoes what was done
+        if self._mode is not None:
             self._mode.__enter__()
-        report = Report._pending_block()  # before the clock starts: its load reading is not in the wall time
-        try:
-            session.enter()  # on failure it releases whatever it had installed
-        except BaseException:
-            self._pop_mode()
-            raise
-        self._session, self._report = session, report
+        self._session.enter()
         return self._report
 
-    def __exit__(self, exc_type, exc, tb):
-        session, report, self._session = self._session, self._report, None
+    def _abort(self):  # idempotent
+        self._release()
+
+    def _closing(self, exc_type, exc, tb):
+        self._session.closing(exc_type, exc)
+
+    def _unwind(self):  # idempotent
+        self._release()
+
+    def _release(self):
+        session, mode = self._session, self._mode
         try:
-            session.exit(exc_type, exc, tb)
+            session.release()
         finally:
-            mode = self._pop_mode()
+            if mode is not None:
+                mode.__exit__(None, None, None)
+
+    def _finish(self, exc_type, exc, tb):
+        session, report, mode = self._session, self._report, self._mode
+        self._session = self._mode = None
+        if session.interleaved is not None:
+            raise RuntimeError(session.interleaved)
         if exc_type is not None:
             return False  # propagate unchanged
         import numpy as np
@@ -120,6 +152,7 @@ class _Measure:
         from roofline import _torch
         from roofline._records import RECORD_DTYPE
 
+        session.finish()
         timing, ceilings = self._timing, self._ceilings
         meta = {"timing": timing, "devices": sorted(session.devices), "version": __version__,
                 "ceilings_source": (ceilings if ceilings in ("measured", "datasheet") else
@@ -140,30 +173,37 @@ class _Measure:
         return False
 
 
-    def _pop_mode(self):
-        mode, self._mode = self._mode, None
-        if mode is not None:
-            mode.__exit__(None, None, None)
-        return mode
-
-
 def load(path) -> Report:
     """Read a report written by :meth:`Report.to_json` (a path, or the JSON text itself).
 
+    Which one ``path`` is: an ``os.PathLike`` is always a path. A str or bytes that names an existing file is that
+    file (``"[rank0].json"`` is a file name when the file exists). Any other str is JSON text when it starts with
+    ``{`` or ``[`` (after white space) or cannot be a file name (over 4096 characters, or holding a NUL), and a
+    path otherwise (FileNotFoundError when there is no such file); any other bytes or bytearray is JSON text
+    (UTF-8). TypeError for anything else.
+
     The document is checked against its schema version before anything is built (see :meth:`Report.from_dict`):
     malformed JSON, nesting deeper than a report's, or any field of the wrong type or out of range raises
-    ValueError naming it."""
+    ValueError naming it. Checking is linear in the size of the text, whatever it holds."""
     import os
 
     from roofline import _safejson
 
-    if isinstance(path, os.PathLike) or (isinstance(path, str) and not path.lstrip().startswith(("{", "["))):
-        with open(path, "rb") as f:
-            text = f.read()
-    elif isinstance(path, (str, bytes, bytearray)):
-        text = path
+    if isinstance(path, os.PathLike):
+        is_file = True
+    elif isinstance(path, (str, bytes)):
+        # os.path.isfile is False (not an error) for text no file can be named: NUL bytes, too long
+        is_file = os.path.isfile(path) or (isinstance(path, str) and not path.lstrip().startswith(("{", "["))
+                                           and len(path) <= 4096 and "\0" not in path)
+    elif isinstance(path, bytearray):
+        is_file = False
     else:
         raise TypeError(f"load: expected a path or the JSON text of a report, got {type(path).__name__}")
+    if is_file:
+        with open(path, "rb") as f:
+            text = f.read()
+    else:
+        text = path
     return Report.from_dict(_safejson.loads(text, "not a roofline report"))
 
 

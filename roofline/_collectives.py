@@ -305,13 +305,15 @@ class _PropagationGuard:
         return self.inner.__exit__(*exc)
 
 
-_install_lock = threading.Lock()
-_installed = [0, None]  # nesting count, the original lock
+_holders: set = set()  # the blocks holding the guard
+_wrapped: list = [None, None]  # the class whose lock is wrapped, and its own lock
 
 
-def install():
-    """Wrap DTensor's propagation lock for a block (when torch.distributed.tensor is loaded); returns the undo
-    callable, or None when there is nothing to wrap."""
+def install(holder=None):
+    """Wrap DTensor's propagation lock (when torch.distributed.tensor is loaded) for ``holder`` (a block), until
+    :func:`uninstall` is called for it; the lock stays wrapped while any holder is left. Both run under the block lock
+    (``roofline._core.Block``: one block enters or leaves at a time) and take no lock of their own; ``holder`` is
+    recorded before the lock is wrapped, so :func:`uninstall` undoes an install stopped on any line. Returns None."""
     mod = (sys.modules.get("torch.distributed.tensor._sharding_prop")
            or sys.modules.get("torch.distributed._tensor.sharding_prop"))
     if mod is None:
@@ -321,20 +323,23 @@ def install():
         _unguarded[0] = True  # warned about only if the block meets a DTensor (see defer)
         return None
     _unguarded[0] = False
-    with _install_lock:
-        if _installed[0] == 0:
-            _installed[1] = cls.__dict__["_fake_mode_lock"]
-            cls._fake_mode_lock = _PropagationGuard(_installed[1])
-        _installed[0] += 1
+    _holders.add(holder)
+    current = cls.__dict__["_fake_mode_lock"]
+    if not isinstance(current, _PropagationGuard):
+        _wrapped[:] = [cls, current]
+        cls._fake_mode_lock = _PropagationGuard(current)
+    return None
 
-    def undo():
-        with _install_lock:
-            _installed[0] -= 1
-            if _installed[0] == 0:
-                cls._fake_mode_lock = _installed[1]
-                _installed[1] = None
 
-    return undo
+def uninstall(holder=None):
+    """``holder`` no longer needs the guard: the lock is unwrapped when no holder is left. Idempotent."""
+    _holders.discard(holder)
+    if _holders or _wrapped[0] is None:
+        return
+    cls, lock = _wrapped
+    if isinstance(cls.__dict__.get("_fake_mode_lock"), _PropagationGuard):
+        cls._fake_mode_lock = lock
+    _wrapped[:] = [None, None]
 
 
 # ---- rank metadata ------------------------------------------------------------------------------------------------

@@ -812,7 +812,6 @@ class Collector:
         self.graph_time = 0.0
         self.entering = False
         self.eager_reason = None
-        self.config_saved = None
         self.node_rows: dict = {}   # graph index -> [(FX node name, first record, end record)] of its first call
         self.call_rows: list = []   # (graph index, first record, end record) per graph call
         self.size_calls: dict = {}  # (graph, size binding) -> calls with those sizes
@@ -1344,6 +1343,7 @@ def start(session) -> "Collector":
     and running compiled code; the block counts the graphs), False otherwise (Dynamo then runs the frame eagerly,
     the block counts the eager ops, and a warning says why)."""
     coll = Collector(session)
+    session.compiled = coll  # known to the block before anything global changes: the block's release stops it
     coll.entering = True
     mode = session.mode
 
@@ -1355,7 +1355,8 @@ def start(session) -> "Collector":
 
     mode.ignore_compile_internals = ignore_compile_internals  # an instance attribute: Dynamo asks the instance
     coll.frames_before = _break_count(_dynamo_counters())
-    coll.config_saved = _disable_caches()
+    if not _ACTIVE:  # the first open block turns the caches off, the last one to stop puts them back
+        _disable_caches(_CONFIG_SAVED)
     _ACTIVE.append(coll)
     _name_compiled_root(session)
     _hide_hooks_in_compiled(session, coll)
@@ -1406,18 +1407,21 @@ def _hide_hooks_in_compiled(session, coll):
         for ctx in ctxs:
             hooks = getattr(ctx, "enter_exit_hooks", None)
             if isinstance(hooks, list):
+                coll.ctx_hooks.append((hooks, enter))  # recorded first: stop() removes it wherever this stops
                 hooks.append(enter)
-                coll.ctx_hooks.append((hooks, enter))
 
 
 def _noop():
     return None
 
 
-def _disable_caches():
+_CONFIG_SAVED: list = []  # (module, key, value before the blocks) of the settings _disable_caches changed
+
+
+def _disable_caches(saved):
     """Inside a block, graphs are compiled for real: a graph served whole from AOTAutograd's or Inductor's cache
-    never reaches the hooks (its ops and kernels would be unknown). The generated code is the same."""
-    saved = []
+    never reaches the hooks (its ops and kernels would be unknown). The generated code is the same. Each setting's
+    value is appended to ``saved`` before it is changed (one entry per setting)."""
     import sys
 
     for modname, key in (("torch._functorch.config", "enable_autograd_cache"),
@@ -1428,15 +1432,17 @@ def _disable_caches():
                 mod = __import__(modname, fromlist=["_"])
             except ImportError:
                 continue
-        if hasattr(mod, key):
+        if hasattr(mod, key) and not any(m is mod and k == key for m, k, _ in saved):
             saved.append((mod, key, getattr(mod, key)))
             setattr(mod, key, False)
-    return saved
 
 
 def _restore_config(saved):
-    for mod, key, value in reversed(saved or ()):
+    """Put back what :func:`_disable_caches` saved, emptying ``saved`` (an entry leaves once its value is back)."""
+    while saved:
+        mod, key, value = saved[-1]
         setattr(mod, key, value)
+        saved.pop()
 
 
 def _name_compiled_root(session):
@@ -1466,8 +1472,8 @@ def stop(session, coll) -> dict | None:
         _ACTIVE.remove(coll)
     except ValueError:
         pass
-    _restore_config(coll.config_saved)
-    coll.config_saved = None
+    if not _ACTIVE:
+        _restore_config(_CONFIG_SAVED)
     for hooks, fn in coll.ctx_hooks:
         try:
             hooks.remove(fn)

@@ -29,6 +29,8 @@ on real tensors are left alone: the kernel that runs is the one counted.
 
 from __future__ import annotations
 
+import threading
+
 BACKENDS = ("flash", "efficient", "math")
 
 
@@ -97,45 +99,38 @@ def _mode_class():
         Two hooks, one count per call: the mode sees calls through any binding of the function, and, because a
         ``TorchFunctionMode`` is switched off while it handles a call (so calls made *inside* another torch function,
         e.g. ``F.multi_head_attention_forward`` of ``nn.MultiheadAttention``, never reach it), the module global
-        ``torch.nn.functional.scaled_dot_product_attention`` is replaced by a wrapper for the block and restored
-        exactly on exit."""
+        ``torch.nn.functional.scaled_dot_product_attention`` is replaced while any block with an ``attention``
+        choice is open, in any thread, by one wrapper that sends each call to the innermost such block of the
+        calling thread (:func:`_redirect`), or to the original function in a thread without one; the original is
+        restored exactly when the last of them closes.
+
+        ``__enter__`` and ``__exit__`` run under the block lock (``roofline._core.Block``) and take no lock of their
+        own; ``__exit__`` is idempotent and undoes an ``__enter__`` stopped on any line (each step is recorded
+        before it is made)."""
 
         def __init__(self, backend: str):
             super().__init__()
             self.backend = backend
             self.calls: dict[str, int] = {}  # kernel counted -> calls (a fallback is named with its reason)
-            self._saved = None
             self._passing = 0  # >0 while the wrapper runs the original on real tensors (the mode must not count)
+            self._thread_modes = None  # the list of the entering thread's modes it was added to
 
         def __enter__(self):
             if self.backend != "math":
                 _efficient_takes_gqa()  # probed before any op of the block can be recorded
-            out = super().__enter__()
-            try:
-                self._saved = F.__dict__.get("scaled_dot_product_attention")
-                F.scaled_dot_product_attention = self._wrapper()
-            except BaseException:
-                super().__exit__(None, None, None)
-                raise
-            return out
+            _hold(self)
+            self._thread_modes = _thread_modes()
+            self._thread_modes.append(self)
+            torch._C._push_on_torch_function_stack(self)
+            return self
 
         def __exit__(self, exc_type, exc, tb):
-            try:
-                F.scaled_dot_product_attention = self._saved
-            finally:
-                self._saved = None
-                super().__exit__(exc_type, exc, tb)
+            _remove_function_mode(self)
+            modes = self._thread_modes
+            if modes is not None and self in modes:
+                modes.remove(self)
+            _release(self)
             return False
-
-        def _wrapper(self):
-            original = self._saved
-
-            def scaled_dot_product_attention(*args, **kwargs):
-                return self._call(original, args, kwargs, from_wrapper=True)
-
-            scaled_dot_product_attention.__doc__ = getattr(original, "__doc__", None)
-            scaled_dot_product_attention.__wrapped__ = original
-            return scaled_dot_product_attention
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -205,6 +200,68 @@ def _mode_class():
 
 
 _CLASS = None
+
+# The redirection's process-wide state; changed only under the block lock (roofline._core.Block).
+_HOLDERS: list = []  # the open AttentionBackend modes, of every thread
+_ORIGINAL: list = []  # [F.scaled_dot_product_attention as it was before the first of them] while the wrapper is in
+_LOCAL = threading.local()  # .modes: the calling thread's open modes, innermost last
+
+
+def _thread_modes() -> list:
+    modes = getattr(_LOCAL, "modes", None)
+    if modes is None:
+        modes = _LOCAL.modes = []
+    return modes
+
+
+def _redirect(*args, **kwargs):
+    """``torch.nn.functional.scaled_dot_product_attention`` while a block with an ``attention`` choice is open in
+    any thread: the call goes to the innermost such block of this thread, else to the original function."""
+    modes = getattr(_LOCAL, "modes", None)
+    original = _redirect.__wrapped__  # what it replaced (kept after it is taken out, for references to it)
+    if modes:
+        return modes[-1]._call(original, args, kwargs, from_wrapper=True)
+    return original(*args, **kwargs)
+
+
+def _hold(mode):
+    """``mode`` needs the wrapper: installed by the first holder (the module global saved first)."""
+    import torch.nn.functional as F
+
+    if not any(m is mode for m in _HOLDERS):
+        _HOLDERS.append(mode)
+    if not _ORIGINAL:
+        current = F.__dict__.get("scaled_dot_product_attention")
+        _redirect.__wrapped__ = current
+        _redirect.__doc__ = getattr(current, "__doc__", None)
+        _ORIGINAL[:] = [current]  # recorded before the wrapper goes in: _release undoes a hold stopped anywhere
+        F.scaled_dot_product_attention = _redirect
+
+
+def _release(mode):
+    """``mode`` no longer needs the wrapper: the original is put back when no mode is left. Idempotent."""
+    import torch.nn.functional as F
+
+    for i, m in enumerate(_HOLDERS):
+        if m is mode:
+            del _HOLDERS[i]
+            break
+    if _HOLDERS or not _ORIGINAL:
+        return
+    if F.__dict__.get("scaled_dot_product_attention") is _redirect:  # else someone replaced it since: theirs stays
+        F.scaled_dot_product_attention = _ORIGINAL[0]
+    del _ORIGINAL[:]
+
+
+def _remove_function_mode(mode):
+    """Take ``mode`` off this thread's torch function mode stack if it is there, in one step (the modes above it are
+    pushed back in their order)."""
+    import torch
+
+    from roofline import _core
+
+    _core.remove_mode(mode, torch._C._len_torch_function_stack, torch._C._get_function_stack_at,
+                      torch._C._pop_torch_function_stack, torch._C._push_on_torch_function_stack, [])
 
 
 _GQA = []

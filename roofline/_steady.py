@@ -9,6 +9,8 @@ training loop repeats. ``warmup=0`` measures the first step on purpose, and the 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import operator
 import statistics
@@ -53,6 +55,10 @@ def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str |
     ``repeat >= 2`` the ops the first step ran more often than the last are listed in
     ``r.meta["steady"]["first_step_ops"]``.
 
+    ``step`` runs synchronously: a generator function or an ``async def`` function (whose call only creates a
+    generator or coroutine, running none of its body) is refused with TypeError, and so is a step that returns a
+    generator, coroutine or other awaitable.
+
     >>> r = roofline.profile(lambda: train_step(batch), model, warmup=2, repeat=5)   # doctest: +SKIP
     >>> print(r)                                                                     # doctest: +SKIP
     """
@@ -60,17 +66,42 @@ def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str |
 
     if not callable(step):
         raise TypeError(f"profile: step must be a callable taking no arguments, got {type(step).__name__}")
+    _check_synchronous(step)
     warmup = _check_int("warmup", warmup, 0)
     repeat = _check_int("repeat", repeat, 1)
     roofline.measure(model, timing=timing, ceilings=ceilings, attention=attention)  # checks the arguments now
     for _ in range(warmup):
-        step()
+        _check_result(step())
     runs = []
     for _ in range(repeat):
         with roofline.measure(model, timing=timing, ceilings=ceilings, attention=attention) as r:
-            step()
+            _check_result(step())
         runs.append(r)
     return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings)
+
+
+def _check_synchronous(step):
+    """TypeError for a step whose call would only create a generator or coroutine (its body never running)."""
+    fn = step if inspect.isfunction(step) or inspect.ismethod(step) or isinstance(step, functools.partial) \
+        else getattr(type(step), "__call__", None)
+    for test, what, made, hint in (
+            (inspect.iscoroutinefunction, "a coroutine function (async def)", "a coroutine",
+             ", e.g. lambda: asyncio.run(step())"),
+            (inspect.isasyncgenfunction, "an asynchronous generator function", "an asynchronous generator", ""),
+            (inspect.isgeneratorfunction, "a generator function", "a generator", ", e.g. lambda: list(step())")):
+        if fn is not None and test(fn):
+            raise TypeError(f"profile: step is {what}: calling it only creates {made}, which runs none of its body; "
+                            f"pass a function that runs one step{hint}")
+
+
+def _check_result(out):
+    """TypeError for a step that returned a generator, coroutine or other awaitable (closed first, so that Python
+    does not warn that a coroutine was never awaited): the step's work never ran."""
+    if inspect.isgenerator(out) or inspect.isasyncgen(out) or inspect.isawaitable(out):
+        if inspect.isgenerator(out) or inspect.iscoroutine(out):
+            out.close()
+        raise TypeError(f"profile: step() returned a {type(out).__name__}: the work it stands for has not run; pass a "
+                        "function that runs one step, not one that returns a generator or coroutine")
 
 
 def _op_sequence(r: Report) -> list[str]:

@@ -6,11 +6,16 @@ Imported only when torch is used (``roofline.measure``, ``roofline.register`` on
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
+import inspect
 import operator
 import time
 import types
 import warnings
 import torch
+import torch.utils._python_dispatch as _python_dispatch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as _mode_stack
 from torch.utils._pytree import tree_flatten
@@ -106,7 +111,8 @@ class _Tracker:
         self.seen: set = set()  # modules whose children are named
         self._handles: list = []
         self.c = _core.ModuleTracker(mode, torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at,
-                                     _leaves, _grad_accumulator, torch._C._current_graph_task_id,
+                                     _leaves, functools.partial(_grad_accumulator, mode=mode),
+                                     torch._C._current_graph_task_id,
                                      torch._C._will_engine_execute_node, self._queue_reset,
                                      torch.Tensor, torch.nn.Parameter, self.known, self.seen, register=_REGISTER)
         self.name = self.c.name  # name(module): its name, naming the modules under it first when new
@@ -134,6 +140,7 @@ class _Tracker:
         self._handles = list(_MODULE_HOOKS.handles)
 
     def exit(self):
+        """Idempotent: a second call (after an interrupted first one) finishes what the first left."""
         _MODULE_HOOKS.exit(self)
         self._handles = []
         try:
@@ -151,7 +158,11 @@ class _ModuleHooks:
     guards on those tables: the same functions under the same ids in every block keep its guards valid, so a compiled
     step is compiled once for all blocks (hooks registered anew per block recompiled it each block, until torch's
     recompile limit ran it eagerly). While Dynamo traces, the hooks do nothing (``is_compiling()`` is a constant to
-    it): the function compiles whole, with ``fullgraph=True`` too; the graph's ops carry their modules themselves."""
+    it): the function compiles whole, with ``fullgraph=True`` too; the graph's ops carry their modules themselves.
+
+    ``enter`` and ``exit`` run under the block lock (``roofline._core.Block``: blocks of all threads enter and leave
+    one at a time) and are idempotent: the hooks are in torch's tables exactly while some tracker is open, whatever
+    line an interrupted call stopped at (the block calls ``exit`` again until it completes)."""
 
     def __init__(self):
         self.trackers: list = []
@@ -170,25 +181,27 @@ class _ModuleHooks:
     def enter(self, tracker):
         if not self.handles:
             self._reserve()
-        if not self.trackers:
-            import torch.nn.modules.module as mm
-
-            mm._global_forward_pre_hooks[self.handles[0].id] = _forward_pre_hook
-            mm._global_forward_hooks[self.handles[1].id] = _forward_hook
-        self.trackers.append(tracker)
-        self._methods()
+        if tracker not in self.trackers:
+            self.trackers.append(tracker)
+        self._sync()
 
     def exit(self, tracker):
         if tracker in self.trackers:
             self.trackers.remove(tracker)
-        self._methods()
-        if not self.trackers:
-            for h in self.handles:
-                h.remove()
+        self._sync()
 
-    def _methods(self):
+    def _sync(self):
+        """The trackers' methods, and the two hooks in torch's tables if and only if a tracker is open."""
+        import torch.nn.modules.module as mm
+
         self.pre = tuple(t.c.pre for t in self.trackers)
         self.post = tuple(t.c.post for t in self.trackers)
+        if self.trackers:
+            mm._global_forward_pre_hooks[self.handles[0].id] = _forward_pre_hook
+            mm._global_forward_hooks[self.handles[1].id] = _forward_hook
+        else:
+            for h in self.handles:
+                h.remove()
 
 
 _MODULE_HOOKS = _ModuleHooks()
@@ -231,10 +244,20 @@ def _leaves(obj):
     return tree_flatten(obj)[0]
 
 
-def _grad_accumulator(t):
-    """The node a leaf tensor's gradient is accumulated by (the tracker reads a non-leaf's ``grad_fn`` itself)."""
+def _grad_accumulator(t, mode=None):
+    """The node a leaf tensor's gradient is accumulated by (the tracker reads a non-leaf's ``grad_fn`` itself),
+    reached as torch's ModuleTracker reaches it, through a view. That view is the bookkeeping of the block whose
+    ``mode`` it is: it goes through that mode alone (as FlopCounterMode sees its tracker's view), every other mode
+    off the stack meanwhile (in C: no interrupt can leave them off), so that an enclosing block, a nested one, or a
+    mode of the caller's does not count it."""
     with torch.enable_grad():
-        return t.view_as(t).grad_fn.next_functions[0][0]
+        if mode is None:
+            return _view_node(t)
+        return _core.call_alone(mode, _view_node, t, _STACK[0], _STACK[2], _STACK[3])
+
+
+def _view_node(t):
+    return t.view_as(t).grad_fn.next_functions[0][0]
 
 
 class _Mode(TorchDispatchMode):
@@ -364,6 +387,95 @@ def _on_cuda(args, kwargs=None):
 
 _DECOMPOSE, _DECLINED = "decompose", "decline"
 
+# torch's record of whether a dispatch mode is active: module globals of torch.utils._python_dispatch that
+# TorchDispatchMode.__enter__ sets, each with the per-mode deque its __exit__ restores it from (those this torch has).
+# A block saves them before its mode is entered and puts them back itself (Session._leave_mode).
+_MODE_FLAGS = tuple((name, queue) for name, queue in (
+    ("_is_in_torch_dispatch_mode", "old_dispatch_mode_flags"),
+    ("_is_in_non_infra_torch_dispatch_mode", "old_non_infra_dispatch_mode_flags"),
+    ("_is_in_any_mode_without_ignore_compile_internals", "old_without_ignore_compile_internals_dispatch_mode_flags"),
+) if hasattr(_python_dispatch, name))
+_SET_COMPILE_FLAG = (getattr(_python_dispatch, "set_is_in_mode_without_ignore_compile_internals", None)
+                     if any(n == "_is_in_any_mode_without_ignore_compile_internals" for n, _ in _MODE_FLAGS) else None)
+# the dispatch mode stack's functions, as roofline._core.remove_mode takes them (all C: nothing can interrupt it)
+_STACK = (torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at,
+          functools.partial(torch._C._pop_torch_dispatch_stack, None), torch._C._push_on_torch_dispatch_stack)
+
+# The blocks open in the current context (asyncio task, contextvars.Context), innermost last, as tokens
+# (Session.token): a block entered where another context's block has its mode on this thread's stack is refused.
+_OPEN: contextvars.ContextVar = contextvars.ContextVar("roofline_open_blocks", default=())
+
+_INTERLEAVED = ("blocks on one thread must be left in the reverse order they were entered; blocks that interleave "
+                "(asyncio tasks, or generators, each keeping a block open across a suspension) count each other's "
+                "ops, so no report is made")
+
+
+def _mode_flags(mode):
+    """``(values, lengths)``: the values of :data:`_MODE_FLAGS` and the lengths of ``mode``'s deques, now."""
+    return (tuple(getattr(_python_dispatch, name) for name, _ in _MODE_FLAGS),
+            tuple(len(getattr(mode, queue, ())) for _, queue in _MODE_FLAGS))
+
+
+def _set_mode_flags(values):
+    for (name, _), value in zip(_MODE_FLAGS, values):
+        setattr(_python_dispatch, name, value)
+        if _SET_COMPILE_FLAG is not None and name == "_is_in_any_mode_without_ignore_compile_internals":
+            _SET_COMPILE_FLAG(value)
+
+
+def _mode_stash_codes() -> tuple:
+    """The code of torch's context managers that take modes off a stack and put them back when they close."""
+    import torch.overrides
+
+    codes = []
+    for mod, name in ((torch.overrides, "_pop_mode_temporarily"), (_python_dispatch, "_pop_mode_temporarily"),
+                      (_python_dispatch, "_disable_current_modes")):
+        fn = getattr(getattr(mod, name, None), "__wrapped__", None)
+        if fn is not None and hasattr(fn, "__code__"):
+            codes.append(fn.__code__)
+    return tuple(codes)
+
+
+_MODE_STASH_CODES = _mode_stash_codes()
+_GENERATOR_CM_CODES = (contextlib._GeneratorContextManager.__enter__.__code__,
+                       contextlib._GeneratorContextManager.__exit__.__code__)
+
+
+def _settle_interrupted(exc):
+    """Close torch's mode-stack context managers (``_pop_mode_temporarily``, ``_disable_current_modes``) that
+    ``exc`` (with its context chain) cut off inside their own ``__enter__`` or ``__exit__``, between taking modes off
+    and putting them back. Such a generator is suspended, and held only by the exception's traceback: left alone, it
+    pushes its modes back when the traceback is freed, after the block has exited, and a block's mode would then stay
+    on the stack for good. Closed now, it puts them back while the block can still take its own off. (An interrupt
+    landing in torch code called from the block, e.g. ``Tensor.register_hook`` under the ``attention`` choice's
+    function mode, does this.)"""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        tb = exc.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            if frame.f_code in _GENERATOR_CM_CODES:
+                gen = getattr(frame.f_locals.get("self"), "gen", None)
+                if (getattr(gen, "gi_code", None) in _MODE_STASH_CODES
+                        and inspect.getgeneratorstate(gen) == inspect.GEN_SUSPENDED):
+                    gen.close()  # its finally: the modes back on the stack
+            tb = tb.tb_next
+        exc = exc.__context__
+
+
+def _run_all(steps):
+    """Call every step, even when one raises; then raise the first exception."""
+    error = None
+    for step in steps:
+        try:
+            step()
+        except BaseException as e:  # noqa: BLE001 - re-raised below, once every step has run
+            if error is None:
+                error = e
+    if error is not None:
+        raise error
+
 
 class Session:
     """State of one ``measure`` block: the recorder, op table, module sets, phase, hooks."""
@@ -393,9 +505,12 @@ class Session:
         self._handles = []
         self.python_formulas: dict[int, object] = {}
         self.collectives = _collectives.Collectives()  # one row per collective call (network bytes, group size)
-        self._undo_dtensor = None
         self.wall_time = None
-        self._entered = False
+        self._t0 = self._t1 = None
+        self._flags = None  # torch's mode flags before the mode was entered; None while it is not (see enter)
+        self._left: list = []  # what leaving the mode found above it (roofline._core.remove_mode's log)
+        self.token = None  # this block in _OPEN, once it is entered
+        self.interleaved = None  # why the block gives no report, when it interleaved with another
         self.compiled = self.compiled_summary = None  # torch.compile'd code under the block (roofline._compiled)
 
     # ---- per-op resolution (once per OpOverload) -------------------------------------------------------------
@@ -591,46 +706,137 @@ class Session:
                 self.phase = None
 
     # ---- enter / exit ---------------------------------------------------------------------------------------------
-    def enter(self):
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+    # roofline.measure's block (roofline/__init__.py, a roofline._core.Block) calls these: prepare() and
+    # closing() outside the block lock; enter() under it, and release() (until it completes) when enter raised;
+    # release() under it at exit. Each global change enter() makes is recorded before it is made, and release()
+    # undoes each from what is there, so an exception on any line of enter() or release() leaves nothing behind.
+    def prepare(self):
+        """Before the block is entered: the device is synchronised when the block is timed."""
+        self.cuda_possible = torch.cuda.is_available()
+        if self.timing is not None:
+            _sync_all(self.cuda_possible)
 
+    def enter(self):
+        """Install the block: module and optimizer hooks, the compiled-code view, then the dispatch mode. RuntimeError
+        (before anything is installed) when a block of another asyncio task or context is open on this thread."""
+        self._check_stack()
+        self.token = object()
         self.tracker.enter()
-        try:
-            if self.model is not None:
-                self.tracker.name(self.model)  # name the model's modules from its root
-            self._handles.append(register_optimizer_step_pre_hook(self._opt_pre))
-            self._handles.append(register_optimizer_step_post_hook(self._opt_post))
-            self.tracker.module_id  # noqa: B018 - interns {"Global"} as module set 0
-            self.cuda_possible = torch.cuda.is_available()
-            if self.timing is not None:
-                _sync_all(self.cuda_possible)
-            if self.timing == "op" and self.cuda_possible:
-                self._base_event = torch.cuda.Event(enable_timing=True)
-                self._base_event.record()
-            self._undo_dtensor = _collectives.install()  # DTensor's sharding propagation is not counted
+        if self.model is not None:
+            self.tracker.name(self.model)  # name the model's modules from its root
+        self._hook_optimizer()
+        self.tracker.module_id  # noqa: B018 - interns {"Global"} as module set 0
+        if self.timing == "op" and self.cuda_possible:
+            self._base_event = torch.cuda.Event(enable_timing=True)
+            self._base_event.record()
+        _collectives.install(self)  # DTensor's sharding propagation is not counted
+        from roofline import _compiled
+
+        _compiled.start(self)  # sets self.compiled first
+        self._t0 = self.t_base = time.perf_counter()
+        self._flags = _mode_flags(self.mode)
+        self.mode.__enter__()
+        _OPEN.set(_OPEN.get() + (self.token,))
+        self.compiled.entering = False
+
+    def _check_stack(self):
+        mine = _OPEN.get()
+        for m in _mode_stack():
+            if isinstance(m, _Mode) and m.s.token is not None and m.s.token not in mine:
+                raise RuntimeError(
+                    "roofline.measure: a measure block of another asyncio task (or contextvars context) is open on "
+                    "this thread; its ops and this block's would be counted by both. Blocks on one thread must nest "
+                    "within one task: measure each task's work while no other task's block is open (or run the "
+                    "tasks in threads)")
+
+    def _hook_optimizer(self):
+        from torch.optim import optimizer as optim
+        from torch.utils.hooks import RemovableHandle
+
+        for table, hook in ((optim._global_optimizer_pre_hooks, self._opt_pre),
+                            (optim._global_optimizer_post_hooks, self._opt_post)):
+            h = RemovableHandle(table)
+            self._handles.append(h)  # recorded before the hook is in the table
+            table[h.id] = hook
+
+    def closing(self, exc_type, exc):
+        """At exit, the mode still in place: the block's end time (after synchronising the device); when the block
+        ends with an exception, torch's mode-stack context managers it cut off are completed first
+        (:func:`_settle_interrupted`)."""
+        if exc is not None:
+            _settle_interrupted(exc)
+        if exc_type is None and self.timing is not None and self._t1 is None and self._t0 is not None:
+            _sync_all(self.cuda_possible)
+            self._t1 = time.perf_counter()
+
+    def release(self):
+        """Take out everything :meth:`enter` installed, from whatever state it is in. Idempotent; every step runs
+        even when one raises (the first exception is raised after)."""
+        _run_all((self._leave_mode, self._leave_context, self._stop_compiled, self._unhook_optimizer,
+                  self.tracker.exit, self._reset_phase, self._uninstall_collectives))
+
+    def finish(self):
+        """After :meth:`release` of a block that completed: its wall time and per-op CUDA times."""
+        if self._t1 is not None:
+            self.wall_time = self._t1 - self._t0
+        if self.events:
+            self._resolve_events()
+
+    def _leave_mode(self):
+        """Take the mode off this thread's stack (roofline._core.remove_mode: one step, wherever it is) and put
+        torch's mode flags back. When modes entered after it are still above it, they stay, in their order, and
+        inherit the flags it saved; the block (and every block among them) is then marked ``interleaved``."""
+        flags = self._flags
+        if flags is None:
+            return
+        _core.remove_mode(self.mode, *_STACK, self._left)
+        values, lengths = flags
+        above = self._left[0] if self._left else ()
+        if above:
+            names = ", ".join(type(m).__name__ for m in above)
+            self.interleaved = (f"roofline.measure: this block was left while {len(above)} dispatch mode(s) entered "
+                                f"after it were still open above it on this thread ({names}): {_INTERLEAVED}")
+            for m in above:
+                if isinstance(m, _Mode) and m.s.token is not None:
+                    m.s.interleaved = ("roofline.measure: a block entered before this one was left while this one "
+                                       f"was open on the same thread: {_INTERLEAVED}")
+            low = above[0]  # its saved flags were this mode's; from now on they are those from before this mode
+            for (_, queue), value in zip(_MODE_FLAGS, values):
+                q = getattr(low, queue, None)
+                if q:
+                    q[-1] = value
+            if isinstance(low, _Mode) and low.s._flags is not None:
+                low.s._flags = (values, low.s._flags[1])
+        else:
+            _set_mode_flags(values)
+        for (_, queue), n in zip(_MODE_FLAGS, lengths):
+            q = getattr(self.mode, queue, None)
+            while q is not None and len(q) > n:
+                q.pop()
+        self._flags = None
+
+    def _leave_context(self):
+        mine = _OPEN.get()
+        if self.token is not None and self.token in mine:
+            _OPEN.set(tuple(t for t in mine if t is not self.token))
+
+    def _stop_compiled(self):
+        if self.compiled is not None:
             from roofline import _compiled
 
-            self.compiled = _compiled.start(self)
-            self._t0 = self.t_base = time.perf_counter()
-            self.mode.__enter__()
-            self.compiled.entering = False
-        except BaseException:
-            self._release()
-            raise
-        self._entered = True
+            self.compiled_summary = _compiled.stop(self, self.compiled)
+            self.compiled = None
 
-    def exit(self, exc_type, exc, tb):
-        try:
-            if self._entered:
-                self.mode.__exit__(exc_type, exc, tb)
-                self._entered = False
-            if exc_type is None and self.timing is not None:
-                _sync_all(self.cuda_possible)
-                self.wall_time = time.perf_counter() - self._t0
-                if self.events:
-                    self._resolve_events()
-        finally:
-            self._release()
+    def _unhook_optimizer(self):
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def _reset_phase(self):
+        self.phase = None
+
+    def _uninstall_collectives(self):
+        _collectives.uninstall(self)
 
     def _resolve_events(self):
         """Turn the CUDA event pairs into op start/end times, in seconds from the block's start (the device was
@@ -639,20 +845,6 @@ class Session:
         for i, e0, e1 in self.events:
             self.recorder.set_times(i, base.elapsed_time(e0) / 1e3, base.elapsed_time(e1) / 1e3)
         self.events.clear()
-
-    def _release(self):
-        if self.compiled is not None:
-            from roofline import _compiled
-
-            self.compiled_summary, self.compiled = _compiled.stop(self, self.compiled), None
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
-        self.tracker.exit()
-        self.phase = None
-        if self._undo_dtensor is not None:
-            self._undo_dtensor()
-            self._undo_dtensor = None
 
 
 class _SignatureTexts:

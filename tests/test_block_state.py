@@ -1,0 +1,483 @@
+"""A measure block leaves nothing behind and never miscounts, whatever interrupts it or runs beside it: interrupts on
+every line of entering and leaving a block, random interrupts, the attention choice in two threads, interleaved
+blocks of asyncio tasks and generators, nested blocks' bookkeeping, misuse of the context manager, and steps that
+are generators or coroutines."""
+
+import asyncio
+import gc
+import importlib.util
+import os
+import sys
+import threading
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.utils.module_tracker import ModuleTracker  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+import roofline  # noqa: E402
+from roofline import _core  # noqa: E402
+
+F = torch.nn.functional
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "interrupt_stress.py")
+_spec = importlib.util.spec_from_file_location("roofline_bench_interrupt_stress", _PATH)
+stress = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(stress)
+global_state = stress.global_state
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+
+
+# ---- an interrupt on any line of entering or leaving a block, or at random -------------------------------------------
+
+class _InterruptAt:
+    """A trace function that raises KeyboardInterrupt at the n-th line executed in the frames it traces (every frame
+    started while it is set: roofline's, torch's, the standard library's); with n None it only counts."""
+
+    def __init__(self, n=None):
+        self.n, self.lines, self.where = n, 0, None
+
+    def __call__(self, frame, event, arg):
+        return self._line
+
+    def _line(self, frame, event, arg):
+        if event == "line":
+            self.lines += 1
+            if self.lines == self.n:
+                self.where = f"{frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_name})"
+                raise KeyboardInterrupt(f"line {self.n}")
+        return self._line
+
+
+def _traced(tracer, fn, *args):
+    """fn(*args) with `tracer` set and the garbage collector off (its callbacks would take lines at random)."""
+    old = sys.gettrace()
+    gc.disable()
+    sys.settrace(tracer)
+    try:
+        return fn(*args)
+    finally:
+        sys.settrace(old)
+        gc.enable()
+
+
+_Q = torch.empty(1, 2, 8, 4, device="meta", dtype=torch.bfloat16)
+
+
+def _block_with_interrupt(opts, nested, phase, tracer):
+    """One block, `tracer` set while it is entered (phase "enter") or left ("exit"). Returns the global state before
+    the block, after it, and whether it was entered."""
+    model, x = _model(), torch.randn(2, 4, requires_grad=True)
+    outer = roofline.measure(timing=None) if nested else None
+    if outer is not None:
+        outer.__enter__()
+    before = global_state()
+    block = roofline.measure(model if opts.get("model") else None, timing=opts["timing"], attention=opts["attention"])
+    try:
+        _traced(tracer if phase == "enter" else None, block.__enter__)
+    except KeyboardInterrupt:
+        entered = False
+    else:
+        entered = True
+        model(x).sum().backward()
+        if opts["attention"]:
+            F.scaled_dot_product_attention(_Q, _Q, _Q, is_causal=True)
+        try:
+            _traced(tracer if phase == "exit" else None, block.__exit__, None, None, None)
+        except KeyboardInterrupt:
+            pass
+    after = global_state()
+    if outer is not None:
+        outer.__exit__(None, None, None)
+    return before, after, entered
+
+
+_SCENARIOS = [
+    ({"model": True, "timing": "op", "attention": "flash"}, False),
+    ({"model": True, "timing": "model", "attention": None}, True),
+]
+
+
+@pytest.mark.parametrize("phase", ["enter", "exit"])
+@pytest.mark.parametrize("opts,nested", _SCENARIOS, ids=["model-op-flash", "nested-model"])
+def test_an_interrupt_on_any_line_of_entering_or_leaving_a_block_leaves_nothing_behind(opts, nested, phase):
+    """KeyboardInterrupt raised on each line in turn (one run per line) of every frame that runs while the block is
+    entered or left: afterwards torch's mode stacks and flags, the hook tables, F.scaled_dot_product_attention and
+    roofline's registries are as before (before the fix, an interrupt between the mode's push and the block being
+    marked entered left the mode on the stack for good)."""
+    _block_with_interrupt(opts, nested, phase, None)  # first block: lazy imports and probes, not traced
+    counter = _InterruptAt()
+    before, after, entered = _block_with_interrupt(opts, nested, phase, counter)
+    assert entered and after == before
+    assert counter.lines > 50  # the trace saw the steps (roofline's and torch's frames)
+    for n in range(1, counter.lines + 1):
+        tracer = _InterruptAt(n)
+        before, after, entered = _block_with_interrupt(opts, nested, phase, tracer)
+        assert after == before, (tracer.where, stress.differences(before, after))
+    # and a block in another thread is not kept waiting (the lock blocks take is free)
+    done = []
+    t = threading.Thread(target=lambda: done.append(_one_block_counts()))
+    t.start()
+    t.join(timeout=60)
+    assert done == [2 * 3 * 5 * 7]
+
+
+def _one_block_counts():
+    with roofline.measure(timing=None) as r:
+        torch.ones(3, 5) @ torch.ones(5, 7)
+    return r.matrix_flops
+
+
+# an interrupt that lands in a weakref or garbage-collector callback is reported by Python, not raised
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_random_interrupts_leave_nothing_behind_short_run():
+    """bench/interrupt_stress.py, 200 blocks: every interrupt arrives, and after each block the state is as before."""
+    res = stress.run(200, seed=1, out=sys.stderr)
+    assert res["leaks"] == [] and res["lost"] == 0
+    assert sum(res["landed"].values()) + res["swallowed"] == 200
+    assert res["landed"]["enter"] > 0 and res["landed"]["body"] > 0
+
+
+class _Steps(_core.Block):
+    """A Block whose steps log their calls; _unwind raises KeyboardInterrupt on its first `fail` calls."""
+
+    __slots__ = ("log", "fail", "enter_error")
+
+    def __init__(self, fail=0, enter_error=None):
+        self.log, self.fail, self.enter_error = [], fail, enter_error
+
+    def _misuse(self, what):
+        raise RuntimeError(f"misuse: {what}")
+
+    def _prepare(self):
+        self.log.append("prepare")
+
+    def _enter(self):
+        self.log.append("enter")
+        if self.enter_error is not None:
+            raise self.enter_error
+        return "value"
+
+    def _abort(self):
+        self.log.append("abort")
+        if self.fail:
+            self.fail -= 1
+            raise KeyboardInterrupt("in abort")
+
+    def _closing(self, exc_type, exc, tb):
+        self.log.append("closing")
+
+    def _unwind(self):
+        self.log.append("unwind")
+        if self.fail:
+            self.fail -= 1
+            raise KeyboardInterrupt("in unwind")
+
+    def _finish(self, exc_type, exc, tb):
+        self.log.append("finish")
+        return False
+
+
+def test_a_steps_interrupted_undo_is_repeated_until_it_completes_then_the_interrupt_propagates():
+    b = _Steps(fail=2)
+    with pytest.raises(KeyboardInterrupt, match="in unwind"):
+        with b as v:
+            assert v == "value"
+    assert b.log == ["prepare", "enter", "closing", "unwind", "unwind", "unwind"]  # no finish: the interrupt wins
+    b = _Steps(fail=1, enter_error=ValueError("cannot enter"))
+    with pytest.raises(KeyboardInterrupt, match="in abort") as ei:
+        b.__enter__()
+    assert isinstance(ei.value.__context__, ValueError)  # what stopped the entry, chained
+    assert b.log == ["prepare", "enter", "abort", "abort"]
+    with pytest.raises(RuntimeError, match="misuse: __exit__"):
+        b.__exit__(None, None, None)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_process_forked_while_another_thread_is_entering_a_block_can_enter_blocks():
+    """The lock that blocks take while they enter or leave is held by another thread at the fork: the child, where that
+    thread does not exist, starts with a free one (else its first block would wait for ever)."""
+    entering, proceed = threading.Event(), threading.Event()
+
+    class Waiting(_Steps):
+        __slots__ = ()
+
+        def _enter(self):
+            entering.set()
+            proceed.wait(timeout=60)
+            return "value"
+
+    holder = Waiting()
+    t = threading.Thread(target=holder.__enter__)
+    t.start()
+    try:
+        assert entering.wait(timeout=60)
+        pid = os.fork()
+        if pid == 0:  # the child: a block enters and exits, or SIGALRM ends it after 30 s
+            import signal
+
+            signal.alarm(30)
+            try:
+                with roofline.measure(timing=None) as r:
+                    pass
+                os._exit(0 if len(r.records) == 0 else 1)
+            except BaseException:  # noqa: BLE001
+                os._exit(2)
+    finally:
+        proceed.set()
+        t.join(timeout=60)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    holder.__exit__(None, None, None)
+
+
+# ---- the attention choice in two threads -----------------------------------------------------------------------------
+
+def test_attention_choices_of_overlapping_blocks_in_two_threads_stay_in_their_threads():
+    """Thread A (flash) and thread B (efficient) hold blocks open at the same time: each thread's calls are counted
+    on its own choice, a third thread without a block is not redirected, and F.scaled_dot_product_attention is the
+    original again once both have closed (before the fix, B's block saved A's wrapper and put it back)."""
+    original = F.__dict__["scaled_dot_product_attention"]
+    q = torch.empty(1, 2, 16, 8, device="meta", dtype=torch.float16)
+    step = threading.Barrier(3)
+    reports, errors = {}, []
+
+    def block_b():
+        try:
+            with roofline.measure(timing=None, attention="efficient") as r:
+                step.wait()  # 1
+                F.scaled_dot_product_attention(q, q, q)
+                step.wait()  # 2
+                step.wait()  # 3
+                step.wait()  # 4: A has closed; B's choice still holds for B
+                F.scaled_dot_product_attention(q, q, q)
+            reports["B"] = r
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+            step.abort()
+
+    def block_a():
+        try:
+            with roofline.measure(timing=None, attention="flash") as r:
+                step.wait()  # 1
+                F.scaled_dot_product_attention(q, q, q)
+                step.wait()  # 2
+                step.wait()  # 3
+            reports["A"] = r
+            step.wait()  # 4
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+            step.abort()
+
+    threads = [threading.Thread(target=block_a), threading.Thread(target=block_b)]
+    for t in threads:
+        t.start()
+    try:
+        step.wait()  # 1: both blocks open; this thread has none
+        with roofline.measure(timing=None) as plain:  # no attention choice: counts what runs (the math path)
+            F.scaled_dot_product_attention(q, q, q)
+        step.wait()  # 2
+        step.wait()  # 3
+        step.wait()  # 4
+    finally:
+        for t in threads:
+            t.join(timeout=60)
+    assert not errors, errors
+    assert reports["A"].meta["attention"]["calls"] == {"flash": 1}
+    assert reports["B"].meta["attention"]["calls"] == {"efficient": 2}
+    assert "aten._scaled_dot_product_flash_attention.default" in reports["A"].op_names
+    assert "aten._scaled_dot_product_efficient_attention.default" in reports["B"].op_names
+    assert "attention" not in plain.meta
+    assert not any("flash" in n or "efficient" in n for n in plain.op_names)
+    # Q K^T and P V in full, as the math path runs: 2 products of 2 * 16 * 16 * 8 per head, 2 heads
+    assert plain.matrix_flops == 2 * (2 * 2 * 16 * 16 * 8)
+    assert F.__dict__["scaled_dot_product_attention"] is original
+
+
+# ---- interleaved blocks ----------------------------------------------------------------------------------------------
+
+def test_blocks_of_two_asyncio_tasks_cannot_interleave_on_one_thread():
+    """Task A opens a block and awaits; task B then opens one on the same thread: B's entry raises a RuntimeError
+    naming the problem (before the fix, A's exit popped B's mode and B silently lost ops: 192 of its 256 FLOPs);
+    A's count is exactly its own ops, and nothing is left behind."""
+    before = global_state()
+    a = torch.ones(4, 4)
+
+    async def task_a(opened, b_done):
+        with roofline.measure(timing=None) as r:
+            a @ a
+            opened.set()
+            await b_done.wait()
+            a @ a
+        return r
+
+    async def task_b(opened, b_done):
+        await opened.wait()
+        try:
+            with roofline.measure(timing=None) as r:
+                a @ a
+                a @ a
+            return r
+        finally:
+            b_done.set()
+
+    async def main():
+        opened, b_done = asyncio.Event(), asyncio.Event()
+        return await asyncio.gather(task_a(opened, b_done), task_b(opened, b_done), return_exceptions=True)
+
+    ra, rb = asyncio.run(main())
+    assert isinstance(rb, RuntimeError) and "another asyncio task" in str(rb)
+    assert ra.matrix_flops == 2 * (2 * 4 * 4 * 4)  # A's two products, nothing of B's
+    assert global_state() == before
+
+
+def test_tasks_nested_in_one_block_may_each_open_a_block_in_turn():
+    """Blocks of tasks created inside an open block nest in it (the tasks' contexts hold it): allowed, and counted."""
+    a = torch.ones(4, 4)
+
+    async def child():
+        with roofline.measure(timing=None) as r:
+            a @ a
+        await asyncio.sleep(0)
+        return r
+
+    async def main():
+        with roofline.measure(timing=None) as outer:
+            first = await asyncio.create_task(child())
+            second = await asyncio.create_task(child())
+        return outer, first, second
+
+    outer, first, second = asyncio.run(main())
+    assert first.matrix_flops == second.matrix_flops == 2 * 4 * 4 * 4
+    assert outer.matrix_flops == 2 * (2 * 4 * 4 * 4)
+
+
+def test_interleaved_blocks_of_generators_raise_at_exit_and_leave_torch_clean():
+    """A generator holds a block open across a yield; the caller opens one meanwhile; the generator's block is then
+    left while the caller's is still open above it: that exit raises RuntimeError, and so does the caller's (its
+    counts mixed with the generator's); torch is clean afterwards."""
+    before = global_state()
+    a = torch.ones(4, 4)
+
+    def gen():
+        with roofline.measure(timing=None):
+            a @ a
+            yield
+            a @ a
+
+    g = gen()
+    next(g)
+    with pytest.raises(RuntimeError, match="a block entered before this one was left while this one was open"):
+        with roofline.measure(timing=None):
+            a @ a
+            with pytest.raises(RuntimeError, match=r"left while 1 dispatch mode\(s\) entered after it were still open"):
+                next(g)
+    assert global_state() == before
+    with roofline.measure(timing=None) as r:  # and later blocks count normally
+        a @ a
+    assert r.matrix_flops == 2 * 4 * 4 * 4
+
+
+# ---- a nested block's bookkeeping ------------------------------------------------------------------------------------
+
+class _Log(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_an_outer_block_does_not_count_a_nested_blocks_bookkeeping():
+    """The nested block's module tracker reaches the gradient node of the leaf input through a view; the outer block
+    counts the same ops with the nested block as without it: those of torch's ModuleTracker with a plain mode, which
+    FlopCounterMode sees (before the fix, 2 extra aten.view, one per module called with the leaf input)."""
+    x = torch.randn(2, 4, requires_grad=True)
+
+    model = _model()
+    with ModuleTracker(), _Log() as log:
+        model(x)
+    expected = log.ops
+
+    model = _model()
+    with roofline.measure(timing=None) as outer:
+        with roofline.measure(model, timing=None) as inner:
+            model(x)
+    assert [outer.op_names[i] for i in outer.records["op"]] == expected
+    assert [inner.op_names[i] for i in inner.records["op"]] == expected
+    assert expected.count("aten.view.default") == 2  # Sequential and Linear each see the leaf input
+    with roofline.measure(timing=None) as outer:  # nested blocks' entering and leaving run no op of their own
+        for kw in ({"timing": "op"}, {"attention": "flash"}, {}):
+            with roofline.measure(model, **kw):
+                pass
+    assert len(outer.records) == 0
+
+
+# ---- generator and coroutine steps -----------------------------------------------------------------------------------
+
+def _gen_step():
+    yield torch.ones(3) * 2
+
+
+async def _coro_step():
+    torch.ones(3) * 2
+
+
+class _CallableGenerator:
+    def __call__(self):
+        yield torch.ones(3) * 2
+
+
+@pytest.mark.parametrize("step,kind", [
+    (_gen_step, "a generator function"),
+    (_coro_step, r"a coroutine function \(async def\)"),
+    (_CallableGenerator(), "a generator function"),
+    (__import__("functools").partial(_gen_step), "a generator function"),
+])
+def test_profile_refuses_generator_and_coroutine_functions(step, kind):
+    with pytest.raises(TypeError, match=f"step is {kind}: calling it only creates"):
+        roofline.profile(step, warmup=0, repeat=1)
+
+
+@pytest.mark.parametrize("warmup", [0, 1])
+def test_profile_refuses_a_step_that_returns_a_generator_or_coroutine(warmup):
+    ran = []
+
+    def body():
+        ran.append(1)
+        yield
+
+    async def coro():
+        ran.append(1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the coroutine is closed, not left to warn "never awaited"
+        for make, what in ((lambda: body(), "generator"), (lambda: coro(), "coroutine")):
+            before = global_state()
+            with pytest.raises(TypeError, match=f"step\\(\\) returned a {what}: the work it stands for has not run"):
+                roofline.profile(make, warmup=warmup, repeat=1)
+            assert global_state() == before
+    assert ran == []
+
+
+# ---- the context manager misused -------------------------------------------------------------------------------------
+
+def test_exit_of_a_block_that_is_not_open_raises_a_clear_error():
+    before = global_state()
+    with pytest.raises(RuntimeError, match="not open: it was never entered"):
+        roofline.measure().__exit__(None, None, None)
+    m = roofline.measure(timing=None)
+    with m:
+        pass
+    with pytest.raises(RuntimeError, match="not open"):
+        m.__exit__(None, None, None)
+    with pytest.raises(RuntimeError, match="already been entered"):
+        m.__enter__()
+    assert global_state() == before
