@@ -1,10 +1,15 @@
-"""Mutation testing of the report roll-ups and the classification (roofline/_rollup.py, roofline/_classification.py
-and what roofline/report.py still computes itself): how many small faults do the tests catch?
+"""Mutation testing of the package's Python formulas and analyses: how many small faults do the tests catch?
 
-Each mutant changes one node of the syntax tree inside one of the functions of TARGETS (every roll-up: exact sums,
-counts by op, module and phase, the roofline row of a group with its MFU, MBU and bound, the roll-ups by group and
-of the whole run, FlopCounterMode's structure; every classification function: ceilings resolution, per-record
-peaks, the classification arrays, the Classifier):
+The modules mutated (TARGETS, each with the functions whose bodies are mutated, and TESTS, the pytest subset that
+judges its mutants): the report roll-ups and the classification (roofline/_rollup.py, roofline/_classification.py
+and what roofline/report.py still computes itself), the Python cost formulas (_formulas.py), ``roofline.cost``'s
+argument handling and shape inference (_spec.py), the dataflow and fusion opportunities (_dataflow.py), the cache
+model (_cache_model.py), the hints (_hints.py), the steady-state profile (_steady.py), the collectives' counts and
+the merged distributed report (_collectives.py, distributed.py), the LLM formulas (llm.py), the projection's
+assumptions (_assumptions.py), the contention reading (_contention.py), the compiled-kernel views
+(_fusion_compiled.py, _compiled_view.py) and the SDPA backend rules (_sdpa.py).
+
+Each mutant changes one node of the syntax tree inside one of the functions of TARGETS:
 
   - arithmetic: + -> - *,  - -> +,  * -> / +,  / -> *,  // -> *,  & -> |,  | -> &  (also in augmented assignments);
   - comparisons: < -> <= >,  <= -> < >,  > -> >= <,  >= -> > <,  == -> !=,  != -> ==,  in <-> not in,
@@ -18,12 +23,14 @@ to the original module or to its functions and classes (``from ... import`` name
 pytest subset (-x: the first failure kills; POSIX only). Survivors are listed with their file, function, line and
 change; known equivalent mutants can be listed in the same file as bench/mutate_c.py's (--equivalent).
 
-    python bench/mutate_py.py                                # all mutants of every target
+    python bench/mutate_py.py                                # all mutants of every target (hours)
     python bench/mutate_py.py --sample 30 --seed 2           # a quick look
     python bench/mutate_py.py --files _classification.py    # one file
+    python bench/mutate_py.py --files _hints.py --sample 40  # a sample of one file
     python bench/mutate_py.py --func roofline_row --list     # list the mutants of one function
 
-Build the extension in place first (python setup.py build_ext --inplace).
+A full run takes a few seconds per mutant (a fork and a pytest run of the file's TESTS): run one file at a time,
+under `nice`, in the background. Build the extension in place first (python setup.py build_ext --inplace).
 """
 
 from __future__ import annotations
@@ -43,16 +50,66 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutate_c import ROOT, load_equivalent, progress, report  # noqa: E402
 
-# file under roofline/ -> the functions (qualified names) whose bodies are mutated
+# file under roofline/ -> the functions (qualified names) whose bodies are mutated; "*" stands for every function and
+# method of the module (module level and one class level deep)
+ALL = "*"
 TARGETS = {
     "_rollup.py": ["exact_sum", "count_totals", "times", "unknown_ops", "errors", "phase_mask", "module_members",
                    "group_masks", "counts_by", "counts_by_phase", "peak_time", "group_bound", "roofline_row",
                    "roofline_by", "roofline_totals", "flop_counter_counts"],
     "_classification.py": ["resolve_ceilings", "peaks", "classify", "Classifier.__init__", "Classifier.resolve",
                            "Classifier.classification"],
-    "report.py": ["Report.module_path", "Report.total_flops", "Report.bytes", "Report.intensity", "Report.timed"],
+    "report.py": ["Report.module_path", "Report.total_flops", "Report.timed"],
+    "_records.py": ["DerivedCounts.bytes", "DerivedCounts.intensity", "intensity"],
+    "_formulas.py": [ALL],
+    "_spec.py": [ALL],
+    "_dataflow.py": [ALL],
+    "_cache_model.py": [ALL],
+    "_hints.py": [ALL],
+    "_steady.py": [ALL],
+    "_collectives.py": [ALL],
+    "distributed.py": [ALL],
+    # the closed-form counts and the step counting; not the functions that run a transformers model (prefill,
+    # repeat_cache, decode_step, time_step, _cuda_sync, _model_device, _cache_argument: device work, no formula)
+    "llm.py": ["DecoderConfig.__post_init__", "DecoderConfig.from_hf", "DecoderConfig.of", "DecoderConfig.q_dim",
+               "DecoderConfig.kv_dim", "DecoderConfig.mlp_matrices", "DecoderConfig.layer_matmul_params",
+               "DecoderConfig.layer_other_params", "DecoderConfig._norm_params", "DecoderConfig.lm_head_params",
+               "DecoderConfig.embedding_params", "_is_module", "param_count", "matmul_param_count", "_pairs",
+               "_sequences", "attention_flops", "forward_flops", "training_flops", "_itemsize", "kv_cache_bytes",
+               "decode_step_bytes", "decode_step_flops", "tokens_per_second", "CrossCheck.ok", "CrossCheck.__bool__",
+               "CrossCheck.__str__", "cross_check", "predict_decode", "_hf_config", "count_step",
+               "step_utilization"],
+    "_assumptions.py": [ALL],
+    "_contention.py": [ALL],
+    "_fusion_compiled.py": [ALL],
+    "_compiled_view.py": [ALL],
+    "_sdpa.py": [ALL],
 }
-TESTS = ["tests/test_rollups_exact.py", "tests/test_classify_exact.py"]
+_ROLLUP_TESTS = ["tests/test_rollups_exact.py", "tests/test_classify_exact.py"]
+# file under roofline/ -> the tests its mutants are judged by (paths or pytest node ids from the repository root),
+# the quick killers first (-x stops at the first failure)
+K = "tests/test_mutant_killers.py::"
+TESTS = {
+    "_rollup.py": _ROLLUP_TESTS,
+    "_classification.py": _ROLLUP_TESTS,
+    "report.py": _ROLLUP_TESTS,
+    "_records.py": _ROLLUP_TESTS,
+    "_formulas.py": [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "tests/test_quantized.py"],
+    "_spec.py": [K + "TestSpec", "tests/test_cost_table.py", "tests/test_cost_branches.py", "tests/test_cost_reentry.py",
+                 "tests/test_arguments.py"],
+    "_dataflow.py": ["tests/test_dataflow.py", "tests/test_hints.py", K + "TestHints"],
+    "_cache_model.py": [K + "TestCacheModel", "tests/test_dataflow.py"],
+    "_hints.py": [K + "TestHints", "tests/test_hints.py", "tests/test_dataflow.py"],
+    "_steady.py": [K + "TestSteady", "tests/test_steady.py"],
+    "_collectives.py": ["tests/test_distributed.py"],
+    "distributed.py": ["tests/test_distributed.py"],
+    "llm.py": [K + "TestLLM", "tests/test_llm.py"],
+    "_assumptions.py": [K + "TestAssumptions", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
+    "_contention.py": [K + "TestContention", "tests/test_contention.py"],
+    "_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
+    "_compiled_view.py": [K + "TestCompiledView", "tests/test_compiled.py"],
+    "_sdpa.py": ["tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
+}
 
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],
           ast.FloorDiv: [ast.Mult], ast.BitAnd: [ast.BitOr], ast.BitOr: [ast.BitAnd]}
@@ -120,6 +177,8 @@ def find_mutants(path: Path, functions) -> list[PyMutant]:
     tree = ast.parse(src)
     index = {id(n): i for i, n in enumerate(ast.walk(tree))}
     funcs = _functions(tree)
+    if ALL in functions:
+        functions = list(funcs)
     out = []
     for qual in functions:
         fn = funcs.get(qual)
@@ -263,7 +322,13 @@ def main(argv=None) -> int:
 
     mutants = []
     for f in args.files:
-        funcs = TARGETS[f] if not args.func else [q for q in TARGETS[f] if q in args.func]
+        if f not in TARGETS:
+            sys.exit(f"{f} is not a target; the targets are {', '.join(TARGETS)}")
+        funcs = TARGETS[f]
+        if args.func:
+            if ALL in funcs:
+                funcs = list(_functions(ast.parse((ROOT / "roofline" / f).read_text())))
+            funcs = [q for q in funcs if q in args.func]
         mutants += find_mutants(ROOT / "roofline" / f, funcs) if funcs else []
     if args.sample and args.sample < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.file, m.line, m.col))
@@ -285,19 +350,21 @@ def main(argv=None) -> int:
         import torch  # noqa: F401  (tests that use it then find it loaded)
     except ImportError:
         pass
+    import importlib
+
     import roofline
-    import roofline._classification  # noqa: F401
-    import roofline._rollup  # noqa: F401
-    import roofline.report  # noqa: F401
+
+    for f in TARGETS:  # every target loaded once, so that substitute() finds each reference to it
+        importlib.import_module("roofline." + f[:-3])
 
     if not roofline.__file__.startswith(str(ROOT)):
         sys.exit(f"roofline imported from {roofline.__file__}, not from {ROOT}")
     eq = load_equivalent(args.equivalent if Path(args.equivalent).exists() else None)
-    tests = [str(ROOT / t) for t in TESTS if (ROOT / t.split("::")[0]).exists()]
+    tests = {f: [str(ROOT / t) for t in TESTS[f] if (ROOT / t.split("::")[0]).exists()] for f in TARGETS}
     t0 = time.time()
     for f in sorted({m.file for m in mutants}):  # the unmutated module, substituted the same way, must pass
         path = ROOT / "roofline" / f
-        rc, out = run_in_child(path, path.read_text(), tests, args.timeout)
+        rc, out = run_in_child(path, path.read_text(), tests[f], args.timeout)
         if rc != 0:
             sys.exit(f"the unmutated {f} fails the tests the mutants are judged by:\n{out[-3000:]}")
     print(f"{len(mutants)} mutants of {', '.join(args.files)}", flush=True)
@@ -309,7 +376,7 @@ def main(argv=None) -> int:
         except Exception as e:  # noqa: BLE001 - a mutant that cannot be written is not counted
             results.append((m, "invalid", str(e)))
             continue
-        rc, out = run_in_child(path, text, tests, args.timeout)
+        rc, out = run_in_child(path, text, tests[m.file], args.timeout)
         if rc == -999:
             st, det = "killed", "timeout"
         elif rc != 0:
@@ -319,7 +386,7 @@ def main(argv=None) -> int:
             st, det = "survived", ""
         results.append((m, st, det))
         progress(k, len(mutants), m, st, det, args.verbose)
-    return report(results, eq, "roll-up and classification mutation score", t0)
+    return report(results, eq, "Python formulas and analyses mutation score", t0)
 
 
 if __name__ == "__main__":

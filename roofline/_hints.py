@@ -10,6 +10,7 @@ prediction of the measured time.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -479,8 +480,10 @@ DTYPE_NAMES_INV = {v: k for k, v in DTYPE_NAMES.items()}
 def hints(report, accesses=None, min_share: float = 0.01) -> list[Hint]:
     """The hints of :meth:`roofline.Report.hints`: every rule's finding whose saving is at least ``min_share`` of
     the run's roofline time (of its compulsory bytes when the saving has no time), most time saved first."""
-    if not (isinstance(min_share, (int, float)) and 0 <= min_share <= 1):
-        raise ValueError(f"min_share must be a number in [0, 1], got {min_share!r}")
+    if isinstance(min_share, bool) or not isinstance(min_share, numbers.Real):
+        raise TypeError(f"hints: min_share must be a number in [0, 1], got {min_share!r} ({type(min_share).__name__})")
+    if not 0 <= min_share <= 1:
+        raise ValueError(f"hints: min_share must be a number in [0, 1], got {min_share!r}")
     if accesses is not None:
         accesses = _dataflow.check_accesses(accesses, len(report.records))
     x = _Ctx(report, accesses)

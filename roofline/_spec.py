@@ -142,16 +142,60 @@ class Cost(DerivedCounts):
         return self.matrix_flops + self.vector_flops
 
 
+# One recorder serves every top-level call (the lock orders the threads). A call made while this thread is already
+# inside cost() (from a TensorSpec subclass's ``shape``/``stride()``, a signal handler or a finaliser run by the
+# garbage collector) must neither wait for the lock its own thread holds nor clear the recorder under the outer
+# call: it gets a recorder of its own. The thread-local depth is raised before the lock is taken, so a handler that
+# runs at any point of an outer call sees it.
 _lock = threading.Lock()
 _recorder = None
 _op_cache: dict = {}
+_depth = threading.local()
+
+
+def _new_recorder():
+    return _core.Recorder(TensorSpec, {name: code for name, code in DTYPE_CODES.items()})
 
 
 def _get_recorder():
     global _recorder
     if _recorder is None:
-        _recorder = _core.Recorder(TensorSpec, {name: code for name, code in DTYPE_CODES.items()})
+        _recorder = _new_recorder()
     return _recorder
+
+
+def _record_one(rec, op_cache: dict, key, spec, op, args, out):
+    """Record one call of the op compiled as `spec` on `rec` and return its row (the recorder is left empty)."""
+    idx = op_cache.get(key)
+    if idx is None:
+        idx = op_cache[key] = rec.add_op(**spec)
+    rec.clear()
+    try:
+        rec.record(idx, 0, 0, args, None, out)
+    except (OverflowError, ValueError, TypeError) as e:
+        # The recorder's formula slot is shared by every op with the same spec, so its message says "op #N":
+        # name the op the caller asked for instead.
+        msg = str(e)
+        if msg.startswith("op #"):
+            msg = msg.split(": ", 1)[-1]
+        raise type(e)(f"cost({op!r}): {msg}") from None
+    row = np.frombuffer(rec.records_bytes(), dtype=RECORD_DTYPE)[0].copy()
+    rec.clear()
+    return row
+
+
+def _evaluate(key, spec, op, args, out):
+    """The record row of one call: on the shared recorder for a top-level call, on a fresh one for a call made from
+    inside another call on the same thread."""
+    depth = getattr(_depth, "n", 0)
+    _depth.n = depth + 1
+    try:
+        if depth:
+            return _record_one(_new_recorder(), {}, key, spec, op, args, out)
+        with _lock:
+            return _record_one(_get_recorder(), _op_cache, key, spec, op, args, out)
+    finally:
+        _depth.n = depth
 
 
 def _torch_schema(qualified: str, overload: str):
@@ -337,7 +381,8 @@ def cost(op: str, *args, out=None, dtype="float32") -> Cost:
     convenience the tensor inputs may be given as one list of shapes: ``cost("mm", [(M, K), (K, N)])``. ``dtype``
     applies to tensors given as bare shapes. ``out`` (a shape, a TensorSpec, or a list of them) gives the result;
     it is inferred for matrix products, convolutions, attention, element-wise ops and softmax, and required
-    otherwise.
+    otherwise. ``cost`` is thread-safe and re-entrant: it may be called again from code a call runs (a
+    ``TensorSpec`` subclass's ``shape`` or ``stride()``, a signal handler, a finaliser).
 
     >>> cost("mm", [(128, 256), (256, 64)], dtype="bfloat16").matrix_flops  # 2*128*64*256
     4194304
@@ -389,23 +434,7 @@ def cost(op: str, *args, out=None, dtype="float32") -> Cost:
     except _registry.FormulaError as e:
         raise ValueError(str(e)) from None
     key = tuple(sorted((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in spec.items()))
-    with _lock:
-        rec = _get_recorder()
-        idx = _op_cache.get(key)
-        if idx is None:
-            idx = _op_cache[key] = rec.add_op(**spec)
-        rec.clear()
-        try:
-            rec.record(idx, 0, 0, args, None, out)
-        except (OverflowError, ValueError, TypeError) as e:
-            # The recorder's formula slot is shared by every op with the same spec, so its message says "op #N":
-            # name the op the caller asked for instead.
-            msg = str(e)
-            if msg.startswith("op #"):
-                msg = msg.split(": ", 1)[-1]
-            raise type(e)(f"cost({op!r}): {msg}") from None
-        row = np.frombuffer(rec.records_bytes(), dtype=RECORD_DTYPE)[0]
-        rec.clear()
+    row = _evaluate(key, spec, op, args, out)
     st = int(row["status"])
     if st == _core.E_OVERFLOW:
         raise OverflowError(f"{op}: a count does not fit in 64 bits (arguments: {_brief(args)})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 
 import numpy as np
@@ -28,6 +29,51 @@ def _summed(field: str, doc: str) -> property:
     get.__name__ = field
     get.__doc__ = doc
     return property(get, doc=doc)
+
+
+# ---- argument checks: every public method of Report and Comparison checks its arguments with these before any
+# work, and names the method, the argument and what it accepts
+_CEILINGS_SOURCES = ("measured", "datasheet", "best")
+
+
+def _alternatives(allowed) -> str:
+    """``'a' or 'b'``, ``one of 'a', 'b' or 'c'``."""
+    names = [repr(a) for a in allowed]
+    if len(names) == 1:
+        return names[0]
+    return ("one of " if len(names) > 2 else "") + ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _check_int(where: str, name: str, v, lo: int, none: bool = False):
+    """``v`` as an int >= ``lo`` (None passes when ``none``): TypeError for anything but an int (a bool is not a
+    count), ValueError below ``lo``."""
+    if v is None and none:
+        return None
+    want = f"an int >= {lo}" + (" or None" if none else "")
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{where}: {name} must be {want}, got {v!r} ({type(v).__name__})")
+    if v < lo:
+        raise ValueError(f"{where}: {name} must be {want}, got {v!r}")
+    return int(v)
+
+
+def _check_choice(where: str, name: str, v, allowed, none: bool = False):
+    """``v``, one of the strings ``allowed`` (or None when ``none``); ValueError naming them otherwise."""
+    if (v is None and none) or (isinstance(v, str) and v in allowed):
+        return v
+    raise ValueError(f"{where}: {name} must be {_alternatives(tuple(allowed) + ((None,) if none else ()))}, "
+                     f"got {v!r}")
+
+
+def _check_grouping(where: str, by, depth, phase, allowed=("op", "module"), depth_lo: int = 1):
+    """The ``by``, ``depth`` and ``phase`` of a roll-up: ``by`` one of ``allowed``, ``depth`` an int >= ``depth_lo``
+    (0 in the roll-ups by module name: "Global" only) and only with ``by="module"``, ``phase`` one of the phases or
+    None."""
+    _check_choice(where, "by", by, allowed)
+    _check_int(where, "depth", depth, depth_lo, none=True)
+    if depth is not None and by != "module":
+        raise ValueError(f"{where}: depth applies to by='module' only, not by={by!r}")
+    _check_choice(where, "phase", phase, _rollup.PHASES, none=True)
 
 
 class Report(DerivedCounts):
@@ -128,7 +174,12 @@ class Report(DerivedCounts):
         return dict(DTYPE_NAMES)
 
     def module_path(self, module_id: int) -> str:
-        """The innermost module of a module set (the deepest name; "Global" outside any module)."""
+        """The innermost module of a module set (the deepest name; "Global" outside any module). ``module_id``: a
+        value of ``records["module"]``, an int in ``[0, len(module_sets))``."""
+        _check_int("module_path", "module_id", module_id, 0)
+        if module_id >= len(self.module_sets):
+            raise ValueError(f"module_path: module_id must be below {len(self.module_sets)} (the report's module "
+                             f"sets), got {module_id!r}")
         names = [m for m in self.module_sets[module_id] if m != "Global"] or ["Global"]
         return max(names, key=lambda n: (n.count("."), n))
 
@@ -159,12 +210,14 @@ class Report(DerivedCounts):
         """Totals per operator overload, most FLOPs first: ``{name: {calls, flops, matrix_flops, vector_flops,
         special_ops, bytes_read, bytes_written, bytes, intensity}}``. ``phase``: "forward", "backward", "optimizer"
         or None (all)."""
+        _check_grouping("by_op", "op", None, phase)
         return _rollup.counts_by(self.records, self._ops, self.module_sets, "op", phase=phase)
 
     def by_module(self, depth: int | None = None, phase: str | None = None) -> dict[str, dict]:
         """Totals per module, each including everything that ran inside it (forward and, attributed the way
-        FlopCounterMode does, backward). ``depth`` keeps modules at most that many levels deep (the root is 1).
-        "Global" is the whole run. ``phase`` restricts to one phase."""
+        FlopCounterMode does, backward). ``depth`` keeps modules at most that many levels deep (the root is 1; 0
+        keeps "Global" only). "Global" is the whole run. ``phase`` restricts to one phase."""
+        _check_grouping("by_module", "module", depth, phase, depth_lo=0)
         return _rollup.counts_by(self.records, self._ops, self.module_sets, "module", depth, phase)
 
     def by_phase(self) -> dict[str, dict]:
@@ -223,10 +276,10 @@ class Report(DerivedCounts):
         roofline time, or "?" without ceilings), compute_share (share of roofline time in compute-bound calls) and
         above_ceiling (calls whose achieved rate exceeds its ceiling). A group's mfu is the time its calls' FLOPs
         would take at their own peaks over their measured time; its mbu is bytes / (measured time x DRAM
-        bandwidth)."""
+        bandwidth). ``depth`` (an int >= 0, as in :meth:`by_module`) applies to ``by="module"`` only; ``phase``:
+        "forward", "backward", "optimizer" or None (all)."""
+        _check_grouping("analysis", by, depth, phase, ("op", "op_shape", "module"), depth_lo=0)
         if by == "op_shape":  # per op and input-shape signature (reports that recorded signatures)
-            if depth is not None:
-                raise ValueError("depth applies to by='module' only, not by='op_shape'")
             return {name: row for name, (row, _) in _render.op_groups(self, "op_shape", phase).items()}
         c = self.classification()
         return _rollup.roofline_by(self.records, self._ops, self.module_sets, c, by, depth, phase)
@@ -261,6 +314,7 @@ class Report(DerivedCounts):
         ``above_level`` (timed calls faster than the roof of their level). ``source``: which ceilings figures
         (default: the report's). The default classification (DRAM only) is unchanged. ValueError without an
         access table or ceilings."""
+        _check_choice("cache_analysis", "source", source, _CEILINGS_SOURCES, none=True)
         from roofline import _cache_model, _dataflow
 
         c = self.classification()
@@ -273,11 +327,16 @@ class Report(DerivedCounts):
         order), ``modules``, ``kind`` ("epilogue" or "elementwise"), ``phase``, ``intermediates``, ``bytes`` (the
         members' compulsory bytes), ``saved_bytes`` (the intermediates' writes and reads a fused kernel avoids),
         ``t_before``, ``t_after`` and ``saved_s`` (roofline seconds; NaN without ceilings) and ``describe()``.
-        ``min_ops``: the shortest chain reported. ValueError without an access table.
+        ``min_ops``: the shortest chain reported (an int >= 2: a fusion joins two calls or more). ValueError
+        without an access table.
         ``compiled``: the report of a ``torch.compile``'d run of the same model and step: each opportunity then
         says whether the compiler took it, ``compiled`` ("taken", "partly", "not taken", or "unknown" when its ops
         cannot be matched to one kernel each), with ``compiled_saved_bytes`` (the intermediates' bytes the
         compiled kernels keep on chip) and ``compiled_kernels`` (each member's kernel); see docs/compiled.md."""
+        _check_int("fusion_opportunities", "min_ops", min_ops, 2)
+        if compiled is not None and not (hasattr(compiled, "meta") and hasattr(compiled, "records")):
+            raise TypeError(f"fusion_opportunities: compiled must be a roofline Report or None, got "
+                            f"{type(compiled).__name__}")
         from roofline import _dataflow
 
         c = self.classification() if self.ceilings is not None else None
@@ -295,7 +354,7 @@ class Report(DerivedCounts):
         "optimizer_state_init", "dropout_mask", "op_overhead"), ``message``, ``saved_s``, ``saved_bytes``,
         ``evidence`` (the figures it rests on), ``records``, ``ops`` and ``modules``; ``str(hint)`` is one line.
         ``min_share``: leave out hints saving less than this share of the roofline time (of the bytes, without
-        ceilings). Rules that need the dataflow are skipped for a report without an access table."""
+        ceilings), a number in [0, 1]. Rules that need the dataflow are skipped for a report without an access table."""
         from roofline import _dataflow, _hints
 
         return _hints.hints(self, _dataflow.report_accesses(self), min_share)
@@ -306,7 +365,13 @@ class Report(DerivedCounts):
         ``"op_shape"`` (one row per op and input shapes), or ``"module"``: the module tree depth first, children
         indented under their parent most time first, containers such as a ``ModuleList`` as rows of their own (so
         ``depth`` counts every level of the model), and the whole run as a first row only when ops ran outside
-        every module; ``"kernel"``: the kernels ``torch.compile`` generated (see :attr:`kernels`)."""
+        every module; ``"kernel"``: the kernels ``torch.compile`` generated (see :attr:`kernels`). ``depth`` (an int
+        >= 1) applies to ``by="module"`` only; ``phase``: "forward", "backward", "optimizer" or None (all; not with
+        ``by="kernel"``)."""
+        _check_grouping("table", by, depth, phase, ("op", "op_shape", "module", "kernel"))
+        _check_int("table", "top", top, 1, none=True)
+        if by == "kernel" and phase is not None:
+            raise ValueError("table: phase does not apply to by='kernel' (a kernel's calls are not split by phase)")
         if by == "kernel":
             from roofline import _compiled_view
 
@@ -344,7 +409,9 @@ class Report(DerivedCounts):
 
     def summary(self, top: int = 10) -> str:
         """The text ``print(r)`` shows: totals, phases, ceilings, achieved rates, MFU/MBU (against the wall time),
-        unknown ops and errors, then the ``top`` ops by time (:meth:`table`, or by FLOPs without ceilings)."""
+        unknown ops and errors, then the ``top`` ops by time (:meth:`table`, or by FLOPs without ceilings): an int
+        >= 1, or None for all."""
+        _check_int("summary", "top", top, 1, none=True)
         self._classifier.resolve(self.meta)
         self._note_busy_ceilings()
         text = _render.summary(self, top, ceilings_note=self._classifier.note)
@@ -387,15 +454,26 @@ class Report(DerivedCounts):
 
     def to_json(self, path=None, indent: int | None = None) -> str:
         """Everything (records bit for bit, op and module tables, ceilings, metadata) as JSON; written to ``path``
-        when given. :func:`roofline.load` reads it back."""
+        when given. :func:`roofline.load` reads it back.
+
+        ``path`` is a file name (str, ``os.PathLike`` or bytes; anything else, such as an int, is a TypeError
+        before anything is written: ``to_json(2)`` is not an indent). A regular file is replaced atomically: the
+        text goes to a temporary file in the same folder, which is fsync-ed and renamed over it, so a failed write
+        (a full disk, Ctrl-C) leaves the old file as it was and no temporary file; the replaced file keeps its
+        permission bits. A symbolic link is written through (its target is replaced, the link stays; a dangling
+        link creates its target). A FIFO or device (``/dev/stdout``, ``/dev/null``) is written into directly. A
+        folder is an IsADirectoryError. :meth:`to_csv`, :meth:`to_chrome_trace`, :meth:`plot` and the chart's
+        ``save`` write their files the same way. ``indent``: None (one line) or an int >= 0."""
+        _check_int("Report.to_json", "indent", indent, 0, none=True)
+        _export.check_path(path, "Report.to_json")
         return _export.to_json(self.to_dict(), path, indent)
 
     def to_chrome_trace(self, path=None) -> str:
         """The run as a trace for Perfetto (ui.perfetto.dev) or chrome://tracing: phases, module runs and one slice
         per timed op call nested on one track, each op's FLOPs, bytes, intensity, bound, roofline time and % of
         roof in its args, and counter tracks of the achieved FLOP/s and bandwidth. JSON text (Trace Event Format),
-        written to ``path`` when given. Needs per-op times (``timing="op"``, or a projected report): ValueError
-        otherwise."""
+        written to ``path`` when given (as :meth:`to_json` writes a file). Needs per-op times (``timing="op"``, or
+        a projected report): ValueError otherwise."""
         return _export.to_chrome_trace(self, path)
 
     @classmethod
@@ -414,7 +492,9 @@ class Report(DerivedCounts):
         ``phase``, ``dtype`` (names), the counts ``matrix_flops``, ``vector_flops``, ``special_ops``, ``bytes_read``,
         ``bytes_written``, ``flop_counter_flops``, the measured ``time`` (seconds, NaN when untimed) and the
         classification ``intensity``, ``t_min``, ``achieved_flops``, ``achieved_bytes``, ``efficiency``, ``mfu``,
-        ``mbu``, ``bound`` (a name). ``by="kernel"``: one row per compiled kernel (:attr:`kernels`)."""
+        ``mbu``, ``bound`` (a name). ``by="kernel"``: one row per compiled kernel (:attr:`kernels`); ``by``
+        is "op" or "kernel"."""
+        _check_choice("to_dataframe", "by", by, ("op", "kernel"))
         if by == "kernel":
             from roofline import _compiled_view
 
@@ -422,12 +502,15 @@ class Report(DerivedCounts):
         return _export.to_dataframe(_export.columns(self))
 
     def to_csv(self, path=None) -> str:
-        """One row per op call (the :meth:`to_dataframe` columns) as CSV; written to ``path`` when given."""
+        """One row per op call (the :meth:`to_dataframe` columns) as CSV (UTF-8); written to ``path`` when given
+        (as :meth:`to_json` writes a file)."""
+        _export.check_path(path, "Report.to_csv")
         return _export.to_csv(_export.columns(self), path)
 
     # ---- comparison and projection --------------------------------------------------------------------------
     def compare(self, other: "Report", by: str = "op", depth: int | None = None) -> "Comparison":
-        """What changed from ``self`` (before) to ``other`` (after), op by op or module by module."""
+        """What changed from ``self`` (before) to ``other`` (after), op by op (``by="op"``) or module by module
+        (``by="module"``, ``depth`` an int >= 0 or None, as in :meth:`by_module`): a :class:`Comparison`."""
         return Comparison(self, other, by, depth)
 
     def project(self, target, name: str | None = None, gpus: int | None = None) -> "Report":
@@ -445,9 +528,14 @@ class Report(DerivedCounts):
 
         Collectives are timed as their bus bytes over the target's interconnect bandwidth; ``gpus``
         re-computes their bus bytes for that many ranks (the message bytes of each rank stay as
-        measured); see docs/distributed.md."""
+        measured); see docs/distributed.md. ``name`` (a str) labels a ``Ceilings`` target; ``gpus`` is an int
+        >= 1 or None."""
         from roofline import devices
         from roofline._ceilings import Ceilings
+
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"project: name must be a str or None, got {type(name).__name__}")
+        _check_int("project", "gpus", gpus, 1, none=True)
 
         if isinstance(target, str):
             ceil, label = Ceilings.from_datasheet(devices.get(target)), devices.get(target).name
@@ -482,7 +570,11 @@ class Report(DerivedCounts):
 
     # ---- plotting -------------------------------------------------------------------------------------------
     def plot(self, path=None, ax=None, by: str = "op", top: int = 8, depth: int | None = None, **kwargs):
-        """Draw the roofline chart (matplotlib): see :func:`roofline.plot.plot_report`."""
+        """Draw the roofline chart (matplotlib): see :func:`roofline.plot.plot_report`. ``by``: "op", "op_shape",
+        "module" or "kernel"; ``top`` (points labelled) an int >= 0; ``depth`` an int >= 1, with ``by="module"``
+        only."""
+        _check_grouping("plot", by, depth, None, ("op", "op_shape", "module", "kernel"))
+        _check_int("plot", "top", top, 0)
         from roofline.plot import plot_report
 
         return plot_report(self, path=path, ax=ax, by=by, top=top, depth=depth, **kwargs)
@@ -494,9 +586,12 @@ class Report(DerivedCounts):
         "kernel" (the kernels of compiled graphs).
         Returns a chart object that a notebook renders; its ``svg`` is the markup and ``save(path)`` writes an
         ``.svg`` or ``.html`` file. ``backend="plotly"`` returns a plotly Figure instead (zoom, pan, the same hover
-        text; needs plotly)."""
+        text; needs plotly). ``top`` (an int >= 0): the points labelled, most time first."""
         from roofline import _svg
 
+        _check_choice("roofline_chart", "backend", backend, ("svg", "plotly"))
+        _check_grouping("roofline_chart", by, depth, None, ("op", "op_shape", "module", "kernel"))
+        _check_int("roofline_chart", "top", top, 0)
         if backend == "plotly":
             return _svg.roofline_plotly(self, by=by, depth=depth)
         if backend != "svg":
@@ -539,6 +634,10 @@ class Comparison:
     FIELDS = ("flops", "bytes", "time", "t_min", "calls")
 
     def __init__(self, before: Report, after: Report, by: str = "op", depth: int | None = None):
+        for side, r in (("before", before), ("after", after)):
+            if not isinstance(r, Report):
+                raise TypeError(f"compare: the {side} report must be a roofline Report, got {type(r).__name__}")
+        _check_grouping("compare", by, depth, None, depth_lo=0)
         a = _rows(before, by, depth)
         b = _rows(after, by, depth)
         self.by = by
@@ -547,18 +646,27 @@ class Comparison:
 
     def delta(self, name: str, field: str = "flops") -> float:
         """``after - before`` of ``field`` ("flops", "bytes", "time", "t_min", "calls", ...) for one name (a missing
-        side counts 0). KeyError when the name is in neither report."""
+        side counts 0). KeyError when the name is in neither report; ValueError for a field no row has."""
+        self._check_field("delta", field)
         x, y = self.rows[name]
         return (y or {}).get(field, 0.0) - (x or {}).get(field, 0.0)
 
     def changed(self, field: str = "flops") -> dict[str, tuple[float, float]]:
-        """Names whose ``field`` differs: name -> (before, after) (0 when absent on one side)."""
+        """Names whose ``field`` differs: name -> (before, after) (0 when absent on one side). ValueError for a
+        field no row has."""
+        self._check_field("changed", field)
         out = {}
         for k, (x, y) in self.rows.items():
             vx, vy = (x or {}).get(field, 0.0), (y or {}).get(field, 0.0)
             if not (vx == vy or (isinstance(vx, float) and isinstance(vy, float) and math.isnan(vx) and math.isnan(vy))):
                 out[k] = (vx, vy)
         return out
+
+    def _check_field(self, where: str, field) -> None:
+        fields = sorted({k for pair in self.rows.values() for row in pair if row for k in row})
+        if not isinstance(field, str) or (fields and field not in fields):
+            raise ValueError(f"Comparison.{where}: field must be one of the rows' fields ({', '.join(fields)}), "
+                             f"got {field!r}")
 
     def __str__(self):
         return _render.comparison(self)

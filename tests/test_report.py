@@ -365,7 +365,7 @@ def test_count_and_roofline_roll_ups_group_alike():
     assert r.by_op("forward")["aten.convolution.default"]["calls"] == 1
     with pytest.raises(ValueError, match="phase must be one of"):
         r.by_module(phase="sideways")
-    with pytest.raises(ValueError, match="by must be 'op' or 'module'"):
+    with pytest.raises(ValueError, match="analysis: by must be one of 'op', 'op_shape' or 'module'"):
         r.analysis("kernel")
 
 
