@@ -13,8 +13,10 @@ model's input requires grad, so the module hooks' gradient bookkeeping runs too.
 After every block (once the interrupt has landed) the process-global state must equal what it was before the first
 block (:func:`global_state`): torch's dispatch and function mode stacks and its mode flags, the module and optimizer
 hook tables, ``F.scaled_dot_product_attention``, the compile settings a block changes, and roofline's own
-registries. Prints how many interrupts landed in each phase; exits with status 1 on the first leak (naming what
-differs) or when an interrupt never arrived, 0 otherwise. tests/test_block_state.py runs a short version.
+registries. An interrupt that fired but did not propagate must have been reported by CPython as unraisable (raised in
+a finaliser or callback: ``sys.unraisablehook`` is watched during the run); one caught silently is a failure. Prints
+how many interrupts landed in each phase; exits with status 1 on the first leak (naming what differs), when an
+interrupt never arrived, or when one was caught without a report, 0 otherwise. tests/test_block_state.py runs a short version.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ import traceback
 PHASES = ("before", "enter", "body", "exit", "report", "after")
 
 # where an interrupt landed, from the innermost frame of roofline's block code in its traceback
-_STEPS = {"_prepare": "enter", "_enter": "enter", "_abort": "enter", "_stop_clock": "exit", "_unwind": "exit",
+# (the steps of roofline/__init__.py's _Measure, which roofline._core.Block calls)
+_STEPS = {"_prepare": "enter", "_enter": "enter", "_abort": "enter", "_closing": "exit", "_unwind": "exit",
           "_finish": "report"}
 
 
@@ -73,6 +76,7 @@ def global_state() -> dict:
         "roofline module trackers": ids(_torch._MODULE_HOOKS.trackers)
         + ids(getattr(f, "__self__", f) for f in _torch._MODULE_HOOKS.pre + _torch._MODULE_HOOKS.post),
         "roofline open blocks (context)": ids(_torch._OPEN.get()),
+        "roofline mode flag holders": ids(_torch._FLAG_HOLDERS),
         "roofline attention modes": ids(_sdpa._HOLDERS) + ids(getattr(_sdpa._LOCAL, "modes", ())),
         "roofline saved sdpa": ids(_sdpa._ORIGINAL),
         "roofline DTensor guard holders": (ids(_collectives._holders), ids(_collectives._wrapped)),
@@ -124,9 +128,35 @@ def _landed(exc) -> str:
     return phase or "before"
 
 
+class _Unraisable:
+    """While installed as ``sys.unraisablehook``: counts the reports of this stress's interrupts (raised where
+    CPython cannot propagate them, in a finaliser or a weakref or garbage-collector callback, and only reports them);
+    other reports go to the previous hook."""
+
+    def __init__(self):
+        self.count = 0
+        self._old = None
+
+    def __call__(self, report):
+        exc = report.exc_value
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)) and exc.args == ("interrupt_stress",):
+            self.count += 1
+        else:
+            self._old(report)
+
+    def __enter__(self):
+        self._old, sys.unraisablehook = sys.unraisablehook, self
+        return self
+
+    def __exit__(self, *exc):
+        sys.unraisablehook = self._old
+
+
 def run(blocks: int = 10000, seed: int = 0, out=sys.stdout) -> dict:
-    """Run the stress; returns ``{"landed": {phase: count}, "leaks": [...], "lost": n, "seconds": s}``. Stops at the
-    first leak."""
+    """Run the stress; returns ``{"landed": {phase: count}, "swallowed": n, "unraisable": n, "silent": [...],
+    "leaks": [...], "lost": n, "seconds": s}``: ``swallowed`` interrupts fired but did not propagate, ``unraisable``
+    of them were reported by CPython (``sys.unraisablehook``), and ``silent`` lists the blocks (index, options) where
+    one was swallowed without a report (something caught it). Stops at the first leak."""
     import torch
 
     import roofline
@@ -170,7 +200,8 @@ def run(blocks: int = 10000, seed: int = 0, out=sys.stdout) -> dict:
 
     alarm = _Alarm()
     landed = dict.fromkeys(PHASES, 0)
-    leaks, lost, swallowed = [], 0, 0
+    leaks, lost, swallowed, silent = [], 0, 0, []
+    unraisable = _Unraisable()
     t_start = time.perf_counter()
 
     def _wait():
@@ -181,14 +212,18 @@ def run(blocks: int = 10000, seed: int = 0, out=sys.stdout) -> dict:
         return True
 
     try:
+        unraisable.__enter__()
         for i in range(blocks):
             opts, nested = options(), rng.random() < 0.25
             exc = SystemExit if rng.random() < 0.1 else KeyboardInterrupt
             try:
+                reported = unraisable.count
                 alarm.arm(rng.uniform(0.0, span), exc)
                 one(opts, nested)
-                if alarm.fired:  # raised where CPython only reports it ("Exception ignored in ...")
+                if alarm.fired:  # raised, but not here: reported by CPython ("Exception ignored in ..."), or caught
                     swallowed += 1
+                    if unraisable.count == reported:
+                        silent.append((i, opts, nested))
                 elif not _wait():
                     lost += 1
                 where = "no interrupt arrived"
@@ -207,9 +242,10 @@ def run(blocks: int = 10000, seed: int = 0, out=sys.stdout) -> dict:
                 break
     finally:
         alarm.close()
+        unraisable.__exit__()
     seconds = time.perf_counter() - t_start
-    return {"landed": landed, "leaks": leaks, "lost": lost, "swallowed": swallowed, "seconds": seconds,
-            "span": span}
+    return {"landed": landed, "leaks": leaks, "lost": lost, "swallowed": swallowed, "unraisable": unraisable.count,
+            "silent": silent, "seconds": seconds, "span": span}
 
 
 def main(argv=None) -> int:
@@ -225,13 +261,16 @@ def main(argv=None) -> int:
         print(f"  {phase:>7}: {res['landed'][phase]}")
     if res["swallowed"]:
         print(f"  {res['swallowed']} raised where Python ignores exceptions (a finaliser or callback: "
-              "'Exception ignored in ...')")
+              f"'Exception ignored in ...'); {res['unraisable']} reported by sys.unraisablehook")
+    if res["silent"]:
+        print(f"SWALLOWED: {len(res['silent'])} interrupts caught without a report, in blocks "
+              + ", ".join(f"{i} ({opts}, nested={nested})" for i, opts, nested in res["silent"][:10]))
     if res["lost"]:
         print(f"{res['lost']} interrupts never arrived")
     if res["leaks"]:
         print("LEAK: state left behind (see above)")
         return 1
-    if res["lost"]:
+    if res["lost"] or res["silent"]:
         return 1
     print("no mode, hook or global left behind")
     return 0

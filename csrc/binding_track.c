@@ -1461,17 +1461,18 @@ RL_GC_TYPE_SPEC(Dispatch, "roofline._core.Dispatch", Py_TPFLAGS_HAVE_VECTORCALL)
  *   _unwind()           under the lock: removes everything the block installed;
  *   _finish(et, ev, tb) outside the lock, everything removed: builds the result; its return value is __exit__'s;
  *   _misuse(what)       raises the error for __enter__ of a block already entered, __exit__ of one not open.
- * _abort and _unwind must be idempotent and finish from any partial state (each undo looks at what is there): an
- * exception raised inside one (an interrupt can land on any line of it) is kept and the step called again, up to
- * BLOCK_TRIES times in all; once the step has completed, the first exception is raised (after _unwind, instead of
- * calling _finish; after _abort, chained to the one that stopped the entry). A step that never completes raises its
+ * _abort, _closing and _unwind must be idempotent and finish from any partial state (each undo looks at what is
+ * there): an exception raised inside one (an interrupt can land on any line of it) is kept and the step called
+ * again, up to BLOCK_TRIES times in all; once the step has completed, the first exception is raised (after _unwind,
+ * instead of calling _finish; after _abort, chained to the one that stopped the entry). A step that never completes raises its
  * last exception. Every sub-step of a step runs even when an earlier one raises, so an error of the code itself
  * costs the repeats, not the release.
  *
  * The lock is one process-wide recursive lock: blocks of different threads enter and leave one at a time, so the
  * steps update process-global state (torch's global hook tables, the reference counts of what blocks share)
  * without locks of their own (a Python lock could be left held by an exception landing at its release). A thread
- * waiting for it releases the GIL. The per-op path never takes it. */
+ * waiting for it releases the GIL. The per-op path never takes it. While the interpreter is finalizing, a block
+ * waits for it a bounded time, then goes on without it (block_acquire). */
 
 enum { BLOCK_NEW, BLOCK_ENTERING, BLOCK_OPEN, BLOCK_LEAVING, BLOCK_LEFT, BLOCK_FAILED };
 #define BLOCK_TRIES 16
@@ -1485,23 +1486,55 @@ static PyThread_type_lock block_lock; /* created once, by the first exec of the 
 static unsigned long block_owner;      /* the thread holding it (valid while block_depth > 0) */
 static int block_depth;                /* its recursion depth; read and written with the GIL held */
 
-static void block_acquire(void) {
+static int block_abandoned;            /* a finalizing thread gave up waiting for it: later ones do not wait */
+
+/* Whether the interpreter is shutting down: daemon threads are then frozen when they next take the GIL, and one
+ * holding the lock never releases it. */
+static int block_finalizing(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
+/* Take the lock (recursively). 1 when this thread holds it, 0 when it goes on without it: while the interpreter is
+ * finalizing, a lock held by another thread (a daemon thread, frozen) is waited for BLOCK_FINAL_WAIT_US at most, and
+ * not at all once such a wait has timed out; with nothing else left running, the steps are safe without it. Pass the
+ * result to block_release. */
+#define BLOCK_FINAL_WAIT_US 1000000
+static int block_acquire(void) {
     unsigned long me = PyThread_get_thread_ident();
     if (block_depth > 0 && block_owner == me) {
         block_depth++;
-        return;
+        return 1;
     }
     if (!PyThread_acquire_lock(block_lock, NOWAIT_LOCK)) {
-        Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(block_lock, WAIT_LOCK);
-        Py_END_ALLOW_THREADS
+        PyLockStatus got;
+        if (block_finalizing()) {
+            if (block_abandoned) {
+                return 0;
+            }
+            Py_BEGIN_ALLOW_THREADS
+            got = PyThread_acquire_lock_timed(block_lock, BLOCK_FINAL_WAIT_US, 0);
+            Py_END_ALLOW_THREADS
+            if (got != PY_LOCK_ACQUIRED) {
+                block_abandoned = 1;
+                return 0;
+            }
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            PyThread_acquire_lock(block_lock, WAIT_LOCK);
+            Py_END_ALLOW_THREADS
+        }
     }
     block_owner = me;
     block_depth = 1;
+    return 1;
 }
 
-static void block_release(void) {
-    if (block_depth > 0 && --block_depth == 0) {
+static void block_release(int held) {
+    if (held && block_depth > 0 && --block_depth == 0) {
         block_owner = 0;
         PyThread_release_lock(block_lock);
     }
@@ -1563,12 +1596,16 @@ static PyObject *chain_exceptions(PyObject *earlier, PyObject *later) {
     return later;
 }
 
-/* self.<name>() until it returns normally (at most BLOCK_TRIES calls). The first exception it raised is kept in
- * *pending (a new reference; later ones are dropped). 0 once it has returned, or -1 with its last exception set
- * (*pending, if set, is then its __context__ and NULL). */
-static int call_until_done(PyObject *self, const char *name, PyObject **pending) {
+/* self.<name>(*args) (args a tuple, or NULL for none) until it returns normally (at most BLOCK_TRIES calls). The
+ * first exception it raised is kept in *pending (a new reference; later ones are dropped). 0 once it has returned,
+ * or -1 with its last exception set (*pending, if set, is then its __context__ and NULL). */
+static int call_until_done(PyObject *self, const char *name, PyObject *args, PyObject **pending) {
     for (int i = 0;; i++) {
-        PyObject *r = PyObject_CallMethod(self, name, NULL);
+        PyObject *r = NULL, *method = PyObject_GetAttrString(self, name);
+        if (method) {
+            r = args ? PyObject_Call(method, args, NULL) : PyObject_CallNoArgs(method);
+            Py_DECREF(method);
+        }
         if (r) {
             Py_DECREF(r);
             return 0;
@@ -1611,11 +1648,11 @@ static PyObject *Block_enter(Block *self, PyObject *Py_UNUSED(ignored)) {
         return NULL;
     }
     Py_DECREF(r);
-    block_acquire();
+    int held = block_acquire();
     r = PyObject_CallMethod((PyObject *)self, "_enter", NULL);
     if (r) {
         self->phase = BLOCK_OPEN;
-        block_release();
+        block_release(held);
         return r;
     }
     PyObject *exc = take_exception(), *pending = NULL;
@@ -1623,9 +1660,9 @@ static PyObject *Block_enter(Block *self, PyObject *Py_UNUSED(ignored)) {
         PyErr_SetString(PyExc_SystemError, "_enter failed without an exception");
         exc = take_exception();
     }
-    int rc = call_until_done((PyObject *)self, "_abort", &pending);
+    int rc = call_until_done((PyObject *)self, "_abort", NULL, &pending);
     self->phase = BLOCK_FAILED;
-    block_release();
+    block_release(held);
     /* the exception that stopped the entry, with what interrupted the undo as its successor */
     exc = chain_exceptions(exc, pending);
     raise_exception(rc < 0 ? chain_exceptions(exc, take_exception()) : exc);
@@ -1642,17 +1679,18 @@ static PyObject *Block_exit(Block *self, PyObject *const *args, Py_ssize_t nargs
     }
     self->phase = BLOCK_LEAVING;
     PyObject *raised = NULL; /* what __exit__ raises instead of finishing: the last error, earlier ones chained */
-    PyObject *r = PyObject_CallMethod((PyObject *)self, "_closing", "OOO", args[0], args[1], args[2]);
-    if (r) {
-        Py_DECREF(r);
-    } else {
-        raised = take_exception();
+    /* _closing is idempotent too, and repeated like the undo steps: an interrupt landing in it before it has closed
+     * what the block's exception cut off would leave a mode to be pushed back after the block has exited */
+    PyObject *closing_args = PyTuple_Pack(3, args[0], args[1], args[2]);
+    if (!closing_args || call_until_done((PyObject *)self, "_closing", closing_args, &raised) < 0) {
+        raised = chain_exceptions(raised, take_exception());
     }
+    Py_XDECREF(closing_args);
     PyObject *pending = NULL;
-    block_acquire();
-    int rc = call_until_done((PyObject *)self, "_unwind", &pending);
+    int held = block_acquire();
+    int rc = call_until_done((PyObject *)self, "_unwind", NULL, &pending);
     self->phase = BLOCK_LEFT;
-    block_release();
+    block_release(held);
     raised = chain_exceptions(raised, pending);
     if (rc < 0) {
         raised = chain_exceptions(raised, take_exception());

@@ -804,6 +804,7 @@ class Collector:
         self.kernel_calls: list = []            # (graph index, kernel index, t0, t1, phase, module id)
         self.uncounted = 0
         self.frames_before = None
+        self.breaks = None  # graph breaks in the block, read when it is left (stop)
         self.problems: list[str] = []
         self._root_names: dict[str, str] = {}
         self._mid_cache: dict = {}
@@ -1336,9 +1337,23 @@ def _dynamo_counters():
     return counters
 
 
+def prepare() -> None:
+    """Called before a measure block is entered, outside the block lock: installs the hooks when Inductor is already
+    imported (as :meth:`Collector.ready` would when the block's mode is entered), so that the block's entry under the
+    lock only checks them. What cannot be installed is reported where the block asks (``ready``)."""
+    import sys
+
+    if not _state["installed"] and _state["error"] is None and "torch._inductor.compile_fx" in sys.modules:
+        try:
+            install()
+        except CompiledViewUnavailable:
+            pass
+
+
 def start(session) -> "Collector":
-    """Called when a measure block is entered, before its mode is pushed. Installs the hooks (once; at once when
-    Inductor is already imported, else when Dynamo first asks the mode) and gives the block's mode the
+    """Called when a measure block is entered, under the block lock, before its mode is pushed. The hooks are
+    installed before that (:func:`prepare`, when Inductor is already imported) or when Dynamo first asks the mode;
+    this gives the block's mode the
     ``ignore_compile_internals`` answer Dynamo asks for: True while the hooks are in place (Dynamo keeps compiling
     and running compiled code; the block counts the graphs), False otherwise (Dynamo then runs the frame eagerly,
     the block counts the eager ops, and a warning says why)."""
@@ -1465,9 +1480,12 @@ def _break_count(counters) -> int:
     return int(sum(counters.get("graph_break", {}).values()))
 
 
-def stop(session, coll) -> dict | None:
+def stop(session, coll) -> None:
+    """Called when a measure block is left, under the block lock (roofline._core.Block): the collector and its
+    Dynamo context hooks out, the compile settings back once no block is left, the graph-break count read. Cheap and
+    idempotent; the block's summary is built afterwards, outside the lock (:func:`summary`)."""
     if coll is None:
-        return None
+        return
     try:
         _ACTIVE.remove(coll)
     except ValueError:
@@ -1480,17 +1498,26 @@ def stop(session, coll) -> dict | None:
         except ValueError:
             pass
     coll.ctx_hooks.clear()
-    breaks = _break_count(_dynamo_counters()) - (coll.frames_before or 0)
-    if not coll.graphs and not coll.uncounted and coll.eager_reason is None:
-        return None  # nothing compiled ran: the report is an eager one
+    if coll.breaks is None:
+        coll.breaks = _break_count(_dynamo_counters()) - (coll.frames_before or 0)
+
+
+def summary(coll, stacklevel=2) -> dict | None:
+    """The compiled view of a block that has been left (:func:`stop`): None when no compiled code ran in it (its
+    report is an eager one). Warns about what it could not count; ``stacklevel`` is that of the warnings, from the
+    caller of this function."""
+    if coll is None or (not coll.graphs and not coll.uncounted and coll.eager_reason is None):
+        return None
+    breaks = coll.breaks or 0
     try:
         out = coll.summary(breaks)
     except Exception as e:  # noqa: BLE001 - the counts are in the records; only the kernel view is lost
         warnings.warn(f"roofline: the compiled-kernel view could not be built ({type(e).__name__}: {e}); the "
-                      "op counts are unaffected", RuntimeWarning, stacklevel=3)
+                      "op counts are unaffected", RuntimeWarning, stacklevel=stacklevel + 1)
         out = {"graphs": len(coll.graphs), "graph_calls": sum(coll.graph_calls.values()), "kernels": [],
                "uncounted_graph_calls": coll.uncounted, "eager_fallback": coll.eager_reason,
                "graph_breaks": breaks, "problems": [f"kernel view failed: {e}"]}
     if coll.problems:
-        warnings.warn("roofline: " + "; ".join(dict.fromkeys(coll.problems)), RuntimeWarning, stacklevel=3)
+        warnings.warn("roofline: " + "; ".join(dict.fromkeys(coll.problems)), RuntimeWarning,
+                      stacklevel=stacklevel + 1)
     return out

@@ -116,8 +116,6 @@ def _mode_class():
             self._thread_modes = None  # the list of the entering thread's modes it was added to
 
         def __enter__(self):
-            if self.backend != "math":
-                _efficient_takes_gqa()  # probed before any op of the block can be recorded
             _hold(self)
             self._thread_modes = _thread_modes()
             self._thread_modes.append(self)
@@ -225,13 +223,21 @@ def _redirect(*args, **kwargs):
 
 
 def _hold(mode):
-    """``mode`` needs the wrapper: installed by the first holder (the module global saved first)."""
+    """``mode`` needs the wrapper: installed by the first holder (the module global saved first). The wrapper never
+    wraps itself: when the module global is the wrapper already (a patch made while a block was open, undone after
+    the last one closed, put it back), the wrapper's own ``__wrapped__`` is what it stands for."""
     import torch.nn.functional as F
 
     if not any(m is mode for m in _HOLDERS):
         _HOLDERS.append(mode)
     if not _ORIGINAL:
         current = F.__dict__.get("scaled_dot_product_attention")
+        if current is _redirect:  # put back by someone who replaced it while a block was open: what it wraps
+            current = _redirect.__dict__.get("__wrapped__")
+            if current is None or current is _redirect:
+                import torch
+
+                current = torch._C._nn.scaled_dot_product_attention
         _redirect.__wrapped__ = current
         _redirect.__doc__ = getattr(current, "__doc__", None)
         _ORIGINAL[:] = [current]  # recorded before the wrapper goes in: _release undoes a hold stopped anywhere
@@ -288,11 +294,16 @@ def _efficient_takes_gqa() -> bool:
 
 
 def mode(backend: str):
-    """A fresh :class:`AttentionBackend` mode for ``backend`` (one of :data:`BACKENDS`)."""
+    """A fresh :class:`AttentionBackend` mode for ``backend`` (one of :data:`BACKENDS`). Called before the block is
+    entered (``_Measure._prepare``, outside the block lock): the memory-efficient kernel's grouped-query support is
+    probed here, before any op of the block can be recorded."""
     global _CLASS
     if _CLASS is None:
         _CLASS = _mode_class()
-    return _CLASS(check(backend))
+    backend = check(backend)
+    if backend != "math":
+        _efficient_takes_gqa()
+    return _CLASS(backend)
 
 
 AS_RUN = "as run (real tensors)"

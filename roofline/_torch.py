@@ -401,6 +401,11 @@ _SET_COMPILE_FLAG = (getattr(_python_dispatch, "set_is_in_mode_without_ignore_co
 _STACK = (torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at,
           functools.partial(torch._C._pop_torch_dispatch_stack, None), torch._C._push_on_torch_dispatch_stack)
 
+# The sessions whose mode is in (or going into) a dispatch mode stack, of every thread, in the order they were
+# entered; changed only under the block lock (roofline._core.Block). torch's mode flags are process-wide while its
+# mode stacks are per thread: for the flags, the open blocks of all threads are one stack (Session._leave_mode).
+_FLAG_HOLDERS: list = []
+
 # The blocks open in the current context (asyncio task, contextvars.Context), innermost last, as tokens
 # (Session.token): a block entered where another context's block has its mode on this thread's stack is refused.
 _OPEN: contextvars.ContextVar = contextvars.ContextVar("roofline_open_blocks", default=())
@@ -464,6 +469,14 @@ def _settle_interrupted(exc):
         exc = exc.__context__
 
 
+def _forget_flags(session):
+    """Take ``session`` out of :data:`_FLAG_HOLDERS` (under the block lock)."""
+    for i, s in enumerate(_FLAG_HOLDERS):
+        if s is session:
+            del _FLAG_HOLDERS[i]
+            return
+
+
 def _run_all(steps):
     """Call every step, even when one raises; then raise the first exception."""
     error = None
@@ -512,6 +525,7 @@ class Session:
         self.token = None  # this block in _OPEN, once it is entered
         self.interleaved = None  # why the block gives no report, when it interleaved with another
         self.compiled = self.compiled_summary = None  # torch.compile'd code under the block (roofline._compiled)
+        self._compiled_left = None  # its collector once stopped, until finish() summarises it
 
     # ---- per-op resolution (once per OpOverload) -------------------------------------------------------------
     def resolve(self, func, args=(), allow_decompose=True):
@@ -711,7 +725,11 @@ class Session:
     # release() under it at exit. Each global change enter() makes is recorded before it is made, and release()
     # undoes each from what is there, so an exception on any line of enter() or release() leaves nothing behind.
     def prepare(self):
-        """Before the block is entered: the device is synchronised when the block is timed."""
+        """Before the block is entered, outside the block lock: the compiled-code view's hooks installed when Inductor
+        is imported (roofline._compiled.prepare); the device synchronised when the block is timed."""
+        from roofline import _compiled
+
+        _compiled.prepare()  # Inductor's hooks, once per process: not under the block lock
         self.cuda_possible = torch.cuda.is_available()
         if self.timing is not None:
             _sync_all(self.cuda_possible)
@@ -734,6 +752,7 @@ class Session:
 
         _compiled.start(self)  # sets self.compiled first
         self._t0 = self.t_base = time.perf_counter()
+        _FLAG_HOLDERS.append(self)  # recorded first: _leave_mode takes it out whatever follows
         self._flags = _mode_flags(self.mode)
         self.mode.__enter__()
         _OPEN.set(_OPEN.get() + (self.token,))
@@ -776,7 +795,13 @@ class Session:
                   self.tracker.exit, self._reset_phase, self._uninstall_collectives))
 
     def finish(self):
-        """After :meth:`release` of a block that completed: its wall time and per-op CUDA times."""
+        """After :meth:`release` of a block that completed, outside the block lock: its wall time, per-op CUDA times
+        and the compiled-code view (``compiled_summary``; its warnings are issued here)."""
+        if self._compiled_left is not None:
+            from roofline import _compiled
+
+            coll, self._compiled_left = self._compiled_left, None
+            self.compiled_summary = _compiled.summary(coll, stacklevel=3)  # at the user's with statement
         if self._t1 is not None:
             self.wall_time = self._t1 - self._t0
         if self.events:
@@ -784,10 +809,15 @@ class Session:
 
     def _leave_mode(self):
         """Take the mode off this thread's stack (roofline._core.remove_mode: one step, wherever it is) and put
-        torch's mode flags back. When modes entered after it are still above it, they stay, in their order, and
-        inherit the flags it saved; the block (and every block among them) is then marked ``interleaved``."""
+        torch's mode flags back. The flags are process-wide, so the open blocks of all threads are one stack for them
+        (:data:`_FLAG_HOLDERS`, in entry order): a block entered after this one, in any thread, inherits the flags
+        this one saved (it puts them back when it leaves); only the last entered block still open writes them.
+        When modes entered after it are still above it on this thread, they stay, in their order, and the lowest
+        inherits the flags it saved; the block (and every block among them) is then marked ``interleaved``.
+        Idempotent."""
         flags = self._flags
         if flags is None:
+            _forget_flags(self)
             return
         _core.remove_mode(self.mode, *_STACK, self._left)
         values, lengths = flags
@@ -805,10 +835,17 @@ class Session:
                 q = getattr(low, queue, None)
                 if q:
                     q[-1] = value
-            if isinstance(low, _Mode) and low.s._flags is not None:
-                low.s._flags = (values, low.s._flags[1])
-        else:
-            _set_mode_flags(values)
+        i = next((i for i, s in enumerate(_FLAG_HOLDERS) if s is self), None)
+        if i is not None:  # else done by an earlier, interrupted call
+            later = [s for s in _FLAG_HOLDERS[i + 1:] if s._flags is not None]
+            foreign = above and not (isinstance(above[0], _Mode) and above[0].s._flags is not None)
+            if later and not (foreign and later[0].mode in above):
+                # the next block entered (a block of another thread, or this thread's lowest mode above it) stands
+                # where this one stood; a mode above it that is not a block's has the flags in its deque (above)
+                later[0]._flags = (values, later[0]._flags[1])
+            elif not above:
+                _set_mode_flags(values)
+            _forget_flags(self)
         for (_, queue), n in zip(_MODE_FLAGS, lengths):
             q = getattr(self.mode, queue, None)
             while q is not None and len(q) > n:
@@ -824,7 +861,8 @@ class Session:
         if self.compiled is not None:
             from roofline import _compiled
 
-            self.compiled_summary = _compiled.stop(self, self.compiled)
+            _compiled.stop(self, self.compiled)
+            self._compiled_left = self.compiled  # summarised by finish(), outside the block lock
             self.compiled = None
 
     def _unhook_optimizer(self):
