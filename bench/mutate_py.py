@@ -28,6 +28,7 @@ change; known equivalent mutants can be listed in the same file as bench/mutate_
     python bench/mutate_py.py --files _classification.py    # one file
     python bench/mutate_py.py --files _hints.py --sample 40  # a sample of one file
     python bench/mutate_py.py --func roofline_row --list     # list the mutants of one function
+    python bench/mutate_py.py --files _hints.py --keys run.log  # rerun the survivors an earlier run printed
 
 A full run takes a few seconds per mutant (a fork and a pytest run of the file's TESTS): run one file at a time,
 under `nice`, in the background. Build the extension in place first (python setup.py build_ext --inplace).
@@ -97,7 +98,7 @@ TESTS = {
     "_formulas.py": [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "tests/test_quantized.py"],
     "_spec.py": [K + "TestSpec", "tests/test_cost_table.py", "tests/test_cost_branches.py", "tests/test_cost_reentry.py",
                  "tests/test_arguments.py"],
-    "_dataflow.py": ["tests/test_dataflow.py", "tests/test_hints.py", K + "TestHints"],
+    "_dataflow.py": [K + "TestDataflow", "tests/test_dataflow.py", "tests/test_hints.py", K + "TestHints"],
     "_cache_model.py": [K + "TestCacheModel", "tests/test_dataflow.py"],
     "_hints.py": [K + "TestHints", "tests/test_hints.py", "tests/test_dataflow.py"],
     "_steady.py": [K + "TestSteady", "tests/test_steady.py"],
@@ -314,6 +315,8 @@ def main(argv=None) -> int:
     ap.add_argument("--func", nargs="+", help="only these functions (qualified names, e.g. roofline_row)")
     ap.add_argument("--sample", type=int, default=0, help="run N random mutants (0: all)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keys", help="only the mutants whose keys this file lists (one per line, or the 'key: ...' lines "
+                                   "of an earlier run's output: rerun its survivors)")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--timeout", type=int, default=120, help="seconds for one pytest run")
     ap.add_argument("--equivalent", default=str(ROOT / "bench" / "mutants_equivalent.txt"))
@@ -330,6 +333,9 @@ def main(argv=None) -> int:
                 funcs = list(_functions(ast.parse((ROOT / "roofline" / f).read_text())))
             funcs = [q for q in funcs if q in args.func]
         mutants += find_mutants(ROOT / "roofline" / f, funcs) if funcs else []
+    if args.keys:
+        wanted = {ln.strip().removeprefix("key: ").strip() for ln in Path(args.keys).read_text().splitlines()}
+        mutants = [m for m in mutants if m.key in wanted]
     if args.sample and args.sample < len(mutants):
         mutants = sorted(random.Random(args.seed).sample(mutants, args.sample), key=lambda m: (m.file, m.line, m.col))
     if args.list:

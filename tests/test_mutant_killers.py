@@ -607,6 +607,52 @@ class TestHints:
         assert "shapes" not in h0.evidence
 
 
+    def test_advice_text_and_html_of_the_mlp_chain(self):
+        """The MLP chain of tests/_graph.py: one fusion opportunity of six calls whose five intermediates (one
+        activation of 32 KiB each) are written and read back: 10 x 32768 = 327680 bytes, 3.3 us at 1e11 B/s; two
+        hints (small GEMM, dropout mask)."""
+        from _graph import ACT, chain
+
+        from roofline import _hints
+
+        r = chain().report()
+        assert 10 * ACT == 327680
+        lines = _hints.advice_text(r).splitlines()
+        assert lines[0] == ("fusion opportunities: 1 chain could each run as one kernel, avoiding 327.68 KB and 3.3 us "
+                            "at the roof")
+        assert lines[1] == ("     1 x mm -> add -> gelu -> native_dropout -> add -> native_layer_norm (epilogue, "
+                            "forward): saves 327.68 KB, 3.3 us; in mlp.fc, mlp, mlp.act, ...")
+        assert lines[2] == "" and lines[3] == "hints (most time saved first):"
+        assert [ln[:16] for ln in lines[4:]] == ["  - [small_gemm]", "  - [dropout_mas"]
+        assert len(_hints.advice_text(r, top=1).splitlines()) == 5
+        html = _hints.advice_html(r)
+        assert ("<li><b>fuse</b> 1 &times; mm &rarr; add &rarr; gelu &rarr; native_dropout &rarr; add &rarr; "
+                "native_layer_norm (forward): saves 327.68 KB, 3.3 us at the roof; in mlp.fc, mlp, ...</li>") in html
+        assert html.count("<li>") == 3 and _hints.advice_html(r, top=1).count("<li>") == 2
+        assert _hints._modules_list({"modules": ["a", "b"]}, 2) == "a, b"
+        assert _hints._chain_names({"ops": ["aten.add.Tensor", "relu"]}) == ["add", "relu"]
+
+    def test_advice_says_what_failed(self):
+        """An access table that names a record the report does not have: the opportunity finder and the hints both
+        fail; the advice says so instead of raising."""
+        import numpy as np
+
+        from roofline import _hints
+        from roofline._dataflow import ACCESS_DTYPE
+        from roofline.report import Report
+
+        r = _state_init_report(204)
+        bad = Report(r.records, r._ops, r.module_sets, meta=r.meta, ceilings=r.ceilings,
+                     accesses=np.array([(0, 1, 10, 0), (7, 2, 10, 1)], dtype=ACCESS_DTYPE))
+        text = _hints.advice_text(bad)
+        assert text.splitlines()[0].startswith("fusion opportunities unavailable: ValueError: accesses refer to "
+                                               "record 7")
+        assert text.splitlines()[1].startswith("hints unavailable: ValueError: accesses refer to record 7")
+        assert "hints unavailable" in _hints.advice_html(bad)
+        empty = Report(r.records[:0], r._ops, r.module_sets, meta=r.meta, ceilings=r.ceilings)
+        assert _hints.advice_text(empty) == "" and _hints.advice_html(empty) == ""
+
+
 class TestAssumptions:
     """A projection's assumptions (roofline/_assumptions.py)."""
 
@@ -792,6 +838,20 @@ class TestFusionCompiled:
             o = _marked([K("cpp_fused_gelu_mul_0", module=module)], records=(1, 2), edges=((1, 2, 2000),))
             assert o.compiled == "taken", module
 
+    def test_mark_a_call_of_an_unknown_phase(self):
+        """A record whose phase code is none of forward, backward, optimizer matches no kernel: unknown."""
+        import types
+
+        from roofline import _fusion_compiled
+
+        g = Graph()
+        g.call("aten.add.Tensor", "ewise", [(1, 100)], [(2, 100)], vector=25, module="blk", phase=3)
+        g.call("aten.mul.Tensor", "ewise", [(2, 100)], [(3, 100)], vector=25, module="blk", phase=3)
+        opp = types.SimpleNamespace(records=[0, 1], edges=[(0, 1, 100)])
+        comp = types.SimpleNamespace(meta={"compiled": {"kernels": [K("cpp_fused_add_mul_0")]}}, records=None)
+        _fusion_compiled.mark([opp], g.report(), comp)
+        assert (opp.compiled, opp.compiled_kernels) == ("unknown", [None, None])
+
     def test_mark_refuses_a_report_without_kernels(self):
         import types
 
@@ -799,6 +859,10 @@ class TestFusionCompiled:
 
         with pytest.raises(TypeError, match="compiled must be a roofline Report, got int"):
             _fusion_compiled.mark([], _eager_chain(), 3)
+        with pytest.raises(TypeError, match="compiled must be a roofline Report, got SimpleNamespace"):
+            _fusion_compiled.mark([], _eager_chain(), types.SimpleNamespace(meta={"compiled": {"kernels": [K("k_0")]}}))
+        with pytest.raises(TypeError, match="compiled must be a roofline Report, got SimpleNamespace"):
+            _fusion_compiled.mark([], _eager_chain(), types.SimpleNamespace(records=None))
         with pytest.raises(ValueError, match="no compiled kernels"):
             _fusion_compiled.mark([], _eager_chain(), types.SimpleNamespace(meta={}, records=None))
         with pytest.raises(ValueError, match="no compiled kernels"):
@@ -877,6 +941,79 @@ class TestCacheModel:
         assert all(math.isnan(bw) for _, _, bw in h)
         c = _FakeCeilings("cpu", {"cache_capacity_bytes": {"L1": 1 << 16, "L2": 1 << 16}}, {"DRAM": 1.0})
         assert [lv for lv, _, _ in _cache_model.hierarchy(c)] == ["L1", "DRAM"]  # equal: no larger
+
+    def test_hierarchy_fills_missing_bandwidths_from_the_next_outer_level(self):
+        import math
+
+        from roofline import _cache_model
+
+        caps = {"L1": 1 << 15, "L2": 1 << 20, "L3": 1 << 25}
+        c = _FakeCeilings("cpu", {"cache_capacity_bytes": caps}, {"L3": 4e11, "DRAM": 1e11})
+        assert [bw for _, _, bw in _cache_model.hierarchy(c)] == [4e11, 4e11, 4e11, 1e11]
+        # an inner level's bandwidth is never handed outwards: DRAM without one stays NaN
+        c = _FakeCeilings("cpu", {"cache_capacity_bytes": {"L1": 1 << 15}}, {"L1": 5e11})
+        (l1, dram) = _cache_model.hierarchy(c)
+        assert l1[2] == 5e11 and math.isnan(dram[2])
+        # the probe's instance count: 0 or missing counts as one instance
+        c = _FakeCeilings("cpu", {"caches": {"L1": {"bytes": 1000, "instances": 0}, "L2": {"bytes": 5000}}},
+                          {"DRAM": 1e11})
+        assert [cap for _, cap, _ in _cache_model.hierarchy(c)][:-1] == [1000.0, 5000.0]
+
+    def test_replay_of_few_accesses(self):
+        """One read of a storage never touched before comes from DRAM; a re-read within capacity from the cache; no
+        cache level: everything from DRAM."""
+        import numpy as np
+
+        from roofline import _cache_model
+        from roofline._dataflow import ACCESS_DTYPE
+
+        one = np.array([(0, 5, 64, 0)], dtype=ACCESS_DTYPE)
+        assert _cache_model.replay(one, 1, [100]).tolist() == [[0.0, 64.0]]
+        assert _cache_model.replay(one[:0], 2, [100]).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+        two = np.array([(0, 5, 64, 0), (1, 5, 64, 0)], dtype=ACCESS_DTYPE)
+        assert _cache_model.replay(two, 2, [100]).tolist() == [[0.0, 64.0], [64.0, 0.0]]
+        assert _cache_model.replay(two, 2, [32]).tolist() == [[0.0, 64.0], [0.0, 64.0]]
+        assert _cache_model.replay(two, 2, []).tolist() == [[64.0], [64.0]]
+        # two levels of 10 and 100 bytes: A (8 B), B (50 B), C (60 B), then A again at a distance of 8 + 60 + 50 =
+        # 118 bytes, beyond both: DRAM; B again (after C and A: 50 + 8 + 60 = 118): DRAM; A again (50 + 8): L2
+        seq = np.array([(0, 1, 8, 0), (1, 2, 50, 0), (2, 3, 60, 0), (3, 1, 8, 0), (4, 2, 50, 0), (5, 1, 8, 0)],
+                       dtype=ACCESS_DTYPE)
+        out = _cache_model.replay(seq, 6, [10, 100]).tolist()
+        assert out[3:] == [[0.0, 0.0, 8.0], [0.0, 0.0, 50.0], [0.0, 8.0, 0.0]]
+        with pytest.raises(ValueError, match="positive and increasing"):
+            _cache_model.replay(two, 2, [100, 50])
+        with pytest.raises(ValueError, match="positive and increasing"):
+            _cache_model.replay(two, 2, [0, 50])
+
+    def test_replay_footprint_of_a_call(self):
+        """A call's write lands in the innermost level holding its whole footprint: 100 bytes written and an empty
+        storage read fit a 100-byte L1 exactly; a capacity of one byte is a capacity."""
+        import numpy as np
+
+        from roofline import _cache_model
+        from roofline._dataflow import ACCESS_DTYPE
+
+        call = np.array([(0, 1, 0, 0), (0, 2, 100, 1)], dtype=ACCESS_DTYPE)
+        assert _cache_model.replay(call, 1, [100]).tolist() == [[100.0, 0.0]]
+        assert _cache_model.replay(call, 1, [99]).tolist() == [[0.0, 100.0]]
+        assert _cache_model.replay(call, 1, [1, 100]).tolist() == [[0.0, 100.0, 0.0]]
+
+    def test_cache_analysis_of_calls_without_access_rows_and_at_the_roof(self):
+        """A call with bytes but no access rows: all of them from DRAM. Achieved bandwidth exactly at the level's
+        roof (128 bytes in 2**-30 s at 2**37 B/s) is not above it; 129 bytes are."""
+        from _graph import Graph, ceilings
+
+        g = Graph()
+        g.call("aten.copy_.default", "copy", [(1, 500)], [(2, 500)], t=1.0)
+        g.call("aten.add.Tensor", "ewise", [(3, 64)], [(4, 64)], t=2.0 ** -30)
+        g.call("aten.mul.Tensor", "ewise", [(5, 65)], [(6, 64)], t=2.0 ** -30)
+        g.call("aten.neg.Tensor", "ewise", [(7, 30)], [(8, 30)])
+        r = g.report(ceil=ceilings(dram=2.0 ** 37, info={"cache_capacity_bytes": {"L1": 8}}))
+        keep = r.accesses["record"] != 3
+        r.accesses = r.accesses[keep]  # the neg call's rows removed: its 60 bytes have no access rows
+        ca = r.cache_analysis()
+        assert ca["dram_bytes"].tolist() == [1000.0, 128.0, 129.0, 60.0] and ca["l1_bytes"].tolist() == [0.0] * 4
+        assert ca["above_level"].tolist() == [False, False, True, False]
 
     def test_hierarchy_from_sysfs_scales_private_caches(self, monkeypatch):
         from roofline import _cache_model
@@ -1063,6 +1200,78 @@ class TestSpec:
         assert TensorSpec((), "float64").nbytes == 8
         assert TensorSpec((4, 0, 2)).stride() == (2, 2, 1)  # a size of 0 counts as 1 in the strides
 
+    def test_tensor_spec_more_checks(self):
+        from roofline import TensorSpec
+
+        for bad in ("abc", b"ab", 5, None):
+            with pytest.raises(TypeError, match="shape must be a sequence of ints"):
+                TensorSpec(bad)
+        assert TensorSpec((2 ** 63 - 1,)).shape == (2 ** 63 - 1,)  # the largest size that fits
+        with pytest.raises(OverflowError, match="does not fit in 64 bits"):
+            TensorSpec((2 ** 63,))
+        # 17 entries are refused as too many, before an 18th (here a bool) is read
+        with pytest.raises(ValueError, match="more than 16 dimensions"):
+            TensorSpec((1,) * 17 + (True,))
+        with pytest.raises(ValueError, match=r"stride \(3,\) has 1 entries for shape \(2, 3\)"):
+            TensorSpec((2, 3), stride=(3,))
+        assert TensorSpec((2, 3), stride=(1, 2)).stride() == (1, 2)
+
+    def test_tensor_spec_repr_and_equality(self):
+        from roofline import TensorSpec
+
+        assert repr(TensorSpec((2, 3))) == "TensorSpec((2, 3), 'float32')"
+        assert repr(TensorSpec((2, 3), "bf16", stride=(1, 2))) == "TensorSpec((2, 3), 'bfloat16', stride=(1, 2))"
+        a = TensorSpec((2, 3))
+        assert a == TensorSpec((2, 3), "float") and hash(a) == hash(TensorSpec((2, 3)))
+        assert a != TensorSpec((2, 3), "float16") and a != TensorSpec((2, 3), stride=(1, 2))
+        assert a != TensorSpec((3, 2)) and a != (2, 3) and not (a == (2, 3))
+
+    def test_recorder_errors_name_the_op_asked_for(self):
+        import roofline
+
+        with pytest.raises(OverflowError) as e:
+            roofline.cost("mm", (2 ** 62, 4), (4, 2))
+        assert str(e.value) == ("cost('mm'): argument 0: shape (4611686018427387904, 4) has 2**63 or more elements "
+                                "(does not fit in 64 bits)")
+
+    def test_schema_of_an_op_from_torch(self):
+        """An op the built-in table does not hold takes its argument names from torch: the default overload when
+        none is named, the first one when the named overload does not exist."""
+        torch = pytest.importorskip("torch")
+        import roofline
+
+        lib = torch.library.Library("rlmutkill", "DEF")
+        lib.define("two.x(Tensor a) -> Tensor")
+        lib.define("two(Tensor a, Tensor b) -> Tensor")
+        assert torch.ops.rlmutkill.two.overloads() == ["x", "default"]
+        roofline.register("rlmutkill::two", kind="ewise", flops=1)
+        try:
+            assert roofline.cost("rlmutkill::two", (4,), (4,), out=(4,)).bytes_read == 2 * 4 * 4
+            with pytest.raises(ValueError, match=r"3 arguments for a schema of 2 \(a, b\)"):
+                roofline.cost("rlmutkill::two", (4,), (4,), (4,), out=(4,))
+            with pytest.raises(ValueError, match=r"2 arguments for a schema of 1 \(a\)"):
+                roofline.cost("rlmutkill::two.nosuch", (4,), (4,), out=(4,))
+            assert roofline.cost("rlmutkill::two.x", (4,), out=(4,)).bytes_read == 4 * 4
+        finally:
+            roofline.unregister("rlmutkill::two")
+
+    def test_scalar_and_list_arguments_at_their_limits(self):
+        import roofline
+
+        for v in (2 ** 63 - 1, -(2 ** 63)):  # the int64 range, both ends included
+            assert roofline.cost("add", (4,), v).vector_flops == 4
+        for v in (2 ** 63, -(2 ** 63) - 1, 2 ** 70):
+            with pytest.raises(OverflowError, match=f"argument 1: {v} does not fit in 64 bits"):
+                roofline.cost("add", (4,), v)
+        for v in (2 ** 63, -(2 ** 63) - 1):
+            with pytest.raises(OverflowError, match="argument 1: an entry of .* does not fit in 64 bits"):
+                roofline.cost("add", (4,), [1, v], out=(4,))
+        assert roofline.cost("add", (4,), [2 ** 63 - 1, -(2 ** 63), -1], out=(4,)).vector_flops == 4
+        assert roofline.cost("add", (4,), [0] * 65536, out=(4,)).vector_flops == 4  # the longest list taken
+        with pytest.raises(ValueError, match="argument 1: a list of 65537 entries; cost\\(\\) takes at most 65536"):
+            roofline.cost("add", (4,), [0] * 65537, out=(4,))
+        assert roofline.cost("add", (4,), True).vector_flops == 4  # a bool is not an int out of range
+
     # the result shape cost() infers, read back from the bytes written (float32: 4 bytes per element)
     @staticmethod
     def written(op, *args, **kw):
@@ -1084,6 +1293,47 @@ class TestSpec:
                             None, False) == 1 * 2 * 3 * 6
         # a scaled float8 product's result is bfloat16: (16, 8) x 2 bytes
         assert self.written("_scaled_mm", (16, 32), (32, 8), (), (), dtype="float8_e4m3fn") == 16 * 8 * 2 // 4
+
+    def test_inferred_result_dtype_and_other_ops(self):
+        """The result takes the dtype of the first input of the product (bfloat16 here: 2 bytes), the matrix's for
+        addmv; softmax, clone and _to_copy keep their input's shape and dtype."""
+        import roofline
+        from roofline import TensorSpec as T
+
+        def written(op, *args, **kw):
+            return roofline.cost(op, *args, **kw).bytes_written
+
+        bf, f32 = "bfloat16", "float32"
+        assert written("mm", T((3, 4), bf), T((4, 5), f32)) == 3 * 5 * 2
+        assert written("bmm", T((2, 3, 4), bf), T((2, 4, 5), f32)) == 2 * 3 * 5 * 2
+        assert written("addmm", T((5,), f32), T((3, 4), bf), T((4, 5), f32)) == 3 * 5 * 2
+        assert written("baddbmm", T((2, 3, 5), f32), T((2, 3, 4), bf), T((2, 4, 5), f32)) == 2 * 3 * 5 * 2
+        assert written("convolution", T((1, 2, 8, 8), bf), T((3, 2, 3, 3), f32)) == 3 * 6 * 6 * 2
+        assert written("addmv", T((3,), f32), T((3, 4), bf), T((4,), f32)) == 3 * 2
+        # the added term broadcasts: the result is the product's (2, 3, 5), (3, 5)
+        assert written("baddbmm", (5,), (2, 3, 4), (2, 4, 5)) == 2 * 3 * 5 * 4
+        assert written("addmm", (1, 5), (3, 4), (4, 5)) == 3 * 5 * 4
+        assert written("_softmax", T((3, 4), bf), -1, False) == 12 * 2
+        for op, args in (("clone", ()), ("_to_copy", ()), ("_log_softmax", (-1, False)), ("_safe_softmax", (-1,))):
+            assert written(op, (3, 4), *args) == 12 * 4, op
+        with pytest.raises(ValueError, match="cannot infer the result shape of 'mv'"):
+            roofline.cost("mv", (3, 4))
+        with pytest.raises(ValueError, match="cannot infer the result shape of 'sum'"):
+            roofline.cost("sum", (3, 4), [1])
+
+    def test_out_overloads_place_the_result(self):
+        """An out= overload writes its destination: given as out=, it is put at the destinations' positions (None in
+        between for arguments left out); given among the arguments, it is used as it is."""
+        import roofline
+
+        assert roofline.cost("add.out", (4,), (4,), out=(4,)).bytes_written == 16
+        assert roofline.cost("add.out", (4,), (4,), 1, (4,)).bytes_written == 16
+        assert roofline.cost("max.dim_max", (3, 5), 1, False, out=[(3,), (3,)]).bytes_written == 2 * 3 * 4
+        assert roofline.cost("max.dim_max", (3, 5), 1, out=[(3,), (3,)]).bytes_written == 2 * 3 * 4
+        with pytest.raises(ValueError, match=r"out: 1 result\(s\) for the 2 destination\(s\) \['max', 'max_values'\]"):
+            roofline.cost("max.dim_max", (3, 5), 1, False, out=[(3,)])
+        with pytest.raises(ValueError, match="out: 3 result"):
+            roofline.cost("max.dim_max", (3, 5), 1, False, out=[(3,), (3,), (3,)])
 
     def test_inferred_convolution_shapes(self):
         """Output sizes by hand: (n + 2p - d(k-1) - 1) // s + 1, and for a transposed convolution
@@ -1147,6 +1397,33 @@ class TestSpec:
         assert conv(padding=[0, 1]).bytes_written == 3 * 6 * 8 * 4
         with pytest.raises(ValueError, match="must both be"):
             roofline.cost("convolution", (2, 8), (3, 2), None, 1, 0, 1, False, 0, 1)
+        with pytest.raises(ValueError, match="dilation 0 must be >= 1"):
+            conv(dilation=0)
+        with pytest.raises(ValueError, match="the input and the weight must be tensors"):
+            roofline.cost("convolution", x, 3, None, 1, 0, 1, False, 0, 1)
+        with pytest.raises(ValueError, match="the input and the weight must be tensors"):
+            roofline.cost("convolution", x)
+        # weight (4, 1, 3, 3) for 2 input channels in one group: C_in/groups would be 1
+        with pytest.raises(ValueError, match="does not fit input"):
+            conv(weight=(4, 1, 3, 3))
+        # transposed: the weight's first dimension must be C_in
+        with pytest.raises(ValueError, match="transposed convolution's weight"):
+            roofline.cost("convolution", x, (4, 3, 3, 3), None, 1, 0, 1, True, 0, 1)
+        # the input and the weight alone: stride 1, no padding, dilation 1, one group: (1, 3, 6, 6)
+        assert roofline.cost("convolution", x, w).bytes_written == 3 * 6 * 6 * 4
+        # a kernel as large as the input: one output element per channel; one larger: none, an error
+        assert roofline.cost("convolution", (1, 2, 3, 3), (3, 2, 3, 3), None, 1, 0, 1, False, 0, 1).bytes_written \
+            == 3 * 4
+        with pytest.raises(ValueError, match="spatial dimension 0 of the result would be 0"):
+            roofline.cost("convolution", (1, 2, 1, 1), (3, 2, 2, 2), None, 1, 0, 1, False, 0, 1)
+        # other ops with two tensors have no inferred result
+        with pytest.raises(ValueError, match="cannot infer the result shape of 'dot'"):
+            roofline.cost("dot", (4,), (4,))
+        # trailing arguments left out take their defaults: groups 1
+        assert roofline.cost("convolution", x, w, None, 1, 0, 1, False, 0).bytes_written == 3 * 6 * 6 * 4
+        # a transposed convolution without output_padding: 0; (8 - 1) + (3 - 1) + 1 = 10
+        assert roofline.cost("convolution", x, (2, 3, 3, 3), None, 1, 0, 1, True, None, 1).bytes_written \
+            == 3 * 10 * 10 * 4
 
     def test_tensor_inputs_as_one_list(self):
         import roofline
@@ -1383,3 +1660,203 @@ class TestCompiledView:
             (200, 200, 1000, 1000, 800)
         assert cv.fusion(self.report(kernels=[])) == {"unfused_bytes": 0, "compiled_bytes": 0, "saved_bytes": 0,
                                                        "added_bytes": 0, "aten_bytes": 0, "by_module": {}}
+
+
+class TestDataflow:
+    """Access checks, producer -> consumer edges, fusion opportunities and their one-line description
+    (roofline/_dataflow.py)."""
+
+    @staticmethod
+    def acc(rows):
+        import numpy as np
+
+        from roofline._dataflow import ACCESS_DTYPE
+
+        return np.array(rows, dtype=ACCESS_DTYPE)
+
+    def test_check_accesses(self):
+        import numpy as np
+
+        from roofline import _dataflow
+        from roofline._dataflow import ACCESS_DTYPE
+
+        wide = np.array([(0, 5, 64, 0), (1, 5, 64, 1)], dtype=[("record", "<i8"), ("storage", "<i8"),
+                                                                 ("nbytes", "<i8"), ("write", "<i8")])
+        a = _dataflow.check_accesses(wide, 2)
+        assert a.dtype == ACCESS_DTYPE and a.tolist() == [(0, 5, 64, 0), (1, 5, 64, 1)]
+        with pytest.raises(ValueError, match="refer to record 2, but the report has 2 records"):
+            _dataflow.check_accesses(self.acc([(2, 5, 64, 0)]), 2)
+        assert len(_dataflow.check_accesses(self.acc([(1, 5, 64, 0)]), 2)) == 1
+        with pytest.raises(TypeError, match="structured array"):
+            _dataflow.check_accesses(np.zeros(3), 2)
+        with pytest.raises(ValueError, match="one-dimensional"):
+            _dataflow.check_accesses(self.acc([[(0, 5, 64, 0)]]), 2)
+        with pytest.raises(ValueError, match="no dataflow"):
+            _dataflow.check_accesses(None, 2)
+
+    def test_edges_without_a_record_count(self):
+        from roofline import _dataflow
+
+        big = 2 ** 31 + 5  # record indices are 32-bit unsigned: any of them is valid without a count
+        e = _dataflow.edges(self.acc([(big, 7, 64, 1), (big + 1, 7, 32, 0), (big + 1, 8, 16, 0)]))
+        assert e.tolist() == [(big, big + 1, 7, 32, 64)]
+        assert len(_dataflow.edges(self.acc([]))) == 0
+        # a read before any write of its storage, and a read of another storage written earlier: no edge
+        assert len(_dataflow.edges(self.acc([(0, 1, 8, 0), (1, 2, 8, 1), (2, 3, 8, 0)]))) == 0
+
+    def test_short_and_active(self):
+        import numpy as np
+
+        from roofline import _dataflow
+        from roofline._records import RECORD_DTYPE
+
+        assert [_dataflow._short(n) for n in ("aten.add_.Tensor", "aten.relu", "relu")] == ["add_", "relu", "relu"]
+        rec = np.zeros(5, RECORD_DTYPE)
+        rec["bytes_read"] = [0, 1, 0, 8, 0]
+        rec["bytes_written"] = [0, 0, 1, 8, 0]
+        rec["status"] = [0, 0, 0, 3, 0]
+        assert _dataflow.active(rec).tolist() == [False, True, True, False, False]
+        assert len(_dataflow.data_edges(rec, self.acc([]))) == 0
+
+    def test_describe(self):
+        from roofline._dataflow import FusionOpportunity
+
+        f = FusionOpportunity(records=[0, 1], ops=["aten.mm.default", "aten.add_.Tensor"], modules=["a", "a"],
+                              kind="epilogue", intermediates=1, bytes=4000, saved_bytes=1000, t_before=3e-6,
+                              t_after=1e-6, saved_s=2e-6)
+        assert f.describe() == "mm -> add_ in a: saves 1.00 KB of 4.00 KB, 2.0 us at the roof"
+        f.modules = ["a", "b", "c"]
+        f.saved_s = float("nan")
+        assert f.describe() == "mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB"
+        f.compiled = "partly"
+        assert f.describe() == "mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB; compiled: partly"
+        f.compiled_saved_bytes = 500
+        assert f.describe() == ("mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB; compiled: partly (keeps 500 B of "
+                                "1.00 KB on chip)")
+
+    def test_a_chain_of_two_calls_by_default(self):
+        from roofline import _dataflow
+
+        g = Graph()
+        g.call("aten.add.Tensor", "ewise", [(1, 400)], [(2, 400)], vector=100)
+        g.call("aten.relu.default", "ewise", [(2, 400)], [(3, 400)], vector=100)
+        r = g.report()
+        (f,) = _dataflow.fusion_opportunities(r.records, r._ops, r.module_path, r.classification(), r.accesses)
+        assert (f.records, f.kind, f.intermediates, f.saved_bytes, f.bytes) == ([0, 1], "elementwise", 1, 800, 1600)
+        assert f.edges == [(0, 1, 800)]
+
+    def test_without_ceilings_chains_are_found_by_kind(self):
+        g = Graph()
+        g.call("aten.add.Tensor", "ewise", [(1, 400)], [(2, 400)], vector=100)
+        g.call("aten.relu.default", "ewise", [(2, 400)], [(3, 400)], vector=100)
+        g.call("aten.mm.default", "mm", [(3, 400), (4, 400)], [(5, 400)], matrix=10 ** 6)  # not fusible
+        r = _no_ceilings(g)
+        (f,) = r.fusion_opportunities()
+        assert f.records == [0, 1] and f.saved_bytes == 800
+        assert f.saved_s != f.saved_s and f.t_before != f.t_before  # NaN: no ceilings
+
+    def test_one_matrix_product_per_chain(self):
+        """Two products whose results one add reads, and a scale (y) the add reads too: the add joins the first
+        product and the scale; the second product stays out (one matrix product per fused kernel)."""
+        g = Graph()
+        g.call("aten.mm.default", "mm", [(1, 4096), (2, 4096)], [(10, 256)], matrix=2 * 8 * 8 * 128)      # 0
+        g.call("aten.mul.Tensor", "ewise", [(3, 256)], [(11, 256)], vector=64)                           # 1
+        g.call("aten.mm.default", "mm", [(4, 4096), (5, 4096)], [(12, 256)], matrix=2 * 8 * 8 * 128)     # 2
+        g.call("aten.add.Tensor", "ewise", [(10, 256), (11, 256), (12, 256)], [(13, 256)], vector=128)   # 3
+        opps = g.report().fusion_opportunities()
+        assert [f.records for f in opps] == [[0, 1, 3]] and opps[0].kind == "epilogue"
+        g2 = Graph()
+        g2.call("aten.mm.default", "mm", [(1, 4096), (2, 4096)], [(10, 256)], matrix=2 * 8 * 8 * 128)
+        g2.call("aten.mm.default", "mm", [(4, 4096), (5, 4096)], [(12, 256)], matrix=2 * 8 * 8 * 128)
+        g2.call("aten.add.Tensor", "ewise", [(10, 256), (12, 256)], [(13, 256)], vector=64)
+        assert [f.records for f in g2.report().fusion_opportunities()] == [[0, 2]]
+
+    def test_in_place_update_of_a_live_in_storage(self):
+        """A parameter (storage 1, read before any write in the block) updated in place by a mul_ and then read by
+        an add: a fused kernel still writes the parameter's final value, so only the read is saved (400). When the
+        add updates it in place too, the mul_'s write is not the final one: read and write saved (800)."""
+        g = Graph()
+        g.call("aten.mul_.Tensor", "ewise", [(1, 400)], [(1, 400)], vector=100)
+        g.call("aten.add.Tensor", "ewise", [(1, 400)], [(2, 400)], vector=100)
+        (f,) = g.report().fusion_opportunities()
+        assert (f.records, f.saved_bytes) == ([0, 1], 400)
+        g = Graph()
+        g.call("aten.mul_.Tensor", "ewise", [(1, 400)], [(1, 400)], vector=100)
+        g.call("aten.add_.Tensor", "ewise", [(1, 400)], [(1, 400)], vector=100)
+        (f,) = g.report().fusion_opportunities()
+        assert (f.records, f.saved_bytes) == ([0, 1], 800)
+
+    def test_fused_time_counts_every_members_flops(self):
+        """mm (2e6 FLOPs at 2e12) -> add (1 FLOP at 1e12) -> clone (no FLOPs): one kernel computes 1e-6 + 1e-12 s;
+        its remaining bytes (2200 - 800 = 1400 at 1e11 B/s) take less."""
+        g = Graph()
+        g.call("aten.mm.default", "mm", [(1, 600), (2, 400)], [(3, 400)], matrix=2 * 10 ** 6)
+        g.call("aten.add.Tensor", "ewise", [(3, 400)], [(4, 400)], vector=1)
+        g.call("aten.clone.default", "copy", [(4, 400)], [(5, 400)])
+        (f,) = g.report().fusion_opportunities()
+        assert f.records == [0, 1, 2] and f.saved_bytes == 4 * 400
+        assert f.t_after == pytest.approx(2e6 / 2e12 + 1 / 1e12, rel=1e-12)
+        assert f.bytes == 1400 + 800 + 800
+
+    def test_opportunities_order_and_grouping(self):
+        """Two add -> relu chains of equal cost, interleaved (records [0, 3] and [1, 2]): ordered by their first
+        call. A larger chain first. A float64 chain (no float64 peak: its time is unknown) after those with a time.
+        Grouped by op chain: counts, bytes and savings summed."""
+        from roofline import _dataflow
+
+        from roofline._records import DTYPE_CODES
+
+        f64 = DTYPE_CODES["float64"]
+        g = Graph()
+        g.call("aten.add.Tensor", "ewise", [(1, 400)], [(10, 400)], vector=100)     # 0
+        g.call("aten.add.Tensor", "ewise", [(2, 400)], [(11, 400)], vector=100)     # 1
+        g.call("aten.relu.default", "ewise", [(11, 400)], [(12, 400)], vector=100)  # 2
+        g.call("aten.relu.default", "ewise", [(10, 400)], [(13, 400)], vector=100)  # 3
+        g.call("aten.mul.Tensor", "ewise", [(3, 800)], [(14, 800)], vector=200)     # 4
+        g.call("aten.neg.Tensor", "ewise", [(14, 800)], [(15, 800)], vector=200)    # 5
+        g.call("aten.mul.Tensor", "ewise", [(4, 80000)], [(16, 80000)], vector=100, dtype=f64)  # 6
+        g.call("aten.neg.Tensor", "ewise", [(16, 80000)], [(17, 80000)], vector=100, dtype=f64)  # 7
+        opps = g.report().fusion_opportunities()
+        assert [f.records for f in opps] == [[4, 5], [0, 3], [1, 2], [6, 7]]
+        assert opps[0].saved_s > opps[1].saved_s == opps[2].saved_s > 0 and opps[3].saved_s != opps[3].saved_s
+        # grouped: add -> relu twice (saved 2 x 800 bytes, 2 x 8 ns), mul -> neg twice (float32 and float64: their
+        # summed time is unknown, so it comes after)
+        groups = _dataflow.group_opportunities(opps)
+        assert [(gr["ops"], gr["count"], gr["saved_bytes"], gr["bytes"]) for gr in groups] == [
+            (["aten.add.Tensor", "aten.relu.default"], 2, 1600, 3200),
+            (["aten.mul.Tensor", "aten.neg.Tensor"], 2, 1600 + 160000, 3200 + 320000)]
+        assert groups[0]["saved_s"] == pytest.approx(2 * 800 / 1e11)
+
+    def test_group_opportunities_sums(self):
+        from roofline import _dataflow
+        from roofline._dataflow import FusionOpportunity
+
+        def opp(ops, saved_s, saved_bytes, nbytes, modules):
+            return FusionOpportunity(records=[0, 1], ops=ops, modules=modules, kind="elementwise", intermediates=1,
+                                     bytes=nbytes, saved_bytes=saved_bytes, t_before=1.0, t_after=1.0 - saved_s,
+                                     saved_s=saved_s)
+
+        a, b = ["aten.add.Tensor", "aten.relu.default"], ["aten.mul.Tensor", "aten.neg.Tensor"]
+        groups = _dataflow.group_opportunities([opp(a, 1e-6, 100, 300, ["x"]), opp(b, 5e-6, 10, 30, ["y"]),
+                                                opp(a, 2e-6, 200, 600, ["z", "x"])])
+        assert groups == [
+            {"ops": b, "kind": "elementwise", "phase": "forward", "count": 1, "modules": ["y"], "saved_bytes": 10,
+             "saved_s": 5e-6, "bytes": 30},
+            {"ops": a, "kind": "elementwise", "phase": "forward", "count": 2, "modules": ["x", "z"],
+             "saved_bytes": 300, "saved_s": 3e-6, "bytes": 900}]
+        nan = float("nan")
+        groups = _dataflow.group_opportunities([opp(a, nan, 100, 300, ["x"]), opp(b, nan, 900, 30, ["y"])])
+        assert [gr["ops"] for gr in groups] == [b, a]  # no time: most bytes first
+        groups = _dataflow.group_opportunities([opp(a, nan, 100, 300, ["x"]), opp(b, 1e-9, 1, 3, ["y"])])
+        assert [gr["ops"] for gr in groups] == [b, a]  # a time before none
+
+    def test_phase_of_a_chain_and_no_edges(self):
+        g = Graph()
+        g.call("aten.add.Tensor", "ewise", [(1, 400)], [(2, 400)], vector=100, phase=3)
+        g.call("aten.relu.default", "ewise", [(2, 400)], [(3, 400)], vector=100, phase=3)
+        (f,) = g.report().fusion_opportunities()
+        assert f.phase == "?"
+        g = Graph()
+        g.call("aten.add.Tensor", "ewise", [(1, 400)], [(2, 400)], vector=100)
+        g.call("aten.relu.default", "ewise", [(5, 400)], [(3, 400)], vector=100)
+        assert g.report().fusion_opportunities() == []
