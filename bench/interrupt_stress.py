@@ -32,7 +32,7 @@ import traceback
 PHASES = ("before", "enter", "body", "exit", "report", "after")
 
 # where an interrupt landed, from the innermost frame of roofline's block code in its traceback
-# (the steps of roofline/__init__.py's _Measure, which roofline._core.Block calls)
+# (the steps of roofline/_measure.py's _Measure, which roofline._core.Block calls)
 _STEPS = {"_prepare": "enter", "_enter": "enter", "_abort": "enter", "_closing": "exit", "_unwind": "exit",
           "_finish": "report"}
 
@@ -46,7 +46,8 @@ def global_state() -> dict:
     import torch.optim.optimizer as oo
     import torch.utils._python_dispatch as pd
 
-    from roofline import _collectives, _compiled, _sdpa, _torch
+    from roofline.capture import _collectives, _sdpa, _torch
+    from roofline.compiled import _compiled
 
     def ids(xs):
         return tuple(id(x) for x in xs)
@@ -118,7 +119,7 @@ def _landed(exc) -> str:
     tb = exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_filename.endswith(("roofline/__init__.py", "roofline\\__init__.py")) and code.co_name in _STEPS:
+        if code.co_filename.endswith(("roofline/_measure.py", "roofline\\_measure.py")) and code.co_name in _STEPS:
             phase = _STEPS[code.co_name]
         elif code.co_name == "_body" and phase is None:
             phase = "body"

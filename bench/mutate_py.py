@@ -1,7 +1,7 @@
 """Mutation testing of the package's Python formulas and analyses: how many small faults do the tests catch?
 
 The modules mutated (TARGETS, each with the functions whose bodies are mutated, and TESTS, the pytest subset that
-judges its mutants): the report roll-ups and the classification (roofline/_rollup.py, roofline/_classification.py
+judges its mutants): the report roll-ups and the classification (roofline/analysis/_rollup.py, roofline/analysis/_classification.py
 and what roofline/report.py still computes itself), the Python cost formulas (_formulas.py), ``roofline.cost``'s
 argument handling and shape inference (_spec.py), the dataflow and fusion opportunities (_dataflow.py), the cache
 model (_cache_model.py), the hints (_hints.py), the steady-state profile (_steady.py), the collectives' counts and
@@ -55,20 +55,20 @@ from mutate_c import ROOT, load_equivalent, progress, report  # noqa: E402
 # method of the module (module level and one class level deep)
 ALL = "*"
 TARGETS = {
-    "_rollup.py": ["exact_sum", "count_totals", "times", "unknown_ops", "errors", "phase_mask", "module_members",
+    "analysis/_rollup.py": ["exact_sum", "count_totals", "times", "unknown_ops", "errors", "phase_mask", "module_members",
                    "group_masks", "counts_by", "counts_by_phase", "peak_time", "group_bound", "roofline_row",
                    "roofline_by", "roofline_totals", "flop_counter_counts"],
-    "_classification.py": ["resolve_ceilings", "peaks", "classify", "Classifier.__init__", "Classifier.resolve",
+    "analysis/_classification.py": ["resolve_ceilings", "peaks", "classify", "Classifier.__init__", "Classifier.resolve",
                            "Classifier.classification"],
     "report.py": ["Report.module_path", "Report.total_flops", "Report.timed"],
-    "_records.py": ["DerivedCounts.bytes", "DerivedCounts.intensity", "intensity"],
-    "_formulas.py": [ALL],
-    "_spec.py": [ALL],
-    "_dataflow.py": [ALL],
-    "_cache_model.py": [ALL],
-    "_hints.py": [ALL],
+    "model/_records.py": ["DerivedCounts.bytes", "DerivedCounts.intensity", "intensity"],
+    "counting/_formulas.py": [ALL],
+    "counting/_spec.py": [ALL],
+    "analysis/_dataflow.py": [ALL],
+    "analysis/_cache_model.py": [ALL],
+    "analysis/_hints.py": [ALL],
     "_steady.py": [ALL],
-    "_collectives.py": [ALL],
+    "capture/_collectives.py": [ALL],
     "distributed.py": [ALL],
     # the closed-form counts and the step counting; not the functions that run a transformers model (prefill,
     # repeat_cache, decode_step, time_step, _cuda_sync, _model_device, _cache_argument: device work, no formula)
@@ -80,36 +80,36 @@ TARGETS = {
                "decode_step_bytes", "decode_step_flops", "tokens_per_second", "CrossCheck.ok", "CrossCheck.__bool__",
                "CrossCheck.__str__", "cross_check", "predict_decode", "_hf_config", "count_step",
                "step_utilization"],
-    "_assumptions.py": [ALL],
-    "_contention.py": [ALL],
-    "_fusion_compiled.py": [ALL],
-    "_compiled_view.py": [ALL],
-    "_sdpa.py": [ALL],
+    "analysis/_assumptions.py": [ALL],
+    "hardware/_contention.py": [ALL],
+    "analysis/_fusion_compiled.py": [ALL],
+    "analysis/_compiled_view.py": [ALL],
+    "capture/_sdpa.py": [ALL],
 }
 _ROLLUP_TESTS = ["tests/test_rollups_exact.py", "tests/test_classify_exact.py"]
 # file under roofline/ -> the tests its mutants are judged by (paths or pytest node ids from the repository root),
 # the quick killers first (-x stops at the first failure)
 K = "tests/test_mutant_killers.py::"
 TESTS = {
-    "_rollup.py": _ROLLUP_TESTS,
-    "_classification.py": _ROLLUP_TESTS,
+    "analysis/_rollup.py": _ROLLUP_TESTS,
+    "analysis/_classification.py": _ROLLUP_TESTS,
     "report.py": _ROLLUP_TESTS,
-    "_records.py": _ROLLUP_TESTS,
-    "_formulas.py": [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "tests/test_quantized.py"],
-    "_spec.py": [K + "TestSpec", "tests/test_cost_table.py", "tests/test_cost_branches.py", "tests/test_cost_reentry.py",
+    "model/_records.py": _ROLLUP_TESTS,
+    "counting/_formulas.py": [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "tests/test_quantized.py"],
+    "counting/_spec.py": [K + "TestSpec", "tests/test_cost_table.py", "tests/test_cost_branches.py", "tests/test_cost_reentry.py",
                  "tests/test_arguments.py"],
-    "_dataflow.py": [K + "TestDataflow", "tests/test_dataflow.py", "tests/test_hints.py", K + "TestHints"],
-    "_cache_model.py": [K + "TestCacheModel", "tests/test_dataflow.py"],
-    "_hints.py": [K + "TestHints", "tests/test_hints.py", "tests/test_dataflow.py"],
+    "analysis/_dataflow.py": [K + "TestDataflow", "tests/test_dataflow.py", "tests/test_hints.py", K + "TestHints"],
+    "analysis/_cache_model.py": [K + "TestCacheModel", "tests/test_dataflow.py"],
+    "analysis/_hints.py": [K + "TestHints", "tests/test_hints.py", "tests/test_dataflow.py"],
     "_steady.py": [K + "TestSteady", "tests/test_steady.py"],
-    "_collectives.py": ["tests/test_distributed.py"],
+    "capture/_collectives.py": ["tests/test_distributed.py"],
     "distributed.py": ["tests/test_distributed.py"],
     "llm.py": [K + "TestLLM", "tests/test_llm.py"],
-    "_assumptions.py": [K + "TestAssumptions", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
-    "_contention.py": [K + "TestContention", "tests/test_contention.py"],
-    "_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
-    "_compiled_view.py": [K + "TestCompiledView", "tests/test_compiled.py"],
-    "_sdpa.py": ["tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
+    "analysis/_assumptions.py": [K + "TestAssumptions", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
+    "hardware/_contention.py": [K + "TestContention", "tests/test_contention.py"],
+    "analysis/_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
+    "analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_compiled.py"],
+    "capture/_sdpa.py": ["tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
 }
 
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],
@@ -254,11 +254,11 @@ def substitute(path: Path, text: str) -> types.ModuleType:
     every attribute of a loaded roofline module that is the original module or one of its functions or classes."""
     import importlib
 
-    name = "roofline." + path.stem
+    name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
     old = importlib.import_module(name)
     mod = types.ModuleType(name)
     mod.__file__ = str(path)
-    mod.__package__ = "roofline"
+    mod.__package__ = name.rpartition(".")[0]
     sys.modules[name] = mod
     exec(compile(text, str(path), "exec"), mod.__dict__)
     for m in list(sys.modules.values()):

@@ -65,7 +65,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 import roofline
-from roofline import _torch
+from roofline.capture import _torch
 
 
 def resnet50_meta_forward():

@@ -14,8 +14,15 @@ import importlib
 import importlib.util
 import os
 import re
+import site
 import sys
+import sysconfig
+import traceback
 from dataclasses import dataclass, field
+
+from roofline import devices, llm
+from roofline.util import _output
+from roofline.util._format import fmt
 
 BUILTIN_MODELS = ("resnet50", "vit_b_16", "gpt2", "llama")
 LLMS = ("gpt2", "llama")
@@ -129,12 +136,10 @@ def check_device(device: str) -> str:
 
 
 def check_output(flag: str, path: str, extensions=None) -> None:
-    """``path`` can be written (:func:`roofline._output.check_writable`, which never creates, truncates or opens
+    """``path`` can be written (:func:`roofline.util._output.check_writable`, which never creates, truncates or opens
     the file itself: a FIFO's reader sees no end of file, a dangling link stays a link): its folder exists and takes
     a new file, it is not a folder, an existing file, FIFO or device is writable, and (for a chart) its extension is
     one of ``extensions``. ``-`` (stdout) is accepted where there are no ``extensions``."""
-    from roofline import _output
-
     if path == "-" and extensions is None:
         return
     if extensions is not None:
@@ -151,8 +156,6 @@ def check_output(flag: str, path: str, extensions=None) -> None:
 
 
 def _device_name(flag: str, name: str) -> None:
-    from roofline import devices
-
     try:
         devices.get(name)
     except KeyError as e:
@@ -194,7 +197,6 @@ def _load_callable(spec: str):
             mspec.loader.exec_module(obj)
         except Exception as e:
             sys.modules.pop(name, None)
-            from roofline.cli import user_frame
 
             where = user_frame(e.__traceback__)
             raise ValueError(f"model {spec!r}: importing {target} failed: {type(e).__name__}: {e}"
@@ -368,8 +370,6 @@ def build(p: Plan, args):
         ids = torch.randint(0, model.config.vocab_size, (batch or 1, seq))
     model.train(train)
     if args.decode:
-        from roofline import llm
-
         cache = llm.repeat_cache(llm.prefill(model, args.kv_len), batch or 1)
 
         def step():
@@ -463,9 +463,6 @@ def run(args: argparse.Namespace) -> int:
 
 def decode_summary(r, projected, model, batch: int, kv_len: int, dtype: str) -> str:
     """Tokens/s and bytes per token of a decode step, against the bandwidth roof (bytes / DRAM bandwidth)."""
-    from roofline import llm
-    from roofline._render import fmt
-
     lines = [f"decode: {batch} new token{'s' if batch != 1 else ''} per step against a KV cache of {kv_len} tokens"]
     ideal = llm.decode_step_bytes(llm.DecoderConfig.from_hf(model.config), batch, kv_len, dtype)["total"]
     lines.append(f"  bytes per token  {fmt(r.bytes / batch, 'B')} counted (compulsory); "
@@ -484,3 +481,31 @@ def decode_summary(r, projected, model, batch: int, kv_len: int, dtype: str) -> 
                     f"({batch / rep.wall_time / roof:.0%} of the roof)"
         lines.append(line)
     return "\n".join(lines)
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Folders whose code is not the user's: this package, the standard library, installed packages."""
+    dirs = {os.path.dirname(os.path.abspath(__file__))}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(os.path.abspath(path))
+    try:
+        dirs.update(os.path.abspath(p) for p in site.getsitepackages() + [site.getusersitepackages()])
+    except (AttributeError, TypeError):  # a virtualenv's old site module
+        pass
+    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+
+
+def user_frame(tb) -> str | None:
+    """``"file:line, in function"`` of the innermost frame of traceback ``tb`` in the user's own code (a file
+    outside this package, the standard library and installed packages: a ``file.py:callable`` of ``profile`` or
+    what it imports); None when the traceback never enters such a file."""
+    libs = _library_dirs()
+    found = None
+    for fs in traceback.extract_tb(tb):
+        name = fs.filename
+        if name.startswith("<") or os.path.abspath(name).startswith(libs):
+            continue
+        found = f"{name}:{fs.lineno}, in {fs.name}"
+    return found

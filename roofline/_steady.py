@@ -18,6 +18,7 @@ import warnings
 
 import numpy as np
 
+from roofline._measure import measure
 from roofline.report import Report
 
 # count columns that must agree between repeats of the same step
@@ -62,19 +63,17 @@ def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str |
     >>> r = roofline.profile(lambda: train_step(batch), model, warmup=2, repeat=5)   # doctest: +SKIP
     >>> print(r)                                                                     # doctest: +SKIP
     """
-    import roofline
-
     if not callable(step):
         raise TypeError(f"profile: step must be a callable taking no arguments, got {type(step).__name__}")
     _check_synchronous(step)
     warmup = _check_int("warmup", warmup, 0)
     repeat = _check_int("repeat", repeat, 1)
-    roofline.measure(model, timing=timing, ceilings=ceilings, attention=attention)  # checks the arguments now
+    measure(model, timing=timing, ceilings=ceilings, attention=attention)  # checks the arguments now
     for _ in range(warmup):
         _check_result(step())
     runs = []
     for _ in range(repeat):
-        with roofline.measure(model, timing=timing, ceilings=ceilings, attention=attention) as r:
+        with measure(model, timing=timing, ceilings=ceilings, attention=attention) as r:
             _check_result(step())
         runs.append(r)
     return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings)

@@ -14,11 +14,17 @@ Each command is a ``_add_<name>(subparsers)`` function that registers its parser
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 import warnings
 from typing import Sequence, TextIO
+
+from roofline import _profile_cmd, distributed
+from roofline._profile_cmd import BUILTIN_MODELS, user_frame  # noqa: F401  (BUILTIN_MODELS: the built-in model names)
+from roofline.hardware._ceilings import ceilings
+from roofline.util import _output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,40 +64,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"roofline {args.command}: error: {e}", file=sys.stderr)
                 return 1
             raise
-
-
-def _library_dirs() -> tuple[str, ...]:
-    """Folders whose code is not the user's: this package, the standard library, installed packages."""
-    import sysconfig
-
-    dirs = {os.path.dirname(os.path.abspath(__file__))}
-    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-        path = sysconfig.get_paths().get(key)
-        if path:
-            dirs.add(os.path.abspath(path))
-    try:
-        import site
-
-        dirs.update(os.path.abspath(p) for p in site.getsitepackages() + [site.getusersitepackages()])
-    except (AttributeError, TypeError):  # a virtualenv's old site module
-        pass
-    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
-
-
-def user_frame(tb) -> str | None:
-    """``"file:line, in function"`` of the innermost frame of traceback ``tb`` in the user's own code (a file
-    outside this package, the standard library and installed packages: a ``file.py:callable`` of ``profile`` or
-    what it imports); None when the traceback never enters such a file."""
-    import traceback
-
-    libs = _library_dirs()
-    found = None
-    for fs in traceback.extract_tb(tb):
-        name = fs.filename
-        if name.startswith("<") or os.path.abspath(name).startswith(libs):
-            continue
-        found = f"{name}:{fs.lineno}, in {fs.name}"
-    return found
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -144,8 +116,6 @@ class _Progress:
 
 
 def _cmd_ceilings(args: argparse.Namespace) -> int:
-    from roofline._ceilings import ceilings
-
     progress = _Progress(sys.stderr)
     c = ceilings(args.device, refresh=args.refresh, quick=not args.thorough, progress=progress)
     if progress.used:
@@ -166,17 +136,13 @@ def _cmd_ceilings(args: argparse.Namespace) -> int:
 # ---- profile ----
 # options, checks (all made before anything runs) and the run itself: roofline/_profile_cmd.py
 
-from roofline._profile_cmd import BUILTIN_MODELS  # noqa: E402,F401  (the built-in model names)
-
 
 def _add_profile(subparsers: argparse._SubParsersAction) -> None:
-    from roofline import _profile_cmd
 
     _profile_cmd.add_profile(subparsers, _cmd_profile)
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from roofline import _profile_cmd
 
     return _profile_cmd.run(args)
 
@@ -198,9 +164,6 @@ def _add_merge(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    import json
-
-    from roofline import _output, distributed
 
     if args.output is not None and args.output != "-":
         _output.check_writable(args.output, "-o")  # before the reports are read

@@ -2,7 +2,7 @@
 
 Inside ``roofline.measure`` every collective that reaches the dispatcher is recorded with its message bytes, group
 size and bus bytes (nccl-tests convention), and is judged against the interconnect bandwidth, not DRAM; DTensor ops
-are counted at the local shards each rank computes (see ``roofline/_collectives.py`` and docs/distributed.md).
+are counted at the local shards each rank computes (see ``roofline/capture/_collectives.py`` and docs/distributed.md).
 
 This module reads those records and brings the ranks together:
 
@@ -18,98 +18,32 @@ This module reads those records and brings the ranks together:
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
+import os
 import time
 
 import numpy as np
 
-from roofline import _document
-from roofline._classification import BOUND_INTERCONNECT
+from roofline.analysis._classification import BOUND_INTERCONNECT
+from roofline.hardware import _interconnect
+from roofline.model import _document
+from roofline.model._collectives import bus_factor  # noqa: F401  (public: roofline.distributed.bus_factor)
+from roofline.model._records import PHASES
+from roofline.report import SCHEMA_VERSION, Report
+from roofline.util import _safejson
+from roofline.util._version import VERSION
 
 __all__ = ["MergedReport", "bus_factor", "collectives", "communication", "gather", "measure_interconnect", "merge"]
 
 _PAYLOAD_FORMAT = "roofline-rank-report"
-_KINDS = frozenset(_document.COLLECTIVE_KINDS)
 _COLUMNS = _document.COLLECTIVE_COLUMNS
 # gather's timeout: finite, and within what a timedelta and the process group's millisecond timeouts hold
 _MAX_TIMEOUT = 1e9
 
 
-def bus_factor(collective: str, n: int) -> float:
-    """nccl-tests' bus-bandwidth factor of ``collective`` over ``n`` ranks: ``2(n-1)/n`` for "all_reduce",
-    ``(n-1)/n`` for "all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", 1 for "broadcast",
-    "reduce", "send", "recv", "p2p", 0 for "barrier" and "wait". Bus bytes = message bytes x factor."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"bus_factor: the group size must be an int >= 1, got {n!r}")
-    if collective == "all_reduce":
-        return 2.0 * (n - 1) / n
-    if collective in ("all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"):
-        return (n - 1) / n
-    if collective in ("broadcast", "reduce", "send", "recv", "p2p"):
-        return 1.0
-    if collective in ("barrier", "wait"):
-        return 0.0
-    raise ValueError(f"bus_factor: unknown collective {collective!r}")
-
-
 # ---- one report ------------------------------------------------------------------------------------------------
-def _table(meta: dict, n_records: int) -> dict:
-    """The collectives side table of a report's meta, checked (ValueError naming the field that is wrong)."""
-    t = meta.get("collectives")
-    if not t:
-        return {k: [] for k in _COLUMNS}
-    return _document.collectives(t, n_records)  # the schema of a loaded document, also when changed since
-
-
-def _link(meta: dict, ceilings, source: str):
-    """``(bytes/s, note)``: the interconnect bandwidth collectives are judged against. A projection or a
-    datasheet roofline uses the device's datasheet link; otherwise the bus bandwidth measured by
-    :func:`measure_interconnect` before the block (meta.distributed.interconnect), else the datasheet link of the
-    device, else NaN (and a note)."""
-    from roofline import devices
-
-    spec = devices.lookup(ceilings.name) if ceilings is not None and getattr(ceilings, "name", None) else None
-    datasheet = spec.interconnect_bandwidth if spec is not None else None
-    dist_meta = meta.get("distributed")
-    link_meta = dist_meta.get("interconnect") if isinstance(dist_meta, dict) else None
-    measured = link_meta.get("busbw") if isinstance(link_meta, dict) else None
-    if meta.get("projected_to") or source == "datasheet":
-        if datasheet:
-            return float(datasheet), ""
-    elif isinstance(measured, (int, float)) and measured > 0:
-        return float(measured), ""
-    elif datasheet:
-        return float(datasheet), "collectives judged against the datasheet interconnect bandwidth"
-    return math.nan, ("no interconnect bandwidth for the collectives: call roofline.distributed."
-                      "measure_interconnect() under the process group before measuring, or project to a device")
-
-
-def _network_view(meta: dict, ceilings, source: str, n_records: int):
-    """For the classification: ``(record indices of the collectives, interconnect bytes/s, note, record indices
-    of the asynchronous ones)``."""
-    t = _table(meta, n_records)
-    link, note = _link(meta, ceilings, source)
-    launched = [r for r, a in zip(t["record"], t["async_op"]) if a]
-    return np.asarray(t["record"], dtype=np.int64), link, note, np.asarray(launched, dtype=np.int64)
-
-
-def _rescaled(meta: dict, gpus, n_records: int) -> dict:
-    """A copy of ``meta`` whose collectives run over ``gpus`` ranks: bus bytes re-computed from the message bytes
-    (for Report.project)."""
-    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
-        raise ValueError(f"project: gpus must be an int >= 1, got {gpus!r}")
-    t = meta.get("collectives")
-    out = dict(meta, projected_gpus=gpus)
-    if t:
-        _table(meta, n_records)
-        t = dict(t)
-        t["group_size"] = [gpus] * len(t["record"])
-        t["bus_bytes"] = [int(round(m * bus_factor(c, gpus))) for c, m in zip(t["collective"], t["message_bytes"])]
-        out["collectives"] = t
-    return out
-
-
 def collectives(report) -> list[dict]:
     """One dict per collective call of ``report``: ``record`` (row of ``report.records``), ``op`` (the op's name),
     ``collective`` ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
@@ -117,11 +51,10 @@ def collectives(report) -> list[dict]:
     ``bus_bytes``, ``async_op`` (issued asynchronously: its measured time is the launch, not the transfer),
     ``uncertain`` (the group size could not be read from the call: the world size was assumed), ``phase``,
     ``time`` (measured seconds, NaN unless ``timing="op"``) and ``t_min`` (bus bytes / interconnect bandwidth)."""
-    t = _table(report.meta, len(report.records))
+    t = _document.collectives_table(report.meta, len(report.records))
     if not t["record"]:
         return []
     c = report.classification() if report.ceilings is not None else None
-    from roofline._records import PHASES
 
     rows = []
     for i, rec in enumerate(t["record"]):
@@ -152,7 +85,7 @@ def communication(report) -> dict:
 
 def _split(report) -> dict:
     """Compute vs communication of one report: roofline times (t_min) and measured times of each side."""
-    t = _table(report.meta, len(report.records))
+    t = _document.collectives_table(report.meta, len(report.records))
     net = np.zeros(len(report.records), bool)
     net[np.asarray(t["record"], dtype=np.int64)] = True
     out = {"message_bytes": sum(t["message_bytes"]), "bus_bytes": sum(t["bus_bytes"]),
@@ -178,12 +111,7 @@ def _split(report) -> dict:
 
 
 # ---- measured interconnect ---------------------------------------------------------------------------------------
-_MEASURED: dict = {}  # (backend, world_size) -> result of measure_interconnect in this process
 _DEFAULT_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 22)
-
-
-def _measured_link(pg: dict):
-    return _MEASURED.get((pg["backend"], pg["world_size"]))
 
 
 def measure_interconnect(sizes=_DEFAULT_SIZES, iters: int = 5, group=None) -> dict:
@@ -231,7 +159,7 @@ def measure_interconnect(sizes=_DEFAULT_SIZES, iters: int = 5, group=None) -> di
               "method": f"all-reduce of float32 over {n} ranks ({backend}), {iters} timed runs per size, median of "
                         "the slowest rank; busbw = size / time x 2(n-1)/n (nccl-tests)"}
     if group is None:
-        _MEASURED[(backend, n)] = result
+        _interconnect.remember(backend, n, result)
     return result
 
 
@@ -249,10 +177,8 @@ def _require_group(what: str):
 
 
 def _payload(report, rank: int) -> tuple[dict, Exception | None]:
-    from roofline import __version__
-    from roofline.report import SCHEMA_VERSION, Report
 
-    head = {"format": _PAYLOAD_FORMAT, "version": __version__, "schema": SCHEMA_VERSION, "rank": rank}
+    head = {"format": _PAYLOAD_FORMAT, "version": VERSION, "schema": SCHEMA_VERSION, "rank": rank}
     if report is None:
         return dict(head, error="no report (None) was passed"), None
     if not isinstance(report, Report):
@@ -274,8 +200,6 @@ def gather(report, dst: int = 0, timeout: float = 120.0, group=None):
     RuntimeError naming that rank. Reports of different roofline versions or schemas raise ValueError on ``dst``.
     RuntimeError outside a process group. ``timeout`` is checked first: a finite number of seconds in (0, 1e9]
     (ValueError otherwise, infinity included: the wait is bounded; TypeError for a non-number)."""
-    import datetime
-
     import torch
 
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
@@ -309,7 +233,6 @@ def gather(report, dst: int = 0, timeout: float = 120.0, group=None):
         raise local_error
     if rank != dst:
         return None
-    from roofline import _safejson
 
     docs = []
     for i, (b, s) in enumerate(zip(bufs, sizes)):
@@ -330,8 +253,6 @@ def _wait(work, wait, what: str, timeout: float):
 
 
 def _merge_payloads(docs: list) -> "MergedReport":
-    from roofline.report import Report
-
     errors, heads = [], []
     for i, d in enumerate(docs):
         if not isinstance(d, dict) or d.get("format") != _PAYLOAD_FORMAT:
@@ -365,8 +286,6 @@ def merge(reports) -> "MergedReport":
     reports claim the same rank, when their world sizes or roofline versions differ, or when a report has no rank
     (measured outside a process group: its position in the list is used as its rank only when no report of the list
     has one)."""
-    from roofline.report import Report
-
     if isinstance(reports, (str, bytes)) or not hasattr(reports, "__iter__"):
         raise TypeError("merge: expected a list of reports or paths")
     loaded = []
@@ -395,9 +314,6 @@ def merge(reports) -> "MergedReport":
 
 
 def _read_json(path):
-    import os
-
-    from roofline import _safejson
 
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"merge: expected a Report or a path, got {type(path).__name__}")
@@ -416,8 +332,6 @@ class MergedReport:
     the reports were measured outside a process group). ``str(merged)`` is the per-rank table and the totals."""
 
     def __init__(self, reports):
-        from roofline.report import Report
-
         reports = list(reports)
         if not reports:
             raise ValueError("merge: no reports")
@@ -477,7 +391,7 @@ class MergedReport:
             out["calls"] += int(len(r.records))
             for k in ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written"):
                 out[k] += getattr(r, k)
-            t = _table(r.meta, len(r.records))
+            t = _document.collectives_table(r.meta, len(r.records))
             out["collectives"] += len(t["record"])
             out["message_bytes"] += sum(t["message_bytes"])
             out["bus_bytes"] += sum(t["bus_bytes"])

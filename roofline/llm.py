@@ -37,7 +37,19 @@ what they assumed.
 
 from __future__ import annotations
 
+import copy
+import inspect
+import statistics
+import sys
+import time
 from dataclasses import dataclass
+
+from roofline import devices
+from roofline._steady import _check_int, profile
+from roofline.analysis import _rollup
+from roofline.capture import _sdpa
+from roofline.model import _records
+from roofline.model._records import ITEMSIZE, canonical_dtype
 
 __all__ = [
     "DecoderConfig", "CrossCheck", "param_count", "matmul_param_count", "forward_flops", "training_flops",
@@ -294,7 +306,6 @@ def _itemsize(dtype_bytes) -> int:
         if dtype_bytes <= 0:
             raise ValueError(f"dtype_bytes must be positive, got {dtype_bytes}")
         return dtype_bytes
-    from roofline._records import ITEMSIZE, canonical_dtype
 
     return ITEMSIZE[canonical_dtype(dtype_bytes)]
 
@@ -402,8 +413,6 @@ def predict_decode(config, batch: int, context_len: int, device="H100 SXM", dtyp
     (norms, activations) and the cache copy of an implementation that concatenates are left out: real steps are
     slower.
     """
-    from roofline import devices
-
     spec = devices.get(device) if isinstance(device, str) else device
     try:
         peak = spec.peak("matrix", dtype)
@@ -463,12 +472,8 @@ def count_step(config, batch: int = 1, seq_len: int = 2048, *, train: bool = Tru
     """
     import torch
 
-    from roofline import _records
-    from roofline._steady import _check_int, profile
 
-    import copy
 
-    from roofline import _sdpa
 
     batch = _check_int("batch", batch, 1)
     seq_len = _check_int("seq_len", seq_len, 1)
@@ -531,8 +536,6 @@ def count_step(config, batch: int = 1, seq_len: int = 2048, *, train: bool = Tru
 def _cache_argument(model) -> str:
     """The keyword ``model.forward`` takes the KV cache under: ``cache`` (newer transformers) or
     ``past_key_values``."""
-    import inspect
-
     params = inspect.signature(model.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
 
@@ -568,8 +571,6 @@ def prefill(model, context_len: int, *, seed: int = 0):
 
 def repeat_cache(cache, batch: int):
     """A copy of a one-sequence ``cache`` holding ``batch`` sequences (the original is left as it is)."""
-    import copy
-
     if not isinstance(batch, int) or batch <= 0:
         raise ValueError(f"batch must be a positive int, got {batch!r}")
     out = copy.deepcopy(cache)
@@ -600,9 +601,6 @@ def time_step(step, repeats: int = 5, warmup: int = 1, statistic: str = "median"
     any instrumentation: the ``"median"`` run (default) or the fastest (``"min"``, the better estimate on a machine
     shared with other work, whose interference only ever adds time). CUDA work is synchronised before and after each
     run when CUDA is initialised."""
-    import statistics
-    import time
-
     if repeats < 1 or warmup < 0:
         raise ValueError("repeats must be >= 1 and warmup >= 0")
     if statistic not in ("median", "min"):
@@ -621,8 +619,6 @@ def time_step(step, repeats: int = 5, warmup: int = 1, statistic: str = "median"
 
 
 def _cuda_sync():
-    import sys
-
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         return torch.cuda.synchronize
@@ -634,22 +630,19 @@ def step_utilization(report, seconds: float) -> dict:
     median of uninstrumented runs: the counting itself costs a few microseconds per op, which matters for a small
     model's short ops).
 
-    The same definitions as ``report.totals()`` with ``seconds`` in place of the report's wall time: MFU is the time
-    every op's FLOPs would take at the peak of its own unit and dtype, summed, over ``seconds``; MBU is the
-    compulsory bytes over ``seconds x`` DRAM bandwidth. Returns ``{"time", "flops", "bytes", "intensity",
-    "achieved_flops", "achieved_bytes", "mfu", "mbu"}``; needs a report with ceilings.
+    ``report.totals()`` with ``seconds`` in place of the report's wall time (one definition,
+    ``roofline.analysis._rollup.roofline_totals``): MFU is the time every op's FLOPs would take at the peak of its
+    own unit and dtype, summed, over ``seconds``; MBU is the compulsory DRAM bytes over ``seconds x`` DRAM
+    bandwidth, collectives' bus bytes left out (they cross the interconnect: ``network_bytes``, present when the
+    step ran collectives). Returns ``{"time", "flops", "bytes", "intensity", "achieved_flops", "achieved_bytes",
+    "mfu", "mbu"}``; needs a report with ceilings.
     """
     if not seconds or seconds <= 0:
         raise ValueError(f"seconds must be positive, got {seconds!r}")
     if report.ceilings is None:
         raise ValueError("the report has no ceilings (counted on meta?): use report.project('<device>')")
-    c = report.classification()
-    flops, nbytes = float(c["flops"].sum()), float(c["bytes"].sum())
-    from roofline.report import _peak_time
-
-    peak_time = _peak_time(c["flops"], c["peak"])  # the same rule as report.totals(): ops without a peak left out
-    bw = float(c["bw"][0]) if len(c["bw"]) else float("nan")
-    return {"time": float(seconds), "flops": flops, "bytes": nbytes,
-            "intensity": flops / nbytes if nbytes else float("inf"),
-            "achieved_flops": flops / seconds, "achieved_bytes": nbytes / seconds,
-            "mfu": peak_time / seconds, "mbu": nbytes / (seconds * bw)}
+    g = _rollup.roofline_totals(report.records, report.classification(), float(seconds))  # report.totals()'s rule
+    out = {k: g[k] for k in ("time", "flops", "bytes", "intensity", "achieved_flops", "achieved_bytes", "mfu", "mbu")}
+    if "network_bytes" in g:
+        out["network_bytes"] = g["network_bytes"]
+    return out

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import math
 import os
+import sys
 
 import numpy as np
 
-from roofline._records import DTYPE_NAMES
-
-_COLORS = {"compute": "#c0392b", "memory": "#2471a3", "mixed": "#7d3c98", "?": "#7f8c8d", "none": "#7f8c8d",
-           "bandwidth": "#2471a3"}
+from roofline.analysis import _compiled_view, _groups
+from roofline.model._records import DTYPE_NAMES
+from roofline.render import _style, _svg
+from roofline.util import _format, _output
 
 
 def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title: str | None = None,
@@ -36,11 +38,8 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
         from matplotlib.figure import Figure
     except ImportError:
         raise ImportError("plot needs matplotlib: pip install matplotlib") from None
-    from roofline import _render, _svg
 
     if path is not None and not hasattr(path, "write"):
-        from roofline import _output
-
         path = _output.check_path(path, "plot")
     c = report.ceilings
     if c is None:
@@ -71,11 +70,11 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
     x_hi = max(max(xs) * 4, max((top_peak / bw for _, bw in levels), default=1.0) * 4)
     for u, dt, peak in pairs:
         ax.plot([x_lo, x_hi], [peak, peak], ls="-" if u == "matrix" else "--", lw=1.5, color="#444",
-                label=f"peak {u}/{dt}: {_render.fmt(peak, 'FLOP/s')}", gid=f"roof:{u}/{dt}")
+                label=f"peak {u}/{dt}: {_format.fmt(peak, 'FLOP/s')}", gid=f"roof:{u}/{dt}")
     for lvl, bw in levels:
         x_end = top_peak / bw
         ax.plot([x_lo, x_end], [bw * x_lo, bw * x_end], ls=":" if lvl != "DRAM" else "-", lw=1.2, color="#888",
-                label=f"{lvl} {_render.fmt(bw, 'B/s')}", gid=f"bandwidth:{lvl}")
+                label=f"{lvl} {_format.fmt(bw, 'B/s')}", gid=f"bandwidth:{lvl}")
     ax.set_xlim(x_lo, x_hi)
     if pts:
         tt = np.array([(p[1]["time"] if timed and math.isfinite(p[1]["time"]) else p[1]["t_min"]) for p in pts])
@@ -83,7 +82,7 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
         share = tt / tt.sum() if tt.sum() > 0 else np.full(len(pts), 1.0 / len(pts))
         y = [_svg.point_y(row, timed) for _, row, _ in pts]
         x = np.array([p[1]["intensity"] for p in pts])
-        colors = [_COLORS.get(p[1]["bound"], "#7f8c8d") for p in pts]
+        colors = [_style.bound_color(p[1]["bound"]) for p in pts]
         sizes = 20 + 600 * share
         ax.scatter(x, y, s=sizes, c=colors, alpha=0.75, edgecolors="k", linewidths=0.5, zorder=3, gid="ops")
         ys = [v for v in y if math.isfinite(v) and v > 0] + [p[2] for p in pairs]
@@ -93,15 +92,13 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
     ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")
     ax.set_ylabel("FLOP/s " + ("achieved" if timed else "attainable (not timed)"))
     if by == "kernel":
-        from roofline import _compiled_view
-
         groups = _compiled_view.kernel_rows(report)
         skipped = sum(1 for k in groups if not (k["flops"] and k["bytes"]))
     elif by == "module":
-        groups = _render.module_level(report, depth)
+        groups = _groups.module_level(report, depth)
         skipped = sum(1 for n in groups if not n.row["flops"])
     else:
-        groups = _render.op_groups(report, by)
+        groups = _groups.op_groups(report, by)
         skipped = sum(1 for row, _ in groups.values() if not row["flops"])
     where = report.meta.get("projected_to") or f"{c.name} ({report.ceilings_source})"
     what = {"op": "ops", "op_shape": "op shapes", "module": "modules", "kernel": "compiled kernels"}[by]
@@ -112,7 +109,7 @@ def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title:
 
     handles, labels = ax.get_legend_handles_labels()
     for b in ("compute", "memory", "mixed"):
-        handles.append(Line2D([], [], marker="o", ls="", color=_COLORS[b]))
+        handles.append(Line2D([], [], marker="o", ls="", color=_style.bound_color(b)))
         labels.append(f"{b}-bound")
     # outside the axes, so that it hides no point (saved with bbox_inches="tight", as notebooks show figures)
     ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
@@ -128,9 +125,7 @@ def _save(fig, path) -> None:
     if hasattr(path, "write"):
         fig.savefig(path, dpi=120, bbox_inches="tight")
         return
-    import io
 
-    from roofline import _output
 
     fmt = os.path.splitext(path)[1][1:].lower()
     if not fmt:  # as matplotlib names a file without an extension
@@ -142,9 +137,7 @@ def _save(fig, path) -> None:
 
 
 def _label(fig, ax, pts, x, y, sizes, tt, top, by):
-    """Label the ``top`` points by time where a label fits (see :func:`roofline._svg.place_labels`)."""
-    from roofline import _svg
-
+    """Label the ``top`` points by time where a label fits (see :func:`roofline.render._svg.place_labels`)."""
     fontsize = 8
     dpi = fig.dpi
     font_px = fontsize * dpi / 72.0
@@ -188,8 +181,6 @@ def _notebook_figure():
 
 def _register_display(cls):
     """In IPython, display ``cls`` with the printers registered for Figure, each closing the figure first."""
-    import sys
-
     if "IPython" not in sys.modules:
         return
     from IPython import get_ipython

@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import warnings
 
 import numpy as np
 
-from roofline import _contention, _export, _render, _rollup
-from roofline._classification import BOUNDS, Classifier  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
-from roofline._classification import classify as _classify
-from roofline._records import DTYPE_NAMES, RECORD_DTYPE  # noqa: F401  (RECORD_DTYPE: the records' layout)
-from roofline._records import ACCESS_DTYPE  # the dataflow rows' layout
-from roofline._records import DerivedCounts
-from roofline._rollup import OpInfo  # noqa: F401  (the op table's entries, built by roofline._torch)
-from roofline._rollup import peak_time as _peak_time  # noqa: F401  (roofline.llm uses the same rule)
+from roofline import devices
+from roofline.analysis import (_assumptions, _cache_model, _compiled_view, _dataflow, _fusion_compiled, _groups, _hints,
+                               _network, _rollup)
+from roofline.analysis._classification import BOUNDS  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
+from roofline.analysis._classification import Classifier, classify as _classify
+from roofline.analysis._hints import advice_text
+from roofline.hardware import _contention
+from roofline.hardware._ceilings import Ceilings
+from roofline.io import _export
+from roofline.model._records import ACCESS_DTYPE  # the dataflow rows' layout
+from roofline.model._records import OpInfo  # noqa: F401  (the op table's entries, built by roofline.capture._torch)
+from roofline.model._records import (DTYPE_NAMES, RECORD_DTYPE,  # noqa: F401  (RECORD_DTYPE: the records' layout)
+                                     DerivedCounts)
+from roofline.plot import plot_report
+from roofline.render import _render, _svg, _tables, _trace
+from roofline.util import _safejson
 
 SCHEMA_VERSION = _export.SCHEMA_VERSION
 
@@ -280,7 +289,7 @@ class Report(DerivedCounts):
         "forward", "backward", "optimizer" or None (all)."""
         _check_grouping("analysis", by, depth, phase, ("op", "op_shape", "module"), depth_lo=0)
         if by == "op_shape":  # per op and input-shape signature (reports that recorded signatures)
-            return {name: row for name, (row, _) in _render.op_groups(self, "op_shape", phase).items()}
+            return {name: row for name, (row, _) in _groups.op_groups(self, "op_shape", phase).items()}
         c = self.classification()
         return _rollup.roofline_by(self.records, self._ops, self.module_sets, c, by, depth, phase)
 
@@ -294,13 +303,11 @@ class Report(DerivedCounts):
         are lower than the per-op figures of :meth:`analysis`."""
         return _rollup.roofline_totals(self.records, self.classification(), self.wall_time)
 
-    # ---- dataflow, cache model, fusion, hints (roofline/_dataflow.py, _cache_model.py, _hints.py) --------------
+    # ---- dataflow, cache model, fusion, hints (roofline/analysis/_dataflow.py, _cache_model.py, _hints.py) --------------
     def edges(self):
         """Producer -> consumer edges between op calls (a NumPy structured array: ``producer``, ``consumer`` record
         indices, ``storage``, ``nbytes`` read by the consumer, ``written`` by the producer), from
         :attr:`accesses` with last-writer semantics. ValueError when the report has no access table."""
-        from roofline import _dataflow
-
         return _dataflow.edges(_dataflow.report_accesses(self), len(self.records))
 
     def cache_analysis(self, source: str | None = None) -> dict:
@@ -315,7 +322,6 @@ class Report(DerivedCounts):
         (default: the report's). The default classification (DRAM only) is unchanged. ValueError without an
         access table or ceilings."""
         _check_choice("cache_analysis", "source", source, _CEILINGS_SOURCES, none=True)
-        from roofline import _cache_model, _dataflow
 
         c = self.classification()
         return _cache_model.analysis(self.records, _dataflow.report_accesses(self), c, self.ceilings,
@@ -337,14 +343,11 @@ class Report(DerivedCounts):
         if compiled is not None and not (hasattr(compiled, "meta") and hasattr(compiled, "records")):
             raise TypeError(f"fusion_opportunities: compiled must be a roofline Report or None, got "
                             f"{type(compiled).__name__}")
-        from roofline import _dataflow
 
         c = self.classification() if self.ceilings is not None else None
         opps = _dataflow.fusion_opportunities(self.records, self._ops, self.module_path, c,
                                               _dataflow.report_accesses(self), min_ops)
         if compiled is not None:
-            from roofline import _fusion_compiled
-
             _fusion_compiled.mark(opps, self, compiled)
         return opps
 
@@ -355,8 +358,6 @@ class Report(DerivedCounts):
         ``evidence`` (the figures it rests on), ``records``, ``ops`` and ``modules``; ``str(hint)`` is one line.
         ``min_share``: leave out hints saving less than this share of the roofline time (of the bytes, without
         ceilings), a number in [0, 1]. Rules that need the dataflow are skipped for a report without an access table."""
-        from roofline import _dataflow, _hints
-
         return _hints.hints(self, _dataflow.report_accesses(self), min_share)
 
     # ---- display ----------------------------------------------------------------------------------------------
@@ -373,8 +374,6 @@ class Report(DerivedCounts):
         if by == "kernel" and phase is not None:
             raise ValueError("table: phase does not apply to by='kernel' (a kernel's calls are not split by phase)")
         if by == "kernel":
-            from roofline import _compiled_view
-
             return _compiled_view.table(self, top)
         return _render.table(self, by, depth, top, phase)
 
@@ -395,16 +394,12 @@ class Report(DerivedCounts):
         ``unfused_bytes`` (its ops' compulsory bytes one by one), ``module``, ``time`` (host seconds over all
         calls with ``timing="op"``, else NaN) and the roofline figures ``flops``, ``bytes``, ``intensity``,
         ``t_min``, ``efficiency``."""
-        from roofline import _compiled_view
-
         return _compiled_view.kernel_rows(self)
 
     @property
     def fusion(self) -> dict:
         """Bytes the compiled graphs' aten ops would move one by one (``unfused_bytes``) against the bytes of
         the kernels that ran them (``compiled_bytes``), ``saved_bytes``, and the same ``by_module``."""
-        from roofline import _compiled_view
-
         return _compiled_view.fusion(self)
 
     def summary(self, top: int = 10) -> str:
@@ -415,7 +410,6 @@ class Report(DerivedCounts):
         self._classifier.resolve(self.meta)
         self._note_busy_ceilings()
         text = _render.summary(self, top, ceilings_note=self._classifier.note)
-        from roofline._hints import advice_text
 
         advice = advice_text(self)
         return text + "\n\n" + advice if advice else text
@@ -474,7 +468,7 @@ class Report(DerivedCounts):
         roof in its args, and counter tracks of the achieved FLOP/s and bandwidth. JSON text (Trace Event Format),
         written to ``path`` when given (as :meth:`to_json` writes a file). Needs per-op times (``timing="op"``, or
         a projected report): ValueError otherwise."""
-        return _export.to_chrome_trace(self, path)
+        return _trace.to_chrome_trace(self, path)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Report":
@@ -496,16 +490,14 @@ class Report(DerivedCounts):
         is "op" or "kernel"."""
         _check_choice("to_dataframe", "by", by, ("op", "kernel"))
         if by == "kernel":
-            from roofline import _compiled_view
-
             return _compiled_view.dataframe(self)
-        return _export.to_dataframe(_export.columns(self))
+        return _tables.to_dataframe(_tables.columns(self))
 
     def to_csv(self, path=None) -> str:
         """One row per op call (the :meth:`to_dataframe` columns) as CSV (UTF-8); written to ``path`` when given
         (as :meth:`to_json` writes a file)."""
         _export.check_path(path, "Report.to_csv")
-        return _export.to_csv(_export.columns(self), path)
+        return _tables.to_csv(_tables.columns(self), path)
 
     # ---- comparison and projection --------------------------------------------------------------------------
     def compare(self, other: "Report", by: str = "op", depth: int | None = None) -> "Comparison":
@@ -530,9 +522,6 @@ class Report(DerivedCounts):
         re-computes their bus bytes for that many ranks (the message bytes of each rank stay as
         measured); see docs/distributed.md. ``name`` (a str) labels a ``Ceilings`` target; ``gpus`` is an int
         >= 1 or None."""
-        from roofline import devices
-        from roofline._ceilings import Ceilings
-
         if name is not None and not isinstance(name, str):
             raise TypeError(f"project: name must be a str or None, got {type(name).__name__}")
         _check_int("project", "gpus", gpus, 1, none=True)
@@ -548,11 +537,8 @@ class Report(DerivedCounts):
             meta["contention"] = []
         meta.pop("ceilings_contention", None)  # nor the measured ceilings' flag: it is judged against `target`'s
         if gpus is not None:  # collectives over `gpus` ranks, on the target's interconnect
-            from roofline import distributed
-
-            meta = distributed._rescaled(meta, gpus, len(self.records))
+            meta = _network.rescaled(meta, gpus, len(self.records))
         t_min = _classify(self.records, ceil, meta["ceilings_source"], meta)[0]["t_min"]
-        from roofline import _assumptions  # what the projection assumes: attention kernel, dtypes, ops without a peak
 
         meta["assumed"] = _assumptions.describe(self, ceil, meta["ceilings_source"])
         if meta["assumed"]["no_peak_flop_share"] >= 1e-3:  # always in the summary; warned when it weighs
@@ -575,7 +561,6 @@ class Report(DerivedCounts):
         only."""
         _check_grouping("plot", by, depth, None, ("op", "op_shape", "module", "kernel"))
         _check_int("plot", "top", top, 0)
-        from roofline.plot import plot_report
 
         return plot_report(self, path=path, ax=ax, by=by, top=top, depth=depth, **kwargs)
 
@@ -587,8 +572,6 @@ class Report(DerivedCounts):
         Returns a chart object that a notebook renders; its ``svg`` is the markup and ``save(path)`` writes an
         ``.svg`` or ``.html`` file. ``backend="plotly"`` returns a plotly Figure instead (zoom, pan, the same hover
         text; needs plotly). ``top`` (an int >= 0): the points labelled, most time first."""
-        from roofline import _svg
-
         _check_choice("roofline_chart", "backend", backend, ("svg", "plotly"))
         _check_grouping("roofline_chart", by, depth, None, ("op", "op_shape", "module", "kernel"))
         _check_int("roofline_chart", "top", top, 0)
@@ -620,6 +603,37 @@ def _back_to_back(t):
         e = n
     ends = np.array(out)
     return np.concatenate(([0.0], ends[:-1])), ends
+
+
+
+def load(path) -> Report:
+    """Read a report written by :meth:`Report.to_json` (a path, or the JSON text itself).
+
+    Which one ``path`` is: an ``os.PathLike`` is always a path. A str or bytes that names an existing file is that
+    file (``"[rank0].json"`` is a file name when the file exists). Any other str is JSON text when it starts with
+    ``{`` or ``[`` (after white space) or cannot be a file name (over 4096 characters, or holding a NUL), and a
+    path otherwise (FileNotFoundError when there is no such file); any other bytes or bytearray is JSON text
+    (UTF-8). TypeError for anything else.
+
+    The document is checked against its schema version before anything is built (see :meth:`Report.from_dict`):
+    malformed JSON, nesting deeper than a report's, or any field of the wrong type or out of range raises
+    ValueError naming it. Checking is linear in the size of the text, whatever it holds."""
+    if isinstance(path, os.PathLike):
+        is_file = True
+    elif isinstance(path, (str, bytes)):
+        # os.path.isfile is False (not an error) for text no file can be named: NUL bytes, too long
+        is_file = os.path.isfile(path) or (isinstance(path, str) and not path.lstrip().startswith(("{", "["))
+                                           and len(path) <= 4096 and "\0" not in path)
+    elif isinstance(path, bytearray):
+        is_file = False
+    else:
+        raise TypeError(f"load: expected a path or the JSON text of a report, got {type(path).__name__}")
+    if is_file:
+        with open(path, "rb") as f:
+            text = f.read()
+    else:
+        text = path
+    return Report.from_dict(_safejson.loads(text, "not a roofline report"))
 
 
 class Comparison:

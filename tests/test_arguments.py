@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import roofline
-from roofline._records import ACCESS_DTYPE, DTYPE_CODES, RECORD_DTYPE
+from roofline.model._records import ACCESS_DTYPE, DTYPE_CODES, RECORD_DTYPE
 from roofline.report import Comparison, OpInfo, Report
 
 F32 = DTYPE_CODES["float32"]

@@ -26,10 +26,10 @@ import pytest
 
 import roofline
 from roofline import _core, cli
-from roofline._ceilings import CeilingNotAvailable, Ceilings, ceilings
+from roofline.hardware._ceilings import CeilingNotAvailable, Ceilings, ceilings
 
 # The module itself, even where the package re-exports the function under the same name.
-ceilings_mod = importlib.import_module("roofline._ceilings")
+ceilings_mod = importlib.import_module("roofline.hardware._ceilings")
 
 
 @pytest.fixture(scope="module")
@@ -577,7 +577,7 @@ def test_cuda_without_gpu_raises_clear_error(cache):
 
 
 def test_cuda_result_conversion_with_stand_in(cache, monkeypatch):
-    gpu = types.ModuleType("roofline._gpu")
+    gpu = types.ModuleType("roofline.hardware._gpu")
 
     class CudaUnavailableError(RuntimeError):
         pass
@@ -597,10 +597,8 @@ def test_cuda_result_conversion_with_stand_in(cache, monkeypatch):
     gpu.CudaUnavailableError = CudaUnavailableError
     devices = types.ModuleType("roofline.devices")
     devices.lookup = lambda name: _Spec() if name == _Spec.name else None
-    monkeypatch.setitem(sys.modules, "roofline._gpu", gpu)
-    monkeypatch.setitem(sys.modules, "roofline.devices", devices)
-    monkeypatch.setattr(roofline, "_gpu", gpu, raising=False)
-    monkeypatch.setattr(roofline, "devices", devices, raising=False)
+    monkeypatch.setattr(ceilings_mod, "_gpu", gpu)
+    monkeypatch.setattr(ceilings_mod, "devices", devices)
 
     c = ceilings("cuda")
     assert c.device == "cuda:0" and c.fingerprint == "h100-test" and c.duration_s == 4.5
@@ -620,7 +618,7 @@ def test_cuda_result_conversion_with_stand_in(cache, monkeypatch):
 
 
 def test_cuda_unavailable_error_propagates(cache, monkeypatch):
-    gpu = types.ModuleType("roofline._gpu")
+    gpu = types.ModuleType("roofline.hardware._gpu")
 
     class CudaUnavailableError(RuntimeError):
         pass
@@ -630,7 +628,7 @@ def test_cuda_unavailable_error_propagates(cache, monkeypatch):
 
     gpu.measure = measure
     gpu.CudaUnavailableError = CudaUnavailableError
-    monkeypatch.setitem(sys.modules, "roofline._gpu", gpu)
+    monkeypatch.setitem(sys.modules, "roofline.hardware._gpu", gpu)
     monkeypatch.setattr(roofline, "_gpu", gpu, raising=False)
     with pytest.raises(RuntimeError, match="libcuda"):
         ceilings("cuda")
@@ -655,7 +653,7 @@ def test_cpu_ceilings_when_cuda_libraries_fail_to_load(tmp_path):
         except OSError:
             pass
         import roofline
-        from roofline._ceilings import ceilings
+        from roofline.hardware._ceilings import ceilings
         c = ceilings("cpu")
         assert c.peak("vector", "float32") > 0 and c.bandwidth("DRAM") > 0
         try:
@@ -1039,8 +1037,8 @@ def test_bf16_matmul_is_judged_against_the_bf16_peak(monkeypatch):
     stub = _LowpStub()
     monkeypatch.setattr(ceilings_mod, "_core", stub)
     c = ceilings_mod._measure_cpu(quick=True, progress=None, info=_lowp_info(avx512_bf16=True))
-    from roofline import _classification
-    from roofline._records import DTYPE_NAMES, RECORD_DTYPE
+    from roofline.analysis import _classification
+    from roofline.model._records import DTYPE_NAMES, RECORD_DTYPE
 
     code = {v: k for k, v in DTYPE_NAMES.items()}
     rec = np.zeros(3, dtype=RECORD_DTYPE)

@@ -130,14 +130,14 @@ def test_outputs_have_the_length_and_types_of_the_input():
     assert res["t_min"].tolist() == [max(0 / 2, 1 / 4), max(1 / 2, 1 / 4), max(2 / 2, 1 / 4), 3 / 2, 4 / 2]
 
 
-# ---- roofline/_classification.py: which ceilings, which peak per record, the arrays --------------------------------
+# ---- roofline/analysis/_classification.py: which ceilings, which peak per record, the arrays --------------------------------
 
 import sys  # noqa: E402
 import types  # noqa: E402
 
-from roofline import _ceilings as ceil_mod  # noqa: E402
-from roofline import _classification as cls  # noqa: E402
-from roofline._records import DTYPE_CODES, RECORD_DTYPE  # noqa: E402
+from roofline.hardware import _ceilings as ceil_mod  # noqa: E402
+from roofline.analysis import _classification as cls  # noqa: E402
+from roofline.model._records import DTYPE_CODES, RECORD_DTYPE  # noqa: E402
 
 
 def hand_ceilings(bandwidths=None):

@@ -22,11 +22,11 @@ import warnings
 import numpy as np
 import pytest
 
-from roofline import _contention
-from roofline._ceilings import Ceiling, Ceilings, ceilings
+from roofline.hardware import _contention
+from roofline.hardware._ceilings import Ceiling, Ceilings, ceilings
 from roofline.report import Report
 
-ceilings_mod = importlib.import_module("roofline._ceilings")
+ceilings_mod = importlib.import_module("roofline.hardware._ceilings")
 
 linux_only = pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs /proc/stat (Linux)")
 

@@ -18,7 +18,7 @@ import pytest
 
 import roofline
 from roofline import TensorSpec
-from roofline import _spec
+from roofline.counting import _spec
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_kill") or not hasattr(signal, "SIGUSR1"),
                                 reason="POSIX signals needed")

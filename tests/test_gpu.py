@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import roofline
-from roofline import _core, _gpu
+from roofline import _core
+from roofline.hardware import _gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted(_gpu.kernel_sources())
@@ -401,7 +402,8 @@ def _run_with_fake(parts, fake_libcuda, **env):
     """Run the code pieces (each dedented on its own) in a fresh interpreter with FAKE naming the fake drivers."""
     preamble = f"""
         import ctypes, json
-        from roofline import _core, _gpu
+        from roofline import _core
+        from roofline.hardware import _gpu
         FAKE = {fake_libcuda!r}
     """
     parts = [parts] if isinstance(parts, str) else parts
@@ -742,7 +744,8 @@ def _run_python(code, **env):
 def test_import_works_and_measure_names_libcuda_when_cuda_is_missing():
     code = """
         import roofline
-        from roofline import _core, _gpu
+        from roofline import _core
+        from roofline.hardware import _gpu
         assert _core.gpu_loaded() == {"driver": None, "nvrtc": None}, "a library was loaded at import"
         try:
             _gpu.measure()
@@ -763,7 +766,7 @@ def test_import_works_and_measure_names_libcuda_when_cuda_is_missing():
 
 def test_compile_names_nvrtc_when_it_is_missing():
     code = """
-        from roofline import _gpu
+        from roofline.hardware import _gpu
         try:
             _gpu.compile("bandwidth", "sm_80")
         except _gpu.CudaUnavailableError as exc:
@@ -777,7 +780,7 @@ def test_compile_names_nvrtc_when_it_is_missing():
 def test_device_functions_raise_cleanly_without_a_driver():
     proc = _run_python(
         """
-        from roofline import _gpu
+        from roofline.hardware import _gpu
         for f in (_gpu.device_count, _gpu.device_info):
             try:
                 f()
@@ -1207,7 +1210,7 @@ def test_unsupported_gpu_peaks_fall_back_to_the_datasheet():
     Ceilings keep the datasheet figure for it instead of failing."""
     import importlib
 
-    ceil = importlib.import_module("roofline._ceilings")
+    ceil = importlib.import_module("roofline.hardware._ceilings")
     result = {
         "device": {"name": "NVIDIA A100-SXM4-80GB", "index": 0, "sm_count": 108, "compute_capability": [8, 0],
                    "clock_hz": 1410000000, "memory_bandwidth_theoretical": None, "fingerprint": "x"},

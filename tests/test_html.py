@@ -13,7 +13,7 @@ import pytest
 
 import roofline
 from roofline import _core
-from roofline._records import DTYPE_CODES, RECORD_DTYPE
+from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
 from roofline.report import OpInfo, Report
 
 F32 = DTYPE_CODES["float32"]
@@ -325,14 +325,14 @@ def test_notebook_html_has_fusion_and_hints_with_units():
 
     from _graph import ACT, MASK, chain
 
-    from roofline._render import fmt
+    from roofline.render._render import fmt
 
     r = chain().report()
     text = html.unescape(" ".join(_text(r._repr_html_()).split()))
     saved = 5 * 2 * ACT
     assert "what to change" in text
     chain_text = "mm → add → gelu → native_dropout → add → native_layer_norm"
-    assert (f"fuse 1 × {chain_text} (forward): saves {fmt(saved, 'B')}, {saved / 1e11 * 1e6:.1f} us at the roof"
+    assert (f"fuse 1 × {chain_text} (forward): saves {fmt(saved, 'B')}, {saved / 1e11 * 1e6:.2f} us at the roof"
             in text)
     assert f"[dropout_mask] 1 dropout calls materialise their masks ({fmt(MASK, 'B')} written" in text
     # no dataflow: no fusion line, the hints that need none remain

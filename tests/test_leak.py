@@ -53,8 +53,8 @@ COST = RSS + textwrap.dedent("""
     import sys
     sys.modules["torch"] = None  # the analytic path, as without torch
     import roofline
-    from roofline import _spec
-    from roofline._spec import TensorSpec
+    from roofline.counting import _spec
+    from roofline.counting._spec import TensorSpec
 
     a, b, out = TensorSpec((64, 32)), TensorSpec((32, 16), "bf16"), TensorSpec((64, 16))
     calls = [("mm", [(8, 4), (4, 2)], {}), ("add", [(4, 1, 8), (3, 8)], {}),

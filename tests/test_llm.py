@@ -216,7 +216,7 @@ def test_step_utilization_by_hand():
     import numpy as np
 
     import roofline
-    from roofline._records import DTYPE_CODES, RECORD_DTYPE
+    from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
     from roofline.report import OpInfo, Report
 
     c = roofline.Ceilings(device="cpu", name="test", fingerprint="test",

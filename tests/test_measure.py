@@ -209,7 +209,7 @@ def test_register_rejects_kinds_that_need_a_schema():
 
 def test_outer_measure_sees_only_the_inner_blocks_ops():
     """The first block's instrumentation calibration must not leak ops into an enclosing measure."""
-    from roofline import _torch
+    from roofline.capture import _torch
 
     _torch._OVERHEAD.clear()
     a = torch.randn(8)

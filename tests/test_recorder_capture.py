@@ -12,8 +12,9 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import roofline  # noqa: E402
-from roofline import _core, _torch  # noqa: E402
-from roofline._records import ACCESS_DTYPE, RECORD_DTYPE  # noqa: E402
+from roofline import _core  # noqa: E402
+from roofline.capture import _torch
+from roofline.model._records import ACCESS_DTYPE, RECORD_DTYPE  # noqa: E402
 
 F32 = 4
 
@@ -222,7 +223,7 @@ def test_signature_texts_are_made_when_first_read_and_survive_copying():
 
 def test_a_released_recorder_records_again():
     """clear(release=True) frees the records' memory; the recorder still works, and keeps its signatures."""
-    rec = _core.Recorder(torch.Tensor, _torch._TORCH_DTYPES, storage=_torch._storage_id, signatures=True)
+    rec = _core.Recorder(torch.Tensor, _torch.TORCH_DTYPES, storage=_torch._storage_id, signatures=True)
     i = rec.add_op(_core.K_EWISE, 1, 0)
     a = torch.ones(2, 3)
     rec.record(i, 0, 0, (a,), None, a)
@@ -333,7 +334,7 @@ def test_recorder_rows_by_hand():
     a, b = torch.ones(2, 3), torch.ones(2, 3)
     out = a + b
     rec.record(i, 0, 0, (a, b), None, out)
-    from roofline._records import accesses_from_raw
+    from roofline.model._records import accesses_from_raw
 
     got = accesses_from_raw(rec.accesses_bytes())
     assert got.tolist() == [(0, 1, 24, 0), (0, 2, 24, 0), (0, 3, 24, 1)]
@@ -346,7 +347,7 @@ def test_replay_equals_recording_the_calls_again():
     """replay(start, stop, phase) must leave the recorder as recording the same calls again would: the same
     records (op, module, counts, status, kind, signature; the new phase; new call order numbers; no times) and
     the same dataflow rows pointing at the new records. The second recorder records them for real."""
-    from roofline._records import RECORD_DTYPE, accesses_from_raw
+    from roofline.model._records import RECORD_DTYPE, accesses_from_raw
 
     def records_from_raw(raw):
         return np.frombuffer(raw, dtype=RECORD_DTYPE)
@@ -408,7 +409,7 @@ def test_replay_refuses_bad_ranges_and_changes_nothing():
 
 
 def test_ops_with_a_built_in_python_formula_get_their_dataflow_rows():
-    """torch.sort is counted by a built-in Python formula (roofline/_formulas.py); its call still has a signature
+    """torch.sort is counted by a built-in Python formula (roofline/counting/_formulas.py); its call still has a signature
     and read/write rows: the 4 x 8 float32 input read (128 bytes), values (128) and int64 indices (256) written."""
     x = torch.randn(4, 8)
     with roofline.measure(timing=None) as r:

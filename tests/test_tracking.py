@@ -431,7 +431,7 @@ def test_torch_internals_the_gradient_gate_relies_on():
 
 
 def _tracker(register):
-    from roofline import _torch
+    from roofline.capture import _torch
 
     return _core.ModuleTracker(None, len, len, _torch._leaves, _torch._grad_accumulator,
                                torch._C._current_graph_task_id, torch._C._will_engine_execute_node, lambda: None,
@@ -445,7 +445,7 @@ def test_gradient_hooks_registered_in_c_are_what_register_hook_makes():
     only its own hooks, and skips a tensor that is gone. The twin tensor is hooked by torch's method: the oracle."""
     from torch.utils.hooks import RemovableHandle
 
-    from roofline import _torch
+    from roofline.capture import _torch
 
     assert _torch._REGISTER is not None  # this torch has the shape register_arm mirrors
     t = _tracker(_torch._REGISTER)
@@ -480,7 +480,7 @@ def test_gradient_hooks_registered_in_c_on_a_leaf_fire_in_backward():
     """A leaf (a model's input that requires grad, a Parameter) has no grad_fn: its hook dict is set on the tensor,
     which registers it with the leaf's gradient accumulator (torch's setter, as the method relies on). The module
     must leave the set once the leaf's gradient is computed, as with torch's method on a twin leaf."""
-    from roofline import _torch
+    from roofline.capture import _torch
 
     mod = torch.nn.Identity()
     for leaf in (torch.randn(3, requires_grad=True), torch.nn.Parameter(torch.randn(3))):
@@ -505,7 +505,7 @@ def test_gradient_hooks_go_through_register_hook_under_a_torch_function_mode():
     the tracker calls the method, as ModuleTracker does; without `register` it always does."""
     from torch.overrides import TorchFunctionMode
 
-    from roofline import _torch
+    from roofline.capture import _torch
 
     class Seen(TorchFunctionMode):
         def __init__(self):
@@ -593,7 +593,7 @@ def test_an_error_leaving_the_mode_after_a_failed_decomposition_chains_the_first
     """As in a with statement: when leaving the mode raises while the decomposition's error propagates, that error
     propagates with the decomposition's as its __context__, and the stack is left as it was. ``__exit__``: a mode
     class overriding it is left through it; ``pop``: the stack call that leaves a mode without overrides."""
-    from roofline import _torch
+    from roofline.capture import _torch
 
     op, refuse = decomposed_op
     fail = [False]
@@ -634,7 +634,7 @@ def test_the_stack_calls_that_reenter_the_mode_leave_the_stack_as_enter_and_exit
     """The C path re-enters the block's mode around a decomposition with torch's stack calls instead of the mode's
     __enter__/__exit__; this pins that they push and pop exactly what those methods do (fails when torch changes
     what TorchDispatchMode.__enter__ puts on the stack)."""
-    from roofline import _torch
+    from roofline.capture import _torch
 
     mode = _torch._Mode(None)
     calls = _torch._reentry(mode)
@@ -657,7 +657,7 @@ def test_the_stack_calls_that_reenter_the_mode_leave_the_stack_as_enter_and_exit
 
 
 def test_a_mode_overriding_enter_or_exit_is_reentered_through_them():
-    from roofline import _torch
+    from roofline.capture import _torch
 
     class Entering(_torch._Mode):
         def __enter__(self):
@@ -676,7 +676,7 @@ def test_a_call_listing_plain_tensor_among_its_types_takes_the_c_path(monkeypatc
     scaled_dot_product_attention): no subclass, so the C path counts it; a real subclass still goes to Python."""
     from torch.utils._python_dispatch import _pop_mode_temporarily
 
-    from roofline import _torch
+    from roofline.capture import _torch
 
     python_path = []
     plain = _torch._Mode.__torch_dispatch__

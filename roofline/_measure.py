@@ -1,0 +1,160 @@
+"""``roofline.measure``: one block, one report. The block's entry and exit are C (``roofline._core.Block``) around
+the steps below; the torch side (``roofline.capture._torch``) is imported when a block is made, so that
+``import roofline`` needs no torch."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline import _core, devices
+from roofline.capture import _sdpa
+from roofline.hardware._ceilings import Ceilings
+from roofline.model._records import RECORD_DTYPE
+from roofline.report import Report
+from roofline.util._version import VERSION
+
+
+def measure(model=None, *, timing="model", ceilings="measured", attention=None):
+    """Count every aten op that runs inside the block: FLOPs (matrix and vector) and compulsory bytes, per op call,
+    with the module that ran it and the phase (forward, backward, optimizer).
+
+    ``timing``: ``"model"`` (default) times the whole block, the device synchronised at entry and exit;
+    ``"op"`` also times every op (CPU monotonic clock; on CUDA an event pair per op, resolved once at exit);
+    ``None`` times nothing. ``ceilings``: what ops are judged against: ``"measured"`` (this machine's
+    microbenchmarks, cached), ``"datasheet"``, a device name from :mod:`roofline.devices` (``"H100 SXM"``), or a
+    :class:`roofline.Ceilings`. Ceilings are resolved on first use of the report.
+
+    ``attention``: which kernel ``torch.nn.functional.scaled_dot_product_attention`` is counted as where no kernel
+    runs (on the meta device or fake tensors): ``"flash"``, ``"efficient"`` or ``"math"``; None (default) counts
+    what runs, which on meta is the math path (the full ``S x S`` scores, causal mask applied afterwards). Calls on
+    real tensors are never redirected. The report records the choice in ``meta["attention"]`` (see
+    docs/concepts.md and :mod:`roofline.capture._sdpa`).
+
+    For the steady state of a step (warm-up steps uncounted, the median of several), see :func:`profile`.
+
+    ``model`` (optional): a ``torch.nn.Module``, whose modules are then named from its root, e.g.
+    ``"ResNet.layer1.0.conv1"`` (the naming ``FlopCounterMode`` uses); modules are attributed without it too.
+    Works on CPU and CUDA tensors, on the meta device and under ``FakeTensorMode``, under ``no_grad``,
+    ``inference_mode`` and autocast. An exception in the block propagates unchanged and leaves no dispatch mode or
+    hook behind. So does an interrupt (Ctrl-C's KeyboardInterrupt, or what a signal handler raises) landing while the
+    block is entered or left: whatever was installed is taken out before it propagates.
+
+    A block counts the ops of the thread it was entered on while it is open (in asyncio, those of other tasks that
+    run while this one awaits inside it, too); blocks in several threads at once count separately, each with its own
+    ``attention`` choice. Blocks nest (an outer block counts an inner one's ops, not its bookkeeping), and on one
+    thread they must be left in the reverse order they were entered: entering a block while a block of another
+    asyncio task (or ``contextvars`` context) is open on the thread raises RuntimeError, and leaving a block while
+    one entered after it is still open (two generators, each holding a block across a ``yield``) raises RuntimeError
+    there and at that other block's exit; neither gives a report, and both leave torch as it was.
+
+    The arguments are checked when ``measure`` is called (TypeError or ValueError; KeyError, listing close
+    matches, for an unknown device name). The object it returns is a context manager for one ``with`` block:
+    entering it again raises RuntimeError (call ``measure`` again for another block), and so does ``__exit__`` of a
+    block that is not open.
+
+    Yields a :class:`roofline.Report`, which is empty inside the block and filled when the block exits: read it
+    after the ``with`` statement. Needs torch (imported on first use).
+
+    >>> with roofline.measure(model) as r:          # doctest: +SKIP
+    ...     model(x).sum().backward()
+    >>> print(r)                                      # doctest: +SKIP
+    """
+    if timing is not None and not isinstance(timing, str):
+        raise TypeError(f"measure: timing must be 'model', 'op' or None, got {type(timing).__name__}")
+    if timing not in ("model", "op", None):
+        raise ValueError(f"measure: timing must be 'model', 'op' or None, got {timing!r}")
+    if isinstance(ceilings, str):
+        if ceilings not in ("measured", "datasheet"):
+            devices.get(ceilings)  # a device name: fail now (KeyError listing close matches), not after the run
+    elif not isinstance(ceilings, Ceilings):
+        raise TypeError(f"measure: ceilings must be 'measured', 'datasheet', a device name or a Ceilings, "
+                        f"got {type(ceilings).__name__}")
+    _sdpa.check(attention)
+    from roofline.capture import _torch  # needs torch
+
+    if model is not None and not isinstance(model, _torch.torch.nn.Module):
+        hint = " (a model's name is not enough: pass the model object)" if isinstance(model, str) else ""
+        raise TypeError(f"measure: model must be a torch.nn.Module or None, got {type(model).__name__}{hint}")
+    return _Measure(model, timing, ceilings, attention)
+
+
+class _Measure(_core.Block):
+    """The context manager :func:`measure` returns: one block, one report.
+
+    Its ``__enter__`` and ``__exit__`` are :class:`roofline._core.Block`'s, in C: they call the steps below, so that
+    an interrupt (Ctrl-C, a signal handler's exception) landing anywhere in entering or leaving the block leaves no
+    dispatch mode, hook or global behind: whatever ``_enter`` installed is undone by ``_abort``, and ``_unwind``
+    runs to completion (repeated if interrupted) before the interrupt propagates."""
+
+    __slots__ = ("_model", "_timing", "_ceilings", "_attention", "_mode", "_session", "_report")
+
+    def __init__(self, model, timing, ceilings, attention=None):
+        self._model, self._timing, self._ceilings = model, timing, ceilings
+        self._attention, self._mode = attention, None
+        self._session = self._report = None
+
+    def _misuse(self, what):
+        if what == "__enter__":
+            raise RuntimeError("this roofline.measure(...) object has already been entered; it is single-use: "
+                               "call roofline.measure(...) again for another block")
+        raise RuntimeError("roofline.measure(...).__exit__ called on a block that is not open: it was never "
+                           "entered, its entry failed, or it has already exited (use it in a with statement)")
+
+    def _prepare(self):  # nothing global yet: the session, the pending report, the device synchronised
+        from roofline.capture import _torch  # needs torch
+
+        self._session = _torch.Session(self._model, timing=self._timing)
+        if self._attention is not None:
+            self._mode = _sdpa.mode(self._attention)
+        self._report = Report._pending_block()  # before the clock starts: its load reading is not in the wall time
+        self._session.prepare()
+
+    def _enter(self):  # under the block lock; on an exception, _abort undoes what was done
+        if self._mode is not None:
+            self._mode.__enter__()
+        self._session.enter()
+        return self._report
+
+    def _abort(self):  # idempotent
+        self._release()
+
+    def _closing(self, exc_type, exc, tb):
+        self._session.closing(exc_type, exc)
+
+    def _unwind(self):  # idempotent
+        self._release()
+
+    def _release(self):
+        session, mode = self._session, self._mode
+        try:
+            session.release()
+        finally:
+            if mode is not None:
+                mode.__exit__(None, None, None)
+
+    def _finish(self, exc_type, exc, tb):
+        session, report, mode = self._session, self._report, self._mode
+        self._session = self._mode = None
+        if session.interleaved is not None:
+            raise RuntimeError(session.interleaved)
+        if exc_type is not None:
+            return False  # propagate unchanged
+        from roofline.capture import _torch  # needs torch
+
+        session.finish()
+        timing, ceilings = self._timing, self._ceilings
+        meta = {"timing": timing, "devices": sorted(session.devices), "version": VERSION,
+                "ceilings_source": (ceilings if ceilings in ("measured", "datasheet") else
+                                    "datasheet" if isinstance(ceilings, str) else "best")}
+        meta.update(_torch._collectives.meta(session))  # rank, world size, backend; collectives' network bytes
+        if mode is not None:
+            meta["attention"] = {"backend": mode.backend, "calls": dict(mode.calls)}
+        if session.compiled_summary:  # torch.compile'd code ran in the block (roofline.compiled._compiled)
+            meta["compiled"] = session.compiled_summary
+        report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
+                         session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
+                         overhead=_torch.instrumentation_overhead(timing) if timing is not None else None,
+                         **dict(zip(("signatures", "accesses"), session.captured())))
+        if mode is not None:
+            _sdpa.warn_if_unredirected(meta["attention"], report.op_names)
+        return False

@@ -1,0 +1,629 @@
+"""Built-in Python formulas: ops whose count depends on tensor values or on many arguments.
+
+``measure`` uses them; ``roofline.cost`` (shapes only) does not know these ops. Each formula takes the op's arguments
+bound to their schema names (``b``) and its result (``out``) and returns a dict of counts (the keys of
+``roofline.Cost`` plus ``flop_counter_flops`` and ``status``), or ``None`` to use the op's C formula for this call
+(the attention ops use the C formula for dense batches and this module for variable-length ones).
+
+The counts follow the conventions of docs/concepts.md (one FLOP per add or multiply, products ``2*M*N*K`` as matrix
+FLOPs, transcendental functions in ``special_ops``, compulsory bytes: every tensor argument read once at its touched
+size, every result written once). The per-op conventions (comparisons of a sort, the pointwise work of a recurrent
+cell, the blocks of a FlexAttention mask) are in docs/concepts.md, "Formulas beyond FlopCounterMode".
+
+A count that needs tensor values which cannot be read (meta or fake tensors: a sweep on the meta device) is recorded
+with zero counts and status ``E_DATA`` (listed in ``Report.errors``), never guessed; arguments a formula cannot count
+(it raises ValueError) give status ``E_ARGS`` inside ``measure``.
+
+Needs no torch at import; the formulas only call methods of the tensors they are given.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+E_DATA = 7  # RL_E_DATA in csrc/cost.h: the count depends on tensor values that cannot be read
+E_ARGS = 2  # RL_E_ARGS: arguments the formula cannot count (a formula's ValueError inside measure())
+
+
+# ---- helpers --------------------------------------------------------------------------------------------------------
+
+def _is_tensor(x) -> bool:
+    return hasattr(x, "dtype") and hasattr(x, "stride") and hasattr(x, "shape")
+
+
+def _numel(t) -> int:
+    n = 1
+    for s in t.shape:
+        n *= int(s)
+    return n
+
+
+def _touched_bytes(t) -> int:
+    """Bytes of the elements of ``t`` that exist in memory: a broadcast (stride 0) dimension counts once."""
+    if getattr(t, "is_nested", False):
+        return int(t.values().numel()) * t.element_size() if hasattr(t, "values") else 0
+    n = 1
+    for s, st in zip(t.shape, t.stride()):
+        if st != 0:
+            n *= int(s)
+    if any(int(s) == 0 for s in t.shape):
+        n = 0
+    return n * t.element_size()
+
+
+def _tensors(x):
+    if _is_tensor(x):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            if _is_tensor(y):
+                yield y
+
+
+def _read(b, skip=()) -> int:
+    """Compulsory reads: every tensor argument (and tensor-list element) not in ``skip``, once."""
+    return sum(_touched_bytes(t) for k, v in b.items() if k not in skip and k != "out" for t in _tensors(v))
+
+
+def _written(out) -> int:
+    return sum(_numel(t) * t.element_size() for t in _tensors(out if isinstance(out, (list, tuple)) else [out]))
+
+
+def _clog2(n: int) -> int:
+    """ceil(log2(n)) for n >= 1 (0 for n <= 1): the comparisons of a binary search over n candidates, the levels of a
+    comparison sort of n values."""
+    return (int(n) - 1).bit_length() if n > 1 else 0
+
+
+def _values_readable(t) -> bool:
+    """Whether the values of ``t`` can be read (not meta, not a fake tensor)."""
+    if t.device.type == "meta":
+        return False
+    return not type(t).__name__.startswith("FakeTensor")
+
+
+def _ints(t) -> list | None:
+    return [int(v) for v in t.tolist()] if _values_readable(t) else None
+
+
+def _data_error(b, out) -> dict:
+    """No counts: the formula needs values it cannot read (the bytes do not depend on them)."""
+    return {"status": E_DATA}
+
+
+def _counts(matrix=0, vector=0, special=0, read=0, written=0, flop_counter=0) -> dict:
+    return {"matrix_flops": matrix, "vector_flops": vector, "special_ops": special, "bytes_read": read,
+            "bytes_written": written, "flop_counter_flops": flop_counter}
+
+
+def _dim_size(t, dim) -> int:
+    nd = len(t.shape)
+    if nd == 0:
+        return 1
+    d = int(dim)
+    if d < 0:
+        d += nd
+    if not 0 <= d < nd:
+        raise IndexError(f"dimension {dim} out of range for a {nd}-d tensor")
+    return int(t.shape[d])
+
+
+# ---- ordering: sort, topk, search ---------------------------------------------------------------------------------
+
+def _sort(b, out, default_dim=-1):
+    """Comparison sort of each slice of length L along ``dim`` (``default_dim`` when not passed; None: the whole
+    tensor, for ops without a ``dim``): ceil(log2 L) comparisons per element."""
+    x = b["self"]
+    dim = b.get("dim", default_dim)
+    L = _numel(x) if dim is None else _dim_size(x, dim)
+    return _counts(vector=_numel(x) * _clog2(L), read=_read(b), written=_written(out))
+
+
+def _topk(b, out):
+    """Selection of the k largest of each slice: one comparison per element against the current k-th, and
+    ceil(log2 k) more to place it among the k (a heap): (1 + ceil(log2 k)) per element; k = 1 is a max."""
+    x = b["self"]
+    return _counts(vector=_numel(x) * (1 + _clog2(int(b["k"]))), read=_read(b), written=_written(out))
+
+
+def _searchsorted(b, out):
+    """Binary search of each value among the L boundaries of its row: ceil(log2(L + 1)) comparisons per value."""
+    seq, v = b["sorted_sequence"], b["self"]
+    L = int(seq.shape[-1]) if len(seq.shape) else 1
+    n = _numel(v) if _is_tensor(v) else 1
+    return _counts(vector=n * _clog2(L + 1), read=_read(b), written=_written(out))
+
+
+def _isin(b, out):
+    """Sort the L test elements (L ceil(log2 L) comparisons), then a binary search per element
+    (ceil(log2(L + 1)) each)."""
+    e, t = b["elements"], b.get("test_elements", b.get("test_element"))
+    n = _numel(e) if _is_tensor(e) else 1
+    L = _numel(t) if _is_tensor(t) else 1
+    return _counts(vector=L * _clog2(L) + n * _clog2(L + 1), read=_read(b), written=_written(out))
+
+
+# ---- recurrent layers ---------------------------------------------------------------------------------------------
+
+# Pointwise work per hidden unit and time step, after the gate pre-activations x W_ih^T + h W_hh^T are formed:
+#   LSTM (4 gates): the 4 gate sums (4), sigmoid of i, f, o (2 FLOPs + 1 exp each), tanh of g (1 special),
+#        c' = f*c + i*g (3), h' = o*tanh(c') (1 + 1 special): 14 FLOPs, 5 special;
+#   GRU (3 gates): the r and z gate sums (2), their sigmoids (4 + 2 special), n = tanh(x_n + r*h_n) (2 + 1 special),
+#        h' = (1-z)*n + z*h (4): 12 FLOPs, 3 special;
+#   RNN (1 gate): the gate sum and tanh: 1 FLOP, 1 special.
+# Biases: two adds per gate element (b_ih and b_hh). Backward: twice the forward FLOPs (the derivative of each
+# pointwise step and its chain rule, from saved activations: no special functions), plus the bias gradients (one add
+# per gate element each for b_ih and b_hh).
+_CELL = {4: (14, 5), 3: (12, 3), 1: (1, 1)}
+
+
+def _cell_cost(gates: int):
+    if gates not in _CELL:
+        raise ValueError(f"a recurrent layer with {gates} gates per hidden unit (LSTM has 4, GRU 3, RNN 1)")
+    return _CELL[gates]
+
+
+def _rnn_layer(b, out, backward=False):
+    """One layer, one direction (mkldnn_rnn_layer and its backward): T steps of B rows, input size I, hidden size H,
+    G gates. Products: x W_ih^T (2*T*B*G*H*I) and h W_hh^T (2*T*B*G*H*H); the backward computes the input, hidden and
+    both weight gradients: twice that."""
+    w_ih = b["weight0"] if not backward else b["weight1"]
+    w_hh = b["weight1"] if not backward else b["weight2"]
+    x = b["input"]
+    gh, i_size = int(w_ih.shape[0]), int(w_ih.shape[1])
+    h = int(w_hh.shape[1])
+    if h <= 0 or gh % h != 0 or i_size <= 0:
+        raise ValueError(f"recurrent weights {tuple(w_ih.shape)} and {tuple(w_hh.shape)} do not fit together")
+    g = gh // h
+    tb = _numel(x) // i_size
+    flops, special = _cell_cost(g)
+    matrix = 2 * tb * gh * (i_size + h)
+    units = tb * h
+    biases = bool(b.get("has_biases"))
+    if not backward:
+        return _counts(matrix=matrix, vector=units * flops + (2 * tb * gh if biases else 0), special=units * special,
+                       read=_read(b), written=_written(out))
+    return _counts(matrix=2 * matrix, vector=2 * units * flops + (2 * tb * gh if biases else 0),
+                   read=_read(b), written=_written(out))
+
+
+def _cudnn_rnn(b, out, backward=False):
+    """_cudnn_rnn: the layers and directions of the flat weight list (``weight_stride0`` tensors each: W_ih, W_hh and
+    the two biases when present), each as one :func:`_rnn_layer` over every time step."""
+    ws = [w for w in b["weight"]]
+    stride = int(b["weight_stride0"])
+    x = b["input"]
+    if int(b.get("proj_size") or 0) != 0 or stride not in (2, 4):
+        raise ValueError("_cudnn_rnn with projections (proj_size > 0) has no formula")
+    tb = _numel(x) // int(x.shape[-1])
+    matrix = vector = special = 0
+    for k in range(0, len(ws) - stride + 1, stride):
+        w_ih, w_hh = ws[k], ws[k + 1]
+        gh, i_size, h = int(w_ih.shape[0]), int(w_ih.shape[1]), int(w_hh.shape[1])
+        g = gh // h
+        flops, sp = _cell_cost(g)
+        matrix += 2 * tb * gh * (i_size + h)
+        vector += tb * h * flops + (2 * tb * gh if stride == 4 else 0)
+        special += tb * h * sp
+    if backward:
+        matrix, vector, special = 2 * matrix, 2 * vector, 0
+    return _counts(matrix=matrix, vector=vector, special=special, read=_read(b), written=_written(out))
+
+
+def _fused_cell(b, out, gates, backward=False):
+    """The pointwise half of a fused LSTM / GRU cell (the products are separate mm calls): per hidden unit of each
+    row the cell's pointwise FLOPs, plus two bias adds per gate element when biases are given."""
+    if not backward:
+        state = b["cx"] if gates == 4 else b["hx"]
+        units = _numel(state)
+        flops, special = _cell_cost(gates)
+        biases = b.get("input_bias") is not None
+        return _counts(vector=units * flops + (2 * gates * units if biases else 0), special=units * special,
+                       read=_read(b), written=_written(out))
+    ws = b["workspace"]
+    units = _numel(ws) // (gates if gates == 4 else 5)  # LSTM keeps the 4 gates, GRU 5 values per hidden unit
+    flops, _ = _cell_cost(gates)
+    biases = bool(b.get("has_bias"))
+    return _counts(vector=2 * units * flops + (2 * gates * units if biases else 0), read=_read(b),
+                   written=_written(out))
+
+
+# ---- fused transformer encoder layer --------------------------------------------------------------------------------
+
+def _encoder_layer(b, out):
+    """_transformer_encoder_layer_fwd (nn.TransformerEncoderLayer's inference fast path): per sequence of S tokens of
+    width E with H heads and a feed-forward width F, products QKV (2*S*E*3E), Q K^T and P V (2*S*S*E each), the output
+    projection (2*S*E*E) and the two feed-forward layers (2*S*E*F each). Vector: the bias adds (S*(5E + F)), softmax
+    (4 per score + 1 exp), two layer norms (8 per element each), two residual adds (2*S*E), the activation per
+    feed-forward element (ReLU 1; GELU 4 + 1 special). A padded batch given as a nested tensor counts each sequence at
+    its own length."""
+    src, e, h = b["src"], int(b["embed_dim"]), int(b["num_heads"])
+    f = int(b["ffn_weight_1"].shape[0])
+    if getattr(src, "is_nested", False):
+        sizes = src._nested_tensor_size()
+        if not _values_readable(sizes):
+            return _data_error(b, out)
+        lens = [int(r[0]) for r in sizes.tolist()]
+    else:
+        bs, s = int(src.shape[0]), int(src.shape[1])
+        lens = [s] * bs
+    tokens, pairs = sum(lens), sum(s * s for s in lens)
+    matrix = 2 * tokens * e * 3 * e + 2 * (2 * pairs * e) + 2 * tokens * e * e + 2 * (2 * tokens * e * f)
+    gelu = bool(b.get("use_gelu"))
+    vector = tokens * (5 * e + f) + 4 * h * pairs + 16 * tokens * e + 2 * tokens * e + tokens * f * (4 if gelu else 1)
+    special = h * pairs + (tokens * f if gelu else 0)
+    return _counts(matrix=matrix, vector=vector, special=special, read=_read(b), written=_written(out))
+
+
+# ---- attention with variable-length sequences ---------------------------------------------------------------------
+
+def _pairs(sq: int, sk: int, mask: int) -> int:
+    """Unmasked (query, key) pairs: 0 none, 1 causal aligned top-left, 2 causal aligned bottom-right (as attn_pairs
+    in csrc/cost.c)."""
+    if mask == 0:
+        return sq * sk
+    if mask == 2:
+        if sq <= sk:
+            return sq * (sk - sq + 1) + sq * (sq - 1) // 2
+        return sk * (sk + 1) // 2
+    if sq <= sk:
+        return sq * (sq + 1) // 2
+    return sk * (sk + 1) // 2 + (sq - sk) * sk
+
+
+def _band_pairs(sq: int, sk: int, left: int, right: int) -> int:
+    """Pairs of a sliding window aligned bottom-right (flash attention's convention): query i sits at key position
+    c = i + sk - sq and sees keys c - left .. c + right within 0 .. sk - 1 (a negative bound: unlimited)."""
+    c = np.arange(sq, dtype=np.int64) + (sk - sq)
+    lo = np.zeros(sq, dtype=np.int64) if left < 0 else np.maximum(c - left, 0)
+    hi = np.full(sq, sk - 1, dtype=np.int64) if right < 0 else np.minimum(c + right, sk - 1)
+    return int(np.maximum(hi - lo + 1, 0).sum())
+
+
+def _flash_window(b):
+    """(left, right) of flash attention's sliding window (-1: unlimited; causal: right = 0), or None without one."""
+    left, right = b.get("window_size_left"), b.get("window_size_right")
+    left = -1 if left is None else int(left)
+    right = -1 if right is None else int(right)
+    if b.get("is_causal"):
+        right = 0
+    if left < 0 and (right < 0 or b.get("is_causal")):
+        return None
+    return left, right
+
+
+def _varlen(b, out, *, flash: bool, backward: bool):
+    """Attention over sequences packed along one dimension and delimited by cumulative lengths (``cum_seq_q/k`` of
+    flash attention, ``cu_seqlens_q/k`` of efficient attention): each sequence i attends only to itself, so the score
+    pairs are sum_i Sq_i * Sk_i (with causal masking per sequence), not (sum_i S_i)^2. Dense batches (no cumulative
+    lengths) use the C formula, unless flash attention has a sliding window (``window_size_left/right``): then the
+    pairs inside the window are counted here, dense or not. Flash attention aligns a causal mask bottom-right.
+    Efficient attention's ``window_size`` has no formula (an error record)."""
+    cq = b.get("cum_seq_q" if flash else "cu_seqlens_q")
+    ck = b.get("cum_seq_k" if flash else "cu_seqlens_k")
+    window = _flash_window(b) if flash else None
+    if not flash and b.get("window_size") is not None:
+        raise ValueError("efficient attention with a window_size has no formula")
+    if (cq is None or ck is None) and window is None:
+        return None  # dense, no window: the C formula
+    q, k, v = b["query"], b["key"], b["value"]
+    # flash: (total, heads, dim); efficient: (1, total, heads, dim)
+    hq, dq = int(q.shape[-2]), int(q.shape[-1])
+    hkv, dv = int(k.shape[-2]), int(v.shape[-1])
+    if hkv <= 0 or hq % hkv != 0:
+        raise ValueError(f"attention with {hq} query heads and {hkv} key/value heads")
+    if cq is None or ck is None:  # dense (batch, seq, heads, dim) with a sliding window
+        sq, sk = [int(q.shape[1])] * int(q.shape[0]), [int(k.shape[1])] * int(q.shape[0])
+    else:
+        lq, lk = _ints(cq), _ints(ck)
+        if lq is None or lk is None:
+            return _data_error(b, out)
+        sq = [lq[i + 1] - lq[i] for i in range(len(lq) - 1)]
+        sk = [lk[i + 1] - lk[i] for i in range(len(lk) - 1)]
+        if len(sq) != len(sk) or any(s < 0 for s in sq + sk):
+            raise ValueError(f"cumulative sequence lengths {lq} and {lk} do not describe the same batch")
+    if flash:
+        mask = 2 if b.get("is_causal") else 0  # flash attention aligns a causal mask bottom-right
+    else:
+        mask = int(b.get("custom_mask_type") or 0)
+        if mask not in (0, 1, 2):
+            raise ValueError(f"custom_mask_type {mask} (0 none, 1 causal top-left, 2 causal bottom-right)")
+    if window is not None:
+        pairs = hq * sum(_band_pairs(a, c, window[0], window[1]) for a, c in zip(sq, sk))
+    else:
+        pairs = hq * sum(_pairs(a, c, mask) for a, c in zip(sq, sk))
+    full = hq * sum(a * c for a, c in zip(sq, sk))  # FlopCounterMode's reading: every sequence unmasked
+    per_pair = 3 * dq + 2 * dv if backward else dq + dv
+    vector = 4 * pairs + (0 if backward else hq * sum(sq) * dv)
+    return _counts(matrix=2 * pairs * per_pair, vector=vector, special=pairs, read=_read(b), written=_written(out),
+                   flop_counter=2 * full * per_pair)
+
+
+# ---- FlexAttention (higher-order operators) -------------------------------------------------------------------------
+
+def _block_mask_pairs(bm, q, k):
+    """(query, key) pairs a block-sparse kernel computes: for every (batch, head, query block) the rows of that block
+    times the columns of each key block it visits (partial and full blocks), the last block of each dimension clipped
+    to the sequence length. A mask with one batch or head entry is shared by every batch or head. None when the mask's
+    values cannot be read."""
+    q_len, kv_len = int(q.shape[-2]), int(k.shape[-2])
+    tensors = [x for x in bm if _is_tensor(x)]
+    ints = [x for x in bm if isinstance(x, int) and not isinstance(x, bool)]
+    if len(tensors) < 2 or len(ints) < 4:
+        raise ValueError("FlexAttention block mask of an unknown layout (expected sequence lengths, kv_num_blocks, "
+                         "kv_indices, ..., Q_BLOCK_SIZE, KV_BLOCK_SIZE, mask_mod)")
+    qb, kvb = ints[-2], ints[-1]
+    kv_num, kv_idx = bm[2], bm[3]
+    full_num, full_idx = bm[4], bm[5]
+    if qb <= 0 or kvb <= 0:
+        raise ValueError(f"FlexAttention block sizes {qb} x {kvb}")
+    if not _values_readable(kv_num):
+        return None
+    import torch
+
+    total = 0
+    for num, idx in ((kv_num, kv_idx), (full_num, full_idx)):
+        if num is None or idx is None:
+            continue
+        n = idx.shape[-1]
+        visited = torch.arange(n, device=idx.device) < num.unsqueeze(-1)
+        cols = (kv_len - idx.to(torch.int64) * kvb).clamp(0, kvb) * visited
+        per_qblock = cols.sum(-1)  # (Bm, Hm, query blocks)
+        nqb = per_qblock.shape[-1]
+        rows = (q_len - torch.arange(nqb, device=idx.device, dtype=torch.int64) * qb).clamp(0, qb)
+        s = int((per_qblock.to(torch.int64) * rows).sum().item())
+        bm_b, bm_h = int(num.shape[0]), int(num.shape[1])
+        total += s * (int(q.shape[0]) // bm_b) * (int(q.shape[1]) // bm_h)
+    return total
+
+
+def _flex(args, kwargs, out, backward=False):
+    q, k, v = args[0], args[1], args[2]
+    bm = args[9] if backward else args[4]
+    pairs = _block_mask_pairs(bm, q, k)
+    if pairs is None:
+        return {"status": E_DATA}
+    dq, dv = int(q.shape[-1]), int(v.shape[-1])
+    read = sum(_touched_bytes(t) for a in args for t in _tensors(a))
+    if backward:
+        return _counts(matrix=2 * pairs * (3 * dq + 2 * dv), vector=4 * pairs, special=pairs, read=read,
+                       written=_written(out))
+    rows = int(q.shape[0]) * int(q.shape[1]) * int(q.shape[2])
+    return _counts(matrix=2 * pairs * (dq + dv), vector=4 * pairs + rows * dv, special=pairs, read=read,
+                   written=_written(out))
+
+
+# ---- torchvision detection ops --------------------------------------------------------------------------------------
+
+# Intersection over union of two boxes: 2 max + 2 min (the intersection's corners), 2 subtractions and 2 clamps at 0
+# (its sides), 1 multiply (its area), 1 add + 1 subtract (the union of the two precomputed areas), 1 divide: 12.
+_IOU = 12
+
+
+def _nms(b, out):
+    """torchvision::nms(boxes, scores, iou_threshold): sort the N scores (N ceil(log2 N) comparisons), the N areas
+    (2 subtractions + 1 multiply each), and the IoU of every pair i < j (N(N-1)/2 x 12 FLOPs) with one comparison
+    to the threshold each. Every pair is what the GPU kernel computes (its suppression mask); the CPU loop skips the
+    pairs of boxes already suppressed, so there this is an upper bound."""
+    n = int(b["dets"].shape[0]) if "dets" in b else int(b["boxes"].shape[0])
+    pairs = n * (n - 1) // 2
+    return _counts(vector=n * _clog2(n) + 3 * n + pairs * (_IOU + 1), read=_read(b), written=_written(out))
+
+
+def _roi_samples(b, rois, ph, pw, sampling_ratio):
+    """Bilinear samples per output element of each region: sampling_ratio^2, or (adaptive, sampling_ratio <= 0)
+    ceil(roi_h / ph) * ceil(roi_w / pw) from the region's size. None when adaptive and the regions cannot be read."""
+    k = int(rois.shape[0])
+    if sampling_ratio > 0:
+        return k * sampling_ratio * sampling_ratio
+    if not _values_readable(rois):
+        return None
+
+    scale, aligned = float(b["spatial_scale"]), bool(b.get("aligned"))
+    total = 0
+    for r in rois.tolist():  # (batch index, x1, y1, x2, y2)
+        h, w = (r[4] - r[2]) * scale, (r[3] - r[1]) * scale
+        if not aligned:  # regions are at least one pixel
+            h, w = max(h, 1.0), max(w, 1.0)
+        total += max(math.ceil(h / ph), 0) * max(math.ceil(w / pw), 0)
+    return total
+
+
+def _roi_align(b, out, backward=False):
+    """torchvision::roi_align: per output element (region, channel, bin) the average of its bilinear samples: per
+    sample 4 multiplies and 3 adds (the interpolation) and 1 add (the sum), and 1 divide per element: 8 per sample + 1.
+    The 4 sample positions and weights per sample are shared by the channels (not counted). Backward: each sample
+    scatters its grad into 4 input elements (a multiply and an add each: 8 per sample)."""
+    rois = b["rois"]
+    ph, pw = int(b["pooled_height"]), int(b["pooled_width"])
+    samples = _roi_samples(b, rois, ph, pw, int(b["sampling_ratio"]))
+    if samples is None:
+        return {"status": E_DATA}
+    src = b["grad"] if backward else b["input"]
+    channels = int(b["channels"]) if backward else int(src.shape[1])
+    per_bin = samples * channels * ph * pw  # sample evaluations, summed over regions
+    bins = int(rois.shape[0]) * channels * ph * pw
+    vector = 8 * per_bin if backward else 8 * per_bin + bins
+    if backward:
+        read = _touched_bytes(src) + _touched_bytes(rois)
+    else:  # a gather: reads the regions and at most 4 input elements per sample, never more than the input
+        read = _touched_bytes(rois) + min(_touched_bytes(src), 4 * per_bin * src.element_size())
+    return _counts(vector=vector, read=read, written=_written(out))
+
+
+# ---- quantized products (weight-only and dynamic int8/int4 linear kernels) -------------------------------------
+
+def _quant_mm(b, out, x_name="self", weight_terms=0, output_terms=0, block=None):
+    """A product of activations ``x`` (M x K, any leading dims folded into M) with a quantized N x K weight, the
+    result M x N: ``2 M N K`` matrix FLOPs in the activations' dtype, whatever the weight's storage (int8, packed
+    int4). ``weight_terms`` pointwise FLOPs per weight element (dequantising it: scale and zero point),
+    ``output_terms`` per output element (a per-channel scale), and with ``block`` (a group size along K) a rescale
+    of each block's partial sum (a multiply and an add per output element and block). Bytes: every argument at its
+    stored size (the packed weight at its real width), the result written once."""
+    x = b[x_name]
+    if len(x.shape) < 1 or len(out.shape) < 1:
+        raise ValueError("quantized product: activations and result need a last dimension")
+    k = int(x.shape[-1])
+    m = _numel(x) // k if k else 0
+    n = int(out.shape[-1])
+    vector = weight_terms * n * k + output_terms * m * n
+    if block is not None:
+        if int(block) <= 0:
+            raise ValueError(f"quantized product: block size must be positive, got {block}")
+        vector += 2 * m * n * (-(-k // int(block)))  # ceil(K / block) partial sums per output element
+        vector += 4 * m * k  # the activations quantised per row: min, max, scale, round per element
+    return _counts(matrix=2 * m * n * k, vector=vector, read=_read(b), written=_written(out))
+
+
+def _repack(b, out):
+    """A weight repacked into a kernel's layout (int4 packing): no arithmetic, the weight read and written once."""
+    return _counts(read=_read(b), written=_written(out))
+
+
+def _out_dtype(args, kwargs, out):
+    """The ``out_dtype`` higher-order op: an aten product computed into a wider result dtype (int8 x int8 -> int32,
+    as torchao's int8 kernels call it off the CPU and on meta / fake tensors). ``aten.mm``: ``2 M N K`` matrix FLOPs,
+    the int8 operands read at 1 byte, the int32 result written; other wrapped ops are refused (an error record)."""
+    op = args[0] if args else kwargs.get("op")
+    operands = args[2:]
+    name = str(getattr(op, "__name__", op))
+    if name not in ("mm.default", "aten.mm.default") or len(operands) != 2:
+        raise ValueError(f"out_dtype: no formula for wrapped op {op}")
+    a, b = operands
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise ValueError("out_dtype(mm): operands must be matrices")
+    m, k, n = int(a.shape[0]), int(a.shape[1]), int(b.shape[1])
+    return _counts(matrix=2 * m * n * k, read=_touched_bytes(a) + _touched_bytes(b), written=_written(out))
+
+
+# ---- oneDNN / MKL ops of frozen CPU graphs -------------------------------------------------------------------------
+# With ``torch._inductor.config.freezing``, Inductor replaces linear layers and convolutions (with the element-wise
+# op after them, and a folded batch norm) by these. Their weights are constants reordered to the library's layout:
+# what is read is the weight's logical size (a packed copy holds the same values). The fused element-wise post-ops
+# are counted as the eager ops they replace; one without a formula here is not guessed (ValueError: E_ARGS).
+_POST_UNARY = {"none": (0, 0), "relu": (1, 0), "gelu": (4, 1), "sigmoid": (2, 1), "tanh": (0, 1),
+               "swish": (3, 1), "silu": (3, 1), "hardtanh": (2, 0), "hardsigmoid": (2, 0)}
+_POST_BINARY = {"add": 1, "sub": 1, "mul": 1, "div": 1}
+
+
+def _post_ops(elements, unary=None, binary=None):
+    u = "none" if unary is None else str(unary)
+    if u not in _POST_UNARY:
+        raise ValueError(f"fused post-op {u!r} has no formula")
+    flops, special = _POST_UNARY[u]
+    if binary is not None:
+        if str(binary) not in _POST_BINARY:
+            raise ValueError(f"fused binary post-op {binary!r} has no formula")
+        flops += _POST_BINARY[str(binary)]
+    return flops * elements, special * elements
+
+
+def _tensor_bytes(t) -> int:
+    try:
+        return _touched_bytes(t)
+    except (RuntimeError, NotImplementedError):  # a layout without strides: its elements
+        return _numel(t) * t.element_size()
+
+
+def _onednn_product(b, out, weight, k, unary=None, binary=None, other=None):
+    """matrix FLOPs 2 * (output elements) * k, a bias add per output element, the fused post-ops; reads the input,
+    the weight (its logical size), the bias and a binary post-op's other operand; writes the result."""
+    x = b["X"]
+    n_out = _numel(out)
+    matrix = 2 * n_out * k
+    vector = n_out if b.get("B") is not None else 0
+    pf, ps = _post_ops(n_out, unary, binary)
+    read = _tensor_bytes(x) + _tensor_bytes(weight) + (_tensor_bytes(b["B"]) if b.get("B") is not None else 0)
+    if other is not None:
+        read += _tensor_bytes(other)
+    return _counts(matrix=matrix, vector=vector + pf, special=ps, read=read, written=_written(out))
+
+
+def _mkl_linear(b, out):
+    """mkl::_mkl_linear(X, MKL_W, ORI_W, B, batch_size): X [..., K] times the weight (ORI_W, the original)."""
+    k = int(b["X"].shape[-1])
+    return _onednn_product(b, out, b["ORI_W"], k)
+
+
+def _linear_pointwise(b, out):
+    """mkldnn::_linear_pointwise: X [..., K] times W [N, K], then ``attr`` (the .binary overload: ``attr`` with
+    ``other``)."""
+    x, w = b["X"], b["W"]
+    k = int(x.shape[-1])
+    if len(w.shape) != 2 or int(w.shape[-1]) != k:
+        raise ValueError(f"linear weight {tuple(w.shape)} does not fit input {tuple(x.shape)}")
+    if "other" in b:
+        return _onednn_product(b, out, w, k, binary=b["attr"], other=b["other"])
+    return _onednn_product(b, out, w, k, unary=b["attr"])
+
+
+def _convolution_pointwise(b, out):
+    """mkldnn::_convolution_pointwise (and its in-place .binary): a convolution with weight [C_out, C_in / groups,
+    *kernel] (2 FLOPs per output element and weight element of its group), then its post-ops."""
+    x, w = b["X"], b["W"]
+    groups = int(b.get("groups") or 1)
+    if len(w.shape) != len(x.shape) or int(x.shape[1]) != int(w.shape[1]) * groups:
+        raise ValueError(f"convolution weight {tuple(w.shape)} does not fit input {tuple(x.shape)}, groups {groups}")
+    k = _numel(w) // max(int(w.shape[0]), 1)
+    if "other" in b:
+        return _onednn_product(b, out, w, k, unary=b.get("unary_attr"), binary=b["binary_attr"], other=b["other"])
+    return _onednn_product(b, out, w, k, unary=b["attr"])
+
+
+# ---- tables -------------------------------------------------------------------------------------------------------
+
+# aten ops (qualified name, any overload) -> formula(bound arguments, result).
+OPS = {
+    "aten::sort": _sort, "aten::argsort": _sort, "aten::kthvalue": _sort, "aten::mode": _sort,
+    "aten::msort": lambda b, out: _sort(b, out, 0),
+    "aten::median": lambda b, out: _sort(b, out, None), "aten::nanmedian": lambda b, out: _sort(b, out, None),
+    "aten::_unique2": lambda b, out: _sort(b, out, None), "aten::unique_dim": _sort,
+    "aten::unique_consecutive": lambda b, out: _sort(b, out, None),
+    "aten::topk": _topk,
+    "aten::searchsorted": _searchsorted,
+    "aten::isin": _isin,
+    "aten::mkldnn_rnn_layer": _rnn_layer,
+    "aten::mkldnn_rnn_layer_backward": lambda b, out: _rnn_layer(b, out, backward=True),
+    "aten::_cudnn_rnn": _cudnn_rnn,
+    "aten::_cudnn_rnn_backward": lambda b, out: _cudnn_rnn(b, out, backward=True),
+    "aten::_thnn_fused_lstm_cell": lambda b, out: _fused_cell(b, out, 4),
+    "aten::_thnn_fused_gru_cell": lambda b, out: _fused_cell(b, out, 3),
+    "aten::_thnn_fused_lstm_cell_backward_impl": lambda b, out: _fused_cell(b, out, 4, backward=True),
+    "aten::_thnn_fused_gru_cell_backward": lambda b, out: _fused_cell(b, out, 3, backward=True),
+    "aten::_transformer_encoder_layer_fwd": _encoder_layer,
+    "aten::_flash_attention_forward": lambda b, out: _varlen(b, out, flash=True, backward=False),
+    "aten::_flash_attention_backward": lambda b, out: _varlen(b, out, flash=True, backward=True),
+    "aten::_efficient_attention_forward": lambda b, out: _varlen(b, out, flash=False, backward=False),
+    "aten::_efficient_attention_backward": lambda b, out: _varlen(b, out, flash=False, backward=True),
+    "aten::_weight_int8pack_mm": lambda b, out: _quant_mm(b, out, output_terms=1),
+    "aten::_weight_int4pack_mm": lambda b, out: _quant_mm(b, out, weight_terms=2),
+    "aten::_weight_int4pack_mm_for_cpu": lambda b, out: _quant_mm(b, out, weight_terms=2),
+    "aten::_weight_int4pack_mm_with_scales_and_zeros": lambda b, out: _quant_mm(b, out, weight_terms=2),
+    "aten::_dyn_quant_matmul_4bit": lambda b, out: _quant_mm(b, out, x_name="inp", block=b["block_size"]),
+    "aten::_convert_weight_to_int4pack": _repack,
+    "mkl::_mkl_linear": _mkl_linear,
+    "mkldnn::_linear_pointwise": _linear_pointwise,  # any overload (schema name): .binary has ``other``
+    "mkldnn::_convolution_pointwise": _convolution_pointwise,
+    "mkldnn::_convolution_pointwise_": _convolution_pointwise,
+    "aten::_convert_weight_to_int4pack_for_cpu": _repack,
+    "aten::_dyn_quant_pack_4bit_weight": _repack,
+    "torchvision::nms": _nms,
+    "torchvision::roi_align": _roi_align,
+    "torchvision::_roi_align_backward": lambda b, out: _roi_align(b, out, backward=True),
+}
+
+# Higher-order operators (by name) -> formula(args, kwargs, result).
+HOPS = {
+    "flex_attention": lambda args, kwargs, out: _flex(args, kwargs, out),
+    "flex_attention_backward": lambda args, kwargs, out: _flex(args, kwargs, out, backward=True),
+    "out_dtype": _out_dtype,
+}
+
+
+def bind(schema_names, args, kwargs) -> dict:
+    """The call's arguments by schema name (positional in schema order, then keywords)."""
+    b = dict(zip(schema_names, args))
+    b.update(kwargs)
+    return b

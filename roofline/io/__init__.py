@@ -1,0 +1,1 @@
+"""A report as a JSON document: written, read back, checked against the schema."""

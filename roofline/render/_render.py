@@ -1,0 +1,425 @@
+"""Text and HTML views of a report and of a comparison: what ``print(r)``, ``r.table()``, ``repr(r)`` and a
+notebook show. They read the report through its public methods only."""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+
+from roofline.analysis import _rollup
+from roofline.analysis._assumptions import line as _assumed_lines
+from roofline.analysis._groups import module_tree, op_groups
+from roofline.analysis._hints import advice_html
+from roofline.render import _style, _svg
+from roofline.util._format import cell, dur, fmt, ms, pct
+
+LEGEND = {
+    "!": "the achieved rate is above the ceiling it is judged against (the ceiling is too low for this op, or the "
+         "op was too short to time): its % of roof and MFU/MBU overstate",
+    "compute": "compute-bound: FLOPs at the peak of the op's unit and dtype take longer than its bytes at DRAM "
+               "bandwidth",
+    "memory": "memory-bound: its compulsory bytes at DRAM bandwidth take longer than its FLOPs at the peak",
+    "bandwidth": "moves bytes but does no FLOPs (copies, fills): judged against bandwidth only",
+    "mixed": "a group in which neither bound holds 80% of the roofline time",
+    "none": "moves nothing (views, metadata)",
+    "% roof": "roofline time / measured time: the fraction of the attainable rate reached",
+}
+
+
+def legend_text(flagged: bool = True) -> str:
+    """The one-line legend under a text table (the ``!`` part when a row is flagged)."""
+    return (("! = achieved above its ceiling (ceiling too low or op too short to time); " if flagged else "")
+            + "% roof = roofline time / measured time; bound: compute, memory, bandwidth (no FLOPs), mixed "
+              "(neither holds 80%)")
+
+
+# ---- the module tree ---------------------------------------------------------------------------------------------
+def _outside(roots, whole) -> bool:
+    """Whether some op calls ran outside every module (then the whole run is shown as its own row)."""
+    return sum(r.row["calls"] for r in roots) != whole["calls"] or len(roots) != 1
+
+
+def _row_cells(r, w, name, timed):
+    line = (f"{name:<{w}} {r['calls']:>6} {fmt(r['flops']):>9} {fmt(r['bytes'], 'B'):>9} "
+            f"{r['intensity']:>7.2f} {ms(r['t_min']):>8}")
+    if timed:
+        rate = (fmt(r["achieved_flops"], "FLOP/s") if r["flops"] else fmt(r["achieved_bytes"], "B/s")) \
+            if math.isfinite(r["achieved_bytes"]) else "-"
+        line += (f" {ms(r['time']):>8} {rate:>12} {pct(r['efficiency']):>7} {pct(r['mfu']):>6} "
+                 f"{pct(r['mbu']):>6}")
+    flag = "!" if r["above_ceiling"] and not r.get("projected") else ""
+    return line + f" {r['bound'] + flag:>10}"
+
+
+def table(report, by: str = "op", depth: int | None = None, top: int | None = 15, phase: str | None = None) -> str:
+    """The text table of :meth:`roofline.Report.table`. ``by="module"`` is the module tree, depth first (each
+    module's children most time first, indented under it, by their full names; containers such as a ``ModuleList`` are rows of their
+    own, so ``depth`` counts every level of the model); the whole run is a row only when ops ran outside every
+    module."""
+    projected = bool(report.meta.get("projected_to"))
+    if by == "module":
+        roots, whole = module_tree(report, phase)
+        rows = []
+        if roots and _outside(roots, whole):
+            rows.append(("(whole run)", whole))
+        for root in roots:
+            for n in root.walk(depth):
+                rows.append(("  " * (n.depth - 1) + n.name, n.row))
+    elif by == "op":
+        rows = list(report.analysis(by, depth, phase).items())
+    elif by == "op_shape":
+        rows = [(n, row) for n, (row, _) in op_groups(report, by, phase).items()]
+    else:
+        raise ValueError(f"by must be 'op', 'op_shape' or 'module', got {by!r}")
+    if top is not None:
+        rows = rows[:top]
+    if not rows:
+        return "(no ops)"
+    timed = any(math.isfinite(r["time"]) for _, r in rows)
+    w = min(max(len(n) for n, _ in rows), 60)
+    hdr = (f"{'module' if by == 'module' else 'op':<{w}} {'calls':>6} {'FLOPs':>9} {'bytes':>9} {'FLOP/B':>7} "
+           f"{'roof ms':>8}")
+    if timed:
+        hdr += f" {'time ms':>8} {'achieved':>12} {'% roof':>7} {'MFU':>6} {'MBU':>6}"
+    hdr += f" {'bound':>10}"
+    lines = [hdr]
+    flagged = False
+    for name, r in rows:
+        n = name if len(name) <= w else "..." + name[-(w - 3):]
+        lines.append(_row_cells(dict(r, projected=projected), w, n, timed))
+        flagged |= bool(r["above_ceiling"]) and not projected
+    if flagged or timed:
+        lines.append(legend_text(flagged))
+    return "\n".join(lines)
+
+
+def plain_top(report, top: int) -> str:
+    """The ``top`` ops by FLOPs, counts only (a report without ceilings)."""
+    ops = list(report.by_op().items())[:top]
+    w = max(len(n) for n, _ in ops)
+    lines = [f"{'op':<{w}}  {'calls':>6}  {'FLOPs':>10}  {'bytes':>10}  {'FLOP/B':>8}"]
+    for n, t in ops:
+        lines.append(f"{n:<{w}}  {t['calls']:>6}  {fmt(t['flops']):>10}  {fmt(t['bytes'], 'B'):>10}  "
+                     f"{t['intensity']:>8.2f}")
+    return "\n".join(lines)
+
+
+def summary(report, top: int = 10, ceilings_note: str = "") -> str:
+    """The text of :meth:`roofline.Report.summary`; ``ceilings_note`` says why a report has no ceilings."""
+    r = report
+    projected = r.meta.get("projected_to")
+    if projected:
+        head = f", projected onto {projected}: {dur(r.wall_time)} of roofline time (ops back to back, not measured)"
+    else:
+        head = f", {dur(r.wall_time)} wall" if r.wall_time is not None else ""
+    lines = [f"roofline report: {len(r.records)} op calls" + head]
+    if r.meta.get("contention") and not projected:  # a projection's times were not measured
+        lines.append(f"  measured under contention: {'; '.join(map(str, r.meta['contention']))}: timings are low")
+    if r.meta.get("ceilings_contention") and not projected:
+        lines.append(f"  ceilings measured under contention: {'; '.join(map(str, r.meta['ceilings_contention']))}: "
+                     f"peaks and bandwidths are low, bounds and shares against them unreliable")
+    lines.append(f"  FLOPs   {fmt(r.total_flops)} (matrix {fmt(r.matrix_flops)}, vector "
+                 f"{fmt(r.vector_flops)}; special functions {fmt(r.special_ops)})")
+    lines.append(f"  bytes   {fmt(r.bytes, 'B')} compulsory (read {fmt(r.bytes_read, 'B')}, written "
+                 f"{fmt(r.bytes_written, 'B')}; a lower bound: no reuse across ops)")
+    lines.append(f"  intensity {r.intensity:.2f} FLOP/byte")
+    ph = r.by_phase()
+    if ph:
+        lines.append("  phases  " + ", ".join(f"{k} {fmt(v['flops'], 'FLOP')}" for k, v in ph.items()))
+    if r.meta.get("assumed") and r.meta.get("projected_to"):
+        lines.extend(_assumed_lines(r.meta["assumed"], r.meta["projected_to"]))
+    c = r.ceilings
+    if c is not None and len(r.records):
+        t = r.totals()
+        lines.append(f"  ceilings ({r.ceilings_source}) {c.name}: DRAM {fmt(r.classification()['bw'][0], 'B/s')}")
+        if t["wall_time"]:
+            lines.append(f"  achieved {fmt(t['achieved_flops'], 'FLOP/s')}, {fmt(t['achieved_bytes'], 'B/s')}"
+                         f"; MFU {pct(t['mfu'])}, MBU {pct(t['mbu'])}")
+        lines.append(f"  roofline time {dur(t['t_min'])}; compute-bound share {pct(t['compute_share'])}")
+        if r.overhead.get("counting_per_op_s"):
+            o = r.overhead
+            est = o["counting_per_op_s"] * len(r.records) + o.get("timing_per_op_s", 0) * len(r.records)
+            lines.append(f"  instrumentation: ~{o['counting_per_op_s'] * 1e6:.1f} us/op counting"
+                         + (f" + {o['timing_per_op_s'] * 1e6:.2f} us/op timing" if o.get("timing_per_op_s")
+                            else "") + f" (~{dur(est)} of the wall time)")
+    elif ceilings_note:
+        lines.append(f"  {ceilings_note}")
+    if r.unknown_ops:
+        lines.append(f"  ops without a formula (FLOPs not counted): {r.unknown_ops}")
+    if r.errors:
+        lines.append(f"  ops whose cost could not be evaluated: {r.errors}")
+    if len(r.records):
+        lines.append("")
+        lines.append(r.table("op", top=top) if c is not None else plain_top(r, top))
+    return "\n".join(lines)
+
+
+def short(report) -> str:
+    """``repr(report)``."""
+    return (f"<roofline.Report {len(report.records)} calls, {fmt(report.total_flops, 'FLOP')}, "
+            f"{fmt(report.bytes, 'B')}>")
+
+
+# ---- the notebook view -------------------------------------------------------------------------------------------
+_CSS = (".rl-report{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;line-height:1.35;"
+        "max-width:1100px}"
+        ".rl-report h3{margin:.2em 0 .4em 0;font-size:16px}"
+        ".rl-report .rl-proj{background:#fdebd0;color:#7e5109;border:1px solid #f0b27a;border-radius:3px;"
+        "padding:1px 6px;font-size:12px;margin-left:6px}"
+        ".rl-report table{border-collapse:collapse;margin:.3em 0 .8em 0}"
+        ".rl-report td,.rl-report th{padding:2px 8px;text-align:right;border-bottom:1px solid #eee;"
+        "white-space:nowrap}"
+        ".rl-report th{background:#f4f6f7;font-weight:600}"
+        ".rl-report td.l,.rl-report th.l{text-align:left}"
+        ".rl-report table.rl-facts td{text-align:left;border:none;padding:1px 8px;white-space:normal}"
+        ".rl-report table.rl-facts td.k{color:#566573;font-weight:600}"
+        ".rl-report .rl-flag{color:#b03a2e;font-weight:700}"
+        ".rl-report .rl-bar{display:inline-block;height:11px;vertical-align:middle;border-radius:2px}"
+        ".rl-report details{margin-left:14px}"
+        ".rl-report details>summary{cursor:pointer;list-style-position:outside}"
+        ".rl-report .rl-node{display:inline-grid;column-gap:6px;font-variant-numeric:tabular-nums}"
+        ".rl-report .rl-node span{text-align:right}.rl-report .rl-node span.l{text-align:left;overflow:hidden;"
+        "text-overflow:ellipsis}"
+        ".rl-report .rl-legend{color:#566573;font-size:12px;margin-top:.6em}"
+        ".rl-report .rl-legend b{color:#2c3e50}")
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _bound_cell(row, projected) -> str:
+    b = row["bound"]
+    flag = row["above_ceiling"] and not projected
+    color = _style.bound_color(b)
+    mark = (f'<span class="rl-flag" title="{row["above_ceiling"]} call(s) achieved a rate above their ceiling">'
+            '!</span>') if flag else ""
+    return f'<span style="color:{color}">{_e(b)}</span>{mark}'
+
+
+def _rate(row) -> str:
+    if not math.isfinite(row.get("achieved_bytes", math.nan)):
+        return "-"
+    return fmt(row["achieved_flops"], "FLOP/s") if row["flops"] else fmt(row["achieved_bytes"], "B/s")
+
+
+def _time_label(report) -> str:
+    if report.meta.get("projected_to"):
+        return "projected time"
+    return "time" if report.timed else "roofline time"
+
+
+def _bars(items, unit_total, what) -> str:
+    """Horizontal HTML bars: ``items`` = [(label, seconds, colour, tooltip)]."""
+    items = [it for it in items if it[1] > 0]
+    if not items or unit_total <= 0:
+        return ""
+    top = max(t for _, t, _, _ in items)
+    out = [f'<table class="rl-bars"><tr><th class="l">{_e(what)}</th><th class="l"></th><th>time</th>'
+           '<th>share</th></tr>']
+    for label, t, color, tip in items:
+        w = max(1.0, 320.0 * t / top)
+        out.append(f'<tr title="{_e(tip)}"><td class="l">{_e(label)}</td><td class="l">'
+                   f'<span class="rl-bar" style="width:{w:.0f}px;background:{color}"></span></td>'
+                   f'<td>{dur(t)}</td><td>{pct(t / unit_total)}</td></tr>')
+    out.append("</table>")
+    return "".join(out)
+
+
+def _node_time(row, use_measured) -> float:
+    t = row["time"] if use_measured else row["t_min"]
+    return t if math.isfinite(t) else 0.0
+
+
+_TREE_COLS = "60px 110px 100px 90px 70px 100px"
+
+
+def _grid(depth: int) -> str:
+    """The columns of a tree row ``depth`` deep: the name column narrows as the row is indented."""
+    return f'style="grid-template-columns:{max(120, 300 - 14 * depth)}px {_TREE_COLS}"'
+
+
+def _tree_html(node, use_measured, projected, open_depth=2) -> str:
+    r = node.row
+    kind = "" if node.called else ' <i title="a container (ModuleList, ModuleDict) whose children ran">(container)</i>'
+    line = (f'<span class="rl-node" {_grid(node.depth)}><span class="l" title="{_e(node.name)}">'
+            f'{_e(node.label)}{kind}</span>'
+            f'<span>{r["calls"]}</span><span>{fmt(r["flops"], "FLOP")}</span><span>{fmt(r["bytes"], "B")}</span>'
+            f'<span>{dur(_node_time(r, use_measured))}</span><span>{pct(r["efficiency"])}</span>'
+            f'<span>{_bound_cell(r, projected)}</span></span>')
+    if not node.children:
+        return f'<div style="margin-left:17px">{line}</div>'
+    inner = "".join(_tree_html(c, use_measured, projected, open_depth) for c in node.children)
+    op = " open" if node.depth < open_depth else ""
+    return f"<details{op}><summary>{line}</summary>{inner}</details>"
+
+
+def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
+    """The header facts of a report as (label, text) pairs: what the notebook view lists above its tables."""
+    r = report
+    out = [("op calls", f"{len(r.records)}")]
+    projected = r.meta.get("projected_to")
+    if projected:
+        out.append(("projected", f"onto {projected}: {dur(r.wall_time)} if every op ran at its roofline time, "
+                                 "back to back (estimated, not measured)"))
+    elif r.wall_time is not None:
+        out.append(("wall time", f"{dur(r.wall_time)} (the measure block, device synchronised at entry and exit)"))
+    else:
+        out.append(("wall time", "not timed (timing=None)"))
+    out.append(("FLOPs", f"{fmt(r.total_flops, 'FLOP')} (matrix {fmt(r.matrix_flops, 'FLOP')}, vector "
+                         f"{fmt(r.vector_flops, 'FLOP')}); special functions {fmt(r.special_ops)}"))
+    out.append(("bytes", f"{fmt(r.bytes, 'B')} compulsory (read {fmt(r.bytes_read, 'B')}, written "
+                         f"{fmt(r.bytes_written, 'B')}): a lower bound, no reuse across ops"))
+    out.append(("intensity", f"{r.intensity:.2f} FLOP/byte"))
+    ph = r.by_phase()
+    if ph:
+        out.append(("phases", ", ".join(f"{k} {fmt(v['flops'], 'FLOP')}" for k, v in ph.items())))
+    if r.meta.get("assumed") and projected:
+        for text in _assumed_lines(r.meta["assumed"], projected):
+            label, _, rest = text.strip().partition(": ")
+            out.append((label, rest))
+    c = r.ceilings
+    if c is not None and len(r.records):
+        cls = r.classification()
+        peaks = sorted({float(p) for p in cls["peak"].tolist() if math.isfinite(p)}, reverse=True)
+        src = r.ceilings_source
+        out.append(("ceilings", f"{c.name} ({src} figures): DRAM {fmt(float(cls['bw'][0]), 'B/s')}; peaks used "
+                                + ", ".join(fmt(p, "FLOP/s") for p in peaks[:4])))
+        t = r.totals()
+        if t["wall_time"]:
+            out.append(("achieved", f"{fmt(t['achieved_flops'], 'FLOP/s')}, {fmt(t['achieved_bytes'], 'B/s')} "
+                                    f"over the {'projected' if projected else 'wall'} time; MFU {pct(t['mfu'])}, "
+                                    f"MBU {pct(t['mbu'])}"))
+        out.append(("roofline time", f"{dur(t['t_min'])}; compute-bound share {pct(t['compute_share'])}"))
+    elif ceilings_note:
+        out.append(("ceilings", ceilings_note))
+    if r.overhead.get("counting_per_op_s"):
+        o = r.overhead
+        est = (o["counting_per_op_s"] + o.get("timing_per_op_s", 0)) * len(r.records)
+        out.append(("instrumentation", f"~{o['counting_per_op_s'] * 1e6:.1f} us/op counting"
+                    + (f" + {o['timing_per_op_s'] * 1e6:.2f} us/op timing" if o.get("timing_per_op_s") else "")
+                    + f" (~{dur(est)} of the wall time)"))
+    cont = r.meta.get("contention")
+    if cont and not projected:  # reasons the block counts as measured under contention
+        out.append(("contention", "measured under contention: "
+                    + (cont if isinstance(cont, str) else "; ".join(map(str, cont))) + ": timings are low"))
+    busy = r.meta.get("ceilings_contention")
+    if busy and not projected:
+        out.append(("ceilings", "measured under contention: " + "; ".join(map(str, busy))))
+    if r.unknown_ops:
+        out.append(("no formula", ", ".join(f"{k} ({v})" for k, v in r.unknown_ops.items())
+                    + ": FLOPs not counted"))
+    if r.errors:
+        out.append(("errors", ", ".join(f"{k} ({n}: {why})" for k, (n, why) in r.errors.items())))
+    if r.meta.get("version"):
+        out.append(("recorded by", f"roofline {r.meta['version']}"
+                    + (f", timing={r.meta['timing']!r}" if "timing" in r.meta else "")
+                    + (f", devices {', '.join(r.meta['devices'])}" if r.meta.get("devices") else "")))
+    return out
+
+
+def legend_html() -> str:
+    items = "".join(f"<li><b>{_e(k)}</b>: {_e(v)}</li>" for k, v in LEGEND.items())
+    return f'<div class="rl-legend"><b>Legend</b><ul style="margin:.2em 0">{items}</ul></div>'
+
+
+def to_html(report, ceilings_note: str = "", top: int = 15, chart: bool = True) -> str:
+    """The notebook view (``_repr_html_``): header facts, bars of time by phase and by module, the roofline
+    chart (inline SVG, a tooltip per point), the ``top`` ops by time with units, the collapsible module tree and
+    a legend. Self-contained HTML: no script, no external file."""
+    r = report
+    projected = bool(r.meta.get("projected_to"))
+    badge = (f'<span class="rl-proj" title="times are roofline estimates, not measurements">projected onto '
+             f'{_e(r.meta["projected_to"])}</span>') if projected else ""
+    out = [f'<div class="rl-report"><style>{_CSS}</style><h3>roofline report{badge}</h3>',
+           '<table class="rl-facts">']
+    out += [f'<tr><td class="k">{_e(k)}</td><td>{_e(v)}</td></tr>' for k, v in facts(r, ceilings_note)]
+    out.append("</table>")
+    if not len(r.records):
+        return "".join(out) + "<p>(no ops)</p></div>"
+    has_ceil = r.ceilings is not None
+    use_measured = r.timed  # projected reports carry their estimates as times
+    tlabel = _time_label(r)
+    roots, whole = module_tree(r)
+    if use_measured or has_ceil:
+        c = r.classification()
+        phases = []
+        for name in r.by_phase():
+            row = _rollup.roofline_row(r.records, _rollup.phase_mask(r.records, name), c)
+            phases.append((name, _node_time(row, use_measured), _style.PHASE_COLORS.get(name, _style.OTHER),
+                           f"{name}: {fmt(row['flops'], 'FLOP')}, {fmt(row['bytes'], 'B')}"))
+        total = sum(p[1] for p in phases)
+        out.append(_bars(phases, total, f"{tlabel} by phase"))
+        level = roots[0].children if len(roots) == 1 and roots[0].children else roots
+        mods = [(n.name, _node_time(n.row, use_measured), _style.bound_color(n.row["bound"]),
+                 f"{n.name}: {fmt(n.row['flops'], 'FLOP')}, {fmt(n.row['bytes'], 'B')}, {n.row['bound']}-bound")
+                for n in level[:12]]
+        out.append(_bars(mods, _node_time(whole, use_measured), f"{tlabel} by module"))
+    if has_ceil and chart:
+        try:
+            out.append(f"<div>{_svg.roofline_svg(r)}</div>")
+        except ValueError:
+            pass
+    if has_ceil:
+        rows = list(r.analysis("op").items())[:top]
+        timed = any(math.isfinite(row["time"]) for _, row in rows)
+        cols = ["op", "calls", "FLOPs", "bytes", "FLOP/B", "roofline time"]
+        cols += ([tlabel, "achieved", "% roof", "MFU", "MBU"] if timed else []) + ["bound"]
+        out.append(f"<div><b>top {len(rows)} ops by {tlabel if timed else 'roofline time'}</b></div><table><tr>"
+                   + "".join(f'<th class="{"l" if i == 0 else ""}">{_e(h)}</th>' for i, h in enumerate(cols))
+                   + "</tr>")
+        for name, row in rows:
+            cells = [f'<td class="l">{_e(name)}</td>', f"<td>{row['calls']}</td>",
+                     f"<td>{fmt(row['flops'], 'FLOP')}</td>", f"<td>{fmt(row['bytes'], 'B')}</td>",
+                     f"<td>{row['intensity']:.2f}</td>", f"<td>{dur(row['t_min'])}</td>"]
+            if timed:
+                cells += [f"<td>{dur(row['time'])}</td>", f"<td>{_rate(row)}</td>",
+                          f"<td>{pct(row['efficiency'])}</td>", f"<td>{pct(row['mfu'])}</td>",
+                          f"<td>{pct(row['mbu'])}</td>"]
+            cells.append(f"<td>{_bound_cell(row, projected)}</td>")
+            out.append("<tr>" + "".join(cells) + "</tr>")
+        out.append("</table>")
+    else:
+        ops = list(r.by_op().items())[:top]
+        out.append(f"<div><b>top {len(ops)} ops by FLOPs</b></div><table><tr><th class='l'>op</th><th>calls</th>"
+                   "<th>FLOPs</th><th>bytes</th><th>FLOP/B</th></tr>")
+        for name, t in ops:
+            out.append(f'<tr><td class="l">{_e(name)}</td><td>{t["calls"]}</td><td>{fmt(t["flops"], "FLOP")}</td>'
+                       f'<td>{fmt(t["bytes"], "B")}</td><td>{t["intensity"]:.2f}</td></tr>')
+        out.append("</table>")
+    if roots:
+        head = (f'<span class="rl-node" {_grid(1)}><span class="l"><b>module</b></span><span><b>calls</b></span>'
+                f'<span><b>FLOPs</b></span><span><b>bytes</b></span><span><b>{_e(tlabel)}</b></span>'
+                f'<span><b>% roof</b></span><span><b>bound</b></span></span>')
+        out.append(f'<div><b>module tree</b> (click a module to expand it)</div><div class="rl-tree">'
+                   f'<div style="margin-left:31px">'
+                   f'{head}</div>')
+        out += [_tree_html(n, use_measured, projected) for n in roots]
+        out.append("</div>")
+
+    out.append(advice_html(r))
+    out.append(legend_html())
+    out.append("</div>")
+    return "".join(out)
+
+
+def comparison(cmp) -> str:
+    """``str(comparison)``: the totals before and after, then the 25 largest changes."""
+    before, after = cmp.before, cmp.after
+    tb, ta = before.wall_time, after.wall_time
+    lines = [f"comparison by {cmp.by}: FLOPs {fmt(before.total_flops)} -> {fmt(after.total_flops)}, "
+             f"bytes {fmt(before.bytes, 'B')} -> {fmt(after.bytes, 'B')}"
+             + (f", wall {tb * 1e3:.1f} -> {ta * 1e3:.1f} ms" if tb and ta else "")]
+    rows = sorted(cmp.rows.items(), key=lambda kv: -abs(cmp.delta(kv[0], "flops")) - abs(cmp.delta(kv[0], "bytes")))
+    w = min(max((len(k) for k in cmp.rows), default=10), 50)
+    lines.append(f"{'name':<{w}} {'FLOPs before':>13} {'after':>10} {'ratio':>6} {'bytes before':>13} {'after':>10} "
+                 f"{'time before':>11} {'after':>8}")
+    for k, (x, y) in rows[:25]:
+        x, y = x or {}, y or {}
+        fr = (y.get("flops", 0) / x["flops"]) if x.get("flops") else math.nan
+        lines.append(f"{k[-w:]:<{w}} {fmt(x.get('flops', 0)):>13} {fmt(y.get('flops', 0)):>10} {fr:>6.2f} "
+                     f"{fmt(x.get('bytes', 0), 'B'):>13} {fmt(y.get('bytes', 0), 'B'):>10} "
+                     f"{ms(x.get('time', math.nan)):>11} {ms(y.get('time', math.nan)):>8}")
+    return "\n".join(lines)
