@@ -9,6 +9,7 @@ anything runs it."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,11 @@ def package_sources() -> dict[str, str]:
 def imports(module: str, source: str, modules) -> list[tuple[str, bool, int]]:
     """(imported roofline module, inside a function, line) for every import of the package in ``source``; and
     (top-level package name, True, line) for other imports inside functions."""
+    return _imports(module, source, frozenset(modules))
+
+
+@functools.lru_cache(maxsize=None)
+def _imports(module: str, source: str, modules: frozenset) -> list[tuple[str, bool, int]]:
     tree = ast.parse(source)
     found = []
 
