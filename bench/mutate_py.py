@@ -136,6 +136,7 @@ class PyMutant:
     new: str
     line_text: str
     new_value: object = None
+    target: str = ""  # the TARGETS key: the file's path under roofline/ (``file`` is its name, as the keys show it)
 
     @property
     def key(self) -> str:
@@ -172,7 +173,7 @@ def _functions(tree):
     return out
 
 
-def find_mutants(path: Path, functions) -> list[PyMutant]:
+def find_mutants(path: Path, functions, target: str = "") -> list[PyMutant]:
     src = path.read_text()
     lines = src.split("\n")
     tree = ast.parse(src)
@@ -201,7 +202,7 @@ def find_mutants(path: Path, functions) -> list[PyMutant]:
         for node in ast.walk(fn):
             if id(node) in skip or not hasattr(node, "lineno"):
                 continue
-            base = dict(file=path.name, func=qual, line=node.lineno, col=node.col_offset, index=index[id(node)],
+            base = dict(file=path.name, target=target or path.name, func=qual, line=node.lineno, col=node.col_offset, index=index[id(node)],
                         line_text=lines[node.lineno - 1])
             if isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in BINOPS:
                 for new in BINOPS[type(node.op)]:
@@ -325,14 +326,17 @@ def main(argv=None) -> int:
 
     mutants = []
     for f in args.files:
-        if f not in TARGETS:
-            sys.exit(f"{f} is not a target; the targets are {', '.join(TARGETS)}")
+        if f not in TARGETS:  # a file's name alone names its target when no other target has that name
+            named = [t for t in TARGETS if Path(t).name == f]
+            if len(named) != 1:
+                sys.exit(f"{f} is not a target; the targets are {', '.join(TARGETS)}")
+            f = named[0]
         funcs = TARGETS[f]
         if args.func:
             if ALL in funcs:
                 funcs = list(_functions(ast.parse((ROOT / "roofline" / f).read_text())))
             funcs = [q for q in funcs if q in args.func]
-        mutants += find_mutants(ROOT / "roofline" / f, funcs) if funcs else []
+        mutants += find_mutants(ROOT / "roofline" / f, funcs, f) if funcs else []
     if args.keys:
         wanted = {ln.strip().removeprefix("key: ").strip() for ln in Path(args.keys).read_text().splitlines()}
         mutants = [m for m in mutants if m.key in wanted]
@@ -361,14 +365,14 @@ def main(argv=None) -> int:
     import roofline
 
     for f in TARGETS:  # every target loaded once, so that substitute() finds each reference to it
-        importlib.import_module("roofline." + f[:-3])
+        importlib.import_module("roofline." + f[:-3].replace("/", "."))
 
     if not roofline.__file__.startswith(str(ROOT)):
         sys.exit(f"roofline imported from {roofline.__file__}, not from {ROOT}")
     eq = load_equivalent(args.equivalent if Path(args.equivalent).exists() else None)
     tests = {f: [str(ROOT / t) for t in TESTS[f] if (ROOT / t.split("::")[0]).exists()] for f in TARGETS}
     t0 = time.time()
-    for f in sorted({m.file for m in mutants}):  # the unmutated module, substituted the same way, must pass
+    for f in sorted({m.target for m in mutants}):  # the unmutated module, substituted the same way, must pass
         path = ROOT / "roofline" / f
         rc, out = run_in_child(path, path.read_text(), tests[f], args.timeout)
         if rc != 0:
@@ -376,13 +380,13 @@ def main(argv=None) -> int:
     print(f"{len(mutants)} mutants of {', '.join(args.files)}", flush=True)
     results = []
     for k, m in enumerate(mutants, 1):
-        path = ROOT / "roofline" / m.file
+        path = ROOT / "roofline" / m.target
         try:
             text = apply(path, m)
         except Exception as e:  # noqa: BLE001 - a mutant that cannot be written is not counted
             results.append((m, "invalid", str(e)))
             continue
-        rc, out = run_in_child(path, text, tests[m.file], args.timeout)
+        rc, out = run_in_child(path, text, tests[m.target], args.timeout)
         if rc == -999:
             st, det = "killed", "timeout"
         elif rc != 0:

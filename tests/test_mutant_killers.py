@@ -539,7 +539,7 @@ class TestHints:
         t = 2.0 ** -20
         r = _overhead_ops(50).report(wall_time=100 * t, overhead={})
         (h,) = [h for h in r.hints() if h.kind == "op_overhead"]
-        assert h.saved_s == 50 * t and h.evidence["instrumentation_s"] == 0.0
+        assert h.saved_s == 50 * t and h.evidence["instrumentation_s"] == 0.0 and h.saved_bytes == 0
         assert h.evidence["overhead_per_call_s"] == t
         assert "op_overhead" not in [h.kind for h in _overhead_ops(49).report(wall_time=98 * t).hints()]
         # a gap just below half the wall time: no hint
@@ -653,6 +653,295 @@ class TestHints:
         assert "hints unavailable" in _hints.advice_html(bad)
         empty = Report(r.records[:0], r._ops, r.module_sets, meta=r.meta, ceilings=r.ceilings)
         assert _hints.advice_text(empty) == "" and _hints.advice_html(empty) == ""
+
+
+    def test_no_hints_for_an_empty_report(self):
+        import numpy as np
+
+        from roofline.analysis._dataflow import ACCESS_DTYPE
+        from roofline.report import Report
+
+        r = Graph().report()
+        assert r.hints() == []
+        assert Report(r.records, r._ops, r.module_sets, meta=r.meta, ceilings=r.ceilings,
+                      accesses=np.zeros(0, ACCESS_DTYPE)).hints() == []
+
+    def test_dropout_as_the_last_call_and_before_a_small_write(self):
+        """The mask is the smaller of the dropout's own two outputs: not a write of the call after it."""
+        g = Graph()
+        g.call("aten.relu.default", "ewise", [(1, 4000)], [(2, 4000)], vector=1000)
+        g.call("aten.native_dropout.default", "ewise", [(2, 4000)], [(3, 4000), (4, 1000)], vector=2000)
+        (h,) = [h for h in g.report().hints(min_share=0) if h.kind == "dropout_mask"]
+        assert (h.saved_bytes, h.evidence["mask_bytes"], h.records) == (1000, 1000, [1])
+        g.call("aten.sum.default", "ewise", [(5, 400)], [(6, 4)], vector=100)  # writes 4 bytes after the dropout
+        (h,) = [h for h in g.report().hints(min_share=0) if h.kind == "dropout_mask"]
+        assert (h.saved_bytes, h.evidence["mask_bytes"]) == (1000, 1000)
+
+    def test_sdpa_walks_at_most_four_calls_back_and_three_forward(self):
+        """From the softmax back to the score product through at most 3 scale / mask calls (found at the 4th step),
+        and forward to the second product through at most 2."""
+        from _graph import BH, L, QKV, SCORES
+
+        def attention(before, after):
+            g = Graph()
+            g.call("aten.bmm.default", "bmm", [(1, QKV), (2, QKV)], [(10, SCORES)], matrix=2 * BH * L * L * 32)
+            st = 10
+            for _ in range(before):
+                g.call("aten.mul.Tensor", "ewise", [(st, SCORES)], [(st + 1, SCORES)], vector=BH * L * L)
+                st += 1
+            g.call("aten._softmax.default", "ewise_in", [(st, SCORES)], [(st + 1, SCORES)], vector=4 * BH * L * L)
+            st += 1
+            for _ in range(after):
+                g.call("aten.mul.Tensor", "ewise", [(st, SCORES)], [(st + 1, SCORES)], vector=BH * L * L)
+                st += 1
+            g.call("aten.bmm.default", "bmm", [(st, SCORES), (3, QKV)], [(99, QKV)], matrix=2 * BH * L * L * 32)
+            return "sdpa" in [h.kind for h in g.report().hints(min_share=0)]
+
+        assert attention(3, 0) and not attention(4, 0)
+        assert attention(0, 2) and not attention(0, 3)
+
+    def test_hint_times_with_a_zero_bandwidth(self):
+        """Ceilings whose DRAM bandwidth is 0: a saving in bytes has no time (NaN), not a ZeroDivisionError."""
+        from _graph import chain
+
+        hs = chain().report(ceil=ceilings(dram=0.0)).hints(min_share=0)
+        assert [h.kind for h in hs] == ["dropout_mask"] and hs[0].saved_s != hs[0].saved_s
+
+    def test_op_base_of_a_two_part_name(self):
+        from roofline.analysis import _hints
+
+        assert _hints._is("aten.relu", "relu") and not _hints._is("aten.relu", "aten")
+
+
+    @staticmethod
+    def _mm(g, flops, nbytes, dtype=F32, base=0):
+        g.call("aten.mm.default", "mm", [(base + 1, nbytes // 3), (base + 2, nbytes // 3)], [(base + 3, nbytes // 3)],
+               matrix=flops, dtype=dtype)
+
+    def test_matmul_precision_evidence(self):
+        """float32 products at 1e12 FLOP/s on a device with TF32 and bfloat16 units at 4e12 and DRAM at 1e11 B/s:
+        a compute-bound one (8e9 FLOPs, 3 MB: 8 ms, 2 ms on either unit) and a memory-bound one (2e6 FLOPs, 3 MB:
+        30 us; 15 us in bfloat16, whose operands are half the bytes). bfloat16 saves more. An element-wise float32
+        call is no product."""
+        c = ceilings(device="cuda", vector=2e13, matrix=1e12, dram=1e11,
+                     extra_peaks={("matrix", "tfloat32"): 4e12, ("matrix", "bfloat16"): 4e12})
+        g = Graph()
+        self._mm(g, 8 * 10 ** 9, 3 * 10 ** 6)
+        self._mm(g, 2 * 10 ** 6, 3 * 10 ** 6, base=10)
+        g.call("aten.add.Tensor", "ewise", [(20, 400)], [(21, 400)], vector=100)
+        (h,) = [h for h in g.report(ceil=c).hints(min_share=0) if h.kind == "matmul_precision"]
+        assert h.records == [0, 1]
+        ev = h.evidence
+        assert (ev["calls"], ev["compute_bound_calls"], ev["flops"]) == (2, 1, 8e9 + 2e6)
+        assert (ev["float32_matrix_peak"], ev["bfloat16_matrix_peak"]) == (1e12, 4e12) and "tfloat32_matrix_peak" not in ev
+        assert ev["t_before_s"] == pytest.approx(8e-3 + 3e-5, rel=1e-12)
+        assert ev["t_after_s"] == pytest.approx(2e-3 + 1.5e-5, rel=1e-9)
+        assert h.saved_s == pytest.approx(6e-3 + 1.5e-5, rel=1e-9) and h.saved_bytes == 3 * 10 ** 6  # half of 6 MB
+        assert "torch.autocast(dtype=torch.bfloat16)" in h.message
+        # the compute-bound product alone: both units save 6 ms; the first listed (TF32) is kept
+        g = Graph()
+        self._mm(g, 8 * 10 ** 9, 3 * 10 ** 6)
+        (h,) = [h for h in g.report(ceil=c).hints(min_share=0) if h.kind == "matmul_precision"]
+        assert "tfloat32_matrix_peak" in h.evidence and "TF32" in h.message and h.saved_bytes == 0
+
+    def test_matmul_precision_needs_a_unit_over_five_percent_faster(self):
+        from roofline.hardware._ceilings import Ceiling
+
+        g = Graph()
+        self._mm(g, 8 * 10 ** 9, 3 * 10 ** 6)
+
+        def kinds(peak, measured=True):
+            ceil = ceilings(device="cuda", matrix=1e12, dram=1e11)
+            ceil.peaks[("matrix", "tfloat32")] = Ceiling(peak) if measured else Ceiling(None, peak)
+            return [h.kind for h in g.report(ceil=ceil).hints(min_share=0)]
+
+        assert "matmul_precision" not in kinds(1.05e12)  # exactly 5% faster: not enough
+        assert "matmul_precision" not in kinds(1.02e12)
+        assert "matmul_precision" in kinds(1.06e12)
+        assert "matmul_precision" in kinds(4e12, measured=False)  # a datasheet figure counts (source "best")
+
+    def test_a_product_of_one_flop_is_a_product(self):
+        c = ceilings(device="cuda", matrix=1e12, dram=1e11, extra_peaks={("matrix", "tfloat32"): 4e12})
+        g = Graph()
+        g.call("aten.mm.default", "mm", [(1, 400), (2, 400)], [(3, 400)], matrix=1)
+        hs = {h.kind: h for h in g.report(ceil=c).hints(min_share=0)}
+        assert hs["matmul_precision"].evidence["calls"] == 1
+        assert hs["small_gemm"].records == [0] and hs["small_gemm"].saved_bytes == 0
+
+    def test_small_gemm_shapes_from_the_first_fifty_products(self):
+        """51 memory-bound products: 49 of shape A, then B, then C; the shapes are read from the first 50 calls.
+        Six distinct shapes: the first five are listed."""
+        from roofline.report import Report
+
+        def report(sig_of_call, sigs):
+            g = Graph()
+            for i in range(len(sig_of_call)):
+                g.call("aten.mm.default", "mm", [(100 + i, 8 * 64 * 4), (1, 64 * 64 * 4)], [(300 + i, 8 * 64 * 4)],
+                       matrix=2 * 8 * 64 * 64)
+            r = g.report()
+            r.records["sig"] = sig_of_call
+            return Report(r.records, r._ops, r.module_sets, meta=r.meta, ceilings=r.ceilings, accesses=r.accesses,
+                          signatures=sigs)
+
+        (h,) = [h for h in report([1] * 49 + [2, 3], ["", "A", "B", "C"]).hints() if h.kind == "small_gemm"]
+        assert h.evidence["shapes"] == ["A", "B"] and h.evidence["calls"] == 51
+        (h,) = [h for h in report([1, 2, 3, 4, 5, 6], ["", "A", "B", "C", "D", "E", "F"]).hints()
+                if h.kind == "small_gemm"]
+        assert h.evidence["shapes"] == ["A", "B", "C", "D", "E"]
+
+    def test_layout_share_threshold_and_time_without_ceilings(self):
+        """Layout copies moving exactly 10% of the bytes are reported; without ceilings their time is unknown."""
+        g = Graph()
+        g.call("aten.add.Tensor", "ewise", [(1, 900)], [(2, 900)], vector=10)
+        g.call("aten.clone.default", "copy", [(2, 100)], [(3, 100)])  # 200 of 2000 bytes
+        (h,) = [h for h in g.report().hints(min_share=0) if h.kind == "layout_copies"]
+        assert h.evidence["share_of_bytes"] == 0.1 and h.saved_bytes == 200
+        (h,) = [h for h in _no_ceilings(g).hints(min_share=0) if h.kind == "layout_copies"]
+        assert h.saved_s != h.saved_s and h.evidence["t_roof_s"] != h.evidence["t_roof_s"]
+        g = Graph()
+        g.call("aten.add.Tensor", "ewise", [(1, 950)], [(2, 950)], vector=10)
+        g.call("aten.clone.default", "copy", [(2, 50)], [(3, 50)])  # 100 of 2000 bytes: 5%
+        assert "layout_copies" not in [h.kind for h in g.report().hints(min_share=0)]
+
+    def test_casts_that_do_not_come_back(self):
+        """A float32 -> bfloat16 cast whose result is cast again without coming back to its size, and two float32
+        copies (a device move and back: no dtype change): no ping-pong."""
+        n = 1 << 10
+        g = Graph()
+        g.call("aten._to_copy.default", "copy", [(1, 4 * n)], [(2, 2 * n)], dtype=F32)
+        g.call("aten._to_copy.default", "copy", [(2, 2 * n)], [(3, 2 * n)], dtype=BF16)
+        g.call("aten._to_copy.default", "copy", [(10, 4 * n)], [(11, 4 * n)], dtype=F32)
+        g.call("aten._to_copy.default", "copy", [(11, 4 * n)], [(12, 4 * n)], dtype=F32)
+        assert "cast_pingpong" not in [h.kind for h in g.report().hints(min_share=0)]
+
+    @staticmethod
+    def _opt_step(a, t):
+        """Two optimizer-phase calls: the first reads and writes S (a bytes), the second reads S and reads and
+        writes T (t bytes). b = 3a + 2t moved; fused, S and T are read and written once (2a + 2t): a saved."""
+        g = Graph()
+        g.call("aten.mul_.Tensor", "ewise", [(5, a)], [(5, a)], vector=a // 4, phase=2)
+        g.call("aten.addcmul_.default", "ewise", [(5, a), (6, t)], [(6, t)], vector=t // 4, phase=2)
+        return [h for h in g.report().hints(min_share=0) if h.kind == "optimizer_fused"]
+
+    def test_optimizer_fused_threshold(self):
+        assert self._opt_step(1000, 1000) == []             # 1000 of 5000: exactly 20%, not more
+        (h,) = self._opt_step(1000, 600)                    # 1000 of 4200: 24%
+        assert (h.saved_bytes, h.evidence["bytes"], h.evidence["fused_bytes"]) == (1000, 4200, 3200)
+        assert self._opt_step(1000, 1500) == []             # 1000 of 6000: 17%
+
+    def test_optimizer_temporaries_stay_in_registers(self):
+        """A temporary (storage 1, first written in the step by a call that is no fill) is neither read nor written
+        by a fused step: of 5a moved, 2a remain (S read and written)."""
+        g = Graph()
+        g.call("aten.mul.Tensor", "ewise", [(5, 1000)], [(1, 1000)], vector=250, phase=2)
+        g.call("aten.add_.Tensor", "ewise", [(1, 1000), (5, 1000)], [(5, 1000)], vector=250, phase=2)
+        (h,) = [h for h in g.report().hints(min_share=0) if h.kind == "optimizer_fused"]
+        assert (h.evidence["bytes"], h.evidence["fused_bytes"], h.saved_bytes) == (5000, 2000, 3000)
+
+    def test_state_init_needs_more_than_eight_bytes(self):
+        for nbytes, found in ((8, False), (9, True)):
+            g = Graph()
+            g.call("aten.add.Tensor", "ewise", [(1, 100)], [(2, 100)], vector=25)
+            g.call("aten.zeros_like.default", "fill", [], [(3, nbytes)], phase=2)
+            assert ("optimizer_state_init" in [h.kind for h in g.report().hints(min_share=0)]) is found, nbytes
+
+    def test_dropout_without_a_mask_output(self):
+        """A native_dropout call that writes one tensor (no mask materialised): nothing to say."""
+        g = Graph()
+        g.call("aten.native_dropout.default", "ewise", [(1, 4000)], [(2, 4000)], vector=1000)
+        g.call("aten.relu.default", "ewise", [(2, 4000)], [(3, 4000)], vector=1000)
+        assert "dropout_mask" not in [h.kind for h in g.report().hints(min_share=0)]
+
+    def test_overhead_instrumentation_and_the_median_op(self):
+        """Both instrumentation estimates are subtracted from the wall time, once per call. The ops' median
+        roofline time must be below 10 us and below the time between ops per call (equal is not below)."""
+        t = 2.0 ** -20
+        r = _overhead_ops(50).report(wall_time=300 * t, overhead={"counting_per_op_s": t, "timing_per_op_s": t})
+        (h,) = [h for h in r.hints() if h.kind == "op_overhead"]
+        assert h.evidence["instrumentation_s"] == 100 * t and h.evidence["wall_s"] == 200 * t
+
+        def overhead(nbytes, bw, wall):
+            g = Graph()
+            for i in range(50):
+                g.call("aten.add.Tensor", "ewise", [(i, nbytes // 2)], [(i + 10000, nbytes // 2)], vector=1, t=t)
+            r = g.report(ceil=ceilings(dram=bw), wall_time=wall, overhead={})
+            return [h.evidence["median_t_min_s"] for h in r.hints(min_share=0) if h.kind == "op_overhead"]
+
+        # roofline time per op 2**17 B / 2**37 B/s = 2**-20 s = t; 50 ops of t in 100 t: t per op outside them
+        assert overhead(2 ** 17, 2.0 ** 37, 100 * t) == []
+        assert overhead(2 ** 16, 2.0 ** 37, 100 * t) == [t / 2]
+        # 1e6 bytes at 1e11 B/s: a median of exactly 10 us (with the gap far larger): not below the limit
+        assert overhead(10 ** 6, 1e11, 0.01) == []
+        assert overhead(10 ** 6 - 2, 1e11, 0.01) != []
+
+    def test_min_share_checks_and_the_bytes_rule(self):
+        from roofline.hardware._ceilings import Ceiling, Ceilings
+
+        r = _state_init_report(204)
+        for bad in (True, "1%", None):
+            with pytest.raises(TypeError, match="min_share must be a number in \\[0, 1\\]"):
+                r.hints(min_share=bad)
+        # without a DRAM bandwidth every roofline time is unknown (the run's total is 0 s): the share of the bytes
+        # decides, here 50 of 10050 bytes (0.5%): left out; exactly 1% (100 of 10000): kept
+        ceil = Ceilings(device="cpu", name="t", fingerprint="t", peaks={("vector", "float32"): Ceiling(1e12)},
+                        bandwidths={"L9": Ceiling(1e12)})
+        for fill, other, kept in ((50, 10_000, False), (100, 9_900, True)):
+            g = Graph()
+            g.call("aten.add.Tensor", "ewise", [(1, other // 2)], [(2, other - other // 2)])
+            g.call("aten.zeros_like.default", "fill", [], [(3, fill)], phase=2)
+            assert ([h.kind for h in g.report(ceil=ceil).hints()] == ["optimizer_state_init"]) is kept, fill
+        for fill, kept in ((50, False), (100, True)):  # without ceilings, the same rule
+            g = Graph()
+            g.call("aten.add.Tensor", "ewise", [(1, (10_000 - fill) // 2)], [(2, (10_000 - fill) // 2)])
+            g.call("aten.zeros_like.default", "fill", [], [(3, fill)], phase=2)
+            assert ([h.kind for h in _no_ceilings(g).hints()] == ["optimizer_state_init"]) is kept, fill
+
+    def test_sdpa_evidence(self):
+        """The evidence names the score product, its inputs and the scores it writes, and the softmax (here writing
+        bfloat16: half the bytes)."""
+        import numpy as np
+
+        from _graph import BH, L, QKV, SCORES
+
+        from roofline.report import Report
+
+        g = Graph()
+        g.call("aten.bmm.default", "bmm", [(1, QKV), (2, QKV)], [(10, SCORES)], matrix=2 * BH * L * L * 32)
+        g.call("aten._softmax.default", "ewise_in", [(10, SCORES)], [(11, SCORES // 2)], vector=4 * BH * L * L)
+        g.call("aten.bmm.default", "bmm", [(11, SCORES // 2), (3, QKV)], [(12, QKV)], matrix=2 * BH * L * L * 32)
+        r = g.report()
+        r.records["sig"] = [1, 2, 3]
+        sigs = ["", "f32[8,128,32], f32[8,32,128]", "f32[8,128,128]", "bf16[8,128,128], f32[8,128,32]"]
+        r = Report(r.records, r._ops, r.module_sets, meta=r.meta, ceilings=r.ceilings, accesses=r.accesses,
+                   signatures=sigs)
+        (h,) = [h for h in r.hints() if h.kind == "sdpa"]
+        ev = h.evidence
+        assert (ev["instances"], ev["score_bytes"], ev["first_product"], ev["softmax"]) == \
+            (1, SCORES, "aten.bmm.default", "aten._softmax.default")
+        assert ev["score_product_inputs"] == sigs[1]
+        assert ev["saved_bytes"] == SCORES + SCORES // 2 + SCORES + SCORES // 2 == h.saved_bytes
+        assert np.isfinite(ev["t_after_s"]) and ev["t_before_s"] > ev["t_after_s"]
+
+    def test_sdpa_passes_a_backward_call_before_the_softmax(self):
+        """Back from the softmax to the score product, calls of any phase are passed (forward only after it)."""
+        from _graph import BH, L, QKV, SCORES
+
+        g = Graph()
+        g.call("aten.bmm.default", "bmm", [(1, QKV), (2, QKV)], [(10, SCORES)], matrix=2 * BH * L * L * 32)
+        g.call("aten.mul.Tensor", "ewise", [(10, SCORES)], [(11, SCORES)], vector=BH * L * L, phase=1)
+        g.call("aten._softmax.default", "ewise_in", [(11, SCORES)], [(12, SCORES)], vector=4 * BH * L * L)
+        g.call("aten.bmm.default", "bmm", [(12, SCORES), (3, QKV)], [(13, QKV)], matrix=2 * BH * L * L * 32)
+        assert "sdpa" in [h.kind for h in g.report().hints()]
+
+    def test_sdpa_time_after_with_a_peak_of_zero_or_one(self):
+        """The fused kernel's time is its products' FLOPs at the matrix peak: unknown (NaN) with a peak of 0, the
+        FLOPs themselves in seconds at 1 FLOP/s."""
+        from _graph import BH, L, attention
+
+        nan = [h for h in attention().report(ceil=ceilings(matrix=0.0)).hints(min_share=0) if h.kind == "sdpa"]
+        assert len(nan) == 1 and nan[0].evidence["t_after_s"] != nan[0].evidence["t_after_s"]
+        (h,) = [h for h in attention().report(ceil=ceilings(matrix=1.0)).hints(min_share=0) if h.kind == "sdpa"]
+        assert h.evidence["t_after_s"] == 2 * (2 * BH * L * L * 32) / 1.0
 
 
 class TestAssumptions:
@@ -1151,6 +1440,29 @@ class TestSteady:
         assert one.steady_line() == "steady state: 1 warm-up step uncounted, 1 measured step"
         assert one.summary(top=1).startswith(one.steady_line() + "\n")
 
+    def test_steady_line_every_clause(self):
+        """The line a steady report's summary starts with, clause by clause, from its meta and spread."""
+        import warnings
+
+        from roofline._steady import SteadyReport
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            r = SteadyReport._from_runs([_step(vector=1, wall=0.001), _step(vector=2, wall=0.002)], warmup=0,
+                                        ceilings=ceilings())
+        assert r.steady_line() == ("steady state: 0 warm-up steps uncounted, median of 2 measured steps (wall 1.5 ms, "
+                                   "min 1.0, max 2.0); the FIRST step is measured (warm-up 0): it includes one-off "
+                                   "work such as optimizer state creation and lazy initialisation")
+        r.meta["steady"].update(first_step=False, no_warmup="no warm-up needed")
+        assert r.steady_line().endswith("max 2.0) (no warm-up needed); the repeats did not count the same ops")
+        r.meta["steady"].update(other_steps=[2])
+        assert r.steady_line().endswith("; step 2 ran other ops and is left out")
+        r.meta["steady"] = {"repeat": 3, "warmup": 1, "steps": [1, 3], "counts_agree": True}
+        assert r.steady_line().startswith("steady state: 1 warm-up step uncounted, median of 2 of 3 measured steps")
+        del r.spread
+        r.meta["steady"] = {}
+        assert r.steady_line() == "steady state: 0 warm-up steps uncounted, 1 measured step"
+
     def test_profile_defaults_one_warmup_and_five_repeats(self):
         torch = pytest.importorskip("torch")
         import roofline
@@ -1273,6 +1585,24 @@ class TestSpec:
         with pytest.raises(ValueError, match="argument 1: a list of 65537 entries; cost\\(\\) takes at most 65536"):
             roofline.cost("add", (4,), [0] * 65537, out=(4,))
         assert roofline.cost("add", (4,), True).vector_flops == 4  # a bool is not an int out of range
+
+    def test_ops_without_a_schema(self):
+        """An op neither the table nor torch knows: its arguments are positional; an in-place one (a name ending in
+        "_") writes its first argument only."""
+        import roofline
+
+        roofline.register("rlnolib::axpy_", kind="ewise", flops=2)
+        roofline.register("rlnolib::axpy", kind="ewise", flops=2)
+        try:
+            c = roofline.cost("rlnolib::axpy_", (4,), (4,))
+            assert (c.vector_flops, c.bytes_read, c.bytes_written) == (2 * 4, 2 * 16, 16)
+            c = roofline.cost("rlnolib::axpy_", (4,), 2.0)
+            assert (c.bytes_read, c.bytes_written) == (16, 16)
+            c = roofline.cost("rlnolib::axpy", (4,), (4,), out=(4,))
+            assert (c.bytes_read, c.bytes_written) == (32, 16)
+        finally:
+            roofline.unregister("rlnolib::axpy_")
+            roofline.unregister("rlnolib::axpy")
 
     # the result shape cost() infers, read back from the bytes written (float32: 4 bytes per element)
     @staticmethod
