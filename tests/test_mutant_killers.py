@@ -1306,6 +1306,32 @@ class TestCacheModel:
         assert ca["dram_bytes"].tolist() == [1000.0, 128.0, 129.0, 60.0] and ca["l1_bytes"].tolist() == [0.0] * 4
         assert ca["above_level"].tolist() == [False, False, True, False]
 
+    def test_cache_analysis_edge_cases(self):
+        """A one-byte storage read again from L1; a call without access rows on a three-level hierarchy: all its
+        bytes from DRAM (the last level, not the second); a float64 copy (no float64 peak) whose roofline time is
+        its memory time; a level whose bandwidth is unknown is not where the data "comes from"."""
+        from roofline.hardware._ceilings import Ceiling, Ceilings
+
+        g = Graph()
+        g.call("aten.add.Tensor", "ewise", [(1, 1)], [(2, 4)], vector=1)
+        g.call("aten.sum.default", "ewise", [(1, 1)], [], vector=1)  # reads 1 byte, writes nothing counted
+        g.call("aten.neg.Tensor", "ewise", [(7, 30)], [(8, 30)])
+        g.call("aten.copy_.default", "copy", [(9, 400)], [(10, 400)], dtype=__import__(
+            "roofline.model._records", fromlist=["DTYPE_CODES"]).DTYPE_CODES["float64"])
+        r = g.report(ceil=ceilings(dram=1e11, bandwidths={"L1": 1e12, "L2": 5e11},
+                                   info={"cache_capacity_bytes": {"L1": 8, "L2": 16}}))
+        r.accesses = r.accesses[r.accesses["record"] != 2]  # the neg call: no access rows
+        ca = r.cache_analysis()
+        assert ca["levels"] == ["L1", "L2", "DRAM"]
+        assert ca["bytes_by_level"].tolist()[1] == [1.0, 0.0, 0.0]  # the 1-byte re-read: L1
+        assert ca["bytes_by_level"].tolist()[2] == [0.0, 0.0, 60.0]
+        assert ca["t_min"][3] == 800 / 1e11 and ca["t_compute"][3] == 0.0
+        no_dram = Ceilings(device="cpu", name="t", fingerprint="t", peaks={("vector", "float32"): Ceiling(1e12)},
+                           bandwidths={"L1": Ceiling(1e12)}, info={"cache_capacity_bytes": {"L1": 100}})
+        g = Graph()
+        g.call("aten.add.Tensor", "ewise", [(2, 64)], [(1, 32)], vector=8)  # the write in L1, the read from DRAM
+        assert g.report(ceil=no_dram).cache_analysis()["level"].tolist() == ["L1"]
+
     def test_hierarchy_from_sysfs_scales_private_caches(self, monkeypatch):
         from roofline.analysis import _cache_model
 
@@ -1463,6 +1489,105 @@ class TestSteady:
         r.meta["steady"] = {}
         assert r.steady_line() == "steady state: 0 warm-up steps uncounted, 1 measured step"
 
+    def test_steady_report_base_step_and_majority(self):
+        import warnings
+
+        from roofline._steady import SteadyReport
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            # walls 2, 1, 3, 4 s: the lower median wall (2 s) is the first step's: its counts (10 FLOPs per op)
+            r = SteadyReport._from_runs([_step(vector=10 * (i + 1), wall=w) for i, w in enumerate((2.0, 1.0, 3.0, 4.0))],
+                                        warmup=1, ceilings=ceilings())
+            assert r.vector_flops == 2 * 10 and "first_step_ops" not in r.meta["steady"]
+            # two steps of add -> mul, then one of add -> neg: the majority, not the latest
+            a, b = ("add", "mul"), ("add", "neg")
+            r = SteadyReport._from_runs([_step(ops=a), _step(ops=a), _step(ops=b)], warmup=1, ceilings=ceilings())
+            assert r.op_names == ["aten.add.Tensor", "aten.mul.Tensor"] and r.meta["steady"]["other_steps"] == [3]
+        # one measured step: its times as they were (not recomputed from its durations), no first-step comparison
+        one = _step(t_add=1e-6, t_mul=2e-6)
+        r = SteadyReport._from_runs([one], warmup=0, ceilings=ceilings())
+        assert r.records["t_end"].tolist() == one.records["t_end"].tolist()
+        assert "first_step_ops" not in r.meta["steady"] and r.meta["steady"]["first_step"]
+
+    def test_steady_report_details(self):
+        import inspect
+        import warnings
+
+        from roofline._steady import SteadyReport
+
+        # three steps of different counts, walls 3, 1, 2 s: the median wall's (2 s), the third, is the base
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            r = SteadyReport._from_runs([_step(vector=10 * (i + 1), wall=w) for i, w in enumerate((3.0, 1.0, 2.0))],
+                                        warmup=1, ceilings=ceilings())
+        assert r.vector_flops == 2 * 30
+        # the warning points at the code that called profile(): three frames up from _from_runs
+
+        def profile_like(runs):
+            return SteadyReport._from_runs(runs, warmup=1, ceilings=ceilings())
+
+        def user_code():
+            return profile_like([_step(vector=1), _step(vector=2)]), inspect.currentframe().f_lineno
+
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            _, line = user_code()
+        (msg,) = [x for x in w if "different counts" in str(x.message)]
+        assert msg.filename == __file__ and msg.lineno == line
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            profile_like([_step(ops=("add", "neg")), _step(), _step()])
+        (msg,) = [x for x in w if "left out" in str(x.message)]
+        assert msg.filename == __file__
+        # an untimed call in a timed step counts 0 s in the per-op spread
+        runs = [_step(t_mul=None), _step(t_mul=None)]
+        for x in runs:
+            x.records["t_start"][1] = x.records["t_end"][1] = float("nan")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # NumPy: the median of the untimed call's NaNs
+            r = SteadyReport._from_runs(runs, warmup=1, ceilings=ceilings())
+        assert r.spread["ops"]["aten.mul.Tensor"] == {"min": 0.0, "median": 0.0, "max": 0.0}
+        # warmup=0: the first step against the last one
+        first = [_step(ops=("add", "mul", "mul")), _step(ops=("add", "mul", "mul")), _step(ops=("add", "mul"))]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            r0 = SteadyReport._from_runs(first, warmup=0, ceilings=ceilings())
+        assert r0.meta["steady"]["first_step_ops"] == {"aten.mul.Tensor": 1}
+
+    def test_steady_summary_shows_ten_ops_by_default(self):
+        from roofline._steady import SteadyReport
+
+        names = ["add", "mul", "neg", "relu", "sub", "div", "exp", "log", "sin", "cos", "tan", "abs"]
+        r = SteadyReport._from_runs([_step(ops=tuple(names))], warmup=1, ceilings=ceilings())
+        assert len([ln for ln in r.summary().splitlines() if ln.startswith("aten.")]) == 10
+
+    def test_profile_refuses_generator_and_coroutine_steps(self):
+        import inspect
+
+        pytest.importorskip("torch")
+        import roofline
+
+        def gen():
+            yield 1
+
+        with pytest.raises(TypeError, match="step is a generator function"):
+            roofline.profile(gen, warmup=0, repeat=1, timing=None, ceilings="datasheet")
+
+        async def coro():
+            return 1
+
+        made = []
+
+        def step():
+            made.append(coro())
+            return made[-1]
+
+        with pytest.raises(TypeError, match="returned a coroutine"):
+            roofline.profile(step, warmup=0, repeat=1, timing=None, ceilings="datasheet")
+        # closed before the error: Python does not warn that it was never awaited
+        assert inspect.getcoroutinestate(made[0]) == "CORO_CLOSED"
+
     def test_profile_defaults_one_warmup_and_five_repeats(self):
         torch = pytest.importorskip("torch")
         import roofline
@@ -1600,6 +1725,14 @@ class TestSpec:
             assert (c.bytes_read, c.bytes_written) == (16, 16)
             c = roofline.cost("rlnolib::axpy", (4,), (4,), out=(4,))
             assert (c.bytes_read, c.bytes_written) == (32, 16)
+            # as many arguments as an operator can take (40), and one more
+            assert roofline.cost("rlnolib::axpy", *[(1,)] * 40, out=(1,)).bytes_read == 40 * 4
+            with pytest.raises(ValueError, match="41 arguments; an operator takes at most 40"):
+                roofline.cost("rlnolib::axpy", *[(1,)] * 41, out=(1,))
+            # the longest list of results cost() takes (65536; None: a result not computed), and one more
+            assert roofline.cost("rlnolib::axpy", (1,), out=[(1,)] + [None] * 65535).bytes_written == 4
+            with pytest.raises(ValueError, match="out: a list of 65537 results; cost\\(\\) takes at most 65536"):
+                roofline.cost("rlnolib::axpy", (1,), out=[(1,)] + [None] * 65536)
         finally:
             roofline.unregister("rlnolib::axpy_")
             roofline.unregister("rlnolib::axpy")
@@ -1659,7 +1792,8 @@ class TestSpec:
         import roofline
 
         assert roofline.cost("add.out", (4,), (4,), out=(4,)).bytes_written == 16
-        assert roofline.cost("add.out", (4,), (4,), 1, (4,)).bytes_written == 16
+        c = roofline.cost("add.out", (4,), (4,), 1, (4,))
+        assert (c.bytes_read, c.bytes_written) == (32, 16)  # the destination is written, not read
         assert roofline.cost("max.dim_max", (3, 5), 1, False, out=[(3,), (3,)]).bytes_written == 2 * 3 * 4
         assert roofline.cost("max.dim_max", (3, 5), 1, out=[(3,), (3,)]).bytes_written == 2 * 3 * 4
         with pytest.raises(ValueError, match=r"out: 1 result\(s\) for the 2 destination\(s\) \['max', 'max_values'\]"):
@@ -2090,6 +2224,11 @@ class TestDataflow:
         (f,) = r.fusion_opportunities()
         assert f.records == [0, 1] and f.saved_bytes == 800
         assert f.saved_s != f.saved_s and f.t_before != f.t_before  # NaN: no ceilings
+        # two chains, no times: most bytes saved first
+        g.call("aten.add.Tensor", "ewise", [(6, 900)], [(7, 900)], vector=100)
+        g.call("aten.relu.default", "ewise", [(7, 900)], [(8, 900)], vector=100)
+        assert [(f.records, f.saved_bytes) for f in _no_ceilings(g).fusion_opportunities()] == [([3, 4], 1800),
+                                                                                              ([0, 1], 800)]
 
     def test_one_matrix_product_per_chain(self):
         """Two products whose results one add reads, and a scale (y) the add reads too: the add joins the first
@@ -2133,6 +2272,17 @@ class TestDataflow:
         assert f.records == [0, 1, 2] and f.saved_bytes == 4 * 400
         assert f.t_after == pytest.approx(2e6 / 2e12 + 1 / 1e12, rel=1e-12)
         assert f.bytes == 1400 + 800 + 800
+
+    def test_a_member_without_flops_and_without_a_peak(self):
+        """A chain whose last member is a float64 copy (no FLOPs; no float64 peak on these ceilings): it adds no
+        compute time, so the chain's saving is known."""
+        from roofline.model._records import DTYPE_CODES
+
+        g = Graph()
+        g.call("aten.add.Tensor", "ewise", [(1, 400)], [(2, 400)], vector=100)
+        g.call("aten.clone.default", "copy", [(2, 400)], [(3, 800)], dtype=DTYPE_CODES["float64"])
+        (f,) = g.report().fusion_opportunities()
+        assert f.t_after == pytest.approx((2000 - 800) / 1e11, rel=1e-12) and f.saved_s == f.saved_s
 
     def test_opportunities_order_and_grouping(self):
         """Two add -> relu chains of equal cost, interleaved (records [0, 3] and [1, 2]): ordered by their first
