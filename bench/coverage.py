@@ -1,9 +1,10 @@
 """Model-zoo coverage sweep: does roofline count every op of the models people run?
 
 For every model of the zoo (torchvision classification, a sample of its detection / segmentation / video models, timm
-architectures across families, transformers architectures built from small configs) it counts one inference pass and
-one training step (forward, backward, AdamW step) with ``roofline.measure`` and with ``FlopCounterMode``, and prints
-per model and mode:
+architectures across families, transformers architectures and vision-language models built from small configs) it
+counts one inference pass and one training step (forward, backward, AdamW step) with ``roofline.measure`` and with
+``FlopCounterMode``, and prints per model and mode (vision-language models add a training step with the vision tower
+frozen, mode ``frozen``):
 
 * the ops without a formula (``unknown``) and the calls whose count failed (``errors``);
 * ``fcm!=``: ops where roofline's copy of FlopCounterMode's count differs from FlopCounterMode itself (should be
@@ -13,12 +14,12 @@ per model and mode:
 * the time to count (the measured pass alone).
 
 Models run on the meta device (shapes only, no arithmetic) unless they cannot (data-dependent control flow: detection
-models, some transformers code paths); those run on the CPU at small sizes. The last line is "K/N models fully
-covered": no unknown op and no error in inference or training.
+models, the image-token checks of vision-language models, some transformers code paths); those run on the CPU at small
+sizes. The last line is "K/N models fully covered": no unknown op and no error in any mode.
 
     python bench/coverage.py                       # the whole zoo, one process
     python bench/coverage.py --jobs 2              # in 2 worker processes, each under `nice -n 10`
-    python bench/coverage.py --only tv,timm        # families (tv, tv-det, tv-seg, tv-video, timm, hf, torchao)
+    python bench/coverage.py --only tv,timm        # families (tv, tv-det, tv-seg, tv-video, timm, hf, vlm, torchao)
     python bench/coverage.py --only resnet18,hf/mixtral --json out.json
     python bench/coverage.py --list                # the zoo's model names
 
@@ -152,6 +153,278 @@ TORCHAO = {
 _INFER_ONLY = {"torchao"}
 
 
+# Vision-language models (transformers, tiny configs, random weights, nothing downloaded). Each is counted in three
+# passes: inference, a training step with the vision tower frozen (requires_grad False on it: the projector and the
+# language model train) and a full fine-tune. Inputs carry image tokens and pixel values sized to the config. They run
+# on the CPU: the image-token checks, the M-RoPE position ids and the patch position ids need values.
+# name -> builder.
+_VLM_MODES = ("infer", "frozen", "train")
+_VLM_IMAGE = 150  # the image token id of every tiny config (vocabulary 160; other special tokens 151-155)
+_VLM_TEXT = dict(vocab_size=160, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=256)
+# vision towers: 32 x 32 images in 8 x 8 patches (16 patches)
+_VLM_SIGLIP = dict(model_type="siglip_vision_model", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                   num_attention_heads=4, image_size=32, patch_size=8)
+_VLM_CLIP = dict(_VLM_SIGLIP, model_type="clip_vision_model", projection_dim=32)
+_VLM_SMALL_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                         image_size=32, patch_size=8)
+# Qwen-VL style: a 4 x 4 grid of 8 x 8 patches over 2 frames, merged 2 x 2: 4 image tokens per image; M-RoPE sections
+# of a 16-wide head (8 rotary pairs)
+_VLM_MROPE = dict(rope_type="default", mrope_section=[2, 3, 3], rope_theta=10000.0)
+_VLM_GRID = dict(depth=2, num_heads=4, patch_size=8, spatial_merge_size=2, temporal_patch_size=2)
+# Models not in the family, and why (printed when the family runs).
+VLM_SKIPPED = {
+    "llama4": "transformers 5.24: Llama4ForConditionalGeneration.forward reads `outputs.image_outputs`, which its "
+              "language model's output lacks (AttributeError with any image input)",
+    "glm4v": "its vision tower interpolates position embeddings with grid_sampler_2d, which has no formula yet",
+}
+
+
+def _vlm_ids(tokens, images=1, text=4):
+    """Token ids of 2 sequences: per image `text` random tokens then `tokens` image tokens, then `text` more."""
+    import torch
+
+    row = []
+    for _ in range(images):
+        row += torch.randint(3, 140, (text,)).tolist() + [_VLM_IMAGE] * tokens
+    return [row + torch.randint(3, 140, (text,)).tolist() for _ in range(2)]
+
+
+def _vlm_image_tokens(model, **pixels):
+    """Image tokens per image, for models whose count depends on tiling or pooling: the features the model makes of
+    the 2 images (one per sequence), over the text width (64) and the 2 images."""
+    import torch
+
+    with torch.no_grad():
+        f = getattr(model, "model", model).get_image_features(**pixels)
+    f = getattr(f, "pooler_output", f)
+    n = f.numel() if isinstance(f, torch.Tensor) else sum(x.numel() for x in f)
+    return n // (64 * 2)
+
+
+def _vlm_qwen(cls_name, text=None, vision=None):
+    """The Qwen-VL models: flattened patches with their (t, h, w) grid, M-RoPE over 3 axes (mm_token_type_ids marks
+    the image tokens)."""
+    import torch
+    import transformers
+
+    cfg = getattr(transformers, cls_name + "Config")(
+        text_config=dict(_VLM_TEXT, rope_parameters=_VLM_MROPE, **(text or {})), vision_config=vision,
+        image_token_id=_VLM_IMAGE, vision_start_token_id=151, vision_end_token_id=152, video_token_id=153)
+    model = getattr(transformers, cls_name + "ForConditionalGeneration")(cfg)
+    ids = torch.tensor([[5, 6, 151] + [_VLM_IMAGE] * 4 + [152, 7, 8, 9, 10]] * 2)
+    return model, ids, dict(pixel_values=torch.randn(2 * 16, 3 * 2 * 8 * 8),
+                            image_grid_thw=torch.tensor([[1, 4, 4]] * 2), mm_token_type_ids=(ids == _VLM_IMAGE).int())
+
+
+def _vlm_simple(cls, tokens=None, text="llama", text_extra=None, pixels=None, token_key="image_token_index",
+                **cfg_kw):
+    """A model built as `cls`Config(vision_config, text_config, image token id under `token_key`) whose image tokens
+    per image are `tokens` (None: counted from the model's features); one 32 x 32 image per sequence unless
+    `pixels` says otherwise."""
+    import torch
+    import transformers
+
+    cfg_kw.setdefault("vision_config", _VLM_SIGLIP)
+    cfg_kw[token_key] = _VLM_IMAGE
+    cfg = getattr(transformers, cls + "Config")(text_config=dict(_VLM_TEXT, model_type=text, **(text_extra or {})),
+                                                **cfg_kw)
+    model = getattr(transformers, cls + "ForConditionalGeneration")(cfg)
+    pixels = pixels if pixels is not None else dict(pixel_values=torch.randn(2, 3, 32, 32))
+    n = tokens if tokens is not None else _vlm_image_tokens(model, **pixels)
+    return model, torch.tensor(_vlm_ids(n)), pixels
+
+
+def _vlm_llava():  # LLaVA with a SigLIP tower (all 16 patch features) and a Qwen2 language model
+    return _vlm_simple("Llava", 16, "qwen2", vision_feature_select_strategy="full", vision_feature_layer=-1)
+
+
+def _vlm_llava_next():  # any-resolution tiling: a 32 x 64 image as the base view and 2 tiles, newline tokens
+    import torch
+
+    pixels = dict(pixel_values=torch.randn(2, 3, 3, 32, 32), image_sizes=torch.tensor([[32, 64]] * 2))
+    return _vlm_simple("LlavaNext", None, "llama", pixels=pixels, vision_config=_VLM_CLIP, vision_feature_layer=-1,
+                       image_grid_pinpoints=[[32, 32], [32, 64], [64, 32]])
+
+
+def _vlm_llava_onevision():
+    import torch
+
+    pixels = dict(pixel_values=torch.randn(2, 3, 3, 32, 32), image_sizes=torch.tensor([[32, 64]] * 2))
+    return _vlm_simple("LlavaOnevision", None, "qwen2", pixels=pixels, video_token_index=151,
+                       image_grid_pinpoints=[[32, 32], [32, 64], [64, 32]])
+
+
+def _vlm_paligemma():  # 16 image tokens as the prefix; token_type_ids mark the suffix trained on
+    import torch
+
+    model, _, pixels = _vlm_simple("PaliGemma", 16, "gemma", dict(head_dim=16),
+                                   vision_config=dict(_VLM_SIGLIP, projection_dim=64), projection_dim=64)
+    ids = torch.tensor(_vlm_ids(16, text=0))
+    types = torch.zeros_like(ids)
+    types[:, -2:] = 1
+    return model, ids, dict(pixels, token_type_ids=types)
+
+
+def _vlm_gemma3():  # 16 patches pooled to 4 tokens per image; bidirectional attention over them (token_type_ids)
+    model, ids, pixels = _vlm_simple("Gemma3", 4, "gemma3_text", dict(head_dim=16, sliding_window=8),
+                                     boi_token_index=151, eoi_token_index=152, mm_tokens_per_image=4)
+    return model, ids, dict(pixels, token_type_ids=(ids == _VLM_IMAGE).long())
+
+
+def _vlm_mistral3():  # a Pixtral tower (2-D RoPE over the patch grid), patches merged 2 x 2
+    import torch
+
+    pixels = dict(pixel_values=torch.randn(2, 3, 32, 32), image_sizes=torch.tensor([[32, 32]] * 2))
+    return _vlm_simple("Mistral3", None, "mistral", pixels=pixels, spatial_merge_size=2,
+                       vision_config=dict(_VLM_SMALL_VISION, model_type="pixtral", head_dim=8))
+
+
+def _vlm_got_ocr2():  # a SAM-style tower: windowed and global attention with relative positions, 64 x 64 images
+    import torch
+
+    vision = dict(hidden_size=32, output_channels=64, num_hidden_layers=2, num_attention_heads=4, image_size=64,
+                  patch_size=8, window_size=4, global_attn_indexes=[1], mlp_dim=64)
+    return _vlm_simple("GotOcr2", None, "qwen2", pixels=dict(pixel_values=torch.randn(2, 3, 64, 64)),
+                       vision_config=vision)
+
+
+def _vlm_idefics(cls, images=2, **cfg_kw):
+    """Idefics2/3 and SmolVLM: `images` images per sequence with their pixel masks (patch position ids by
+    bucketize)."""
+    import torch
+    import transformers
+
+    cfg = getattr(transformers, cls + "Config")(vision_config=_VLM_SMALL_VISION, image_token_id=_VLM_IMAGE,
+                                                text_config=dict(_VLM_TEXT, model_type="llama"), **cfg_kw)
+    model = getattr(transformers, cls + "ForConditionalGeneration")(cfg)
+    ids = torch.tensor(_vlm_ids(4, images=images))  # 16 patches, pixel shuffle 2 (or 4 perceiver latents): 4 tokens
+    return model, ids, dict(pixel_values=torch.randn(2, images, 3, 32, 32),
+                            pixel_attention_mask=torch.ones(2, images, 32, 32, dtype=torch.bool))
+
+
+def _vlm_mllama():  # cross-attention to 2 tiles of one image; no image features merged into the text
+    import torch
+    import transformers
+
+    vision = dict(_VLM_SMALL_VISION, attention_heads=4, num_global_layers=1, vision_output_dim=64, max_num_tiles=2,
+                  intermediate_layers_indices=[0], supported_aspect_ratios=[[1, 1], [1, 2], [2, 1]])
+    vision.pop("num_attention_heads")
+    text = dict(_VLM_TEXT, num_hidden_layers=3, cross_attention_layers=[1], bos_token_id=1, eos_token_id=2,
+                pad_token_id=0)
+    model = transformers.MllamaForConditionalGeneration(
+        transformers.MllamaConfig(vision_config=vision, text_config=text, image_token_index=_VLM_IMAGE))
+    ids = torch.tensor(_vlm_ids(1))
+    return model, ids, dict(pixel_values=torch.randn(2, 1, 2, 3, 32, 32), aspect_ratio_ids=torch.tensor([[2]] * 2),
+                            aspect_ratio_mask=torch.ones(2, 1, 2, dtype=torch.long),
+                            cross_attention_mask=torch.ones(2, ids.shape[1], 1, 2, dtype=torch.long))
+
+
+def _vlm_lfm2():  # a SigLIP2 tower on flattened patches with their grid; a hybrid convolution/attention LM
+    import torch
+    import transformers
+
+    vision = dict(_VLM_SMALL_VISION, model_type="siglip2_vision_model", num_patches=16)
+    vision.pop("image_size")
+    text = dict(_VLM_TEXT, model_type="lfm2", layer_types=["conv", "full_attention"])
+    model = transformers.Lfm2VlForConditionalGeneration(transformers.Lfm2VlConfig(
+        vision_config=vision, text_config=text, image_token_id=_VLM_IMAGE, projector_hidden_size=64,
+        downsample_factor=2))
+    pixels = dict(pixel_values=torch.randn(2, 16, 3 * 8 * 8), spatial_shapes=torch.tensor([[4, 4]] * 2),
+                  pixel_attention_mask=torch.ones(2, 16, dtype=torch.bool))
+    return model, torch.tensor(_vlm_ids(_vlm_image_tokens(model, **pixels))), pixels
+
+
+def _vlm_blip2():  # a Q-Former's 4 query tokens in front of an OPT language model
+    import torch
+    import transformers
+
+    qformer = dict(vocab_size=160, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                   encoder_hidden_size=32, max_position_embeddings=64)
+    text = dict(model_type="opt", vocab_size=160, hidden_size=64, ffn_dim=128, num_hidden_layers=2,
+                num_attention_heads=4, max_position_embeddings=128, word_embed_proj_dim=64)
+    model = transformers.Blip2ForConditionalGeneration(transformers.Blip2Config(
+        vision_config=_VLM_SMALL_VISION, qformer_config=qformer, text_config=text, num_query_tokens=4,
+        image_token_index=_VLM_IMAGE))
+    return model, torch.tensor(_vlm_ids(4, text=0)), dict(pixel_values=torch.randn(2, 3, 32, 32))
+
+
+def _vlm_fuyu():  # no vision tower: 16 flattened 8 x 8 patches projected by one linear layer into a Persimmon LM
+    import torch
+    import transformers
+
+    text = dict(model_type="persimmon", vocab_size=160, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=4, max_position_embeddings=128)
+    model = transformers.FuyuForCausalLM(transformers.FuyuConfig(text_config=text, image_size=32, patch_size=8,
+                                                                 image_token_id=_VLM_IMAGE))
+    return model, torch.tensor(_vlm_ids(16)), dict(pixel_values=torch.randn(2, 16, 3 * 8 * 8))
+
+
+_COHERE2 = dict(head_dim=16, sliding_window=8)
+VLM = {
+    "llava-siglip-qwen2": _vlm_llava,
+    "llava-next": _vlm_llava_next,
+    "llava-onevision": _vlm_llava_onevision,
+    "qwen2-vl": lambda: _vlm_qwen("Qwen2VL", vision=dict(_VLM_GRID, embed_dim=32, hidden_size=64)),
+    "qwen2.5-vl-window": lambda: _vlm_qwen("Qwen2_5_VL", vision=dict(
+        _VLM_GRID, hidden_size=32, intermediate_size=64, out_hidden_size=64, window_size=16,
+        fullatt_block_indexes=[1])),
+    "qwen3-vl-deepstack": lambda: _vlm_qwen("Qwen3VL", text=dict(head_dim=16), vision=dict(
+        _VLM_GRID, hidden_size=32, intermediate_size=64, out_hidden_size=64, num_position_embeddings=16,
+        deepstack_visual_indexes=[0])),
+    "qwen3-vl-moe": lambda: _vlm_qwen("Qwen3VLMoe", text=dict(head_dim=16, num_experts=4, num_experts_per_tok=2,
+                                                              moe_intermediate_size=32), vision=dict(
+        _VLM_GRID, hidden_size=32, intermediate_size=64, out_hidden_size=64, num_position_embeddings=16,
+        deepstack_visual_indexes=[0])),
+    "paligemma": _vlm_paligemma,
+    "gemma3": _vlm_gemma3,
+    "idefics2-perceiver": lambda: _vlm_idefics("Idefics2", images=1, perceiver_config=dict(
+        hidden_act="silu", resampler_n_latents=4, resampler_depth=1, resampler_n_heads=2, resampler_head_dim=16,
+        num_key_value_heads=1)),
+    "idefics3": lambda: _vlm_idefics("Idefics3", scale_factor=2, pad_token_id=0),
+    "smolvlm": lambda: _vlm_idefics("SmolVLM", scale_factor=2, pad_token_id=0),
+    "internvl": lambda: _vlm_simple("InternVL", 4, "qwen2", token_key="image_token_id", image_seq_length=4,
+                                    vision_config=dict(_VLM_SMALL_VISION, image_size=[32, 32], patch_size=[8, 8]),
+                                    downsample_ratio=0.5),
+    "mistral3-pixtral": _vlm_mistral3,
+    "aya-vision": lambda: _vlm_simple("AyaVision", None, "cohere2", _COHERE2, downsample_factor=2,
+                                      alignment_intermediate_size=64),
+    "cohere2-vision": lambda: _vlm_simple("Cohere2Vision", None, "cohere2", _COHERE2, token_key="image_token_id",
+                                          downsample_factor=2, alignment_intermediate_size=64),
+    "deepseek-vl": lambda: _vlm_simple("DeepseekVL", None, "llama", token_key="image_token_id"),
+    "got-ocr2": _vlm_got_ocr2,
+    "mllama-cross-attention": _vlm_mllama,
+    "lfm2-vl": _vlm_lfm2,
+    "blip2-qformer": _vlm_blip2,
+    "fuyu": _vlm_fuyu,
+}
+
+
+def _vision_tower(model):
+    """The module frozen in the "frozen" pass: the vision encoder (vision_tower, visual, vision_model; Fuyu's patch
+    projection)."""
+    for owner in (getattr(model, "model", None), model):
+        for attr in ("vision_tower", "visual", "vision_model", "vision_embed_tokens"):
+            tower = getattr(owner, attr, None) if owner is not None else None
+            if tower is not None:
+                return tower
+    raise RuntimeError(f"{type(model).__name__}: no vision tower found to freeze")
+
+
+def _vlm_build(name, device):
+    import transformers
+
+    if device != "cpu":
+        raise RuntimeError("vision-language models run on the CPU (their image-token checks need values)")
+    transformers.logging.set_verbosity_error()
+    model, ids, pixels = VLM[name]()
+
+    def inputs(train):
+        return dict(input_ids=ids, **pixels, **(dict(labels=ids) if train else {}))
+
+    return model, inputs
+
+
 def _has_torchao() -> bool:
     import importlib.util
 
@@ -184,7 +457,7 @@ def zoo():
 
     out = [("tv", n) for n in torchvision.models.list_models(module=torchvision.models)]
     out += [("tv-det", n) for n in TV_DET] + [("tv-seg", n) for n in TV_SEG] + [("tv-video", n) for n in TV_VIDEO]
-    out += [("timm", n) for n in TIMM] + [("hf", h[0]) for h in HF]
+    out += [("timm", n) for n in TIMM] + [("hf", h[0]) for h in HF] + [("vlm", n) for n in VLM]
     if _has_torchao():  # optional: quantized inference when torchao is installed
         out += [("torchao", n) for n in TORCHAO]
     return out
@@ -283,6 +556,8 @@ def build(family, name, device, tiny=False):
         return _hf_build(name, device, small)
     if family == "torchao":
         return _torchao_build(name, device, small)
+    if family == "vlm":
+        return _vlm_build(name, device)
     if family == "timm":
         import timm
 
@@ -419,7 +694,25 @@ def _with_fcm(model, inputs, train, optimizer):
     return r, fcm
 
 
-def _one_mode(model, inputs, train, quick=False):
+def _one_mode(model, inputs, mode, quick=False):
+    """One pass of ``mode``: "infer", "train" (a training step) or "frozen" (a training step with the vision tower's
+    parameters frozen, as when a vision-language model's projector and language model are fine-tuned)."""
+    if mode != "frozen":
+        return _one_mode_plain(model, inputs, mode == "train", quick)
+    params = list(_vision_tower(model).parameters())
+    if not params:
+        raise RuntimeError(f"{type(model).__name__}: its vision tower has no parameters to freeze")
+    was = [p.requires_grad for p in params]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        return _one_mode_plain(model, inputs, True, quick)
+    finally:
+        for p, w in zip(params, was):
+            p.requires_grad_(w)
+
+
+def _one_mode_plain(model, inputs, train, quick=False):
     import torch
 
     model.train(train)
@@ -486,14 +779,21 @@ def _deadline(seconds):
         signal.signal(signal.SIGALRM, old)
 
 
-# Families whose models run data-dependent code (proposals, NMS): straight to the CPU.
-_CPU_FIRST = {"tv-det"}
+# Families whose models run data-dependent code (proposals, NMS, image-token checks): straight to the CPU.
+_CPU_FIRST = {"tv-det", "vlm"}
+_MODES = ("infer", "frozen", "train")  # every pass a family may run, in the order they are printed
+
+
+def _modes(family):
+    """The passes counted for a family's models."""
+    return ("infer",) if family in _INFER_ONLY else _VLM_MODES if family == "vlm" else ("infer", "train")
 
 
 def run_model(family, name, timeout=None, devices=None, quick=False):
-    """Count one zoo entry (inference and a training step). Returns a dict: family, name, device, infer, train (each
-    from _one_mode, or {"failed": reason}), covered. ``quick``: one pass per mode, counted by roofline and
-    FlopCounterMode together, and detection models at their smallest (the test suite's setting)."""
+    """Count one zoo entry (inference and a training step; vision-language models also a training step with the
+    vision tower frozen). Returns a dict: family, name, device, infer, train and, for vision-language models, frozen
+    (each from _one_mode; train None for an inference-only family), covered. ``quick``: one pass per mode, counted by
+    roofline and FlopCounterMode together, and detection models at their smallest (the test suite's setting)."""
     import torch
 
     torch.manual_seed(0)
@@ -504,22 +804,22 @@ def run_model(family, name, timeout=None, devices=None, quick=False):
             with _deadline(timeout), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 model, inputs = build(family, name, device, tiny=quick)
-                res["infer"] = _one_mode(model, inputs, False, quick)
-                res["train"] = None if family in _INFER_ONLY else _one_mode(model, inputs, True, quick)
+                res["train"] = None  # an inference-only family
+                for mode in _modes(family):
+                    res[mode] = _one_mode(model, inputs, mode, quick)
             res["device"] = device
             break
         except Exception as e:  # noqa: BLE001 - a model that fails is reported, the sweep goes on
             tried.append(f"{device}: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}")
-            res.pop("infer", None)
-            res.pop("train", None)
+            for mode in _MODES:
+                res.pop(mode, None)
     if "device" not in res:
         res["failed"] = " | ".join(tried)
         res["covered"] = False
         return res
     if tried:
         res["meta_failed"] = tried[0]
-    res["covered"] = all(not res[m]["unknown"] and not res[m]["errors"] for m in ("infer", "train")
-                         if res[m] is not None)
+    res["covered"] = all(not res[m]["unknown"] and not res[m]["errors"] for m in _MODES if res.get(m) is not None)
     return res
 
 
@@ -538,11 +838,12 @@ def line(res) -> str:
     if "failed" in res:
         return f"{head} FAILED {res['failed']}"
     out = []
-    for m in ("infer", "train"):
-        d = res[m]
-        if d is None:  # an inference-only family
+    width = max(len(m) for m in _MODES if res.get(m) is not None)
+    for m in _MODES:
+        d = res.get(m)
+        if d is None:  # a pass the family does not run
             continue
-        out.append(f"{head} {res['device']:<4} {m:<5} {d['calls']:>6} calls {d['time_s']:>7.2f}s  "
+        out.append(f"{head} {res['device']:<4} {m:<{width}} {d['calls']:>6} calls {d['time_s']:>7.2f}s  "
                    f"unknown: {_fmt(d['unknown'])}  errors: {_fmt(d['errors'])}  fcm!=: {_fmt(d['fcm_mismatch'])}  "
                    f"true!=fcm: {_fmt(d['true_vs_fcm'], 2)}" + (f"  ({d['note']})" if d.get("note") else ""))
     return "\n".join(out)
@@ -553,7 +854,7 @@ def summary(results) -> str:
     k = sum(1 for r in results if r["covered"])
     unknown: dict = {}
     for r in results:
-        for m in ("infer", "train"):
+        for m in _MODES:
             for op in (r.get(m) or {}).get("unknown", {}):
                 unknown.setdefault(op, []).append(r["name"])
     lines = []
@@ -567,7 +868,7 @@ def summary(results) -> str:
     cpu = [r["name"] for r in results if r.get("device") == "cpu"]
     if cpu:
         lines.append(f"counted on the CPU at small sizes ({len(cpu)}): " + ", ".join(cpu))
-    mism = [r["name"] for r in results if any((r.get(m) or {}).get("fcm_mismatch") for m in ("infer", "train"))]
+    mism = [r["name"] for r in results if any((r.get(m) or {}).get("fcm_mismatch") for m in _MODES)]
     lines.append(f"models where roofline's FlopCounterMode-compatible count differs from FlopCounterMode: "
                  f"{len(mism)}" + (f" ({', '.join(mism)})" if mism else ""))
     lines.append(f"{k}/{n} models fully covered")
@@ -595,7 +896,7 @@ def _worker(entries, timeout):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", help="comma-separated families (tv, tv-det, tv-seg, tv-video, timm, hf, "
+    ap.add_argument("--only", help="comma-separated families (tv, tv-det, tv-seg, tv-video, timm, hf, vlm, "
                     "torchao: when installed, inference only) or model names")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes, each run under `nice -n 10`")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per model and device before giving up")
@@ -614,6 +915,9 @@ def main(argv=None) -> int:
         return 0
     print(f"# {versions()}")
     print(f"# {len(entries)} models, {args.jobs} process(es)")
+    if any(fam == "vlm" for fam, _ in entries):
+        for name, why in VLM_SKIPPED.items():
+            print(f"# vlm/{name}: not in the family: {why}")
     t0 = time.perf_counter()
     results = []
     if args.jobs <= 1:

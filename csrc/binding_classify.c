@@ -107,7 +107,7 @@ int rl_classify_exec(PyObject *module) {
              {"BOUND_COMPUTE", RL_BOUND_COMPUTE},     {"BOUND_BANDWIDTH", RL_BOUND_BANDWIDTH},
              {"FLAG_ABOVE_PEAK", RL_FLAG_ABOVE_PEAK}, {"FLAG_ABOVE_BW", RL_FLAG_ABOVE_BW},
              {"FLAG_UNTIMED", RL_FLAG_UNTIMED},       {"FLAG_ZERO_TIME", RL_FLAG_ZERO_TIME},
-             {"FLAG_NO_CEILING", RL_FLAG_NO_CEILING}};
+             {"FLAG_NO_CEILING", RL_FLAG_NO_CEILING}, {"BOUND_INTERCONNECT", RL_BOUND_INTERCONNECT}};
     for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
         if (PyModule_AddIntConstant(module, c[i].name, c[i].value) < 0) {
             return -1;

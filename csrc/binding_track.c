@@ -28,6 +28,9 @@
 
 #include "structmember.h"
 
+#include "link.h"
+#include "record.h"
+
 /* ---- ModuleTracker ------------------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -64,13 +67,28 @@ typedef struct {
     PyObject *s_backward_hooks;
     PyObject *s_register_hook_dict;
     PyObject *s_next_id;
+    /* Backward attribution (see `attribute`): all NULL when the tracker was made without `link`. */
+    PyObject *seq_nr;       /* torch._C._autograd._get_sequence_nr: the next node's sequence number */
+    PyObject *cur_node;     /* torch._C._current_autograd_node */
+    PyObject *top_hooks;    /* torch._C._autograd._top_saved_tensors_default_hooks */
+    PyObject *recompute_hooks; /* recompute_hooks(hooks) -> whether they are activation checkpointing's recompute */
+    PyObject *grad_enabled; /* torch.is_grad_enabled */
+    PyObject *s_sequence_nr; /* "_sequence_nr" */
+    PyObject *last_node;    /* the node the last backward op ran in, and what it resolved to: */
+    uint32_t last_mid;      /* its forward's module set, or RL_LINK_NONE */
+    int last_how;           /* LINK_* */
+    PyObject *fcm_log;      /* list: row, module id, ...: rows whose module differs from the tracker's set */
+    PyObject *unlinked_log; /* list: rows of backward ops linked to no forward module */
+    PyObject *fwd_sets;     /* dict: module name -> the module set id its forward last ran in (outside a backward) */
+    PyObject *rstack;       /* list: the forward set ids of the module forwards running inside a backward */
+    rl_links links;
     int dirty;
     int enabled;
     int reset_queued; /* on_reenter was called and the end-of-backward reset has not run yet */
     Py_ssize_t mode_at; /* where on a thread's mode stack the mode was last found (a guess, tried first) */
 } Tracker;
 
-#define RL_MAX_MODULE_SETS ((Py_ssize_t)UINT32_MAX + 1) /* records["module"] is uint32 */
+#define RL_MAX_MODULE_SETS ((Py_ssize_t)UINT32_MAX) /* records["module"] is uint32; UINT32_MAX is RL_LINK_NONE */
 #define RL_WALK_DEPTH 32                               /* deeper containers are flattened by pytree */
 
 static PyTypeObject *tracker_type_of(PyObject *module);
@@ -81,20 +99,39 @@ static PyObject *gate_type_of(PyTypeObject *tracker_type);
     X(mode) X(stack_len) X(stack_at) X(flatten) X(grad_node) X(task_id) X(will_execute) X(on_reenter) X(gate_type) \
     X(hooks) X(tensor_type) X(param_type) X(known) X(seen) X(parents) X(ids) X(sets) X(module_id) X(s_global)     \
     X(s_requires_grad) X(s_modules) X(s_named_children) X(s_grad_fn) X(s_register_hook) X(s_name) X(hook_dict)     \
-    X(handle_ids) X(has_tf) X(s_backward_hooks) X(s_register_hook_dict) X(s_next_id)
+    X(handle_ids) X(has_tf) X(s_backward_hooks) X(s_register_hook_dict) X(s_next_id) X(seq_nr) X(cur_node)        \
+    X(top_hooks) X(recompute_hooks) X(grad_enabled) X(s_sequence_nr) X(last_node) X(fcm_log) X(unlinked_log)  \
+    X(fwd_sets) X(rstack)
 
-RL_GC_MEMBERS(Tracker, TRACKER_OBJECTS, self->enabled = 0)
+RL_GC_MEMBERS(Tracker, TRACKER_OBJECTS, (self->enabled = 0, rl_link_free(&self->links)))
+
+static PyObject *tracker_module_id(Tracker *self);
+static int link_mark(Tracker *self, int none);
 
 static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"mode",       "stack_len",  "stack_at",    "flatten",    "grad_node", "task_id",
                              "will_execute", "on_reenter", "tensor_type", "param_type", "known",     "seen",
-                             "register",  NULL};
+                             "register",  "link",      NULL};
     PyObject *mode, *stack_len, *stack_at, *flatten, *grad_node, *task_id, *will_execute, *on_reenter, *tensor_type;
-    PyObject *param_type, *known, *seen, *reg = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOO!O!|$O:ModuleTracker", kwlist, &mode, &stack_len,
+    PyObject *param_type, *known, *seen, *reg = Py_None, *link = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOOO!O!|$OO:ModuleTracker", kwlist, &mode, &stack_len,
                                      &stack_at, &flatten, &grad_node, &task_id, &will_execute, &on_reenter,
-                                     &tensor_type, &param_type, &PyDict_Type, &known, &PySet_Type, &seen, &reg)) {
+                                     &tensor_type, &param_type, &PyDict_Type, &known, &PySet_Type, &seen, &reg,
+                                     &link)) {
         return -1;
+    }
+    /* link=(get_sequence_nr, current_autograd_node, top_saved_tensors_hooks, recompute_hooks, is_grad_enabled) */
+    if (link != Py_None) {
+        int ok = PyTuple_Check(link) && PyTuple_GET_SIZE(link) == 5;
+        for (Py_ssize_t i = 0; ok && i < 5; i++) {
+            ok = PyCallable_Check(PyTuple_GET_ITEM(link, i));
+        }
+        if (!ok) {
+            PyErr_SetString(PyExc_TypeError, "ModuleTracker: link must be None or a tuple of 5 callables "
+                                             "(get_sequence_nr, current_autograd_node, top_saved_tensors_hooks, "
+                                             "recompute_hooks, is_grad_enabled)");
+            return -1;
+        }
     }
     /* register=(hook dict type, RemovableHandle, has_torch_function_unary): hook plain tensors here */
     if (reg != Py_None && (!PyTuple_Check(reg) || PyTuple_GET_SIZE(reg) != 3 ||
@@ -131,6 +168,21 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     if (!self->s_backward_hooks || !self->s_register_hook_dict || !self->s_next_id) {
         return -1;
     }
+    if (link != Py_None) {
+        self->seq_nr = Py_NewRef(PyTuple_GET_ITEM(link, 0));
+        self->cur_node = Py_NewRef(PyTuple_GET_ITEM(link, 1));
+        self->top_hooks = Py_NewRef(PyTuple_GET_ITEM(link, 2));
+        self->recompute_hooks = Py_NewRef(PyTuple_GET_ITEM(link, 3));
+        self->grad_enabled = Py_NewRef(PyTuple_GET_ITEM(link, 4));
+        self->s_sequence_nr = PyUnicode_InternFromString("_sequence_nr");
+        self->fcm_log = PyList_New(0);
+        self->unlinked_log = PyList_New(0);
+        self->fwd_sets = PyDict_New();
+        self->rstack = PyList_New(0);
+        if (!self->s_sequence_nr || !self->fcm_log || !self->unlinked_log || !self->fwd_sets || !self->rstack) {
+            return -1;
+        }
+    }
     if (reg != Py_None) {
         self->hook_dict = Py_NewRef(PyTuple_GET_ITEM(reg, 0));
         self->handle_ids = Py_NewRef(PyTuple_GET_ITEM(reg, 1));
@@ -154,7 +206,8 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
 #undef TRACKER_ARGS
     self->dirty = 1;
     self->enabled = 1;
-    return 0;
+    self->last_mid = RL_LINK_NONE;
+    return link_mark(self, 0); /* nodes from now on: {"Global"} until a module's forward starts */
 }
 
 static int check_ready(Tracker *self) {
@@ -210,6 +263,229 @@ static PyObject *tracker_module_id(Tracker *self) {
     Py_XSETREF(self->module_id, id);
     self->dirty = 0;
     return self->module_id;
+}
+
+/* ---- backward attribution ------------------------------------------------------------------------------------
+ * A backward op is credited to the module set whose forward created the autograd node it runs in (link.h): the
+ * forward hooks mark the sequence counter each time the set changes; a backward op reads its node
+ * (torch._C._current_autograd_node) and the node's sequence number. What the tracker's own set says (torch's
+ * ModuleTracker rule, which FlopCounterMode's structure keeps) is logged for the rows where the two differ. */
+
+enum { LINK_FOUND, LINK_ACCUMULATE, LINK_NONE }; /* how a node resolved */
+
+/* The sequence number the next autograd node of this thread gets: 0 with *ok = 0 and an exception on failure. */
+static uint64_t next_seq(Tracker *self, int *ok) {
+    PyObject *v = PyObject_CallNoArgs(self->seq_nr);
+    uint64_t n = v ? PyLong_AsUnsignedLongLong(v) : 0;
+    Py_XDECREF(v);
+    *ok = v && !(n == (uint64_t)-1 && PyErr_Occurred());
+    return n;
+}
+
+/* Nodes created from now on belong to the current module set (none = 0) or to no forward module (none = 1). A no-op
+ * for a tracker without `link`. 0, or -1 with an exception. */
+static int link_mark(Tracker *self, int none) {
+    if (!self->seq_nr) {
+        return 0;
+    }
+    uint32_t mid = RL_LINK_NONE;
+    if (!none) {
+        PyObject *id = tracker_module_id(self);
+        if (!id) {
+            return -1;
+        }
+        mid = (uint32_t)PyLong_AsUnsignedLong(id);
+    }
+    int ok;
+    uint64_t seq = next_seq(self, &ok);
+    if (!ok) {
+        return -1;
+    }
+    if (rl_link_mark(&self->links, seq, mid) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* Resolve the node a backward op runs in (cached while it stays the same node): self->last_how, last_mid; and
+ * *checkpoint: whether it is a reentrant activation checkpoint's node (torch.utils.checkpoint's
+ * CheckpointFunctionBackward, whose backward runs the forward again). 0, or -1 with an exception. */
+static int resolve_node(Tracker *self, int *checkpoint) {
+    PyObject *node = PyObject_CallNoArgs(self->cur_node);
+    if (!node) {
+        return -1;
+    }
+    if (node != self->last_node) {
+        uint64_t seq = 0;
+        int how = LINK_NONE;
+        if (node != Py_None) {
+            PyObject *v = PyObject_CallMethodNoArgs(node, self->s_sequence_nr);
+            seq = v ? PyLong_AsUnsignedLongLong(v) : 0;
+            Py_XDECREF(v);
+            if (!v || (seq == (uint64_t)-1 && PyErr_Occurred())) {
+                Py_DECREF(node);
+                return -1;
+            }
+            /* an accumulator (AccumulateGrad) has no sequence number (UINT64_MAX): credited as the tracker says */
+            how = seq == UINT64_MAX ? LINK_ACCUMULATE : LINK_FOUND;
+        }
+        self->last_mid = how == LINK_FOUND ? rl_link_find(&self->links, seq) : RL_LINK_NONE;
+        self->last_how = how == LINK_FOUND && self->last_mid == RL_LINK_NONE ? LINK_NONE : how;
+        Py_XSETREF(self->last_node, Py_NewRef(node));
+    }
+    *checkpoint = node != Py_None && strcmp(Py_TYPE(node)->tp_name, "CheckpointFunctionBackward") == 0;
+    Py_DECREF(node);
+    return 0;
+}
+
+/* Whether the saved-tensor hooks in force are activation checkpointing's recomputation (non-reentrant
+ * torch.utils.checkpoint runs the forward again while unpacking a saved tensor). 1, 0, or -1. */
+static int recomputing_hooks(Tracker *self) {
+    PyObject *h = PyObject_CallOneArg(self->top_hooks, Py_False);
+    if (!h) {
+        return -1;
+    }
+    int r = 0;
+    if (h != Py_None) {
+        PyObject *v = PyObject_CallOneArg(self->recompute_hooks, h);
+        r = v ? PyObject_IsTrue(v) : -1;
+        Py_XDECREF(v);
+    }
+    Py_DECREF(h);
+    return r;
+}
+
+typedef struct {
+    int phase;     /* RL_PHASE_* */
+    PyObject *mid; /* new reference: the module id to record */
+    PyObject *fcm; /* new reference: the tracker's own module id where it differs from mid, else NULL */
+    int unlinked;  /* a backward op whose node no forward module created (credited as the tracker says) */
+} attribution;
+
+static void attribution_clear(attribution *a) {
+    Py_CLEAR(a->mid);
+    Py_CLEAR(a->fcm);
+}
+
+/* Nodes from now on belong to module set `mid` (RL_LINK_NONE: to none), marked at the next sequence number, or at
+ * the one before when `own` (the node of the op being recorded was made just before it ran). 0, or -1. */
+static int mark_at(Tracker *self, uint32_t mid, int own) {
+    int ok;
+    uint64_t seq = next_seq(self, &ok);
+    if (!ok) {
+        return -1;
+    }
+    if (rl_link_mark(&self->links, own && seq ? seq - 1 : seq, mid) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* Where an op the block records now belongs, given the graph task id (-1: not in a backward). 0 with a->mid set
+ * (and a->fcm where it differs from the tracker's set), or -1 with an exception (nothing to release). */
+static int attribute(Tracker *self, long task, attribution *a) {
+    a->fcm = NULL;
+    a->unlinked = 0;
+    a->phase = task == -1 ? RL_PHASE_FORWARD : RL_PHASE_BACKWARD;
+    PyObject *tmid = tracker_module_id(self);
+    if (!tmid) {
+        a->mid = NULL;
+        return -1;
+    }
+    a->mid = Py_NewRef(tmid);
+    if (!self->seq_nr) {
+        return 0;
+    }
+    uint32_t t = (uint32_t)PyLong_AsUnsignedLong(tmid);
+    if (task == -1) {
+        if (PyList_GET_SIZE(self->rstack) && PyList_SetSlice(self->rstack, 0, PY_SSIZE_T_MAX, NULL) < 0) {
+            attribution_clear(a);
+            return -1;
+        }
+        if (rl_link_last(&self->links) == RL_LINK_NONE && !self->links.broken) {
+            /* the first forward op after a backward: its own node (made just before it ran, if grad mode is on) and
+             * the nodes after it belong to the current set */
+            PyObject *g = PyObject_CallNoArgs(self->grad_enabled);
+            int on = g ? PyObject_IsTrue(g) : -1;
+            Py_XDECREF(g);
+            if (on < 0 || mark_at(self, t, on) < 0) {
+                attribution_clear(a);
+                return -1;
+            }
+        }
+        return 0;
+    }
+    int checkpoint = 0, recompute = 0;
+    if (resolve_node(self, &checkpoint) < 0) {
+        attribution_clear(a);
+        return -1;
+    }
+    /* recomputation: a reentrant checkpoint's node runs the forward again, or a non-reentrant one does while it
+     * unpacks a saved tensor (its saved-tensor hooks are in force). Module forwards inside a backward are not the
+     * test: a non-reentrant recomputation stops early, inside them, so their ends are never seen. */
+    recompute = checkpoint;
+    if (!recompute && (recompute = recomputing_hooks(self)) < 0) {
+        attribution_clear(a);
+        return -1;
+    }
+    uint32_t m = t; /* the module set credited */
+    if (recompute) {
+        a->phase = RL_PHASE_RECOMPUTE;
+        Py_ssize_t depth = PyList_GET_SIZE(self->rstack);
+        if (depth) { /* module forwards run again: the set the innermost one ran in, in the forward */
+            m = (uint32_t)PyLong_AsUnsignedLong(PyList_GET_ITEM(self->rstack, depth - 1));
+        } else {
+            /* a recomputation outside any module forward belongs to the module of the node that runs it, and so
+             * do the nodes it creates (a reentrant checkpoint's inner backward runs them) */
+            if (self->last_how == LINK_FOUND) {
+                m = self->last_mid;
+            }
+            if (mark_at(self, self->last_how == LINK_FOUND ? m : RL_LINK_NONE, 0) < 0) {
+                attribution_clear(a);
+                return -1;
+            }
+        }
+    } else {
+        /* backward work: nodes it creates (a double backward's graph) are no forward module's */
+        if (rl_link_last(&self->links) != RL_LINK_NONE && mark_at(self, RL_LINK_NONE, 0) < 0) {
+            attribution_clear(a);
+            return -1;
+        }
+        if (self->last_how == LINK_FOUND) {
+            m = self->last_mid;
+        } else if (self->last_how == LINK_NONE) {
+            a->unlinked = 1;
+        }
+    }
+    if (m != t) {
+        PyObject *id = PyLong_FromUnsignedLong(m);
+        if (!id) {
+            attribution_clear(a);
+            return -1;
+        }
+        a->fcm = a->mid;
+        a->mid = id;
+    }
+    return 0;
+}
+
+/* After the op's row was recorded: its row in the logs (the tracker's own set where it differs; not linked). */
+static int attribution_log(Tracker *self, const attribution *a, Py_ssize_t row) {
+    if (!a->fcm && !a->unlinked) {
+        return 0;
+    }
+    PyObject *r = PyLong_FromSsize_t(row);
+    int rc = r ? 0 : -1;
+    if (rc == 0 && a->fcm) {
+        rc = PyList_Append(self->fcm_log, r) < 0 || PyList_Append(self->fcm_log, a->fcm) < 0 ? -1 : 0;
+    }
+    if (rc == 0 && a->unlinked) {
+        rc = PyList_Append(self->unlinked_log, r);
+    }
+    Py_XDECREF(r);
+    return rc;
 }
 
 /* Whether the tracker's mode is on this thread's dispatch mode stack. 1, 0, or -1 with an exception. */
@@ -748,6 +1024,51 @@ static int grad_hooks(Tracker *self, PyObject *name, PyObject *obj, int reenter)
     return rc;
 }
 
+/* A module's forward started (entering) or ended: nodes from now on belong to the new set. A module forward inside
+ * a backward runs again (activation checkpointing recomputes it): its nodes belong to the set it ran in during the
+ * forward (the tracker's set inside a backward also holds modules active in backward), and once the outermost one
+ * ends, to no forward module. 0, or -1 with an exception. */
+static int hook_mark(Tracker *self, PyObject *name, int entering) {
+    if (!self->seq_nr) {
+        return 0;
+    }
+    PyObject *tid = PyObject_CallNoArgs(self->task_id);
+    long task = tid ? PyLong_AsLong(tid) : -1;
+    Py_XDECREF(tid);
+    if (!tid || (task == -1 && PyErr_Occurred())) {
+        return -1;
+    }
+    if (task == -1) {
+        if (PyList_GET_SIZE(self->rstack) && PyList_SetSlice(self->rstack, 0, PY_SSIZE_T_MAX, NULL) < 0) {
+            return -1;
+        }
+        if (entering) {
+            PyObject *id = tracker_module_id(self);
+            if (!id || PyDict_SetItem(self->fwd_sets, name, id) < 0) {
+                return -1;
+            }
+        }
+        return link_mark(self, 0);
+    }
+    Py_ssize_t depth = PyList_GET_SIZE(self->rstack);
+    if (entering) {
+        PyObject *id = PyDict_GetItemWithError(self->fwd_sets, name);
+        if (!id && (PyErr_Occurred() || !(id = tracker_module_id(self)))) {
+            return -1;
+        }
+        if (PyList_Append(self->rstack, id) < 0) {
+            return -1;
+        }
+        return mark_at(self, (uint32_t)PyLong_AsUnsignedLong(id), 0);
+    }
+    if (depth && PyList_SetSlice(self->rstack, depth - 1, depth, NULL) < 0) {
+        return -1;
+    }
+    depth = PyList_GET_SIZE(self->rstack);
+    return mark_at(self, depth ? (uint32_t)PyLong_AsUnsignedLong(PyList_GET_ITEM(self->rstack, depth - 1))
+                               : RL_LINK_NONE, 0);
+}
+
 /* The global forward hooks: pre(module, input) (entering = 1) adds the module to the running set, post(module, input,
  * output) (entering = 0) removes it; both hook the gradients of the tensors they see for backward attribution. */
 static PyObject *tracker_hook(Tracker *self, PyObject *const *argv, Py_ssize_t argc, int entering) {
@@ -770,7 +1091,7 @@ static PyObject *tracker_hook(Tracker *self, PyObject *const *argv, Py_ssize_t a
     }
     self->dirty = 1;
     int rc = entering ? PySet_Add(self->parents, name) : PySet_Discard(self->parents, name);
-    if (rc < 0 || grad_hooks(self, name, argv[want - 1], !entering) < 0) {
+    if (rc < 0 || grad_hooks(self, name, argv[want - 1], !entering) < 0 || hook_mark(self, name, entering) < 0) {
         Py_DECREF(name);
         return NULL;
     }
@@ -828,6 +1149,9 @@ static PyObject *Tracker_reset(Tracker *self, PyObject *Py_UNUSED(ignored)) {
     }
     self->dirty = 1;
     self->reset_queued = 0;
+    if (self->rstack && PyList_SetSlice(self->rstack, 0, PY_SSIZE_T_MAX, NULL) < 0) {
+        return NULL;
+    }
     if (PySet_Clear(self->parents) < 0 || PySet_Add(self->parents, self->s_global) < 0) {
         return NULL;
     }
@@ -940,6 +1264,65 @@ static PyObject *Tracker_get_sets(Tracker *self, void *Py_UNUSED(c)) {
 
 static PyObject *Tracker_get_enabled(Tracker *self, void *Py_UNUSED(c)) { return PyBool_FromLong(self->enabled); }
 
+/* attribute() -> (module id, phase, the tracker's own module id where it differs or None, not linked): where an op
+ * recorded now belongs (the C dispatch path does the same per op; this is for the Python paths). */
+static PyObject *Tracker_attribute(Tracker *self, PyObject *Py_UNUSED(ignored)) {
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    PyObject *tid = PyObject_CallNoArgs(self->task_id);
+    long task = tid ? PyLong_AsLong(tid) : -1;
+    Py_XDECREF(tid);
+    if (!tid || (task == -1 && PyErr_Occurred())) {
+        return NULL;
+    }
+    attribution a;
+    if (attribute(self, task, &a) < 0) {
+        return NULL;
+    }
+    PyObject *r = Py_BuildValue("(OiOO)", a.mid, a.phase, a.fcm ? a.fcm : Py_None, a.unlinked ? Py_True : Py_False);
+    attribution_clear(&a);
+    return r;
+}
+
+/* note(row, fcm, unlinked): log a recorded row as attribute() described it (the Python paths). */
+static PyObject *Tracker_note(Tracker *self, PyObject *args) {
+    Py_ssize_t row;
+    PyObject *fcm;
+    int unlinked;
+    if (!PyArg_ParseTuple(args, "nOp:ModuleTracker.note", &row, &fcm, &unlinked)) {
+        return NULL;
+    }
+    if (check_ready(self) < 0) {
+        return NULL;
+    }
+    if (!self->seq_nr) {
+        Py_RETURN_NONE;
+    }
+    if (row < 0 || (fcm != Py_None && !PyLong_Check(fcm))) {
+        PyErr_SetString(PyExc_ValueError, "ModuleTracker.note: row must be >= 0 and fcm an int or None");
+        return NULL;
+    }
+    attribution a = {RL_PHASE_BACKWARD, NULL, fcm == Py_None ? NULL : fcm, unlinked};
+    if (attribution_log(self, &a, row) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Tracker_get_fcm_log(Tracker *self, void *Py_UNUSED(c)) {
+    return self->fcm_log ? PyList_GetSlice(self->fcm_log, 0, PyList_GET_SIZE(self->fcm_log)) : PyList_New(0);
+}
+
+static PyObject *Tracker_get_unlinked_log(Tracker *self, void *Py_UNUSED(c)) {
+    return self->unlinked_log ? PyList_GetSlice(self->unlinked_log, 0, PyList_GET_SIZE(self->unlinked_log))
+                              : PyList_New(0);
+}
+
+static PyObject *Tracker_get_links_broken(Tracker *self, void *Py_UNUSED(c)) {
+    return PyBool_FromLong(self->links.broken);
+}
+
 static PyMethodDef Tracker_methods[] = {
     {"pre", (PyCFunction)(void (*)(void))Tracker_pre, METH_FASTCALL,
      "pre(module, input): global forward pre-hook: the module enters the current set."},
@@ -954,6 +1337,11 @@ static PyMethodDef Tracker_methods[] = {
     {"remove_hooks", (PyCFunction)Tracker_remove_hooks, METH_NOARGS,
      "Remove the gradient hooks registered so far (those on tensors that outlive the block)."},
     {"close", (PyCFunction)Tracker_close, METH_NOARGS, "Stop acting; release the modules named so far."},
+    {"attribute", (PyCFunction)Tracker_attribute, METH_NOARGS,
+     "attribute() -> (module id, phase, tracker's module id where it differs or None, not linked): where an op "
+     "recorded now belongs."},
+    {"note", (PyCFunction)Tracker_note, METH_VARARGS,
+     "note(row, fcm, unlinked): log a recorded row as attribute() described it."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -962,6 +1350,12 @@ static PyGetSetDef Tracker_getset[] = {
     {"parents", (getter)Tracker_get_parents, NULL, "The current module names (a frozenset copy).", NULL},
     {"sets", (getter)Tracker_get_sets, NULL, "The interned module sets: a list of sorted tuples, by id.", NULL},
     {"enabled", (getter)Tracker_get_enabled, NULL, "Whether the hooks act (False after close()).", NULL},
+    {"fcm_log", (getter)Tracker_get_fcm_log, NULL,
+     "[row, module id, ...]: rows credited to another module set than the tracker's (FlopCounterMode's) one.", NULL},
+    {"unlinked_log", (getter)Tracker_get_unlinked_log, NULL,
+     "Rows of backward ops whose node no forward module created (credited as the tracker's set says).", NULL},
+    {"links_broken", (getter)Tracker_get_links_broken, NULL,
+     "Whether autograd's sequence numbers went backwards (nodes of another thread): nothing is linked since.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -997,13 +1391,15 @@ typedef struct {
     PyObject *forward, *backward;
     PyObject *push;     /* None, or push(mode): re-enters the mode around a decomposition (else mode.__enter__) */
     PyObject *pop;      /* None, or pop(None): leaves it again (else mode.__exit__) */
+    PyObject *rows;     /* the recorder (its len() is the next row) or None: the rows logged by attribution */
     op_slot *tab;       /* open addressing, capacity a power of two, at most half full */
     Py_ssize_t cap, n;
     rl_state *state;    /* the module's (interned __enter__ / __exit__) */
 } Dispatch;
 
 /* The objects a Dispatch holds besides its op table (its traverse and clear walk them). */
-#define DISPATCH_OBJECTS(X) X(tracker) X(record) X(task_id) X(slow) X(phase) X(forward) X(backward) X(push) X(pop)
+#define DISPATCH_OBJECTS(X) \
+    X(tracker) X(record) X(task_id) X(slow) X(phase) X(forward) X(backward) X(push) X(pop) X(rows)
 
 static int Dispatch_traverse(Dispatch *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
@@ -1087,14 +1483,21 @@ static int grow_table(Dispatch *self) {
 }
 
 static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"tracker", "record", "task_id", "slow", "forward", "backward", "push", "pop", NULL};
+    static char *kwlist[] = {"tracker", "record", "task_id", "slow", "forward", "backward", "push", "pop", "rows",
+                             NULL};
     PyObject *tracker, *record, *task_id, *slow, *forward, *backward, *push = Py_None, *pop = Py_None;
+    PyObject *rows = Py_None;
     PyTypeObject *ttype = tracker_type_of(PyType_GetModule(Py_TYPE(self)));
     if (!ttype) {
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOOO!O!|$OO:Dispatch", kwlist, ttype, &tracker, &record,
-                                     &task_id, &slow, &PyLong_Type, &forward, &PyLong_Type, &backward, &push, &pop)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOOO!O!|$OOO:Dispatch", kwlist, ttype, &tracker, &record,
+                                     &task_id, &slow, &PyLong_Type, &forward, &PyLong_Type, &backward, &push, &pop,
+                                     &rows)) {
+        return -1;
+    }
+    if (((Tracker *)tracker)->seq_nr && rows == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "Dispatch: a tracker that links backward ops needs rows= (the recorder)");
         return -1;
     }
     if ((push == Py_None) != (pop == Py_None)) {
@@ -1116,7 +1519,7 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
     }
     self->tracker = (Tracker *)Py_NewRef(tracker);
     self->phase = Py_NewRef(Py_None);
-#define DISPATCH_ARGS(X) X(record) X(task_id) X(slow) X(forward) X(backward) X(push) X(pop)
+#define DISPATCH_ARGS(X) X(record) X(task_id) X(slow) X(forward) X(backward) X(push) X(pop) X(rows)
     DISPATCH_ARGS(RL_TAKE_MEMBER)
 #undef DISPATCH_ARGS
     return 0;
@@ -1282,33 +1685,45 @@ static PyObject *Dispatch_call(Dispatch *self, PyObject *const *argv, size_t nar
         goto done;
     }
     Tracker *tr = self->tracker;
-    PyObject *mid = tr->parents ? tracker_module_id(tr) : NULL;
-    if (!mid) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_RuntimeError, "Dispatch: the module tracker is closed");
-        }
+    attribution a = {RL_PHASE_FORWARD, NULL, NULL, 0};
+    if (!tr->parents) {
+        PyErr_SetString(PyExc_RuntimeError, "Dispatch: the module tracker is closed");
         goto done;
     }
-    Py_INCREF(mid);
     if (self->phase != Py_None) {
         phase = Py_NewRef(self->phase);
+        a.mid = tracker_module_id(tr);
+        if (!a.mid) {
+            goto done;
+        }
+        Py_INCREF(a.mid);
     } else {
         PyObject *tid = PyObject_CallNoArgs(self->task_id);
         if (!tid) {
-            Py_DECREF(mid);
             goto done;
         }
         long v = PyLong_AsLong(tid);
         Py_DECREF(tid);
-        if (v == -1 && PyErr_Occurred()) {
-            Py_DECREF(mid);
+        if ((v == -1 && PyErr_Occurred()) || attribute(tr, v, &a) < 0) {
             goto done;
         }
-        phase = Py_NewRef(v != -1 ? self->backward : self->forward);
+        phase = PyLong_FromLong(a.phase);
+        if (!phase) {
+            attribution_clear(&a);
+            goto done;
+        }
     }
-    PyObject *rargs[6] = {op_idx, mid, phase, args, kwargs, out};
+    Py_ssize_t row = (a.fcm || a.unlinked) ? PyObject_Length(self->rows) : 0;
+    if (row < 0) {
+        attribution_clear(&a);
+        goto done;
+    }
+    PyObject *rargs[6] = {op_idx, a.mid, phase, args, kwargs, out};
     r = PyObject_Vectorcall(self->record, rargs, 6, NULL);
-    Py_DECREF(mid);
+    if (r && attribution_log(tr, &a, row) < 0) {
+        Py_CLEAR(r);
+    }
+    attribution_clear(&a);
 done:
     Py_XDECREF(phase);
     Py_DECREF(op_idx);

@@ -24,6 +24,7 @@
 #define RL_BOUND_MEMORY 1
 #define RL_BOUND_COMPUTE 2
 #define RL_BOUND_BANDWIDTH 3
+#define RL_BOUND_INTERCONNECT 4 /* collectives, judged against the interconnect (set by the Python network view) */
 
 #define RL_FLAG_ABOVE_PEAK 1u
 #define RL_FLAG_ABOVE_BW 2u

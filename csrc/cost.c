@@ -615,6 +615,10 @@ static uint64_t attn_pairs(uint64_t sq, uint64_t sk, int mask, int *ov) {
     return add(mul(sk, sk + 1, ov) / 2, mul(sq - sk, sk, ov), ov);
 }
 
+uint64_t rl_attention_pairs(uint64_t sq, uint64_t sk, int mask, int *overflow) {
+    return attn_pairs(sq, sk, mask, overflow);
+}
+
 static int attention(const rl_op *op, const rl_call *c, rl_cost *r, int *ov, int backward) {
     int qi = pos_param(op, RL_P_QUERY), ci = pos_param(op, RL_P_IS_CAUSAL), mi = pos_param(op, RL_P_MASK_TYPE);
     int bshd = op->param[RL_P_BSHD] != 0;

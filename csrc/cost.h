@@ -187,6 +187,11 @@ void rl_param_range(int param, int64_t *lo, int64_t *hi);
 /* Name of a kind (NULL when out of range) and the set of parameters it takes (RL_P bits; RL_P(TRAINING) always). */
 const char *rl_kind_name(int kind);
 uint64_t rl_kind_params(int kind);
+
+/* Unmasked (query, key) pairs of one head of one sequence of sq queries over sk keys. mask: 0 none, 1 causal aligned
+ * top-left (query i sees keys 0..i), 2 causal aligned bottom-right (query i sees keys 0..i+sk-sq). *overflow is set
+ * when the count does not fit 64 bits. The one definition: roofline's Python formulas and roofline.llm call it. */
+uint64_t rl_attention_pairs(uint64_t sq, uint64_t sk, int mask, int *overflow);
 /* Set parameter `param` of `op` (whose kind is set) to `value`: RL_OK, RL_E_KIND when the kind has no such
  * parameter, RL_E_VALUE when the value is out of its range. */
 int rl_op_set(rl_op *op, int param, int64_t value);

@@ -9,10 +9,15 @@
 /* Record status values beyond rl_status (cost.h). */
 #define RL_E_DESCRIBE 10 /* an argument could not be described (symbolic shape, sparse layout, > RL_MAX_DIMS) */
 
-/* Phases. */
-#define RL_PHASE_FORWARD 0
-#define RL_PHASE_BACKWARD 1
-#define RL_PHASE_OPTIMIZER 2
+/* Phases: (code, name). The names are exported as roofline._core.PHASES (index = code); a document stores codes,
+ * so a new phase is appended, never inserted. RECOMPUTE: forward ops run again inside a backward (activation
+ * checkpointing), hardware work that the model FLOPs (MFU) leave out. */
+#define RL_PHASES(X) X(FORWARD, 0, "forward") X(BACKWARD, 1, "backward") X(OPTIMIZER, 2, "optimizer") \
+    X(RECOMPUTE, 3, "recompute")
+#define RL_PHASE_ENUM_(id, code, name) RL_PHASE_##id = code,
+enum { RL_PHASES(RL_PHASE_ENUM_) RL_PHASE_COUNT };
+#undef RL_PHASE_ENUM_
+#define RL_PHASE_LAST (RL_PHASE_COUNT - 1)
 
 typedef struct {
     uint64_t matrix_flops;  /* true matrix FLOPs */

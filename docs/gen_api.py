@@ -22,13 +22,16 @@ import roofline.devices
 import roofline.distributed
 import roofline.llm
 import roofline.plot
+from roofline._monitor import Monitor
+from roofline._schedule import Profiler, Schedule
 from roofline.hardware._ceilings import PeakChoice
 from roofline.report import Comparison
 
 OUT = Path(__file__).resolve().parent / "api.md"
 
 # Classes listed without a constructor signature: users receive them, they do not build them.
-NOT_CONSTRUCTED = {roofline.Report, roofline.SteadyReport, Comparison, PeakChoice, roofline.CeilingNotAvailable}
+NOT_CONSTRUCTED = {roofline.Report, roofline.SteadyReport, Comparison, PeakChoice, roofline.CeilingNotAvailable,
+                   Schedule, Profiler, Monitor}
 
 # Module-level constants, which carry no docstring of their own.
 CONSTANTS = {
@@ -45,6 +48,9 @@ SECTIONS = [
     ("roofline", roofline, [
         ("measure", roofline.measure),
         ("profile", roofline.profile),
+        ("schedule", roofline.schedule),
+        ("profiler", roofline.profiler),
+        ("monitor", roofline.monitor),
         ("cost", roofline.cost),
         ("load", roofline.load),
         ("register", roofline.register),
@@ -53,6 +59,9 @@ SECTIONS = [
         ("ceilings", roofline.ceilings),
         ("Report", roofline.Report),
         ("SteadyReport", roofline.SteadyReport),
+        ("_schedule.Schedule", Schedule),
+        ("_schedule.Profiler", Profiler),
+        ("_monitor.Monitor", Monitor),
         ("report.Comparison", Comparison),
         ("Cost", roofline.Cost),
         ("TensorSpec", roofline.TensorSpec),

@@ -8,6 +8,8 @@ from __future__ import annotations
 from roofline import _core  # noqa: F401  (the C extension; fails early if the build is broken)
 from roofline import devices, distributed
 from roofline._measure import measure
+from roofline._monitor import monitor
+from roofline._schedule import profiler, schedule
 from roofline._steady import SteadyReport, profile
 from roofline.counting import _resolve
 from roofline.counting._spec import Cost, TensorSpec, cost
@@ -15,7 +17,7 @@ from roofline.hardware._ceilings import Ceiling, CeilingNotAvailable, Ceilings, 
 from roofline.report import Report, load
 from roofline.util._version import VERSION as __version__
 
-__all__ = ["measure", "profile", "SteadyReport", "gather", "cost", "Cost", "TensorSpec", "Report", "register", "unregister",
+__all__ = ["measure", "profile", "SteadyReport", "schedule", "profiler", "monitor", "gather", "cost", "Cost", "TensorSpec", "Report", "register", "unregister",
            "load", "ceilings", "Ceilings", "Ceiling", "CeilingNotAvailable", "devices", "__version__"]
 
 

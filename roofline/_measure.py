@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from roofline import _core, devices
+from roofline.model import _tokens
 from roofline.capture import _sdpa
 from roofline.hardware._ceilings import Ceilings
 from roofline.model._records import RECORD_DTYPE
@@ -14,7 +15,7 @@ from roofline.report import Report
 from roofline.util._version import VERSION
 
 
-def measure(model=None, *, timing="model", ceilings="measured", attention=None):
+def measure(model=None, *, timing="model", ceilings="measured", attention=None, tokens=None):
     """Count every aten op that runs inside the block: FLOPs (matrix and vector) and compulsory bytes, per op call,
     with the module that ran it and the phase (forward, backward, optimizer).
 
@@ -29,6 +30,13 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None):
     what runs, which on meta is the math path (the full ``S x S`` scores, causal mask applied afterwards). Calls on
     real tensors are never redirected. The report records the choice in ``meta["attention"]`` (see
     docs/concepts.md and :mod:`roofline.capture._sdpa`).
+
+    ``tokens``: which token positions of the step's batch are real, for the useful-work figures (FLOPs spent on
+    padding, real tokens per second: :meth:`roofline.Report.useful_work`): an attention mask ``(B, S)`` (1 on real
+    tokens), ``{"lengths": [...], "seq_len": S}``, or ``{"cu_seqlens": [...]}`` for a packed batch. Without it,
+    the ``attention_mask`` (or ``cu_seq_lens_q``) keyword argument of the model's first call in the block is used,
+    where the block can see it without touching compiled code (``model`` given, and not a module that compiled code
+    may run inside; see docs/concepts.md).
 
     For the steady state of a step (warm-up steps uncounted, the median of several), see :func:`profile`.
 
@@ -70,12 +78,13 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None):
         raise TypeError(f"measure: ceilings must be 'measured', 'datasheet', a device name or a Ceilings, "
                         f"got {type(ceilings).__name__}")
     _sdpa.check(attention)
+    layout = _tokens.token_layout(tokens) if tokens is not None else None
     from roofline.capture import _torch  # needs torch
 
     if model is not None and not isinstance(model, _torch.torch.nn.Module):
         hint = " (a model's name is not enough: pass the model object)" if isinstance(model, str) else ""
         raise TypeError(f"measure: model must be a torch.nn.Module or None, got {type(model).__name__}{hint}")
-    return _Measure(model, timing, ceilings, attention)
+    return _Measure(model, timing, ceilings, attention, layout)
 
 
 class _Measure(_core.Block):
@@ -86,10 +95,10 @@ class _Measure(_core.Block):
     dispatch mode, hook or global behind: whatever ``_enter`` installed is undone by ``_abort``, and ``_unwind``
     runs to completion (repeated if interrupted) before the interrupt propagates."""
 
-    __slots__ = ("_model", "_timing", "_ceilings", "_attention", "_mode", "_session", "_report")
+    __slots__ = ("_model", "_timing", "_ceilings", "_attention", "_mode", "_session", "_report", "_tokens")
 
-    def __init__(self, model, timing, ceilings, attention=None):
-        self._model, self._timing, self._ceilings = model, timing, ceilings
+    def __init__(self, model, timing, ceilings, attention=None, tokens=None):
+        self._model, self._timing, self._ceilings, self._tokens = model, timing, ceilings, tokens
         self._attention, self._mode = attention, None
         self._session = self._report = None
 
@@ -103,7 +112,7 @@ class _Measure(_core.Block):
     def _prepare(self):  # nothing global yet: the session, the pending report, the device synchronised
         from roofline.capture import _torch  # needs torch
 
-        self._session = _torch.Session(self._model, timing=self._timing)
+        self._session = _torch.Session(self._model, timing=self._timing, tokens=self._tokens)
         if self._attention is not None:
             self._mode = _sdpa.mode(self._attention)
         self._report = Report._pending_block()  # before the clock starts: its load reading is not in the wall time
@@ -151,6 +160,12 @@ class _Measure(_core.Block):
             meta["attention"] = {"backend": mode.backend, "calls": dict(mode.calls)}
         if session.compiled_summary:  # torch.compile'd code ran in the block (roofline.compiled._compiled)
             meta["compiled"] = session.compiled_summary
+            incomplete = session.compiled_summary.pop("incomplete", None)  # why graph calls went uncounted
+            if incomplete:
+                meta["incomplete"] = incomplete
+        meta["attribution"] = _torch.attribution_meta(session)
+        if session.tokens is not None:
+            meta["tokens"] = session.tokens
         report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
                          overhead=_torch.instrumentation_overhead(timing) if timing is not None else None,

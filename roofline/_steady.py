@@ -112,6 +112,19 @@ def _durations(r: Report) -> np.ndarray:
     return r.records["t_end"] - r.records["t_start"]
 
 
+def _ranges(numbers) -> str:
+    """``[3, 4, 5, 9]`` -> ``"3-5, 9"``."""
+    out, start, prev = [], None, None
+    for x in list(numbers) + [None]:
+        if start is not None and (x is None or x != prev + 1):
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if start is None:
+            start = x
+        prev = x
+    return ", ".join(out)
+
+
 def _median(xs):
     xs = [x for x in xs if x is not None and math.isfinite(x)]
     return statistics.median(xs) if xs else None
@@ -131,6 +144,14 @@ class SteadyReport(Report):
       ``repeat >= 2``), ``steps`` (the 1-based steps aggregated: those that ran the most common op sequence, or
       with ``warmup=0`` the first step's) and ``other_steps`` (the steps left out, named in a warning).
 
+    A cycle of :func:`roofline.profiler` gives the same report, with ``steps`` (the loop's step numbers of the
+    cycle's active steps) and ``cycle`` (0-based) attributes; its ``meta["steady"]`` says ``warmup`` (warm-up
+    steps counted and discarded in the cycle) and adds ``step_numbers`` (the loop's number of each measured
+    step; ``steps`` and ``other_steps`` stay positions 1, 2, ... among them), ``cycle``, ``schedule`` (the
+    arguments of :func:`roofline.schedule`, or the text of another schedule), ``active`` (the schedule's active
+    steps per cycle) and ``partial`` (True when the profiler stopped before the cycle's last active step);
+    ``first_step`` is True when the cycle's first active step is the loop's step 0.
+
     The printed summary starts with a line saying what was run. Saved with :meth:`to_json`, it loads back as a
     plain :class:`roofline.Report` that keeps ``meta["steady"]``.
     """
@@ -139,13 +160,24 @@ class SteadyReport(Report):
     spread: dict
 
     @classmethod
-    def _from_runs(cls, runs: list, *, warmup: int, ceilings) -> "SteadyReport":
+    def _from_runs(cls, runs: list, *, warmup: int, ceilings, first_step: bool | None = None,
+                   step_numbers: list | None = None, extra: dict | None = None, who: str = "roofline.profile",
+                   stacklevel: int = 3) -> "SteadyReport":
+        """The report of measured steps ``runs`` (one :class:`roofline.Report` each, in order): shared by
+        :func:`profile` and :func:`roofline.profiler`'s cycles. ``first_step`` (default: ``warmup == 0``): the
+        first run is the program's first step, measured on purpose (its ops are the reference, no warning).
+        ``step_numbers``: the loop's number of each run, for messages and ``meta["steady"]["step_numbers"]``
+        (default: none, the runs are named 1, 2, ...). ``extra``: more keys for ``meta["steady"]``. ``who`` and
+        ``stacklevel``: the caller named by the warnings, and where they point."""
+        if first_step is None:
+            first_step = warmup == 0
+        names = [i + 1 for i in range(len(runs))] if step_numbers is None else list(step_numbers)
         walls = [r.wall_time for r in runs]
         seqs = [tuple(_op_sequence(r)) for r in runs]
-        # the steps aggregated: with warmup=0, those that ran the first step's ops (the first step is measured on
-        # purpose); else those that ran the most common op sequence (ties: the one of the latest step), so an
-        # outlier step never becomes the report
-        if warmup == 0:
+        # the steps aggregated: when the first step is measured on purpose, those that ran its ops; else those
+        # that ran the most common op sequence (ties: the one of the latest step), so an outlier step never
+        # becomes the report
+        if first_step:
             ref = seqs[0]
         else:
             counts = {}
@@ -162,15 +194,15 @@ class SteadyReport(Report):
         records = b.records.copy()
         agree = not others and all(
             np.array_equal(runs[i].records[c], b.records[c]) for i in same for c in _COUNTS)
-        if others and warmup > 0:
-            warnings.warn("roofline.profile: the measured steps did not all run the same ops; the report is the "
+        if others and not first_step:
+            warnings.warn(f"{who}: the measured steps did not all run the same ops; the report is the "
                           f"median of {len(same)} of {len(runs)} steps (those that ran the most common op "
                           f"sequence); step{'s' if len(others) != 1 else ''} "
-                          f"{', '.join(str(i + 1) for i in others)} ran other ops and "
-                          f"{'are' if len(others) != 1 else 'is'} left out", stacklevel=3)
-        elif not agree and warmup > 0:
-            warnings.warn("roofline.profile: the measured steps ran the same ops with different counts (shapes "
-                          "changed between steps); the report is the median step's counts", stacklevel=3)
+                          f"{', '.join(str(names[i]) for i in others)} ran other ops and "
+                          f"{'are' if len(others) != 1 else 'is'} left out", stacklevel=stacklevel)
+        elif not agree and not first_step:
+            warnings.warn(f"{who}: the measured steps ran the same ops with different counts (shapes "
+                          "changed between steps); the report is the median step's counts", stacklevel=stacklevel)
         if len(same) > 1 and b.timed:
             d = np.nanmedian(np.stack([_durations(runs[i]) for i in same]), axis=0)
             records["t_end"] = records["t_start"] + d
@@ -190,12 +222,15 @@ class SteadyReport(Report):
                                 "max": max(finite) if finite else None, "values": [walls[i] for i in same]},
                   "ops": ops}
         steady = {"warmup": warmup, "repeat": len(runs), "wall_times": walls, "counts_agree": bool(agree),
-                  "first_step": warmup == 0, "steps": [i + 1 for i in same],
+                  "first_step": bool(first_step), "steps": [i + 1 for i in same],
                   "other_steps": [i + 1 for i in others]}
-        if warmup == 0 and len(runs) >= 2:
+        if step_numbers is not None:
+            steady["step_numbers"] = names
+        steady.update(extra or {})
+        if first_step and len(runs) >= 2:
             first, last = runs[0].by_op(), runs[-1].by_op()
-            extra = {n: row["calls"] - last.get(n, {"calls": 0})["calls"] for n, row in first.items()}
-            steady["first_step_ops"] = {n: c for n, c in extra.items() if c > 0}
+            more = {n: row["calls"] - last.get(n, {"calls": 0})["calls"] for n, row in first.items()}
+            steady["first_step_ops"] = {n: c for n, c in more.items() if c > 0}
         meta = dict(b.meta, steady=steady)
         out = cls(records, b._ops, b.module_sets, wall, meta, ceilings=ceilings, overhead=b.overhead,
                   signatures=b.signatures, accesses=b.accesses)
@@ -207,7 +242,12 @@ class SteadyReport(Report):
         s = self.meta.get("steady", {})
         n, k = s.get("repeat", 1), s.get("warmup", 0)
         w = self.spread["wall_time"] if hasattr(self, "spread") else {}
-        line = f"steady state: {k} warm-up step{'s' if k != 1 else ''} uncounted, "
+        numbers = s.get("step_numbers")  # a profiler cycle's: the loop's step numbers of the measured steps
+        if "cycle" in s and numbers:
+            line = (f"profiler cycle {s['cycle']}, loop step{'s' if len(numbers) != 1 else ''} "
+                    f"{_ranges(numbers)}: {k} warm-up step{'s' if k != 1 else ''} counted and discarded, ")
+        else:
+            line = f"steady state: {k} warm-up step{'s' if k != 1 else ''} uncounted, "
         used = len(s.get("steps", ())) or n
         if used < n:
             line += f"median of {used} of {n} measured steps"
@@ -225,10 +265,15 @@ class SteadyReport(Report):
                 line += " (first step only: " + ", ".join(f"{n} x{c}" for n, c in sorted(extra.items())) + ")"
         if s.get("other_steps"):
             o = s["other_steps"]
+            if numbers and all(0 < i <= len(numbers) for i in o):
+                o = [numbers[i - 1] for i in o]
             line += (f"; step{'s' if len(o) != 1 else ''} {', '.join(map(str, o))} ran other ops and "
                      f"{'are' if len(o) != 1 else 'is'} left out")
         elif not s.get("counts_agree", True) and not s.get("first_step"):
             line += "; the repeats did not count the same ops"
+        if s.get("partial"):
+            line += (f"; PARTIAL cycle: {n} of its {s.get('active', n)} active steps ran before the profiler "
+                     "stopped")
         return line
 
     def summary(self, top: int = 10) -> str:

@@ -44,7 +44,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from roofline import devices
+from roofline import _core, devices
 from roofline._steady import _check_int, profile
 from roofline.analysis import _rollup
 from roofline.capture import _sdpa
@@ -251,7 +251,8 @@ def matmul_param_count(model_or_config) -> int:
 def _pairs(seq_len: int, attention: str) -> int:
     if attention not in _ATTENTION:
         raise ValueError(f"attention must be one of {_ATTENTION}, got {attention!r}")
-    return seq_len * (seq_len + 1) // 2 if attention == "causal" else seq_len * seq_len
+    # one head's (query, key) pairs over a sequence: the cost model's count (causal: query i sees keys 0..i)
+    return _core.attention_pairs(seq_len, seq_len, 1 if attention == "causal" else 0)
 
 
 def _sequences(tokens: int, seq_len: int | None) -> tuple[int, int]:

@@ -11,13 +11,14 @@ import numpy as np
 
 from roofline import devices
 from roofline.analysis import (_assumptions, _cache_model, _compiled_view, _dataflow, _fusion_compiled, _groups, _hints,
-                               _network, _rollup)
+                               _network, _padding, _rollup)
 from roofline.analysis._classification import BOUNDS  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
 from roofline.analysis._classification import Classifier, classify as _classify
 from roofline.analysis._hints import advice_text
 from roofline.hardware import _contention
 from roofline.hardware._ceilings import Ceilings
 from roofline.io import _export
+from roofline.model import _tokens
 from roofline.model._records import ACCESS_DTYPE  # the dataflow rows' layout
 from roofline.model._records import OpInfo  # noqa: F401  (the op table's entries, built by roofline.capture._torch)
 from roofline.model._records import (DTYPE_NAMES, RECORD_DTYPE,  # noqa: F401  (RECORD_DTYPE: the records' layout)
@@ -238,7 +239,66 @@ class Report(DerivedCounts):
         """The counts in exactly the structure of ``FlopCounterMode.get_flop_counts()``: ``{module name: {op packet:
         FLOPs}}`` with "Global", FlopCounterMode's module names and its (sometimes over-stated) formulas, so the two
         tools can be compared one to one. The true counts are in :attr:`matrix_flops`."""
-        return _rollup.flop_counter_counts(self.records, self._ops, self.module_sets)
+        return _rollup.flop_counter_counts(self._flop_counter_records(), self._ops, self.module_sets)
+
+    def _flop_counter_records(self):
+        """The records with each row in the module set torch's ModuleTracker gives it (FlopCounterMode's
+        attribution): the rows :attr:`attribution` credits elsewhere are put back."""
+        a = self.meta.get("attribution") or {}
+        rows = a.get("flop_counter_rows") or []
+        if not rows:
+            return self.records
+        rec = self.records.copy()
+        rec["module"][np.asarray(rows, dtype=np.int64)] = np.asarray(a["flop_counter_modules"], dtype=np.uint32)
+        return rec
+
+    def useful_work(self, tokens=None, causal: bool = False) -> dict:
+        """How much of the block's work ran on padded token positions: ``executed_flops``, ``padding_flops``,
+        ``useful_flops``, ``padding_share``, ``real_tokens``, ``positions`` (batch x sequence length),
+        ``real_tokens_per_s`` (over the wall time), ``by_kind`` (per-token work, attention, other), ``by_op`` and
+        ``ambiguous`` (see roofline/analysis/_padding.py for how calls are told apart, from their shapes).
+        ``tokens``: which positions are real, as :func:`roofline.measure` takes it (an attention mask ``(B, S)``,
+        ``{"lengths": [...], "seq_len": S}``, ``{"cu_seqlens": [...]}`` for a packed batch); default: the layout the
+        block was given or saw (``meta["tokens"]``); ValueError when there is none. ``causal``: the attention
+        kernels computed only the causal half of their scores."""
+        layout = _tokens.token_layout(tokens) if tokens is not None else self.meta.get("tokens")
+        if layout is None:
+            raise ValueError("useful_work: which tokens are real is unknown: pass tokens= (an attention mask, "
+                             "{'lengths', 'seq_len'} or {'cu_seqlens'}) here or to roofline.measure")
+        if not isinstance(causal, bool):
+            raise TypeError(f"useful_work: causal must be a bool, got {type(causal).__name__}")
+        return _padding.useful_work(self.records, self.op_names, self.signatures, layout, causal,
+                                    self.wall_time)
+
+    @property
+    def attribution(self) -> dict:
+        """How backward work is credited to modules. ``method``: ``"autograd"`` (each backward op to the module
+        whose forward created the autograd node it runs in: the default answer of :meth:`by_module`, the tables,
+        the HTML tree, hints and fusion opportunities), or ``"module_tracker"`` (torch's ModuleTracker rule: a module
+        stays active in backward until its inputs' gradients are complete, so modules reading one input share each
+        other's backward; reports saved before linking existed, or a torch without the hooks linking needs).
+        ``moved_calls`` and ``moved_flops``: the calls (and their FLOPs) credited to another module set than
+        ModuleTracker's. ``unlinked_calls`` and ``unlinked_flops``: backward calls that could not be linked
+        (their node was created before the block, or inside a backward), credited as ModuleTracker credits them;
+        ``unlinked_by_op``: their calls per op. :meth:`flop_counter_compatible` keeps ModuleTracker's structure."""
+        a = self.meta.get("attribution")
+        if a is None:
+            return {"method": "module_tracker", "moved_calls": 0, "moved_flops": 0, "unlinked_calls": 0,
+                    "unlinked_flops": 0, "unlinked_by_op": {}}
+        flops = self.records["matrix_flops"] + self.records["vector_flops"]
+        moved = np.asarray(a.get("flop_counter_rows") or [], dtype=np.int64)
+        un = np.asarray(a.get("unlinked_rows") or [], dtype=np.int64)
+        by_op: dict = {}
+        for op in self.records["op"][un].tolist():
+            name = self._ops[op].name
+            by_op[name] = by_op.get(name, 0) + 1
+        out = {"method": a.get("method", "autograd"), "moved_calls": int(len(moved)),
+               "moved_flops": int(flops[moved].sum()), "unlinked_calls": int(len(un)),
+               "unlinked_flops": int(flops[un].sum()), "unlinked_by_op": dict(sorted(by_op.items(), key=lambda kv:
+                                                                                     (-kv[1], kv[0])))}
+        if a.get("note"):
+            out["note"] = a["note"]
+        return out
 
     # ---- ceilings and classification -----------------------------------------------------------------------
     @property
@@ -382,9 +442,27 @@ class Report(DerivedCounts):
     def compiled(self) -> dict | None:
         """What ``torch.compile`` ran in the block (None when nothing compiled ran): ``graphs`` (compiled forward
         and backward graphs), ``graph_calls``, ``graph_breaks`` (breaks Dynamo reported while compiling in the
-        block), ``uncounted_graph_calls`` (graphs compiled before the block: not counted, with a warning),
-        ``eager_fallback`` (why compiled code ran eagerly, or None), ``kernels`` (see :attr:`kernels`)."""
+        block), ``uncounted_graph_calls`` (graph calls that could not be counted: the report is then not
+        :attr:`complete`), ``recovered_graphs`` (graphs compiled before the block, recompiled privately to be counted;
+        ``recovery_time`` the seconds that took, left out of the block's time), ``eager_fallback`` (why compiled code
+        ran eagerly, or None), ``kernels`` (see :attr:`kernels`). See docs/compiled.md."""
         return self.meta.get("compiled")
+
+    @property
+    def complete(self) -> bool:
+        """False when work that ran in the block could not be counted (a ``torch.compile`` graph compiled before
+        the block that could not be recovered): the totals are then lower bounds. :attr:`incomplete` says why;
+        ``print(r)``, the notebook view and the JSON document say so too."""
+        return not self.incomplete
+
+    @property
+    def incomplete(self) -> list[str]:
+        """Why the counts miss work that ran, one line per reason (``meta["incomplete"]``); empty when complete."""
+        reasons = [str(x) for x in self.meta.get("incomplete") or ()]
+        c = self.meta.get("compiled") or {}
+        if not reasons and c.get("uncounted_graph_calls"):  # a document saved before meta["incomplete"] existed
+            reasons.append(f"{c['uncounted_graph_calls']} call(s) of torch.compile graphs not counted")
+        return reasons
 
     @property
     def kernels(self) -> list[dict]:

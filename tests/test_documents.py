@@ -72,7 +72,7 @@ def _cpu_ceilings() -> Ceilings:
 
 _COMPILED = {  # the compiled section of a report, one kernel, as roofline.compiled._compiled writes it
     "graphs": 1, "graph_calls": 1, "uncounted_graph_calls": 0, "graph_breaks": 0, "aten_bytes": 1024,
-    "eager_fallback": None, "problems": [],
+    "eager_fallback": None, "problems": [], "recovered_graphs": 1, "recovery_time": 0.5,
     "graph_list": [{"graph": 0, "phase": "forward", "calls": 1, "ops": 2, "kernels": 1}],
     "kernels": [{"name": "cpp_fused_relu_0", "phase": "forward", "calls": 1, "graph": 0, "index": 0,
                  "module": "Sequential.1", "ops": ["aten.relu.default"], "origins": ["relu"], "matrix_flops": 0,
@@ -108,6 +108,7 @@ def _docs():
                                    "uncertain": [False, False]}
     rank["meta"]["attention"] = {"backend": "flash", "calls": {"flash": 1}}
     rank["meta"]["compiled"] = copy.deepcopy(_COMPILED)
+    rank["meta"]["incomplete"] = ["1 call of a torch.compile graph compiled before the block not counted: why"]
     out["rank"] = rank
     for name, d in out.items():  # every one loads
         roofline.load(json.dumps(d))

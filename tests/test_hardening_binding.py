@@ -400,7 +400,8 @@ def test_record_and_append_check_module_phase_dtype_status():
         rec.record(i, -1, 0, *args)
     with pytest.raises(OverflowError, match="module must be at most 4294967295"):
         rec.record(i, 2**32, 0, *args)
-    with pytest.raises(OverflowError, match=r"phase \(0 forward, 1 backward, 2 optimizer\) must be at most 2, got 257"):
+    with pytest.raises(OverflowError,
+                       match=r"phase \(0 forward, 1 backward, 2 optimizer, 3 recompute\) must be at most 3, got 257"):
         rec.record(i, 0, 257, *args)
     with pytest.raises(ValueError, match="phase .* must not be negative"):
         rec.record(i, 0, -1, *args)
@@ -412,8 +413,8 @@ def test_record_and_append_check_module_phase_dtype_status():
         rec.record(-1, 0, 0, *args)
     with pytest.raises(ValueError, match="module must not be negative"):
         rec.append(i, -1, 0, 0, 0, 0, 0, 0, 0, 0)
-    with pytest.raises(OverflowError, match="phase .* must be at most 2, got 3"):
-        rec.append(i, 0, 3, 0, 0, 0, 0, 0, 0, 0)
+    with pytest.raises(OverflowError, match="phase .* must be at most 3, got 4"):
+        rec.append(i, 0, 4, 0, 0, 0, 0, 0, 0, 0)
     with pytest.raises(OverflowError, match=f"dtype must be at most {len(_core.dtype_table())}, got 256"):
         rec.append(i, 0, 0, 256, 0, 0, 0, 0, 0, 0)
     with pytest.raises(ValueError, match="dtype must not be negative"):

@@ -27,14 +27,15 @@ FLOORS = [
     ("analysis", ["roofline.analysis"]),
     ("render", ["roofline.render", "roofline.plot"]),
     ("report", ["roofline.report"]),
-    ("above the report", ["roofline._measure", "roofline._steady", "roofline.distributed", "roofline.llm"]),
+    ("above the report", ["roofline._measure", "roofline._steady", "roofline._schedule", "roofline._monitor", "roofline.distributed", "roofline.llm"]),
     ("package face", ["roofline"]),
+    ("integrations", ["roofline.integrations"]),
     ("command line", ["roofline.cli", "roofline._profile_cmd", "roofline.__main__"]),
 ]
 
 # Packages that a function may import where it needs them: heavy (torch and what builds on it) or optional extras.
 OPTIONAL_PACKAGES = {"torch", "torchvision", "timm", "transformers", "matplotlib", "pandas", "plotly", "IPython",
-                     "sympy"}
+                     "sympy", "lightning", "pytorch_lightning", "tensorboard", "peft"}
 
 # The roofline modules imported inside a function, and why each must be: (importing module, imported module).
 IMPORTS_IN_FUNCTIONS: dict[tuple[str, str], str] = {

@@ -2338,8 +2338,8 @@ class TestDataflow:
 
     def test_phase_of_a_chain_and_no_edges(self):
         g = Graph()
-        g.call("aten.add.Tensor", "ewise", [(1, 400)], [(2, 400)], vector=100, phase=3)
-        g.call("aten.relu.default", "ewise", [(2, 400)], [(3, 400)], vector=100, phase=3)
+        g.call("aten.add.Tensor", "ewise", [(1, 400)], [(2, 400)], vector=100, phase=9)  # no phase has code 9
+        g.call("aten.relu.default", "ewise", [(2, 400)], [(3, 400)], vector=100, phase=9)
         (f,) = g.report().fusion_opportunities()
         assert f.phase == "?"
         g = Graph()

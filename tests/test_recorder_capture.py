@@ -397,8 +397,8 @@ def test_replay_refuses_bad_ranges_and_changes_nothing():
     for start, stop in ((0, 2), (-1, 1), (1, 0), (0, 2**70), (2**70, 2**71)):
         with pytest.raises(ValueError, match="not a range of the 1 records"):
             rec.replay(start, stop, 0)
-    with pytest.raises(OverflowError, match="phase .* must be at most 2, got 3"):  # as record() says it
-        rec.replay(0, 1, 3)
+    with pytest.raises(OverflowError, match="phase .* must be at most 3, got 4"):  # as record() says it
+        rec.replay(0, 1, 4)
     with pytest.raises(TypeError, match="start must be an int"):
         rec.replay(0.0, 1, 0)
     with pytest.raises(TypeError, match="stop must be an int"):

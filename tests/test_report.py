@@ -337,7 +337,12 @@ def test_a_document_written_before_the_flop_counter_rename_loads():
         for field in ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written",
                       "flop_counter_flops", "op", "phase", "dtype", "status"):
             assert fresh.records[field].tolist() == r.records[field].tolist(), field
-        assert fresh.op_names == r.op_names and fresh.module_sets == r.module_sets
+        assert fresh.op_names == r.op_names
+        # the document predates backward attribution by autograd node: its modules are ModuleTracker's, which the
+        # fresh report keeps for FlopCounterMode's structure
+        assert ([fresh.module_sets[i] for i in fresh._flop_counter_records()["module"].tolist()]
+                == [r.module_sets[i] for i in r.records["module"].tolist()])
+        assert fresh.flop_counter_compatible() == counts
     for phase in (0, 1, 2):  # on every release: the same products per phase
         for field in ("matrix_flops", "flop_counter_flops"):
             assert (int(fresh.records[field][fresh.records["phase"] == phase].sum())

@@ -279,7 +279,9 @@ def test_totals_against_the_wall_time():
         "calls": 7, "flops": 20092.0, "bytes": 645.0, "intensity": 20092 / 645, "t_min": 149.0,
         "compute_share": 85 / 149, "bound": "mixed", "time": 300.0, "achieved_flops": 20092 / 300,
         "achieved_bytes": 645 / 300, "efficiency": 149 / 300, "mfu": (40 + 3 + 0 + 40 + 5 + 0 + 1.2) / 300,
-        "mbu": 645 / (300 * 5.0), "above_ceiling": 1, "wall_time": 300.0})
+        "mbu": 645 / (300 * 5.0), "above_ceiling": 1, "wall_time": 300.0,
+        # no recompute phase: the model FLOPs are all the FLOPs, and HFU is MFU
+        "model_flops": 20092.0, "recompute_flops": 0.0, "hfu": (40 + 3 + 0 + 40 + 5 + 0 + 1.2) / 300})
     # without a wall time, the measured per-op times (sum 211.5) stand in
     u = report(wall=None).totals()
     assert u["time"] == 211.5 and u["wall_time"] is None

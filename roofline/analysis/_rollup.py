@@ -16,7 +16,7 @@ import numpy as np
 
 from roofline import _core
 from roofline.counting._registry import FLOP_COUNTER_OPS
-from roofline.model._records import BOUND_INTERCONNECT, BOUNDS, PHASES, OpInfo  # noqa: F401
+from roofline.model._records import BOUND_INTERCONNECT, BOUNDS, PHASES, RECOMPUTE, OpInfo  # noqa: F401
 
 # the count columns a roll-up sums (the FLOPs and bytes of a row are derived from them)
 SUMMED = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
@@ -214,22 +214,31 @@ def roofline_by(records, ops, module_sets, c, by: str = "op", depth: int | None 
 
 
 def roofline_totals(records, c, wall_time) -> dict:
-    """:func:`roofline_row` over every record, plus ``wall_time``; when the block was timed (``wall_time`` > 0)
-    ``time`` is the wall time and the rates, efficiency, MFU and MBU are taken against it."""
+    """:func:`roofline_row` over every record, plus ``wall_time``, ``model_flops`` (every phase but recompute) and
+    ``recompute_flops``; when the block was timed (``wall_time`` > 0) ``time`` is the wall time and the rates,
+    efficiency, MFU (model FLOPs), HFU (all FLOPs executed) and MBU are taken against it."""
     g = roofline_row(records, np.ones(len(records), bool), c)
     net = c["bound"] == BOUND_INTERCONNECT
     if net.any():  # collectives' bus bytes are network traffic: kept out of the memory figures
         g["network_bytes"] = float(c["bytes"][net].sum())
         g["bytes"] = float(c["bytes"][~net].sum())
         g["intensity"] = g["flops"] / g["bytes"] if g["bytes"] else (math.inf if g["flops"] else 0.0)
+    # model FLOPs count each op of the model once: forward work run again inside a backward (activation
+    # checkpointing's recompute phase) is hardware work, in the HFU and not the MFU
+    model = records["phase"] != RECOMPUTE
+    g["recompute_flops"] = float(c["flops"][~model].sum())
+    g["model_flops"] = g["flops"] - g["recompute_flops"]
     t = wall_time
     if t and t > 0:
         g["time"] = t
         g["achieved_flops"] = g["flops"] / t
         g["achieved_bytes"] = g["bytes"] / t
-        g["mfu"] = peak_time(c["flops"], c["peak"]) / t if g["flops"] else math.nan
+        g["hfu"] = peak_time(c["flops"], c["peak"]) / t if g["flops"] else math.nan
+        g["mfu"] = (peak_time(c["flops"][model], c["peak"][model]) / t if g["model_flops"] else
+                    math.nan if g["flops"] else g["hfu"])
         g["mbu"] = g["bytes"] / (t * c["bw"][0]) if len(c["bw"]) else math.nan
         g["efficiency"] = g["t_min"] / t if math.isfinite(g["t_min"]) else math.nan
+    g.setdefault("hfu", g["mfu"])
     g["wall_time"] = t
     return g
 

@@ -33,6 +33,7 @@ import collections
 from roofline.capture._dtypes import TORCH_DTYPES
 from roofline.compiled import _compiled
 from roofline.counting._spec import Cost
+from roofline.model import _tokens
 from roofline.model._records import BACKWARD, DTYPE_CODES, FORWARD, OPTIMIZER, OpInfo, accesses_from_raw
 
 _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
@@ -110,7 +111,8 @@ class _Tracker:
     registers its hooks); the set is back to ``{"Global"}`` at the end of each backward. Modules are named from
     the first root they are seen under (ModuleTracker's rule, applied in C: ``name``)."""
 
-    def __init__(self, mode):
+    def __init__(self, mode, session=None):
+        self.session = session  # the Session whose block this is (None: a tracker on its own)
         self.known: dict = {}  # module -> name; strong references, released at exit (close)
         self.seen: set = set()  # modules whose children are named
         self._handles: list = []
@@ -118,7 +120,8 @@ class _Tracker:
                                      _leaves, functools.partial(_grad_accumulator, mode=mode),
                                      torch._C._current_graph_task_id,
                                      torch._C._will_engine_execute_node, self._queue_reset,
-                                     torch.Tensor, torch.nn.Parameter, self.known, self.seen, register=_REGISTER)
+                                     torch.Tensor, torch.nn.Parameter, self.known, self.seen, register=_REGISTER,
+                                     link=_LINK)
         self.name = self.c.name  # name(module): its name, naming the modules under it first when new
 
     @property
@@ -180,7 +183,9 @@ class _ModuleHooks:
         from torch.utils.hooks import RemovableHandle
 
         # ids from torch's own counter, so no other hook ever gets them
-        self.handles = (RemovableHandle(mm._global_forward_pre_hooks), RemovableHandle(mm._global_forward_hooks))
+        # the forward hook is called with the call's keyword arguments too (the model's attention_mask: Session.see)
+        self.handles = (RemovableHandle(mm._global_forward_pre_hooks),
+                        RemovableHandle(mm._global_forward_hooks, extra_dict=mm._global_forward_hooks_with_kwargs))
 
     def enter(self, tracker):
         if not self.handles:
@@ -200,9 +205,12 @@ class _ModuleHooks:
 
         self.pre = tuple(t.c.pre for t in self.trackers)
         self.post = tuple(t.c.post for t in self.trackers)
+        # the blocks that look for the token layout in their model's keyword arguments (Session.see)
+        self.watch = tuple(t.session for t in self.trackers if t.session is not None and t.session.watching())
         if self.trackers:
             mm._global_forward_pre_hooks[self.handles[0].id] = _forward_pre_hook
             mm._global_forward_hooks[self.handles[1].id] = _forward_hook
+            mm._global_forward_hooks_with_kwargs[self.handles[1].id] = True
         else:
             for h in self.handles:
                 h.remove()
@@ -218,10 +226,13 @@ def _forward_pre_hook(mod, args):
             pre(mod, args)
 
 
-def _forward_hook(mod, args, out):
+def _forward_hook(mod, args, kwargs, out):
     if not _is_compiling():
         for post in _MODULE_HOOKS.post:
             post(mod, args, out)
+        for s in _MODULE_HOOKS.watch:
+            if mod is s.model:
+                s.see(kwargs)
 
 
 def _register_steps():
@@ -240,6 +251,27 @@ def _register_steps():
 
 
 _REGISTER = _register_steps()
+
+
+def _recompute_hooks(hooks) -> bool:
+    """Whether the saved-tensor hooks in force (``(pack, unpack)``) are those torch.utils.checkpoint installs while
+    it runs a forward again (non-reentrant checkpointing and selective activation checkpointing: its
+    ``_recomputation_hook``). Pinned by tests/test_attribution.py."""
+    return getattr(hooks[0], "__qualname__", "").startswith("_recomputation_hook.")
+
+
+def _link_steps():
+    """What the C tracker needs to credit each backward op to the module whose forward created its autograd node
+    (csrc/link.h): the sequence counter, the node running now, the saved-tensor hooks in force (recomputation) and
+    the grad mode. None where torch lacks one of them: backward ops are then credited as torch's ModuleTracker
+    credits them, and the report says so (``meta["attribution"]``)."""
+    ag = torch._C._autograd
+    steps = (getattr(ag, "_get_sequence_nr", None), getattr(torch._C, "_current_autograd_node", None),
+             getattr(ag, "_top_saved_tensors_default_hooks", None), _recompute_hooks, torch.is_grad_enabled)
+    return None if any(s is None for s in steps) else steps
+
+
+_LINK = _link_steps()
 
 
 def _leaves(obj):
@@ -288,7 +320,9 @@ class _Mode(TorchDispatchMode):
         if idx.__class__ is int:
             s.dispatch.set_op(func, idx, _runner(func))  # later calls take the C path
             out = func(*args, **kwargs) if kwargs else func(*args)
-            s.recorder.record(idx, s.tracker.module_id, s._phase(), args, kwargs, out)
+            mid, phase, note = s._where()
+            s.recorder.record(idx, mid, phase, args, kwargs, out)
+            s._noted(note)
             return out
         if idx is _DECOMPOSE:
             s.dispatch.set_decomposed(func, func.decompose)  # later calls decompose in C, as slow_path does
@@ -348,7 +382,9 @@ class _TimedMode(_Mode):
             t0 = _now()
             out = func(*args, **kwargs) if kwargs else func(*args)
             t1 = _now()
-        s.recorder.record(idx, s.tracker.module_id, s._phase(), args, kwargs, out, t0 - s.t_base, t1 - s.t_base)
+        mid, phase, note = s._where()
+        s.recorder.record(idx, mid, phase, args, kwargs, out, t0 - s.t_base, t1 - s.t_base)
+        s._noted(note)
         return out
 
 
@@ -495,10 +531,11 @@ def _run_all(steps):
 class Session:
     """State of one ``measure`` block: the recorder, op table, module sets, phase, hooks."""
 
-    def __init__(self, model=None, timing="model"):
+    def __init__(self, model=None, timing="model", tokens=None):
         if timing not in ("model", "op", None):
             raise ValueError(f"measure: timing must be 'model', 'op' or None, got {timing!r}")
         self.model = model
+        self.tokens = tokens  # the token layout (roofline.model._tokens.token_layout), given or seen
         self.timing = timing
         self.events: list = []
         self.t_base = 0.0
@@ -511,10 +548,10 @@ class Session:
         self.ops: list[OpInfo] = []   # by recorder op index
         self._opt_depth = 0
         self.mode = _TimedMode(self) if timing == "op" else _Mode(self)
-        self.tracker = _Tracker(self.mode)
+        self.tracker = _Tracker(self.mode, self)
         # the per-op path in C; `phase` is OPTIMIZER inside optimizer.step, else None (forward/backward by autograd)
         self.dispatch = _core.Dispatch(self.tracker.c, self.recorder.record, _graph_task_id, _Mode.__torch_dispatch__,
-                                       FORWARD, BACKWARD, **_reentry(self.mode))
+                                       FORWARD, BACKWARD, rows=self.recorder, **_reentry(self.mode))
         if timing != "op":  # bound to the mode, as the C++ dispatcher requires of a __torch_dispatch__
             self.mode.__torch_dispatch__ = types.MethodType(self.dispatch, self.mode)
         self._handles = []
@@ -599,7 +636,9 @@ class Session:
         if marker is _DECLINED:
             return NotImplemented
         if marker[0] == "hop":  # counted as a call without a formula; its body runs below this mode, uncounted
-            self.recorder.append(marker[1], self.tracker.module_id, self._phase(), 0, 0, 0, 0, 0, 0, 0)
+            mid, phase, note = self._where()
+            self.recorder.append(marker[1], mid, phase, 0, 0, 0, 0, 0, 0, 0)
+            self._noted(note)
             return func(*args, **kwargs)
         if marker is _DECOMPOSE:
             with mode:
@@ -617,7 +656,7 @@ class Session:
         t0 = _now()
         out = func(*args, **kwargs)
         t1 = _now()
-        self._record_python(idx, formula, self._phase(), args, kwargs, out)
+        self._record_python(idx, formula, args, kwargs, out)
         if self.timing == "op":  # CPU clock; CUDA ops with a Python formula are timed on the host
             self.recorder.set_times(len(self.recorder) - 1, t0 - self.t_base, t1 - self.t_base)
         return out
@@ -625,11 +664,12 @@ class Session:
     def _run_builtin(self, marker, func, args, kwargs):
         """An op with a built-in Python formula (roofline/counting/_formulas.py): counts from the formula, or from the op's C
         formula when the built-in one declines the call (returns None)."""
-        phase = self._phase()
         t0 = _now()
         out = func(*args, **kwargs)
         t1 = _now()
-        self.record_builtin(marker, self.tracker.module_id, phase, args, kwargs, out)
+        mid, phase, note = self._where()
+        self.record_builtin(marker, mid, phase, args, kwargs, out)
+        self._noted(note)
         if self.timing == "op":
             self.recorder.set_times(len(self.recorder) - 1, t0 - self.t_base, t1 - self.t_base)
         return out
@@ -656,7 +696,7 @@ class Session:
             if self.capture:
                 self.recorder.attach(args, kwargs or {}, out)
 
-    def _record_python(self, idx, formula, phase, args, kwargs, out):
+    def _record_python(self, idx, formula, args, kwargs, out):
         res = formula(*args, **{**kwargs, "out": out})  # an out= overload's own `out` is the result too
         name = self.ops[idx].name
         if isinstance(res, Cost):
@@ -671,7 +711,9 @@ class Session:
         vals = tuple(_formula_count(name, k, res.get(k, 0)) for k in _COUNT_KEYS)
         t = next((a for a in args if isinstance(a, torch.Tensor)), out if isinstance(out, torch.Tensor) else None)
         dt = TORCH_DTYPES.get(t.dtype, 0) if t is not None else 0
-        self.recorder.append(idx, self.tracker.module_id, phase, dt, *vals, 0)
+        mid, phase, note = self._where()
+        self.recorder.append(idx, mid, phase, dt, *vals, 0)
+        self._noted(note)
         if self.capture:
             self.recorder.attach(args, kwargs, out)
 
@@ -703,6 +745,26 @@ class Session:
 
     def _phase(self):
         return self.phase if self.phase is not None else (BACKWARD if _graph_task_id() != -1 else FORWARD)
+
+    def _where(self):
+        """``(module id, phase, note)`` of an op recorded now: in the optimizer step the tracker's set; otherwise
+        as the C path decides (``ModuleTracker.attribute``: a backward op is credited to the module whose forward
+        created its autograd node; a forward op run again inside a backward is in the recompute phase). ``note`` is
+        for :meth:`_noted` once the row is recorded."""
+        if self.phase is not None:
+            return self.tracker.module_id, self.phase, None
+        mid, phase, fcm, unlinked = self.tracker.c.attribute()
+        return mid, phase, (fcm, unlinked) if fcm is not None or unlinked else None
+
+    def _noted(self, note):
+        if note is not None:
+            self.tracker.c.note(len(self.recorder) - 1, *note)
+
+    def attribution(self) -> tuple[list, list]:
+        """After the block: ``(fcm, unlinked)``: ``fcm`` the ``[row, module id, ...]`` pairs of rows credited to
+        another module set than torch's ModuleTracker gives them (FlopCounterMode's structure), ``unlinked`` the
+        rows of backward ops linked to no forward module."""
+        return self.tracker.c.fcm_log, self.tracker.c.unlinked_log
 
     def _active_here(self) -> bool:
         """Whether this measure block is active on the calling thread (hooks are process-global; modes are not)."""
@@ -754,6 +816,26 @@ class Session:
         self.mode.__enter__()
         _OPEN.set(_OPEN.get() + (self.token,))
         self.compiled.entering = False
+
+    def watching(self) -> bool:
+        """Whether the block looks for the token layout in its model's keyword arguments (none was given)."""
+        return self.tokens is None and self.model is not None
+
+    def see(self, kwargs):
+        """The model's call ended (the global forward hook, which torch gives the call's keyword arguments): its
+        ``attention_mask`` (or a packed batch's ``cu_seq_lens_q``) is the token layout, on the first call that has
+        one. No hook of the model's own is added (one would change the guards of compiled code that calls it)."""
+        if self.tokens is not None or not kwargs or not self._active_here():
+            return
+        cu = kwargs.get("cu_seq_lens_q")
+        mask = kwargs.get("attention_mask")
+        try:
+            if isinstance(cu, torch.Tensor) and cu.dim() == 1 and cu.device.type != "meta":
+                self.tokens = _tokens.token_layout({"cu_seqlens": cu})
+            elif isinstance(mask, torch.Tensor) and mask.dim() == 2 and mask.device.type != "meta":
+                self.tokens = _tokens.token_layout(mask)
+        except ValueError:  # not a token mask (an additive or 4-D one): no layout rather than a guessed one
+            pass
 
     def _check_stack(self):
         mine = _OPEN.get()
@@ -876,6 +958,20 @@ class Session:
         for i, e0, e1 in self.events:
             self.recorder.set_times(i, base.elapsed_time(e0) / 1e3, base.elapsed_time(e1) / 1e3)
         self.events.clear()
+
+
+def attribution_meta(session) -> dict:
+    """``meta["attribution"]`` of a finished block: how backward ops were credited to modules (``"autograd"``: to the
+    module whose forward created each op's autograd node; ``"module_tracker"``: torch's ModuleTracker rule, where
+    torch lacks what linking needs), the rows credited to another module set than ModuleTracker's (their
+    ModuleTracker set, for FlopCounterMode's structure) and the backward rows that could not be linked."""
+    fcm, unlinked = session.attribution()
+    out = {"method": "autograd" if _LINK is not None and not session.tracker.c.links_broken else "module_tracker",
+           "flop_counter_rows": fcm[0::2], "flop_counter_modules": fcm[1::2], "unlinked_rows": unlinked}
+    if session.tracker.c.links_broken:
+        out["note"] = ("autograd's node numbers went backwards during the block (forward ops of several threads): "
+                       "backward ops after that are credited as torch's ModuleTracker credits them")
+    return out
 
 
 class _SignatureTexts:

@@ -13,8 +13,10 @@ Dynamo keeps compiling and running the compiled code, and the block counts each 
   block's mode is taken off the stack for the call (the graph's extern calls are then not counted twice), and the
   graph's aten ops are recorded with the same C cost model as eager ops, with their module paths and phase.
 
-A compiled graph the block cannot count (compiled before the hooks existed, or a torch whose internals differ) is
-never run eagerly in silence: the block warns, says which graph, and lists it in ``report.compiled``.
+A graph compiled before the block (none of the compile-time hooks saw it) is compiled again privately when it first
+runs in a block (``roofline.compiled._recover``), the block's clock stopped meanwhile, and then counted like the
+others. A graph the block cannot count (not recoverable, or a torch whose internals differ) is never run eagerly in
+silence: the block warns, and the report is marked incomplete (``meta["incomplete"]``) and says why.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import warnings
 import numpy as np
 import torch
 
-from roofline.compiled import _fcm_tracker
+from roofline.compiled import _fcm_tracker, _recover
 from roofline.compiled._fx_paths import module_path, node_chain, node_modules
 from roofline.model._records import BACKWARD, FORWARD, RECORD_DTYPE
 
@@ -642,6 +644,7 @@ def _wrap_inner(orig):
             out._roofline_graph = graph  # CompiledFxGraph is an unhashable dataclass: the graph rides on it
         except AttributeError:  # a plain function (a graph without calls): nothing to count
             pass
+        _recover.note_compiled(out, graph)  # a private compilation of a graph compiled before the block files it
         return out
 
     _compile_fx_inner._roofline = True
@@ -749,6 +752,9 @@ class Collector:
         self.graphs: dict[int, _Graph] = {}
         self.kernel_calls: list = []            # (graph index, kernel index, t0, t1, phase, module id)
         self.uncounted = 0
+        self.unrecovered: dict[str, int] = {}  # why a graph compiled before the block is not counted -> its calls
+        self.recovered = 0  # graphs compiled before the block, recompiled privately in it (roofline.compiled._recover)
+        self.recovery_time = 0.0  # seconds those private compilations took (left out of the block's clock)
         self.frames_before = None
         self.breaks = None  # graph breaks in the block, read when it is left (stop)
         self.problems: list[str] = []
@@ -821,9 +827,38 @@ class Collector:
         self._mid_cache[key] = mid
         return mid
 
+    def recover(self, compiled):
+        """The graph of a CompiledFxGraph compiled before the block (roofline.compiled._recover), or None. The
+        block's clock stops while roofline compiles: its wall time and op times leave the private compilation out."""
+        s = self.session
+        why = compiled.__dict__.get("_roofline_unrecovered")
+        if why is not None:  # tried before: only a graph filed since then (its forward recovered) can be found
+            graph = _recover.filed(compiled)
+        else:
+            t0 = time.perf_counter()
+            try:
+                graph = _recover.recover(compiled, sys._getframe(2), lambda: _hide_hooks(s.tracker))
+                self.recovered += 1
+            except _recover.Unrecoverable as e:
+                graph, why = None, str(e)
+            finally:
+                dt = time.perf_counter() - t0
+                self.recovery_time += dt
+                if s._t0 is not None:
+                    s._t0 += dt
+                s.t_base += dt
+        if graph is None:
+            compiled._roofline_unrecovered = why
+            self.unrecovered[why] = self.unrecovered.get(why, 0) + 1
+            return None
+        compiled._roofline_graph = graph
+        return graph
+
     def run_graph(self, compiled, orig, inputs):
         s = self.session
         graph = getattr(compiled, "_roofline_graph", None)
+        if graph is None:
+            graph = self.recover(compiled)
         env = graph.bind(inputs) if graph is not None and graph.symbolic else None  # before the call empties it
         above = _remove_mode(s.mode)  # the graph's own aten calls (extern kernels) are not counted twice
         try:
@@ -840,10 +875,12 @@ class Collector:
         if graph is None:
             self.uncounted += 1
             if self.uncounted == 1:
-                warnings.warn("roofline: a torch.compile graph ran inside measure that was compiled before the "
-                              "block (or by a torch whose internals roofline does not know): its ops are NOT "
-                              "counted. Make the first call of the compiled model (its compilation) inside a "
-                              "measure block, or call torch._dynamo.reset() before it.", RuntimeWarning, stacklevel=3)
+                why = compiled.__dict__.get("_roofline_unrecovered") or "unknown"
+                warnings.warn("roofline: a torch.compile graph compiled before the block ran inside measure and "
+                              f"could not be recovered ({why}): its ops are NOT counted and the report is marked "
+                              "incomplete (r.complete is False). Make the first call of the compiled model (its "
+                              "compilation) inside a measure block, or call torch._dynamo.reset() before it.",
+                              RuntimeWarning, stacklevel=3)
             return out
         try:
             self.count(graph, times, env)
@@ -1031,10 +1068,23 @@ class Collector:
             aten_bytes += int(part["bytes_read"].sum()) + int(part["bytes_written"].sum())
         return {"graphs": len(self.graphs), "eager_fallback": self.eager_reason,
                 "graph_calls": sum(calls.values()), "uncounted_graph_calls": self.uncounted,
+                "recovered_graphs": self.recovered, "recovery_time": self.recovery_time,
+                "incomplete": self.incomplete(),
                 "graph_breaks": frames_breaks, "aten_bytes": aten_bytes,
                 "graph_list": [{"graph": gi, "phase": "backward" if g.backward else "forward", "calls": calls[gi],
                                 "ops": len(g.ops), "kernels": len(g.kernels)} for gi, g in sorted(self.graphs.items())],
                 "kernels": kernels, "problems": list(dict.fromkeys(self.problems))}
+
+    def incomplete(self) -> list[str]:
+        """Why the block's counts miss work of compiled graphs: one line per reason (empty when every compiled graph
+        call was counted). The report keeps them in ``meta["incomplete"]``."""
+        out = [f"{n} call{'s' if n != 1 else ''} of a torch.compile graph compiled before the block not counted: "
+               f"{why}" for why, n in self.unrecovered.items()]
+        other = self.uncounted - sum(self.unrecovered.values())
+        if other > 0:
+            out.append(f"{other} call{'s' if other != 1 else ''} of torch.compile graphs not counted (see "
+                       "r.compiled['problems'])")
+        return out
 
     def _kernel_module(self, paths, roots) -> str:
         """The module a kernel belongs to: the innermost module common to all the ops it fused ("Global" when
@@ -1329,17 +1379,7 @@ def _hide_hooks_in_compiled(session, coll):
     def enter():
         if _collector_here() is not coll:
             return _noop
-        saved = []
-        for h in tracker._handles:
-            d = h.hooks_dict_ref()
-            if d is not None and h.id in d:
-                saved.append((d, h.id, d.pop(h.id)))
-
-        def restore():
-            for d, k, fn in saved:
-                d[k] = fn
-
-        return restore
+        return _hide_hooks(tracker)
 
     # the model's modules were named at entry: `known` holds them (a dict walk, not a module-tree walk per block);
     # the OptimizedModule check is made once per module type, and most modules have no compiled _call_impl
@@ -1364,6 +1404,21 @@ def _hide_hooks_in_compiled(session, coll):
 
 def _noop():
     return None
+
+
+def _hide_hooks(tracker):
+    """Take the block's module hooks out of torch's global hook tables; returns what puts them back."""
+    saved = []
+    for h in tracker._handles:
+        d = h.hooks_dict_ref()
+        if d is not None and h.id in d:
+            saved.append((d, h.id, d.pop(h.id)))
+
+    def restore():
+        for d, k, fn in saved:
+            d[k] = fn
+
+    return restore
 
 
 _CONFIG_SAVED: list = []  # (module, key, value before the blocks) of the settings _disable_caches changed
@@ -1450,7 +1505,7 @@ def summary(coll, stacklevel=2) -> dict | None:
                       "op counts are unaffected", RuntimeWarning, stacklevel=stacklevel + 1)
         out = {"graphs": len(coll.graphs), "graph_calls": sum(coll.graph_calls.values()), "kernels": [],
                "uncounted_graph_calls": coll.uncounted, "eager_fallback": coll.eager_reason,
-               "graph_breaks": breaks, "problems": [f"kernel view failed: {e}"]}
+               "graph_breaks": breaks, "problems": [f"kernel view failed: {e}"], "incomplete": coll.incomplete()}
     if coll.problems:
         warnings.warn("roofline: " + "; ".join(dict.fromkeys(coll.problems)), RuntimeWarning,
                       stacklevel=stacklevel + 1)

@@ -23,6 +23,8 @@ import math
 
 import numpy as np
 
+from roofline import _core
+
 E_DATA = 7  # RL_E_DATA in csrc/cost.h: the count depends on tensor values that cannot be read
 E_ARGS = 2  # RL_E_ARGS: arguments the formula cannot count (a formula's ValueError inside measure())
 
@@ -134,6 +136,18 @@ def _searchsorted(b, out):
     L = int(seq.shape[-1]) if len(seq.shape) else 1
     n = _numel(v) if _is_tensor(v) else 1
     return _counts(vector=n * _clog2(L + 1), read=_read(b), written=_written(out))
+
+
+def _bucketize(b, out):
+    """bucketize(self, boundaries): the bucket of each value among L sorted boundaries, a binary search (Idefics3 and
+    SmolVLM find patch position ids this way): L + 1 possible buckets, each comparison halves the candidates, so
+    ceil(log2(L + 1)) comparisons per value (searchsorted with one row of boundaries). ``self`` may be a scalar (one
+    value)."""
+    bounds, v = b["boundaries"], b["self"]
+    if len(bounds.shape) != 1:
+        raise ValueError(f"bucketize: boundaries must be 1-d, got shape {tuple(bounds.shape)}")
+    n = _numel(v) if _is_tensor(v) else 1
+    return _counts(vector=n * _clog2(int(bounds.shape[0]) + 1), read=_read(b), written=_written(out))
 
 
 def _isin(b, out):
@@ -260,17 +274,9 @@ def _encoder_layer(b, out):
 # ---- attention with variable-length sequences ---------------------------------------------------------------------
 
 def _pairs(sq: int, sk: int, mask: int) -> int:
-    """Unmasked (query, key) pairs: 0 none, 1 causal aligned top-left, 2 causal aligned bottom-right (as attn_pairs
-    in csrc/cost.c)."""
-    if mask == 0:
-        return sq * sk
-    if mask == 2:
-        if sq <= sk:
-            return sq * (sk - sq + 1) + sq * (sq - 1) // 2
-        return sk * (sk + 1) // 2
-    if sq <= sk:
-        return sq * (sq + 1) // 2
-    return sk * (sk + 1) // 2 + (sq - sk) * sk
+    """Unmasked (query, key) pairs: 0 none, 1 causal aligned top-left, 2 causal aligned bottom-right: the cost
+    model's count (csrc/cost.c, rl_attention_pairs), the one definition."""
+    return _core.attention_pairs(int(sq), int(sk), int(mask))
 
 
 def _band_pairs(sq: int, sk: int, left: int, right: int) -> int:
@@ -583,6 +589,7 @@ OPS = {
     "aten::unique_consecutive": lambda b, out: _sort(b, out, None),
     "aten::topk": _topk,
     "aten::searchsorted": _searchsorted,
+    "aten::bucketize": _bucketize,
     "aten::isin": _isin,
     "aten::mkldnn_rnn_layer": _rnn_layer,
     "aten::mkldnn_rnn_layer_backward": lambda b, out: _rnn_layer(b, out, backward=True),

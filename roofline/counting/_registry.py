@@ -217,6 +217,10 @@ _put("_softmax_backward_data", _e("ewise_in", 4))
 _put("_log_softmax_backward_data", _e("ewise_in", 3, 1))
 _put("sum mean amax amin max min prod argmax argmin any all cumsum cumprod nansum count_nonzero aminmax "
      "embedding_dense_backward embedding_backward _embedding_bag_backward", _e("ewise_in", 1))
+# _is_all_true / _is_any_true: all() / any() of a bool tensor for a data-dependent check (vision-language models check
+# that the image tokens match the image features with one): a reduction, one comparison per element read; the input
+# read once, one bool written
+_put("_is_all_true _is_any_true", _e("ewise_in", 1))
 _put("linalg_vector_norm norm", _e("ewise_in", 2))
 _put("var std var_mean std_mean", _e("ewise_in", 3))
 _put("logsumexp", _e("ewise_in", 3, 1))
@@ -264,6 +268,13 @@ _put("_native_multi_head_attention", _e("mha"))
 
 # ---- gathers, pooling, losses -----------------------------------------------------------------------------------
 _put("embedding index_select gather index take take_along_dim _embedding_bag embedding_bag", _e("gather"))
+# masked_scatter_backward(grad_output, mask, sizes), the gradient of masked_scatter's source (a vision-language model's
+# merge of image features into the text embeddings): grad_output gathered at the mask's true positions into a result of
+# `sizes`, zero-filled past them. No arithmetic; reads the mask (at its stored size: broadcast along the hidden
+# dimension, one bool per token) and one element of grad_output per element of the result, writes the result. Exact
+# when the mask selects as many elements as the source has (the model checks that the counts match); where it selects
+# fewer, the zero-filled tail is counted as read too (the count of true elements is a value, not a shape).
+_put("masked_scatter_backward", _e("gather"))
 # Scatters as mixture-of-experts dispatch and combine use them: the work is per element scattered (of `src` /
 # `source`), not per element of the destination, which is mostly untouched.
 _put("scatter", _e("copy"))  # scatter.src / scatter.value: a copy into the destination

@@ -180,6 +180,9 @@ def read_document(d):
     if not isinstance(meta, dict):
         _bad("meta", f"must be an object, not {_type(meta)}")
     meta = _check_meta(meta, len(records))
+    for i, m in enumerate((meta.get("attribution") or {}).get("flop_counter_modules") or []):
+        if m >= len(module_sets):
+            _bad(f"meta.attribution.flop_counter_modules[{i}]", f"is {m}, not a module set (0 to {len(module_sets) - 1})")
     overhead = d.get("overhead")
     if overhead is None:
         overhead = {}

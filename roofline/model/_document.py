@@ -295,17 +295,42 @@ KERNEL = Obj({
 COMPILED = Obj({
     "graphs": Calls, "graph_calls": Calls, "uncounted_graph_calls": Calls, "graph_breaks": Calls,
     "aten_bytes": Count, "eager_fallback": Opt(Str()), "problems": List(Str()),
+    "recovered_graphs": Calls, "recovery_time": Seconds,
     "graph_list": List(Obj({"graph": Calls, "phase": Str(), "calls": Calls, "ops": Calls, "kernels": Calls},
                            rest=Finite())),
     "kernels": List(KERNEL),
 }, rest=Finite())
+
+# how backward ops were credited to modules (roofline.capture._torch.attribution_meta); rows are checked against the
+# records by attribution()
+_ROWS = List(Int(0, MAX_COUNT))
+ATTRIBUTION = Obj({"method": Str(("autograd", "module_tracker")), "flop_counter_rows": _ROWS,
+                   "flop_counter_modules": List(Int(0, MAX_COUNT)), "unlinked_rows": _ROWS, "note": Str()},
+                  required=("method",), rest=Finite())
+
+# which token positions were real (roofline.model._tokens.token_layout)
+TOKENS = Obj({"batch": Int(1, _BIG), "seq_len": Int(1, _BIG), "lengths": List(Int(0, _BIG)), "packed": Bool()},
+             required=("batch", "seq_len", "lengths", "packed"), then=lambda t, f: _lengths_fit(t, f))
+
+
+def _lengths_fit(t, field):
+    if t["packed"] and t["batch"] != 1:
+        fail(key(field, "batch"), f"is {t['batch']}: a packed batch is one row")
+    if not t["packed"] and len(t["lengths"]) != t["batch"]:
+        fail(key(field, "lengths"), f"holds {len(t['lengths'])} lengths for a batch of {t['batch']}")
+    limit = t["seq_len"]
+    if (sum(t["lengths"]) if t["packed"] else max(t["lengths"], default=0)) > limit:
+        fail(key(field, "lengths"), f"exceed the sequence length {limit}")
+
 
 META = Obj({
     "timing": Opt(Str(("model", "op"))), "devices": List(Str()), "version": Opt(Str()),
     "projected_to": Opt(Str()), "ceilings_source": Opt(Str()), "projected_gpus": Int(1, MAX_RANKS),
     "dtype": Opt(Str()), "contention": Opt(List(Str())), "ceilings_contention": Opt(List(Str())),
     "load": Opt(LOAD), "assumed": Opt(ASSUMED), "steady": Opt(STEADY), "compiled": Opt(COMPILED),
-    "attention": Opt(ATTENTION), "distributed": Opt(DISTRIBUTED),
+    "attention": Opt(ATTENTION), "distributed": Opt(DISTRIBUTED), "attribution": Opt(ATTRIBUTION),
+    "tokens": Opt(TOKENS),
+    "incomplete": Opt(List(Str())),  # why the counts miss work that ran (Report.incomplete)
     # "collectives" refers to records: checked by collectives() with the record count
 })
 
@@ -347,7 +372,25 @@ def meta(m, n_records: int, field: str = "meta") -> dict:
     m = META(m, field)
     if m.get("collectives") is not None and m["collectives"] != {}:  # {}: none, as an empty table
         collectives(m["collectives"], n_records, key(field, "collectives"))
+    if m.get("attribution") is not None:
+        attribution(m["attribution"], n_records, key(field, "attribution"))
     return m
+
+
+def attribution(a: dict, n_records: int, field: str = "meta.attribution") -> dict:
+    """The attribution section's rows checked against the ``n_records`` records: each row a record, listed once;
+    one ModuleTracker module id per moved row (the ids are checked against the module table by the reader)."""
+    rows, mods = a.get("flop_counter_rows") or [], a.get("flop_counter_modules") or []
+    if len(rows) != len(mods):
+        fail(key(field, "flop_counter_modules"), f"holds {len(mods)} items, but flop_counter_rows holds {len(rows)}")
+    for name in ("flop_counter_rows", "unlinked_rows"):
+        v = a.get(name) or []
+        for i, r in enumerate(v):
+            if r >= n_records:
+                fail(f"{key(field, name)}[{i}]", f"is {r}: a record beyond the {n_records} records")
+        if len(set(v)) != len(v):
+            fail(key(field, name), "lists a record twice")
+    return a
 
 
 # ---- a ceilings document -----------------------------------------------------------------------------------------

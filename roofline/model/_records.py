@@ -32,6 +32,24 @@ RECORD_DTYPE = np.dtype([
     ("sig", "<u4"),
     ("reserved", "<u4"),
 ])
+
+
+def _check_layout(dtype, fields, what: str):
+    """``dtype`` against the C struct's fields (``_core.RECORD_FIELDS`` / ``ACCESS_FIELDS``: name, offset, size,
+    kind), field by field: ImportError on any difference (a build of the extension that does not match this code)."""
+    for name, offset, size, kind in fields:
+        if name not in dtype.fields:
+            raise ImportError(f"roofline._core {what} field {name!r} is not in the NumPy layout")
+        ft, off = dtype.fields[name][:2]
+        if (off, ft.itemsize, ft.kind) != (offset, size, kind):
+            raise ImportError(f"roofline._core {what} field {name!r}: offset {offset}, {size} bytes, kind {kind!r} "
+                              f"in C; offset {off}, {ft.itemsize} bytes, kind {ft.kind!r} in NumPy")
+    if len(fields) != len(dtype.names):
+        raise ImportError(f"roofline._core {what} has {len(fields)} fields, the NumPy layout {len(dtype.names)}")
+
+
+_check_layout(RECORD_DTYPE, _core.RECORD_FIELDS, "record")
+
 # Records saved before `sig` existed: the same fields without the last two, 80 bytes (read by records_from_bytes).
 RECORD_DTYPE_V1 = np.dtype(RECORD_DTYPE.descr[:-2])
 if RECORD_DTYPE.itemsize != _core.RECORD_SIZE:  # pragma: no cover - a build/layout mismatch
@@ -44,6 +62,7 @@ ACCESS_RAW_DTYPE = np.dtype({"names": ["storage", "nbytes", "record", "write"], 
                              "offsets": [0, 8, 16, 20], "itemsize": 24})
 if ACCESS_RAW_DTYPE.itemsize != _core.ACCESS_SIZE:  # pragma: no cover - a build/layout mismatch
     raise ImportError(f"roofline._core access size {_core.ACCESS_SIZE} != ACCESS_RAW_DTYPE {ACCESS_RAW_DTYPE.itemsize}")
+_check_layout(ACCESS_RAW_DTYPE, _core.ACCESS_FIELDS, "access row")
 
 
 def records_from_bytes(raw: bytes, n: int):
@@ -69,8 +88,9 @@ def accesses_from_raw(raw: bytes):
     return out
 
 
-PHASES = ("forward", "backward", "optimizer")
-FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
+# The phases by code (csrc/record.h, RL_PHASES): a record's "phase" field indexes this tuple.
+PHASES: tuple = _core.PHASES
+FORWARD, BACKWARD, OPTIMIZER, RECOMPUTE = (PHASES.index(p) for p in ("forward", "backward", "optimizer", "recompute"))
 
 DTYPE_CODES: dict[str, int] = {}
 DTYPE_NAMES: dict[int, str] = {0: "unknown"}
@@ -137,7 +157,7 @@ def intensity(flops: int, nbytes: int) -> float:
 
 
 # the bound codes of a classification (csrc/classify.c's, and the interconnect, judged in Python)
-BOUND_INTERCONNECT = 4
+BOUND_INTERCONNECT = _core.BOUND_INTERCONNECT
 BOUNDS = {_core.BOUND_NONE: "none", _core.BOUND_MEMORY: "memory", _core.BOUND_COMPUTE: "compute",
           _core.BOUND_BANDWIDTH: "bandwidth", BOUND_INTERCONNECT: "interconnect"}
 

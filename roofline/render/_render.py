@@ -106,6 +106,46 @@ def plain_top(report, top: int) -> str:
     return "\n".join(lines)
 
 
+def utilization(t: dict) -> str:
+    """MFU and MBU of a report's totals; with recomputation (activation checkpointing), MFU (model FLOPs, each op
+    counted once) and HFU (every FLOP executed) side by side."""
+    if t.get("recompute_flops"):
+        share = t["recompute_flops"] / t["flops"] if t["flops"] else 0.0
+        return (f"MFU {pct(t['mfu'])} (model FLOPs, counted once), HFU {pct(t['hfu'])} (all FLOPs executed; "
+                f"{pct(share)} of them recomputed), MBU {pct(t['mbu'])}")
+    return f"MFU {pct(t['mfu'])}, MBU {pct(t['mbu'])}"
+
+
+def tokens_line(report) -> str:
+    """The useful-work figures, where the block knows which tokens were real ("" otherwise)."""
+    if not report.meta.get("tokens") or not len(report.records):
+        return ""
+    try:
+        u = report.useful_work()
+    except ValueError:  # no call signatures: the shares are unknown, the token counts are not
+        t = report.meta["tokens"]
+        return f"  tokens  {sum(t['lengths'])} real of {t['batch'] * t['seq_len']} positions"
+    rate = f"; {fmt(u['real_tokens_per_s'], 'tokens/s')} real" if u["real_tokens_per_s"] == u["real_tokens_per_s"] \
+        else ""
+    line = (f"  tokens  {u['real_tokens']} real of {u['positions']} positions; {pct(u['padding_share'])} of the FLOPs "
+            f"({fmt(u['padding_flops'], 'FLOP')}) ran on padding{rate}")
+    if u["ambiguous"]:
+        line += f" (uncertain: dims {u['ambiguous']} are also weight dims)"
+    return line
+
+
+def attribution_line(report) -> str:
+    """What the summary says about backward work it could not credit to the module that caused it ("" if none)."""
+    a = report.attribution
+    if a["unlinked_calls"]:
+        ops = ", ".join(f"{k} x{v}" for k, v in list(a["unlinked_by_op"].items())[:4])
+        return (f"  backward calls not linked to the forward module that caused them: {a['unlinked_calls']} "
+                f"({fmt(a['unlinked_flops'], 'FLOP')}; {ops}): credited as torch's ModuleTracker credits them")
+    if a.get("note"):
+        return f"  module attribution: {a['note']}"
+    return ""
+
+
 def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     """The text of :meth:`roofline.Report.summary`; ``ceilings_note`` says why a report has no ceilings."""
     r = report
@@ -115,15 +155,20 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     else:
         head = f", {dur(r.wall_time)} wall" if r.wall_time is not None else ""
     lines = [f"roofline report: {len(r.records)} op calls" + head]
+    incomplete = r.incomplete  # work that ran uncounted: said first, and on every total
+    low = " [INCOMPLETE: a lower bound]" if incomplete else ""
+    if incomplete:
+        lines[0] += " -- INCOMPLETE"
+        lines.extend(f"  INCOMPLETE: {why}" for why in incomplete)
     if r.meta.get("contention") and not projected:  # a projection's times were not measured
         lines.append(f"  measured under contention: {'; '.join(map(str, r.meta['contention']))}: timings are low")
     if r.meta.get("ceilings_contention") and not projected:
         lines.append(f"  ceilings measured under contention: {'; '.join(map(str, r.meta['ceilings_contention']))}: "
                      f"peaks and bandwidths are low, bounds and shares against them unreliable")
     lines.append(f"  FLOPs   {fmt(r.total_flops)} (matrix {fmt(r.matrix_flops)}, vector "
-                 f"{fmt(r.vector_flops)}; special functions {fmt(r.special_ops)})")
+                 f"{fmt(r.vector_flops)}; special functions {fmt(r.special_ops)}){low}")
     lines.append(f"  bytes   {fmt(r.bytes, 'B')} compulsory (read {fmt(r.bytes_read, 'B')}, written "
-                 f"{fmt(r.bytes_written, 'B')}; a lower bound: no reuse across ops)")
+                 f"{fmt(r.bytes_written, 'B')}; a lower bound: no reuse across ops){low}")
     lines.append(f"  intensity {r.intensity:.2f} FLOP/byte")
     ph = r.by_phase()
     if ph:
@@ -136,7 +181,7 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
         lines.append(f"  ceilings ({r.ceilings_source}) {c.name}: DRAM {fmt(r.classification()['bw'][0], 'B/s')}")
         if t["wall_time"]:
             lines.append(f"  achieved {fmt(t['achieved_flops'], 'FLOP/s')}, {fmt(t['achieved_bytes'], 'B/s')}"
-                         f"; MFU {pct(t['mfu'])}, MBU {pct(t['mbu'])}")
+                         f"; {utilization(t)}{low}")
         lines.append(f"  roofline time {dur(t['t_min'])}; compute-bound share {pct(t['compute_share'])}")
         if r.overhead.get("counting_per_op_s"):
             o = r.overhead
@@ -146,6 +191,10 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
                             else "") + f" (~{dur(est)} of the wall time)")
     elif ceilings_note:
         lines.append(f"  {ceilings_note}")
+    if attribution_line(r):
+        lines.append(attribution_line(r))
+    if tokens_line(r):
+        lines.append(tokens_line(r))
     if r.unknown_ops:
         lines.append(f"  ops without a formula (FLOPs not counted): {r.unknown_ops}")
     if r.errors:
@@ -159,7 +208,7 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
 def short(report) -> str:
     """``repr(report)``."""
     return (f"<roofline.Report {len(report.records)} calls, {fmt(report.total_flops, 'FLOP')}, "
-            f"{fmt(report.bytes, 'B')}>")
+            f"{fmt(report.bytes, 'B')}{', INCOMPLETE' if report.incomplete else ''}>")
 
 
 # ---- the notebook view -------------------------------------------------------------------------------------------
@@ -168,6 +217,7 @@ _CSS = (".rl-report{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;fo
         ".rl-report h3{margin:.2em 0 .4em 0;font-size:16px}"
         ".rl-report .rl-proj{background:#fdebd0;color:#7e5109;border:1px solid #f0b27a;border-radius:3px;"
         "padding:1px 6px;font-size:12px;margin-left:6px}"
+        ".rl-report .rl-incomplete{background:#fadbd8;color:#922b21;border-color:#e6b0aa;font-weight:700}"
         ".rl-report table{border-collapse:collapse;margin:.3em 0 .8em 0}"
         ".rl-report td,.rl-report th{padding:2px 8px;text-align:right;border-bottom:1px solid #eee;"
         "white-space:nowrap}"
@@ -259,7 +309,8 @@ def _tree_html(node, use_measured, projected, open_depth=2) -> str:
 def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
     """The header facts of a report as (label, text) pairs: what the notebook view lists above its tables."""
     r = report
-    out = [("op calls", f"{len(r.records)}")]
+    out = [("INCOMPLETE", why + ": the totals are lower bounds") for why in r.incomplete]
+    out.append(("op calls", f"{len(r.records)}"))
     projected = r.meta.get("projected_to")
     if projected:
         out.append(("projected", f"onto {projected}: {dur(r.wall_time)} if every op ran at its roofline time, "
@@ -290,8 +341,7 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
         t = r.totals()
         if t["wall_time"]:
             out.append(("achieved", f"{fmt(t['achieved_flops'], 'FLOP/s')}, {fmt(t['achieved_bytes'], 'B/s')} "
-                                    f"over the {'projected' if projected else 'wall'} time; MFU {pct(t['mfu'])}, "
-                                    f"MBU {pct(t['mbu'])}"))
+                                    f"over the {'projected' if projected else 'wall'} time; {utilization(t)}"))
         out.append(("roofline time", f"{dur(t['t_min'])}; compute-bound share {pct(t['compute_share'])}"))
     elif ceilings_note:
         out.append(("ceilings", ceilings_note))
@@ -308,6 +358,10 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
     busy = r.meta.get("ceilings_contention")
     if busy and not projected:
         out.append(("ceilings", "measured under contention: " + "; ".join(map(str, busy))))
+    if attribution_line(r):
+        out.append(("attribution", attribution_line(r).strip()))
+    if tokens_line(r):
+        out.append(("tokens", tokens_line(r).strip()[len("tokens"):].strip()))
     if r.unknown_ops:
         out.append(("no formula", ", ".join(f"{k} ({v})" for k, v in r.unknown_ops.items())
                     + ": FLOPs not counted"))
@@ -333,6 +387,9 @@ def to_html(report, ceilings_note: str = "", top: int = 15, chart: bool = True) 
     projected = bool(r.meta.get("projected_to"))
     badge = (f'<span class="rl-proj" title="times are roofline estimates, not measurements">projected onto '
              f'{_e(r.meta["projected_to"])}</span>') if projected else ""
+    if r.incomplete:  # work ran uncounted (Report.incomplete): the facts below say what
+        badge += ('<span class="rl-proj rl-incomplete" title="work that ran was not counted: the totals are lower '
+                  'bounds">INCOMPLETE</span>')
     out = [f'<div class="rl-report"><style>{_CSS}</style><h3>roofline report{badge}</h3>',
            '<table class="rl-facts">']
     out += [f'<tr><td class="k">{_e(k)}</td><td>{_e(v)}</td></tr>' for k, v in facts(r, ceilings_note)]

@@ -1,0 +1,371 @@
+"""Step N of a training loop the user already runs: :func:`schedule` says which steps are measured, in
+``torch.profiler``'s conventions, and :func:`profiler` measures them, one :class:`roofline.SteadyReport` per cycle.
+
+The loop calls ``prof.step()`` once at the end of each step; the profiler keeps a 0-based step counter
+(``step_num``, as ``torch.profiler``'s) and asks the schedule what to do with each step before it runs: nothing,
+count it and discard the result (warm-up), or count it and keep it (active). Each active step runs inside its own
+:func:`roofline.measure` block, opened by the ``step()`` call that ends the step before it (or by ``start()``) and
+closed by the ``step()`` call that ends it; a cycle's active steps become one report through the machinery
+:func:`roofline.profile` uses (:meth:`SteadyReport._from_runs`).
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+
+from roofline._measure import measure
+from roofline._steady import SteadyReport
+
+# what a schedule says about one step (torch.profiler.ProfilerAction's names, lower case)
+NONE, WARMUP, RECORD, RECORD_AND_SAVE = "none", "warmup", "record", "record_and_save"
+ACTIONS = (NONE, WARMUP, RECORD, RECORD_AND_SAVE)
+_RECORDING = (RECORD, RECORD_AND_SAVE)
+
+
+def _check_count(where: str, name: str, v, lo: int) -> int:
+    """``v`` as an int at least ``lo`` (anything with ``__index__``, not a bool); ValueError naming ``name``."""
+    if isinstance(v, bool):
+        raise ValueError(f"{where}: {name} must be an int >= {lo}, got bool ({v!r})")
+    try:
+        v = operator.index(v)
+    except TypeError:
+        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {type(v).__name__} ({v!r})") from None
+    if v < lo:
+        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {v}")
+    return v
+
+
+class Schedule:
+    """Which steps of a loop :func:`roofline.profiler` measures: what :func:`roofline.schedule` returns.
+
+    Calling it with a step number (0-based) gives that step's action: ``"none"`` (runs unmeasured),
+    ``"warmup"`` (counted, result discarded), ``"record"`` (counted and kept) or ``"record_and_save"`` (the last
+    active step of a cycle: counted and kept, then the cycle's report is made). Its fields are the arguments of
+    :func:`roofline.schedule`; :attr:`period` is ``wait + warmup + active``."""
+
+    __slots__ = ("wait", "warmup", "active", "repeat", "skip_first")
+
+    def __init__(self, wait: int, warmup: int, active: int, repeat: int, skip_first: int):
+        self.wait, self.warmup, self.active = wait, warmup, active
+        self.repeat, self.skip_first = repeat, skip_first
+
+    @property
+    def period(self) -> int:
+        """Steps in one cycle: ``wait + warmup + active``."""
+        return self.wait + self.warmup + self.active
+
+    def __call__(self, step: int) -> str:
+        step = _check_count("schedule", "step", step, 0)
+        k = step - self.skip_first
+        if k < 0 or (self.repeat and k >= self.repeat * self.period):
+            return NONE
+        k %= self.period
+        if k < self.wait:
+            return NONE
+        if k < self.wait + self.warmup:
+            return WARMUP
+        return RECORD_AND_SAVE if k == self.period - 1 else RECORD
+
+    def as_dict(self) -> dict:
+        """The arguments, as a dict (how a report's ``meta["steady"]["schedule"]`` records them)."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __repr__(self) -> str:
+        return "roofline.schedule(" + ", ".join(f"{k}={v}" for k, v in self.as_dict().items()) + ")"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Schedule) and self.as_dict() == other.as_dict()
+
+    __hash__ = None
+
+
+def schedule(*, wait: int = 0, warmup: int = 1, active: int = 1, repeat: int = 0, skip_first: int = 0) -> Schedule:
+    """Which steps :func:`roofline.profiler` measures, with the meaning of ``torch.profiler.schedule``'s arguments:
+    the first ``skip_first`` steps run unmeasured; then each cycle is ``wait`` steps unmeasured, ``warmup`` steps
+    counted and discarded, ``active`` steps counted and kept (one report per cycle); ``repeat`` cycles, or cycles
+    until the profiler stops when ``repeat=0``.
+
+    Exactly: with ``p = wait + warmup + active`` and ``k = step - skip_first``, step ``step`` (0-based, the
+    profiler's ``step_num``: the first step of the loop is 0) is active when ``k >= 0``, ``k % p >= wait +
+    warmup`` and (``repeat == 0`` or ``k < repeat * p``); cycle ``c`` (0-based) is active on steps
+    ``skip_first + c * p + wait + warmup`` to ``skip_first + (c + 1) * p - 1``. ``wait=2, warmup=1, active=3,
+    repeat=2`` measures steps 3, 4, 5 and 9, 10, 11.
+
+    Every argument must be an int (ValueError naming it otherwise): ``active >= 1``, the others ``>= 0``. Unlike
+    ``torch.profiler.schedule``, ``warmup=0`` gives no warning (the steps before it ran too, uncounted; a cycle
+    starting at step 0 is labelled as measuring the first step). The returned :class:`Schedule` is a callable
+    ``step -> action``; :func:`roofline.profiler` also takes ``torch.profiler.schedule(...)``'s callables.
+
+    >>> s = roofline.schedule(wait=2, warmup=1, active=3, repeat=2)
+    >>> [n for n in range(14) if s(n) in ("record", "record_and_save")]
+    [3, 4, 5, 9, 10, 11]
+    """
+    return Schedule(_check_count("schedule", "wait", wait, 0), _check_count("schedule", "warmup", warmup, 0),
+                    _check_count("schedule", "active", active, 1), _check_count("schedule", "repeat", repeat, 0),
+                    _check_count("schedule", "skip_first", skip_first, 0))
+
+
+def _action(sched, step: int) -> str:
+    """The action ``sched`` gives ``step``: one of :data:`ACTIONS`, from a :class:`Schedule`, a string or a
+    ``torch.profiler.ProfilerAction`` (by name)."""
+    a = sched(step)
+    if isinstance(a, str) and a in ACTIONS:
+        return a
+    name = getattr(a, "name", None)
+    if isinstance(name, str) and name.lower() in ACTIONS:
+        return name.lower()
+    raise ValueError(f"profiler: schedule({step}) returned {a!r}: a schedule must return one of {ACTIONS} or a "
+                     "torch.profiler.ProfilerAction NONE, WARMUP, RECORD or RECORD_AND_SAVE")
+
+
+class _StepLoop:
+    """What :class:`Profiler` and :class:`roofline._monitor.Monitor` share: start/stop, the ``with`` form, the
+    0-based step counter, the thread check, and the measure block of the step in progress.
+
+    Single use: ``start`` once (RuntimeError after), ``step`` only between ``start`` and ``stop``, on the thread
+    that started it. Subclasses implement ``_on_start``, ``_on_stop`` and ``_on_abort`` (the loop raised, or
+    leaving a block failed: drop what is in progress), and re-bind the public members (so that each class lists
+    them)."""
+
+    _who = "profiler"
+
+    def _init_loop(self):
+        self._state, self._thread, self._step_num = "new", None, 0
+        self._block = self._pending = None
+        self._failure = None
+
+    @property
+    def step_num(self) -> int:
+        """The number of the step in progress (0-based): how many times :meth:`step` has been called."""
+        return self._step_num
+
+    @property
+    def running(self) -> bool:
+        """Whether :meth:`start` has been called and :meth:`stop` not yet."""
+        return self._state == "running"
+
+    def start(self):
+        """Start: the step about to run is step 0 (opened for measuring if it is to be measured). RuntimeError if
+        already started (single use: make a new one for another run). Returns ``self``."""
+        if self._state != "new":
+            raise RuntimeError(f"this roofline.{self._who}(...) has already been started; it is single-use: make a "
+                               f"new roofline.{self._who}(...) for another run")
+        self._state, self._thread, self._step_num = "running", threading.get_ident(), 0
+        try:
+            self._on_start()
+        except BaseException:
+            self._state, self._failure = "stopped", 0
+            raise
+        return self
+
+    def stop(self):
+        """Stop: close the measure block of the step in progress, if any (that step did not end with
+        :meth:`step`: nothing of it is kept), then hand over what the steps already ended have left (the
+        profiler's partial cycle, the monitor's figures still waiting for their CUDA events). RuntimeError if
+        not running. The end of a ``with`` block calls it."""
+        if self._state != "running":
+            raise RuntimeError(f"roofline.{self._who}(...).stop(): not running "
+                               f"({'never started' if self._state == 'new' else 'already stopped'})")
+        self._check_thread("stop")
+        self._state = "stopped"
+        self._close_block(None, None, None)
+        self._on_stop()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._state != "running":
+            return False  # stopped inside the block (stop(), or step() failed): nothing open
+        if exc_type is None:
+            self.stop()
+            return False
+        # the loop raised: close the step in progress with the exception (the block leaves torch as it was and
+        # keeps nothing), drop what is in progress, and let the exception propagate unchanged
+        self._state = "stopped"
+        try:
+            self._close_block(exc_type, exc, tb)
+        except RuntimeError:
+            pass  # the block's own complaint (left out of order); the loop's exception is the one to see
+        finally:
+            self._on_abort()
+        return False
+
+    def _check_running(self, what: str):
+        if self._state != "running":
+            why = ("start() it first, or use it as a with block" if self._state == "new" else
+                   f"it stopped after an error at step {self._failure}" if self._failure is not None else
+                   "it has been stopped")
+            raise RuntimeError(f"roofline.{self._who}(...).{what}() called outside start()/stop(): {why}")
+        self._check_thread(what)
+
+    def _check_thread(self, what: str):
+        if threading.get_ident() != self._thread:
+            raise RuntimeError(f"roofline.{self._who}(...).{what}() called from another thread than the one that "
+                               "started it: a measure block counts the ops of its own thread")
+
+    def _open_block(self, model, **kwargs):
+        """Enter a measure block for the step about to run (kept before it is entered, so that an interrupt
+        landing just after the entry still finds it to close; an entry that raised left nothing open)."""
+        block = self._block = measure(model, **kwargs)
+        try:
+            self._pending = block.__enter__()
+        except BaseException:
+            self._block = None
+            raise
+
+    def _close_block(self, exc_type, exc, tb):
+        """Leave the open measure block, if any; its report (None when none was open). On an error leaving it,
+        the loop stops (``_failure``) and the error propagates."""
+        block, report = self._block, self._pending
+        self._block = self._pending = None
+        if block is None:
+            return None
+        try:
+            block.__exit__(exc_type, exc, tb)
+        except BaseException:
+            if self._state == "running":
+                self._state, self._failure = "stopped", self._step_num
+                self._on_abort()
+            raise
+        return report
+
+    def _on_start(self):
+        raise NotImplementedError
+
+    def _on_stop(self):
+        raise NotImplementedError
+
+    def _on_abort(self):
+        raise NotImplementedError
+
+
+class Profiler(_StepLoop):
+    """What :func:`roofline.profiler` returns: call :meth:`step` once at the end of each step of the loop,
+    between :meth:`start` and :meth:`stop` (or inside a ``with`` block).
+
+    Attributes: ``reports`` (one :class:`roofline.SteadyReport` per cycle, in order), ``schedule``,
+    :attr:`step_num`, :attr:`running`."""
+
+    _who = "profiler"
+    start, stop, step_num, running = _StepLoop.start, _StepLoop.stop, _StepLoop.step_num, _StepLoop.running
+
+    def __init__(self, model, sched, on_report, measure_kwargs):
+        self._init_loop()
+        self._model, self.schedule, self._on_report, self._kwargs = model, sched, on_report, measure_kwargs
+        self.reports: list = []
+        self._action = NONE
+        self._runs: list = []      # (step number, report) of the cycle's active steps so far
+        self._warmups = 0          # warm-up steps counted (and discarded) since the last cycle closed
+        self._cycle = 0
+
+    def step(self) -> None:
+        """End the step in progress (call it once at the end of each step of the loop): close its measure block
+        (an active step's report is kept, a warm-up step's discarded), close the cycle when that step was its last
+        active one (the report goes to ``reports`` and ``on_report``), and open the next step's block if the
+        schedule measures it. RuntimeError outside :meth:`start` / :meth:`stop` or from another thread."""
+        self._check_running("step")
+        done, action = self._step_num, self._action
+        report = self._close_block(None, None, None)
+        if action in _RECORDING and report is not None:
+            self._runs.append((done, report))
+        elif action == WARMUP:
+            self._warmups += 1
+        self._step_num = done + 1
+        self._action = NONE
+        nxt = _action(self.schedule, self._step_num)
+        if action in _RECORDING and (action == RECORD_AND_SAVE or nxt not in _RECORDING):
+            self._close_cycle(partial=False)
+        self._begin(nxt)
+
+    def _begin(self, action):
+        self._action = action
+        if action != NONE:
+            self._open_block(self._model, **self._kwargs)
+
+    def _on_start(self):
+        self._begin(_action(self.schedule, 0))
+
+    def _on_stop(self):
+        # the step in progress (its block closed by stop) never ended with step(): not kept. Active steps of an
+        # unfinished cycle make a report labelled partial, as torch.profiler hands over its unfinished trace
+        self._action = NONE
+        if self._runs:
+            self._close_cycle(partial=True)
+
+    def _on_abort(self):
+        self._action, self._runs, self._warmups = NONE, [], 0
+
+    def _close_cycle(self, partial: bool):
+        runs, warm = self._runs, self._warmups
+        self._runs, self._warmups = [], 0
+        numbers = [n for n, _ in runs]
+        sched = self.schedule
+        extra = {"cycle": self._cycle, "partial": partial,
+                 "schedule": sched.as_dict() if isinstance(sched, Schedule) else repr(sched)}
+        if isinstance(sched, Schedule):
+            extra["active"] = sched.active
+        report = SteadyReport._from_runs([r for _, r in runs], warmup=warm, ceilings=self._kwargs["ceilings"],
+                                         first_step=numbers[0] == 0, step_numbers=numbers, extra=extra,
+                                         who="roofline.profiler", stacklevel=4)
+        report.steps, report.cycle = numbers, self._cycle
+        self._cycle += 1
+        self.reports.append(report)
+        if self._on_report is not None:
+            self._on_report(report)
+
+
+def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = "model", ceilings="measured",
+             attention: str | None = None) -> Profiler:
+    """Measure steps of a training loop you already have, as ``torch.profiler.profile(schedule=...)`` does:
+    call ``prof.step()`` once at the end of each step; the steps ``schedule`` makes active are each counted inside
+    a :func:`roofline.measure` block, and each cycle's active steps give one :class:`roofline.SteadyReport` (the
+    counts of one step, the median wall time, the spread over the active steps: what :func:`roofline.profile`
+    gives), passed to ``on_report(report)`` at the end of the cycle and kept in ``prof.reports``.
+
+    ``schedule``: a :func:`roofline.schedule` (default ``roofline.schedule(warmup=1, active=5, repeat=1)``: step
+    0 counted and discarded, steps 1 to 5 measured, one report, as ``roofline.profile(warmup=1, repeat=5)``), or
+    any callable ``step -> action`` such as ``torch.profiler.schedule(...)``'s. Steps are numbered from 0 (the
+    profiler's ``step_num``: the step running before the first ``step()`` call is step 0); see
+    :func:`roofline.schedule` for which numbers are active. Warm-up steps run inside a measure block too, and their
+    reports are discarded (the first-call costs of counting stay out of the active steps).
+
+    Each report says what it covers: ``report.steps`` (the loop's step numbers of its active steps),
+    ``report.cycle`` (0-based), and ``report.meta["steady"]``: ``step_numbers``, ``cycle``, ``schedule``,
+    ``warmup`` (warm-up steps counted and discarded in the cycle), ``partial`` and the keys of
+    :func:`roofline.profile`'s reports. When the active steps of a cycle did not all run the same ops (another
+    branch, other shapes), the report is that of the steps that ran the most common op sequence: the others are
+    named in ``meta["steady"]["other_steps"]`` (1-based positions in the cycle; the summary's first line gives their
+    step numbers) and in a warning; same ops with other counts set ``counts_agree`` False with a warning. A cycle
+    starting at step 0 measures the loop's first step (its one-off work included) and is labelled so.
+
+    ``stop()`` (or the end of the ``with`` block) closes the step in progress, whose measurement is dropped (it
+    did not end with ``step()``); active steps of an unfinished cycle give a report with
+    ``meta["steady"]["partial"]`` True. An exception in the loop inside the ``with`` block leaves torch as it was
+    (the open measure block is left with the exception), drops the cycle in progress, calls no ``on_report`` and
+    propagates unchanged.
+
+    ``model``, ``timing``, ``ceilings`` and ``attention`` are passed to :func:`roofline.measure` and checked
+    now, with ``schedule`` (callable, TypeError; what it returns for step 0, ValueError) and ``on_report`` (None or
+    callable, TypeError). ``step()`` outside ``start()`` / ``stop()`` raises RuntimeError; so does calling it from
+    another thread, and starting a profiler twice (single use).
+
+    >>> with roofline.profiler(model, schedule=roofline.schedule(wait=1, warmup=1, active=3),
+    ...                        on_report=print) as prof:                    # doctest: +SKIP
+    ...     for batch in loader:
+    ...         train_step(batch)
+    ...         prof.step()
+    """
+    if schedule is None:
+        schedule = Schedule(wait=0, warmup=1, active=5, repeat=1, skip_first=0)
+    elif not callable(schedule):
+        raise TypeError(f"profiler: schedule must be a roofline.schedule(...) or a callable step -> action, got "
+                        f"{type(schedule).__name__}")
+    if on_report is not None and not callable(on_report):
+        raise TypeError(f"profiler: on_report must be None or a callable taking the report, got "
+                        f"{type(on_report).__name__}")
+    kwargs = {"timing": timing, "ceilings": ceilings, "attention": attention}
+    measure(model, **kwargs)  # checks the arguments now
+    _action(schedule, 0)  # and what the schedule returns
+    return Profiler(model, schedule, on_report, kwargs)

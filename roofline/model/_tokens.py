@@ -1,0 +1,65 @@
+"""Which token positions of a batch are real: the layout :func:`roofline.measure`'s ``tokens`` argument and
+:meth:`roofline.Report.useful_work` take (roofline/analysis/_padding.py uses it)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def token_layout(tokens) -> dict:
+    """``{"batch", "seq_len", "lengths", "packed"}`` from what says which tokens are real:
+
+    * an attention mask, ``(B, S)``, 1 or True on real tokens (any array-like, a torch tensor included; left or
+      right padding, or holes: each row's real count is its sum);
+    * ``{"lengths": [...], "seq_len": S}``: the real length of each sequence in a batch padded to ``S``;
+    * ``{"cu_seqlens": [0, l1, l1 + l2, ...]}``: a packed batch (no padding), its sequences' boundaries.
+
+    ValueError naming what is wrong otherwise."""
+    if isinstance(tokens, dict):
+        extra = set(tokens) - {"lengths", "seq_len", "cu_seqlens"}
+        if extra:
+            raise ValueError(f"tokens: unknown keys {sorted(map(str, extra))}; give an attention mask, "
+                             "{'lengths': [...], 'seq_len': S} or {'cu_seqlens': [...]}")
+        if "cu_seqlens" in tokens:
+            cu = _ints(tokens["cu_seqlens"], "tokens['cu_seqlens']")
+            if len(cu) < 2 or cu[0] != 0 or any(b < a for a, b in zip(cu, cu[1:])):
+                raise ValueError("tokens['cu_seqlens'] must start at 0 and not decrease, with at least one sequence, "
+                                 f"got {cu[:8]}")
+            lengths = [b - a for a, b in zip(cu, cu[1:])]
+            return {"batch": 1, "seq_len": cu[-1], "lengths": lengths, "packed": True}
+        if "lengths" not in tokens or "seq_len" not in tokens:
+            raise ValueError("tokens: give both 'lengths' and 'seq_len' (or 'cu_seqlens' for a packed batch)")
+        lengths = _ints(tokens["lengths"], "tokens['lengths']")
+        s = tokens["seq_len"]
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
+            raise ValueError(f"tokens['seq_len'] must be an int >= 1, got {s!r}")
+        if not lengths or any(n > s for n in lengths):
+            raise ValueError(f"tokens['lengths'] must be a non-empty list of lengths <= seq_len {s}, got "
+                             f"{lengths[:8]}")
+        return {"batch": len(lengths), "seq_len": int(s), "lengths": lengths, "packed": False}
+    if hasattr(tokens, "detach"):  # a torch tensor
+        tokens = tokens.detach().cpu().numpy()
+    try:
+        mask = np.asarray(tokens)
+    except Exception as e:  # noqa: BLE001 - whatever the object is, the message names it
+        raise ValueError(f"tokens must be an attention mask (B, S), {{'lengths', 'seq_len'}} or {{'cu_seqlens'}}, "
+                         f"got {type(tokens).__name__}") from e
+    if mask.ndim != 2 or mask.size == 0 or mask.dtype.kind not in "biuf":
+        raise ValueError(f"tokens: an attention mask must be a non-empty 2-D array (batch, seq_len) of 0/1, got "
+                         f"shape {mask.shape} of {mask.dtype}")
+    if not np.isin(mask, (0, 1)).all():
+        raise ValueError("tokens: an attention mask holds 0 (padding) and 1 (real tokens) only; an additive mask "
+                         "(0 / -inf) or a 4-D mask is not a token mask")
+    lengths = [int(n) for n in mask.astype(bool).sum(axis=1).tolist()]
+    return {"batch": int(mask.shape[0]), "seq_len": int(mask.shape[1]), "lengths": lengths, "packed": False}
+
+
+def _ints(v, name: str) -> list:
+    if hasattr(v, "detach"):
+        v = v.detach().cpu().tolist()
+    elif isinstance(v, np.ndarray):
+        v = v.tolist()
+    if not isinstance(v, (list, tuple)) or any(isinstance(x, bool) or not isinstance(x, (int, np.integer))
+                                               or x < 0 for x in v):
+        raise ValueError(f"{name} must be a list of ints >= 0, got {v!r:.80}")
+    return [int(x) for x in v]
