@@ -376,7 +376,9 @@ static int mark_at(Tracker *self, uint32_t mid, int own) {
     if (!ok) {
         return -1;
     }
-    if (rl_link_mark(&self->links, own && seq ? seq - 1 : seq, mid) < 0) {
+    /* the op's own node is the last one made, unless none was made since the last mark (then it made none) */
+    uint64_t at = own && seq && (!self->links.n || seq > self->links.seq[self->links.n - 1]) ? seq - 1 : seq;
+    if (rl_link_mark(&self->links, at, mid) < 0) {
         PyErr_NoMemory();
         return -1;
     }

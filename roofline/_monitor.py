@@ -250,14 +250,15 @@ class Monitor(_StepLoop):
 
     @staticmethod
     def _metrics(n, seconds, counts, recounted, changed, tokens) -> dict:
-        out = {"step": n, "time_s": seconds, "flops": None, "bytes": None, "mfu": None, "mbu": None,
+        out = {"step": n, "time_s": seconds, "flops": None, "bytes": None, "mfu": None, "hfu": None, "mbu": None,
                "achieved_flops": None, "achieved_bytes": None, "recounted": recounted,
                "counts_from": None, "changed": changed, "tokens": tokens,
                "tokens_per_s": tokens / seconds if tokens is not None and seconds and seconds > 0 else None}
         if counts is not None:
             g = _rollup.roofline_totals(counts.report.records, counts.classes, seconds)
             out.update(flops=float(g["flops"]), bytes=float(g["bytes"]), counts_from=counts.step,
-                       **{k: float(g.get(k, math.nan)) for k in ("mfu", "mbu", "achieved_flops", "achieved_bytes")})
+                       **{k: float(g.get(k, math.nan)) for k in ("mfu", "hfu", "mbu", "achieved_flops",
+                                                                  "achieved_bytes")})
         return out
 
     def _on_stop(self):
@@ -278,8 +279,9 @@ def monitor(model=None, *, on_step=None, ceilings="measured", warmup: int = 1, r
     ceilings' peaks (:meth:`roofline.Report.totals`' formula).
 
     Per step, ``on_step(metrics)`` gets (and ``mon.history`` keeps) a dict: ``step`` (0-based, as
-    :func:`roofline.profiler`'s), ``time_s``, ``flops`` and ``bytes`` (the counted work), ``mfu``, ``mbu``,
-    ``achieved_flops``, ``achieved_bytes`` (per second of ``time_s``), ``recounted`` (this step ran inside a
+    :func:`roofline.profiler`'s), ``time_s``, ``flops`` and ``bytes`` (the counted work), ``mfu`` (the model's
+    FLOPs, each counted once), ``hfu`` (every FLOP executed: above ``mfu`` by activation checkpointing's
+    recomputation), ``mbu``, ``achieved_flops``, ``achieved_bytes`` (per second of ``time_s``), ``recounted`` (this step ran inside a
     measure block: its counts are its own and its time includes the counting, so its rates are lower),
     ``counts_from`` (the step whose counts were used), ``changed`` (its signature differs from the previous step's,
     or its recount found other ops than an earlier count of the same signature), ``tokens`` and ``tokens_per_s``

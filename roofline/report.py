@@ -93,7 +93,7 @@ class Report(DerivedCounts):
     ``special_ops``, ``bytes_read``, ``bytes_written``, ``flop_counter_flops`` (FlopCounterMode's count for the
     call; also readable as ``records["compat_flops"]``, its earlier name), ``t_start``, ``t_end``, ``op`` (index
     into :attr:`op_names`), ``module`` (index into :attr:`module_sets`), ``phase`` (0 forward, 1 backward, 2
-    optimizer), ``dtype`` (code, see :attr:`dtype_names`), ``status`` (0, or why the row's counts are missing),
+    optimizer, 3 recompute), ``dtype`` (code, see :attr:`dtype_names`), ``status`` (0, or why the row's counts are missing),
     ``kind``, ``seq``, ``sig`` (index into :attr:`signatures`)).
 
     Bytes are compulsory traffic (each input read once, each output written once, no reuse across ops): a lower
@@ -218,20 +218,23 @@ class Report(DerivedCounts):
     # ---- roll-ups -------------------------------------------------------------------------------------------------
     def by_op(self, phase: str | None = None) -> dict[str, dict]:
         """Totals per operator overload, most FLOPs first: ``{name: {calls, flops, matrix_flops, vector_flops,
-        special_ops, bytes_read, bytes_written, bytes, intensity}}``. ``phase``: "forward", "backward", "optimizer"
-        or None (all)."""
+        special_ops, bytes_read, bytes_written, bytes, intensity}}``. ``phase``: "forward", "backward", "optimizer",
+        "recompute" or None (all)."""
         _check_grouping("by_op", "op", None, phase)
         return _rollup.counts_by(self.records, self._ops, self.module_sets, "op", phase=phase)
 
     def by_module(self, depth: int | None = None, phase: str | None = None) -> dict[str, dict]:
-        """Totals per module, each including everything that ran inside it (forward and, attributed the way
-        FlopCounterMode does, backward). ``depth`` keeps modules at most that many levels deep (the root is 1; 0
-        keeps "Global" only). "Global" is the whole run. ``phase`` restricts to one phase."""
+        """Totals per module, each including everything that ran inside it: its forward, its backward (each backward
+        op credited to the module whose forward created its autograd node: :attr:`attribution`) and its recomputed
+        forward. ``depth`` keeps modules at most that many levels deep (the root is 1; 0 keeps "Global" only).
+        "Global" is the whole run. ``phase`` restricts to one phase ("forward", "backward", "optimizer",
+        "recompute")."""
         _check_grouping("by_module", "module", depth, phase, depth_lo=0)
         return _rollup.counts_by(self.records, self._ops, self.module_sets, "module", depth, phase)
 
     def by_phase(self) -> dict[str, dict]:
-        """Totals per phase that ran (``"forward"``, ``"backward"``, ``"optimizer"``), each with the fields of
+        """Totals per phase that ran (``"forward"``, ``"backward"``, ``"optimizer"``, ``"recompute"``: forward ops
+        run again inside a backward by activation checkpointing), each with the fields of
         :meth:`by_op`."""
         return _rollup.counts_by_phase(self.records)
 
@@ -346,7 +349,7 @@ class Report(DerivedCounts):
         above_ceiling (calls whose achieved rate exceeds its ceiling). A group's mfu is the time its calls' FLOPs
         would take at their own peaks over their measured time; its mbu is bytes / (measured time x DRAM
         bandwidth). ``depth`` (an int >= 0, as in :meth:`by_module`) applies to ``by="module"`` only; ``phase``:
-        "forward", "backward", "optimizer" or None (all)."""
+        "forward", "backward", "optimizer", "recompute" or None (all)."""
         _check_grouping("analysis", by, depth, phase, ("op", "op_shape", "module"), depth_lo=0)
         if by == "op_shape":  # per op and input-shape signature (reports that recorded signatures)
             return {name: row for name, (row, _) in _groups.op_groups(self, "op_shape", phase).items()}
@@ -427,7 +430,7 @@ class Report(DerivedCounts):
         indented under their parent most time first, containers such as a ``ModuleList`` as rows of their own (so
         ``depth`` counts every level of the model), and the whole run as a first row only when ops ran outside
         every module; ``"kernel"``: the kernels ``torch.compile`` generated (see :attr:`kernels`). ``depth`` (an int
-        >= 1) applies to ``by="module"`` only; ``phase``: "forward", "backward", "optimizer" or None (all; not with
+        >= 1) applies to ``by="module"`` only; ``phase``: "forward", "backward", "optimizer", "recompute" or None (all; not with
         ``by="kernel"``)."""
         _check_grouping("table", by, depth, phase, ("op", "op_shape", "module", "kernel"))
         _check_int("table", "top", top, 1, none=True)

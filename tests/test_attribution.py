@@ -387,3 +387,23 @@ def test_selective_checkpointing_recomputes_only_what_the_policy_does_not_save()
     for r in (sac, full):
         assert r.by_phase()["forward"]["matrix_flops"] == 2 * mm(T, d, d)
         assert r.by_phase()["backward"]["matrix_flops"] == 2 * (mm(T, d, d) + mm(d, T, d))
+
+
+def test_training_steps_with_an_optimizer_stay_linked():
+    """Forward ops after a backward that make no autograd node (the optimizer's, a loop's bookkeeping) do not
+    break the link table: every step's backward is credited by autograd node."""
+    T, d = 4, 8
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, d))
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(T, d)
+    with roofline.measure(model, timing=None) as rep:
+        for _ in range(3):
+            model(x).sum().backward()
+            opt.step()
+            torch.ones(3).add_(1)
+            opt.zero_grad()
+    assert rep.attribution["method"] == "autograd" and "note" not in rep.attribution
+    assert rep.attribution["unlinked_calls"] == 0
+    assert backward_matrix(rep, "0") == 3 * mm(d, T, d)  # the weight's gradient only: x needs none
+    assert backward_matrix(rep, "2") == 3 * (mm(T, d, d) + mm(d, T, d))

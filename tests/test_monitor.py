@@ -67,6 +67,7 @@ def test_per_step_mfu_is_counted_flops_over_measured_time():
         t = m["time_s"]
         assert m["counts_from"] == 1 and m["flops"] == flops and m["bytes"] == nbytes
         assert m["mfu"] == pytest.approx(peak_s / t, rel=1e-12)
+        assert m["hfu"] == m["mfu"]  # nothing recomputed
         assert m["mbu"] == pytest.approx(nbytes / (t * DRAM), rel=1e-12)
         assert m["achieved_flops"] == pytest.approx(flops / t, rel=1e-12)
         assert m["achieved_bytes"] == pytest.approx(nbytes / t, rel=1e-12)

@@ -140,3 +140,20 @@ def test_attention_mask_seen_on_the_models_first_call():
     with roofline.measure(model) as none:
         model(input_ids=ids)
     assert "tokens" not in none.meta
+
+
+def test_calls_over_other_sequences_and_integer_dims():
+    """A vision tower's attention over its patches (not the batch's token sequence) has no padding; an integer
+    position vector of length S is no weight, so S is not ambiguous."""
+    from roofline.analysis import _padding
+
+    b, s = 4, 56
+    tower = _padding.shapes("f32[4,2,16,16], f32[4,2,16,16], f32[4,2,16,16]")
+    assert _padding.classify("aten._scaled_dot_product_flash_attention_for_cpu.default", tower, b, s) == "other"
+    lm = _padding.shapes("f32[4,2,56,16], f32[4,2,56,16], f32[4,2,56,16]")
+    assert _padding.classify("aten._scaled_dot_product_flash_attention_for_cpu.default", lm, b, s) == "attention"
+    assert _padding.classify("aten.addmm.default", _padding.shapes("f32[64], f32[224,32], f32[32,64]"), b, s) \
+        == "token"
+    assert _padding.classify("aten.mm.default", _padding.shapes("f32[64,224], f32[224,32]"), b, s) == "token"
+    assert _padding.classify("aten.add_.Tensor", _padding.shapes("f32[64,32], f32[64,32]"), b, s) == "other"
+    assert _padding.shapes("i64[56], f32[3,4], bf16[2], b8[5]", floating=True) == [(3, 4), (2,)]

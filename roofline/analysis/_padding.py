@@ -29,14 +29,21 @@ import numpy as np
 
 from roofline.model._tokens import token_layout  # noqa: F401 - the layout useful_work takes
 
-_SHAPE = re.compile(r"[a-z0-9_]+\[([0-9, ]*)\]")
+_SHAPE = re.compile(r"([a-z0-9_]+)\[([0-9, ]*)\]")
+_FLOAT = re.compile(r"^(f|bf|c)\d")  # f16, bf16, f32, f8_e4m3fn, c64: the dtypes weights have
 _ATTENTION = ("scaled_dot_product", "flash_attention", "efficient_attention", "cudnn_attention", "flex_attention")
 
 
-def shapes(signature: str) -> list[tuple[int, ...]]:
+def shapes(signature: str, floating: bool = False) -> list[tuple[int, ...]]:
     """The shapes of a call signature's tensors (``"f32[2,48,64], f32[64,64]"``), in order; a list's tensors
-    too."""
-    return [tuple(int(d) for d in m.split(",") if d.strip()) for m in _SHAPE.findall(signature)]
+    too. ``floating``: only those of floating-point (or complex) tensors."""
+    return [tuple(int(d) for d in dims.split(",") if d.strip()) for dt, dims in _SHAPE.findall(signature)
+            if not floating or _FLOAT.match(dt)]
+
+
+def _batch_then(shape, batch: int, seq: int) -> bool:
+    """``batch`` and, after it, ``seq`` among the dims (``(B, heads, S, d)``, ``(B, S, heads, d)``)."""
+    return batch in shape and seq in shape[shape.index(batch) + 1:]
 
 
 def _adjacent(shape, a, b) -> bool:
@@ -45,16 +52,18 @@ def _adjacent(shape, a, b) -> bool:
 
 def classify(op_name: str, sig_shapes, batch: int, seq: int) -> str:
     """``"attention"``, ``"token"`` or ``"other"`` for one call (see the module docstring)."""
-    if any(k in op_name for k in _ATTENTION):
-        return "attention"
     n = batch * seq
+    if any(k in op_name for k in _ATTENTION):
+        # over this batch's sequences (B, heads, S, d): attention; over other sequences (a vision tower's
+        # patches, with S' != S) no padding
+        return "attention" if any(_batch_then(s, batch, seq) for s in sig_shapes) else "other"
     if "bmm" in op_name or "baddbmm" in op_name:
         if any(len(s) >= 2 and s[-1] == seq and s[-2] == seq for s in sig_shapes) and seq > 1:
             return "attention"
     for s in sig_shapes:
         if (batch > 1 and _adjacent(s, batch, seq)) or n in s or (batch == 1 and seq in s):
             return "token"
-        if batch > 1 and batch in s and seq in s[s.index(batch) + 1:]:  # (B, heads, S, d) and the like
+        if batch > 1 and _batch_then(s, batch, seq):  # (B, heads, S, d) and the like
             return "token"
     return "other"
 
@@ -93,8 +102,8 @@ def useful_work(records, op_names: list, signatures: list, layout: dict, causal:
         if kind is None:
             sh = shapes(signatures[sig]) if sig < len(signatures) else []
             kind = cache[(op, sig)] = classify(op_names[op], sh, b, s)
-            if kind == "other":  # weight-shaped arguments (1-D and 2-D): a token dim among them is ambiguous
-                other_dims.update(x for t in sh if len(t) <= 2 for x in t)
+            if kind == "other":  # weight-shaped arguments (floating, 1-D or 2-D): a token dim among them is ambiguous
+                other_dims.update(x for t in shapes(signatures[sig], floating=True) if len(t) <= 2 for x in t)
         f = float(flops[i])
         pad = f * (token_share if kind == "token" else attn_share if kind == "attention" else 0.0)
         k = kinds[kind]

@@ -696,7 +696,9 @@ class Session:
             if self.capture:
                 self.recorder.attach(args, kwargs or {}, out)
 
-    def _record_python(self, idx, formula, args, kwargs, out):
+    def _record_python(self, idx, formula, args, kwargs, out, where=None):
+        """One record of an op with a user formula, in the module set and phase ``where`` (``(module id, phase)``:
+        an op of a compiled graph), else where :meth:`_where` puts an eager call."""
         res = formula(*args, **{**kwargs, "out": out})  # an out= overload's own `out` is the result too
         name = self.ops[idx].name
         if isinstance(res, Cost):
@@ -711,7 +713,7 @@ class Session:
         vals = tuple(_formula_count(name, k, res.get(k, 0)) for k in _COUNT_KEYS)
         t = next((a for a in args if isinstance(a, torch.Tensor)), out if isinstance(out, torch.Tensor) else None)
         dt = TORCH_DTYPES.get(t.dtype, 0) if t is not None else 0
-        mid, phase, note = self._where()
+        mid, phase, note = self._where() if where is None else (*where, None)
         self.recorder.append(idx, mid, phase, dt, *vals, 0)
         self._noted(note)
         if self.capture:

@@ -903,6 +903,15 @@ class Collector:
                                      "its ops are not counted")
                 return
         phase = s.phase if s.phase is not None else (BACKWARD if graph.backward else FORWARD)
+        # a backward graph's ops are credited to the module of the forward op each differentiates, inside the
+        # modules that were active when the compiled forward ran (its autograd node's forward set, linked as an
+        # eager backward op's is); the eager tracker's set (replayed from the forward's tape) is kept for
+        # FlopCounterMode's structure
+        fwd_parents = None
+        if graph.backward and s.phase is None:
+            linked, _, _, unlinked = s.tracker.c.attribute()
+            if not unlinked:
+                fwd_parents = frozenset(s.tracker.c.sets[linked])
         rec = s.recorder
         first = graph.index not in self.node_rows
         rows = [] if first else None
@@ -910,7 +919,7 @@ class Collector:
         # the plan of a call (each op's recorder index and module id) depends on the graph, the sizes and the
         # modules active around the call: built once, then each call is a loop of C calls
         parents = frozenset(s.tracker.c.parents)
-        pkey = (graph.index, id(ops), parents)
+        pkey = (graph.index, id(ops), parents, fwd_parents)
         plan = self._plans.get(pkey)
         if plan is None:
             if graph.skipped:
@@ -936,9 +945,13 @@ class Collector:
                     idx = s.op_index[func]
                 if idx == "decline":
                     continue
-                mid = (self._module_id(op.modules, parents) if op.tracked is None
-                       else self._module_id(op.tracked, parents, implicit_root=False))
-                entries.append((idx, mid, op))
+                if op.tracked is None:
+                    mid, fcm = self._module_id(op.modules, parents), None
+                else:
+                    fcm = self._module_id(op.tracked, parents, implicit_root=False)
+                    mid = self._module_id(op.modules, fwd_parents if fwd_parents is not None else parents)
+                    fcm = None if fcm == mid else fcm
+                entries.append((idx, mid, op, fcm))
             # [entries, the records of the first call under this plan (start, end) or None, replayable]: when
             # every op is counted by the C model, the records of a call are a function of the plan alone (same
             # ops, fake-tensor arguments, modules), so later calls copy them in C (Recorder.replay) instead of
@@ -948,12 +961,16 @@ class Collector:
             s.devices.difference_update({"meta", "fake"} - before)
             s.devices.update(graph.devices)
         entries, span, replayable = plan
+        note = s.tracker.c.note
         if span is not None:
             rec.replay(span[0], span[1], phase)
+            for i, e in enumerate(entries):  # one record per entry (replayable: every op counted in C)
+                if e[3] is not None:
+                    note(r_start + i, e[3], False)
         else:
             record = rec.record
-            for idx, mid, op in entries:
-                r0 = len(rec) if first else 0
+            for idx, mid, op, fcm in entries:
+                r0 = len(rec)
                 if idx.__class__ is int:
                     record(idx, mid, phase, op.args, op.kwargs or None, op.out)
                 elif idx[0] == "hop":
@@ -961,7 +978,10 @@ class Collector:
                 elif idx[0] == "builtin":  # a built-in Python formula (roofline/counting/_formulas.py)
                     s.record_builtin(idx, mid, phase, op.args, op.kwargs or {}, op.out)
                 else:
-                    s._record_python(idx[1], idx[2], phase, op.args, op.kwargs, op.out)
+                    s._record_python(idx[1], idx[2], op.args, op.kwargs, op.out, where=(mid, phase))
+                if fcm is not None:
+                    for row in range(r0, len(rec)):
+                        note(row, fcm, False)
                 if first:
                     rows.append((op.name, r0, len(rec)))
             if replayable:
