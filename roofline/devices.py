@@ -35,6 +35,8 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from roofline.model._units import PEAK_DTYPES as DTYPES, UNITS
+
 __all__ = [
     "DTYPES",
     "DEVICES",
@@ -45,19 +47,6 @@ __all__ = [
     "names",
 ]
 
-UNITS = ("vector", "matrix")
-DTYPES = (
-    "float64",
-    "float32",
-    "tfloat32",
-    "bfloat16",
-    "float16",
-    "float8_e4m3fn",
-    "float8_e5m2",
-    "float8_e4m3fnuz",
-    "float8_e5m2fnuz",
-    "int8",
-)
 
 # Scalar fields that hold a figure and therefore need a source when present.
 _FIGURE_FIELDS = ("sm_count", "boost_clock_hz", "l2_bytes", "memory_bandwidth", "memory_bytes",

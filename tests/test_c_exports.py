@@ -107,3 +107,12 @@ def test_the_type_stub_declares_exactly_the_public_names():
                    | {n.target.id for n in node.body if isinstance(n, ast.AnnAssign)})
         real = {m for m in vars(getattr(_core, cls)) if not m.startswith("__")}
         assert real <= methods, (cls, sorted(real - methods))
+
+
+def test_peak_units_and_dtypes_have_one_table():
+    from roofline import devices
+    from roofline.hardware import _ceilings
+    from roofline.model import _units
+
+    assert devices.UNITS is _ceilings.UNITS is _units.UNITS
+    assert devices.DTYPES is _ceilings.DTYPES is _units.PEAK_DTYPES

@@ -30,6 +30,7 @@ import numpy as np
 from roofline import _core, devices
 from roofline.hardware import _gpu
 from roofline.model import _document
+from roofline.model._units import PEAK_DTYPES as DTYPES, UNITS
 from roofline.util import _safejson
 from roofline.util._cachedir import ensure_private_dir, untrusted_reason
 
@@ -43,9 +44,6 @@ __all__ = [
 ]
 
 SCHEMA = "roofline.ceilings/1"
-UNITS = ("vector", "matrix")
-DTYPES = ("float64", "float32", "bfloat16", "float16", "tfloat32", "int8", "float8_e4m3fn", "float8_e5m2",
-          "float8_e4m3fnuz", "float8_e5m2fnuz")
 LEVELS = ("L1", "L2", "L3", "DRAM")
 SOURCES = ("measured", "datasheet", "best")
 # Bandwidth kernels in the order of Ceilings.rows (a CPU kernel not listed here follows in KERNELS order).
