@@ -436,3 +436,27 @@ def test_compiled_lora_backward_credited_like_the_eager_step():
     want = {k: v for k, v in fcm_counts(model, lambda: step(model)).items() if not k.endswith(".drop")}
     assert comp.flop_counter_compatible() == want
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("pass_as", ["positional", "keyword"])
+def test_an_optimizer_closure_runs_in_the_forward_and_backward_phases(pass_as):
+    """``optimizer.step(closure)`` (LBFGS, Lightning's automatic optimization): the closure's forward and backward
+    are not the optimizer's work."""
+    T, d = 4, 8
+    torch.manual_seed(0)
+    model = nn.Linear(d, d)
+    x = torch.randn(T, d)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def closure():
+        opt.zero_grad()
+        loss = model(x).pow(2).sum()
+        loss.backward()
+        return loss
+
+    with roofline.measure(model, timing=None) as rep:
+        opt.step(closure) if pass_as == "positional" else opt.step(closure=closure)
+    ph = rep.by_phase()
+    assert ph["forward"]["matrix_flops"] == mm(T, d, d)
+    assert ph["backward"]["matrix_flops"] == mm(d, T, d)  # the weight's gradient: x needs none
+    assert ph["optimizer"]["matrix_flops"] == 0 and ph["optimizer"]["calls"] > 0

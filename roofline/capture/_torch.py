@@ -776,6 +776,26 @@ class Session:
         if self._active_here():
             self._opt_depth += 1  # nested steps (a wrapper optimizer calling its inner one) stay in the phase
             self.phase = OPTIMIZER
+            # step(closure): the closure's forward and backward (LBFGS, Lightning's automatic optimization) are
+            # not the optimizer's work: they run in their own phases. torch passes the optimizer as args[0].
+            if len(args) > 1 and callable(args[1]):
+                return (args[0], self._outside_optimizer(args[1]), *args[2:]), kwargs
+            if callable(kwargs.get("closure")):
+                return args, {**kwargs, "closure": self._outside_optimizer(kwargs["closure"])}
+        return None
+
+    def _outside_optimizer(self, closure):
+        """``closure`` run with the phase set by autograd again (forward, backward), then the optimizer's."""
+        @functools.wraps(closure)
+        def run(*a, **k):
+            saved = self.phase
+            self.phase = None
+            try:
+                return closure(*a, **k)
+            finally:
+                self.phase = saved
+
+        return run
 
     def _opt_post(self, optimizer, args, kwargs):
         if self._active_here() and self._opt_depth > 0:
