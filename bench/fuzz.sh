@@ -3,7 +3,9 @@
 # the Hypothesis property suite (tests/test_fuzz_properties.py) with many examples, and the document property and
 # hostile-document corpus of tests/test_documents.py (mutations of real report documents either refused with a
 # ValueError naming the field, or loaded into a report every public method works on; ~1 MB hostile documents
-# read in under 2 s each, the slowest printed).
+# read in under 2 s each, the slowest printed). The suite runs the same three briefly: tests/test_fuzz_c.py fuzzes
+# for 5 s (ROOFLINE_FUZZ_C_SECONDS) after replaying the seeds and the wrong-model checks, the properties with their
+# default examples.
 #
 #   bench/fuzz.sh            full run: FUZZ_RUNS inputs (each evaluated twice under every cost kind and two unknown
 #                            ones, 2 x (kinds + 2) = 44 evaluations per input with 20 kinds) and ROOFLINE_FUZZ_EXAMPLES

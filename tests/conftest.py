@@ -82,6 +82,29 @@ def sanitized_cc(tmp_path_factory) -> SanitizedCC:
     return SanitizedCC(cc)
 
 
+# ---- C and CUDA that no Python builds or loads -----------------------------------------------------------------
+# A test marked `python_independent` checks C or CUDA code that the interpreter neither builds nor loads (the C unit
+# tests, the C fuzzer's harness, nvcc's and cuobjdump's view of the kernels): its outcome is the same under every
+# Python. CI's run on a second Python sets ROOFLINE_SKIP_PYTHON_INDEPENDENT=1 and skips them (its first run ran
+# them); the extension, which each Python builds for itself, is tested on both.
+SKIP_PYTHON_INDEPENDENT = os.environ.get("ROOFLINE_SKIP_PYTHON_INDEPENDENT", "") not in ("", "0")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "python_independent: tests C or CUDA code no Python builds or loads (the "
+                                       "second-Python CI run skips it: ROOFLINE_SKIP_PYTHON_INDEPENDENT=1)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not SKIP_PYTHON_INDEPENDENT:
+        return
+    skip = pytest.mark.skip(reason="C/CUDA code no Python builds or loads: run once, under the first Python "
+                                   "(ROOFLINE_SKIP_PYTHON_INDEPENDENT is set)")
+    for item in items:
+        if item.get_closest_marker("python_independent"):
+            item.add_marker(skip)
+
+
 # ---- Without torch ---------------------------------------------------------------------------------------------
 # `import roofline` needs only NumPy, and the C extension is what differs between Python versions, so the suite also
 # runs where torch is not installed (CI's second-Python run). Test modules that import torch, torchvision or

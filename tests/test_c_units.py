@@ -1,6 +1,9 @@
 """Build the pure-C unit tests with AddressSanitizer + UndefinedBehaviorSanitizer and -Werror, and run them."""
 
+import pytest
 from conftest import ROOT
+
+pytestmark = pytest.mark.python_independent  # pure C: built and run without Python (tests/conftest.py)
 
 
 def test_cost_model_c_units_under_sanitizers(sanitized_cc, tmp_path):

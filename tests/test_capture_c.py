@@ -1,7 +1,10 @@
 """Build the C unit tests of the recorder's capture (csrc/capture.c: call signatures, dataflow rows) with
 AddressSanitizer + UndefinedBehaviorSanitizer and -Werror, and run them."""
 
+import pytest
 from conftest import ROOT
+
+pytestmark = pytest.mark.python_independent  # pure C: built and run without Python (tests/conftest.py)
 
 
 def test_capture_c_units_under_sanitizers(sanitized_cc, tmp_path):

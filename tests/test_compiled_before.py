@@ -240,3 +240,14 @@ def test_incomplete_from_an_older_document(unrecoverable):
     d = json.loads(unrecoverable.to_json())
     del d["meta"]["incomplete"]
     assert not Report.from_dict(d).complete
+
+
+def test_source_key_ignores_node_names_and_the_aot_id_but_not_code():
+    from roofline.compiled import _recover
+
+    a = ("# AOT ID: ['0_inference']\nx = 1\n        # Topologically Sorted Source Nodes: [linear], Original ATen: "
+         "[aten.addmm]\n#pragma omp parallel num_threads(2)\n")
+    b = a.replace("0_inference", "7_inference").replace("[linear]", "[input_1]")
+    assert _recover.source_key(a) == _recover.source_key(b)
+    assert _recover.source_key(a) != _recover.source_key(a.replace("num_threads(2)", "num_threads(1)"))
+    assert _recover.source_key(a) != _recover.source_key(a.replace("x = 1", "x = 2"))

@@ -2,7 +2,10 @@
 UndefinedBehaviorSanitizer and -Werror (the shared `sanitized_cc` fixture), and run them: every formula of
 csrc/cost.c against hand-derived counts."""
 
+import pytest
 from conftest import ROOT
+
+pytestmark = pytest.mark.python_independent  # pure C: built and run without Python (tests/conftest.py)
 
 
 def test_cost_model_branches_under_sanitizers(sanitized_cc, tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = ["-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror"]
+pytestmark = pytest.mark.python_independent  # pure C: built and run without Python (tests/conftest.py)
 
 
 def test_cpu_c_unit_tests(sanitized_cc, tmp_path):

@@ -1,10 +1,18 @@
-"""Every ```python block of README.md and docs/*.md runs as written, each in a fresh interpreter, and prints what
+"""Every ```python block of README.md and docs/*.md runs as written, each in a process of its own, and prints what
 the text says it prints.
 
 A block is skipped only when the line before it (blank lines aside) is a visible marker
 ``<!-- skip-test: <reason> -->``; the reason is shown as the skip reason. Use it for GPU-only snippets and nothing
 else. Blocks run in a temporary directory (files they write land there) with matplotlib's non-interactive
 backend; the ceilings cache is the user's, so a measured machine is not re-measured for every snippet.
+
+Each block runs as ``python -c <block>`` would, in a process forked from an interpreter that has imported torch and
+roofline and nothing else (its only thread the main one): importing torch took 2-4 s of each block's run. The block
+gets a fresh ``__main__`` module, its own working directory, standard streams and exit status, and the process
+exits through the interpreter's normal shutdown; a block that uses a name without importing it fails as it would
+in a fresh interpreter. What it cannot notice is whether torch or roofline was imported before its first line, so
+a block that sets environment variables or touches ``sys.modules`` (what an import may read) runs in a fresh
+interpreter instead.
 
 Stated outputs: a one-line ``print(...)`` whose trailing comment starts with a value (a number, ``~``, ``-``, ``{``,
 ``[``, ``(``, ``None``, ``True``, ``False``) states its output, up to the first ``": "`` outside brackets and quotes
@@ -14,10 +22,14 @@ one; ``~x`` a number within 1% of x; ``x...`` a printed token that starts with x
 """
 
 import inspect
+import json
 import os
 import re
+import select
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SKIP = re.compile(r"<!--\s*skip-test:\s*(.*?)\s*-->")
 IMPORT = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_][\w]*)", re.M)
-OPTIONAL = {"torch", "torchvision", "transformers", "matplotlib", "pandas"}
+OPTIONAL = {"torch", "torchvision", "transformers", "matplotlib", "pandas", "pytorch_lightning"}
+# What an import may have read before a block's first line: such a block runs in a fresh interpreter.
+IMPORT_STATE = re.compile(r"\bos\.environ\b|\bputenv\b|\bsys\.modules\b")
 
 
 def _blocks():
@@ -134,16 +148,133 @@ def test_blocks_are_found():
     assert len(skipped) <= 3, f"skip-test markers are for GPU-only snippets: {[b[0] for b in skipped]}"
 
 
+# The forking interpreter (see the module docstring). It reads one request per line on stdin (JSON: code, working
+# directory, files for stdout and stderr), forks, and answers on stdout "pid <pid>" when the child started and
+# "exit <code>" when it ended (a negative code: killed by that signal). The child runs the block in a new __main__
+# module; an exception leaving the block ends the process as in `python -c` (the traceback on stderr, exit status 1).
+_FORKSERVER = r"""
+import gc, importlib.util, json, os, sys
+
+for _name in ("torch", "roofline"):
+    if importlib.util.find_spec(_name) is not None:
+        __import__(_name)
+del _name
+gc.freeze()  # what is imported stays out of the children's collections (they would copy every page they touch)
+
+
+def _child(request):
+    import builtins
+    import types
+
+    os.chdir(request["cwd"])
+    for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY | os.O_CREAT),
+                            (2, request["stderr"], os.O_WRONLY | os.O_CREAT)):
+        opened = os.open(path, flags, 0o600)
+        os.dup2(opened, fd)
+        os.close(opened)
+    sys.stdin = open(0, closefd=False)
+    sys.argv = ["-c"]
+    main = types.ModuleType("__main__")
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    exec(compile(request["code"], "<string>", "exec"), main.__dict__)
+    raise SystemExit(0)
+
+
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        _child(request)  # never returns: the block's end, an exception or sys.exit ends the process
+    os.write(1, f"pid {pid}\n".encode())
+    os.write(1, f"exit {os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])}\n".encode())
+"""
+
+
+class _ForkServer:
+    """Runs Python code as ``python -c`` would, each run in a process forked from one interpreter; ``home`` holds
+    the server's working directory and the runs' standard output and error."""
+
+    def __init__(self, home: Path):
+        self.home, self.runs = home, 0
+        self.proc = subprocess.Popen([sys.executable, "-c", _FORKSERVER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, cwd=home, env=dict(os.environ, MPLBACKEND="Agg"))
+
+    def _line(self, deadline):
+        """The server's next line; None at the deadline."""
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+            return None
+        line = self.proc.stdout.readline().decode()
+        assert line, f"the forking interpreter exited ({self.proc.wait()})"
+        return line.split()
+
+    def run(self, code: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+        deadline = time.monotonic() + timeout
+        self.runs += 1
+        out, err = self.home / f"{self.runs}.stdout", self.home / f"{self.runs}.stderr"
+        request = {"code": code, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        self.proc.stdin.flush()
+        started = self._line(deadline)
+        assert started and started[0] == "pid", started
+        ended = self._line(deadline)
+        if ended is None:
+            os.kill(int(started[1]), signal.SIGKILL)
+            ended = self._line(time.monotonic() + 30)
+            raise subprocess.TimeoutExpired(["-c", code], timeout, out.read_text(), err.read_text())
+        assert ended[0] == "exit", ended
+        return subprocess.CompletedProcess(["-c", code], int(ended[1]), out.read_text(), err.read_text())
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def python_c(tmp_path_factory):
+    """``python_c(code, cwd, timeout)``: a CompletedProcess, as of ``python -c code`` run in ``cwd``."""
+    server = _ForkServer(tmp_path_factory.mktemp("forkserver"))
+    yield server.run
+    server.close()
+
+
+def test_a_forked_run_is_what_python_c_gives(python_c, tmp_path):
+    """Exit status, standard output and error, working directory, ``__name__`` and a fresh namespace: the same as a
+    fresh ``python -c``."""
+    programs = [
+        "import os, sys\nprint(os.getcwd(), __name__, sys.argv, [k for k in globals() if not k.startswith('__')])",
+        "import sys\nprint('out'); print('err', file=sys.stderr); sys.exit(3)",
+        "print(torch.ones(1))",  # torch imported by the server, not by this program: a NameError
+        "raise ValueError('from the block')",
+        "import atexit\natexit.register(lambda: print('at exit'))",
+    ]
+    for i, code in enumerate(programs):
+        cwd = tmp_path / str(i)
+        cwd.mkdir()
+        want = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=cwd)
+        got = python_c(code, cwd, timeout=60)
+        assert (got.returncode, got.stdout) == (want.returncode, want.stdout), code
+        assert got.stderr.splitlines()[-1:] == want.stderr.splitlines()[-1:], code  # the traceback's last line
+    assert [python_c(c, tmp_path, timeout=60).returncode for c in ("pass", "import sys; sys.exit(0)")] == [0, 0]
+
+
 @pytest.mark.parametrize("where,code,skip", BLOCKS, ids=[b[0] for b in BLOCKS])
-def test_snippet_runs(where, code, skip, tmp_path):
+def test_snippet_runs(where, code, skip, tmp_path, python_c):
     if skip:
         pytest.skip(skip)
     for module in sorted(set(IMPORT.findall(code)) & OPTIONAL):
         pytest.importorskip(module)
-    env = dict(os.environ, MPLBACKEND="Agg")
+    fresh = bool(IMPORT_STATE.search(code))
     code, _ = _with_output_checks(where, code)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                         env=env)
+    if fresh:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                             cwd=tmp_path, env=dict(os.environ, MPLBACKEND="Agg"))
+    else:
+        out = python_c(code, tmp_path, timeout=300)
     assert out.returncode == 0, f"{where} failed:\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}"
 
 

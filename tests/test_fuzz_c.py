@@ -2,8 +2,9 @@
 
 Builds the libFuzzer harness with clang (-fsanitize=fuzzer,address,undefined), writes the seed corpus
 (bench/fuzz_seeds.py: torch-free, plus the table cases when torch is installed), replays the seeds, shows that the
-harness's reference catches wrong formulas and a wrong refusal, and fuzzes for FUZZ_SECONDS seconds. bench/fuzz.sh
-runs the long version. Skipped when clang or its libFuzzer runtime is missing.
+harness's reference catches wrong formulas and a wrong refusal, and fuzzes for FUZZ_SECONDS seconds (5 unless
+ROOFLINE_FUZZ_C_SECONDS says otherwise). bench/fuzz.sh runs the long version (10**7 cost-model evaluations or more).
+Skipped when clang or its libFuzzer runtime is missing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import pytest
 from conftest import ROOT, sanitizer_report
 
-FUZZ_SECONDS = int(os.environ.get("ROOFLINE_FUZZ_C_SECONDS", "20"))
+FUZZ_SECONDS = int(os.environ.get("ROOFLINE_FUZZ_C_SECONDS", "5"))
 FLAGS = ["-g", "-O1", "-Wall", "-Wextra", "-Werror", "-fsanitize=fuzzer,address,undefined",
          "-fno-sanitize-recover=all", f"-I{ROOT / 'csrc'}"]
 
@@ -38,7 +39,8 @@ def _kinds() -> list[str]:
 
 @pytest.fixture(scope="module")
 def fuzz_build(tmp_path_factory):
-    """(directory, clang, seed-script output) with the harness built against csrc/cost.c and the seeds written."""
+    """(directory, clang, seed-script output) with the harness built against csrc/cost.c and the seeds written; the
+    directory also holds the harness's object file (fuzz_cost.o), which the mutants of cost.c are linked with."""
     clang = _clang()
     if clang is None:
         pytest.skip("clang is not installed (the C fuzzer needs clang's libFuzzer: apt install clang libclang-rt-dev)")
@@ -50,14 +52,24 @@ def fuzz_build(tmp_path_factory):
                        capture_output=True, text=True)
     if p.returncode != 0:
         pytest.skip(f"{clang} cannot link libFuzzer (install libclang-rt-dev): {p.stderr.strip()[:300]}")
-    build = subprocess.run([clang, *FLAGS, str(ROOT / "tests" / "fuzz" / "fuzz_cost.c"), str(ROOT / "csrc" / "cost.c"),
-                            "-o", str(d / "fuzz_cost")], capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
+    _build(clang, ROOT / "csrc" / "cost.c", d / "fuzz_cost", harness=d / "fuzz_cost.o")
     path = os.pathsep.join([str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
     seeds = subprocess.run([sys.executable, str(ROOT / "bench" / "fuzz_seeds.py"), str(d / "seeds")],
                            capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=path), timeout=300)
     assert seeds.returncode == 0, seeds.stdout + seeds.stderr
     return d, clang, seeds.stdout
+
+
+def _build(clang, cost_c, exe, harness):
+    """Build the fuzzer ``exe`` from ``cost_c`` and the harness: its object file ``harness``, compiled from
+    tests/fuzz/fuzz_cost.c first if it is not there yet."""
+    if not harness.exists():
+        source = ROOT / "tests" / "fuzz" / "fuzz_cost.c"
+        compiled = subprocess.run([clang, *FLAGS, "-c", str(source), "-o", str(harness)], capture_output=True,
+                                  text=True)
+        assert compiled.returncode == 0, compiled.stderr
+    build = subprocess.run([clang, *FLAGS, str(harness), str(cost_c), "-o", str(exe)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
 
 
 def _evaluations(text: str) -> int:
@@ -130,6 +142,7 @@ MUTANTS = [
 ]
 
 
+@pytest.mark.python_independent  # the harness and cost.c only (tests/conftest.py)
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m[0] for m in MUTANTS])
 def test_harness_catches_a_wrong_model(fuzz_build, tmp_path, mutant):
     """A check that cannot fail proves nothing: the harness built against a cost model with one formula or one
@@ -140,14 +153,13 @@ def test_harness_catches_a_wrong_model(fuzz_build, tmp_path, mutant):
     assert src.count(text) == 1, f"csrc/cost.c changed: update this test's mutant ({text})"
     (tmp_path / "cost.c").write_text(src.replace(text, replacement))
     exe = tmp_path / "fuzz_mutant"
-    b = subprocess.run([clang, *FLAGS, str(ROOT / "tests" / "fuzz" / "fuzz_cost.c"), str(tmp_path / "cost.c"),
-                        "-o", str(exe)], capture_output=True, text=True)
-    assert b.returncode == 0, b.stderr
+    _build(clang, tmp_path / "cost.c", exe, harness=d / "fuzz_cost.o")
     p = subprocess.run([str(exe), *_seed_files(d)], capture_output=True, text=True, timeout=300)
     assert p.returncode != 0
     assert re.search(message, p.stderr), p.stderr[-3000:]
 
 
+@pytest.mark.python_independent  # the harness and cost.c only (tests/conftest.py)
 def test_fuzz_cost_model_briefly(fuzz_build, tmp_path):
     """FUZZ_SECONDS of coverage-guided fuzzing from the seeds: no sanitizer report, no invariant violated."""
     d, _, _ = fuzz_build

@@ -2,6 +2,7 @@
 registry and measure()'s contract. They run on a machine without a GPU; the tests at the end need a CUDA device
 and skip cleanly without one."""
 
+import functools
 import json
 import os
 import shutil
@@ -107,9 +108,23 @@ def _nvrtc_archs():
     return ARCHS
 
 
+@pytest.fixture(scope="module")
+def cubins():
+    """(source, arch) -> the cubin test_nvrtc_compiles_every_kernel compiled (each in an empty cubin cache), for the
+    tests that read the machine code: each kernel is compiled once in this module."""
+    return {}
+
+
+def _cubin(cubins, source, arch):
+    """The cubin of ``source`` for ``arch``: test_nvrtc_compiles_every_kernel's, or compiled now."""
+    if (source, arch) not in cubins:
+        cubins[source, arch] = _gpu.compile(source, arch)
+    return cubins[source, arch]
+
+
 @pytest.mark.parametrize("arch", _nvrtc_archs())
 @pytest.mark.parametrize("source", SOURCES)
-def test_nvrtc_compiles_every_kernel(source, arch, cache):
+def test_nvrtc_compiles_every_kernel(source, arch, cache, cubins):
     info = _nvrtc_or_skip()
     number = int(arch[3:].rstrip("a"))
     if info["archs"] and number not in info["archs"]:
@@ -122,6 +137,7 @@ def test_nvrtc_compiles_every_kernel(source, arch, cache):
     for entry in _gpu.kernels():
         if entry["source"] == source:
             assert entry["kernel"].encode() in cubin, (entry["kernel"], arch)
+    cubins[source, arch] = cubin
 
 
 def test_cache_key_changes_with_every_input():
@@ -561,6 +577,7 @@ def _nvcc_archs():
 NVCC_ARCHS = _nvcc_archs()
 
 
+@pytest.mark.python_independent  # nvcc / the cubins' machine code (tests/conftest.py)
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)")
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("source", SOURCES)
@@ -578,9 +595,10 @@ def test_nvcc_compiles_without_warnings(source, arch, tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
+@functools.lru_cache(maxsize=None)
 def _ptx_params(source, arch):
     """{kernel: [parameter sizes in bytes]} of every entry in cuda/<source>.cu, from nvcc's PTX (a second reading
-    of the kernels' signatures, independent of roofline's own code)."""
+    of the kernels' signatures, independent of roofline's own code); each (source, arch) read once."""
     import re
 
     flags = [f"-D{k}={v}" for k, v in sorted(_gpu._DEFINES[source].items())]
@@ -635,16 +653,18 @@ def _cuobjdump():
 CUOBJDUMP = _cuobjdump()
 
 
-def _sass(cubin, kernel, tmp_path):
-    """[(address, instruction text)] of `kernel` in `cubin`."""
+def _sass(cubin, tmp_path):
+    """{kernel: [(address, instruction text)]} of every function in `cubin` (one cuobjdump run)."""
     import re
 
-    path = tmp_path / f"{kernel}.cubin"
+    path = tmp_path / f"{len(list(tmp_path.glob('*.cubin')))}.cubin"
     path.write_bytes(cubin)
-    proc = subprocess.run([CUOBJDUMP, "-sass", "-fun", kernel, str(path)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([CUOBJDUMP, "-sass", str(path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    return [(int(a, 16), text.strip()) for a, text in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", proc.stdout)]
+    parts = re.split(r"^\s*Function : (\w+)\s*$", proc.stdout, flags=re.M)
+    assert len(parts) > 1, proc.stdout[:2000]
+    return {name: [(int(a, 16), text.strip()) for a, text in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", body)]
+            for name, body in zip(parts[1::2], parts[2::2])}
 
 
 def _loops(sass):
@@ -672,9 +692,10 @@ def _opcodes(body, name):
     return [t for t in body if re.match(rf"(@!?U?P\d+\s+)?{name}\b", t)]
 
 
+@pytest.mark.python_independent  # nvcc / the cubins' machine code (tests/conftest.py)
 @pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump not found (CUDA toolkit or the triton wheel)")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90", "sm_90a", "sm_120"])
-def test_sass_work_per_loop_matches_the_counted_work(arch, cache, tmp_path):
+def test_sass_work_per_loop_matches_the_counted_work(arch, cache, cubins, tmp_path):
     """The machine code executes what _gpu.py counts: per trip of the timed loop, RL_FMA_CHAINS x RL_FMA_UNROLL
     FMAs, RL_MMA_CHAINS matrix instructions on that many distinct (A, B) register pairs, RL_WGMMA_UNROLL wgmma;
     nothing spills to local memory; the SM clock is read around the loop."""
@@ -683,18 +704,18 @@ def test_sass_work_per_loop_matches_the_counted_work(arch, cache, tmp_path):
         pytest.skip(f"NVRTC does not know {arch}")
     d = _gpu._DEFINES
     if arch == "sm_90a":
-        cubin = _gpu.compile("wgmma", arch)
+        functions = _sass(_cubin(cubins, "wgmma", arch), tmp_path)
         for kernel in ("rl_wgmma_f16", "rl_wgmma_bf16", "rl_wgmma_tf32", "rl_wgmma_s8", "rl_wgmma_e4m3"):
-            sass = _sass(cubin, kernel, tmp_path)
+            sass = functions[kernel]
             body = _loop_body(sass)
             assert len(_opcodes(body, "(HGMMA|IGMMA|QGMMA)")) == d["wgmma"]["RL_WGMMA_UNROLL"], (kernel, body)
             assert not _opcodes([t for _a, t in sass], "(STL|LDL)"), kernel
         return
-    fma = _gpu.compile("fma", arch)
+    fma = _sass(_cubin(cubins, "fma", arch), tmp_path)
     per_trip = d["fma"]["RL_FMA_CHAINS"] * d["fma"]["RL_FMA_UNROLL"]
     for kernel, op in (("rl_fma_f32", "FFMA"), ("rl_fma_f64", "DFMA"), ("rl_fma_f16x2", "HFMA2"),
                        ("rl_fma_bf16x2", "HFMA2")):
-        sass = _sass(fma, kernel, tmp_path)
+        sass = fma[kernel]
         body = _loop_body(sass)
         assert len(_opcodes(body, op)) == per_trip, (kernel, len(_opcodes(body, op)))
         # The loop's own instructions (counter, compare, branch and, on some targets, a reload of the constant
@@ -708,12 +729,12 @@ def test_sass_work_per_loop_matches_the_counted_work(arch, cache, tmp_path):
         first_fma = next(i for i, t in enumerate(texts) if body[0] == t)
         assert len(clocks) == 2 and clocks[0] < first_fma < clocks[1], kernel
         assert not _opcodes(texts, "(STL|LDL)"), kernel
-    mma = _gpu.compile("mma", arch)
+    mma = _sass(_cubin(cubins, "mma", arch), tmp_path)
     kernels = ["rl_mma_f16", "rl_mma_bf16", "rl_mma_tf32", "rl_mma_s8"]
     if arch in ("sm_89", "sm_120"):
         kernels.append("rl_mma_e4m3")
     for kernel in kernels:
-        sass = _sass(mma, kernel, tmp_path)
+        sass = mma[kernel]
         body = _loop_body(sass)
         ops = _opcodes(body, "(HMMA|IMMA|QMMA|OMMA)")
         assert len(ops) == d["mma"]["RL_MMA_CHAINS"], (kernel, body)
@@ -722,9 +743,9 @@ def test_sass_work_per_loop_matches_the_counted_work(arch, cache, tmp_path):
         assert len(pairs) == d["mma"]["RL_MMA_CHAINS"], (kernel, ops)
         assert len({p[0] for p in pairs}) == d["mma"]["RL_MMA_SETS"], (kernel, ops)
         assert not _opcodes([t for _a, t in sass], "(STL|LDL)"), kernel
-    bandwidth = _gpu.compile("bandwidth", arch)
+    bandwidth = _sass(_cubin(cubins, "bandwidth", arch), tmp_path)
     # The full-trip loop: the smallest loop with loads in it (the pass loop encloses it).
-    body = min((b for b in _loops(_sass(bandwidth, "rl_l2_read", tmp_path)) if any("LDG" in t for t in b)), key=len)
+    body = min((b for b in _loops(bandwidth["rl_l2_read"]) if any("LDG" in t for t in b)), key=len)
     loads = [i for i, t in enumerate(body) if "LDG" in t]
     folds = [i for i, t in enumerate(body) if t.startswith("LOP3")]
     # The full trips: RL_L2_LOADS loads issued before the first instruction that uses one.

@@ -1,78 +1,25 @@
 """Every notebook in notebooks/ runs top to bottom, and the facts its prose relies on hold on this machine.
 
-Each notebook ends with a cell tagged ``checks`` that prints a JSON object of the figures it computed; the tests
-below compare those figures with what the roofline model says they must be (not with flags the notebook set).
-Notebooks are executed in memory, in a kernel running this interpreter, with a temporary working directory and a
-private ceilings cache: nothing is written into the repository.
+This module executes the notebooks of EXECUTED_BY["test_notebooks"] (tests/_notebooks.py: how, and the ``checks``
+cell each notebook ends with) and checks the committed copy of every notebook.
 """
-
-import json
-import os
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-for _module in ("ipykernel", "torch", "torchvision", "transformers", "matplotlib", "pandas"):
+for _module in ("torchvision", "transformers"):
     pytest.importorskip(_module)
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = {p.stem: p for p in sorted((ROOT / "notebooks").glob("*.ipynb"))}
-CELL_TIMEOUT = 900  # seconds per cell; the notebooks take about a minute each on a small CPU
+from _notebooks import EXECUTED_BY, NOTEBOOKS, check_runs_without_touching_the_repository  # noqa: E402
+from _notebooks import executed, kernel_env  # noqa: E402, F401  (the fixtures)
+
 MAX_NOTEBOOK_BYTES = 1_500_000
 
 
-@pytest.fixture(scope="session")
-def kernel_env(tmp_path_factory):
-    """A kernel spec named ``python3`` that starts this interpreter, first on JUPYTER_PATH (so a ``python3`` kernel
-    installed for another Python is not picked), and a private ceilings cache."""
-    jupyter = tmp_path_factory.mktemp("jupyter")
-    spec = jupyter / "kernels" / "python3"
-    spec.mkdir(parents=True)
-    spec.joinpath("kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (tests)", "language": "python"}))
-    mp = pytest.MonkeyPatch()
-    mp.setenv("JUPYTER_PATH", os.pathsep.join(filter(None, [str(jupyter), os.environ.get("JUPYTER_PATH")])))
-    mp.setenv("ROOFLINE_CACHE_DIR", str(tmp_path_factory.mktemp("roofline-cache")))
-    yield
-    mp.undo()
-
-
-@pytest.fixture(scope="session")
-def executed(kernel_env, tmp_path_factory):
-    """name -> (executed notebook, checks dict, seconds); each notebook runs once per session."""
-    runs = {}
-
-    def run(name):
-        if name not in runs:
-            nb = nbformat.read(NOTEBOOKS[name], as_version=4)
-            probe = nbformat.v4.new_code_cell("import sys; print('KERNEL-PYTHON', sys.executable)")
-            nb.cells.insert(0, probe)
-            workdir = tmp_path_factory.mktemp(name)
-            client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT,
-                                             resources={"metadata": {"path": str(workdir)}})
-            start = time.perf_counter()
-            client.execute()  # raises CellExecutionError, with the cell and traceback, on any error
-            seconds = time.perf_counter() - start
-            assert _stdout(nb.cells[0]).split()[-1] == sys.executable
-            checks = [c for c in nb.cells if "checks" in c.metadata.get("tags", [])]
-            assert len(checks) == 1, f"{name}: expected one cell tagged 'checks'"
-            runs[name] = (nb, json.loads(_stdout(checks[0])), seconds)
-        return runs[name]
-
-    return run
-
-
-def _stdout(cell) -> str:
-    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream" and o.name == "stdout")
-
-
 def test_all_notebooks_are_covered():
-    assert set(NOTEBOOKS) == {"resnet", "vit", "llm_decode", "llm_train", "ceilings"}
+    assert {"resnet", "vit", "llm_decode", "llm_train", "ceilings"} <= set(NOTEBOOKS)
+    executed_by = [name for names in EXECUTED_BY.values() for name in names]
+    assert sorted(executed_by) == sorted(NOTEBOOKS)  # each notebook executed by exactly one test module
 
 
 @pytest.mark.parametrize("name", sorted(NOTEBOOKS))
@@ -88,13 +35,9 @@ def test_committed_notebook_carries_its_outputs(name):
     assert sum("image/png" in o.get("data", {}) for c in code for o in c.outputs) >= 2
 
 
-@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+@pytest.mark.parametrize("name", EXECUTED_BY["test_notebooks"])
 def test_notebook_runs_without_touching_the_repository(name, executed):
-    before = {p: p.read_bytes() for p in NOTEBOOKS.values()}
-    nb, checks, seconds = executed(name)
-    assert {p: p.read_bytes() for p in NOTEBOOKS.values()} == before
-    assert checks
-    print(f"{name}: {seconds:.1f} s")
+    check_runs_without_touching_the_repository(name, executed)
 
 
 def test_resnet_facts(executed):

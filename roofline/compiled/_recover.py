@@ -60,11 +60,17 @@ class Unrecoverable(Exception):
 _AOT_ID = re.compile(r"^# AOT ID: .*$", re.M)
 
 
+# Inductor's comments naming the FX nodes a kernel came from: the names differ between Dynamo's graph and its copy
+# (``linear`` / ``input_1``) while the code is the same
+_NODE_NAMES = re.compile(r"^[ \t]*# (Topologically Sorted Source Nodes|Source Nodes|Original ATen): .*$", re.M)
+
+
 def source_key(src: str | None) -> str | None:
-    """The key a graph is filed under: its generated source without the ``# AOT ID`` comment (a counter)."""
+    """The key a graph is filed under: its generated source without the ``# AOT ID`` comment (a counter) and the
+    comments that name the FX nodes kernels came from (names, not code)."""
     if not isinstance(src, str) or not src:
         return None
-    return hashlib.sha1(_AOT_ID.sub("", src, count=1).encode()).hexdigest()
+    return hashlib.sha1(_NODE_NAMES.sub("", _AOT_ID.sub("", src, count=1)).encode()).hexdigest()
 
 
 def _aot_kind(src: str) -> str | None:
