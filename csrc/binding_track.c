@@ -218,15 +218,9 @@ static int check_ready(Tracker *self) {
     return 0;
 }
 
-/* The id of the current module set, interned on first sight. Borrowed reference, or NULL with an exception. */
-static PyObject *tracker_module_id(Tracker *self) {
-    if (!self->dirty) {
-        return self->module_id;
-    }
-    PyObject *key = PyFrozenSet_New(self->parents);
-    if (!key) {
-        return NULL;
-    }
+/* The id of the module set `key` (a frozenset of names), interned on first sight: a new reference, or NULL with an
+ * exception. Steals `key`. */
+static PyObject *intern_set(Tracker *self, PyObject *key) {
     PyObject *id = PyDict_GetItemWithError(self->ids, key);
     if (id) {
         Py_INCREF(id);
@@ -260,9 +254,36 @@ static PyObject *tracker_module_id(Tracker *self) {
         Py_DECREF(tup);
     }
     Py_DECREF(key);
+    return id;
+}
+
+/* The id of the current module set, interned on first sight. Borrowed reference, or NULL with an exception. */
+static PyObject *tracker_module_id(Tracker *self) {
+    if (!self->dirty) {
+        return self->module_id;
+    }
+    PyObject *key = PyFrozenSet_New(self->parents);
+    PyObject *id = key ? intern_set(self, key) : NULL;
+    if (!id) {
+        return NULL;
+    }
     Py_XSETREF(self->module_id, id);
     self->dirty = 0;
     return self->module_id;
+}
+
+/* The id of module set `mid` with `name` added (a new reference), or NULL with an exception. */
+static PyObject *set_plus(Tracker *self, uint32_t mid, PyObject *name) {
+    PyObject *names = PyList_GetItem(self->sets, (Py_ssize_t)mid); /* borrowed: a sorted tuple */
+    PyObject *key = names ? PyFrozenSet_New(names) : NULL;
+    if (!key) {
+        return NULL;
+    }
+    if (PySet_Add(key, name) < 0) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    return intern_set(self, key);
 }
 
 /* ---- backward attribution ------------------------------------------------------------------------------------
@@ -1054,14 +1075,32 @@ static int hook_mark(Tracker *self, PyObject *name, int entering) {
     }
     Py_ssize_t depth = PyList_GET_SIZE(self->rstack);
     if (entering) {
-        PyObject *id = PyDict_GetItemWithError(self->fwd_sets, name);
-        if (!id && (PyErr_Occurred() || !(id = tracker_module_id(self)))) {
+        /* the set it ran in during the forward: inside another module run again, that one's set and its name (a
+         * module instance called from several places, one shared function module say, has one name); the
+         * outermost one inside a reentrant checkpoint's node, the set the checkpoint was called in and its name;
+         * otherwise the set of its last forward */
+        PyObject *id = NULL;
+        int checkpoint = 0;
+        if (depth) {
+            id = set_plus(self, (uint32_t)PyLong_AsUnsignedLong(PyList_GET_ITEM(self->rstack, depth - 1)), name);
+        } else if (resolve_node(self, &checkpoint) < 0) {
+            return -1;
+        } else if (checkpoint && self->last_how == LINK_FOUND) {
+            id = set_plus(self, self->last_mid, name);
+        } else {
+            id = PyDict_GetItemWithError(self->fwd_sets, name);
+            if (!id && (PyErr_Occurred() || !(id = tracker_module_id(self)))) {
+                return -1;
+            }
+            Py_INCREF(id);
+        }
+        if (!id) {
             return -1;
         }
-        if (PyList_Append(self->rstack, id) < 0) {
-            return -1;
-        }
-        return mark_at(self, (uint32_t)PyLong_AsUnsignedLong(id), 0);
+        int rc = PyList_Append(self->rstack, id);
+        uint32_t mid = (uint32_t)PyLong_AsUnsignedLong(id);
+        Py_DECREF(id);
+        return rc < 0 ? -1 : mark_at(self, mid, 0);
     }
     if (depth && PyList_SetSlice(self->rstack, depth - 1, depth, NULL) < 0) {
         return -1;

@@ -460,3 +460,47 @@ def test_an_optimizer_closure_runs_in_the_forward_and_backward_phases(pass_as):
     assert ph["forward"]["matrix_flops"] == mm(T, d, d)
     assert ph["backward"]["matrix_flops"] == mm(d, T, d)  # the weight's gradient: x needs none
     assert ph["optimizer"]["matrix_flops"] == 0 and ph["optimizer"]["calls"] > 0
+
+
+class _SharedAct(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * x
+
+
+class _Layer(nn.Module):
+    """A layer whose forward checkpoints its body (as transformers 5.25's layers do: the layer's own hooks run once,
+    its submodules' again in the recomputation), calling a module instance shared by every layer."""
+
+    def __init__(self, d, shared, ckpt):
+        super().__init__()
+        self.lin = nn.Linear(d, d)
+        self.shared = [shared]  # not a child: a function module shared across layers, named on its own
+        self.ckpt = ckpt
+
+    def body(self, x):
+        return self.shared[0](self.lin(x))
+
+    def forward(self, x):
+        return checkpoint(self.body, x, use_reentrant=True) if self.ckpt else self.body(x)
+
+
+@pytest.mark.parametrize("ckpt", [False, True])
+def test_a_shared_module_recomputed_in_each_layer_keeps_each_layers_set(ckpt):
+    T, d = 4, 8
+    torch.manual_seed(0)
+    shared = _SharedAct()
+    model = nn.Sequential(*[_Layer(d, shared, ckpt) for _ in range(2)])
+    x = torch.randn(T, d, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with roofline.measure(model, timing=None) as rep:
+            model(x).sum().backward()
+    bwd = rep.by_module(phase="backward")
+    for i in ("0", "1"):
+        row = next(v for k, v in bwd.items() if k == f"Sequential.{i}")
+        assert row["matrix_flops"] == mm(T, d, d) + mm(d, T, d)
+        # the shared module's backward (tanh' and the products' element-wise work) lands in both layers alike
+        assert row["vector_flops"] == bwd["Sequential.0"]["vector_flops"]
+    if ckpt:
+        rec = rep.by_module(phase="recompute")
+        assert rec["Sequential.0"] == rec["Sequential.1"] and rec["Sequential.0"]["matrix_flops"] == mm(T, d, d)
