@@ -400,6 +400,17 @@ class MergedReport:
         out["ranks"] = len(self.ranks)
         return out
 
+    @property
+    def incomplete(self) -> list[str]:
+        """Why the ranks' counts miss work that ran (each rank's :attr:`roofline.Report.incomplete`, prefixed with
+        its rank); empty when every rank is complete."""
+        return [f"rank {rank}: {why}" for rank, r in zip(self.rank_ids, self.ranks) for why in r.incomplete]
+
+    @property
+    def complete(self) -> bool:
+        """False when some rank's report is incomplete: the totals are then lower bounds."""
+        return not self.incomplete
+
     def slowest_rank(self) -> int:
         """The rank with the longest wall time (when every rank was timed), else the longest roofline time
         (compute + communication)."""
@@ -427,8 +438,11 @@ class MergedReport:
                      _f(r["comm_share"], 0.01, ".1f")]
             lines.append(" ".join(f"{c:>10}" for c in cells))
         t = self.totals()
+        low = " [INCOMPLETE: a lower bound]" if self.incomplete else ""
         lines.append(f"total: {t['flops'] / 1e9:.3f} GFLOP, {t['bytes'] / 1e6:.2f} MB memory, {t['collectives']} "
-                     f"collectives, {t['message_bytes'] / 1e6:.3f} MB messages, {t['bus_bytes'] / 1e6:.3f} MB bus")
+                     f"collectives, {t['message_bytes'] / 1e6:.3f} MB messages, {t['bus_bytes'] / 1e6:.3f} MB bus"
+                     f"{low}")
+        lines.extend(f"INCOMPLETE: {why}" for why in self.incomplete)
         lines.append(f"slowest rank: {self.slowest_rank()}")
         return "\n".join(lines)
 
@@ -436,7 +450,7 @@ class MergedReport:
         return self.table()
 
     def __repr__(self):
-        return f"<MergedReport: {len(self.ranks)} ranks>"
+        return f"<MergedReport: {len(self.ranks)} ranks{', INCOMPLETE' if self.incomplete else ''}>"
 
 
 def _f(v, scale, fmt) -> str:

@@ -400,3 +400,18 @@ def test_a_torch_without_the_propagation_lock_warns_only_when_a_dtensor_is_met(m
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _collectives.defer([dtensor_like])  # once per block
+
+
+def test_merged_report_carries_an_incomplete_rank():
+    reports = []
+    for rank in (0, 1):
+        with roofline.measure(timing=None) as r:
+            torch.ones(4) * 2
+        r.meta["distributed"] = {"rank": rank, "world_size": 2, "backend": "gloo"}
+        reports.append(r)
+    assert rd.merge(reports).complete
+    reports[1].meta["incomplete"] = ["1 call of a torch.compile graph compiled before the block not counted"]
+    m = rd.merge(reports)
+    assert not m.complete and m.incomplete == ["rank 1: 1 call of a torch.compile graph compiled before the block "
+                                               "not counted"]
+    assert "INCOMPLETE: rank 1" in str(m) and "[INCOMPLETE: a lower bound]" in str(m) and "INCOMPLETE" in repr(m)
