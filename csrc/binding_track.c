@@ -471,7 +471,13 @@ static int attribute(Tracker *self, long task, attribution *a) {
             }
         }
     } else {
-        /* backward work: nodes it creates (a double backward's graph) are no forward module's */
+        /* backward work: no module forward runs again now (a non-reentrant recomputation that stopped early, inside
+         * module forwards whose ends never came, left them on the stack) */
+        if (PyList_GET_SIZE(self->rstack) && PyList_SetSlice(self->rstack, 0, PY_SSIZE_T_MAX, NULL) < 0) {
+            attribution_clear(a);
+            return -1;
+        }
+        /* nodes it creates (a double backward's graph) are no forward module's */
         if (rl_link_last(&self->links) != RL_LINK_NONE && mark_at(self, RL_LINK_NONE, 0) < 0) {
             attribution_clear(a);
             return -1;

@@ -504,3 +504,55 @@ def test_a_shared_module_recomputed_in_each_layer_keeps_each_layers_set(ckpt):
     if ckpt:
         rec = rep.by_module(phase="recompute")
         assert rec["Sequential.0"] == rec["Sequential.1"] and rec["Sequential.0"]["matrix_flops"] == mm(T, d, d)
+
+
+class _Inner(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.l1 = nn.Linear(d, d)
+        self.l2 = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.l2(torch.relu(self.l1(x)))
+
+
+class _Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.inner = _Inner(d)
+        self.post = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.post(checkpoint(self.inner, x, use_reentrant=False))
+
+
+def test_an_early_stopped_recomputation_leaves_no_module_behind():
+    """Non-reentrant checkpointing stops recomputing inside l2 (its saved tensors are back after l1): l2's and the
+    inner module's forward ends never come. The next block's recomputation is still its own."""
+    T, d = 4, 8
+    torch.manual_seed(0)
+    model = nn.Sequential(_Block(d), _Block(d))
+    x = torch.randn(T, d, requires_grad=True)
+    with roofline.measure(model, timing=None) as rep:
+        model(x).sum().backward()
+    rec = rep.by_module(phase="recompute")
+    assert rec["Sequential.0"]["matrix_flops"] == rec["Sequential.1"]["matrix_flops"] == mm(T, d, d)  # l1 again
+    # no set mixes the two blocks (the stale one did: block 0's l1 in block 1's modules)
+    assert not any({"Sequential.0", "Sequential.1"} <= set(m) for m in rep.module_sets)
+    assert all(rec.get(f"Sequential.{i}.inner.l2", {}).get("matrix_flops", 0) == 0 for i in (0, 1))
+
+
+def test_a_nested_checkpoint_inside_a_recomputation_is_recomputation():
+    """The outer recomputation runs the inner checkpoint's forward, whose packing hooks are then on top."""
+    T, d = 4, 16
+    torch.manual_seed(0)
+    inner = _Inner(d)
+    x = torch.randn(T, d, requires_grad=True)
+    with torch.utils.checkpoint.set_checkpoint_early_stop(False):
+        with roofline.measure(inner, timing=None) as rep:
+            checkpoint(lambda y: checkpoint(inner, y, use_reentrant=False), x, use_reentrant=False).sum().backward()
+    ph = rep.by_phase()
+    assert ph["forward"]["matrix_flops"] == 2 * mm(T, d, d)
+    assert ph["backward"]["matrix_flops"] == 2 * (mm(T, d, d) + mm(d, T, d))
+    assert ph["recompute"]["matrix_flops"] == 2 * 2 * mm(T, d, d)  # by the outer checkpoint, then by the inner
+    assert rep.totals()["model_flops"] == ph["forward"]["flops"] + ph["backward"]["flops"]

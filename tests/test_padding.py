@@ -157,3 +157,29 @@ def test_calls_over_other_sequences_and_integer_dims():
     assert _padding.classify("aten.mm.default", _padding.shapes("f32[64,224], f32[224,32]"), b, s) == "token"
     assert _padding.classify("aten.add_.Tensor", _padding.shapes("f32[64,32], f32[64,32]"), b, s) == "other"
     assert _padding.shapes("i64[56], f32[3,4], bf16[2], b8[5]", floating=True) == [(3, 4), (2,)]
+
+
+def test_attention_written_out_and_the_optimizer():
+    """Q K^T as a product of (.., S, d) and (.., d, S), the softmax over the scores and P V take the attention
+    share; an optimizer step has no padding, and a weight dim equal to B x S is said to be ambiguous."""
+    b, s, heads, d = 2, 8, 4, 32
+    lengths = [8, 4]
+    q = torch.randn(b, heads, s, d)
+    with roofline.measure(timing=None, tokens={"lengths": lengths, "seq_len": s}) as r:
+        torch.softmax(q @ q.transpose(-1, -2), dim=-1) @ q
+    u = r.useful_work()
+    share = 1 - sum(n * n for n in lengths) / (b * s * s)
+    assert u["by_kind"]["attention"]["padding_flops"] == pytest.approx(share * u["executed_flops"])
+    assert u["by_op"]["aten.bmm.default"]["padding_flops"] == pytest.approx(
+        share * u["by_op"]["aten.bmm.default"]["flops"])
+    assert u["by_op"]["aten._softmax.default"]["padding_flops"] == pytest.approx(
+        share * u["by_op"]["aten._softmax.default"]["flops"])
+
+    torch.manual_seed(0)
+    lin = nn.Linear(32, b * s)  # its weight has the dim B x S = 16
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    with roofline.measure(lin, timing=None, tokens={"lengths": [8, 2], "seq_len": s}) as r:
+        lin(torch.randn(b * s, 32)).sum().backward()
+        opt.step()
+    u = r.useful_work()
+    assert u["by_op"]["aten.add_.Tensor"]["padding_flops"] == 0 and u["ambiguous"] == [b * s]

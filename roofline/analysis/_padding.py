@@ -9,10 +9,10 @@ report's call signatures):
 * **per token**: an argument has the dims ``(B, S)`` next to each other, or a dim of ``B x S`` (the rows of a
   linear layer's input, the contraction of its weight gradient): the work grows with the number of positions, and
   ``padded / (B x S)`` of it ran on padding;
-* **attention**: an attention kernel, or a batched product whose last two dims are both ``S`` or that multiplies
-  ``(.., S, S)`` scores: the work grows with the square of each sequence's length, and
+* **attention**: an attention kernel, a call over ``(.., S, S)`` scores (their softmax and masking, the ``P V``
+  product), or the ``Q K^T`` product that makes them (``(.., S, d) @ (.., d, S)``): the work grows with the square of each sequence's length, and
   ``1 - sum(L_i^2) / (B x S^2)`` of it ran on padding (a causal kernel: ``sum(L_i (L_i + 1)) / (B S (S + 1))``);
-* **other**: weights, the optimizer, reductions to a scalar: no padding.
+* **other**: weights, the optimizer step (every call of it), reductions to a scalar: no padding.
 
 A batch packed without padding (one row of concatenated sequences: varlen attention, ``cu_seqlens``) has no padded
 position: its work is all useful. (A dense attention kernel over a packed row also computes scores across
@@ -27,6 +27,7 @@ import re
 
 import numpy as np
 
+from roofline.model._records import OPTIMIZER
 from roofline.model._tokens import token_layout  # noqa: F401 - the layout useful_work takes
 
 _SHAPE = re.compile(r"([a-z0-9_]+)\[([0-9, ]*)\]")
@@ -50,15 +51,22 @@ def _adjacent(shape, a, b) -> bool:
     return any(shape[i] == a and shape[i + 1] == b for i in range(len(shape) - 1))
 
 
-def classify(op_name: str, sig_shapes, batch: int, seq: int) -> str:
-    """``"attention"``, ``"token"`` or ``"other"`` for one call (see the module docstring)."""
+def classify(op_name: str, sig_shapes, batch: int, seq: int, optimizer: bool = False) -> str:
+    """``"attention"``, ``"token"`` or ``"other"`` for one call (see the module docstring); an optimizer step's call
+    (``optimizer``) runs over weights: "other"."""
+    if optimizer:
+        return "other"
     n = batch * seq
     if any(k in op_name for k in _ATTENTION):
         # over this batch's sequences (B, heads, S, d): attention; over other sequences (a vision tower's
         # patches, with S' != S) no padding
         return "attention" if any(_batch_then(s, batch, seq) for s in sig_shapes) else "other"
-    if "bmm" in op_name or "baddbmm" in op_name:
-        if any(len(s) >= 2 and s[-1] == seq and s[-2] == seq for s in sig_shapes) and seq > 1:
+    if seq > 1:
+        # (.., S, S) scores (their softmax, masking, the P V product), or the Q K^T product that makes them
+        if any(len(s) >= 2 and s[-1] == seq and s[-2] == seq for s in sig_shapes):
+            return "attention"
+        if (("bmm" in op_name or "matmul" in op_name) and len(sig_shapes) >= 2 and len(sig_shapes[-2]) >= 2
+                and len(sig_shapes[-1]) >= 2 and sig_shapes[-2][-2] == seq and sig_shapes[-1][-1] == seq):
             return "attention"
     for s in sig_shapes:
         if (batch > 1 and _adjacent(s, batch, seq)) or n in s or (batch == 1 and seq in s):
@@ -98,10 +106,11 @@ def useful_work(records, op_names: list, signatures: list, layout: dict, causal:
     cache: dict = {}
     for i in range(len(records)):
         op, sig = int(records["op"][i]), int(records["sig"][i])
-        kind = cache.get((op, sig))
+        kind = cache.get((op, sig, int(records["phase"][i]) == OPTIMIZER))
         if kind is None:
             sh = shapes(signatures[sig]) if sig < len(signatures) else []
-            kind = cache[(op, sig)] = classify(op_names[op], sh, b, s)
+            optimizer = int(records["phase"][i]) == OPTIMIZER
+            kind = cache[(op, sig, optimizer)] = classify(op_names[op], sh, b, s, optimizer)
             if kind == "other":  # weight-shaped arguments (floating, 1-D or 2-D): a token dim among them is ambiguous
                 other_dims.update(x for t in shapes(signatures[sig], floating=True) if len(t) <= 2 for x in t)
         f = float(flops[i])

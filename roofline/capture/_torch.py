@@ -254,10 +254,13 @@ _REGISTER = _register_steps()
 
 
 def _recompute_hooks(hooks) -> bool:
-    """Whether the saved-tensor hooks in force (``(pack, unpack)``) are those torch.utils.checkpoint installs while
-    it runs a forward again (non-reentrant checkpointing and selective activation checkpointing: its
-    ``_recomputation_hook``). Pinned by tests/test_attribution.py."""
-    return getattr(hooks[0], "__qualname__", "").startswith("_recomputation_hook.")
+    """Whether the saved-tensor hooks in force inside a backward (``(pack, unpack)``) say that a forward runs again:
+    torch.utils.checkpoint's recomputation hooks (non-reentrant and selective activation checkpointing:
+    ``_recomputation_hook``), or a checkpoint's own packing hooks (``_checkpoint_hook``: a checkpointed forward that
+    runs inside a backward is a nested checkpoint's, inside a recomputation). Other hooks pushed on top of them inside
+    the recomputation (``save_on_cpu`` in a checkpointed function) hide it: only the top of torch's stack is
+    readable (docs/concepts.md). Pinned by tests/test_attribution.py."""
+    return getattr(hooks[0], "__qualname__", "").startswith(("_recomputation_hook.", "_checkpoint_hook."))
 
 
 def _link_steps():
