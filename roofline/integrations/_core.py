@@ -376,3 +376,36 @@ class Run:
             if tokens and all(n is not None for n in tokens):
                 vals[PREFIX + "profile/tokens_per_s"] = float(statistics.median(tokens)) / wall
         return vals
+
+
+class Outputs:
+    """What a callback made over its training runs (``self._runs``: one :class:`Run` per run or fit): shared by
+    the Hugging Face and Lightning callbacks."""
+
+    @property
+    def reports(self) -> list:
+        """This rank's reports (:class:`roofline.SteadyReport`), one per profiled cycle, of every training run."""
+        return [r for run in self._runs for r in run.reports]
+
+    @property
+    def merged(self) -> list:
+        """The merged reports (:class:`roofline.distributed.MergedReport`) on rank 0 of a distributed run; empty
+        elsewhere and in a single process."""
+        return [m for run in self._runs for m in run.merged]
+
+    @property
+    def files(self) -> list:
+        """The paths written, in order."""
+        return [f for run in self._runs for f in run.files]
+
+    @property
+    def profiler(self):
+        """The :func:`roofline.profiler` of the latest training run (None before it, or without ``steps`` /
+        ``schedule``)."""
+        return self._runs[-1].profiler if self._runs else None
+
+    @property
+    def monitor(self):
+        """The :func:`roofline.monitor` of the latest training run (None before it, or without ``monitor``): its
+        ``history`` has every step's figures."""
+        return self._runs[-1].monitor if self._runs else None

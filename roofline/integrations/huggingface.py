@@ -42,7 +42,7 @@ from roofline.integrations import _core
 _WHO = "RooflineCallback"
 
 
-class RooflineCallback(TrainerCallback):
+class RooflineCallback(_core.Outputs, TrainerCallback):
     """Profile steps of a ``transformers.Trainer`` run with :func:`roofline.profiler`, optionally time every step
     with :func:`roofline.monitor`, write the reports and log their figures.
 
@@ -86,35 +86,6 @@ class RooflineCallback(TrainerCallback):
         self._hook = None
         self._state = None
         self._inputs, self._counts, self._log_due = [], [], False
-
-    # ---- what it made ----------------------------------------------------------------------------------------------
-    @property
-    def reports(self) -> list:
-        """This rank's reports (:class:`roofline.SteadyReport`), one per profiled cycle, of every training run."""
-        return [r for run in self._runs for r in run.reports]
-
-    @property
-    def merged(self) -> list:
-        """The merged reports (:class:`roofline.distributed.MergedReport`) on rank 0 of a distributed run; empty
-        elsewhere and in a single process."""
-        return [m for run in self._runs for m in run.merged]
-
-    @property
-    def files(self) -> list:
-        """The paths written, in order."""
-        return [f for run in self._runs for f in run.files]
-
-    @property
-    def profiler(self):
-        """The :func:`roofline.profiler` of the latest training run (None before it, or without ``steps`` /
-        ``schedule``)."""
-        return self._runs[-1].profiler if self._runs else None
-
-    @property
-    def monitor(self):
-        """The :func:`roofline.monitor` of the latest training run (None before it, or without ``monitor``): its
-        ``history`` has every step's figures."""
-        return self._runs[-1].monitor if self._runs else None
 
     # ---- Trainer events ------------------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, **kwargs):

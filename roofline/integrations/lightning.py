@@ -47,7 +47,7 @@ except ImportError:
                           "pytorch-lightning)") from e
 
 
-class _Callback:
+class _Callback(_core.Outputs):
     """Profile steps of a Lightning ``Trainer`` run with :func:`roofline.profiler`, optionally time every step with
     :func:`roofline.monitor`, write the reports and log their figures (the class of each package is made by
     :func:`callback_class` from this body).
@@ -82,34 +82,6 @@ class _Callback:
         self._trainer = None
         self._inputs, self._counts, self._stepped = [], [], False
         self._last_step = 0
-
-    # ---- what it made ----------------------------------------------------------------------------------------------
-    @property
-    def reports(self) -> list:
-        """This rank's reports (:class:`roofline.SteadyReport`), one per profiled cycle, of every fit."""
-        return [r for run in self._runs for r in run.reports]
-
-    @property
-    def merged(self) -> list:
-        """The merged reports (:class:`roofline.distributed.MergedReport`) on rank 0 of a distributed run; empty
-        elsewhere and in a single process."""
-        return [m for run in self._runs for m in run.merged]
-
-    @property
-    def files(self) -> list:
-        """The paths written, in order."""
-        return [f for run in self._runs for f in run.files]
-
-    @property
-    def profiler(self):
-        """The :func:`roofline.profiler` of the latest fit (None before it, or without ``steps`` / ``schedule``)."""
-        return self._runs[-1].profiler if self._runs else None
-
-    @property
-    def monitor(self):
-        """The :func:`roofline.monitor` of the latest fit (None before it, or without ``monitor``): its
-        ``history`` has every step's figures."""
-        return self._runs[-1].monitor if self._runs else None
 
     # ---- Lightning hooks ---------------------------------------------------------------------------------------
     def on_train_start(self, trainer, pl_module):
