@@ -11,11 +11,11 @@ closed by the ``step()`` call that ends it; a cycle's active steps become one re
 
 from __future__ import annotations
 
-import operator
 import threading
 
 from roofline._measure import measure
 from roofline._steady import SteadyReport
+from roofline.util._ints import as_index
 
 # what a schedule says about one step (torch.profiler.ProfilerAction's names, lower case)
 NONE, WARMUP, RECORD, RECORD_AND_SAVE = "none", "warmup", "record", "record_and_save"
@@ -25,12 +25,10 @@ _RECORDING = (RECORD, RECORD_AND_SAVE)
 
 def _check_count(where: str, name: str, v, lo: int) -> int:
     """``v`` as an int at least ``lo`` (anything with ``__index__``, not a bool); ValueError naming ``name``."""
-    if isinstance(v, bool):
-        raise ValueError(f"{where}: {name} must be an int >= {lo}, got bool ({v!r})")
-    try:
-        v = operator.index(v)
-    except TypeError:
-        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {type(v).__name__} ({v!r})") from None
+    n = as_index(v)
+    if n is None:
+        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {type(v).__name__} ({v!r})")
+    v = n
     if v < lo:
         raise ValueError(f"{where}: {name} must be an int >= {lo}, got {v}")
     return v

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-import operator
 import statistics
 import warnings
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from roofline._measure import measure
 from roofline.report import Report
+from roofline.util._ints import as_index
 
 # count columns that must agree between repeats of the same step
 _COUNTS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
@@ -27,12 +27,10 @@ _COUNTS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_w
 
 def _check_int(name: str, v, lo: int) -> int:
     """``v`` as an int (anything with ``__index__``, e.g. a NumPy integer; not a bool), at least ``lo``."""
-    if isinstance(v, bool):
-        raise TypeError(f"profile: {name} must be an int, got bool")
-    try:
-        v = operator.index(v)
-    except TypeError:
-        raise TypeError(f"profile: {name} must be an int, got {type(v).__name__}") from None
+    n = as_index(v)
+    if n is None:
+        raise TypeError(f"profile: {name} must be an int, got {type(v).__name__}")
+    v = n
     if v < lo:
         raise ValueError(f"profile: {name} must be >= {lo}, got {v}")
     return v

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 
 import roofline
 from roofline.util import _output
+from roofline.util._ints import as_index
 
 # the keys of roofline.monitor that the callbacks pass through (``monitor={...}``); model, on_step, ceilings and
 # attention are the callback's own
@@ -98,12 +99,10 @@ def _check_steps(who, steps):
         raise ValueError(f"{who}: steps must be a step number or a pair (first, last), got {steps!r}")
     out = []
     for v in pair:
-        if isinstance(v, bool):
-            raise TypeError(f"{who}: steps must be ints, got bool in {steps!r}")
-        try:
-            v = operator.index(v)
-        except TypeError:
-            raise TypeError(f"{who}: steps must be ints, got {type(v).__name__} in {steps!r}") from None
+        n = as_index(v)
+        if n is None:
+            raise TypeError(f"{who}: steps must be ints, got {type(v).__name__} in {steps!r}")
+        v = n
         if v < 1:
             raise ValueError(f"{who}: steps are numbered from 1 (the trainer's global step after the step), got "
                              f"{steps!r}")
