@@ -209,8 +209,10 @@ class _ModuleHooks:
         self.watch = tuple(t.session for t in self.trackers if t.session is not None and t.session.watching())
         if self.trackers:
             mm._global_forward_pre_hooks[self.handles[0].id] = _forward_pre_hook
-            mm._global_forward_hooks[self.handles[1].id] = _forward_hook
+            # the keyword flag first: the hook is never in the table without it (an interrupt between the two lines
+            # would otherwise leave torch calling it without the keyword arguments); removal takes the hook out first
             mm._global_forward_hooks_with_kwargs[self.handles[1].id] = True
+            mm._global_forward_hooks[self.handles[1].id] = _forward_hook
         else:
             for h in self.handles:
                 h.remove()
