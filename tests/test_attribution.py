@@ -556,3 +556,27 @@ def test_a_nested_checkpoint_inside_a_recomputation_is_recomputation():
     assert ph["backward"]["matrix_flops"] == 2 * (mm(T, d, d) + mm(d, T, d))
     assert ph["recompute"]["matrix_flops"] == 2 * 2 * mm(T, d, d)  # by the outer checkpoint, then by the inner
     assert rep.totals()["model_flops"] == ph["forward"]["flops"] + ph["backward"]["flops"]
+
+
+def test_a_corrupt_attribution_section_is_refused_naming_the_field():
+    import json
+
+    T, d, r = 8, 16, 4
+    torch.manual_seed(0)
+    model = nn.Sequential(LoRALinear(d, r))
+    x = torch.randn(T, d, requires_grad=True)
+    with roofline.measure(model, timing=None) as rep:
+        model(x).sum().backward()
+    doc = json.loads(rep.to_json())
+    assert doc["meta"]["attribution"]["flop_counter_rows"]  # the adapter's rows are moved
+    for field, value, match in (
+            ("unlinked_rows", [len(rep.records)], r"unlinked_rows\[0\].*beyond the"),
+            ("flop_counter_modules", [len(rep.module_sets)] * len(doc["meta"]["attribution"]["flop_counter_rows"]),
+             r"flop_counter_modules\[0\].*not a module set"),
+            ("flop_counter_modules", [], r"flop_counter_modules.*holds 0 items"),
+            ("unlinked_rows", [1, 1], r"unlinked_rows.*lists a record twice"),
+            ("method", "guess", r"method")):
+        bad = json.loads(json.dumps(doc))
+        bad["meta"]["attribution"][field] = value
+        with pytest.raises(ValueError, match=match):
+            roofline.load(json.dumps(bad))
