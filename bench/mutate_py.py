@@ -18,9 +18,12 @@ Each mutant changes one node of the syntax tree inside one of the functions of T
     True <-> False (strings and None are left alone).
 
 One parent process imports NumPy, pytest, torch (when installed) and the package once; each mutant runs in a
-forked child that executes the mutated module in place of the original, rebinds every reference the package holds
-to the original module or to its functions and classes (``from ... import`` names included), and runs a targeted
-pytest subset (-x: the first failure kills; POSIX only). Survivors are listed with their file, function, line and
+forked child that executes the mutated module in a scratch module and gives every function and method of the loaded
+one the mutated code (swapped in the function objects, so names imported elsewhere, inherited methods and
+registries all run it), then runs the tests of its file that reach it (-x: the first failure kills; POSIX only).
+Which tests reach a mutant is found once per file: the file's test subset runs on the unmutated module with a line
+tracer, and a mutant is judged by the tests that execute a line of its statement (a mutant no test reaches survives
+without a run; --all-tests judges each by the whole subset). Survivors are listed with their file, function, line and
 change; known equivalent mutants can be listed in the same file as bench/mutate_c.py's (--equivalent).
 
     python bench/mutate_py.py                                # all mutants of every target (hours)
@@ -47,6 +50,8 @@ import time
 import types
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutate_c import ROOT, load_equivalent, progress, report  # noqa: E402
@@ -137,6 +142,10 @@ class PyMutant:
     line_text: str
     new_value: object = None
     target: str = ""  # the TARGETS key: the file's path under roofline/ (``file`` is its name, as the keys show it)
+    # lines of which a test must execute one for the mutated node to run: from its innermost enclosing statement's
+    # first line to the node's last line; None when the node is outside the function's body (a default value, a
+    # decorator: evaluated at import), so that every test judges it
+    reach: tuple | None = None
 
     @property
     def key(self) -> str:
@@ -173,6 +182,23 @@ def _functions(tree):
     return out
 
 
+def _statements(fn) -> dict:
+    """id(node) -> the innermost statement of ``fn``'s body that contains it (nodes of nested functions' default
+    values included, which run when the enclosing statement runs); nodes outside the body are absent."""
+    out = {}
+
+    def visit(node, stmt):
+        for child in ast.iter_child_nodes(node):
+            own = child if isinstance(child, ast.stmt) else stmt
+            out[id(child)] = own
+            visit(child, own)
+
+    for st in fn.body:
+        out[id(st)] = st
+        visit(st, st)
+    return out
+
+
 def find_mutants(path: Path, functions, target: str = "") -> list[PyMutant]:
     src = path.read_text()
     lines = src.split("\n")
@@ -199,11 +225,14 @@ def find_mutants(path: Path, functions, target: str = "") -> list[PyMutant]:
             if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
                     and isinstance(node.value.value, str)):
                 skip.add(id(node.value))
+        stmt_of = _statements(fn)
         for node in ast.walk(fn):
             if id(node) in skip or not hasattr(node, "lineno"):
                 continue
+            st = stmt_of.get(id(node))
+            reach = (st.lineno, max(node.end_lineno or node.lineno, st.lineno)) if st is not None else None
             base = dict(file=path.name, target=target or path.name, func=qual, line=node.lineno, col=node.col_offset, index=index[id(node)],
-                        line_text=lines[node.lineno - 1])
+                        line_text=lines[node.lineno - 1], reach=reach)
             if isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in BINOPS:
                 for new in BINOPS[type(node.op)]:
                     out.append(PyMutant(what="binop", orig=SYMBOL[type(node.op)], new=SYMBOL[new], new_value=new,
@@ -250,33 +279,109 @@ def apply(path: Path, m: PyMutant) -> str:
     return ast.unparse(tree)
 
 
+def _plain(f):
+    """The function object behind a module or class attribute (a staticmethod's, classmethod's or property's
+    functions, a functools.wraps or lru_cache wrapper's wrapped function), as a list."""
+    if isinstance(f, (staticmethod, classmethod)):
+        return _plain(f.__func__)
+    if isinstance(f, property):
+        return [g for h in (f.fget, f.fset, f.fdel) if h is not None for g in _plain(h)]
+    if isinstance(f, types.FunctionType):
+        return [f]
+    wrapped = getattr(f, "__wrapped__", None)
+    return _plain(wrapped) if wrapped is not None else []
+
+
+def _swap(old_ns, new_ns, filename, seen) -> None:
+    """Give each function of ``old_ns`` (a module's or a class's namespace, classes recursively) the code and
+    default values of its namesake in ``new_ns``."""
+    for k, nv in list(new_ns.items()):
+        ov = old_ns.get(k)
+        if ov is None or ov is nv or id(ov) in seen:
+            continue
+        seen.add(id(ov))
+        if isinstance(nv, type) and isinstance(ov, type):
+            if getattr(nv, "__module__", None) == getattr(ov, "__module__", None):
+                _swap(vars(ov), vars(nv), filename, seen)
+            continue
+        for of, nf in zip(_plain(ov), _plain(nv)):
+            if of.__code__.co_filename != filename or nf.__code__.co_filename != filename:
+                continue  # generated code (a dataclass's __init__), not the file's
+            of.__code__ = nf.__code__
+            of.__defaults__, of.__kwdefaults__ = nf.__defaults__, nf.__kwdefaults__
+
+
 def substitute(path: Path, text: str) -> types.ModuleType:
-    """Execute `text` as the module of `path` (roofline/<name>.py) and make the package use it: sys.modules, and
-    every attribute of a loaded roofline module that is the original module or one of its functions or classes."""
+    """Make the package run `text` (the module of `path`, roofline/<name>.py, mutated) in place of the module's
+    code: `text` is executed once in a scratch module, and every function and method of the loaded module (and of
+    its classes) takes the code and default values of its namesake there. Code is swapped in the function objects
+    themselves, so every reference to them sees the mutant: names imported elsewhere, a subclass's inherited
+    methods, registries. The loaded module stays in sys.modules; what its module-level code does on import (a
+    registry filled) is done once more by the scratch module."""
     import importlib
 
     name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
     old = importlib.import_module(name)
-    mod = types.ModuleType(name)
-    mod.__file__ = str(path)
-    mod.__package__ = name.rpartition(".")[0]
-    sys.modules[name] = mod
-    exec(compile(text, str(path), "exec"), mod.__dict__)
-    for m in list(sys.modules.values()):
-        if m is mod or not isinstance(m, types.ModuleType) or not m.__name__.startswith("roofline"):
-            continue
-        for k, v in list(vars(m).items()):
-            if v is old:
-                setattr(m, k, mod)
-            elif (isinstance(v, (types.FunctionType, type)) and getattr(v, "__module__", None) == name
-                  and hasattr(mod, v.__name__)):
-                setattr(m, k, getattr(mod, v.__name__))
-    return mod
+    scratch = types.ModuleType(name)
+    scratch.__file__ = str(path)
+    scratch.__package__ = name.rpartition(".")[0]
+    exec(compile(text, str(path), "exec"), scratch.__dict__)
+    _swap(vars(old), vars(scratch), str(path), set())
+    return old
 
 
-def run_in_child(path: Path, text: str, tests: list[str], timeout: int) -> tuple[int, str]:
-    """Fork; in the child, execute `text` in place of the module at `path` and run pytest on `tests`.
-    (exit code, output)."""
+class _Select:
+    """pytest plugin: keep only the tests whose node ids are in ``wanted`` (the tests that reach a mutant)."""
+
+    def __init__(self, wanted):
+        self.wanted = wanted
+
+    def pytest_collection_modifyitems(self, config, items):
+        keep = [it for it in items if it.nodeid in self.wanted]
+        config.hook.pytest_deselected(items=[it for it in items if it.nodeid not in self.wanted])
+        items[:] = keep
+
+
+class _Lines:
+    """pytest plugin: the lines of one file (``filename``) each test executes, setup and teardown included:
+    ``{node id: [line, ...]}``, written as JSON to ``out`` at the end of the session."""
+
+    def __init__(self, filename, out):
+        self.filename, self.out, self.lines, self.current = filename, out, {}, None
+
+    def _local(self, frame, event, arg):
+        if event == "line":
+            self.current.add(frame.f_lineno)
+        return self._local
+
+    def _global(self, frame, event, arg):
+        if frame.f_code.co_filename != self.filename:
+            return None
+        self.current.add(frame.f_lineno)  # the first line of the code object (a def's body on one line)
+        return self._local
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        import threading
+
+        self.current = self.lines.setdefault(item.nodeid, set())
+        sys.settrace(self._global)
+        threading.settrace(self._global)
+        try:
+            yield
+        finally:
+            sys.settrace(None)
+            threading.settrace(None)
+
+    def pytest_sessionfinish(self, session):
+        import json
+
+        Path(self.out).write_text(json.dumps({k: sorted(v) for k, v in self.lines.items()}))
+
+
+def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=()) -> tuple[int, str]:
+    """Fork; in the child, execute `text` in place of the module at `path` and run pytest on `tests` (with
+    `plugins`). (exit code, output)."""
     with tempfile.TemporaryFile(mode="w+") as log:
         pid = os.fork()
         if pid == 0:  # child
@@ -287,7 +392,10 @@ def run_in_child(path: Path, text: str, tests: list[str], timeout: int) -> tuple
                 import pytest
 
                 substitute(path, text)
-                rc = int(pytest.main(["-q", "-x", "-p", "no:cacheprovider", *tests]))
+                # no plugins found through entry points (loading them costs a second a run; the parent sets
+                # PYTEST_DISABLE_PLUGIN_AUTOLOAD), no cache, and no gc.collect() of the large heap at the end
+                rc = int(pytest.main(["-q", "-x", "-p", "no:cacheprovider", "-p", "no:unraisableexception",
+                                      "-p", "no:threadexception", *tests], plugins=list(plugins)))
             except BaseException as e:  # noqa: BLE001 - a mutant that does not even import is killed
                 print(f"{type(e).__name__}: {e}", flush=True)
                 rc = 4
@@ -310,6 +418,14 @@ def run_in_child(path: Path, text: str, tests: list[str], timeout: int) -> tuple
         return rc, log.read()
 
 
+def reaching(lines_by_test: dict, m: PyMutant) -> set | None:
+    """The node ids of the tests that execute a line of the mutant's reach; None: every test (no reach known)."""
+    if m.reach is None:
+        return None
+    lo, hi = m.reach
+    return {t for t, lines in lines_by_test.items() if any(lo <= ln <= hi for ln in lines)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", nargs="+", default=list(TARGETS), help="files under roofline/ to mutate")
@@ -320,6 +436,10 @@ def main(argv=None) -> int:
                                    "of an earlier run's output: rerun its survivors)")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--timeout", type=int, default=120, help="seconds for one pytest run")
+    ap.add_argument("--all-tests", action="store_true",
+                    help="judge every mutant by the whole test subset of its file (default: only the tests that "
+                         "execute the mutated line, found by one traced run of the subset on the unmutated module; a "
+                         "mutant no test reaches survives without a run)")
     ap.add_argument("--equivalent", default=str(ROOT / "bench" / "mutants_equivalent.txt"))
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
@@ -351,10 +471,10 @@ def main(argv=None) -> int:
         sys.exit("build the extension first: python setup.py build_ext --inplace")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # no BLAS threads across fork()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the tests use no plugin of an installed package
     sys.path.insert(0, str(ROOT))
     os.chdir(ROOT)
     import numpy  # noqa: F401  (imported once, shared by every child)
-    import pytest  # noqa: F401
 
     try:
         import torch  # noqa: F401  (tests that use it then find it loaded)
@@ -366,17 +486,38 @@ def main(argv=None) -> int:
 
     for f in TARGETS:  # every target loaded once, so that substitute() finds each reference to it
         importlib.import_module("roofline." + f[:-3].replace("/", "."))
+    # what every child would import again otherwise (seconds each): hypothesis (pytest's plugin imports it at the end
+    # of a session) and the test modules of the files mutated, imported under the names pytest gives them (the tests
+    # directory first on sys.path, as its default import mode does); the functions they imported from the package
+    # are the ones whose code a mutant replaces
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        pass
+    sys.path.insert(0, str(ROOT / "tests"))
+    for t in sorted({t.split("::")[0] for m in mutants for t in TESTS[m.target]}):
+        if (ROOT / t).exists():
+            importlib.import_module(Path(t).stem)
 
     if not roofline.__file__.startswith(str(ROOT)):
         sys.exit(f"roofline imported from {roofline.__file__}, not from {ROOT}")
     eq = load_equivalent(args.equivalent if Path(args.equivalent).exists() else None)
     tests = {f: [str(ROOT / t) for t in TESTS[f] if (ROOT / t.split("::")[0]).exists()] for f in TARGETS}
     t0 = time.time()
+    covered = {}  # target -> {test node id: lines of the target it executes}
     for f in sorted({m.target for m in mutants}):  # the unmutated module, substituted the same way, must pass
         path = ROOT / "roofline" / f
-        rc, out = run_in_child(path, path.read_text(), tests[f], args.timeout)
-        if rc != 0:
-            sys.exit(f"the unmutated {f} fails the tests the mutants are judged by:\n{out[-3000:]}")
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = None if args.all_tests else _Lines(str(path), os.path.join(tmp, "lines.json"))
+            rc, out = run_in_child(path, path.read_text(), tests[f], args.timeout * (1 if trace is None else 10),
+                                   [trace] if trace else [])
+            if rc != 0:
+                sys.exit(f"the unmutated {f} fails the tests the mutants are judged by:\n{out[-3000:]}")
+            if trace is not None:
+                import json
+
+                covered[f] = json.loads(Path(trace.out).read_text())
+                print(f"{f}: {len(covered[f])} tests, traced", flush=True)
     print(f"{len(mutants)} mutants of {', '.join(args.files)}", flush=True)
     results = []
     for k, m in enumerate(mutants, 1):
@@ -386,7 +527,12 @@ def main(argv=None) -> int:
         except Exception as e:  # noqa: BLE001 - a mutant that cannot be written is not counted
             results.append((m, "invalid", str(e)))
             continue
-        rc, out = run_in_child(path, text, tests[m.target], args.timeout)
+        wanted = reaching(covered[m.target], m) if m.target in covered else None
+        if wanted is not None and not wanted:
+            results.append((m, "survived", "no test executes the line"))
+            progress(k, len(mutants), m, "survived", "no test executes the line", args.verbose)
+            continue
+        rc, out = run_in_child(path, text, tests[m.target], args.timeout, [] if wanted is None else [_Select(wanted)])
         if rc == -999:
             st, det = "killed", "timeout"
         elif rc != 0:

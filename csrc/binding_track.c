@@ -1435,7 +1435,6 @@ typedef struct {
     PyObject *task_id;  /* torch._C._current_graph_task_id */
     PyObject *slow;     /* slow(mode, func, types, args=(), kwargs=None) for ops not in the table */
     PyObject *phase;    /* None, or the phase every record gets (the optimizer step) */
-    PyObject *forward, *backward;
     PyObject *push;     /* None, or push(mode): re-enters the mode around a decomposition (else mode.__enter__) */
     PyObject *pop;      /* None, or pop(None): leaves it again (else mode.__exit__) */
     PyObject *rows;     /* the recorder (its len() is the next row) or None: the rows logged by attribution */
@@ -1446,7 +1445,7 @@ typedef struct {
 
 /* The objects a Dispatch holds besides its op table (its traverse and clear walk them). */
 #define DISPATCH_OBJECTS(X) \
-    X(tracker) X(record) X(task_id) X(slow) X(phase) X(forward) X(backward) X(push) X(pop) X(rows)
+    X(tracker) X(record) X(task_id) X(slow) X(phase) X(push) X(pop) X(rows)
 
 static int Dispatch_traverse(Dispatch *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
@@ -1530,17 +1529,15 @@ static int grow_table(Dispatch *self) {
 }
 
 static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"tracker", "record", "task_id", "slow", "forward", "backward", "push", "pop", "rows",
-                             NULL};
-    PyObject *tracker, *record, *task_id, *slow, *forward, *backward, *push = Py_None, *pop = Py_None;
+    static char *kwlist[] = {"tracker", "record", "task_id", "slow", "push", "pop", "rows", NULL};
+    PyObject *tracker, *record, *task_id, *slow, *push = Py_None, *pop = Py_None;
     PyObject *rows = Py_None;
     PyTypeObject *ttype = tracker_type_of(PyType_GetModule(Py_TYPE(self)));
     if (!ttype) {
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOOO!O!|$OOO:Dispatch", kwlist, ttype, &tracker, &record,
-                                     &task_id, &slow, &PyLong_Type, &forward, &PyLong_Type, &backward, &push, &pop,
-                                     &rows)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOO|$OOO:Dispatch", kwlist, ttype, &tracker, &record, &task_id,
+                                     &slow, &push, &pop, &rows)) {
         return -1;
     }
     if (((Tracker *)tracker)->seq_nr && rows == Py_None) {
@@ -1566,7 +1563,7 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
     }
     self->tracker = (Tracker *)Py_NewRef(tracker);
     self->phase = Py_NewRef(Py_None);
-#define DISPATCH_ARGS(X) X(record) X(task_id) X(slow) X(forward) X(backward) X(push) X(pop) X(rows)
+#define DISPATCH_ARGS(X) X(record) X(task_id) X(slow) X(push) X(pop) X(rows)
     DISPATCH_ARGS(RL_TAKE_MEMBER)
 #undef DISPATCH_ARGS
     return 0;

@@ -221,16 +221,18 @@ class Report(DerivedCounts):
         special_ops, bytes_read, bytes_written, bytes, intensity}}``. ``phase``: "forward", "backward", "optimizer",
         "recompute" or None (all)."""
         _check_grouping("by_op", "op", None, phase)
-        return _rollup.counts_by(self.records, self._ops, self.module_sets, "op", phase=phase)
+        return _rollup.counts_by(self.records, self.op_names, self.module_sets, "op", phase=phase)
 
     def by_module(self, depth: int | None = None, phase: str | None = None) -> dict[str, dict]:
         """Totals per module, each including everything that ran inside it: its forward, its backward (each backward
         op credited to the module whose forward created its autograd node: :attr:`attribution`) and its recomputed
-        forward. ``depth`` keeps modules at most that many levels deep (the root is 1; 0 keeps "Global" only).
+        forward. A container that is never called itself (a ``ModuleList``: ``Net.blocks`` above ``Net.blocks.0``)
+        is a module here too, as in :meth:`table` and the charts. ``depth`` keeps modules at most that many levels
+        deep (the root is 1; 0 keeps "Global" only).
         "Global" is the whole run. ``phase`` restricts to one phase ("forward", "backward", "optimizer",
         "recompute")."""
         _check_grouping("by_module", "module", depth, phase, depth_lo=0)
-        return _rollup.counts_by(self.records, self._ops, self.module_sets, "module", depth, phase)
+        return _rollup.counts_by(self.records, self.op_names, self.module_sets, "module", depth, phase)
 
     def by_phase(self) -> dict[str, dict]:
         """Totals per phase that ran (``"forward"``, ``"backward"``, ``"optimizer"``, ``"recompute"``: forward ops
@@ -351,10 +353,9 @@ class Report(DerivedCounts):
         bandwidth). ``depth`` (an int >= 0, as in :meth:`by_module`) applies to ``by="module"`` only; ``phase``:
         "forward", "backward", "optimizer", "recompute" or None (all)."""
         _check_grouping("analysis", by, depth, phase, ("op", "op_shape", "module"), depth_lo=0)
-        if by == "op_shape":  # per op and input-shape signature (reports that recorded signatures)
-            return {name: row for name, (row, _) in _groups.op_groups(self, "op_shape", phase).items()}
-        c = self.classification()
-        return _rollup.roofline_by(self.records, self._ops, self.module_sets, c, by, depth, phase)
+        sigs = self.signatures if by == "op_shape" and _groups.has_signatures(self) else None
+        return _rollup.roofline_by(self.records, self.op_names, self.module_sets, self.classification(), by, depth,
+                                   phase, sigs)
 
     def totals(self) -> dict:
         """Whole-run figures, a dict with the keys of an :meth:`analysis` row over all records (``calls``,

@@ -69,3 +69,47 @@ def test_one_duration_format_in_the_summary_and_the_hints():
     from roofline.analysis import _dataflow, _hints
 
     assert not hasattr(_hints, "secs") and not hasattr(_dataflow, "secs")
+
+
+class _Blocks(torch.nn.Module):
+    """A ModuleList that is never called itself: ``blocks`` is a container of the modules that ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([torch.nn.Linear(8, 8), torch.nn.Linear(8, 4)])
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def test_one_module_grouping_in_the_roll_ups_the_table_and_the_chart():
+    model = _Blocks()
+    x = torch.ones(3, 8)
+    with roofline.measure(model, ceilings="H100 SXM", timing=None) as r:
+        model(x)
+    # three addmm calls: 2*3*8*8, 2*3*8*4, 2*3*4*2 matrix FLOPs
+    one, two, head = 2 * 3 * 8 * 8, 2 * 3 * 8 * 4, 2 * 3 * 4 * 2
+    mods = r.by_module()
+    assert mods["_Blocks.blocks.0"]["matrix_flops"] == one and mods["_Blocks.blocks.1"]["matrix_flops"] == two
+    # the container is a group of its own: everything that ran inside it
+    assert mods["_Blocks.blocks"]["matrix_flops"] == one + two
+    assert mods["_Blocks"]["matrix_flops"] == one + two + head == mods["Global"]["matrix_flops"]
+    assert set(r.by_module(depth=2)) == {"Global", "_Blocks", "_Blocks.blocks", "_Blocks.head"}
+    # analysis(by="module") has the same groups, and the text table shows exactly its rows, container included
+    rows = r.analysis("module")
+    assert set(rows) == set(mods)
+    table = r.table(by="module", top=None).splitlines()
+    shown = {ln.split()[0] for ln in table[1:]}
+    assert shown == set(rows) - {"Global"}
+    assert rows["_Blocks.blocks"]["flops"] == mods["_Blocks.blocks"]["flops"] > one + two  # + the bias adds
+    # the chart's module points are the same groups, with the same rows
+    from roofline.analysis import _groups
+
+    level = {n.name: n for n in _groups.module_level(r, 2)}
+    assert set(level) == {"_Blocks.blocks", "_Blocks.head"}
+    for name, node in level.items():
+        assert node.row == rows[name]
+        assert int(r.records["matrix_flops"][node.mask].sum()) == mods[name]["matrix_flops"]

@@ -352,12 +352,12 @@ def test_tracker_and_dispatch_reject_bad_arguments():
     assert t.discard("A") is True and t.discard("A") is False
     assert t.module_id == 0  # an interned set keeps its id
     with pytest.raises(TypeError):
-        _core.Dispatch(object(), len, len, len, 0, 1)
+        _core.Dispatch(object(), len, len, len)
     with pytest.raises(TypeError, match="push and pop are given together"):
-        _core.Dispatch(t, len, len, len, 0, 1, push=len)
+        _core.Dispatch(t, len, len, len, push=len)
     with pytest.raises(TypeError, match="pop must be callable"):
-        _core.Dispatch(t, len, len, len, 0, 1, push=len, pop=3)
-    d = _core.Dispatch(t, len, len, len, 0, 1)
+        _core.Dispatch(t, len, len, len, push=len, pop=3)
+    d = _core.Dispatch(t, len, len, len)
     with pytest.raises(TypeError):
         d.phase = "forward"
     with pytest.raises(ValueError, match=">= 0"):

@@ -4,10 +4,6 @@ and :meth:`roofline.Report.analysis` take their groups from here."""
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
 from roofline.analysis import _rollup
 
 
@@ -16,10 +12,10 @@ class Node:
     called itself): its dotted ``name``, ``depth`` (the root module is 1), the ``row`` of
     :meth:`roofline.Report.analysis` over everything that ran inside it, and its ``children``, most time first."""
 
-    __slots__ = ("name", "depth", "row", "children", "called")
+    __slots__ = ("name", "depth", "row", "mask", "children", "called")
 
-    def __init__(self, name, depth, row, called):
-        self.name, self.depth, self.row, self.called, self.children = name, depth, row, called, []
+    def __init__(self, name, depth, row, mask, called):
+        self.name, self.depth, self.row, self.mask, self.called, self.children = name, depth, row, mask, called, []
 
     @property
     def label(self) -> str:
@@ -33,46 +29,23 @@ class Node:
                 yield from c.walk(max_depth)
 
 
-def _time_key(row) -> float:
-    t = row["time"] if math.isfinite(row["time"]) else row["t_min"]
-    return t if math.isfinite(t) else 0.0
-
-
 def module_tree(report, phase: str | None = None) -> tuple[list, dict]:
-    """``(roots, whole)``: the module tree of a report and the whole-run row. Each module that ran is a node;
-    a dotted prefix of a module name that never ran itself (``Net.blocks`` above ``Net.blocks.0`` when
-    ``blocks`` is a ``ModuleList``) is a container node whose row covers its children, so the depth of a node is
-    the depth of its name and every level of the model is there. Children are ordered most time first (roofline
-    time when untimed)."""
+    """``(roots, whole)``: the module tree of a report and the whole-run row. Its nodes are the module groups of
+    :func:`roofline.analysis._rollup.module_members` (every module that ran and every container above one: a
+    ``ModuleList`` ``Net.blocks`` above ``Net.blocks.0``), each with the row :meth:`roofline.Report.analysis`
+    gives it with ``by="module"``; a node's depth is the depth of its name. Children in
+    :func:`roofline.analysis._rollup.sort_rows` order."""
     records = report.records
     c = report.classification()
-    sel = _rollup.phase_mask(records, phase)
-    called = {n for ms in report.module_sets for n in ms if n != "Global"}
-    # module-set id -> every node (module or container) it lies in
-    members: dict[str, list[int]] = {}
-    for mid, ms in enumerate(report.module_sets):
-        inside = set()
-        for n in ms:
-            if n == "Global":
-                continue
-            parts = n.split(".")
-            inside.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-        for n in inside:
-            members.setdefault(n, []).append(mid)
-    nodes = {}
-    for name, mids in members.items():
-        mask = sel & np.isin(records["module"], mids)
-        if mask.any():
-            nodes[name] = Node(name, name.count(".") + 1, _rollup.roofline_row(records, mask, c), name in called)
+    called = {n for ms in report.module_sets for n in ms}
+    groups = _rollup.group_masks(records, report.op_names, report.module_sets, "module", phase=phase)
+    rows = _rollup.sort_rows({n: (_rollup.roofline_row(records, m, c), m) for n, m in groups.items() if n != "Global"})
+    nodes = {name: Node(name, name.count(".") + 1, row, mask, name in called) for name, (row, mask) in rows.items()}
     roots = []
-    for name in sorted(nodes, key=lambda n: n.count(".")):
-        node = nodes[name]
+    for name, node in nodes.items():  # most time first: each parent's children come out in that order too
         parent = nodes.get(name.rsplit(".", 1)[0]) if "." in name else None
         (parent.children if parent is not None else roots).append(node)
-    for node in nodes.values():
-        node.children.sort(key=lambda n: (-_time_key(n.row), -n.row["flops"], n.name))
-    roots.sort(key=lambda n: (-_time_key(n.row), -n.row["flops"], n.name))
-    whole = _rollup.roofline_row(records, sel, c)
+    whole = _rollup.roofline_row(records, _rollup.phase_mask(records, phase), c)
     return roots, whole
 
 
@@ -102,27 +75,12 @@ def has_signatures(report) -> bool:
 
 def op_groups(report, by: str = "op", phase: str | None = None) -> dict:
     """``{name: (row, mask)}``: the :meth:`roofline.Report.analysis` row and record mask of each op
-    (``by="op"``) or each op and input-shape signature (``by="op_shape"``, named ``"aten.mm.default
-    [f32[8,64], f32[64,16]]"``), most time first."""
+    (``by="op"``) or each op and input-shape signature (``by="op_shape"``), in
+    :func:`roofline.analysis._rollup.sort_rows` order (the groups of :func:`roofline.analysis._rollup.group_masks`)."""
+    if by not in ("op", "op_shape"):
+        raise ValueError(f"by must be 'op' or 'op_shape', got {by!r}")
     records = report.records
     c = report.classification()
-    sel = _rollup.phase_mask(records, phase)
-    names = report.op_names
-    groups = {}
-    if by == "op":
-        for i in np.unique(records["op"][sel]).tolist():
-            groups[names[i]] = sel & (records["op"] == i)
-    elif by == "op_shape":
-        if not has_signatures(report):
-            raise ValueError("by='op_shape' needs shape signatures: this report's records have none (recorded by an "
-                             "earlier version?)")
-        sigs = report.signatures
-        key = records["op"].astype(np.uint64) << np.uint64(32) | records["sig"].astype(np.uint64)
-        for k in np.unique(key[sel]).tolist():
-            op, sig = k >> 32, k & 0xFFFFFFFF
-            text = sigs[sig] if sig < len(sigs) else "?"
-            groups[f"{names[op]} [{text}]" if text else names[op]] = sel & (key == k)
-    else:
-        raise ValueError(f"by must be 'op' or 'op_shape', got {by!r}")
-    rows = {n: (_rollup.roofline_row(records, m, c), m) for n, m in groups.items()}
-    return dict(sorted(rows.items(), key=lambda kv: (-_time_key(kv[1][0]), -kv[1][0]["flops"], kv[0])))
+    sigs = report.signatures if has_signatures(report) else None
+    groups = _rollup.group_masks(records, report.op_names, report.module_sets, by, phase=phase, signatures=sigs)
+    return _rollup.sort_rows({n: (_rollup.roofline_row(records, m, c), m) for n, m in groups.items()})

@@ -82,24 +82,61 @@ def phase_mask(records, phase):
 
 
 def module_members(module_sets) -> dict[str, list[int]]:
-    """Module name -> the module-set ids that contain it (every set an op ran under while the module was active)."""
+    """Module name -> the module-set ids of everything that ran inside it: the one definition of a module's group.
+    Every module that ran is a name, and so is every dotted prefix of one (a container such as a ``ModuleList``,
+    ``Net.blocks`` above ``Net.blocks.0``, which is never called itself): a group's depth is the depth of its name
+    (the root is 1) and every level of the model is there. "Global" is the whole run."""
     members: dict[str, list[int]] = {}
     for mid, names in enumerate(module_sets):
+        inside = set()
         for n in names:
+            if n == "Global":
+                inside.add(n)
+                continue
+            parts = n.split(".")
+            inside.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+        for n in inside:
             members.setdefault(n, []).append(mid)
     return members
 
 
-def group_masks(records, ops, module_sets, by: str, depth: int | None = None, phase: str | None = None) -> dict:
+def time_key(row) -> float:
+    """The time a group is ordered by: measured when timed, else roofline time (0 when neither is finite)."""
+    t = row["time"] if math.isfinite(row["time"]) else row["t_min"]
+    return t if math.isfinite(t) else 0.0
+
+
+def sort_rows(rows: dict) -> dict:
+    """Groups' roofline rows (name -> row, or name -> (row, ...)) most time first (:func:`time_key`), then most
+    FLOPs, then by name: the one order of every roofline table, chart and roll-up."""
+    def key(kv):
+        r = kv[1][0] if isinstance(kv[1], tuple) else kv[1]
+        return (-time_key(r), -r["flops"], kv[0])
+
+    return dict(sorted(rows.items(), key=key))
+
+
+def group_masks(records, names, module_sets, by: str, depth: int | None = None, phase: str | None = None,
+                signatures=None) -> dict:
     """The groups of a roll-up, name -> boolean mask over ``records``: one per op name (``by="op"``, in op-index
-    order) or one per module (``by="module"``, by name; each module includes everything that ran inside it;
-    ``depth`` keeps modules at most that many levels deep, the root being 1; "Global" is the whole run). Groups
-    without a record are left out. ``phase`` restricts to one phase."""
+    order; ``names``: the op names, indexed by ``records["op"]``), per op and input-shape signature (``by="op_shape"``, named ``"aten.mm.default [f32[8,64],
+    f32[64,16]]"``; ``signatures``, the report's signature texts, indexed by ``records["sig"]``) or one per module
+    (``by="module"``: :func:`module_members`, by name; ``depth`` keeps names at most that many levels deep).
+    Groups without a record are left out. ``phase`` restricts to one phase."""
     sel = phase_mask(records, phase)
     groups = {}
     if by == "op":
         for i in np.unique(records["op"][sel]).tolist():
-            groups[ops[i].name] = sel & (records["op"] == i)
+            groups[names[i]] = sel & (records["op"] == i)
+    elif by == "op_shape":
+        if not signatures or "sig" not in (records.dtype.names or ()):
+            raise ValueError("by='op_shape' needs shape signatures: this report's records have none (recorded by an "
+                             "earlier version?)")
+        key = records["op"].astype(np.uint64) << np.uint64(32) | records["sig"].astype(np.uint64)
+        for k in np.unique(key[sel]).tolist():
+            op, sig = k >> 32, k & 0xFFFFFFFF
+            text = signatures[sig] if sig < len(signatures) else "?"
+            groups[f"{names[op]} [{text}]" if text else names[op]] = sel & (key == k)
     elif by == "module":
         mods = records["module"]
         for name, mids in sorted(module_members(module_sets).items()):
@@ -109,14 +146,14 @@ def group_masks(records, ops, module_sets, by: str, depth: int | None = None, ph
             if m.any():
                 groups[name] = m
     else:
-        raise ValueError(f"by must be 'op' or 'module', got {by!r}")
+        raise ValueError(f"by must be 'op', 'op_shape' or 'module', got {by!r}")
     return groups
 
 
-def counts_by(records, ops, module_sets, by: str, depth: int | None = None, phase: str | None = None) -> dict:
+def counts_by(records, names, module_sets, by: str, depth: int | None = None, phase: str | None = None) -> dict:
     """:func:`count_totals` per group of :func:`group_masks`: ops most FLOPs first (then most bytes, then by
     name), modules by name."""
-    out = {name: count_totals(records[m]) for name, m in group_masks(records, ops, module_sets, by, depth,
+    out = {name: count_totals(records[m]) for name, m in group_masks(records, names, module_sets, by, depth,
                                                                      phase).items()}
     if by == "op":
         out = dict(sorted(out.items(), key=lambda kv: (-kv[1]["flops"], -kv[1]["bytes"], kv[0])))
@@ -198,19 +235,11 @@ def roofline_row(records, mask, c) -> dict:
     return out
 
 
-def roofline_by(records, ops, module_sets, c, by: str = "op", depth: int | None = None,
-                phase: str | None = None) -> dict[str, dict]:
-    """:func:`roofline_row` per group of :func:`group_masks`, most time first (roofline time when untimed), then
-    most FLOPs, then by name."""
-    rows = {name: roofline_row(records, m, c)
-            for name, m in group_masks(records, ops, module_sets, by, depth, phase).items()}
-
-    def key(kv):
-        r = kv[1]
-        t = r["time"] if math.isfinite(r["time"]) else r["t_min"]
-        return (-(t if math.isfinite(t) else 0.0), -r["flops"], kv[0])
-
-    return dict(sorted(rows.items(), key=key))
+def roofline_by(records, names, module_sets, c, by: str = "op", depth: int | None = None,
+                phase: str | None = None, signatures=None) -> dict[str, dict]:
+    """:func:`roofline_row` per group of :func:`group_masks`, in :func:`sort_rows` order."""
+    return sort_rows({name: roofline_row(records, m, c)
+                      for name, m in group_masks(records, names, module_sets, by, depth, phase, signatures).items()})
 
 
 def roofline_totals(records, c, wall_time) -> dict:

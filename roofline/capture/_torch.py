@@ -556,7 +556,7 @@ class Session:
         self.tracker = _Tracker(self.mode, self)
         # the per-op path in C; `phase` is OPTIMIZER inside optimizer.step, else None (forward/backward by autograd)
         self.dispatch = _core.Dispatch(self.tracker.c, self.recorder.record, _graph_task_id, _Mode.__torch_dispatch__,
-                                       FORWARD, BACKWARD, rows=self.recorder, **_reentry(self.mode))
+                                       rows=self.recorder, **_reentry(self.mode))
         if timing != "op":  # bound to the mode, as the C++ dispatcher requires of a __torch_dispatch__
             self.mode.__torch_dispatch__ = types.MethodType(self.dispatch, self.mode)
         self._handles = []

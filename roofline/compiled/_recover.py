@@ -297,17 +297,18 @@ def recover(compiled, frame, hide_hooks):
     among those filed, else recompiled privately from the Dynamo frame running it. Raises Unrecoverable saying why
     not, whatever went wrong (the user's step goes on). ``hide_hooks()`` takes the block's global module hooks out of
     torch's tables and returns what puts them back (they would see the private trace's module calls)."""
+    stage = ["recovering it"]  # what was being done, for the message
     try:
-        return _recover(compiled, frame, hide_hooks)
+        return _recover(compiled, frame, hide_hooks, stage)
     except Unrecoverable:
         raise
     except Exception as e:  # noqa: BLE001 - the graph stays uncounted, and the report says why
         if os.environ.get("ROOFLINE_DEBUG"):
             raise
-        raise Unrecoverable(f"recovering it failed ({type(e).__name__}: {e})") from None
+        raise Unrecoverable(f"{stage[0]} failed ({type(e).__name__}: {e})") from None
 
 
-def _recover(compiled, frame, hide_hooks):
+def _recover(compiled, frame, hide_hooks, stage):
     graph = filed(compiled)
     if graph is not None:
         return graph
@@ -326,17 +327,13 @@ def _recover(compiled, frame, hide_hooks):
         raise Unrecoverable("the graph Dynamo captured for its frame is no longer referenced")
     sink: list = []
     restore = hide_hooks()
+    stage[0] = "its private compilation"
     try:
         for gm, backend in pairs:
             compile_privately(gm, backend, kind == "forward", sink)
-    except Unrecoverable:
-        raise
-    except Exception as e:  # noqa: BLE001 - the graph stays uncounted, and the report says why
-        if os.environ.get("ROOFLINE_DEBUG"):
-            raise
-        raise Unrecoverable(f"its private compilation failed ({type(e).__name__}: {e})") from None
     finally:
         restore()
+    stage[0] = "recovering it"
     file_graphs(sink)
     graph = filed(compiled)
     if graph is None:

@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 
-from roofline.analysis import _compiled_view, _groups, _rollup
+from roofline.analysis import _compiled_view, _groups
 from roofline.model._records import DTYPE_NAMES
 from roofline.render import _style
 from roofline.util import _format, _output
@@ -84,14 +84,7 @@ def chart_points(report, by: str = "op", depth: int | None = None):
                              "(this one has no compiled kernels; see docs/compiled.md)")
         pts = [(k["name"], k, None) for k in _compiled_view.kernel_rows(report)]
     elif by == "module":
-        nodes = _groups.module_level(report, depth)
-        members = _rollup.module_members(report.module_sets)
-        pts = []
-        for n in nodes:
-            mids = sorted({m for name, ms in members.items() if name == n.name or name.startswith(n.name + ".")
-                           for m in ms})
-            mask = np.isin(report.records["module"], mids)
-            pts.append((n.name, n.row, mask))
+        pts = [(n.name, n.row, n.mask) for n in _groups.module_level(report, depth)]
     elif by in ("op", "op_shape"):
         if depth is not None:
             raise ValueError(f"depth applies to by='module' only, not by={by!r}")
