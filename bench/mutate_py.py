@@ -7,7 +7,9 @@ argument handling and shape inference (_spec.py), the dataflow and fusion opport
 model (_cache_model.py), the hints (_hints.py), the steady-state profile (_steady.py), the collectives' counts and
 the merged distributed report (_collectives.py, distributed.py), the LLM formulas (llm.py), the projection's
 assumptions (_assumptions.py), the contention reading (_contention.py), the compiled-kernel views
-(_fusion_compiled.py, _compiled_view.py) and the SDPA backend rules (_sdpa.py).
+(_fusion_compiled.py, _compiled_view.py), the SDPA backend rules (_sdpa.py), the padding analysis and the token
+masks it reads (_padding.py, _tokens.py), the module tree and groups of the tables and charts (_groups.py) and the
+network view (_network.py).
 
 Each mutant changes one node of the syntax tree inside one of the functions of TARGETS:
 
@@ -90,6 +92,10 @@ TARGETS = {
     "analysis/_fusion_compiled.py": [ALL],
     "analysis/_compiled_view.py": [ALL],
     "capture/_sdpa.py": [ALL],
+    "analysis/_padding.py": [ALL],
+    "model/_tokens.py": [ALL],
+    "analysis/_groups.py": [ALL],
+    "analysis/_network.py": [ALL],
 }
 _ROLLUP_TESTS = ["tests/test_rollups_exact.py", "tests/test_classify_exact.py"]
 # file under roofline/ -> the tests its mutants are judged by (paths or pytest node ids from the repository root),
@@ -115,6 +121,11 @@ TESTS = {
     "analysis/_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
     "analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_compiled.py"],
     "capture/_sdpa.py": ["tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
+    "analysis/_padding.py": ["tests/test_padding.py"],
+    "model/_tokens.py": ["tests/test_padding.py"],
+    "analysis/_groups.py": ["tests/test_one_definition.py", "tests/test_html.py", "tests/test_rollups_exact.py",
+                            "tests/test_report.py"],
+    "analysis/_network.py": ["tests/test_one_definition.py", "tests/test_distributed.py"],
 }
 
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],
