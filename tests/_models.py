@@ -16,9 +16,13 @@ def vit_b_16():
 
 
 def gpt2():
+    """GPT-2 small: 2 of its 12 layers in the suite (every op and module kind of the model), all 12 in breadth runs
+    (bench/breadth.sh)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    return GPT2LMHeadModel(GPT2Config()), lambda: (torch.randint(0, 50257, (1, 128)),)
+    from conftest import BREADTH
+
+    return GPT2LMHeadModel(GPT2Config(n_layer=12 if BREADTH else 2)), lambda: (torch.randint(0, 50257, (1, 128)),)
 
 
 LLAMA_SMALL = dict(hidden_size=256, intermediate_size=688, num_hidden_layers=2, num_attention_heads=8,

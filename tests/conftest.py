@@ -90,19 +90,34 @@ def sanitized_cc(tmp_path_factory) -> SanitizedCC:
 SKIP_PYTHON_INDEPENDENT = os.environ.get("ROOFLINE_SKIP_PYTHON_INDEPENDENT", "") not in ("", "0")
 
 
+# ---- Breadth -------------------------------------------------------------------------------------------------
+# A test marked `breadth` repeats, on more models or larger ones, what a test of the suite already checks on a
+# representative sample (a compiled model in its other mode, GPT-2 with all twelve of its layers). The suite skips
+# them, saying so; bench/breadth.sh runs them (ROOFLINE_BREADTH=1), and fixtures read BREADTH to build the larger
+# models.
+BREADTH = os.environ.get("ROOFLINE_BREADTH", "") not in ("", "0")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "python_independent: tests C or CUDA code no Python builds or loads (the "
                                        "second-Python CI run skips it: ROOFLINE_SKIP_PYTHON_INDEPENDENT=1)")
+    config.addinivalue_line("markers", "breadth: more models or larger ones than the suite's sample; run by "
+                                       "bench/breadth.sh (ROOFLINE_BREADTH=1)")
 
 
 def pytest_collection_modifyitems(config, items):
-    if not SKIP_PYTHON_INDEPENDENT:
-        return
-    skip = pytest.mark.skip(reason="C/CUDA code no Python builds or loads: run once, under the first Python "
-                                   "(ROOFLINE_SKIP_PYTHON_INDEPENDENT is set)")
+    skips = []
+    if SKIP_PYTHON_INDEPENDENT:
+        skips.append(("python_independent", pytest.mark.skip(
+            reason="C/CUDA code no Python builds or loads: run once, under the first Python "
+                   "(ROOFLINE_SKIP_PYTHON_INDEPENDENT is set)")))
+    if not BREADTH:
+        skips.append(("breadth", pytest.mark.skip(reason="breadth beyond the suite's sample: bench/breadth.sh runs it "
+                                                         "(ROOFLINE_BREADTH=1)")))
     for item in items:
-        if item.get_closest_marker("python_independent"):
-            item.add_marker(skip)
+        for marker, skip in skips:
+            if item.get_closest_marker(marker):
+                item.add_marker(skip)
 
 
 # ---- Without torch ---------------------------------------------------------------------------------------------

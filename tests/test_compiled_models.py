@@ -1,5 +1,6 @@
 """Real model shapes compiled under measure (CPU, Inductor's C++ backend): torchvision's ResNet-18 and GPT-2 small
-with 2 layers (transformers), a training step and inference each. The aten-level counts equal the eager step's (matrix
+with 2 layers (transformers), a training step and inference each (two of the four in the suite, all four in
+bench/breadth.sh). The aten-level counts equal the eager step's (matrix
 FLOPs from roofline's eager count, per-module FLOPs from FlopCounterMode), every generated kernel is listed with
 its fused ops, and its bytes equal a second account taken while the kernel runs (tests/test_compiled.py's spy).
 
@@ -48,7 +49,13 @@ def _step(model, x, loss, train):
             loss(model, x)
 
 
-@pytest.fixture(scope="module", params=[(m, t) for m in MODELS for t in ("train", "infer")],
+# the suite compiles ResNet-18 for inference and GPT-2 for a training step (forward and backward graphs); the other
+# two are breadth (bench/breadth.sh): the same checks, tens of seconds of compilation each
+SAMPLE = {("resnet18", "infer"), ("gpt2", "train")}
+
+
+@pytest.fixture(scope="module", params=[pytest.param((m, t), marks=() if (m, t) in SAMPLE else pytest.mark.breadth)
+                                        for m in MODELS for t in ("train", "infer")],
                 ids=lambda p: f"{p[0]}-{p[1]}")
 def run(request):
     name, mode = request.param
