@@ -56,12 +56,14 @@ STAGE2_TESTS = {
                    "tests/test_report.py::test_mixed_dtypes_use_their_own_roofs",
                    "tests/test_report.py::test_memory_and_bandwidth_bound_ops_roll_up_as_memory"],
     "link.c": ["tests/test_attribution.py"],
+    "attribution.c": ["tests/test_attribution.py"],
 }
 # Per mutated file: the C unit tests of stage 1 (none for classify.c: its tests go through the extension).
 C_UNIT_TESTS = {
     "cost.c": ["tests/c/test_cost.c", "tests/c/test_cost_branches.c"],
     "classify.c": [],
     "link.c": ["tests/c/test_link.c"],
+    "attribution.c": ["tests/c/test_attribution.c", "csrc/link.c"],  # link.c: compiled with the test, not mutated
 }
 
 OPERATOR_MUTANTS = {
@@ -403,7 +405,7 @@ def report(results, eq: dict[str, str], label: str, t0: float) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--files", nargs="+", default=["cost.c", "classify.c", "link.c"], help="files under csrc/ to mutate")
+    ap.add_argument("--files", nargs="+", default=["cost.c", "classify.c", "link.c", "attribution.c"], help="files under csrc/ to mutate")
     ap.add_argument("--sample", type=int, default=0, help="run N random mutants (0: all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--func", nargs="+", help="only mutants inside these functions")

@@ -104,7 +104,7 @@ K = "tests/test_mutant_killers.py::"
 TESTS = {
     "analysis/_rollup.py": _ROLLUP_TESTS,
     "analysis/_classification.py": _ROLLUP_TESTS,
-    "report.py": _ROLLUP_TESTS,
+    "report.py": _ROLLUP_TESTS + ["tests/test_mutants_report.py"],
     "model/_records.py": _ROLLUP_TESTS,
     "counting/_formulas.py": [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "tests/test_quantized.py"],
     "counting/_spec.py": [K + "TestSpec", "tests/test_cost_table.py", "tests/test_cost_branches.py", "tests/test_cost_reentry.py",
@@ -122,7 +122,7 @@ TESTS = {
     "analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_compiled.py"],
     "capture/_sdpa.py": ["tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
     "analysis/_padding.py": ["tests/test_padding.py"],
-    "model/_tokens.py": ["tests/test_padding.py"],
+    "model/_tokens.py": ["tests/test_mutants_tokens.py", "tests/test_padding.py"],
     "analysis/_groups.py": ["tests/test_one_definition.py", "tests/test_html.py", "tests/test_rollups_exact.py",
                             "tests/test_report.py"],
     "analysis/_network.py": ["tests/test_one_definition.py", "tests/test_distributed.py"],

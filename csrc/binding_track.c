@@ -28,7 +28,7 @@
 
 #include "structmember.h"
 
-#include "link.h"
+#include "attribution.h"
 #include "record.h"
 
 /* ---- ModuleTracker ------------------------------------------------------------------------------------------ */
@@ -74,14 +74,11 @@ typedef struct {
     PyObject *recompute_hooks; /* recompute_hooks(hooks) -> whether they are activation checkpointing's recompute */
     PyObject *grad_enabled; /* torch.is_grad_enabled */
     PyObject *s_sequence_nr; /* "_sequence_nr" */
-    PyObject *last_node;    /* the node the last backward op ran in, and what it resolved to: */
-    uint32_t last_mid;      /* its forward's module set, or RL_LINK_NONE */
-    int last_how;           /* LINK_* */
+    PyObject *last_node;    /* the node the last backward op ran in (attr caches what it resolved to) */
     PyObject *fcm_log;      /* list: row, module id, ...: rows whose module differs from the tracker's set */
     PyObject *unlinked_log; /* list: rows of backward ops linked to no forward module */
     PyObject *fwd_sets;     /* dict: module name -> the module set id its forward last ran in (outside a backward) */
-    PyObject *rstack;       /* list: the forward set ids of the module forwards running inside a backward */
-    rl_links links;
+    rl_attribution attr;    /* the attribution state: node intervals, recompute stack (attribution.h) */
     int dirty;
     int enabled;
     int reset_queued; /* on_reenter was called and the end-of-backward reset has not run yet */
@@ -101,12 +98,12 @@ static PyObject *gate_type_of(PyTypeObject *tracker_type);
     X(s_requires_grad) X(s_modules) X(s_named_children) X(s_grad_fn) X(s_register_hook) X(s_name) X(hook_dict)     \
     X(handle_ids) X(has_tf) X(s_backward_hooks) X(s_register_hook_dict) X(s_next_id) X(seq_nr) X(cur_node)        \
     X(top_hooks) X(recompute_hooks) X(grad_enabled) X(s_sequence_nr) X(last_node) X(fcm_log) X(unlinked_log)  \
-    X(fwd_sets) X(rstack)
+    X(fwd_sets)
 
-RL_GC_MEMBERS(Tracker, TRACKER_OBJECTS, (self->enabled = 0, rl_link_free(&self->links)))
+RL_GC_MEMBERS(Tracker, TRACKER_OBJECTS, (self->enabled = 0, rl_attr_free(&self->attr)))
 
 static PyObject *tracker_module_id(Tracker *self);
-static int link_mark(Tracker *self, int none);
+static int tracker_mark(Tracker *self);
 
 static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"mode",       "stack_len",  "stack_at",    "flatten",    "grad_node", "task_id",
@@ -178,8 +175,7 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
         self->fcm_log = PyList_New(0);
         self->unlinked_log = PyList_New(0);
         self->fwd_sets = PyDict_New();
-        self->rstack = PyList_New(0);
-        if (!self->s_sequence_nr || !self->fcm_log || !self->unlinked_log || !self->fwd_sets || !self->rstack) {
+        if (!self->s_sequence_nr || !self->fcm_log || !self->unlinked_log || !self->fwd_sets) {
             return -1;
         }
     }
@@ -206,8 +202,8 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
 #undef TRACKER_ARGS
     self->dirty = 1;
     self->enabled = 1;
-    self->last_mid = RL_LINK_NONE;
-    return link_mark(self, 0); /* nodes from now on: {"Global"} until a module's forward starts */
+    rl_attr_init(&self->attr);
+    return tracker_mark(self); /* nodes from now on: {"Global"} until a module's forward starts */
 }
 
 static int check_ready(Tracker *self) {
@@ -287,12 +283,14 @@ static PyObject *set_plus(Tracker *self, uint32_t mid, PyObject *name) {
 }
 
 /* ---- backward attribution ------------------------------------------------------------------------------------
- * A backward op is credited to the module set whose forward created the autograd node it runs in (link.h): the
- * forward hooks mark the sequence counter each time the set changes; a backward op reads its node
- * (torch._C._current_autograd_node) and the node's sequence number. What the tracker's own set says (torch's
- * ModuleTracker rule, which FlopCounterMode's structure keeps) is logged for the rows where the two differ. */
+ * The rules are attribution.c's (pure C); what they observe is asked of torch here, through rl_attr_env's
+ * callbacks. What the tracker's own set says (torch's ModuleTracker rule, which FlopCounterMode's structure keeps)
+ * is logged for the rows where the two differ. */
 
-enum { LINK_FOUND, LINK_ACCUMULATE, LINK_NONE }; /* how a node resolved */
+typedef struct {
+    Tracker *self;
+    PyObject *name; /* the module whose forward starts or ends (rl_attr_module), else NULL */
+} track_ctx;
 
 /* The sequence number the next autograd node of this thread gets: 0 with *ok = 0 and an exception on failure. */
 static uint64_t next_seq(Tracker *self, int *ok) {
@@ -303,56 +301,40 @@ static uint64_t next_seq(Tracker *self, int *ok) {
     return n;
 }
 
-/* Nodes created from now on belong to the current module set (none = 0) or to no forward module (none = 1). A no-op
- * for a tracker without `link`. 0, or -1 with an exception. */
-static int link_mark(Tracker *self, int none) {
-    if (!self->seq_nr) {
-        return 0;
-    }
-    uint32_t mid = RL_LINK_NONE;
-    if (!none) {
-        PyObject *id = tracker_module_id(self);
-        if (!id) {
-            return -1;
-        }
-        mid = (uint32_t)PyLong_AsUnsignedLong(id);
-    }
+static int env_next_seq(void *ctx, uint64_t *seq) {
     int ok;
-    uint64_t seq = next_seq(self, &ok);
-    if (!ok) {
-        return -1;
-    }
-    if (rl_link_mark(&self->links, seq, mid) < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
+    *seq = next_seq(((track_ctx *)ctx)->self, &ok);
+    return ok ? 0 : -1;
 }
 
-/* Resolve the node a backward op runs in (cached while it stays the same node): self->last_how, last_mid; and
- * *checkpoint: whether it is a reentrant activation checkpoint's node (torch.utils.checkpoint's
- * CheckpointFunctionBackward, whose backward runs the forward again). 0, or -1 with an exception. */
-static int resolve_node(Tracker *self, int *checkpoint) {
+static int env_grad_enabled(void *ctx) {
+    PyObject *g = PyObject_CallNoArgs(((track_ctx *)ctx)->self->grad_enabled);
+    int on = g ? PyObject_IsTrue(g) : -1;
+    Py_XDECREF(g);
+    return on;
+}
+
+/* The node a backward op runs in (torch._C._current_autograd_node), its sequence number read when it is not the
+ * node of the last call; a reentrant checkpoint's node is torch.utils.checkpoint's CheckpointFunctionBackward. */
+static int env_node(void *ctx, int *changed, int *present, uint64_t *seq, int *checkpoint) {
+    Tracker *self = ((track_ctx *)ctx)->self;
     PyObject *node = PyObject_CallNoArgs(self->cur_node);
     if (!node) {
         return -1;
     }
-    if (node != self->last_node) {
-        uint64_t seq = 0;
-        int how = LINK_NONE;
-        if (node != Py_None) {
+    *changed = node != self->last_node;
+    if (*changed) {
+        *present = node != Py_None;
+        *seq = 0;
+        if (*present) {
             PyObject *v = PyObject_CallMethodNoArgs(node, self->s_sequence_nr);
-            seq = v ? PyLong_AsUnsignedLongLong(v) : 0;
+            *seq = v ? PyLong_AsUnsignedLongLong(v) : 0;
             Py_XDECREF(v);
-            if (!v || (seq == (uint64_t)-1 && PyErr_Occurred())) {
+            if (!v || (*seq == (uint64_t)-1 && PyErr_Occurred())) {
                 Py_DECREF(node);
                 return -1;
             }
-            /* an accumulator (AccumulateGrad) has no sequence number (UINT64_MAX): credited as the tracker says */
-            how = seq == UINT64_MAX ? LINK_ACCUMULATE : LINK_FOUND;
         }
-        self->last_mid = how == LINK_FOUND ? rl_link_find(&self->links, seq) : RL_LINK_NONE;
-        self->last_how = how == LINK_FOUND && self->last_mid == RL_LINK_NONE ? LINK_NONE : how;
         Py_XSETREF(self->last_node, Py_NewRef(node));
     }
     *checkpoint = node != Py_None && strcmp(Py_TYPE(node)->tp_name, "CheckpointFunctionBackward") == 0;
@@ -362,7 +344,8 @@ static int resolve_node(Tracker *self, int *checkpoint) {
 
 /* Whether the saved-tensor hooks in force are activation checkpointing's recomputation (non-reentrant
  * torch.utils.checkpoint runs the forward again while unpacking a saved tensor). 1, 0, or -1. */
-static int recomputing_hooks(Tracker *self) {
+static int env_recomputing(void *ctx) {
+    Tracker *self = ((track_ctx *)ctx)->self;
     PyObject *h = PyObject_CallOneArg(self->top_hooks, Py_False);
     if (!h) {
         return -1;
@@ -377,6 +360,57 @@ static int recomputing_hooks(Tracker *self) {
     return r;
 }
 
+static int as_mid(PyObject *id, uint32_t *out) {
+    unsigned long v = PyLong_AsUnsignedLong(id);
+    if (v == (unsigned long)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int env_plus(void *ctx, uint32_t mid, uint32_t *out) {
+    track_ctx *c = ctx;
+    PyObject *id = set_plus(c->self, mid, c->name);
+    int rc = id ? as_mid(id, out) : -1;
+    Py_XDECREF(id);
+    return rc;
+}
+
+static int env_forward_set(void *ctx, uint32_t *out) {
+    track_ctx *c = ctx;
+    PyObject *id = PyDict_GetItemWithError(c->self->fwd_sets, c->name);
+    if (!id && (PyErr_Occurred() || !(id = tracker_module_id(c->self)))) {
+        return -1;
+    }
+    return as_mid(id, out);
+}
+
+#define TRACK_ENV(ctx) {(ctx), env_next_seq, env_grad_enabled, env_node, env_recomputing, env_plus, env_forward_set}
+
+/* An rl_attr_* result as the binding's: 0, or -1 with an exception. */
+static int attr_result(int rc) {
+    if (rc == RL_ATTR_NOMEM) {
+        PyErr_NoMemory();
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+/* Nodes made from now on belong to the running set. A no-op for a tracker without `link`. 0, or -1. */
+static int tracker_mark(Tracker *self) {
+    if (!self->seq_nr) {
+        return 0;
+    }
+    PyObject *id = tracker_module_id(self);
+    uint32_t mid;
+    if (!id || as_mid(id, &mid) < 0) {
+        return -1;
+    }
+    track_ctx ctx = {self, NULL};
+    rl_attr_env env = TRACK_ENV(&ctx);
+    return attr_result(rl_attr_mark(&self->attr, &env, mid));
+}
+
 typedef struct {
     int phase;     /* RL_PHASE_* */
     PyObject *mid; /* new reference: the module id to record */
@@ -387,23 +421,6 @@ typedef struct {
 static void attribution_clear(attribution *a) {
     Py_CLEAR(a->mid);
     Py_CLEAR(a->fcm);
-}
-
-/* Nodes from now on belong to module set `mid` (RL_LINK_NONE: to none), marked at the next sequence number, or at
- * the one before when `own` (the node of the op being recorded was made just before it ran). 0, or -1. */
-static int mark_at(Tracker *self, uint32_t mid, int own) {
-    int ok;
-    uint64_t seq = next_seq(self, &ok);
-    if (!ok) {
-        return -1;
-    }
-    /* the op's own node is the last one made, unless none was made since the last mark (then it made none) */
-    uint64_t at = own && seq && (!self->links.n || seq > self->links.seq[self->links.n - 1]) ? seq - 1 : seq;
-    if (rl_link_mark(&self->links, at, mid) < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
 }
 
 /* Where an op the block records now belongs, given the graph task id (-1: not in a backward). 0 with a->mid set
@@ -421,75 +438,18 @@ static int attribute(Tracker *self, long task, attribution *a) {
     if (!self->seq_nr) {
         return 0;
     }
-    uint32_t t = (uint32_t)PyLong_AsUnsignedLong(tmid);
-    if (task == -1) {
-        if (PyList_GET_SIZE(self->rstack) && PyList_SetSlice(self->rstack, 0, PY_SSIZE_T_MAX, NULL) < 0) {
-            attribution_clear(a);
-            return -1;
-        }
-        if (rl_link_last(&self->links) == RL_LINK_NONE && !self->links.broken) {
-            /* the first forward op after a backward: its own node (made just before it ran, if grad mode is on) and
-             * the nodes after it belong to the current set */
-            PyObject *g = PyObject_CallNoArgs(self->grad_enabled);
-            int on = g ? PyObject_IsTrue(g) : -1;
-            Py_XDECREF(g);
-            if (on < 0 || mark_at(self, t, on) < 0) {
-                attribution_clear(a);
-                return -1;
-            }
-        }
-        return 0;
-    }
-    int checkpoint = 0, recompute = 0;
-    if (resolve_node(self, &checkpoint) < 0) {
+    uint32_t t;
+    rl_attr_out out;
+    track_ctx ctx = {self, NULL};
+    rl_attr_env env = TRACK_ENV(&ctx);
+    if (as_mid(tmid, &t) < 0 || attr_result(rl_attr_op(&self->attr, &env, task != -1, t, &out)) < 0) {
         attribution_clear(a);
         return -1;
     }
-    /* recomputation: a reentrant checkpoint's node runs the forward again, or a non-reentrant one does while it
-     * unpacks a saved tensor (its saved-tensor hooks are in force). Module forwards inside a backward are not the
-     * test: a non-reentrant recomputation stops early, inside them, so their ends are never seen. */
-    recompute = checkpoint;
-    if (!recompute && (recompute = recomputing_hooks(self)) < 0) {
-        attribution_clear(a);
-        return -1;
-    }
-    uint32_t m = t; /* the module set credited */
-    if (recompute) {
-        a->phase = RL_PHASE_RECOMPUTE;
-        Py_ssize_t depth = PyList_GET_SIZE(self->rstack);
-        if (depth) { /* module forwards run again: the set the innermost one ran in, in the forward */
-            m = (uint32_t)PyLong_AsUnsignedLong(PyList_GET_ITEM(self->rstack, depth - 1));
-        } else {
-            /* a recomputation outside any module forward belongs to the module of the node that runs it, and so
-             * do the nodes it creates (a reentrant checkpoint's inner backward runs them) */
-            if (self->last_how == LINK_FOUND) {
-                m = self->last_mid;
-            }
-            if (mark_at(self, self->last_how == LINK_FOUND ? m : RL_LINK_NONE, 0) < 0) {
-                attribution_clear(a);
-                return -1;
-            }
-        }
-    } else {
-        /* backward work: no module forward runs again now (a non-reentrant recomputation that stopped early, inside
-         * module forwards whose ends never came, left them on the stack) */
-        if (PyList_GET_SIZE(self->rstack) && PyList_SetSlice(self->rstack, 0, PY_SSIZE_T_MAX, NULL) < 0) {
-            attribution_clear(a);
-            return -1;
-        }
-        /* nodes it creates (a double backward's graph) are no forward module's */
-        if (rl_link_last(&self->links) != RL_LINK_NONE && mark_at(self, RL_LINK_NONE, 0) < 0) {
-            attribution_clear(a);
-            return -1;
-        }
-        if (self->last_how == LINK_FOUND) {
-            m = self->last_mid;
-        } else if (self->last_how == LINK_NONE) {
-            a->unlinked = 1;
-        }
-    }
-    if (m != t) {
-        PyObject *id = PyLong_FromUnsignedLong(m);
+    a->phase = out.phase;
+    a->unlinked = out.unlinked;
+    if (out.mid != t) {
+        PyObject *id = PyLong_FromUnsignedLong(out.mid);
         if (!id) {
             attribution_clear(a);
             return -1;
@@ -1067,53 +1027,16 @@ static int hook_mark(Tracker *self, PyObject *name, int entering) {
     if (!tid || (task == -1 && PyErr_Occurred())) {
         return -1;
     }
-    if (task == -1) {
-        if (PyList_GET_SIZE(self->rstack) && PyList_SetSlice(self->rstack, 0, PY_SSIZE_T_MAX, NULL) < 0) {
+    uint32_t running = RL_LINK_NONE;
+    if (task == -1) { /* the set a module's forward runs in, for its recomputation (env_forward_set) */
+        PyObject *id = tracker_module_id(self);
+        if (!id || as_mid(id, &running) < 0 || (entering && PyDict_SetItem(self->fwd_sets, name, id) < 0)) {
             return -1;
         }
-        if (entering) {
-            PyObject *id = tracker_module_id(self);
-            if (!id || PyDict_SetItem(self->fwd_sets, name, id) < 0) {
-                return -1;
-            }
-        }
-        return link_mark(self, 0);
     }
-    Py_ssize_t depth = PyList_GET_SIZE(self->rstack);
-    if (entering) {
-        /* the set it ran in during the forward: inside another module run again, that one's set and its name (a
-         * module instance called from several places, one shared function module say, has one name); the
-         * outermost one inside a reentrant checkpoint's node, the set the checkpoint was called in and its name;
-         * otherwise the set of its last forward */
-        PyObject *id = NULL;
-        int checkpoint = 0;
-        if (depth) {
-            id = set_plus(self, (uint32_t)PyLong_AsUnsignedLong(PyList_GET_ITEM(self->rstack, depth - 1)), name);
-        } else if (resolve_node(self, &checkpoint) < 0) {
-            return -1;
-        } else if (checkpoint && self->last_how == LINK_FOUND) {
-            id = set_plus(self, self->last_mid, name);
-        } else {
-            id = PyDict_GetItemWithError(self->fwd_sets, name);
-            if (!id && (PyErr_Occurred() || !(id = tracker_module_id(self)))) {
-                return -1;
-            }
-            Py_INCREF(id);
-        }
-        if (!id) {
-            return -1;
-        }
-        int rc = PyList_Append(self->rstack, id);
-        uint32_t mid = (uint32_t)PyLong_AsUnsignedLong(id);
-        Py_DECREF(id);
-        return rc < 0 ? -1 : mark_at(self, mid, 0);
-    }
-    if (depth && PyList_SetSlice(self->rstack, depth - 1, depth, NULL) < 0) {
-        return -1;
-    }
-    depth = PyList_GET_SIZE(self->rstack);
-    return mark_at(self, depth ? (uint32_t)PyLong_AsUnsignedLong(PyList_GET_ITEM(self->rstack, depth - 1))
-                               : RL_LINK_NONE, 0);
+    track_ctx ctx = {self, name};
+    rl_attr_env env = TRACK_ENV(&ctx);
+    return attr_result(rl_attr_module(&self->attr, &env, task != -1, entering, running));
 }
 
 /* The global forward hooks: pre(module, input) (entering = 1) adds the module to the running set, post(module, input,
@@ -1196,9 +1119,7 @@ static PyObject *Tracker_reset(Tracker *self, PyObject *Py_UNUSED(ignored)) {
     }
     self->dirty = 1;
     self->reset_queued = 0;
-    if (self->rstack && PyList_SetSlice(self->rstack, 0, PY_SSIZE_T_MAX, NULL) < 0) {
-        return NULL;
-    }
+    rl_attr_clear_stack(&self->attr);
     if (PySet_Clear(self->parents) < 0 || PySet_Add(self->parents, self->s_global) < 0) {
         return NULL;
     }
@@ -1367,7 +1288,7 @@ static PyObject *Tracker_get_unlinked_log(Tracker *self, void *Py_UNUSED(c)) {
 }
 
 static PyObject *Tracker_get_links_broken(Tracker *self, void *Py_UNUSED(c)) {
-    return PyBool_FromLong(self->links.broken);
+    return PyBool_FromLong(self->attr.links.broken);
 }
 
 static PyMethodDef Tracker_methods[] = {

@@ -16,3 +16,10 @@ def test_backward_link_table_c_units_under_sanitizers(sanitized_cc, tmp_path):
     exe = sanitized_cc.build([ROOT / "tests" / "c" / "test_link.c", ROOT / "csrc" / "link.c"], tmp_path / "test_link")
     run = sanitized_cc.run(exe, timeout=60)
     assert "all C link tests passed" in run.stdout
+
+
+def test_attribution_rules_c_units_under_sanitizers(sanitized_cc, tmp_path):
+    exe = sanitized_cc.build([ROOT / "tests" / "c" / "test_attribution.c", ROOT / "csrc" / "attribution.c",
+                              ROOT / "csrc" / "link.c"], tmp_path / "test_attribution")
+    run = sanitized_cc.run(exe, timeout=60)
+    assert "all C attribution tests passed" in run.stdout
