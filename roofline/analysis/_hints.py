@@ -111,6 +111,13 @@ class _Ctx:
         return b / self.bw if self.bw and math.isfinite(self.bw) else math.nan
 
 
+def _t_sum(t) -> float:
+    """The roofline time of a set of calls: their sum, or NaN when one of them has no time (a ceiling unknown): a
+    saving is then judged by its bytes, never by a time made up from the calls whose time is known."""
+    t = np.asarray(t, dtype=float)
+    return float(t.sum()) if np.isfinite(t).all() else math.nan
+
+
 def _consumers(edges):
     """producer -> list of edge indices, for walking the graph forward; consumer -> list, backward."""
     fwd: dict[int, list[int]] = {}
@@ -185,11 +192,14 @@ def _rule_sdpa(x: _Ctx):
                     if int(e["consumer"][k]) in inside)
         # every write of the first product and the middle ops (they end in the probabilities)
         saved += int(x.written[[b1] + middle].sum())
-        before = float(np.nansum(x.t_min[members]))
+        # roofline times before and after; unknown (NaN) when a call's time or a ceiling is unknown, so that the
+        # hint is judged by its bytes, never by a saving made up from the part that is known
+        before = _t_sum(x.t_min[members])
         flops = float(x.c["flops"][[b1, b2]].sum())
         peak = float(x.c["peak"][b1])
         remaining = max(int(x.nbytes[members].sum()) - saved, 0)
-        after = max(flops / peak if peak > 0 else math.nan, x.t_of_bytes(remaining))
+        t_flops, t_bytes = flops / peak if peak > 0 else math.nan, x.t_of_bytes(remaining)
+        after = max(t_flops, t_bytes) if math.isfinite(t_flops) and math.isfinite(t_bytes) else math.nan
         found.append((members, saved, before, after, b1, s, b2))
     if not found:
         return []
@@ -239,8 +249,9 @@ def _rule_matmul_precision(x: _Ctx):
         if not value or value <= p32 * 1.05:
             continue
         after = np.maximum(flops / value, nb * byte_scale / x.bw)
-        saved = float(np.nansum(x.t_min[idx]) - np.nansum(after))
-        if best is None or saved > best[0]:
+        saved = _t_sum(x.t_min[idx]) - _t_sum(after)
+        # the largest saving; a known one over an unknown (NaN) one
+        if best is None or saved > best[0] or (math.isnan(best[0]) and not math.isnan(saved)):
             best = (saved, dt, how, value, int(nb.sum() * (1 - byte_scale)))
     if best is None:
         return []
@@ -248,8 +259,8 @@ def _rule_matmul_precision(x: _Ctx):
     compute = int((x.c["bound"][idx] == 2).sum())
 
     ev = {"calls": int(len(idx)), "compute_bound_calls": compute, "flops": float(flops.sum()),
-          "float32_matrix_peak": p32, f"{dt}_matrix_peak": value, "t_before_s": float(np.nansum(x.t_min[idx])),
-          "t_after_s": float(np.nansum(x.t_min[idx])) - saved}
+          "float32_matrix_peak": p32, f"{dt}_matrix_peak": value, "t_before_s": _t_sum(x.t_min[idx]),
+          "t_after_s": _t_sum(x.t_min[idx]) - saved}
     msg = (f"{len(idx)} float32 matrix products ({compute} compute-bound) run at the float32 peak "
            f"{fmt(p32, 'FLOP/s')} (the recorder cannot see whether TF32 is already allowed); this device's {dt} "
            f"matrix peak is {fmt(value, 'FLOP/s')}: {how}")
@@ -266,11 +277,11 @@ def _rule_small_gemm(x: _Ctx):
         return []
     t = x.t_min[idx]
     at_peak = x.c["flops"][idx] / x.c["peak"][idx]
-    saved = float(np.nansum(t - at_peak))
+    saved = _t_sum(t) - _t_sum(at_peak)
     ridge = float(np.nanmedian(x.c["ridge"][idx])) if "ridge" in x.c else float(np.nanmedian(x.c["peak"][idx] / x.bw))
     inten = x.c["flops"][idx] / x.c["bytes"][idx]
     ev = {"calls": int(len(idx)), "median_intensity": float(np.median(inten)), "ridge": ridge,
-          "t_roof_s": float(np.nansum(t)), "t_at_peak_s": float(np.nansum(at_peak))}
+          "t_roof_s": _t_sum(t), "t_at_peak_s": _t_sum(at_peak)}
     shapes = _distinct(s for s in (x.sig(i) for i in idx[:50]) if s)
     if shapes:
         ev["shapes"] = shapes[:5]
@@ -293,7 +304,7 @@ def _rule_layout(x: _Ctx, share: float = 0.10):
     frac = b / x.total_bytes
     if frac < share:
         return []
-    t = float(np.nansum(x.t_min[idx])) if x.ceil is not None else math.nan
+    t = _t_sum(x.t_min[idx]) if x.ceil is not None else math.nan
     by = {}
     for i in idx:
         by[str(x.names[i])] = by.get(str(x.names[i]), 0) + int(x.nbytes[i])
@@ -326,7 +337,7 @@ def _rule_cast_pingpong(x: _Ctx):
         return []
     idx = sorted({i for pq in pairs for i in pq})
     b = int(x.nbytes[idx].sum())
-    t = float(np.nansum(x.t_min[idx])) if x.ceil is not None else math.nan
+    t = _t_sum(x.t_min[idx]) if x.ceil is not None else math.nan
     names = {DTYPE_NAMES.get(int(x.rec["dtype"][p]), "?") + " -> " + DTYPE_NAMES.get(int(x.rec["dtype"][q]), "?")
              + " -> back" for p, q in pairs}
 
@@ -385,7 +396,7 @@ def _rule_state_init(x: _Ctx):
     if not len(idx):
         return []
     b = int(x.rec["bytes_written"][idx].sum())
-    t = float(np.nansum(x.t_min[idx])) if x.ceil is not None else math.nan
+    t = _t_sum(x.t_min[idx]) if x.ceil is not None else math.nan
 
     msg = (f"the measured optimizer step creates its state ({len(idx)} calls of {', '.join(x.ops(idx)[:3])} "
            f"writing {fmt(b, 'B')}): that happens once, on the first step; run a warm-up step before measuring "
@@ -480,7 +491,9 @@ def hints(report, accesses=None, min_share: float = 0.01) -> list[Hint]:
                 keep = x.total_bytes > 0 and h.saved_bytes >= min_share * x.total_bytes
             if keep:
                 out.append(h)
-    out.sort(key=lambda h: (-(h.saved_s if math.isfinite(h.saved_s) else -1.0), -h.saved_bytes))
+    # most time saved first; hints whose saving is unknown after all the timed ones, most bytes first
+    out.sort(key=lambda h: (not math.isfinite(h.saved_s), -h.saved_s if math.isfinite(h.saved_s) else 0.0,
+                            -h.saved_bytes))
     return out
 
 
