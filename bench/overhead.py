@@ -213,8 +213,7 @@ def record_cost(run, model, capture, repeats=5):
             return rec(*args)
 
         self.dispatch = _torch._core.Dispatch(self.tracker.c, record, _torch._graph_task_id,
-                                              _torch._Mode.__torch_dispatch__, _torch.FORWARD, _torch.BACKWARD,
-                                              rows=self.recorder)
+                                              _torch._Mode.__torch_dispatch__, rows=self.recorder)
         self.mode.__torch_dispatch__ = types.MethodType(self.dispatch, self.mode)
         sessions.append(self)
 
