@@ -63,7 +63,7 @@ C_UNIT_TESTS = {
     "cost.c": ["tests/c/test_cost.c", "tests/c/test_cost_branches.c"],
     "classify.c": [],
     "link.c": ["tests/c/test_link.c"],
-    "attribution.c": ["tests/c/test_attribution.c", "csrc/link.c"],  # link.c: compiled with the test, not mutated
+    "attribution.c": ["tests/c/test_attribution.c+csrc/link.c"],  # linked with the unmutated link.c
 }
 
 OPERATOR_MUTANTS = {
@@ -297,22 +297,25 @@ def c_unit_kill(ws: Workspace, src_file: Path, tests: list[str], sanitize: bool)
     flags += (["-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
               if sanitize else ["-O0"])
     tag = "san" if sanitize else "plain"
-    objs = []
+    objs = []  # per test: its object and those of the unmutated sources it is linked with ("test.c+other.c")
     for t in tests:
-        obj = ws.tmp / f"unit_{Path(t).stem}_{tag}.o"
-        if not obj.exists():
-            rc, out = run([CC, *flags, "-c", str(ROOT / t), "-o", str(obj)], timeout=300)
-            if rc:
-                sys.exit(f"cannot compile {t}:\n{out}")
-        objs.append(obj)
+        group = []
+        for part in t.split("+"):
+            obj = ws.tmp / f"unit_{Path(part).stem}_{tag}.o"
+            if not obj.exists():
+                rc, out = run([CC, *flags, "-c", str(ROOT / part), "-o", str(obj)], timeout=300)
+                if rc:
+                    sys.exit(f"cannot compile {part}:\n{out}")
+            group.append(str(obj))
+        objs.append(group)
     mobj = ws.tmp / f"mutant_{tag}.o"
     rc, out = run([CC, *flags, "-c", str(src_file), "-o", str(mobj)], timeout=120)
     if rc:
         return "invalid", out[-400:]
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="print_stacktrace=0")
-    for t, obj in zip(tests, objs):
-        exe = ws.tmp / f"unit_{Path(t).stem}_{tag}"
-        rc, out = run([CC, *flags, str(obj), str(mobj), "-o", str(exe)], timeout=120)
+    for t, group in zip(tests, objs):
+        exe = ws.tmp / f"unit_{Path(t.split('+')[0]).stem}_{tag}"
+        rc, out = run([CC, *flags, *group, str(mobj), "-o", str(exe)], timeout=120)
         if rc:
             return "invalid", out[-400:]
         rc, out = run([str(exe)], env=env, timeout=20)
@@ -326,7 +329,7 @@ def evaluate(ws: Workspace, m: Mutant, args) -> tuple[str, str]:
     mut = ws.tmp / "mut" / m.file
     mut.parent.mkdir(exist_ok=True)
     mut.write_text(apply(path, m))
-    units = [t for t in C_UNIT_TESTS.get(m.file, []) if (ROOT / t).exists()]
+    units = [t for t in C_UNIT_TESTS.get(m.file, []) if all((ROOT / part).exists() for part in t.split("+"))]
     if units:
         for sanitize in (False, True):
             st, det = c_unit_kill(ws, mut, units, sanitize)
@@ -446,7 +449,7 @@ def main(argv=None) -> int:
                 rc, out = ws.pytest(tests, timeout=args.timeout)
                 if rc not in (0, 5):
                     sys.exit(f"the unmutated package fails the tests mutants of {f} are judged by:\n{out[-3000:]}")
-            units = [t for t in C_UNIT_TESTS.get(f, []) if (ROOT / t).exists()]
+            units = [t for t in C_UNIT_TESTS.get(f, []) if all((ROOT / part).exists() for part in t.split("+"))]
             if units and c_unit_kill(ws, CSRC / f, units, True)[0] != "survived":
                 sys.exit(f"the unmutated {f} fails its C unit tests")
         print(f"{len(mutants)} mutants of {', '.join(args.files)}", flush=True)
