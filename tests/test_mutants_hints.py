@@ -181,3 +181,42 @@ def test_sdpa_saving_is_unknown_when_a_call_has_no_roofline_time():
     (h,) = [h for h in attention().report(ceil=_no_dram()).hints(min_share=0) if h.kind == "sdpa"]
     assert h.saved_s != h.saved_s and h.saved_bytes > 0
     assert h.evidence["t_before_s"] != h.evidence["t_before_s"]
+
+
+# ---- unknown times: what is named, what is kept ------------------------------------------------------------------
+def test_faster_matrix_unit_of_unknown_saving_is_the_first_the_device_has():
+    """float32 products on a device with TF32, bf16 and fp16 matrix units but no DRAM bandwidth: every candidate's
+    saving is unknown, so the hint names the first candidate (TF32: the least intrusive change), not the last."""
+    peaks = {("vector", "float32"): Ceiling(1e12), ("matrix", "float32"): Ceiling(1e12),
+             ("matrix", "tfloat32"): Ceiling(8e12), ("matrix", "bfloat16"): Ceiling(16e12),
+             ("matrix", "float16"): Ceiling(16e12)}
+    ceil = Ceilings(device="cpu", name="t", fingerprint="t", peaks=peaks, bandwidths={"L9": Ceiling(1e12)})
+    g = Graph()
+    _mm(g, 8_000_000_000, 3_000_000, 0)
+    (h,) = [h for h in g.report(ceil=ceil).hints(min_share=0) if h.kind == "matmul_precision"]
+    assert h.saved_s != h.saved_s
+    assert "tfloat32_matrix_peak" in h.evidence and "float16_matrix_peak" not in h.evidence
+
+
+def test_layout_copy_saving_is_the_copies_roofline_time():
+    """A clone reading and writing 1000 B against 1e11 B/s of DRAM (ceilings() of tests/_graph.py): the layout hint
+    saves its roofline time, 2000 B / 1e11 B/s = 20 ns."""
+    g = Graph()
+    g.call("aten.clone.default", "copy", [(1, 1000)], [(2, 1000)])
+    (h,) = [h for h in g.report(ceil=ceilings()).hints(min_share=0) if h.kind == "layout_copies"]
+    assert h.saved_s == pytest.approx(2000 / 1e11)
+    assert h.evidence["t_roof_s"] == pytest.approx(2000 / 1e11)
+
+
+def test_a_timed_hint_in_a_run_without_roofline_time_is_kept_by_its_bytes():
+    """Ceilings with a DRAM bandwidth but no peak: the dropout call's roofline time is unknown, so the run's total
+    is 0 s, while the dropout hint's saving (its 1500-byte mask at 1e11 B/s) has a time. With no total time to
+    compare with, the hint is judged by its bytes: 1500 of 9500 B moved (16%) is kept at min_share 0.1 and not at
+    0.5."""
+    ceil = Ceilings(device="cpu", name="t", fingerprint="t", peaks={}, bandwidths={"DRAM": Ceiling(1e11)})
+    g = Graph()
+    g.call("aten.native_dropout.default", "ewise", [(1, 4000)], [(2, 4000), (3, 1500)], vector=1000)
+    r = g.report(ceil=ceil)
+    kept = r.hints(min_share=0.1)
+    assert [h.kind for h in kept] == ["dropout_mask"] and kept[0].saved_s == pytest.approx(1500 / 1e11)
+    assert r.hints(min_share=0.5) == []
