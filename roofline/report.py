@@ -179,6 +179,12 @@ class Report(DerivedCounts):
         return [o.name for o in self._ops]
 
     @property
+    def op_kinds(self) -> list[str]:
+        """The cost kind of each op (``"mm"``, ``"ewise"``, ``"fill"``..., ``"python"`` for a user formula,
+        ``"unknown"`` without one), indexed by ``records["op"]``."""
+        return [o.kind for o in self._ops]
+
+    @property
     def dtype_names(self) -> dict[int, str]:
         """Dtype code -> name (``"float32"``, ``"bfloat16"``, ...; 0 is ``"unknown"``), for ``records["dtype"]``."""
         return dict(DTYPE_NAMES)

@@ -70,7 +70,7 @@ def mark(opportunities: list, eager, compiled) -> list:
     knames = [_kernel_names(k) for k in kernels]
     roots = {m.split(".")[0] for k in kernels for m in [str(k.get("module", ""))] if m and m != "Global"}
     recs = eager.records
-    ops = eager._ops
+    names = eager.op_names
 
     act = active(recs)
     op_col, mod_col, ph_col = recs["op"].tolist(), recs["module"].tolist(), recs["phase"].tolist()
@@ -84,7 +84,7 @@ def mark(opportunities: list, eager, compiled) -> list:
 
     def key(i):
         ph = PHASES[ph_col[i]] if ph_col[i] < len(PHASES) else "?"
-        return op_base(ops[op_col[i]].name), mod(i), ph
+        return op_base(names[op_col[i]]), mod(i), ph
 
     rank: dict = {}  # (op, module, phase) -> eager calls, in order
     wanted = {key(i) for f in opportunities for i in f.records}

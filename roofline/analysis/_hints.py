@@ -65,9 +65,9 @@ class _Ctx:
         self.r = r
         self.rec = r.records
         self.n = len(self.rec)
-        self.names = np.array([o.name for o in r._ops] or [""], dtype=object)[self.rec["op"]] if self.n else \
+        self.names = np.array(r.op_names or [""], dtype=object)[self.rec["op"]] if self.n else \
             np.zeros(0, object)
-        self.kinds = np.array([o.kind for o in r._ops] or [""], dtype=object)[self.rec["op"]] if self.n else \
+        self.kinds = np.array(r.op_kinds or [""], dtype=object)[self.rec["op"]] if self.n else \
             np.zeros(0, object)
         self.ceil = r.ceilings
         self.c = r.classification()
