@@ -8,7 +8,11 @@
 #include "check.h"
 #include "record.h"
 
-/* The scripted autograd: `seq` is the number the next node gets; an op "makes a node" by taking it. */
+/* The scripted autograd: `seq` is the number the next node gets; an op "makes a node" by taking it. Each callback can
+ * be made to fail on its own (fail_*), and counts its calls (calls_*, failed ones included). A failing callback
+ * writes nothing, and a working one writes only what attribution.h says is read: node() leaves *present and *seq
+ * alone when the node did not change, and *seq alone when there is no node, so a value the rules read without
+ * being told it shows up. */
 typedef struct {
     uint64_t seq;
     int grad;
@@ -16,35 +20,63 @@ typedef struct {
     uint64_t node_seq;
     int node_id, last_node_id; /* the node identity the binding compares (changed when they differ) */
     uint32_t fwd_set;          /* what forward_set answers */
-    int fail;                  /* make every callback fail */
-    int calls_node;
+    int fail_next_seq, fail_grad, fail_node, fail_recomputing, fail_plus, fail_forward_set;
+    int calls_next_seq, calls_grad, calls_node, calls_recomputing, calls_plus, calls_forward_set;
 } fake;
 
 static int f_next_seq(void *ctx, uint64_t *seq) {
     fake *f = ctx;
+    f->calls_next_seq++;
+    if (f->fail_next_seq) {
+        return -1;
+    }
     *seq = f->seq;
-    return f->fail ? -1 : 0;
+    return 0;
 }
-static int f_grad(void *ctx) { return ((fake *)ctx)->grad; }
+static int f_grad(void *ctx) {
+    fake *f = ctx;
+    f->calls_grad++;
+    return f->fail_grad ? -1 : f->grad;
+}
 static int f_node(void *ctx, int *changed, int *present, uint64_t *seq, int *checkpoint) {
     fake *f = ctx;
     f->calls_node++;
+    if (f->fail_node) {
+        return -1; /* the node identity is not remembered either: the next call sees the change */
+    }
     *changed = f->node_id != f->last_node_id;
     f->last_node_id = f->node_id;
-    *present = f->node_present;
-    *seq = f->node_seq;
+    if (*changed) {
+        *present = f->node_present;
+        if (f->node_present) {
+            *seq = f->node_seq;
+        }
+    }
     *checkpoint = f->checkpoint;
-    return f->fail ? -1 : 0;
+    return 0;
 }
-static int f_recomputing(void *ctx) { return ((fake *)ctx)->recomputing; }
+static int f_recomputing(void *ctx) {
+    fake *f = ctx;
+    f->calls_recomputing++;
+    return f->fail_recomputing ? -1 : f->recomputing;
+}
 /* the set `mid` plus the entering module: 1000 + mid in this script */
 static int f_plus(void *ctx, uint32_t mid, uint32_t *out) {
-    (void)ctx;
+    fake *f = ctx;
+    f->calls_plus++;
+    if (f->fail_plus) {
+        return -1;
+    }
     *out = 1000 + mid;
     return 0;
 }
 static int f_forward_set(void *ctx, uint32_t *out) {
-    *out = ((fake *)ctx)->fwd_set;
+    fake *f = ctx;
+    f->calls_forward_set++;
+    if (f->fail_forward_set) {
+        return -1;
+    }
+    *out = f->fwd_set;
     return 0;
 }
 
@@ -225,19 +257,383 @@ static void test_non_reentrant_recomputation(void) {
     rl_attr_free(&a);
 }
 
-static void test_errors(void) {
-    fake f = {.seq = 1, .grad = 1, .last_node_id = -1};
+/* a backward op in node `seq`, the tracker's running set being `running` */
+static rl_attr_out bwd(rl_attribution *a, fake *f, uint64_t seq, uint32_t running) {
+    in_node(f, seq);
+    return op(a, f, 1, running);
+}
+
+/* Every observation can fail (a Python exception in the binding): the entry point that asked returns RL_ATTR_ERR,
+ * asks nothing further, and leaves the table and the recompute stack as they were, so the same call made again once
+ * the callback works gives the ordinary answer. */
+static void test_callback_failures(void) {
+    fake f = {.seq = 10, .grad = 1, .last_node_id = -1, .fwd_set = 9};
     rl_attr_env e = env_of(&f);
     rl_attribution a;
     rl_attr_init(&a);
-    f.fail = 1;
-    CHECK_EQ(rl_attr_mark(&a, &e, 0), RL_ATTR_ERR);
     rl_attr_out o;
-    in_node(&f, 1);
+
+    /* rl_attr_mark: the counter cannot be read; nothing is marked */
+    f.fail_next_seq = 1;
+    CHECK_EQ(rl_attr_mark(&a, &e, 3), RL_ATTR_ERR);
+    CHECK_EQ(a.links.n, 0);
+    f.fail_next_seq = 0;
+
+    /* the first forward op (no mark yet, so it marks): grad mode cannot be read, and the counter is not asked */
+    f.fail_grad = 1;
+    CHECK_EQ(rl_attr_op(&a, &e, 0, 3, &o), RL_ATTR_ERR);
+    CHECK_EQ(f.calls_next_seq, 1);
+    CHECK_EQ(a.links.n, 0);
+    f.fail_grad = 0;
+    /* grad mode read, the counter fails */
+    f.fail_next_seq = 1;
+    CHECK_EQ(rl_attr_op(&a, &e, 0, 3, &o), RL_ATTR_ERR);
+    CHECK_EQ(f.calls_next_seq, 2);
+    CHECK_EQ(a.links.n, 0);
+    f.fail_next_seq = 0;
+    /* both working: the op's own node 9 (made just before it ran, the counter at 10) and those after are set 3 */
+    CHECK_EQ(op(&a, &f, 0, 3).mid, 3);
+    CHECK_EQ(a.links.n, 1);
+    CHECK_EQ(a.links.seq[0], 9);
+    CHECK_EQ(a.links.mid[0], 3);
+
+    /* a backward op in node 9 (set 3), the counter at 10: its node cannot be read; the hooks are not asked */
+    in_node(&f, 9);
+    f.fail_node = 1;
     CHECK_EQ(rl_attr_op(&a, &e, 1, 0, &o), RL_ATTR_ERR);
-    CHECK_EQ(rl_attr_module(&a, &e, 0, 1, 0), RL_ATTR_ERR);
+    CHECK_EQ(f.calls_recomputing, 0);
+    CHECK_EQ(a.links.n, 1);
+    f.fail_node = 0;
+    /* the node read, the checkpointing hooks cannot be */
+    f.fail_recomputing = 1;
+    CHECK_EQ(rl_attr_op(&a, &e, 1, 0, &o), RL_ATTR_ERR);
+    CHECK_EQ(a.links.n, 1);
+    f.fail_recomputing = 0;
+    /* both read, marking "no module" from node 10 (for the nodes the backward makes) cannot read the counter */
+    f.fail_next_seq = 1;
+    CHECK_EQ(rl_attr_op(&a, &e, 1, 0, &o), RL_ATTR_ERR);
+    CHECK_EQ(a.links.n, 1);
+    f.fail_next_seq = 0;
+    o = op(&a, &f, 1, 0);
+    CHECK_EQ(o.phase, RL_PHASE_BACKWARD);
+    CHECK_EQ(o.mid, 3);
+    CHECK_EQ(o.unlinked, 0);
+    CHECK_EQ(a.links.n, 2);
+    CHECK_EQ(a.links.seq[1], 10);
+    CHECK_EQ(a.links.mid[1], RL_LINK_NONE);
+
+    /* the backward made nodes 10 and 11; node 9 turns out a reentrant checkpoint's node and runs the forward again,
+     * outside any module: marking its set 3 from node 12 cannot read the counter */
+    f.seq = 12;
+    f.checkpoint = 1;
+    f.fail_next_seq = 1;
+    CHECK_EQ(rl_attr_op(&a, &e, 1, 0, &o), RL_ATTR_ERR);
+    CHECK_EQ(a.links.n, 2);
+    f.fail_next_seq = 0;
+    o = op(&a, &f, 1, 0);
+    CHECK_EQ(o.phase, RL_PHASE_RECOMPUTE);
+    CHECK_EQ(o.mid, 3);
+    CHECK_EQ(a.links.n, 3);
+    CHECK_EQ(a.links.seq[2], 12);
+    CHECK_EQ(a.links.mid[2], 3);
+
+    /* a module's forward starts inside the checkpoint's node, the stack empty: the node cannot be read; neither
+     * plus() nor forward_set() is asked, nothing is pushed */
+    f.fail_node = 1;
+    CHECK_EQ(rl_attr_module(&a, &e, 1, 1, 0), RL_ATTR_ERR);
+    CHECK_EQ(a.depth, 0);
+    CHECK_EQ(f.calls_plus, 0);
+    CHECK_EQ(f.calls_forward_set, 0);
+    CHECK_EQ(a.links.n, 3);
+    f.fail_node = 0;
+    /* the node read (a checkpoint's, set 3): set 3 plus the module cannot be made */
+    f.fail_plus = 1;
+    CHECK_EQ(rl_attr_module(&a, &e, 1, 1, 0), RL_ATTR_ERR);
+    CHECK_EQ(a.depth, 0);
+    CHECK_EQ(f.calls_forward_set, 0);
+    CHECK_EQ(a.links.n, 3);
+    CHECK_EQ(a.links.mid[2], 3);
+    f.fail_plus = 0;
+    CHECK_EQ(rl_attr_module(&a, &e, 1, 1, 0), 0); /* set 1003 from node 12 (it replaces set 3 there) */
+    CHECK_EQ(a.depth, 1);
+    CHECK_EQ(a.links.n, 3);
+    CHECK_EQ(a.links.mid[2], 1003);
+    /* a module inside that one: 1003 plus it cannot be made */
+    f.fail_plus = 1;
+    CHECK_EQ(rl_attr_module(&a, &e, 1, 1, 0), RL_ATTR_ERR);
+    CHECK_EQ(a.depth, 1);
+    CHECK_EQ(a.links.mid[2], 1003);
+    f.fail_plus = 0;
+    CHECK_EQ(op(&a, &f, 1, 0).mid, 1003); /* still inside the first one */
+    /* the first one ends: marking the set around it ("no module") cannot read the counter */
+    f.fail_next_seq = 1;
+    CHECK_EQ(rl_attr_module(&a, &e, 1, 0, 0), RL_ATTR_ERR);
+    CHECK_EQ(a.links.n, 3);
+    CHECK_EQ(a.links.mid[2], 1003);
+    f.fail_next_seq = 0;
+
+    /* a non-reentrant recomputation (not a checkpoint's node), the stack empty: the set of the module's last forward
+     * cannot be read */
+    rl_attr_clear_stack(&a);
+    f.checkpoint = 0;
+    f.recomputing = 1;
+    f.fail_forward_set = 1;
+    CHECK_EQ(rl_attr_module(&a, &e, 1, 1, 0), RL_ATTR_ERR);
+    CHECK_EQ(a.depth, 0);
+    CHECK_EQ(a.links.mid[2], 1003);
+    f.fail_forward_set = 0;
+    CHECK_EQ(rl_attr_module(&a, &e, 1, 1, 0), 0);
+    CHECK_EQ(a.depth, 1);
+    o = op(&a, &f, 1, 0);
+    CHECK_EQ(o.phase, RL_PHASE_RECOMPUTE);
+    CHECK_EQ(o.mid, 9); /* the script's forward_set() */
+
+    /* the forward again: a module's forward starts, the counter cannot be read; nothing is marked */
+    f.recomputing = 0;
+    size_t n = a.links.n;
+    f.fail_next_seq = 1;
+    CHECK_EQ(rl_attr_module(&a, &e, 0, 1, 5), RL_ATTR_ERR);
+    CHECK_EQ(a.links.n, n);
+    f.fail_next_seq = 0;
     rl_attr_free(&a);
-    rl_attr_free(&a); /* freeing twice is harmless */
+}
+
+/* The first forward op after a backward marks the running set from its own node, one below the counter, when grad
+ * mode is on; but never below the last mark: a counter that has not moved since the backward's "no module" mark
+ * means no node was made since, and the new mark replaces that one. */
+static void test_first_forward_op_marks_its_own_node(void) {
+    fake f = {.seq = 10, .grad = 1, .last_node_id = -1};
+    rl_attr_env e = env_of(&f);
+    rl_attribution a;
+    rl_attr_init(&a);
+    CHECK_EQ(rl_attr_mark(&a, &e, 3), 0); /* set 3 from node 10 */
+    op(&a, &f, 0, 3);                     /* it makes node 10 */
+    f.seq = 11;
+    CHECK_EQ(bwd(&a, &f, 10, 0).mid, 3); /* node 10's backward: "no module" from node 11 */
+    CHECK_EQ(a.links.n, 2);
+    CHECK_EQ(a.links.seq[1], 11);
+    /* the counter still at 11: no node since the mark; set 4 from node 11, in place of "no module" */
+    CHECK_EQ(op(&a, &f, 0, 4).mid, 4);
+    CHECK_EQ(a.links.broken, 0);
+    CHECK_EQ(a.links.n, 2);
+    CHECK_EQ(a.links.seq[1], 11);
+    CHECK_EQ(a.links.mid[1], 4);
+    CHECK_EQ(rl_link_find(&a.links, 10), 3);
+    CHECK_EQ(rl_link_find(&a.links, 11), 4);
+
+    /* node 11's backward: "no module" from 12; it makes nodes 12 and 13 (a double backward's graph); the next
+     * forward op runs with the counter at 15: its own node is 14, the first of set 5 */
+    f.seq = 12;
+    CHECK_EQ(bwd(&a, &f, 11, 0).mid, 4);
+    f.seq = 15;
+    CHECK_EQ(op(&a, &f, 0, 5).mid, 5);
+    CHECK_EQ(a.links.n, 4);
+    CHECK_EQ(a.links.seq[3], 14);
+    CHECK_EQ(rl_link_find(&a.links, 12), RL_LINK_NONE);
+    CHECK_EQ(rl_link_find(&a.links, 13), RL_LINK_NONE);
+    CHECK_EQ(rl_link_find(&a.links, 14), 5);
+    CHECK_EQ(rl_link_find(&a.links, 15), 5);
+    in_node(&f, 13); /* the double backward's last node, seen by a backward op: not linked */
+    CHECK_EQ(op(&a, &f, 1, 0).unlinked, 1);
+    rl_attr_free(&a);
+
+    /* a thread whose counter is still 0 (no node made yet): the mark is at 0, not one below it */
+    rl_attr_init(&a);
+    f.seq = 0;
+    CHECK_EQ(op(&a, &f, 0, 6).mid, 6);
+    CHECK_EQ(a.links.n, 1);
+    CHECK_EQ(a.links.seq[0], 0);
+    CHECK_EQ(rl_link_find(&a.links, 0), 6);
+    rl_attr_free(&a);
+}
+
+/* Inside a forward (the last mark a module set, as the module hooks leave it) a forward op asks autograd nothing;
+ * so does one after a broken table (another thread's counter went backwards: nothing is linked any more), even
+ * when the last mark is "no module", and the table stays as it was. */
+static void test_forward_op_marks_only_after_a_backward(void) {
+    fake f = {.seq = 10, .grad = 1, .last_node_id = -1};
+    rl_attr_env e = env_of(&f);
+    rl_attribution a;
+    rl_attr_init(&a);
+    CHECK_EQ(rl_attr_mark(&a, &e, 3), 0); /* set 3 from node 10 */
+    CHECK_EQ(f.calls_next_seq, 1);
+    f.seq = 12;
+    rl_attr_out o = op(&a, &f, 0, 3);
+    CHECK_EQ(o.phase, RL_PHASE_FORWARD);
+    CHECK_EQ(o.mid, 3);
+    CHECK_EQ(f.calls_next_seq, 1);
+    CHECK_EQ(f.calls_grad, 0);
+    CHECK_EQ(a.links.n, 1);
+    /* a backward (node 11): "no module" from 12 */
+    CHECK_EQ(bwd(&a, &f, 11, 3).mid, 3);
+    CHECK_EQ(f.calls_next_seq, 2);
+    CHECK_EQ(a.links.n, 2);
+    /* a mark below the last one (the counter read 5) breaks the table */
+    f.seq = 5;
+    CHECK_EQ(rl_attr_mark(&a, &e, 7), 0);
+    CHECK_EQ(f.calls_next_seq, 3);
+    CHECK_EQ(a.links.broken, 1);
+    CHECK_EQ(a.links.n, 2);
+    o = op(&a, &f, 0, 7);
+    CHECK_EQ(o.phase, RL_PHASE_FORWARD);
+    CHECK_EQ(o.mid, 7);
+    CHECK_EQ(f.calls_next_seq, 3);
+    CHECK_EQ(f.calls_grad, 0);
+    CHECK_EQ(a.links.broken, 1);
+    CHECK_EQ(a.links.n, 2);
+    CHECK_EQ(a.links.mid[1], RL_LINK_NONE);
+    rl_attr_free(&a);
+}
+
+/* A backward op marks "no module" (for the nodes the backward makes) once, at the counter: further backward ops,
+ * the last mark already "no module", do not read the counter, and the forward's last node keeps its set. */
+static void test_backward_marks_no_module_once(void) {
+    fake f = {.seq = 20, .grad = 1, .last_node_id = -1};
+    rl_attr_env e = env_of(&f);
+    rl_attribution a;
+    rl_attr_init(&a);
+    CHECK_EQ(rl_attr_mark(&a, &e, 2), 0); /* set 2 from node 20 */
+    op(&a, &f, 0, 2);
+    f.seq = 22; /* the forward made nodes 20 and 21 */
+    CHECK_EQ(f.calls_next_seq, 1);
+    CHECK_EQ(bwd(&a, &f, 21, 0).mid, 2);
+    CHECK_EQ(f.calls_next_seq, 2);
+    CHECK_EQ(a.links.n, 2);
+    CHECK_EQ(a.links.seq[1], 22);
+    CHECK_EQ(a.links.mid[1], RL_LINK_NONE);
+    CHECK_EQ(bwd(&a, &f, 20, 0).mid, 2);
+    CHECK_EQ(f.calls_next_seq, 2);
+    f.seq = 23; /* the backward made node 22 */
+    rl_attr_out o = bwd(&a, &f, 22, 0);
+    CHECK_EQ(o.unlinked, 1);
+    CHECK_EQ(o.mid, 0);
+    CHECK_EQ(f.calls_next_seq, 2);
+    o = bwd(&a, &f, 21, 0); /* node 21, the forward's last: still set 2 */
+    CHECK_EQ(o.mid, 2);
+    CHECK_EQ(o.unlinked, 0);
+    CHECK_EQ(a.links.n, 2);
+    rl_attr_free(&a);
+}
+
+/* A reentrant checkpoint's recomputation outside any module forward: the nodes it makes (from the counter, not one
+ * below it) belong to the checkpoint node's set, so its inner backward finds them; the nodes the backward made
+ * before it stay "no module". */
+static void test_recomputation_outside_modules_marks_the_node_set(void) {
+    fake f = {.seq = 200, .grad = 1, .last_node_id = -1};
+    rl_attr_env e = env_of(&f);
+    rl_attribution a;
+    rl_attr_init(&a);
+    CHECK_EQ(rl_attr_mark(&a, &e, 1), 0); /* set 1 from node 200 */
+    op(&a, &f, 0, 1);                     /* the checkpoint's node 200 */
+    f.seq = 201;
+    CHECK_EQ(rl_attr_mark(&a, &e, 0), 0); /* the module ends: set 0 from node 201 */
+    op(&a, &f, 0, 0);                     /* the loss: node 201 */
+    f.seq = 202;
+    CHECK_EQ(bwd(&a, &f, 201, 0).mid, 0); /* "no module" from 202 */
+    f.seq = 204;                          /* the backward made nodes 202 and 203 */
+    f.checkpoint = 1;
+    rl_attr_out o = bwd(&a, &f, 200, 0);
+    CHECK_EQ(o.phase, RL_PHASE_RECOMPUTE);
+    CHECK_EQ(o.mid, 1);
+    CHECK_EQ(a.links.n, 4);
+    CHECK_EQ(a.links.seq[3], 204);
+    CHECK_EQ(a.links.mid[3], 1);
+    f.seq = 205; /* the recomputation made node 204 */
+    f.checkpoint = 0;
+    o = bwd(&a, &f, 204, 0); /* the inner backward */
+    CHECK_EQ(o.phase, RL_PHASE_BACKWARD);
+    CHECK_EQ(o.mid, 1);
+    CHECK_EQ(o.unlinked, 0);
+    CHECK_EQ(bwd(&a, &f, 203, 0).unlinked, 1);
+    CHECK_EQ(bwd(&a, &f, 202, 0).unlinked, 1);
+    rl_attr_free(&a);
+}
+
+/* A non-reentrant recomputation stops early inside module forwards whose ends never come. The stack they leave is
+ * cleared by the next forward's module hook, by a forward op, and by rl_attr_clear_stack (the end of the backward):
+ * a later recomputation outside any module gets the node's set, not the stale top. */
+static void test_stale_recompute_stack_is_cleared(void) {
+    fake f = {.seq = 300, .grad = 1, .last_node_id = -1, .fwd_set = 9};
+    rl_attr_env e = env_of(&f);
+    rl_attribution a;
+    rl_attr_init(&a);
+    CHECK_EQ(rl_attr_mark(&a, &e, 4), 0); /* set 4 from node 300 */
+    op(&a, &f, 0, 4);                     /* node 300 */
+    f.seq = 301;
+    in_node(&f, 300);
+    f.recomputing = 1;
+    for (int round = 0; round < 3; round++) {
+        /* two module forwards run again: the set of the outer one's last forward (9), then 9 plus the inner */
+        CHECK_EQ(rl_attr_module(&a, &e, 1, 1, 0), 0);
+        CHECK_EQ(rl_attr_module(&a, &e, 1, 1, 0), 0);
+        CHECK_EQ(a.depth, 2);
+        CHECK_EQ(op(&a, &f, 1, 0).mid, 1009);
+        /* the recomputation stops there; what comes next clears the stack */
+        if (round == 0) {
+            CHECK_EQ(rl_attr_module(&a, &e, 0, 1, 5), 0); /* a module's forward starts, outside a backward */
+        } else if (round == 1) {
+            CHECK_EQ(op(&a, &f, 0, 5).phase, RL_PHASE_FORWARD);
+        } else {
+            rl_attr_clear_stack(&a);
+        }
+        CHECK_EQ(a.depth, 0);
+        /* a recomputation in node 300 again, outside any module: node 300's set */
+        rl_attr_out o = op(&a, &f, 1, 0);
+        CHECK_EQ(o.phase, RL_PHASE_RECOMPUTE);
+        CHECK_EQ(o.mid, 4);
+    }
+    rl_attr_free(&a);
+}
+
+/* 40 module forwards nested inside a reentrant checkpoint's node, deeper than the recompute stack's first
+ * allocation: each op goes to the innermost one's set, each end back to the set around it, and the inner backward
+ * finds each node's set. The set k deep is 1 + 1000 k (the script's plus() adds 1000 per module, from set 1). Then
+ * rl_attr_free leaves an empty state, and freeing it again is harmless. */
+static void test_deeply_nested_recomputation_and_free(void) {
+    fake f = {.seq = 200, .grad = 1, .last_node_id = -1};
+    rl_attr_env e = env_of(&f);
+    rl_attribution a;
+    rl_attr_init(&a);
+    CHECK_EQ(rl_attr_mark(&a, &e, 1), 0); /* set 1 from node 200 */
+    op(&a, &f, 0, 1);                     /* the checkpoint's node 200 */
+    f.seq = 201;
+    f.checkpoint = 1;
+    in_node(&f, 200);
+    for (uint32_t k = 1; k <= 40; k++) {
+        CHECK_EQ(rl_attr_module(&a, &e, 1, 1, 0), 0); /* set 1 + 1000 k from node 200 + k */
+        CHECK_EQ(a.depth, k);
+        CHECK_EQ(a.cap >= a.depth, 1);
+        rl_attr_out o = op(&a, &f, 1, 0);
+        CHECK_EQ(o.phase, RL_PHASE_RECOMPUTE);
+        CHECK_EQ(o.mid, 1 + 1000 * k);
+        f.seq++; /* the op made node 200 + k */
+    }
+    for (uint32_t k = 40; k >= 1; k--) {
+        CHECK_EQ(rl_attr_module(&a, &e, 1, 0, 0), 0); /* module k ends: back to k - 1's set */
+        CHECK_EQ(a.depth, k - 1);
+        if (k > 1) {
+            CHECK_EQ(op(&a, &f, 1, 0).mid, 1 + 1000 * (k - 1));
+        }
+    }
+    /* marks: node 200 (set 1), 201..240 (one per module), and 241 ("no module": the last end) */
+    CHECK_EQ(a.links.n, 42);
+    CHECK_EQ(a.links.seq[41], 241);
+    CHECK_EQ(a.links.mid[41], RL_LINK_NONE);
+    f.checkpoint = 0;
+    for (uint32_t k = 40; k >= 1; k--) {
+        rl_attr_out o = bwd(&a, &f, 200 + k, 0);
+        CHECK_EQ(o.phase, RL_PHASE_BACKWARD);
+        CHECK_EQ(o.mid, 1 + 1000 * k);
+        CHECK_EQ(o.unlinked, 0);
+    }
+    for (int twice = 0; twice < 2; twice++) {
+        rl_attr_free(&a);
+        CHECK_EQ(a.rstack == NULL, 1);
+        CHECK_EQ(a.depth, 0);
+        CHECK_EQ(a.cap, 0);
+        CHECK_EQ(a.links.n, 0);
+        CHECK_EQ(a.links.seq == NULL, 1);
+    }
 }
 
 int main(void) {
@@ -245,7 +641,13 @@ int main(void) {
     test_double_backward_and_the_next_forward();
     test_reentrant_recomputation();
     test_non_reentrant_recomputation();
-    test_errors();
+    test_callback_failures();
+    test_first_forward_op_marks_its_own_node();
+    test_forward_op_marks_only_after_a_backward();
+    test_backward_marks_no_module_once();
+    test_recomputation_outside_modules_marks_the_node_set();
+    test_stale_recompute_stack_is_cleared();
+    test_deeply_nested_recomputation_and_free();
     if (failures) {
         fprintf(stderr, "%d C attribution test(s) failed\n", failures);
         return 1;
