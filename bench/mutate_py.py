@@ -391,6 +391,38 @@ class _Lines:
         Path(self.out).write_text(json.dumps({k: sorted(v) for k, v in self.lines.items()}))
 
 
+# Targets whose tests run the code in interpreters of their own (tests/test_distributed.py starts its ranks with
+# subprocess): a child also hands the mutant to those (`_SITECUSTOMIZE`), and judges it by the file's whole test
+# subset (the line tracer sees only this process).
+SUBPROCESS_TARGETS = {"capture/_collectives.py", "distributed.py"}
+
+# Imported at the start of every interpreter that finds it on sys.path (the tests pass PYTHONPATH on to the processes
+# they start): it makes `import <name>` execute the mutated text instead of the file.
+_SITECUSTOMIZE = """\
+import importlib.abc, importlib.util, sys
+_NAME, _PATH, _SRC = {name!r}, {path!r}, {src!r}
+class _Mutant(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):
+        return importlib.util.spec_from_loader(name, self, origin=_PATH) if name == _NAME else None
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        module.__file__ = _PATH
+        exec(compile(open(_SRC).read(), _PATH, "exec"), module.__dict__)
+sys.meta_path.insert(0, _Mutant())
+"""
+
+
+def _hand_to_subprocesses(path: Path, text: str) -> None:
+    """In a child: the processes the tests start import the mutated module too (a sitecustomize on PYTHONPATH)."""
+    d = tempfile.mkdtemp(prefix="mutant-")
+    src = os.path.join(d, "mutant.py")
+    Path(src).write_text(text)
+    name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    Path(d, "sitecustomize.py").write_text(_SITECUSTOMIZE.format(name=name, path=str(path), src=src))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [d, os.environ.get("PYTHONPATH")]))
+
+
 def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=()) -> tuple[int, str]:
     """Fork; in the child, execute `text` in place of the module at `path` and run pytest on `tests` (with
     `plugins`). (exit code, output)."""
@@ -403,6 +435,8 @@ def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=
                 os.dup2(log.fileno(), 2)
                 import pytest
 
+                if str(path.relative_to(ROOT / "roofline")) in SUBPROCESS_TARGETS:
+                    _hand_to_subprocesses(path, text)
                 substitute(path, text)
                 # no plugins found through entry points (loading them costs a second a run; the parent sets
                 # PYTEST_DISABLE_PLUGIN_AUTOLOAD), no cache, and no gc.collect() of the large heap at the end
@@ -520,7 +554,7 @@ def main(argv=None) -> int:
     for f in sorted({m.target for m in mutants}):  # the unmutated module, substituted the same way, must pass
         path = ROOT / "roofline" / f
         with tempfile.TemporaryDirectory() as tmp:
-            trace = None if args.all_tests else _Lines(str(path), os.path.join(tmp, "lines.json"))
+            trace = None if args.all_tests or f in SUBPROCESS_TARGETS else _Lines(str(path), os.path.join(tmp, "lines.json"))
             rc, out = run_in_child(path, path.read_text(), tests[f], args.timeout * (1 if trace is None else 10),
                                    [trace] if trace else [])
             if rc != 0:
