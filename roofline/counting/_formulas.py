@@ -32,10 +32,15 @@ E_ARGS = 2  # RL_E_ARGS: arguments the formula cannot count (a formula's ValueEr
 # ---- helpers --------------------------------------------------------------------------------------------------------
 
 def _is_tensor(x) -> bool:
+    # a strided nested tensor has no sizes: its .shape raises RuntimeError, which hasattr() lets through
+    if getattr(x, "is_nested", False):
+        return True
     return hasattr(x, "dtype") and hasattr(x, "stride") and hasattr(x, "shape")
 
 
 def _numel(t) -> int:
+    if getattr(t, "is_nested", False):  # the elements of its components (a nested tensor has no sizes)
+        return int(t.values().numel()) if hasattr(t, "values") else 0
     n = 1
     for s in t.shape:
         n *= int(s)

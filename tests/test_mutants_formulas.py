@@ -1,0 +1,592 @@
+"""Exact counts of the Python formulas (roofline/counting/_formulas.py) on small hand-built arguments.
+
+Each expected value is computed here a second way: (query, key) pairs by a double loop over positions, the blocks of a
+FlexAttention mask by walking the blocks one by one, comparisons of a search from ceil(log2 n) written as a loop over
+powers of two, recurrent layers from the per-gate arithmetic in docs/concepts.md.
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from roofline.counting import _formulas as F  # noqa: E402
+
+F32 = 4
+
+# strided nested tensors (the layout the encoder fast path builds) warn that their API is a prototype
+pytestmark = pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
+
+
+# ---- second implementations -----------------------------------------------------------------------------------------
+
+def ceil_log2(n):
+    """Smallest k with 2**k >= n (0 for n <= 1), by counting doublings."""
+    k, p = 0, 1
+    while p < n:
+        p, k = p * 2, k + 1
+    return k
+
+
+def band_brute(sq, sk, left, right):
+    """Query i sits at key position c = i + sk - sq; it sees key j when c - left <= j <= c + right (negative: no
+    bound on that side)."""
+    n = 0
+    for i in range(sq):
+        c = i + sk - sq
+        for j in range(sk):
+            if (left < 0 or j >= c - left) and (right < 0 or j <= c + right):
+                n += 1
+    return n
+
+
+def causal_brute(sq, sk, mask):
+    """0: every pair; 1: causal aligned top-left (j <= i); 2: aligned bottom-right (j <= i + sk - sq)."""
+    n = 0
+    for i in range(sq):
+        for j in range(sk):
+            if mask == 0 or (mask == 1 and j <= i) or (mask == 2 and j <= i + sk - sq):
+                n += 1
+    return n
+
+
+def nbytes(*ts):
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+# ---- sliding-window pairs -------------------------------------------------------------------------------------------
+
+BAND_CASES = [(sq, sk, left, right)
+              for sq, sk in [(1, 1), (4, 4), (3, 7), (7, 3), (5, 6), (6, 5), (2, 9)]
+              for left in (-1, 0, 1, 2, 5)
+              for right in (-1, 0, 1, 3)]
+
+
+def test_band_pairs_match_a_double_loop():
+    for sq, sk, left, right in BAND_CASES:
+        assert F._band_pairs(sq, sk, left, right) == band_brute(sq, sk, left, right), (sq, sk, left, right)
+
+
+def test_band_pairs_small_cases_by_hand():
+    # 4 x 4, window (1, 0): the diagonal and the one key before it: 4 + 3
+    assert F._band_pairs(4, 4, 1, 0) == 7
+    # 4 x 4, window (0, 1): the diagonal and the key after it
+    assert F._band_pairs(4, 4, 0, 1) == 7
+    # 2 queries over 5 keys, bottom-right: they sit at keys 3 and 4; window (0, 0) is one key each
+    assert F._band_pairs(2, 5, 0, 0) == 2
+    # 5 queries over 2 keys: queries 0..2 sit before key 0 (c = -3..-1); window (0, 0) keeps only c = 0, 1
+    assert F._band_pairs(5, 2, 0, 0) == 2
+    # unlimited both ways: every pair
+    assert F._band_pairs(3, 7, -1, -1) == 21
+
+
+def test_flash_window_bounds():
+    w = F._flash_window
+    assert w({}) is None
+    assert w({"window_size_left": None, "window_size_right": None}) is None
+    assert w({"window_size_left": -1, "window_size_right": -1}) is None
+    assert w({"window_size_left": 3}) == (3, -1)
+    assert w({"window_size_right": 2}) == (-1, 2)
+    assert w({"window_size_left": 0, "window_size_right": 0}) == (0, 0)
+    assert w({"window_size_left": 0, "window_size_right": -1}) == (0, -1)
+    assert w({"window_size_left": -1, "window_size_right": 0}) == (-1, 0)
+    # causal: right = 0; without a left bound that is the plain causal mask (no window)
+    assert w({"is_causal": True}) is None
+    assert w({"is_causal": True, "window_size_left": -1, "window_size_right": 5}) is None
+    assert w({"is_causal": True, "window_size_left": 4, "window_size_right": 5}) == (4, 0)
+    assert w({"is_causal": True, "window_size_left": 0}) == (0, 0)
+    assert w({"is_causal": False, "window_size_left": 2, "window_size_right": 1}) == (2, 1)
+
+
+# ---- attention over packed sequences --------------------------------------------------------------------------------
+
+def _flash_b(sq, sk, hq=4, hkv=2, dq=3, dv=5, **kw):
+    cq = torch.tensor([0] + [sum(sq[:i + 1]) for i in range(len(sq))], dtype=torch.int32)
+    ck = torch.tensor([0] + [sum(sk[:i + 1]) for i in range(len(sk))], dtype=torch.int32)
+    b = {"query": torch.zeros(sum(sq), hq, dq), "key": torch.zeros(sum(sk), hkv, dq),
+         "value": torch.zeros(sum(sk), hkv, dv), "cum_seq_q": cq, "cum_seq_k": ck}
+    b.update(kw)
+    return b
+
+
+def _expected(pairs_per_head, sq, sk, hq, dq, dv, backward):
+    pairs = hq * pairs_per_head
+    per_pair = 3 * dq + 2 * dv if backward else dq + dv
+    full = hq * sum(a * c for a, c in zip(sq, sk))
+    vector = 4 * pairs + (0 if backward else hq * sum(sq) * dv)
+    return {"matrix_flops": 2 * pairs * per_pair, "vector_flops": vector, "special_ops": pairs,
+            "flop_counter_flops": 2 * full * per_pair}
+
+
+def _check(got, exp, b):
+    for k, v in exp.items():
+        assert got[k] == v, (k, got[k], v)
+    assert got["bytes_read"] == sum(nbytes(t) for t in b.values() if isinstance(t, torch.Tensor))
+    assert got["bytes_written"] == 0
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_flash_varlen_causal_is_bottom_right(backward):
+    # sequences where the keys outnumber the queries (and one empty): bottom-right and top-left differ
+    sq, sk = [2, 0, 3], [5, 1, 4]
+    b = _flash_b(sq, sk, is_causal=True)
+    got = F._varlen(b, None, flash=True, backward=backward)
+    per_head = sum(causal_brute(a, c, 2) for a, c in zip(sq, sk))
+    assert per_head != sum(causal_brute(a, c, 1) for a, c in zip(sq, sk))
+    _check(got, _expected(per_head, sq, sk, 4, 3, 5, backward), b)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_flash_varlen_unmasked(backward):
+    sq, sk = [3, 1], [2, 4]
+    b = _flash_b(sq, sk, hq=2, hkv=1, dq=4, dv=7)
+    got = F._varlen(b, None, flash=True, backward=backward)
+    _check(got, _expected(3 * 2 + 1 * 4, sq, sk, 2, 4, 7, backward), b)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_flash_varlen_sliding_window(backward):
+    sq, sk = [4, 2, 3], [6, 2, 3]
+    b = _flash_b(sq, sk, hq=3, hkv=3, dq=2, dv=6, window_size_left=1, window_size_right=1)
+    got = F._varlen(b, None, flash=True, backward=backward)
+    per_head = sum(band_brute(a, c, 1, 1) for a, c in zip(sq, sk))
+    _check(got, _expected(per_head, sq, sk, 3, 2, 6, backward), b)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_flash_dense_sliding_window(backward):
+    # a dense (batch, seq, heads, dim) batch: 3 sequences of 5 queries over 7 keys, window (2, 0) with causal
+    bs, s_q, s_k, hq, hkv, dq, dv = 3, 5, 7, 2, 1, 4, 3
+    b = {"query": torch.zeros(bs, s_q, hq, dq), "key": torch.zeros(bs, s_k, hkv, dq),
+         "value": torch.zeros(bs, s_k, hkv, dv), "cum_seq_q": None, "cum_seq_k": None, "is_causal": True,
+         "window_size_left": 2, "window_size_right": -1}
+    got = F._varlen(b, None, flash=True, backward=backward)
+    per_head = bs * band_brute(s_q, s_k, 2, 0)
+    _check(got, _expected(per_head, [s_q] * bs, [s_k] * bs, hq, dq, dv, backward), b)
+
+
+def test_flash_dense_sliding_window_more_sequences_than_positions():
+    # batch 4 > 2 query positions: every one of the 4 sequences is counted
+    bs, s_q, s_k = 4, 2, 3
+    b = {"query": torch.zeros(bs, s_q, 1, 2), "key": torch.zeros(bs, s_k, 1, 2), "value": torch.zeros(bs, s_k, 1, 2),
+         "window_size_left": 0, "window_size_right": 1}
+    got = F._varlen(b, None, flash=True, backward=False)
+    assert band_brute(s_q, s_k, 0, 1) == 1 + 2
+    assert got["special_ops"] == bs * 3
+
+
+def test_flash_window_with_only_query_lengths_counts_dense():
+    # cumulative lengths for only one side: the dense reading of the (batch, seq, heads, dim) tensors
+    bs, s_q, s_k = 2, 3, 4
+    b = {"query": torch.zeros(bs, s_q, 2, 4), "key": torch.zeros(bs, s_k, 2, 4), "value": torch.zeros(bs, s_k, 2, 4),
+         "cum_seq_q": torch.tensor([0, 3, 6], dtype=torch.int32), "cum_seq_k": None,
+         "window_size_left": 1, "window_size_right": 0}
+    got = F._varlen(b, None, flash=True, backward=False)
+    assert got["special_ops"] == 2 * bs * band_brute(s_q, s_k, 1, 0)
+
+
+def test_flash_without_both_lengths_or_window_uses_the_c_formula():
+    b = _flash_b([2], [2])
+    b["cum_seq_k"] = None
+    assert F._varlen(b, None, flash=True, backward=False) is None
+    b = _flash_b([2], [2])
+    b["cum_seq_q"] = None
+    assert F._varlen(b, None, flash=True, backward=True) is None
+
+
+def test_flash_ignores_an_efficient_window_size_argument():
+    b = _flash_b([2], [3], hq=1, hkv=1, dq=1, dv=1, window_size=4)
+    assert F._varlen(b, None, flash=True, backward=False)["special_ops"] == 6
+
+
+def test_efficient_window_size_has_no_formula():
+    b = {"query": torch.zeros(1, 2, 1, 1), "key": torch.zeros(1, 2, 1, 1), "value": torch.zeros(1, 2, 1, 1),
+         "cu_seqlens_q": None, "cu_seqlens_k": None, "window_size": 2}
+    with pytest.raises(ValueError, match="window_size"):
+        F._varlen(b, None, flash=False, backward=False)
+
+
+@pytest.mark.parametrize("mask", [0, 1, 2])
+@pytest.mark.parametrize("backward", [False, True])
+def test_efficient_varlen_masks(mask, backward):
+    sq, sk = [3, 2], [5, 1]
+    hq, hkv, dq, dv = 6, 3, 2, 5
+    b = {"query": torch.zeros(1, sum(sq), hq, dq), "key": torch.zeros(1, sum(sk), hkv, dq),
+         "value": torch.zeros(1, sum(sk), hkv, dv), "cu_seqlens_q": torch.tensor([0, 3, 5]),
+         "cu_seqlens_k": torch.tensor([0, 5, 6]), "custom_mask_type": mask}
+    got = F._varlen(b, None, flash=False, backward=backward)
+    per_head = sum(causal_brute(a, c, mask) for a, c in zip(sq, sk))
+    _check(got, _expected(per_head, sq, sk, hq, dq, dv, backward), b)
+
+
+@pytest.mark.parametrize("hq,hkv", [(3, 2), (4, 0), (1, 2)])
+def test_varlen_heads_that_do_not_divide(hq, hkv):
+    b = _flash_b([2], [2], hq=hq, hkv=hkv)
+    with pytest.raises(ValueError, match="heads"):
+        F._varlen(b, None, flash=True, backward=False)
+
+
+def test_varlen_one_key_head():
+    b = _flash_b([2], [3], hq=5, hkv=1, dq=1, dv=1)
+    assert F._varlen(b, None, flash=True, backward=False)["special_ops"] == 5 * 6
+
+
+def test_varlen_lengths_that_do_not_match():
+    b = _flash_b([2, 1], [2])
+    with pytest.raises(ValueError, match="same batch"):
+        F._varlen(b, None, flash=True, backward=False)
+    b = _flash_b([2], [2])
+    b["cum_seq_q"] = torch.tensor([0, 3, 2])
+    b["cum_seq_k"] = torch.tensor([0, 2, 4])
+    with pytest.raises(ValueError, match="same batch"):
+        F._varlen(b, None, flash=True, backward=False)
+
+
+def test_varlen_lengths_that_cannot_be_read():
+    for side in ("cum_seq_q", "cum_seq_k"):
+        b = _flash_b([2], [3])
+        b[side] = b[side].to("meta")
+        assert F._varlen(b, None, flash=True, backward=False)["status"] == F.E_DATA
+
+
+# ---- FlexAttention block masks --------------------------------------------------------------------------------------
+
+def _blocks_brute(q_len, kv_len, qb, kvb, visits):
+    """visits: per query block, the key blocks it visits. Rows and columns of each block clipped to the sequence."""
+    n = 0
+    for i, blocks in enumerate(visits):
+        rows = sum(1 for r in range(i * qb, (i + 1) * qb) if r < q_len)
+        for j in blocks:
+            n += rows * sum(1 for c in range(j * kvb, (j + 1) * kvb) if c < kv_len)
+    return n
+
+
+def _mask_tensors(visits, width):
+    num = torch.tensor([len(v) for v in visits], dtype=torch.int32).view(1, 1, -1)
+    idx = torch.tensor([list(v) + [0] * (width - len(v)) for v in visits], dtype=torch.int32).view(1, 1, len(visits),
+                                                                                                    width)
+    return num, idx
+
+
+# q_len 5, kv_len 7, blocks 2 x 3: 3 query blocks (rows 2, 2, 1), 3 key blocks (columns 3, 3, 1)
+PARTIAL = [[0], [0, 2], [1, 2]]
+FULL = [[1], [], [0]]
+
+
+def _bm(q_len=5, kv_len=7, qb=2, kvb=3, partial=PARTIAL, full=FULL):
+    kv_num, kv_idx = _mask_tensors(partial, 3)
+    fnum, fidx = _mask_tensors(full, 3) if full is not None else (None, None)
+    # the query-side tensors (bm[6:10]) have other values: a formula reading them would count something else
+    q_num = torch.tensor([3, 3, 3], dtype=torch.int32).view(1, 1, 3)
+    q_idx = torch.tensor([[0, 1, 2]] * 3, dtype=torch.int32).view(1, 1, 3, 3)
+    return (q_len, kv_len, kv_num, kv_idx, fnum, fidx, q_num, q_idx, None, None, qb, kvb, None)
+
+
+def test_block_mask_pairs_partial_and_full():
+    q, k = torch.zeros(2, 3, 5, 4), torch.zeros(2, 3, 7, 4)
+    exp = _blocks_brute(5, 7, 2, 3, PARTIAL) + _blocks_brute(5, 7, 2, 3, FULL)
+    # by hand: block 0 rows 2 x (3 + 3); block 1 rows 2 x (3 + 1); block 2 row 1 x (3 + 1 + 3)
+    assert exp == 12 + 8 + 7
+    assert F._block_mask_pairs(_bm(), q, k) == 2 * 3 * exp
+
+
+def test_block_mask_pairs_without_full_blocks():
+    q, k = torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4)
+    assert F._block_mask_pairs(_bm(full=None), q, k) == _blocks_brute(5, 7, 2, 3, PARTIAL)
+
+
+def test_block_mask_pairs_full_count_without_indices_is_skipped():
+    q, k = torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4)
+    bm = list(_bm())
+    bm[5] = None
+    assert F._block_mask_pairs(tuple(bm), q, k) == _blocks_brute(5, 7, 2, 3, PARTIAL)
+
+
+def test_block_mask_pairs_per_batch_mask():
+    # a mask with one entry per batch, shared by the heads
+    kv_num = torch.tensor([[[1, 1]], [[2, 2]]], dtype=torch.int32)
+    kv_idx = torch.tensor([[[[0, 0], [1, 0]]], [[[0, 1], [0, 1]]]], dtype=torch.int32)
+    bm = (4, 4, kv_num, kv_idx, None, None, None, None, None, None, 2, 2, None)
+    q, k = torch.zeros(2, 3, 4, 1), torch.zeros(2, 3, 4, 1)
+    # batch 0: two blocks of 2 x 2; batch 1: every block, 4 x 4
+    assert F._block_mask_pairs(bm, q, k) == 3 * (2 * 4 + 16)
+
+
+def test_block_mask_sizes_are_the_last_two_ints():
+    q, k = torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4)
+    kv_num, kv_idx = _mask_tensors(PARTIAL, 3)
+    bm = (5, 7, kv_num, kv_idx, None, None, 9, 2, 3, None)  # an extra int: the block sizes are read from the end
+    assert F._block_mask_pairs(bm, q, k) == _blocks_brute(5, 7, 2, 3, PARTIAL)
+
+
+def test_block_mask_minimal_layout_and_unit_blocks():
+    # two tensors and four ints is enough; 1 x 1 blocks count pairs one by one
+    num = torch.tensor([[[1, 2, 0]]], dtype=torch.int32)
+    idx = torch.tensor([[[[0, 0], [1, 2], [0, 0]]]], dtype=torch.int32)
+    bm = (3, 3, num, idx, None, None, 1, 1)
+    assert F._block_mask_pairs(bm, torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2)) == 3
+
+
+@pytest.mark.parametrize("bm", [
+    (5, 7, torch.zeros(1, 1, 3, dtype=torch.int32), None, None, None, 2, 3),  # one tensor
+    (5, torch.zeros(1, 1, 3, dtype=torch.int32), torch.zeros(1, 1, 3, 3, dtype=torch.int32), 2, 3),  # three ints
+])
+def test_block_mask_of_an_unknown_layout(bm):
+    with pytest.raises(ValueError, match="unknown layout"):
+        F._block_mask_pairs(bm, torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4))
+
+
+@pytest.mark.parametrize("qb,kvb", [(0, 3), (2, 0), (-1, 3)])
+def test_block_mask_block_sizes_must_be_positive(qb, kvb):
+    with pytest.raises(ValueError, match="block sizes"):
+        F._block_mask_pairs(_bm(qb=qb, kvb=kvb), torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4))
+
+
+# ---- ordering and search --------------------------------------------------------------------------------------------
+
+def test_clog2_values():
+    for n in range(0, 70):
+        assert F._clog2(n) == ceil_log2(n), n
+    assert [F._clog2(n) for n in (2, 3, 4, 5, 8, 9)] == [1, 2, 2, 3, 3, 4]
+
+
+def _zero_flops(got, *names):
+    for k in names:
+        assert got[k] == 0, k
+
+
+@pytest.mark.parametrize("L", [1, 3, 4, 7, 8])
+def test_searchsorted_rows(L):
+    seq = torch.zeros(2, L)  # 2 rows of L boundaries
+    v = torch.zeros(2, 5)
+    out = torch.zeros(2, 5, dtype=torch.int64)
+    got = F._searchsorted({"sorted_sequence": seq, "self": v}, out)
+    assert got["vector_flops"] == 10 * ceil_log2(L + 1)
+    assert got["bytes_read"] == nbytes(seq, v) and got["bytes_written"] == nbytes(out)
+    _zero_flops(got, "matrix_flops", "special_ops", "flop_counter_flops")
+
+
+def test_searchsorted_scalar_value():
+    got = F._searchsorted({"sorted_sequence": torch.zeros(3), "self": 2.5}, torch.zeros((), dtype=torch.int64))
+    assert got["vector_flops"] == 2  # 4 buckets
+
+
+@pytest.mark.parametrize("L", [1, 3, 4, 8])
+def test_bucketize(L):
+    bounds, v = torch.zeros(L), torch.zeros(3, 2)
+    got = F._bucketize({"boundaries": bounds, "self": v}, torch.zeros(3, 2, dtype=torch.int64))
+    assert got["vector_flops"] == 6 * ceil_log2(L + 1)
+    _zero_flops(got, "matrix_flops", "special_ops", "flop_counter_flops")
+
+
+def test_bucketize_scalar_and_bad_boundaries():
+    assert F._bucketize({"boundaries": torch.zeros(4), "self": 1.0}, None)["vector_flops"] == 3
+    with pytest.raises(ValueError, match="1-d"):
+        F._bucketize({"boundaries": torch.zeros(2, 4), "self": torch.zeros(3)}, None)
+    with pytest.raises(ValueError, match="1-d"):
+        F._bucketize({"boundaries": torch.zeros(()), "self": torch.zeros(3)}, None)
+
+
+@pytest.mark.parametrize("L", [1, 3, 4, 5, 8])
+def test_isin(L):
+    e, t = torch.zeros(2, 3), torch.zeros(L)
+    got = F._isin({"elements": e, "test_elements": t}, torch.zeros(2, 3, dtype=torch.bool))
+    assert got["vector_flops"] == L * ceil_log2(L) + 6 * ceil_log2(L + 1)
+
+
+def test_isin_scalars():
+    # isin(Scalar element, Tensor): one search; isin(Tensor, Scalar test_element): sorting one value is free
+    got = F._isin({"element": 2, "elements": 2, "test_elements": torch.zeros(5)}, None)
+    assert got["vector_flops"] == 5 * 3 + 1 * 3
+    got = F._isin({"elements": torch.zeros(7), "test_element": 1}, None)
+    assert got["vector_flops"] == 7 * 1
+
+
+def test_sort_of_one_and_zero_dimensional_tensors():
+    x = torch.zeros(8)
+    assert F._sort({"self": x, "dim": 0}, None)["vector_flops"] == 8 * 3
+    assert F._sort({"self": x}, None)["vector_flops"] == 8 * 3
+    assert F._sort({"self": torch.zeros(())}, None)["vector_flops"] == 0
+    x = torch.zeros(2, 5)
+    assert F._sort({"self": x, "dim": 1}, None)["vector_flops"] == 10 * 3
+    assert F._sort({"self": x, "dim": -2}, None)["vector_flops"] == 10 * 1
+    with pytest.raises(IndexError, match="out of range for a 2-d"):
+        F._sort({"self": x, "dim": 2}, None)
+
+
+def test_read_skips_the_out_argument():
+    x, o = torch.zeros(4), torch.zeros(4)
+    got = F._sort({"self": x, "dim": 0, "out": o}, o)
+    assert got["bytes_read"] == nbytes(x) and got["bytes_written"] == nbytes(o)
+
+
+# ---- what counts as a tensor, touched bytes ----------------------------------------------------------------
+
+def test_is_tensor_needs_dtype_stride_and_shape():
+    import numpy as np
+    assert F._is_tensor(torch.zeros(2))
+    assert not F._is_tensor(np.zeros(3))  # dtype and shape, no stride()
+    assert not F._is_tensor(torch.Size([2, 3]))
+
+
+def test_touched_bytes_of_an_empty_broadcast():
+    t = torch.empty(1, 3).expand(0, 3)  # a zero-size dimension with stride 0
+    assert t.stride()[0] == 0
+    assert F._touched_bytes(t) == 0
+    assert F._touched_bytes(torch.empty(4, 1).expand(4, 6)) == 4 * F32
+
+
+def test_touched_bytes_of_a_nested_tensor():
+    nt = torch.nested.nested_tensor([torch.zeros(2, 4), torch.zeros(3, 4)])
+    assert F._touched_bytes(nt) == (2 + 3) * 4 * F32
+
+
+# ---- recurrent layers -----------------------------------------------------------------------------------------------
+
+def _rnn_b(t_b, i_size, h, gates, biases, backward=False):
+    x = torch.zeros(t_b, i_size)
+    w_ih, w_hh = torch.zeros(gates * h, i_size), torch.zeros(gates * h, h)
+    if backward:
+        return {"input": x, "weight1": w_ih, "weight2": w_hh, "has_biases": biases}
+    return {"input": x, "weight0": w_ih, "weight1": w_hh, "has_biases": biases}
+
+
+@pytest.mark.parametrize("gates,flops,special", [(4, 14, 5), (3, 12, 3), (1, 1, 1)])
+@pytest.mark.parametrize("biases", [False, True])
+@pytest.mark.parametrize("backward", [False, True])
+def test_rnn_layer(gates, flops, special, biases, backward):
+    tb, i_size, h = 6, 1, 1  # one input feature and one hidden unit are valid sizes
+    b = _rnn_b(tb, i_size, h, gates, biases, backward)
+    got = F._rnn_layer(b, None, backward=backward)
+    matrix = 2 * tb * gates * h * i_size + 2 * tb * gates * h * h
+    bias = 2 * tb * gates * h if biases else 0
+    if backward:
+        assert (got["matrix_flops"], got["vector_flops"], got["special_ops"]) == (2 * matrix, 2 * tb * h * flops + bias, 0)
+    else:
+        assert (got["matrix_flops"], got["vector_flops"], got["special_ops"]) == (matrix, tb * h * flops + bias,
+                                                                                  tb * h * special)
+
+
+def test_rnn_layer_larger_sizes():
+    got = F._rnn_layer(_rnn_b(10, 3, 5, 4, False), None)
+    assert got["matrix_flops"] == 2 * 10 * 20 * 3 + 2 * 10 * 20 * 5
+    assert got["vector_flops"] == 10 * 5 * 14
+
+
+@pytest.mark.parametrize("w_ih,w_hh", [((8, 3), (8, 0)), ((7, 3), (7, 2)), ((8, 0), (8, 2))])
+def test_rnn_layer_weights_that_do_not_fit(w_ih, w_hh):
+    b = {"input": torch.zeros(4, 3), "weight0": torch.zeros(*w_ih), "weight1": torch.zeros(*w_hh)}
+    with pytest.raises(ValueError, match="do not fit"):
+        F._rnn_layer(b, None)
+
+
+def _cudnn_b(layers, stride, tb=6, i_size=3, h=2, gates=4, proj=0):
+    ws, inp = [], i_size
+    for _ in range(layers):
+        ws += [torch.zeros(gates * h, inp), torch.zeros(gates * h, h)]
+        if stride == 4:
+            ws += [torch.zeros(gates * h), torch.zeros(gates * h)]
+        inp = h
+    return {"input": torch.zeros(tb // 2, 2, i_size), "weight": ws, "weight_stride0": stride, "proj_size": proj}
+
+
+@pytest.mark.parametrize("stride", [2, 4])
+@pytest.mark.parametrize("backward", [False, True])
+def test_cudnn_rnn_two_layers(stride, backward):
+    tb, i_size, h, g = 6, 3, 2, 4
+    b = _cudnn_b(2, stride)
+    got = F._cudnn_rnn(b, None, backward=backward)
+    matrix = 2 * tb * g * h * (i_size + h) + 2 * tb * g * h * (h + h)
+    vector = 2 * (tb * h * 14 + (2 * tb * g * h if stride == 4 else 0))
+    special = 2 * tb * h * 5
+    if backward:
+        matrix, vector, special = 2 * matrix, 2 * vector, 0
+    assert (got["matrix_flops"], got["vector_flops"], got["special_ops"]) == (matrix, vector, special)
+    assert got["bytes_read"] == nbytes(b["input"], *b["weight"])
+
+
+@pytest.mark.parametrize("stride,proj", [(1, 0), (3, 0), (2, 1)])
+def test_cudnn_rnn_without_a_formula(stride, proj):
+    b = _cudnn_b(1, 2, proj=proj)
+    b["weight_stride0"] = stride
+    with pytest.raises(ValueError):
+        F._cudnn_rnn(b, None)
+
+
+# ---- fused encoder layer --------------------------------------------------------------------------------------------
+
+def _encoder_expected(lens, e, h, f, gelu):
+    tokens, pairs = sum(lens), sum(s * s for s in lens)
+    matrix = 2 * tokens * e * 3 * e + 2 * 2 * pairs * e + 2 * tokens * e * e + 2 * 2 * tokens * e * f
+    act = 4 if gelu else 1
+    vector = tokens * (5 * e + f) + h * pairs * 4 + 2 * 8 * tokens * e + 2 * tokens * e + act * tokens * f
+    special = h * pairs + (tokens * f if gelu else 0)
+    return matrix, vector, special
+
+
+# A strided nested tensor raises RuntimeError (not AttributeError) on `.shape`: _is_tensor must not ask hasattr() for it
+# (it did, and the nested fast path of nn.TransformerEncoder raised out of the formula).
+@pytest.mark.parametrize("gelu", [False, True])
+def test_encoder_layer_nested_batch(gelu):
+    e, h, f = 4, 2, 6
+    src = torch.nested.nested_tensor([torch.zeros(3, e), torch.zeros(1, e)])
+    w1 = torch.zeros(f, e)
+    b = {"src": src, "embed_dim": e, "num_heads": h, "ffn_weight_1": w1, "use_gelu": gelu}
+    got = F._encoder_layer(b, None)
+    assert (got["matrix_flops"], got["vector_flops"], got["special_ops"]) == _encoder_expected([3, 1], e, h, f, gelu)
+    assert got["bytes_read"] == 4 * e * F32 + nbytes(w1)
+
+
+@pytest.mark.parametrize("gelu", [False, True])
+def test_encoder_layer_dense_batch(gelu):
+    e, h, f = 6, 3, 5
+    b = {"src": torch.zeros(2, 3, e), "embed_dim": e, "num_heads": h, "ffn_weight_1": torch.zeros(f, e),
+         "use_gelu": gelu}
+    got = F._encoder_layer(b, None)
+    assert (got["matrix_flops"], got["vector_flops"], got["special_ops"]) == _encoder_expected([3, 3], e, h, f, gelu)
+
+
+def test_nested_encoder_fast_path_inside_measure_is_counted_not_raised():
+    """nn.TransformerEncoder's nested-tensor fast path (a padding mask, eval, no grad): the fused layer is counted
+    for its real tokens (5 and 3 of 5 positions); the nested-tensor conversions around it have no formula and are
+    listed as unknown. The step runs to the end (a formula's failure on a nested tensor raised out of it before)."""
+    import warnings
+
+    import roofline
+
+    e, h, f = 8, 2, 16
+    torch.manual_seed(0)
+    enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(e, h, f, batch_first=True), 1,
+                                      enable_nested_tensor=True).eval()
+    x = torch.randn(2, 5, e)
+    mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: nested tensors are a prototype
+        with torch.no_grad(), roofline.measure(enc, timing=None) as r:
+            enc(x, src_key_padding_mask=mask)
+    row = r.by_op()["aten._transformer_encoder_layer_fwd.default"]
+    assert (row["matrix_flops"], row["vector_flops"], row["special_ops"]) == _encoder_expected([5, 3], e, h, f, False)
+    assert "aten._nested_tensor_from_mask.default" in r.unknown_ops
+
+
+def test_a_built_in_formula_failing_is_an_error_record_not_a_failed_step(monkeypatch):
+    """Whatever a built-in Python formula raises on inputs it did not foresee, the op is recorded with an error status
+    (r.errors, zero counts) and the user's step goes on; ROOFLINE_DEBUG=1 raises it instead, for a bug report."""
+    import roofline
+    from roofline.counting import _formulas
+
+    def boom(*a, **k):
+        raise RuntimeError("a formula bug")
+
+    x = torch.randn(16)
+    with roofline.measure(timing=None) as ok:
+        torch.sort(x)
+    assert "aten.sort.default" in ok.by_op() and not ok.errors  # sort has a built-in Python formula
+    monkeypatch.setattr(_formulas, "bind", boom)
+    with roofline.measure(timing=None) as r:
+        values, _ = torch.sort(x)
+    assert torch.equal(values, torch.sort(x).values)
+    assert r.errors["aten.sort.default"][0] == 1 and r.by_op()["aten.sort.default"]["flops"] == 0
+    monkeypatch.setenv("ROOFLINE_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="a formula bug"):
+        with roofline.measure(timing=None):
+            torch.sort(x)
