@@ -114,3 +114,19 @@ def attention(g=None, base=100, module="attn"):
     g.call("aten.bmm.default", "bmm", [(base + 12, SCORES), (v, QKV)], [(base + 13, QKV)],
            matrix=2 * BH * L * L * DH, module=module)
     return g
+
+
+# ---- six hints at once: dropout mask, optimizer state fill, layout copy, cast there and back, unfused optimizer, small
+# GEMM (the advice views list a number of them) ---------------------------------------------------------------------
+def six_hints():
+    g = Graph()
+    g.call("aten.native_dropout.default", "ewise", [(1, 4000)], [(2, 4000), (3, 1000)], vector=2000)  # dropout
+    g.call("aten.add.Tensor", "ewise", [(2, 4000), (3, 1000)], [(4, 4000)], vector=1000)
+    g.call("aten.zeros_like.default", "fill", [], [(5, 2000)], phase=2)                       # state init
+    g.call("aten.clone.default", "copy", [(4, 4000)], [(6, 4000)])                            # layout copies
+    g.call("aten._to_copy.default", "copy", [(6, 4000)], [(7, 2000)])                         # cast there ...
+    g.call("aten._to_copy.default", "copy", [(7, 2000)], [(8, 4000)], dtype=BF16)             # ... and back
+    for _ in range(3):  # unfused optimizer step
+        g.call("aten.add_.Tensor", "ewise", [(10, 2000), (11, 2000)], [(10, 2000)], vector=500, phase=2)
+    g.call("aten.mm.default", "mm", [(20, 2048), (21, 16384)], [(22, 2048)], matrix=2 * 8 * 64 * 64)  # small GEMM
+    return g

@@ -573,16 +573,9 @@ class TestHints:
     def test_advice_text_lists_five_hints(self):
         from roofline.analysis import _hints
 
-        g = Graph()
-        g.call("aten.native_dropout.default", "ewise", [(1, 4000)], [(2, 4000), (3, 1000)], vector=2000)  # dropout
-        g.call("aten.add.Tensor", "ewise", [(2, 4000), (3, 1000)], [(4, 4000)], vector=1000)
-        g.call("aten.zeros_like.default", "fill", [], [(5, 2000)], phase=2)                       # state init
-        g.call("aten.clone.default", "copy", [(4, 4000)], [(6, 4000)])                            # layout copies
-        g.call("aten._to_copy.default", "copy", [(6, 4000)], [(7, 2000)])                         # cast there ...
-        g.call("aten._to_copy.default", "copy", [(7, 2000)], [(8, 4000)], dtype=BF16)             # ... and back
-        for i in range(3):  # unfused optimizer step
-            g.call("aten.add_.Tensor", "ewise", [(10, 2000), (11, 2000)], [(10, 2000)], vector=500, phase=2)
-        g.call("aten.mm.default", "mm", [(20, 2048), (21, 16384)], [(22, 2048)], matrix=2 * 8 * 64 * 64)  # small GEMM
+        from _graph import six_hints
+
+        g = six_hints()
         hs = g.report().hints()
         assert len(hs) >= 6, [h.kind for h in hs]
         text = _hints.advice_text(g.report())
