@@ -125,9 +125,9 @@ TESTS = {
     "capture/_sdpa.py": ["tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
     "analysis/_padding.py": ["tests/test_padding.py"],
     "model/_tokens.py": ["tests/test_mutants_tokens.py", "tests/test_padding.py"],
-    "analysis/_groups.py": ["tests/test_one_definition.py", "tests/test_html.py", "tests/test_rollups_exact.py",
+    "analysis/_groups.py": ["tests/test_mutants_groups.py", "tests/test_one_definition.py", "tests/test_html.py", "tests/test_rollups_exact.py",
                             "tests/test_report.py"],
-    "analysis/_network.py": ["tests/test_one_definition.py", "tests/test_distributed.py"],
+    "analysis/_network.py": ["tests/test_mutants_network.py", "tests/test_one_definition.py", "tests/test_distributed.py"],
 }
 
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],
@@ -361,6 +361,7 @@ class _Lines:
 
     def __init__(self, filename, out):
         self.filename, self.out, self.lines, self.current = filename, out, {}, None
+        self.failed = set()  # tests that fail under the tracer (Dynamo, for one, compiles nothing while it runs)
 
     def _local(self, frame, event, arg):
         if event == "line":
@@ -386,10 +387,15 @@ class _Lines:
             sys.settrace(None)
             threading.settrace(None)
 
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            self.failed.add(report.nodeid)
+
     def pytest_sessionfinish(self, session):
         import json
 
-        Path(self.out).write_text(json.dumps({k: sorted(v) for k, v in self.lines.items()}))
+        Path(self.out).write_text(json.dumps({"lines": {k: sorted(v) for k, v in self.lines.items()},
+                                              "failed": sorted(self.failed)}))
 
 
 # Targets whose tests run the code in interpreters of their own (tests/test_distributed.py starts its ranks with
@@ -424,9 +430,9 @@ def _hand_to_subprocesses(path: Path, text: str) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [d, os.environ.get("PYTHONPATH")]))
 
 
-def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=()) -> tuple[int, str]:
+def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=(), first_failure=True) -> tuple[int, str]:
     """Fork; in the child, execute `text` in place of the module at `path` and run pytest on `tests` (with
-    `plugins`). (exit code, output)."""
+    `plugins`; stopping at the first failure unless `first_failure` is false). (exit code, output)."""
     with tempfile.TemporaryFile(mode="w+") as log:
         pid = os.fork()
         if pid == 0:  # child
@@ -441,7 +447,7 @@ def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=
                 substitute(path, text)
                 # no plugins found through entry points (loading them costs a second a run; the parent sets
                 # PYTEST_DISABLE_PLUGIN_AUTOLOAD), no cache, and no gc.collect() of the large heap at the end
-                rc = int(pytest.main(["-q", "-x", "-p", "no:cacheprovider", "-p", "no:unraisableexception",
+                rc = int(pytest.main(["-q", *(["-x"] if first_failure else []), "-p", "no:cacheprovider", "-p", "no:unraisableexception",
                                       "-p", "no:threadexception", *tests], plugins=list(plugins)))
             except BaseException as e:  # noqa: BLE001 - a mutant that does not even import is killed
                 print(f"{type(e).__name__}: {e}", flush=True)
@@ -465,12 +471,13 @@ def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=
         return rc, log.read()
 
 
-def reaching(lines_by_test: dict, m: PyMutant) -> set | None:
-    """The node ids of the tests that execute a line of the mutant's reach; None: every test (no reach known)."""
+def reaching(traced: dict, m: PyMutant) -> set | None:
+    """The node ids of the tests that execute a line of the mutant's reach, and those the tracer could not follow
+    (`traced` as _Lines writes it); None: every test (no reach known)."""
     if m.reach is None:
         return None
     lo, hi = m.reach
-    return {t for t, lines in lines_by_test.items() if any(lo <= ln <= hi for ln in lines)}
+    return {t for t, lines in traced["lines"].items() if any(lo <= ln <= hi for ln in lines)} | set(traced["failed"])
 
 
 def main(argv=None) -> int:
@@ -557,14 +564,18 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             trace = None if args.all_tests or f in SUBPROCESS_TARGETS else _Lines(str(path), os.path.join(tmp, "lines.json"))
             rc, out = run_in_child(path, path.read_text(), tests[f], args.timeout * (1 if trace is None else 10),
-                                   [trace] if trace else [])
+                                   [trace] if trace else [], first_failure=trace is None)
+            if rc != 0 and trace is not None:  # a test that fails only under the tracer is run for every mutant
+                rc, out = run_in_child(path, path.read_text(), tests[f], args.timeout)
             if rc != 0:
                 sys.exit(f"the unmutated {f} fails the tests the mutants are judged by:\n{out[-3000:]}")
             if trace is not None:
                 import json
 
                 covered[f] = json.loads(Path(trace.out).read_text())
-                print(f"{f}: {len(covered[f])} tests, traced", flush=True)
+                n_failed = len(covered[f]["failed"])
+                untraced = f" ({n_failed} fail under the tracer: run for every mutant)" if n_failed else ""
+                print(f"{f}: {len(covered[f]['lines'])} tests, traced{untraced}", flush=True)
     print(f"{len(mutants)} mutants of {', '.join(args.files)}", flush=True)
     results = []
     for k, m in enumerate(mutants, 1):
