@@ -97,7 +97,7 @@ TARGETS = {
     "analysis/_groups.py": [ALL],
     "analysis/_network.py": [ALL],
 }
-_ROLLUP_TESTS = ["tests/test_rollups_exact.py", "tests/test_classify_exact.py"]
+_ROLLUP_TESTS = ["tests/test_mutants_rollup.py", "tests/test_rollups_exact.py", "tests/test_classify_exact.py"]
 # file under roofline/ -> the tests its mutants are judged by (paths or pytest node ids from the repository root),
 # the quick killers first (-x stops at the first failure)
 K = "tests/test_mutant_killers.py::"
@@ -123,7 +123,7 @@ TESTS = {
     "analysis/_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
     "analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_compiled.py"],
     "capture/_sdpa.py": ["tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
-    "analysis/_padding.py": ["tests/test_padding.py"],
+    "analysis/_padding.py": ["tests/test_mutants_padding.py", "tests/test_padding.py"],
     "model/_tokens.py": ["tests/test_mutants_tokens.py", "tests/test_padding.py"],
     "analysis/_groups.py": ["tests/test_mutants_groups.py", "tests/test_one_definition.py", "tests/test_html.py", "tests/test_rollups_exact.py",
                             "tests/test_report.py"],
@@ -519,6 +519,8 @@ def main(argv=None) -> int:
     if args.list:
         for m in mutants:
             print(m.where())
+            if args.verbose:
+                print(f"      key: {m.key}")
         print(f"{len(mutants)} mutants")
         return 0
     if not sorted((ROOT / "roofline").glob("_core*.so")):

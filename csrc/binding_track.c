@@ -53,6 +53,7 @@ typedef struct {
     PyObject *ids;         /* dict: frozenset of names -> int id */
     PyObject *sets;        /* list: id -> sorted tuple of names */
     PyObject *module_id;   /* int: id of the current set (valid when !dirty) */
+    PyObject *steps[2];    /* dicts, [0] leaving and [1] entering a module: set id -> {name: the set id it becomes} */
     PyObject *s_global;    /* "Global" */
     PyObject *s_requires_grad;
     PyObject *s_modules;   /* "_modules" */
@@ -75,12 +76,14 @@ typedef struct {
     PyObject *grad_enabled; /* torch.is_grad_enabled */
     PyObject *s_sequence_nr; /* "_sequence_nr" */
     PyObject *last_node;    /* the node the last backward op ran in (attr caches what it resolved to) */
+    PyObject *next_node;    /* the node the op being recorded runs in, when op_task asked it first (env_node's) */
     PyObject *fcm_log;      /* list: row, module id, ...: rows whose module differs from the tracker's set */
     PyObject *unlinked_log; /* list: rows of backward ops linked to no forward module */
     PyObject *fwd_sets;     /* dict: module name -> the module set id its forward last ran in (outside a backward) */
     rl_attribution attr;    /* the attribution state: node intervals, recompute stack (attribution.h) */
     int dirty;
     int enabled;
+    int last_backward; /* the last op recorded ran in a backward */
     int reset_queued; /* on_reenter was called and the end-of-backward reset has not run yet */
     Py_ssize_t mode_at; /* where on a thread's mode stack the mode was last found (a guess, tried first) */
 } Tracker;
@@ -97,8 +100,8 @@ static PyObject *gate_type_of(PyTypeObject *tracker_type);
     X(hooks) X(tensor_type) X(param_type) X(known) X(seen) X(parents) X(ids) X(sets) X(module_id) X(s_global)     \
     X(s_requires_grad) X(s_modules) X(s_named_children) X(s_grad_fn) X(s_register_hook) X(s_name) X(hook_dict)     \
     X(handle_ids) X(has_tf) X(s_backward_hooks) X(s_register_hook_dict) X(s_next_id) X(seq_nr) X(cur_node)        \
-    X(top_hooks) X(recompute_hooks) X(grad_enabled) X(s_sequence_nr) X(last_node) X(fcm_log) X(unlinked_log)  \
-    X(fwd_sets)
+    X(top_hooks) X(recompute_hooks) X(grad_enabled) X(s_sequence_nr) X(last_node) X(next_node) X(fcm_log)         \
+    X(unlinked_log) X(fwd_sets) X(steps[0]) X(steps[1])
 
 RL_GC_MEMBERS(Tracker, TRACKER_OBJECTS, (self->enabled = 0, rl_attr_free(&self->attr)))
 
@@ -189,9 +192,11 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
     self->parents = PySet_New(NULL);
     self->ids = PyDict_New();
     self->sets = PyList_New(0);
+    self->steps[0] = PyDict_New();
+    self->steps[1] = PyDict_New();
     if (!self->s_global || !self->s_requires_grad || !self->s_modules || !self->s_named_children || !self->s_grad_fn ||
         !self->s_register_hook || !self->s_name || !self->gate_type || !self->hooks || !self->parents || !self->ids ||
-        !self->sets ||
+        !self->sets || !self->steps[0] || !self->steps[1] ||
         PySet_Add(self->parents, self->s_global) < 0) {
         return -1;
     }
@@ -268,6 +273,49 @@ static PyObject *tracker_module_id(Tracker *self) {
     return self->module_id;
 }
 
+/* Remember that `name` entering (entering = 1) or leaving set id `from` gives set id `to`. 0, or -1. */
+static int step_put(Tracker *self, int entering, PyObject *from, PyObject *name, PyObject *to) {
+    PyObject *by_name = PyDict_GetItemWithError(self->steps[entering], from); /* borrowed */
+    if (by_name) {
+        return PyDict_SetItem(by_name, name, to);
+    }
+    if (PyErr_Occurred() || !(by_name = PyDict_New())) {
+        return -1;
+    }
+    int rc = PyDict_SetItem(by_name, name, to) < 0 ? -1 : PyDict_SetItem(self->steps[entering], from, by_name);
+    Py_DECREF(by_name);
+    return rc;
+}
+
+/* `name` enters (entering = 1) or leaves the running set. The set it becomes is a function of the set it was and of
+ * the step, so the id each step gives from a known set is remembered (steps): a module call then costs dict look-ups
+ * instead of building, hashing and interning a frozenset of names. Entering also remembers the way back (leaving
+ * the module from the set it made returns to the set it entered from, when it was not in it already), so that even
+ * a module called once per block leaves through a look-up. 0, or -1 with an exception. */
+static int parents_step(Tracker *self, PyObject *name, int entering) {
+    PyObject *from = self->dirty ? NULL : Py_NewRef(self->module_id);
+    self->dirty = 1;
+    int rc = entering ? PySet_Add(self->parents, name) : PySet_Discard(self->parents, name);
+    if (rc < 0 || !from) {
+        Py_XDECREF(from);
+        return rc < 0 ? -1 : 0;
+    }
+    PyObject *by_name = PyDict_GetItemWithError(self->steps[entering], from); /* borrowed */
+    PyObject *to = by_name ? PyDict_GetItemWithError(by_name, name) : NULL;
+    if (to) {
+        Py_XSETREF(self->module_id, Py_NewRef(to));
+        self->dirty = 0;
+        Py_DECREF(from);
+        return 0;
+    }
+    rc = -1;
+    if (!PyErr_Occurred() && (to = tracker_module_id(self)) && step_put(self, entering, from, name, to) == 0) {
+        rc = entering && to != from ? step_put(self, 0, to, name, from) : 0;
+    }
+    Py_DECREF(from);
+    return rc;
+}
+
 /* The id of module set `mid` with `name` added (a new reference), or NULL with an exception. */
 static PyObject *set_plus(Tracker *self, uint32_t mid, PyObject *name) {
     PyObject *names = PyList_GetItem(self->sets, (Py_ssize_t)mid); /* borrowed: a sorted tuple */
@@ -318,7 +366,8 @@ static int env_grad_enabled(void *ctx) {
  * node of the last call; a reentrant checkpoint's node is torch.utils.checkpoint's CheckpointFunctionBackward. */
 static int env_node(void *ctx, int *changed, int *present, uint64_t *seq, int *checkpoint) {
     Tracker *self = ((track_ctx *)ctx)->self;
-    PyObject *node = PyObject_CallNoArgs(self->cur_node);
+    PyObject *node = self->next_node ? self->next_node : PyObject_CallNoArgs(self->cur_node);
+    self->next_node = NULL;
     if (!node) {
         return -1;
     }
@@ -1059,9 +1108,8 @@ static PyObject *tracker_hook(Tracker *self, PyObject *const *argv, Py_ssize_t a
     if (!name) {
         return NULL;
     }
-    self->dirty = 1;
-    int rc = entering ? PySet_Add(self->parents, name) : PySet_Discard(self->parents, name);
-    if (rc < 0 || grad_hooks(self, name, argv[want - 1], !entering) < 0 || hook_mark(self, name, entering) < 0) {
+    if (parents_step(self, name, entering) < 0 || grad_hooks(self, name, argv[want - 1], !entering) < 0 ||
+        hook_mark(self, name, entering) < 0) {
         Py_DECREF(name);
         return NULL;
     }
@@ -1359,6 +1407,7 @@ typedef struct {
     PyObject *push;     /* None, or push(mode): re-enters the mode around a decomposition (else mode.__enter__) */
     PyObject *pop;      /* None, or pop(None): leaves it again (else mode.__exit__) */
     PyObject *rows;     /* the recorder (its len() is the next row) or None: the rows logged by attribution */
+    PyObject *adopt;    /* None, or adopt(func, args) -> op index or None, for an op not in the table (see adopt_op) */
     op_slot *tab;       /* open addressing, capacity a power of two, at most half full */
     Py_ssize_t cap, n;
     rl_state *state;    /* the module's (interned __enter__ / __exit__) */
@@ -1366,7 +1415,7 @@ typedef struct {
 
 /* The objects a Dispatch holds besides its op table (its traverse and clear walk them). */
 #define DISPATCH_OBJECTS(X) \
-    X(tracker) X(record) X(task_id) X(slow) X(phase) X(push) X(pop) X(rows)
+    X(tracker) X(record) X(task_id) X(slow) X(phase) X(push) X(pop) X(rows) X(adopt)
 
 static int Dispatch_traverse(Dispatch *self, visitproc visit, void *arg) {
     Py_VISIT(Py_TYPE(self));
@@ -1450,15 +1499,15 @@ static int grow_table(Dispatch *self) {
 }
 
 static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"tracker", "record", "task_id", "slow", "push", "pop", "rows", NULL};
+    static char *kwlist[] = {"tracker", "record", "task_id", "slow", "push", "pop", "rows", "adopt", NULL};
     PyObject *tracker, *record, *task_id, *slow, *push = Py_None, *pop = Py_None;
-    PyObject *rows = Py_None;
+    PyObject *rows = Py_None, *adopt = Py_None;
     PyTypeObject *ttype = tracker_type_of(PyType_GetModule(Py_TYPE(self)));
     if (!ttype) {
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOO|$OOO:Dispatch", kwlist, ttype, &tracker, &record, &task_id,
-                                     &slow, &push, &pop, &rows)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOO|$OOOO:Dispatch", kwlist, ttype, &tracker, &record,
+                                     &task_id, &slow, &push, &pop, &rows, &adopt)) {
         return -1;
     }
     if (((Tracker *)tracker)->seq_nr && rows == Py_None) {
@@ -1474,6 +1523,10 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
     if (rl_require_callables("Dispatch", callables, names, push != Py_None ? 5 : 3) < 0) {
         return -1;
     }
+    if (adopt != Py_None && !PyCallable_Check(adopt)) {
+        PyErr_Format(PyExc_TypeError, "Dispatch: adopt must be None or callable, got %.100s", Py_TYPE(adopt)->tp_name);
+        return -1;
+    }
     if (self->tracker) {
         PyErr_SetString(PyExc_RuntimeError, "Dispatch: already initialised");
         return -1;
@@ -1484,7 +1537,7 @@ static int Dispatch_init(Dispatch *self, PyObject *args, PyObject *kwds) {
     }
     self->tracker = (Tracker *)Py_NewRef(tracker);
     self->phase = Py_NewRef(Py_None);
-#define DISPATCH_ARGS(X) X(record) X(task_id) X(slow) X(push) X(pop) X(rows)
+#define DISPATCH_ARGS(X) X(record) X(task_id) X(slow) X(push) X(pop) X(rows) X(adopt)
     DISPATCH_ARGS(RL_TAKE_MEMBER)
 #undef DISPATCH_ARGS
     return 0;
@@ -1590,6 +1643,51 @@ static PyObject *run_decomposed(Dispatch *self, PyObject *mode, PyObject *decomp
     return out;
 }
 
+/* A call of an op the table lacks (its first in this block): adopt(func, args) adds an op that an earlier block
+ * resolved to a C kind to the table and the session's op list, so that this call too takes the C path instead of
+ * the Python one (whose frames cost several times a recorded call); None leaves it to the slow path. The op's slot,
+ * or NULL (with an exception set when adopt raised). */
+static op_slot *adopt_op(Dispatch *self, PyObject *func, PyObject *args) {
+    if (self->adopt == Py_None) {
+        return NULL;
+    }
+    PyObject *a[2] = {func, args ? args : Py_None};
+    PyObject *r = PyObject_Vectorcall(self->adopt, a, 2, NULL);
+    if (!r) {
+        return NULL;
+    }
+    int took = r != Py_None;
+    Py_DECREF(r);
+    return took ? find_slot(self, func) : NULL;
+}
+
+/* The graph task id of the op being recorded (-1: no backward runs). After a backward op the node it runs in is
+ * asked first (env_node takes it): a node runs only in a backward, and then the task need not be asked. 0 or -1. */
+static int op_task(Dispatch *self, Tracker *tr, long *task) {
+    if (tr->seq_nr && tr->last_backward) {
+        PyObject *node = PyObject_CallNoArgs(tr->cur_node);
+        if (!node) {
+            return -1;
+        }
+        Py_XSETREF(tr->next_node, node);
+        if (node != Py_None) {
+            *task = 0; /* in a backward: any id but -1 */
+            return 0;
+        }
+    }
+    PyObject *tid = PyObject_CallNoArgs(self->task_id);
+    if (!tid) {
+        return -1;
+    }
+    *task = PyLong_AsLong(tid);
+    Py_DECREF(tid);
+    if (*task == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    tr->last_backward = *task != -1;
+    return 0;
+}
+
 /* __call__(mode, func, types, args=(), kwargs=None): bound to the mode, it is the mode's __torch_dispatch__. */
 static PyObject *Dispatch_call(Dispatch *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -1611,13 +1709,16 @@ static PyObject *Dispatch_call(Dispatch *self, PyObject *const *argv, size_t nar
             goto slow;
         }
     }
-    op_slot *s = find_slot(self, argv[1]);
-    if (!s) {
-        goto slow;
-    }
     PyObject *args = nargs > 3 ? argv[3] : NULL;
     PyObject *kwargs = nargs > 4 ? argv[4] : Py_None;
     if ((args && !PyTuple_CheckExact(args)) || (kwargs != Py_None && !PyDict_CheckExact(kwargs))) {
+        goto slow;
+    }
+    op_slot *s = find_slot(self, argv[1]);
+    if (!s && !(s = adopt_op(self, argv[1], args))) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
         goto slow;
     }
     PyObject *empty = NULL;
@@ -1663,13 +1764,10 @@ static PyObject *Dispatch_call(Dispatch *self, PyObject *const *argv, size_t nar
         }
         Py_INCREF(a.mid);
     } else {
-        PyObject *tid = PyObject_CallNoArgs(self->task_id);
-        if (!tid) {
-            goto done;
-        }
-        long v = PyLong_AsLong(tid);
-        Py_DECREF(tid);
-        if ((v == -1 && PyErr_Occurred()) || attribute(tr, v, &a) < 0) {
+        long v;
+        int rc = op_task(self, tr, &v) < 0 ? -1 : attribute(tr, v, &a);
+        Py_CLEAR(tr->next_node);
+        if (rc < 0) {
             goto done;
         }
         phase = PyLong_FromLong(a.phase);

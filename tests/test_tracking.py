@@ -357,6 +357,8 @@ def test_tracker_and_dispatch_reject_bad_arguments():
         _core.Dispatch(t, len, len, len, push=len)
     with pytest.raises(TypeError, match="pop must be callable"):
         _core.Dispatch(t, len, len, len, push=len, pop=3)
+    with pytest.raises(TypeError, match="adopt must be None or callable"):
+        _core.Dispatch(t, len, len, len, adopt=3)
     d = _core.Dispatch(t, len, len, len)
     with pytest.raises(TypeError):
         d.phase = "forward"
@@ -693,14 +695,66 @@ def test_a_call_listing_plain_tensor_among_its_types_takes_the_c_path(monkeypatc
     monkeypatch.setattr(_torch._Mode, "__torch_dispatch__", counting)
     a, b = torch.ones(4), torch.ones(4)
     with roofline.measure(timing=None) as r:
-        torch.add(a, b)  # the first call takes the Python path and puts the op in the C table
+        torch.add(a, b)  # the first call puts the op in the C table (on the Python path, or adopted in C)
+        before = len(python_path)
         with _pop_mode_temporarily() as mode:  # call the handler as torch does, the mode off the stack
             mode.__torch_dispatch__(torch.ops.aten.add.Tensor, (torch.Tensor,), (a, b), {})
             after_plain = len(python_path)
             mode.__torch_dispatch__(torch.ops.aten.add.Tensor, (Sub,), (a, b), {})
-    assert after_plain == 1 and len(python_path) == 2 and python_path[1] == (Sub,)
+    assert after_plain == before and len(python_path) == before + 1 and python_path[-1] == (Sub,)
     assert _names(r) == ["aten.add.Tensor"] * 3
     assert r.records["vector_flops"].tolist() == [4] * 3
+
+
+def test_an_op_resolved_in_an_earlier_block_takes_the_c_path_from_its_first_call(monkeypatch):
+    """The first call of an op in a block goes to the Python handler only when no earlier block resolved the op: a
+    later block adopts it in C (its Python frames cost several times a recorded call), with the same row and the
+    device noted as the Python path notes it."""
+    from roofline.capture import _torch
+
+    python_path = []
+    plain = _torch._Mode.__torch_dispatch__
+
+    def counting(self, func, types, args=(), kwargs=None):
+        python_path.append(str(func))
+        return plain(self, func, types, args, kwargs)
+
+    monkeypatch.setattr(_torch._Mode, "__torch_dispatch__", counting)
+    a = torch.ones(3, 5)
+    with roofline.measure(timing=None) as first:
+        torch.sub(a, a)
+    python_path.clear()
+    with roofline.measure(timing=None) as later:
+        torch.sub(a, a)
+        torch.sub(a, a)
+    assert python_path == []
+    assert _names(later) == ["aten.sub.Tensor"] * 2 and later.records["vector_flops"].tolist() == [15, 15]
+    assert later.records["bytes_read"].tolist() == first.records["bytes_read"].tolist() * 2 == [120, 120]
+    assert later.meta["devices"] == first.meta["devices"] == ["cpu"]
+
+
+def test_a_declined_adoption_leaves_the_call_to_the_python_path():
+    """An adopt callback that answers None, or says it added an op it did not put in the table, sends the call to
+    the Python handler; one that raises fails the call with its exception."""
+    calls = []
+
+    def slow(mode, func, types, args=(), kwargs=None):
+        calls.append(func)
+        return "slow"
+
+    t = _core.ModuleTracker(None, len, len, list, len, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
+    for adopt in (lambda f, a: None, lambda f, a: 7):
+        d = _core.Dispatch(t, len, len, slow, adopt=adopt)
+        assert d(None, torch.ops.aten.sub.Tensor, (torch.Tensor,), (torch.ones(1), torch.ones(1))) == "slow"
+    assert len(calls) == 2
+
+    def broken(f, a):
+        raise KeyError("adopt")
+
+    d = _core.Dispatch(t, len, len, slow, adopt=broken)
+    with pytest.raises(KeyError, match="adopt"):
+        d(None, torch.ops.aten.sub.Tensor, (torch.Tensor,), (torch.ones(1), torch.ones(1)))
+    assert len(calls) == 2
 
 
 def test_an_op_resolved_in_an_earlier_block_follows_the_registrations_made_since():

@@ -108,11 +108,11 @@ def useful_work(records, op_names: list, signatures: list, layout: dict, causal:
         op, sig = int(records["op"][i]), int(records["sig"][i])
         kind = cache.get((op, sig, int(records["phase"][i]) == OPTIMIZER))
         if kind is None:
-            sh = shapes(signatures[sig]) if sig < len(signatures) else []
+            text = signatures[sig] if sig < len(signatures) else ""  # past the table: no shapes known
             optimizer = int(records["phase"][i]) == OPTIMIZER
-            kind = cache[(op, sig, optimizer)] = classify(op_names[op], sh, b, s, optimizer)
+            kind = cache[(op, sig, optimizer)] = classify(op_names[op], shapes(text), b, s, optimizer)
             if kind == "other":  # weight-shaped arguments (floating, 1-D or 2-D): a token dim among them is ambiguous
-                other_dims.update(x for t in shapes(signatures[sig], floating=True) if len(t) <= 2 for x in t)
+                other_dims.update(x for t in shapes(text, floating=True) if len(t) <= 2 for x in t)
         f = float(flops[i])
         pad = f * (token_share if kind == "token" else attn_share if kind == "attention" else 0.0)
         k = kinds[kind]

@@ -260,12 +260,16 @@ def defer(types) -> bool:
 _unguarded = [False]  # set by install() on a torch whose propagator cannot be wrapped: warn at the first DTensor op
 
 
-_state = threading.local()
+class _ThreadState(threading.local):
+    depth = 0  # a class default: reading it on a thread that never set it raises nothing (getattr's default did)
+
+
+_state = _ThreadState()
 
 
 def suppressed() -> bool:
     """True while DTensor's sharding propagation runs on this thread (its fake-tensor ops are not counted)."""
-    return getattr(_state, "depth", 0) > 0
+    return _state.depth > 0
 
 
 class _PropagationGuard:
@@ -283,7 +287,7 @@ class _PropagationGuard:
         while stack and type(stack[-1]).__module__ == "roofline.capture._torch":
             popped.append(_pop_mode())
             stack = _mode_stack()
-        _state.depth = getattr(_state, "depth", 0) + 1
+        _state.depth += 1
         saved = getattr(_state, "popped", None)
         if saved is None:
             saved = _state.popped = []

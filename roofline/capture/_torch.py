@@ -557,7 +557,7 @@ class Session:
         self.tracker = _Tracker(self.mode, self)
         # the per-op path in C; `phase` is OPTIMIZER inside optimizer.step, else None (forward/backward by autograd)
         self.dispatch = _core.Dispatch(self.tracker.c, self.recorder.record, _graph_task_id, _Mode.__torch_dispatch__,
-                                       rows=self.recorder, **_reentry(self.mode))
+                                       rows=self.recorder, adopt=self.adopt, **_reentry(self.mode))
         if timing != "op":  # bound to the mode, as the C++ dispatcher requires of a __torch_dispatch__
             self.mode.__torch_dispatch__ = types.MethodType(self.dispatch, self.mode)
         self._handles = []
@@ -582,20 +582,13 @@ class Session:
             self.ops.append(info)
             self.op_index[func] = ("hop", idx, None) if hop_formula is None else ("builtin", idx, hop_formula, None)
             return self.op_index[func]
-        for a in args:  # once per op overload: note which devices ran ops
-            if isinstance(a, torch.Tensor):
-                self.devices.add("fake" if isinstance(a, _FakeTensor) else str(a.device))
-                break
+        self._note_devices(args)
         if func in _DECLINE:
             self.op_index[func] = _DECLINED
             return _DECLINED
         user = tuple(_resolve.USER.items())
-        hit = _PLAIN.get(func)
-        if (hit is not None and hit[0] == user  # resolved the same way in an earlier block, unless it is now composite
-                and not (hit[3] and allow_decompose and _has_composite_kernel(func))):
-            idx = self.recorder.add_op(**hit[2])
-            self.ops.append(OpInfo(**hit[1]))
-            self.op_index[func] = idx
+        idx = self._plain(func, user, allow_decompose)
+        if idx is not None:
             return idx
         marker = _collectives.resolve(self, func, OpInfo)  # collectives, fsdp copies
         if marker is not None:
@@ -637,6 +630,37 @@ class Session:
             _PLAIN[func] = (user, dict(name=info.name, packet=info.packet, kind=info.kind, packet_obj=info.packet_obj),
                             spec, not res.registered and func is not torch.ops.prim.device.default)
         return self.op_index[func]
+
+    def _note_devices(self, args):
+        for a in args:  # once per op overload: note which devices ran ops
+            if isinstance(a, torch.Tensor):
+                self.devices.add("fake" if isinstance(a, _FakeTensor) else str(a.device))
+                break
+
+    def _plain(self, func, user, allow_decompose=True):
+        """The op's index after adding it to this block's tables as an earlier block resolved it (``_PLAIN``), or None
+        where none did under the registrations ``user``, or where it now has a composite kernel that decides."""
+        hit = _PLAIN.get(func)
+        if hit is None or hit[0] != user or (hit[3] and allow_decompose and _has_composite_kernel(func)):
+            return None
+        idx = self.recorder.add_op(**hit[2])
+        self.ops.append(OpInfo(**hit[1]))
+        self.op_index[func] = idx
+        return idx
+
+    def adopt(self, func, args):
+        """``Dispatch``'s call for an op not in its table (the op's first call in this block, on plain tensors): an
+        op an earlier block resolved to a C kind is added as :meth:`resolve` adds it, and this call is recorded on
+        the C path; None leaves the call to ``_Mode.__torch_dispatch__``. The first call of each op in a block cost
+        ~65 k instructions more than a later one on the Python path (its frames, Dynamo's disable wrapper around a
+        mode's ``__torch_dispatch__``), ~3 M in a GPT-2 step."""
+        if func in self.op_index or _collectives.suppressed():
+            return None
+        idx = self._plain(func, tuple(_resolve.USER.items()))
+        if idx is not None:
+            self._note_devices(args or ())
+            self.dispatch.set_op(func, idx, _runner(func))
+        return idx
 
     def slow_path(self, mode, marker, func, types, args, kwargs):
         if marker is _DECLINED:
