@@ -334,7 +334,9 @@ def instructions(keys):
         for key in keys:
             # one thread: valgrind runs threads one at a time, and OpenMP workers spinning at a barrier would burn
             # the time of the one doing the work (and add their spins to the counts)
-            env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+            # and one hash seed: string hashes decide dict and set layouts, whose probing differs by some 10^5
+            # instructions from one seed to another
+            env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
             p = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
                                 f"--callgrind-out-file={d}/cg.{key}.%p", sys.executable, os.path.abspath(__file__),
                                 "--instructions-child", key, "--helper", helper, "--threads", "1"],

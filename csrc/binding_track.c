@@ -50,7 +50,7 @@ typedef struct {
     PyObject *known;       /* dict: module -> name */
     PyObject *seen;        /* set: modules whose children are named */
     PyObject *parents;     /* set of current module names */
-    PyObject *ids;         /* dict: frozenset of names -> int id */
+    PyObject *ids;         /* dict: sorted tuple of names -> int id */
     PyObject *sets;        /* list: id -> sorted tuple of names */
     PyObject *module_id;   /* int: id of the current set (valid when !dirty) */
     PyObject *steps[2];    /* dicts, [0] leaving and [1] entering a module: set id -> {name: the set id it becomes} */
@@ -219,43 +219,74 @@ static int check_ready(Tracker *self) {
     return 0;
 }
 
-/* The id of the module set `key` (a frozenset of names), interned on first sight: a new reference, or NULL with an
- * exception. Steals `key`. */
-static PyObject *intern_set(Tracker *self, PyObject *key) {
-    PyObject *id = PyDict_GetItemWithError(self->ids, key);
+/* The id of the module set `names` (a tuple of names in sorted order), interned on first sight: a new reference, or
+ * NULL with an exception. Steals `names`. */
+static PyObject *intern_set(Tracker *self, PyObject *names) {
+    PyObject *id = PyDict_GetItemWithError(self->ids, names);
     if (id) {
         Py_INCREF(id);
-    } else if (PyErr_Occurred()) {
-        Py_DECREF(key);
-        return NULL;
-    } else {
+    } else if (!PyErr_Occurred()) {
         Py_ssize_t n = PyList_GET_SIZE(self->sets);
         if (n >= RL_MAX_MODULE_SETS) { /* the record's module field is 32-bit: never let an id wrap */
-            Py_DECREF(key);
             PyErr_Format(PyExc_RuntimeError, "measure: more than %zd distinct sets of active modules",
                          RL_MAX_MODULE_SETS);
-            return NULL;
-        }
-        PyObject *names = PySequence_List(key);
-        PyObject *tup = NULL;
-        if (names && PyList_Sort(names) == 0) {
-            tup = PyList_AsTuple(names);
-        }
-        Py_XDECREF(names);
-        id = tup ? PyLong_FromSsize_t(n) : NULL;
-        if (!id || PyList_Append(self->sets, tup) < 0 || PyDict_SetItem(self->ids, key, id) < 0) {
-            if (id && PyList_GET_SIZE(self->sets) > n) {
-                PyList_SetSlice(self->sets, n, n + 1, NULL);
+        } else if ((id = PyLong_FromSsize_t(n))) {
+            if (PyList_Append(self->sets, names) < 0 || PyDict_SetItem(self->ids, names, id) < 0) {
+                if (PyList_GET_SIZE(self->sets) > n) {
+                    PyList_SetSlice(self->sets, n, n + 1, NULL);
+                }
+                Py_CLEAR(id);
             }
-            Py_XDECREF(tup);
-            Py_XDECREF(id);
-            Py_DECREF(key);
+        }
+    }
+    Py_DECREF(names);
+    return id;
+}
+
+/* The names of set `names` (a sorted tuple, borrowed) with `name` added (add = 1) or taken out, as a new sorted tuple
+ * (a new reference; `names` itself, with a new reference, when it is unchanged), or NULL with an exception. */
+static PyObject *set_with(PyObject *names, PyObject *name, int add) {
+    Py_ssize_t n = PyTuple_GET_SIZE(names), at = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(names, i);
+        int cmp = x == name ? 0 : PyUnicode_Compare(x, name);
+        if (cmp == -1 && PyErr_Occurred()) {
             return NULL;
         }
-        Py_DECREF(tup);
+        if (cmp == 0) {
+            if (add) {
+                return Py_NewRef(names);
+            }
+            at = i;
+            break;
+        }
+        if (cmp > 0) {
+            if (!add) {
+                return Py_NewRef(names);
+            }
+            at = i;
+            break;
+        }
     }
-    Py_DECREF(key);
-    return id;
+    if (!add && at == n) {
+        return Py_NewRef(names);
+    }
+    PyObject *out = PyTuple_New(add ? n + 1 : n - 1);
+    if (!out) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0, j = 0; i < n; i++) {
+        if (i == at && add) {
+            PyTuple_SET_ITEM(out, j++, Py_NewRef(name));
+        }
+        if (i != at || add) {
+            PyTuple_SET_ITEM(out, j++, Py_NewRef(PyTuple_GET_ITEM(names, i)));
+        }
+    }
+    if (add && at == n) {
+        PyTuple_SET_ITEM(out, n, Py_NewRef(name));
+    }
+    return out;
 }
 
 /* The id of the current module set, interned on first sight. Borrowed reference, or NULL with an exception. */
@@ -263,8 +294,10 @@ static PyObject *tracker_module_id(Tracker *self) {
     if (!self->dirty) {
         return self->module_id;
     }
-    PyObject *key = PyFrozenSet_New(self->parents);
-    PyObject *id = key ? intern_set(self, key) : NULL;
+    PyObject *list = PySequence_List(self->parents);
+    PyObject *names = list && PyList_Sort(list) == 0 ? PyList_AsTuple(list) : NULL;
+    Py_XDECREF(list);
+    PyObject *id = names ? intern_set(self, names) : NULL;
     if (!id) {
         return NULL;
     }
@@ -309,8 +342,16 @@ static int parents_step(Tracker *self, PyObject *name, int entering) {
         return 0;
     }
     rc = -1;
-    if (!PyErr_Occurred() && (to = tracker_module_id(self)) && step_put(self, entering, from, name, to) == 0) {
-        rc = entering && to != from ? step_put(self, 0, to, name, from) : 0;
+    PyObject *names = PyErr_Occurred() ? NULL : PyList_GetItem(self->sets, PyLong_AsSsize_t(from)); /* borrowed */
+    PyObject *key = names && PyUnicode_Check(name) ? set_with(names, name, entering) : NULL;
+    if (key && (to = intern_set(self, key))) { /* steals key */
+        Py_XSETREF(self->module_id, to);
+        self->dirty = 0;
+        if (step_put(self, entering, from, name, to) == 0) {
+            rc = entering && to != from ? step_put(self, 0, to, name, from) : 0;
+        }
+    } else if (names && !PyErr_Occurred()) { /* a name that is not a str: the set as a whole */
+        rc = tracker_module_id(self) ? 0 : -1;
     }
     Py_DECREF(from);
     return rc;
@@ -319,15 +360,8 @@ static int parents_step(Tracker *self, PyObject *name, int entering) {
 /* The id of module set `mid` with `name` added (a new reference), or NULL with an exception. */
 static PyObject *set_plus(Tracker *self, uint32_t mid, PyObject *name) {
     PyObject *names = PyList_GetItem(self->sets, (Py_ssize_t)mid); /* borrowed: a sorted tuple */
-    PyObject *key = names ? PyFrozenSet_New(names) : NULL;
-    if (!key) {
-        return NULL;
-    }
-    if (PySet_Add(key, name) < 0) {
-        Py_DECREF(key);
-        return NULL;
-    }
-    return intern_set(self, key);
+    PyObject *key = names ? set_with(names, name, 1) : NULL;
+    return key ? intern_set(self, key) : NULL;
 }
 
 /* ---- backward attribution ------------------------------------------------------------------------------------

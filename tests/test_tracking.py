@@ -834,3 +834,25 @@ def test_decomposition_withdrawn_inside_a_block_counts_the_op_itself(decomposed_
 
 def _names(report):
     return [report.op_names[i] for i in report.records["op"]]
+
+
+class Abc(torch.nn.Module):
+    """A root whose name sorts before "Global" and children whose names sort before, between and after their siblings
+    (and a non-ASCII one): each step of the module set inserts a name somewhere else in the sorted tuple."""
+
+    def __init__(self):
+        super().__init__()
+        self.zeta = torch.nn.Linear(4, 4)
+        self.beta = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+        self.add_module("Ärger", torch.nn.Linear(4, 4))
+
+    def forward(self, x):
+        x = self.beta(self.zeta(x))
+        x = getattr(self, "Ärger")(x)
+        return self.zeta(self.beta(x))  # the same modules again, from the sets they made the first time
+
+
+def test_module_sets_in_name_order_wherever_a_name_enters():
+    rows = _same_attribution(_seeded(lambda: (Abc(), (torch.randn(2, 4),))), _fwd_bwd)
+    assert ("Abc", "Abc.beta", "Abc.beta.0", "Global") in {s for _, s in rows}
+    assert ("Abc", "Abc.Ärger", "Global") in {s for _, s in rows}
