@@ -119,7 +119,7 @@ TESTS = {
     "distributed.py": ["tests/test_distributed.py"],
     "llm.py": [K + "TestLLM", "tests/test_llm.py"],
     "analysis/_assumptions.py": [K + "TestAssumptions", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
-    "hardware/_contention.py": [K + "TestContention", "tests/test_contention.py"],
+    "hardware/_contention.py": [K + "TestContention", "tests/test_mutants_contention.py", "tests/test_contention.py"],
     "analysis/_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
     "analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_compiled.py"],
     "capture/_sdpa.py": ["tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],

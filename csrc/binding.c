@@ -31,10 +31,11 @@ static int core_state_init(PyObject *module) {
     rl_state *st = rl_state_of(module);
     st->s_shape = PyUnicode_InternFromString("shape");
     st->s_stride = PyUnicode_InternFromString("stride");
+    st->s_is_mkldnn = PyUnicode_InternFromString("is_mkldnn");
     st->s_dtype = PyUnicode_InternFromString("dtype");
     st->s_enter = PyUnicode_InternFromString("__enter__");
     st->s_exit = PyUnicode_InternFromString("__exit__");
-    return (st->s_shape && st->s_stride && st->s_dtype && st->s_enter && st->s_exit) ? 0 : -1;
+    return (st->s_shape && st->s_stride && st->s_dtype && st->s_is_mkldnn && st->s_enter && st->s_exit) ? 0 : -1;
 }
 
 /* Visit (visit != NULL) or clear (visit == NULL) the objects of the state, which is NULL before the module object

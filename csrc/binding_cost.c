@@ -387,6 +387,29 @@ static int read_dims(const builder *b, PyObject *seq, const char *what, int size
     return (int)n;
 }
 
+/* Whether `d` has a broadcast dimension: stride 0 over more than one element. */
+static int broadcast_dims(const rl_tensor *d) {
+    for (int i = 0; i < d->ndim; i++) {
+        if (d->stride[i] == 0 && d->size[i] > 1) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Whether tensor `t` is in oneDNN's opaque layout (t.is_mkldnn), whose strides are not its memory's: 1, 0 (no, or
+ * not a torch tensor), or -1 for an error other than an ordinary Exception. Asked only of a tensor whose strides say
+ * it is broadcast, so that other tensors pay nothing for it. */
+static int opaque_layout(PyObject *t, const rl_state *st) {
+    PyObject *v = PyObject_GetAttr(t, st->s_is_mkldnn);
+    if (!v) {
+        return soft_error() < 0 ? -1 : 0;
+    }
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r < 0 ? (soft_error() < 0 ? -1 : 0) : r;
+}
+
 /* Describe tensor `t` into *d (the caller's own storage: Python code runs here, which may reallocate the
  * recorder's arrays). Returns 0, or -1 with an exception set: MemoryError, or a shape/stride no tensor can have
  * (named in the message). A tensor that cannot be described (no strides, symbolic sizes, too many dimensions)
@@ -456,6 +479,13 @@ static int describe(builder *b, PyObject *t, rl_tensor *d, uint64_t *storage) {
         }
     } else if (soft_error() < 0) { /* e.g. sparse or nested layouts have no strides */
         return -1;
+    }
+    if (ns == nd && broadcast_dims(d)) {
+        int opaque = opaque_layout(t, r->state);
+        if (opaque < 0) {
+            return -1;
+        }
+        ns = opaque ? -1 : ns; /* oneDNN's layout reports strides (1, 0, 0, ...), which say broadcast: not usable */
     }
     if (ns != nd) {
         /* no usable strides: describe as contiguous, and say the bytes are an estimate */

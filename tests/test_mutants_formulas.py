@@ -2,8 +2,11 @@
 
 Each expected value is computed here a second way: (query, key) pairs by a double loop over positions, the blocks of a
 FlexAttention mask by walking the blocks one by one, comparisons of a search from ceil(log2 n) written as a loop over
-powers of two, recurrent layers from the per-gate arithmetic in docs/concepts.md.
+powers of two, recurrent layers from the per-gate arithmetic in docs/concepts.md, the samples of roi_align by the loops
+of torchvision's kernel.
 """
+
+import math
 
 import pytest
 
@@ -341,6 +344,78 @@ def test_block_mask_block_sizes_must_be_positive(qb, kvb):
         F._block_mask_pairs(_bm(qb=qb, kvb=kvb), torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4))
 
 
+def test_block_mask_blocks_past_the_sequence_count_nothing():
+    # a mask built from block tables (BlockMask.from_kv_blocks) may hold more query blocks than q_len needs and visit a
+    # key block past kv_len; eager flex_attention runs it. q_len 5, kv_len 7, blocks 2 x 3: query block 3 has no rows,
+    # key block 3 no columns
+    visits = [[0], [0, 2], [3], [1]]
+    num, idx = _mask_tensors(visits, 2)
+    bm = (5, 7, num, idx, None, None, None, None, None, None, 2, 3, None)
+    exp = _blocks_brute(5, 7, 2, 3, visits)
+    # by hand: block 0 rows 2 x 3; block 1 rows 2 x (3 + 1); block 2 row 1 x 0; block 3 no rows
+    assert exp == 6 + 8
+    assert F._block_mask_pairs(bm, torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4)) == exp
+
+
+def test_block_mask_pairs_per_head_mask():
+    # a mask with one entry per head (shape (1, H, ...)), shared by the batches; every head visits other blocks
+    per_head = [PARTIAL, [[0], [1], [2]], [[], [0, 1, 2], [0]]]
+    num = torch.cat([_mask_tensors(v, 3)[0] for v in per_head], dim=1)
+    idx = torch.cat([_mask_tensors(v, 3)[1] for v in per_head], dim=1)
+    bm = (5, 7, num, idx, None, None, None, None, None, None, 2, 3, None)
+    q, k = torch.zeros(2, 3, 5, 4), torch.zeros(2, 3, 7, 4)
+    exp = sum(_blocks_brute(5, 7, 2, 3, v) for v in per_head)
+    assert exp == (6 + 8 + 4) + (6 + 6 + 1) + (0 + 2 * 7 + 3)
+    assert F._block_mask_pairs(bm, q, k) == 2 * exp
+
+
+# grouped-query FlexAttention with fewer queries than keys and a value width of its own: q (B, Hq, L, E),
+# k (B, Hkv, S, E), v (B, Hkv, S, Ev); the mask (1, 1, ...) is shared by every batch and head
+FB, FHQ, FHKV, FL, FS, FE, FEV = 2, 4, 2, 5, 9, 8, 3
+FLEX_PARTIAL = [[0], [0, 2], [1, 2]]
+FLEX_FULL = [[1], [], [0]]
+
+
+def _flex_inputs():
+    q = torch.zeros(FB, FHQ, FL, FE)
+    k = torch.zeros(FB, FHKV, FS, FE)
+    v = torch.zeros(FB, FHKV, FS, FEV)
+    kv_num, kv_idx = _mask_tensors(FLEX_PARTIAL, 3)
+    fnum, fidx = _mask_tensors(FLEX_FULL, 3)
+    bm = (FL, FS, kv_num, kv_idx, fnum, fidx, None, None, None, None, 2, 3, None)
+    # rows per query block 2, 2, 1; every key block 3 columns (S = 9)
+    pairs = FB * FHQ * (_blocks_brute(FL, FS, 2, 3, FLEX_PARTIAL) + _blocks_brute(FL, FS, 2, 3, FLEX_FULL))
+    assert pairs == FB * FHQ * (2 * 3 + 2 * 6 + 1 * 6 + 2 * 3 + 1 * 3)
+    mask_bytes = nbytes(kv_num, kv_idx, fnum, fidx)
+    return q, k, v, bm, pairs, mask_bytes
+
+
+def test_flex_forward_grouped_heads_and_value_width():
+    q, k, v, bm, pairs, mask_bytes = _flex_inputs()
+    out = (torch.zeros(FB, FHQ, FL, FEV), torch.zeros(FB, FHQ, FL))  # the output and its logsumexp
+    args = (q, k, v, None, bm, 0.5, {}, (), ())  # flex_attention(query, key, value, score_mod, block_mask, ...)
+    got = F._flex(args, {}, out)
+    assert got["matrix_flops"] == 2 * pairs * (FE + FEV)  # Q K^T over E, P V over Ev
+    assert got["vector_flops"] == 4 * pairs + FB * FHQ * FL * FEV  # softmax per score, the division per output
+    assert got["special_ops"] == pairs
+    assert got["bytes_read"] == nbytes(q, k, v) + mask_bytes
+    assert got["bytes_written"] == nbytes(*out)
+
+
+def test_flex_backward_grouped_heads_and_value_width():
+    q, k, v, bm, pairs, mask_bytes = _flex_inputs()
+    o, lse, g = torch.zeros(FB, FHQ, FL, FEV), torch.zeros(FB, FHQ, FL), torch.zeros(FB, FHQ, FL, FEV)
+    # flex_attention_backward(q, k, v, out, logsumexp, grad_out, grad_logsumexp, fw_graph, joint_graph, block_mask,
+    # scale, kernel_options, ...)
+    args = (q, k, v, o, lse, g, None, None, None, bm, 0.5, {}, (), ())
+    grads = (torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v))
+    got = F._flex(args, {}, grads, backward=True)
+    assert got["matrix_flops"] == 2 * pairs * (3 * FE + 2 * FEV)
+    assert (got["vector_flops"], got["special_ops"]) == (4 * pairs, pairs)
+    assert got["bytes_read"] == nbytes(q, k, v, o, lse, g) + mask_bytes
+    assert got["bytes_written"] == nbytes(*grads)
+
+
 # ---- ordering and search --------------------------------------------------------------------------------------------
 
 def test_clog2_values():
@@ -590,3 +665,222 @@ def test_a_built_in_formula_failing_is_an_error_record_not_a_failed_step(monkeyp
     with pytest.raises(RuntimeError, match="a formula bug"):
         with roofline.measure(timing=None):
             torch.sort(x)
+
+
+# ---- torchvision detection ops --------------------------------------------------------------------------------------
+
+def _nms_expected(n):
+    comparisons = n * ceil_log2(n)  # sorting the scores
+    areas = 3 * n
+    pairs = sum(1 for i in range(n) for j in range(n) if i < j)
+    return comparisons + areas + pairs * (12 + 1)  # IoU and its comparison to the threshold
+
+
+@pytest.mark.parametrize("name", ["dets", "boxes"])
+def test_nms_pairs_of_boxes(name):
+    boxes, scores = torch.zeros(6, 4), torch.zeros(6)
+    keep = torch.zeros(3, dtype=torch.int64)
+    got = F._nms({name: boxes, "scores": scores, "iou_threshold": 0.5}, keep)
+    assert got["vector_flops"] == _nms_expected(6) == 6 * 3 + 18 + 15 * 13
+    assert (got["bytes_read"], got["bytes_written"]) == (nbytes(boxes, scores), nbytes(keep))
+
+
+def roi_sample_loop(rois, scale, ph, pw, sampling_ratio, aligned):
+    """Sample evaluations of one channel, over every region and bin, by the loops of torchvision's roi_align kernel:
+    the region's corners scaled (less half a pixel when aligned), its sides at least one pixel unless aligned, a grid
+    of sampling_ratio^2 samples per bin or (sampling_ratio <= 0) ceil(side / bins) per side."""
+    n = 0
+    offset = 0.5 if aligned else 0.0
+    for _, x1, y1, x2, y2 in rois:
+        h = (y2 * scale - offset) - (y1 * scale - offset)
+        w = (x2 * scale - offset) - (x1 * scale - offset)
+        if not aligned:
+            h, w = max(h, 1.0), max(w, 1.0)
+        grid_h = sampling_ratio if sampling_ratio > 0 else math.ceil(h / ph)
+        grid_w = sampling_ratio if sampling_ratio > 0 else math.ceil(w / pw)
+        for _bin in range(ph * pw):
+            for _iy in range(grid_h):  # a grid side <= 0 samples nothing
+                for _ix in range(grid_w):
+                    n += 1
+    return n
+
+
+# (batch index, x1, y1, x2, y2): regions wider than high and the reverse, with x1 != y1; one of zero height, one of
+# zero width and, without ``aligned``, one upside down (y2 < y1: one pixel high; aligned, torchvision's kernel fails on
+# it). Spatial scale 0.5.
+ROIS = [[0, 1, 2, 9, 14], [1, 4, 0, 16, 5], [0, 3, 7, 11, 7], [0, 5, 1, 5, 13]]
+UPSIDE_DOWN = [1, 2, 9, 6, 5]
+ROI_C, ROI_PH, ROI_PW, ROI_SCALE = 3, 2, 3, 0.5
+
+
+def _rois(aligned):
+    return ROIS if aligned else ROIS + [UPSIDE_DOWN]
+
+
+def _roi_b(sampling_ratio, aligned, backward):
+    rois = torch.tensor(_rois(aligned), dtype=torch.float32)
+    common = {"rois": rois, "spatial_scale": ROI_SCALE, "pooled_height": ROI_PH, "pooled_width": ROI_PW,
+              "sampling_ratio": sampling_ratio, "aligned": aligned}
+    if backward:  # _roi_align_backward(grad, rois, spatial_scale, pooled_height, pooled_width, batch_size, channels,
+        # height, width, sampling_ratio, aligned)
+        return dict(common, grad=torch.zeros(len(rois), ROI_C, ROI_PH, ROI_PW), batch_size=2, channels=ROI_C,
+                    height=16, width=16)
+    return dict(common, input=torch.zeros(2, ROI_C, 16, 16))
+
+
+def test_roi_sample_loop_by_hand():
+    # adaptive, not aligned: grids 3 x 2, 2 x 2, 1 x 2 (height 0 -> 1 pixel), 3 x 1 (width 0 -> 1), 1 x 1; 6 bins
+    assert roi_sample_loop(_rois(False), ROI_SCALE, 2, 3, -1, False) == 6 * (6 + 4 + 2 + 3 + 1)
+    # aligned: the regions of zero height or width sample nothing
+    assert roi_sample_loop(_rois(True), ROI_SCALE, 2, 3, 0, True) == 6 * (6 + 4)
+    assert roi_sample_loop(_rois(True), ROI_SCALE, 2, 3, 2, True) == 6 * 4 * 4
+
+
+@pytest.mark.parametrize("sampling_ratio", [-1, 0, 1, 2])
+@pytest.mark.parametrize("aligned", [False, True])
+def test_roi_align_forward(sampling_ratio, aligned):
+    b = _roi_b(sampling_ratio, aligned, backward=False)
+    rois = _rois(aligned)
+    out = torch.zeros(len(rois), ROI_C, ROI_PH, ROI_PW)
+    got = F._roi_align(b, out)
+    evaluations = ROI_C * roi_sample_loop(rois, ROI_SCALE, ROI_PH, ROI_PW, sampling_ratio, aligned)
+    assert got["vector_flops"] == 8 * evaluations + len(rois) * ROI_C * ROI_PH * ROI_PW
+    assert got["bytes_read"] == nbytes(b["rois"]) + min(nbytes(b["input"]), 4 * evaluations * F32)
+    assert got["bytes_written"] == nbytes(out)
+    _zero_flops(got, "matrix_flops", "special_ops")
+
+
+@pytest.mark.parametrize("sampling_ratio", [-1, 0, 1, 2])
+@pytest.mark.parametrize("aligned", [False, True])
+def test_roi_align_backward(sampling_ratio, aligned):
+    b = _roi_b(sampling_ratio, aligned, backward=True)
+    out = torch.zeros(2, ROI_C, 16, 16)
+    got = F._roi_align(b, out, backward=True)
+    evaluations = ROI_C * roi_sample_loop(_rois(aligned), ROI_SCALE, ROI_PH, ROI_PW, sampling_ratio, aligned)
+    assert got["vector_flops"] == 8 * evaluations  # 4 multiplies and 4 adds into the input's grad per sample
+    assert got["bytes_read"] == nbytes(b["grad"], b["rois"])
+    assert got["bytes_written"] == nbytes(out)
+    _zero_flops(got, "matrix_flops", "special_ops")
+
+
+@pytest.mark.parametrize("sampling_ratio,aligned", [(0, False), (-1, True)])
+def test_roi_align_through_torchvision(sampling_ratio, aligned):
+    """The same regions through torchvision's op and its backward under measure (they run on these regions)."""
+    tv = pytest.importorskip("torchvision")
+    import roofline
+
+    rois = _rois(aligned)
+    x = torch.zeros(2, ROI_C, 16, 16, requires_grad=True)
+    with roofline.measure(timing=None) as r:
+        tv.ops.roi_align(x, torch.tensor(rois, dtype=torch.float32), (ROI_PH, ROI_PW), spatial_scale=ROI_SCALE,
+                         sampling_ratio=sampling_ratio, aligned=aligned).sum().backward()
+    assert not r.errors
+    ops = r.by_op()
+    evaluations = ROI_C * roi_sample_loop(rois, ROI_SCALE, ROI_PH, ROI_PW, sampling_ratio, aligned)
+    bins = len(rois) * ROI_C * ROI_PH * ROI_PW
+    assert ops["torchvision.roi_align.default"]["vector_flops"] == 8 * evaluations + bins
+    assert ops["torchvision._roi_align_backward.default"]["vector_flops"] == 8 * evaluations
+
+
+# ---- quantized products ---------------------------------------------------------------------------------------------
+
+def test_quant_mm_result_without_a_last_dimension():
+    with pytest.raises(ValueError, match="last dimension"):
+        F._quant_mm({"self": torch.zeros(2, 4)}, torch.zeros(()))
+    with pytest.raises(ValueError, match="last dimension"):
+        F._quant_mm({"self": torch.zeros(())}, torch.zeros(3))
+
+
+def test_dyn_quant_block_of_one():
+    # block_size == in_features is the channel-wise case _dyn_quant_matmul_4bit accepts: K = 1 in blocks of 1
+    x, packed, out = torch.zeros(3, 1), torch.zeros(10, dtype=torch.uint8), torch.zeros(3, 5)
+    b = {"inp": x, "packed_weights": packed, "block_size": 1, "in_features": 1, "out_features": 5}
+    got = F.OPS["aten::_dyn_quant_matmul_4bit"](b, out)
+    assert got["matrix_flops"] == 2 * 3 * 5 * 1
+    assert got["vector_flops"] == 2 * 3 * 5 * 1 + 4 * 3 * 1  # one rescaled partial sum per output, the row quantised
+
+
+def test_out_dtype_mm_of_non_matrices():
+    f = F.HOPS["out_dtype"]
+    mm = torch.ops.aten.mm.default
+    a3, a2, b2, b1 = (torch.empty(*s, dtype=torch.int8, device="meta") for s in [(2, 3, 4), (3, 4), (4, 5), (4,)])
+    for a, b in [(a3, b2), (a2, b1)]:
+        with pytest.raises(ValueError, match="matrices"):
+            f((mm, torch.int32, a, b), {}, torch.empty(3, 5, dtype=torch.int32, device="meta"))
+
+
+# ---- oneDNN / MKL ops of frozen CPU graphs --------------------------------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta:UserWarning")
+def test_tensor_bytes_of_a_layout_without_strides():
+    t = torch.zeros(3, 4).to_sparse_csr()  # .stride() raises: the logical elements are counted
+    with pytest.raises(RuntimeError):
+        t.stride()
+    assert F._tensor_bytes(t) == 3 * 4 * F32
+    assert F._tensor_bytes(torch.zeros(4, 1).expand(4, 6)) == 4 * F32  # strided: the elements in memory
+
+
+def test_mkl_linear_of_a_batch_of_sequences():
+    # X [2, 5, 16] (K = 16 is the last dimension, not the second); the packed buffer is not counted, ORI_W is
+    x, w, bias = torch.zeros(2, 5, 16), torch.zeros(7, 16), torch.zeros(7)
+    out = torch.zeros(2, 5, 7)
+    b = {"X": x, "MKL_W": torch.zeros(300), "ORI_W": w, "B": bias, "batch_size": 10}
+    got = F._mkl_linear(b, out)
+    assert (got["matrix_flops"], got["vector_flops"]) == (2 * 10 * 7 * 16, 10 * 7)
+    assert (got["bytes_read"], got["bytes_written"]) == (nbytes(x, w, bias), nbytes(out))
+
+
+def test_linear_pointwise_of_a_batch_of_sequences():
+    x, w, bias = torch.zeros(2, 5, 16), torch.zeros(7, 16), torch.zeros(7)
+    out = torch.zeros(2, 5, 7)
+    got = F._linear_pointwise({"X": x, "W": w, "B": bias, "attr": "relu", "scalars": [], "algorithm": ""}, out)
+    assert (got["matrix_flops"], got["vector_flops"]) == (2 * 10 * 7 * 16, 10 * 7 + 10 * 7)  # bias, relu
+    assert got["bytes_read"] == nbytes(x, w, bias)
+
+
+@pytest.mark.parametrize("w_shape", [(7, 15), (1, 7, 16)])
+def test_linear_pointwise_weight_that_does_not_fit(w_shape):
+    # the meta kernel accepts a [7, 15] weight for X [..., 16]: the formula refuses it (an error record)
+    b = {"X": torch.zeros(5, 16, device="meta"), "W": torch.zeros(*w_shape, device="meta"), "B": None,
+         "attr": "none"}
+    with pytest.raises(ValueError, match="does not fit"):
+        F._linear_pointwise(b, torch.zeros(5, 7, device="meta"))
+
+
+def _conv_b(x_shape, w_shape, **kw):
+    b = {"X": torch.zeros(*x_shape, device="meta"), "W": torch.zeros(*w_shape, device="meta"), "B": None,
+         "padding": [0, 0], "stride": [1, 1], "dilation": [1, 1], "attr": "none", "scalars": [], "algorithm": ""}
+    b.update(kw)
+    return b
+
+
+def test_convolution_pointwise_one_output_channel():
+    # C_out = 1: each output element sums 3 channels x 3 x 3 taps = 27 products
+    b = _conv_b((1, 3, 5, 5), (1, 3, 3, 3), groups=1)
+    out = torch.zeros(1, 1, 3, 3, device="meta")
+    got = F._convolution_pointwise(b, out)
+    assert (got["matrix_flops"], got["vector_flops"]) == (2 * 9 * 27, 0)
+    assert (got["bytes_read"], got["bytes_written"]) == (F32 * (75 + 27), F32 * 9)
+
+
+def test_convolution_pointwise_no_output_channels():
+    # the meta kernel accepts a weight of 0 output channels: nothing to compute, the input read
+    b = _conv_b((1, 3, 5, 5), (0, 3, 3, 3), groups=1)
+    got = F._convolution_pointwise(b, torch.zeros(1, 0, 3, 3, device="meta"))
+    assert (got["matrix_flops"], got["vector_flops"], got["bytes_read"], got["bytes_written"]) == (0, 0, F32 * 75, 0)
+
+
+@pytest.mark.parametrize("groups", ["absent", None])
+def test_convolution_pointwise_without_groups_is_one_group(groups):
+    b = _conv_b((1, 4, 5, 5), (2, 4, 3, 3))
+    if groups != "absent":
+        b["groups"] = groups
+    got = F._convolution_pointwise(b, torch.zeros(1, 2, 3, 3, device="meta"))
+    assert got["matrix_flops"] == 2 * 18 * 36
+
+
+@pytest.mark.parametrize("x_shape,w_shape", [((1, 4, 5, 5), (2, 3, 3, 3)), ((1, 4, 5, 5), (2, 4, 3))])
+def test_convolution_pointwise_weight_that_does_not_fit(x_shape, w_shape):
+    # channels that do not match (4 != 3 x 1 group), or a weight of another rank with matching channels
+    with pytest.raises(ValueError, match="does not fit"):
+        F._convolution_pointwise(_conv_b(x_shape, w_shape, groups=1), torch.zeros(1, 2, 3, 3, device="meta"))

@@ -283,3 +283,13 @@ def test_weight_int4pack_mm_cuda_layout_formula():
     assert c["vector_flops"] == 2 * 32 * 64
     assert c["bytes_read"] == 8 * 64 * 2 + 32 * 64 // 2 + 2 * 32 * 2 * 2
     assert c["bytes_written"] == 8 * 32 * 2
+
+
+def test_weight_int8pack_mm_with_an_empty_inner_dimension():
+    """K = 0: torch returns the M x N result (of zeros); the per-channel scale still multiplies each of its M N
+    elements, and no product is summed (the rows were taken as 0 when K was 0)."""
+    op = _need("_weight_int8pack_mm")
+    r, out = _measure(lambda: op(torch.randn(3, 0), torch.zeros(5, 0, dtype=torch.int8), torch.ones(5)))
+    c = _op(r, "aten._weight_int8pack_mm.default")
+    assert tuple(out.shape) == (3, 5)
+    assert c["matrix_flops"] == 0 and c["vector_flops"] == 3 * 5

@@ -420,3 +420,23 @@ def test_ops_with_a_built_in_python_formula_get_their_dataflow_rows():
     assert reads["nbytes"].tolist() == [4 * 8 * 4]
     assert sorted(writes["nbytes"].tolist()) == [4 * 8 * 4, 4 * 8 * 8]
     assert r.signatures[int(r.records["sig"][row])] == "f32[4,8]"
+
+
+def test_a_onednn_layout_tensor_is_not_taken_for_a_broadcast():
+    """oneDNN's opaque layout reports strides (1, 0, 0, ...), which read as a broadcast over all but one dimension:
+    such a tensor is not described from its strides (an error row says so) where a real broadcast is counted once."""
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no oneDNN")
+    from roofline.counting import _formulas
+
+    x = torch.randn(2, 3, 4, 5)
+    m = x.to_mkldnn()
+    assert m.stride() == (1, 0, 0, 0)  # what torch reports (pinned: the rule exists because of it)
+    with roofline.measure(timing=None) as r:
+        m.to_dense()
+        torch.randn(1, 5).expand(4, 5) * 2.0
+    dense, = calls(r, "aten._to_dense.default")
+    mul, = calls(r, "aten.mul.Tensor")
+    assert r.records["status"][dense] == _core.E_DESCRIBE and r.records["bytes_read"][dense] == 0
+    assert r.records["bytes_read"][mul] == 5 * F32  # the broadcast row read once
+    assert _formulas._touched_bytes(m) == 2 * 3 * 4 * 5 * F32  # the Python formulas: its elements

@@ -51,6 +51,8 @@ def _touched_bytes(t) -> int:
     """Bytes of the elements of ``t`` that exist in memory: a broadcast (stride 0) dimension counts once."""
     if getattr(t, "is_nested", False):
         return int(t.values().numel()) * t.element_size() if hasattr(t, "values") else 0
+    if getattr(t, "is_mkldnn", False):  # oneDNN's opaque layout reports strides (1, 0, 0, ...): its elements
+        return _numel(t) * t.element_size()
     n = 1
     for s, st in zip(t.shape, t.stride()):
         if st != 0:
@@ -477,7 +479,7 @@ def _quant_mm(b, out, x_name="self", weight_terms=0, output_terms=0, block=None)
     if len(x.shape) < 1 or len(out.shape) < 1:
         raise ValueError("quantized product: activations and result need a last dimension")
     k = int(x.shape[-1])
-    m = _numel(x) // k if k else 0
+    m = math.prod(int(d) for d in x.shape[:-1])  # rows even when K is 0 (the result is M x N zeros)
     n = int(out.shape[-1])
     vector = weight_terms * n * k + output_terms * m * n
     if block is not None:

@@ -134,15 +134,26 @@ def _cpu_count() -> int:
     return _CPUS[0]
 
 
+_READ_CHUNK = 1 << 16
+_READ_MAX = 1 << 24  # /proc/stat of a machine with hundreds of CPUs and thousands of interrupts runs past 64 KiB
+
+
 def _read(path: str) -> str | None:
-    """A small /proc file's text, None where unreadable: one open(2), read(2), close(2), without a Python file
-    object (several times cheaper, and this runs twice per measured block)."""
+    """A /proc file's text (up to 16 MiB), None where unreadable: open(2), read(2) until the end, close(2), without a
+    Python file object (several times cheaper, and this runs twice per measured block). One read is enough for the
+    small files of most machines; /proc/stat, whose procs_running line comes after a line per CPU and the interrupt
+    counts, is read on where the first read filled its buffer."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        return os.read(fd, 1 << 16).decode("ascii", "replace")
+        parts = [os.read(fd, _READ_CHUNK)]
+        total = len(parts[-1])
+        while len(parts[-1]) == _READ_CHUNK and total < _READ_MAX:
+            parts.append(os.read(fd, _READ_CHUNK))
+            total += len(parts[-1])
+        return b"".join(parts).decode("ascii", "replace")
     except OSError:
         return None
     finally:
