@@ -121,7 +121,7 @@ TESTS = {
     "analysis/_assumptions.py": [K + "TestAssumptions", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
     "hardware/_contention.py": [K + "TestContention", "tests/test_mutants_contention.py", "tests/test_contention.py"],
     "analysis/_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
-    "analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_compiled.py"],
+    "analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_mutants_compiled_view.py", "tests/test_compiled.py"],
     "capture/_sdpa.py": ["tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
     "analysis/_padding.py": ["tests/test_mutants_padding.py", "tests/test_padding.py"],
     "model/_tokens.py": ["tests/test_mutants_tokens.py", "tests/test_padding.py"],
