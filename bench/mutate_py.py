@@ -115,7 +115,7 @@ TESTS = {
     "analysis/_cache_model.py": [K + "TestCacheModel", "tests/test_dataflow.py"],
     "analysis/_hints.py": [K + "TestHints", "tests/test_hints.py", "tests/test_dataflow.py", "tests/test_mutants_hints.py"],
     "_steady.py": [K + "TestSteady", "tests/test_steady.py", "tests/test_mutants_steady.py"],
-    "capture/_collectives.py": ["tests/test_distributed.py"],
+    "capture/_collectives.py": ["tests/test_mutants_collectives.py", "tests/test_distributed.py"],
     "distributed.py": ["tests/test_distributed.py"],
     "llm.py": [K + "TestLLM", "tests/test_llm.py"],
     "analysis/_assumptions.py": [K + "TestAssumptions", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
