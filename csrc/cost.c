@@ -599,20 +599,24 @@ static int attn_read_dims(const rl_tensor *q, const rl_tensor *k, const rl_tenso
 /* Unmasked (query, key) pairs per batch and head. mask: 0 none, 1 causal aligned top-left (query i sees keys
  * 0..i, the `is_causal=True` convention of scaled_dot_product_attention), 2 causal aligned bottom-right (query i
  * sees keys 0..i+sk-sq). */
+/* n (n + 1) / 2, halving the even factor first: the count fits 64 bits where the product n (n + 1) may not
+ * (n is a tensor size, below 2^63). */
+static uint64_t triangle(uint64_t n, int *ov) { return n % 2 ? mul(n, (n + 1) / 2, ov) : mul(n / 2, n + 1, ov); }
+
 static uint64_t attn_pairs(uint64_t sq, uint64_t sk, int mask, int *ov) {
     if (mask == 0) {
         return mul(sq, sk, ov);
     }
     if (mask == 2) {
         if (sq <= sk) { /* every row sees sk-sq+1+i keys */
-            return add(mul(sq, sk - sq + 1, ov), mul(sq, sq - 1, ov) / 2, ov);
+            return add(mul(sq, sk - sq + 1, ov), sq ? triangle(sq - 1, ov) : 0, ov);
         }
-        return mul(sk, sk + 1, ov) / 2; /* the first sq-sk rows see nothing */
+        return triangle(sk, ov); /* the first sq-sk rows see nothing */
     }
     if (sq <= sk) { /* row i sees i+1 keys */
-        return mul(sq, sq + 1, ov) / 2;
+        return triangle(sq, ov);
     }
-    return add(mul(sk, sk + 1, ov) / 2, mul(sq - sk, sk, ov), ov);
+    return add(triangle(sk, ov), mul(sq - sk, sk, ov), ov);
 }
 
 uint64_t rl_attention_pairs(uint64_t sq, uint64_t sk, int mask, int *overflow) {

@@ -59,6 +59,18 @@ def test_attention_pairs_enumerated():
         assert _core.attention_pairs(sq, sk, mask) == _pairs_by_enumeration(sq, sk, mask), (sq, sk, mask)
 
 
+def test_attention_pairs_past_32_bits_that_fit_64():
+    """Causal counts whose S (S + 1) overflows 64 bits although S (S + 1) / 2 fits (it overflowed before halving)."""
+    s = 2**32
+    assert _core.attention_pairs(s, s, 1) == s * (s + 1) // 2 == 2**63 + 2**31
+    assert _core.attention_pairs(s, s, 2) == s * (s + 1) // 2
+    assert _core.attention_pairs(s + 1, s + 1, 1) == (s + 1) * (s + 2) // 2
+    assert _core.attention_pairs(s + 3, s, 1) == s * (s + 1) // 2 + 3 * s  # rows past the keys see all of them
+    assert _core.attention_pairs(s, s + 3, 2) == s * 4 + s * (s - 1) // 2  # bottom-right: each row 3 keys more
+    with pytest.raises(OverflowError, match="does not fit 64 bits"):
+        _core.attention_pairs(2**33, 2**33, 1)
+
+
 def test_attention_pairs_bad_arguments():
     with pytest.raises(ValueError, match="mask must be 0"):
         _core.attention_pairs(3, 3, 3)
