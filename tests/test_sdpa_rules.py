@@ -39,11 +39,13 @@ def test_a_mask_with_is_causal_is_refused_like_pytorch():
 
 
 def test_one_key_value_head_broadcasts_like_pytorch():
+    """PyTorch accepts one K/V head against several query heads; its fused kernels do not without enable_gqa
+    (dense inputs need equal heads), so the math path runs and broadcasts it."""
     q = torch.empty(1, 4, 64, 16, **BF16)
     k = torch.empty(1, 1, 64, 16, **BF16)
     F.scaled_dot_product_attention(q, k, k)  # PyTorch accepts it
     r, out = _run("flash", lambda: F.scaled_dot_product_attention(q, k, k))
-    assert out.shape == (1, 4, 64, 16) and r.meta["attention"]["calls"] == {"flash": 1}
+    assert out.shape == (1, 4, 64, 16) and [c.split(" ")[0] for c in r.meta["attention"]["calls"]] == ["math"]
     assert r.matrix_flops == 2 * 2 * 4 * 64 * 64 * 16  # every query head's full (not causal) pass
 
 

@@ -16,9 +16,12 @@ tensors to the kernel the user names, so the counts are those of the kernel the 
 The chosen kernel is counted where PyTorch's CUDA dispatcher could run it; else the one it would pick, and
 ``meta["attention"]["calls"]`` names the substitution with its reason: flash needs float16/bfloat16, a head
 dimension of at most 256, no explicit mask and, when causal, as many queries as keys (else memory-efficient
-attention); memory-efficient attention takes float16/bfloat16/float32 (else the math path). 3-D inputs
-``(heads, seq, dim)`` are counted as batch 1, one K/V head broadcasts over the query heads, and ``attn_mask`` with
-``is_causal=True`` raises, all as PyTorch does. Calls made inside other torch functions
+attention); memory-efficient attention takes float16/bfloat16/float32 with equal query and key head dimensions,
+both query and value head dimensions multiples of 8 elements for 16-bit inputs and of 4 for float32 (the alignment
+PyTorch asks of a GPU of compute capability 8.0 or above); both fused kernels need as many query, key and value
+heads, or, with ``enable_gqa=True``, key and value heads equal and dividing the query heads (else the math path).
+3-D inputs ``(heads, seq, dim)`` are counted as batch 1, and ``attn_mask`` with ``is_causal=True`` raises, as
+PyTorch does. Calls made inside other torch functions
 (``F.multi_head_attention_forward`` of ``nn.MultiheadAttention``) are redirected too: see
 :class:`AttentionBackend`.
 
@@ -60,20 +63,40 @@ def _is_placeholder(t) -> bool:
 _HALF = ("torch.float16", "torch.bfloat16")
 
 
-def _kernel(backend, query, key, value, attn_mask, is_causal) -> tuple[str, str]:
-    """The kernel PyTorch's CUDA dispatcher would run for this call when ``backend`` is asked for, and the label
-    the report gives it: ``(kernel, label)``. Flash needs float16/bfloat16, a head dimension of at most 256, no
-    explicit mask and, when causal, as many queries as keys; memory-efficient attention takes float32 and masks;
-    anything else runs the math path."""
+def _heads(query, key, value, enable_gqa) -> str | None:
+    """Why neither fused kernel takes these heads (PyTorch's ``check_batch_size_and_num_heads_dense``), or None."""
+    hq, hk, hv = query.size(-3), key.size(-3), value.size(-3)
+    if hq == hk == hv:
+        return None
+    if not enable_gqa:
+        return f"fused kernels need as many query, key and value heads without enable_gqa, got {hq}, {hk}, {hv}"
+    if hk != hv or hk == 0 or hq % hk:
+        return f"grouped-query heads need key and value heads equal and dividing the query heads, got {hq}, {hk}, {hv}"
+    return None
+
+
+def _kernel(backend, query, key, value, attn_mask, is_causal, enable_gqa=False) -> tuple[str, str]:
+    """The kernel PyTorch's CUDA dispatcher would run for this call (4-D inputs) when ``backend`` is asked for, and
+    the label the report gives it: ``(kernel, label)``. Flash needs float16/bfloat16, equal query, key and value
+    head dimensions of at most 256, no explicit mask and, when causal, as many queries as keys; memory-efficient
+    attention takes float32 and masks, equal query and key head dimensions, query and value head dimensions
+    aligned (8 elements for 16-bit inputs, 4 for float32); both need the heads :func:`_heads` accepts; anything
+    else runs the math path."""
     dt = str(query.dtype)
+    heads = _heads(query, key, value, enable_gqa) if backend != "math" else None
+    if heads is not None:
+        return "math", f"math ({heads})"
     if backend == "flash":
         why = None
+        d = (query.size(-1), key.size(-1), value.size(-1))
         if attn_mask is not None:
             why = "flash takes no attn_mask"
         elif dt not in _HALF:
             why = f"flash needs float16/bfloat16, inputs are {dt.replace('torch.', '')}"
-        elif max(query.size(-1), key.size(-1), value.size(-1)) > 256:
-            why = f"flash needs head_dim <= 256, got {query.size(-1)}"
+        elif d[0] != d[1] or d[0] != d[2]:
+            why = f"flash needs equal query, key and value head_dim, got {d[0]}, {d[1]}, {d[2]}"
+        elif d[0] > 256:
+            why = f"flash needs head_dim <= 256, got {d[0]}"
         elif is_causal and query.size(-2) != key.size(-2):
             why = f"flash is not causal with {query.size(-2)} queries and {key.size(-2)} keys"
         if why is None:
@@ -82,9 +105,13 @@ def _kernel(backend, query, key, value, attn_mask, is_causal) -> tuple[str, str]
     else:
         reason = None
     if backend == "efficient":
-        if dt in _HALF + ("torch.float32",) and query.size(-1) == key.size(-1):
+        align = 8 if dt in _HALF else 4  # PyTorch's minimum_gemm_alignment on compute capability 8.0 and above
+        dq, dv = query.size(-1), value.size(-1)
+        if (dt in _HALF + ("torch.float32",) and dq == key.size(-1) and dq > 0 and dv > 0 and not dq % align
+                and not dv % align):
             return "efficient", "efficient" if reason is None else f"efficient ({reason})"
-        why = "efficient needs float16/bfloat16/float32 and equal query/key head_dim"
+        why = (f"efficient needs float16/bfloat16/float32, equal query/key head_dim and query/value head_dim "
+               f"multiples of {align}")
         return "math", f"math ({reason + '; ' if reason else ''}{why})"
     return "math", "math"
 
@@ -164,20 +191,14 @@ def _mode_class():
             if backend != "math" and not (query.dim() == key.dim() == value.dim() == 4):
                 backend, label = "math", f"math (fused kernels take 4-D inputs, got {query.dim()}-D)"
             else:
-                backend, label = _kernel(backend, query, key, value, attn_mask, is_causal)
+                backend, label = _kernel(backend, query, key, value, attn_mask, is_causal, enable_gqa)
             self.calls[label] = self.calls.get(label, 0) + 1
             aten = torch.ops.aten
             if backend == "math":
                 out = aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
                                                               None, scale=scale, enable_gqa=enable_gqa)[0]
                 return out.squeeze(0) if squeeze else out
-            hq, hk, hv = query.size(-3), key.size(-3), value.size(-3)
-            if (hk != hq or hv != hq) and not enable_gqa:
-                if hk == 1 and hv == 1:  # one K/V head broadcasts over the query heads, as PyTorch does
-                    key, value = key.expand(-1, hq, -1, -1), value.expand(-1, hq, -1, -1)
-                else:
-                    raise RuntimeError(f"scaled_dot_product_attention: query has {hq} heads and key {hk}: pass "
-                                       f"enable_gqa=True for grouped-query attention")
+            hq = query.size(-3)  # heads _kernel accepted: equal, or grouped-query ones with enable_gqa
             if backend == "flash":
                 out = aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False,
                                                                scale=scale)[0]
