@@ -195,6 +195,12 @@ def _mode_class():
             self.calls[label] = self.calls.get(label, 0) + 1
             aten = torch.ops.aten
             if backend == "math":
+                ranked = min(query.dim(), key.dim(), value.dim()) >= 3
+                heads = [t.size(-3) for t in (query, key, value)] if ranked else []
+                if heads and not enable_gqa and any(h not in (1, heads[0]) for h in heads[1:]):
+                    # PyTorch refuses these too (their scores do not broadcast); say what would make them valid
+                    raise RuntimeError(f"scaled_dot_product_attention: query has {heads[0]} heads, key {heads[1]} "
+                                       f"and value {heads[2]}: pass enable_gqa=True for grouped-query attention")
                 out = aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
                                                               None, scale=scale, enable_gqa=enable_gqa)[0]
                 return out.squeeze(0) if squeeze else out
