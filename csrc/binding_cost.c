@@ -387,19 +387,26 @@ static int read_dims(const builder *b, PyObject *seq, const char *what, int size
     return (int)n;
 }
 
-/* Whether `d` has a broadcast dimension: stride 0 over more than one element. */
-static int broadcast_dims(const rl_tensor *d) {
-    for (int i = 0; i < d->ndim; i++) {
-        if (d->stride[i] == 0 && d->size[i] > 1) {
-            return 1;
-        }
+/* Whether `d`'s strides are those oneDNN's opaque layout reports, (1, 0, 0, ...), over more than one element in
+ * the dimensions after the first (where they would be taken for a broadcast). A real broadcast can have them too
+ * (a column expanded along rows): opaque_layout tells the two apart. */
+static int onednn_strides(const rl_tensor *d) {
+    if (d->ndim < 2 || d->stride[0] != 1) {
+        return 0;
     }
-    return 0;
+    int wide = 0;
+    for (int i = 1; i < d->ndim; i++) {
+        if (d->stride[i] != 0) {
+            return 0;
+        }
+        wide |= d->size[i] > 1;
+    }
+    return wide;
 }
 
 /* Whether tensor `t` is in oneDNN's opaque layout (t.is_mkldnn), whose strides are not its memory's: 1, 0 (no, or
- * not a torch tensor), or -1 for an error other than an ordinary Exception. Asked only of a tensor whose strides say
- * it is broadcast, so that other tensors pay nothing for it. */
+ * not a torch tensor), or -1 for an error other than an ordinary Exception. Asked only of a tensor with the strides
+ * that layout reports (onednn_strides), so that other tensors pay nothing for it. */
 static int opaque_layout(PyObject *t, const rl_state *st) {
     PyObject *v = PyObject_GetAttr(t, st->s_is_mkldnn);
     if (!v) {
@@ -480,7 +487,7 @@ static int describe(builder *b, PyObject *t, rl_tensor *d, uint64_t *storage) {
     } else if (soft_error() < 0) { /* e.g. sparse or nested layouts have no strides */
         return -1;
     }
-    if (ns == nd && broadcast_dims(d)) {
+    if (ns == nd && onednn_strides(d)) {
         int opaque = opaque_layout(t, r->state);
         if (opaque < 0) {
             return -1;

@@ -432,11 +432,15 @@ def test_a_onednn_layout_tensor_is_not_taken_for_a_broadcast():
     x = torch.randn(2, 3, 4, 5)
     m = x.to_mkldnn()
     assert m.stride() == (1, 0, 0, 0)  # what torch reports (pinned: the rule exists because of it)
+    column = torch.randn(6)[:, None].expand(6, 7)  # a real broadcast with the strides oneDNN reports, (1, 0)
+    assert column.stride() == (1, 0)
     with roofline.measure(timing=None) as r:
         m.to_dense()
         torch.randn(1, 5).expand(4, 5) * 2.0
+        column * 2.0
     dense, = calls(r, "aten._to_dense.default")
-    mul, = calls(r, "aten.mul.Tensor")
+    row, col = calls(r, "aten.mul.Tensor")
     assert r.records["status"][dense] == _core.E_DESCRIBE and r.records["bytes_read"][dense] == 0
-    assert r.records["bytes_read"][mul] == 5 * F32  # the broadcast row read once
+    assert r.records["bytes_read"][row] == 5 * F32  # the broadcast row read once
+    assert r.records["bytes_read"][col] == 6 * F32 and r.records["status"][col] == 0  # the column read once
     assert _formulas._touched_bytes(m) == 2 * 3 * 4 * 5 * F32  # the Python formulas: its elements
