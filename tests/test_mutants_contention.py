@@ -66,6 +66,10 @@ def test_a_proc_file_is_read_whole_past_one_read_up_to_its_cap(tmp_path, monkeyp
     assert c._read(str(exact)) == "x" * 65536
     monkeypatch.setattr(c, "_READ_MAX", 65536)  # the cap: no more read once it is reached
     assert c._read(str(path)) == ("0123456789" * 7000)[:65536]
+    longer = tmp_path / "longer"
+    longer.write_bytes(b"y" * (3 * 65536 + 100))
+    monkeypatch.setattr(c, "_READ_MAX", 3 * 65536)  # three full reads reach it; the bytes past them are not read
+    assert c._read(str(longer)) == "y" * (3 * 65536)
     small = tmp_path / "small"
     small.write_bytes(b"cpu  1 2 3\n\xff")  # not ASCII: replaced, not an error
     assert c._read(str(small)) == "cpu  1 2 3\n\ufffd"

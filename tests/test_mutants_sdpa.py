@@ -111,8 +111,28 @@ def test_fewer_key_value_heads_without_enable_gqa_are_refused_like_pytorch(monke
     q, kv = meta(1, 4, 8, 16), meta(1, 2, 8, 16)
     with pytest.raises(RuntimeError):  # PyTorch itself: 4 query heads against 2 K/V heads do not broadcast
         F.scaled_dot_product_attention(torch.zeros(1, 4, 8, 16), torch.zeros(1, 2, 8, 16), torch.zeros(1, 2, 8, 16))
-    with pytest.raises(RuntimeError):  # counted on the math path, which refuses them as PyTorch does
-        measured("flash", lambda: F.scaled_dot_product_attention(q, kv, kv))
+    with pytest.raises(RuntimeError, match="query has 4 heads, key 2 and value 2: pass enable_gqa=True"):
+        measured("flash", lambda: F.scaled_dot_product_attention(q, kv, kv))  # the math path's refusal, with a hint
+    with pytest.raises(RuntimeError, match="query has 4 heads, key 2 and value 2: pass enable_gqa"):
+        measured("flash", lambda: F.scaled_dot_product_attention(q[0], kv[0], kv[0]))  # 3-D: (heads, seq, dim)
+    with pytest.raises(RuntimeError, match="query has 4 heads, key 4 and value 2: pass enable_gqa"):
+        measured("flash", lambda: F.scaled_dot_product_attention(q, q, kv))  # the value alone
+    with pytest.raises(RuntimeError, match="query has 4 heads, key 2 and value 1: pass enable_gqa"):
+        measured("flash", lambda: F.scaled_dot_product_attention(q, kv, meta(1, 1, 8, 16)))  # the key alone
+    with pytest.raises(RuntimeError, match="query has 4 heads, key 2 and value 2: pass enable_gqa"):
+        # mixed ranks (a 4-D query, 3-D key and value) go to the math path as they are
+        measured("flash", lambda: F.scaled_dot_product_attention(q, kv[0], kv[0]))
+    flat = meta(8, 16)  # 2-D (seq, dim): no heads to compare
+    r, out = measured("flash", lambda: F.scaled_dot_product_attention(flat, flat, flat))
+    assert tuple(out.shape) == (8, 16)
+    # what does broadcast or is grouped passes: one K/V head, or enable_gqa on the math path (a head dim of 12
+    # is no multiple of 8: neither fused kernel takes it)
+    one = meta(1, 1, 8, 16)
+    r, out = measured("flash", lambda: F.scaled_dot_product_attention(q, one, one))
+    assert tuple(out.shape) == (1, 4, 8, 16)
+    q12, kv12 = meta(1, 4, 8, 12), meta(1, 2, 8, 12)
+    r, out = measured("efficient", lambda: F.scaled_dot_product_attention(q12, kv12, kv12, enable_gqa=True))
+    assert tuple(out.shape) == (1, 4, 8, 12) and [c.split(" ")[0] for c in r.meta["attention"]["calls"]] == ["math"]
 
 
 def test_value_heads_alone_differing_are_refused_like_pytorch():
@@ -147,7 +167,12 @@ def test_fused_kernels_take_only_grouped_query_heads_that_divide():
         return _sdpa._kernel(backend, q, k, v, None, False, gqa)[0]
 
     q = meta(1, 6, 8, 64)
+    assert _sdpa._kernel("flash", q, meta(1, 3, 8, 64), meta(1, 3, 8, 64), None, False)[0] == "math"  # no gqa
     assert kernel("flash", q, meta(1, 3, 8, 64), meta(1, 3, 8, 64), True) == "flash"
+    assert kernel("flash", q, meta(1, 6, 8, 32), q) == "math"  # query and key head dims differ: neither kernel
+    zero = meta(1, 6, 8, 0)
+    assert kernel("efficient", zero, zero, zero) == "math" and kernel("efficient", q, q, zero) == "math"
+    assert kernel("efficient", zero, zero, meta(1, 6, 8, 8)) == "math"  # an empty query head dim
     assert kernel("flash", q, meta(1, 4, 8, 64), meta(1, 4, 8, 64), True) == "math"  # 4 does not divide 6
     assert kernel("efficient", q, meta(1, 3, 8, 64), meta(1, 2, 8, 64), True) == "math"  # K and V heads differ
     assert kernel("efficient", q, meta(1, 3, 8, 64), meta(1, 3, 8, 64)) == "math"  # grouped without enable_gqa
