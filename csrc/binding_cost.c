@@ -995,6 +995,8 @@ static int set_param(rl_op *op, int p, PyObject *o) {
 /* The parameters of add_op: p1 / p2 (shorthand for flops / special) and the dict `params` {name: value}. */
 static int set_params(rl_op *op, PyObject *p1, PyObject *p2, PyObject *params) {
     uint64_t given = 0;
+    p1 = p1 == Py_None ? NULL : p1; /* None: not given (the positional form of add_op passes every argument) */
+    p2 = p2 == Py_None ? NULL : p2;
     if ((p1 && set_param(op, RL_P_FLOPS, p1) < 0) || (p2 && set_param(op, RL_P_SPECIAL, p2) < 0)) {
         return -1;
     }

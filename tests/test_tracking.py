@@ -856,3 +856,21 @@ def test_module_sets_in_name_order_wherever_a_name_enters():
     rows = _same_attribution(_seeded(lambda: (Abc(), (torch.randn(2, 4),))), _fwd_bwd)
     assert ("Abc", "Abc.beta", "Abc.beta.0", "Global") in {s for _, s in rows}
     assert ("Abc", "Abc.Ärger", "Global") in {s for _, s in rows}
+
+
+def test_add_op_takes_none_as_a_parameter_not_given():
+    """The positional form a later block's first call uses (every argument, None for p1/p2 not given) makes the
+    same entry as the keywords: 1 FLOP per element from params, not an error on None."""
+    import numpy as np
+
+    from roofline.capture._torch import TORCH_DTYPES
+    from roofline.model._records import RECORD_DTYPE
+
+    rec = _core.Recorder(torch.Tensor, TORCH_DTYPES)
+    by_kw = rec.add_op(_core.K_EWISE, params={"flops": 3}, kwpos=2, name="aten.mul.Tensor")
+    by_pos = rec.add_op(_core.K_EWISE, None, None, 0, 0, 0, None, 2, "aten.mul.Tensor", {"flops": 3})
+    x = torch.ones(2, 5)
+    for i in (by_kw, by_pos):
+        rec.record(i, 0, 0, (x, x), None, x)
+    rows = np.frombuffer(rec.records_bytes(), dtype=RECORD_DTYPE)
+    assert rows["vector_flops"].tolist() == [30, 30] and rows["bytes_read"].tolist() == [80, 80]

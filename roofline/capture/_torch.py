@@ -627,8 +627,12 @@ class Session:
         self.ops.append(info)
         self.op_index[func] = idx if builtin is None else ("builtin", idx, builtin, schema.names)
         if builtin is None and res.error is None:
+            # the recorder entry as add_op's positional arguments: a later block's add_op then parses no keywords
+            entry = (spec["kind"], spec.get("p1"), spec.get("p2"), spec.get("noread_mask", 0),
+                     spec.get("write_mask", 0), spec.get("flags", 0), spec["kwnames"], spec["kwpos"], spec["name"],
+                     spec.get("params"))
             _PLAIN[func] = (user, dict(name=info.name, packet=info.packet, kind=info.kind, packet_obj=info.packet_obj),
-                            spec, not res.registered and func is not torch.ops.prim.device.default)
+                            entry, not res.registered and func is not torch.ops.prim.device.default)
         return self.op_index[func]
 
     def _note_devices(self, args):
@@ -643,7 +647,7 @@ class Session:
         hit = _PLAIN.get(func)
         if hit is None or hit[0] != user or (hit[3] and allow_decompose and _has_composite_kernel(func)):
             return None
-        idx = self.recorder.add_op(**hit[2])
+        idx = self.recorder.add_op(*hit[2])
         self.ops.append(OpInfo(**hit[1]))
         self.op_index[func] = idx
         return idx
