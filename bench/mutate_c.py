@@ -47,7 +47,8 @@ CC = os.environ.get("CC", "gcc")
 
 # Per mutated file: the pytest subset of stage 2 (paths relative to the repository root).
 STAGE2_TESTS = {
-    "cost.c": ["tests/test_cost_table.py"],
+    "cost.c": ["tests/test_cost_table.py", "tests/test_c_exports.py::test_attention_pairs_enumerated",
+               "tests/test_c_exports.py::test_attention_pairs_past_32_bits_that_fit_64"],
     "classify.c": ["tests/test_classify_exact.py", "tests/test_rollups_exact.py",
                    "tests/test_report.py::test_bound_flips_exactly_at_the_ridge",
                    "tests/test_report.py::test_zero_flop_ops_are_judged_against_bandwidth_only",
