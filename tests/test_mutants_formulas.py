@@ -884,3 +884,14 @@ def test_convolution_pointwise_weight_that_does_not_fit(x_shape, w_shape):
     # channels that do not match (4 != 3 x 1 group), or a weight of another rank with matching channels
     with pytest.raises(ValueError, match="does not fit"):
         F._convolution_pointwise(_conv_b(x_shape, w_shape, groups=1), torch.zeros(1, 2, 3, 3, device="meta"))
+
+
+def test_touched_bytes_of_a_onednn_layout_tensor_is_its_elements():
+    """oneDNN's opaque layout reports strides (1, 0, 0, ...): the formulas count its elements, not one row."""
+    import torch
+
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no oneDNN")
+    m = torch.randn(2, 3, 4, 5).to_mkldnn()
+    assert F._touched_bytes(m) == 2 * 3 * 4 * 5 * 4
+    assert F._touched_bytes(torch.randn(2, 3).to_mkldnn()) == 2 * 3 * 4
