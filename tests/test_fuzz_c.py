@@ -134,7 +134,7 @@ MUTANTS = [
      "real = add(real, mul(mul(n, cin_all, ov), cother, ov), ov);",
      r"invariant violated: (matrix = |every count fits in 64 bits but .* \(false overflow\))"),
     ("causal attention with one key too few per row",
-     "return mul(sq, sq + 1, ov) / 2;", "return mul(sq, sq - 1, ov) / 2;",
+     "return triangle(sq, ov);", "return triangle(sq - 1, ov);",
      "invariant violated: matrix = "),
     ("a pooling window of 0 accepted",
      "if (!intlist_at_least(c, ki, 1) ||", "if (!intlist_at_least(c, ki, 0) ||",
