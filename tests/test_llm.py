@@ -213,22 +213,9 @@ def test_predict_decode_by_hand():
 
 
 def test_step_utilization_by_hand():
-    import numpy as np
+    from _reports import two_op_report
 
-    import roofline
-    from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
-    from roofline.report import OpInfo, Report
-
-    c = roofline.Ceilings(device="cpu", name="test", fingerprint="test",
-                          peaks={("matrix", "float32"): roofline.Ceiling(100.0),
-                                 ("vector", "float32"): roofline.Ceiling(10.0)},
-                          bandwidths={"DRAM": roofline.Ceiling(5.0)})
-    rec = np.zeros(2, dtype=RECORD_DTYPE)
-    rec["op"] = [0, 1]
-    rec["matrix_flops"], rec["vector_flops"] = [400, 0], [0, 20]
-    rec["bytes_read"], rec["dtype"] = [30, 20], DTYPE_CODES["float32"]
-    ops = [OpInfo("aten.mm.default", "aten.mm", "mm"), OpInfo("aten.add.Tensor", "aten.add", "ewise")]
-    r = Report(rec, ops, [("Global",)], wall_time=99.0, ceilings=c)
+    r = two_op_report()
     u = llm.step_utilization(r, 20.0)
     # at their own peaks: 400 / 100 + 20 / 10 = 6 s of 20 s; 50 bytes / (20 s x 5 B/s)
     assert u["mfu"] == pytest.approx(6 / 20) and u["mbu"] == pytest.approx(50 / 100)

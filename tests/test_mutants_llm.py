@@ -112,23 +112,9 @@ def test_a_decode_step_exactly_at_the_ridge_is_compute_bound():
 
 # ---- step_utilization ----------------------------------------------------------------------------------------------
 def _report_with_ceilings():
-    """One mm of 400 FLOPs on a 100 FLOP/s unit, one add of 20 FLOPs on a 10 FLOP/s unit, 50 bytes at 5 B/s."""
-    import numpy as np
+    from _reports import two_op_report
 
-    import roofline
-    from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
-    from roofline.report import OpInfo, Report
-
-    c = roofline.Ceilings(device="cpu", name="test", fingerprint="test",
-                          peaks={("matrix", "float32"): roofline.Ceiling(100.0),
-                                 ("vector", "float32"): roofline.Ceiling(10.0)},
-                          bandwidths={"DRAM": roofline.Ceiling(5.0)})
-    rec = np.zeros(2, dtype=RECORD_DTYPE)
-    rec["op"] = [0, 1]
-    rec["matrix_flops"], rec["vector_flops"] = [400, 0], [0, 20]
-    rec["bytes_read"], rec["dtype"] = [30, 20], DTYPE_CODES["float32"]
-    ops = [OpInfo("aten.mm.default", "aten.mm", "mm"), OpInfo("aten.add.Tensor", "aten.add", "ewise")]
-    return Report(rec, ops, [("Global",)], wall_time=99.0, ceilings=c)
+    return two_op_report()
 
 
 def test_step_utilization_of_a_step_shorter_than_a_second():
