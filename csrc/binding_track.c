@@ -1428,6 +1428,7 @@ typedef struct {
     PyObject *func;   /* the OpOverload (key, by identity; strong reference so the address is never reused) */
     PyObject *callee; /* what runs the op: func._op, or func itself; func.decompose for a decomposed op */
     PyObject *idx;    /* recorder op index (int); None for an op counted through its decomposition */
+    int slow;         /* adopt declined the op: its calls take the slow path without asking again (callee, idx NULL) */
 } op_slot;
 
 typedef struct {
@@ -1443,7 +1444,7 @@ typedef struct {
     PyObject *rows;     /* the recorder (its len() is the next row) or None: the rows logged by attribution */
     PyObject *adopt;    /* None, or adopt(func, args) -> op index or None, for an op not in the table (see adopt_op) */
     op_slot *tab;       /* open addressing, capacity a power of two, at most half full */
-    Py_ssize_t cap, n;
+    Py_ssize_t cap, n, n_slow; /* slots in use; of them, the slow marks adopt_op left */
     rl_state *state;    /* the module's (interned __enter__ / __exit__) */
 } Dispatch;
 
@@ -1466,7 +1467,7 @@ static void clear_table(Dispatch *self) {
     op_slot *tab = self->tab;
     Py_ssize_t cap = self->cap;
     self->tab = NULL;
-    self->cap = self->n = 0;
+    self->cap = self->n = self->n_slow = 0;
     for (Py_ssize_t i = 0; i < cap; i++) {
         Py_XDECREF(tab[i].func);
         Py_XDECREF(tab[i].callee);
@@ -1490,6 +1491,8 @@ static inline size_t ptr_hash(const void *p) {
     x ^= x >> 11;
     return (size_t)x;
 }
+
+static op_slot *slot_for(Dispatch *self, PyObject *func);
 
 static op_slot *find_slot(Dispatch *self, PyObject *func) {
     if (!self->cap) {
@@ -1679,8 +1682,9 @@ static PyObject *run_decomposed(Dispatch *self, PyObject *mode, PyObject *decomp
 
 /* A call of an op the table lacks (its first in this block): adopt(func, args) adds an op that an earlier block
  * resolved to a C kind to the table and the session's op list, so that this call too takes the C path instead of
- * the Python one (whose frames cost several times a recorded call); None leaves it to the slow path. The op's slot,
- * or NULL (with an exception set when adopt raised). */
+ * the Python one (whose frames cost several times a recorded call); None leaves it to the slow path, and the op is
+ * marked so that adopt is not asked again (the slow path's set_op or set_decomposed replaces the mark). The op's
+ * slot, or NULL (with an exception set when adopt raised or the mark could not be made). */
 static op_slot *adopt_op(Dispatch *self, PyObject *func, PyObject *args) {
     if (self->adopt == Py_None) {
         return NULL;
@@ -1692,7 +1696,15 @@ static op_slot *adopt_op(Dispatch *self, PyObject *func, PyObject *args) {
     }
     int took = r != Py_None;
     Py_DECREF(r);
-    return took ? find_slot(self, func) : NULL;
+    op_slot *s = find_slot(self, func);
+    if (took || s) { /* adopted, or put in the table meanwhile */
+        return s && !s->slow ? s : NULL;
+    }
+    if ((s = slot_for(self, func))) {
+        s->slow = 1;
+        self->n_slow++;
+    }
+    return NULL;
 }
 
 /* The graph task id of the op being recorded (-1: no backward runs). After a backward op the node it runs in is
@@ -1749,6 +1761,9 @@ static PyObject *Dispatch_call(Dispatch *self, PyObject *const *argv, size_t nar
         goto slow;
     }
     op_slot *s = find_slot(self, argv[1]);
+    if (s && s->slow) {
+        goto slow;
+    }
     if (!s && !(s = adopt_op(self, argv[1], args))) {
         if (PyErr_Occurred()) {
             return NULL;
@@ -1839,6 +1854,26 @@ slow:
     return PyObject_Vectorcall(self->slow, argv, (size_t)nargs, kwnames); /* slow(mode, func, types, ...) */
 }
 
+/* `func`'s slot, made (empty) where it has none; NULL with MemoryError. */
+static op_slot *slot_for(Dispatch *self, PyObject *func) {
+    op_slot *s = find_slot(self, func);
+    if (s) {
+        return s;
+    }
+    if ((self->n + 1) * 2 > self->cap && grow_table(self) < 0) {
+        return NULL;
+    }
+    size_t mask = (size_t)self->cap - 1;
+    size_t i = ptr_hash(func) & mask;
+    while (self->tab[i].func) {
+        i = (i + 1) & mask;
+    }
+    s = &self->tab[i];
+    s->func = Py_NewRef(func);
+    self->n++;
+    return s;
+}
+
 /* Put `func` in the table: its calls run `callee` and are recorded as op `idx`, or (idx None) run
  * `callee` = func.decompose inside the mode. */
 static PyObject *put_op(Dispatch *self, const char *what, PyObject *func, PyObject *idx, PyObject *callee) {
@@ -1846,19 +1881,13 @@ static PyObject *put_op(Dispatch *self, const char *what, PyObject *func, PyObje
         return PyErr_Format(PyExc_TypeError, "Dispatch.%s: callee must be callable, got %.100s", what,
                             Py_TYPE(callee)->tp_name);
     }
-    op_slot *s = find_slot(self, func);
+    op_slot *s = slot_for(self, func);
     if (!s) {
-        if ((self->n + 1) * 2 > self->cap && grow_table(self) < 0) {
-            return NULL;
-        }
-        size_t mask = (size_t)self->cap - 1;
-        size_t i = ptr_hash(func) & mask;
-        while (self->tab[i].func) {
-            i = (i + 1) & mask;
-        }
-        s = &self->tab[i];
-        s->func = Py_NewRef(func);
-        self->n++;
+        return NULL;
+    }
+    if (s->slow) {
+        s->slow = 0;
+        self->n_slow--;
     }
     Py_XSETREF(s->callee, Py_NewRef(callee));
     Py_XSETREF(s->idx, Py_NewRef(idx));
@@ -1908,7 +1937,9 @@ static int Dispatch_set_phase(Dispatch *self, PyObject *value, void *Py_UNUSED(c
     return 0;
 }
 
-static PyObject *Dispatch_len(Dispatch *self, void *Py_UNUSED(c)) { return PyLong_FromSsize_t(self->n); }
+static PyObject *Dispatch_len(Dispatch *self, void *Py_UNUSED(c)) {
+    return PyLong_FromSsize_t(self->n - self->n_slow);
+}
 
 static PyMethodDef Dispatch_methods[] = {
     {"set_op", (PyCFunction)Dispatch_set_op, METH_VARARGS,

@@ -567,3 +567,17 @@ def test_install_without_dtensor_loaded_does_nothing(fresh_install_state):
     coll.uninstall(h)
     coll.uninstall(h)
     assert coll._wrapped == [None, None]
+
+
+def test_bind_fills_only_the_arguments_left_out_with_their_defaults():
+    """The dispatcher leaves out trailing arguments equal to their defaults: binding puts the schema's default back
+    for those, and keeps what the call gave (positionally or by keyword) and what has no default (absent)."""
+    op = torch.ops.c10d.allreduce_.default
+    names = [a.name for a in op._schema.arguments]
+    assert names[:2] == ["tensors", "process_group"] and "async_op" in names and "timeout" in names
+    t = [torch.ones(2)]
+    bound = coll._bind(op, (t,), {})
+    assert bound["tensors"] is t and bound["async_op"] is True and bound["timeout"] == -1
+    assert "process_group" not in bound  # no default: nothing made up
+    bound = coll._bind(op, (t,), {"async_op": False})
+    assert bound["async_op"] is False and bound["timeout"] == -1

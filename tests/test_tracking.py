@@ -874,3 +874,48 @@ def test_add_op_takes_none_as_a_parameter_not_given():
         rec.record(i, 0, 0, (x, x), None, x)
     rows = np.frombuffer(rec.records_bytes(), dtype=RECORD_DTYPE)
     assert rows["vector_flops"].tolist() == [30, 30] and rows["bytes_read"].tolist() == [80, 80]
+
+
+def test_an_op_adopt_declined_is_not_asked_again_in_the_block(monkeypatch):
+    """An op the C path cannot adopt (a Python formula: torch.searchsorted's built-in one) goes to the Python path
+    on every call; adopt is asked once per block, not per call, and the counts stay those of each call."""
+    from roofline.capture import _torch
+
+    asked = []
+    plain = _torch.Session.adopt
+
+    def counting(self, func, args):
+        asked.append(str(func))
+        return plain(self, func, args)
+
+    monkeypatch.setattr(_torch.Session, "adopt", counting)
+    seq, v = torch.arange(16.0), torch.tensor([2.5, 7.0, 11.5])
+    with roofline.measure(timing=None):
+        torch.searchsorted(seq, v)
+    asked.clear()
+    with roofline.measure(timing=None) as r:
+        for _ in range(3):
+            torch.searchsorted(seq, v)
+    assert asked.count("aten.searchsorted.Tensor") == 1
+    assert _names(r) == ["aten.searchsorted.Tensor"] * 3
+    assert len(set(r.records["vector_flops"].tolist())) == 1 and r.records["vector_flops"][0] > 0
+
+
+def test_a_declined_op_marked_slow_takes_the_python_path_until_it_is_set():
+    """Dispatch marks an op adopt declined; its later calls go to the slow path without asking adopt, and set_op
+    replaces the mark (the op then takes the C path); n_ops counts only ops on the C path."""
+    asked, calls = [], []
+
+    def slow(mode, func, types, args=(), kwargs=None):
+        calls.append(func)
+        return "slow"
+
+    t = _core.ModuleTracker(None, len, len, list, len, len, len, len, torch.Tensor, torch.nn.Parameter, {}, set())
+    d = _core.Dispatch(t, lambda *a: None, lambda: -1, slow, adopt=lambda f, a: asked.append(f))
+    sub, x = torch.ops.aten.sub.Tensor, (torch.ones(2), torch.ones(2))
+    for _ in range(3):
+        assert d(None, sub, (torch.Tensor,), x) == "slow"
+    assert len(asked) == 1 and len(calls) == 3 and d.n_ops == 0
+    d.set_op(sub, 0, sub)
+    assert d.n_ops == 1
+    assert torch.equal(d(None, sub, (torch.Tensor,), x), torch.zeros(2)) and len(calls) == 3

@@ -119,21 +119,16 @@ def _group_size(func, bound: dict):
     return None
 
 
-def _default(func, name, otherwise):
-    """The schema's default of argument ``name`` (``otherwise`` where it has none): the dispatcher leaves out the
-    trailing arguments that equal their defaults, so ``dist.all_reduce(x, async_op=True)`` reaches the mode without
-    ``async_op`` (c10d's schemas default it to True; the blocking calls pass False)."""
-    for a in func._schema.arguments:
-        if a.name == name:
-            return a.default_value if a.has_default_value() else otherwise
-    return otherwise
-
-
 def _bind(func, args, kwargs) -> dict:
-    bound = {}
-    for a, v in zip(func._schema.arguments, args):
-        bound[a.name] = v
+    """The call's arguments by schema name, defaults included: the dispatcher leaves out the trailing arguments that
+    equal their defaults, so ``dist.all_reduce(x, async_op=True)`` reaches the mode without ``async_op`` (c10d's
+    schemas default it to True; the blocking calls pass False)."""
+    schema = func._schema.arguments
+    bound = {a.name: v for a, v in zip(schema, args)}
     bound.update(kwargs)
+    for a in schema[len(args):]:
+        if a.name not in bound and a.has_default_value():
+            bound[a.name] = a.default_value
     return bound
 
 
@@ -235,8 +230,7 @@ def call(session, marker, func, args, kwargs, now, t_base):
         outs = _tensor_bytes(out if isinstance(out, (torch.Tensor, list, tuple)) else None)
     message = {"in": ins, "out": outs, "in_n": ins * n, "out_n": outs * n, "zero": 0}[which]
     bus = int(round(message * bus_factor(collective, max(n, 1))))
-    async_op = (bool(bound["async_op"] if "async_op" in bound else _default(func, "async_op", False))
-                or func._schema.name.startswith("_c10d_functional"))
+    async_op = bool(bound.get("async_op", False)) or func._schema.name.startswith("_c10d_functional")
     session.collectives.add(len(rec) - 1, collective, n, message, bus, async_op and collective != "wait",
                             uncertain)
     return out

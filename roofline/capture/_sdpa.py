@@ -308,12 +308,12 @@ def _efficient_takes_gqa() -> bool:
     if not _GQA:
         import torch
 
-        try:
-            q = torch.empty(1, 4, 8, 16, device="meta", requires_grad=True)
-            kv = torch.empty(1, 2, 8, 16, device="meta", requires_grad=True)
-            from torch.utils._python_dispatch import _disable_current_modes
+        from torch.utils._python_dispatch import _disable_current_modes
 
-            with _disable_current_modes():  # never recorded by an enclosing measure block
+        try:
+            with _disable_current_modes():  # never recorded by an enclosing measure block, the inputs' making neither
+                q = torch.empty(1, 4, 8, 16, device="meta", requires_grad=True)
+                kv = torch.empty(1, 2, 8, 16, device="meta", requires_grad=True)
                 out = torch.ops.aten._scaled_dot_product_efficient_attention(q, kv, kv, None, True, 0.0, False)[0]
                 torch.autograd.grad(out.sum(), (q, kv))
             _GQA.append(True)
