@@ -1,0 +1,1 @@
+"""Reading torch.profiler traces into roofline records."""
