@@ -23,7 +23,7 @@ FLOORS = [
     ("model", ["roofline.model"]),
     ("counting and hardware", ["roofline.counting", "roofline.hardware", "roofline.devices"]),
     ("io", ["roofline.io"]),
-    ("capture", ["roofline.capture", "roofline.compiled"]),
+    ("capture", ["roofline.capture", "roofline.compiled", "roofline.traces"]),
     ("analysis", ["roofline.analysis"]),
     ("render", ["roofline.render", "roofline.plot"]),
     ("report", ["roofline.report"]),

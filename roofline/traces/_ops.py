@@ -35,7 +35,7 @@ from roofline.counting._spec import TensorSpec
 from roofline.model._records import DTYPE_CODES, DTYPE_NAMES
 from roofline.traces import _ops_shapes
 from roofline.traces._ops_shapes import NoShape
-from roofline.traces._ops_table import CIA, PY_CIA, TYPES
+from roofline.traces._ops_table import CIA, PY_CIA, TORCH_VERSION, TYPES
 
 OK, UNKNOWN, NO_SHAPES, ERROR = "ok", "unknown", "no_shapes", "error"
 
@@ -238,7 +238,7 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
         if found.entry is None and found.formula is None:
             return _fail(name, UNKNOWN, "no cost formula")
         return _fail(name, UNKNOWN, f"its overloads are not in the table generated from torch "
-                                    f"{_table_version()} (python -m roofline.traces._ops_gen)")
+                                    f"{TORCH_VERSION} (python -m roofline.traces._ops_gen)")
     ov = choose_overload(packet_key, types)
     if ov is None:
         return _fail(name, ERROR, f"the recorded argument types {types} fit no overload of {name}")
@@ -262,11 +262,6 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
         return _fail(name, UNKNOWN, str(e), overload, entry.kind)
     except (ValueError, OverflowError, TypeError, IndexError, KeyError) as e:
         return _fail(name, ERROR, str(e), overload, entry.kind)
-
-
-def _table_version():
-    from roofline.traces._ops_table import TORCH_VERSION
-    return TORCH_VERSION
 
 
 def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims, strides, concrete, list_dtype):
