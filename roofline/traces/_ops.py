@@ -35,7 +35,7 @@ from roofline.counting._spec import TensorSpec
 from roofline.model._records import DTYPE_CODES, DTYPE_NAMES
 from roofline.traces import _ops_shapes
 from roofline.traces._ops_shapes import NoShape
-from roofline.traces._ops_table import CIA, PY_CIA, TORCH_VERSION, TYPES
+from roofline.traces._ops_table import CIA, KERNEL_CIA, PY_CIA, TORCH_VERSION, TYPES
 
 OK, UNKNOWN, NO_SHAPES, ERROR = "ok", "unknown", "no_shapes", "error"
 
@@ -236,7 +236,7 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
     if ov is None:
         return _fail(name, ERROR, f"the recorded argument types {types} fit no overload of {name}")
     overload = f"{ns}.{packet}.{ov}"
-    if f"{packet_key}.{ov}" in CIA:
+    if f"{packet_key}.{ov}" in CIA and f"{packet_key}.{ov}" not in KERNEL_CIA:
         return _fail(name, UNKNOWN, "a CompositeImplicitAutograd op: its parts are counted, not it", overload)
     found = _resolve.find(f"{ns}::{packet}", ov)
     if found.formula is not None:
@@ -388,6 +388,19 @@ def _own(name, args) -> bool:
     return hit
 
 
+def _kernel_composite(name, args) -> bool:
+    """Whether the event is a composite overload with a kernel of its own (``KERNEL_CIA``)."""
+    if not isinstance(name, str) or not _OP_NAME.fullmatch(name):
+        return False
+    ns, _, packet = name.partition("::")
+    key = packet if ns == "aten" else name
+    if not any(k.rpartition(".")[0] == key for k in KERNEL_CIA):
+        return False
+    types = args.get("Input type") if isinstance(args, dict) else None
+    ov = choose_overload(key, types) if isinstance(types, list) else None
+    return f"{key}.{ov or 'default'}" in KERNEL_CIA
+
+
 def counted(names, parents, args=None) -> list:
     """Which events of an op tree ``measure`` counts. ``names[i]``: event i's name; ``parents[i]``: the index of its
     parent event (-1 for a root); ``args``: the events' ``args`` dicts (or None), which decide the overload where an
@@ -397,12 +410,22 @@ def counted(names, parents, args=None) -> list:
     is not ``CompositeImplicitAutograd`` (:func:`is_composite`), and no event above it is counted: a dispatch mode
     sees the outermost op that reaches it, and what that op's kernel calls runs below it (``aten::copy_`` inside
     ``aten::_to_copy``), while a composite op's parts reach it (``aten::t`` and ``aten::addmm`` inside
-    ``aten::linear``)."""
+    ``aten::linear``). A composite op that also has a kernel of its own and has no operator below it ran that kernel
+    (``aten::silu_backward`` in backward, ``aten::_fused_rms_norm`` on CUDA): it is counted itself, where ``measure``
+    counts the parts of its decomposition instead. A composite op without a kernel and without parts did nothing
+    (``aten::to`` to the tensor's own dtype, ``aten::contiguous`` of a contiguous tensor)."""
     n = len(names)
     if len(parents) != n or (args is not None and len(args) != n):
         raise ValueError(f"counted: {n} names, {len(parents)} parents" +
                          ("" if args is None else f", {len(args)} args"))
     own = [_own(nm, args[i] if args is not None else None) for i, nm in enumerate(names)]
+    parted = [False] * n  # whether an operator is below the event
+    for i, p in enumerate(parents):
+        if isinstance(p, int) and 0 <= p < n and isinstance(names[i], str) and _OP_NAME.fullmatch(names[i]):
+            parted[p] = True
+    for i, nm in enumerate(names):
+        if not own[i] and not parted[i] and _kernel_composite(nm, args[i] if args is not None else None):
+            own[i] = True
     covered = [None] * n  # whether an ancestor is counted
     out = [False] * n
     for i in range(n):

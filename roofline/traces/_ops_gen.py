@@ -5,6 +5,8 @@
   the overload;
 * which overloads have a ``CompositeImplicitAutograd`` kernel: such an op never reaches a dispatch mode (its parts
   do), so a trace counts its children instead (``roofline.traces._ops.counted``);
+* which of those also have a kernel of their own (CPU, CUDA): it runs where the composite is bypassed (in backward,
+  ``aten::silu_backward``; ``aten::_fused_rms_norm`` on CUDA), and the trace then shows the op with no parts;
 * which overloads have such a kernel only in Python (``py_impl``, registered by ``import torch``): a dispatch mode
   decomposes them (``roofline.measure``, as FlopCounterMode, calls ``func.decompose()``), while the profiler records
   the C++ kernel that runs without a mode (``aten::native_batch_norm``, ``aten::upsample_nearest2d``).
@@ -37,14 +39,17 @@ def type_code(t: str) -> str:
     return code + ("?" if opt and not code.endswith("?") else "")
 
 
-def collect() -> tuple[str, dict, list, list]:
-    """(torch version, {"packet.overload": codes}, sorted CompositeImplicitAutograd overloads, sorted overloads with
-    only a Python one) from the installed torch."""
+_BACKENDS = ("CPU", "CUDA", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+
+
+def collect() -> tuple[str, dict, list, list, list]:
+    """(torch version, {"packet.overload": codes}, sorted CompositeImplicitAutograd overloads, sorted ones of those
+    with a kernel of their own, sorted overloads with only a Python one) from the installed torch."""
     import torch
 
     C = torch._C
     names = sorted(C._dispatch_get_all_op_names())
-    cia, py_cia, by_packet = [], [], {}
+    cia, kernel_cia, py_cia, by_packet = [], [], [], {}
     for full in names:
         ns, _, rest = full.partition("::")
         packet, _, ov = rest.partition(".")
@@ -52,6 +57,8 @@ def collect() -> tuple[str, dict, list, list]:
         is_cia = C._dispatch_has_kernel_for_dispatch_key(full, "CompositeImplicitAutograd")
         if is_cia:
             cia.append(key)
+            if any(C._dispatch_has_kernel_for_dispatch_key(full, k) for k in _BACKENDS):
+                kernel_cia.append(key)
         else:
             try:
                 ovl = getattr(getattr(getattr(torch.ops, ns), packet), ov or "default")
@@ -69,12 +76,12 @@ def collect() -> tuple[str, dict, list, list]:
             name, _, ov = rest.partition(".")
             sch = C._get_schema(f"{ns}::{name}", ov)
             types[key] = " ".join(type_code(str(a.type)) for a in sch.arguments)
-    return torch.__version__.split("+")[0], types, sorted(cia), sorted(py_cia)
+    return torch.__version__.split("+")[0], types, sorted(cia), sorted(kernel_cia), sorted(py_cia)
 
 
 def write(path=None) -> str:
     """Regenerate ``roofline/traces/_ops_table.py`` from the installed torch; returns its path."""
-    version, types, cia, py_cia = collect()
+    version, types, cia, kernel_cia, py_cia = collect()
     path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ops_table.py")
     lines = ['"""Operator facts for reading traces without torch. Generated from torch '
              f'{version} by ``python -m roofline.traces._ops_gen``;',
@@ -83,12 +90,14 @@ def write(path=None) -> str:
              "schema order (T tensor, L tensor list, L? list of optional tensors, S scalar, i int, f float, b bool,",
              "s str, D device, G generator, I int list, F float list, B bool list, A scalar list, W str list, X storage,",
              "? a type no trace records; a trailing ? marks an optional argument). CIA: the overloads with a",
-             "CompositeImplicitAutograd kernel. PY_CIA: the overloads with one in Python only (a dispatch mode",
+             "CompositeImplicitAutograd kernel; KERNEL_CIA: those of them with a kernel of their own. PY_CIA: the overloads with one in Python only (a dispatch mode",
              'decomposes them; the profiler records their C++ kernel)."""', "",
              f"TORCH_VERSION = {version!r}", "", "TYPES = {"]
     lines += [f"    {k!r}: {v!r}," for k, v in sorted(types.items())]
     lines += ["}", "", "CIA = frozenset({"]
     lines += [f"    {k!r}," for k in cia]
+    lines += ["})", "", "KERNEL_CIA = frozenset({"]
+    lines += [f"    {k!r}," for k in kernel_cia]
     lines += ["})", "", "PY_CIA = frozenset({"]
     lines += [f"    {k!r}," for k in py_cia]
     lines += ["})", ""]

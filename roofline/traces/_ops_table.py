@@ -5,7 +5,7 @@ TYPES: overload (``name.overload``; other namespaces prefixed ``ns::``) -> its a
 schema order (T tensor, L tensor list, L? list of optional tensors, S scalar, i int, f float, b bool,
 s str, D device, G generator, I int list, F float list, B bool list, A scalar list, W str list, X storage,
 ? a type no trace records; a trailing ? marks an optional argument). CIA: the overloads with a
-CompositeImplicitAutograd kernel. PY_CIA: the overloads with one in Python only (a dispatch mode
+CompositeImplicitAutograd kernel; KERNEL_CIA: those of them with a kernel of their own. PY_CIA: the overloads with one in Python only (a dispatch mode
 decomposes them; the profiler records their C++ kernel)."""
 
 TORCH_VERSION = '2.14.1'
@@ -2224,6 +2224,13 @@ CIA = frozenset({
     'where.ScalarOther',
     'where.ScalarSelf',
     'where.default',
+})
+
+KERNEL_CIA = frozenset({
+    '_fused_rms_norm.default',
+    'mish_backward.default',
+    'native_channel_shuffle.default',
+    'silu_backward.default',
 })
 
 PY_CIA = frozenset({
