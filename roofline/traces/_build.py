@@ -1,8 +1,8 @@
 """From the event model of a trace to the parts of a report: one record per counted op call, the op table, the
 module sets, the collectives table and ``meta["trace"]``.
 
-Which ops are records: the level ``roofline.measure`` records (``_ops``'s rule: an op with a formula, or one
-whose children are not ops, and none inside an op already counted), so a trace and a measured block of the same
+Which ops are records: the level ``roofline.measure`` records (``_ops.counted``: the outermost op that is not
+``CompositeImplicitAutograd``), so a trace and a measured block of the same
 step give the same rows. Each record's time is the summed duration of the GPU activities launched inside it (its
 subtree: the op's own launches and those of the ops it called); a record that launched nothing on the GPU of a
 GPU trace is untimed (its ``t_start``/``t_end`` are NaN), on a trace with no GPU activity its time is the op's CPU
@@ -25,10 +25,7 @@ from roofline.model._records import DTYPE_CODES, ITEMSIZE, PHASES, RECORD_DTYPE,
 from roofline.traces import _events
 from roofline.traces._events import _OP
 
-try:  # the op costing and the counting rule
-    from roofline.traces import _ops as _cost
-except ImportError:  # pragma: no cover - only while _ops is absent
-    from roofline.traces import _local as _cost
+from roofline.traces import _ops
 
 US = 1e-6  # trace times are microseconds
 
@@ -46,6 +43,8 @@ _INPUT_TYPES = {"float": "f32", "double": "f64", "c10::Half": "f16", "c10::BFloa
                 "c10::Float8_e4m3fn": "f8e4m3fn", "c10::Float8_e5m2": "f8e5m2"}
 
 COMMS = "record_param_comms"
+# the arguments of a cpu_op event its cost depends on
+_COST_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 _WRAPPERS = ("autograd::", "torch::autograd::")
 
 
@@ -61,30 +60,17 @@ def _collective_kind(name: str) -> tuple[str, bool]:
     return "p2p", True
 
 
-def is_candidate(node) -> bool:
-    """An op of the tree that can be a record: a namespaced op (``aten::mm``, ``mylib::op``) or
-    ``record_param_comms``; not the autograd engine's wrapper events."""
-    return node.kind == _OP and (node.name == COMMS or ("::" in node.name and not node.name.startswith(_WRAPPERS)))
+_OP_NAME = re.compile(r"[A-Za-z_]\w*::[A-Za-z_]\w*")
 
 
 def _has_op_below(node) -> bool:
     stack = list(node.children)
     while stack:
         n = stack.pop()
-        if is_candidate(n):
+        if n.kind == _OP and _OP_NAME.fullmatch(n.name):
             return True
         stack.extend(n.children)
     return False
-
-
-def counted(node) -> bool:
-    """Whether ``node`` is a record, given that no op enclosing it is one."""
-    rule = getattr(_cost, "counted", None)
-    if rule is not None:
-        return rule(node.name, node.args or {}, _has_op_below(node))
-    if not is_candidate(node):
-        return False
-    return node.name == COMMS or _cost.has_formula(node.name) or not _has_op_below(node)
 
 
 def _signature(args) -> str:
@@ -112,21 +98,44 @@ class Calls:
         self._link()
 
     def _choose(self):
-        for n in self.model.nodes:
-            p = n.parent
-            owner = p.record if p is not None else -1
-            if owner >= 0:
-                n.record = owner
+        """The records: the events ``_ops.counted`` picks (the level measure records), and the collectives: an
+        op enclosing a ``record_param_comms`` event (``c10d::allreduce_``), or that event itself when no counted op
+        encloses it, is a collective with the sizes the event records."""
+        nodes = self.model.nodes
+        chosen = _ops.counted([n.name for n in nodes], [n.parent.index if n.parent is not None else -1 for n in nodes],
+                              [n.args for n in nodes])
+        # a composite op whose parts the trace does not show (no op below it) but which launched GPU work: the work
+        # is its own, so it is a record (its cost is then that of the op itself, or unknown), never dropped
+        for n in nodes:
+            if (not chosen[n.index] and n.kind == _OP and n.subtree > 0 and _OP_NAME.fullmatch(n.name)
+                    and not any(chosen[a.index] for a in n.ancestors()) and not _has_op_below(n)):
+                chosen[n.index] = True
+        comm_of: dict = {}  # node index of a record -> its record_param_comms node
+        for n in nodes:
+            if n.kind == _OP and n.name == COMMS:
+                a = next((x for x in (n, *n.ancestors()) if chosen[x.index]), None)
+                if a is None:
+                    chosen[n.index] = True
+                    a = n
+                comm_of.setdefault(a.index, n)
+        memo: dict = {}  # (name, recorded arguments) -> cost: a layer's ops repeat with the same shapes
+        for n in nodes:
+            if not chosen[n.index]:
+                n.record = n.parent.record if n.parent is not None else -1
                 continue
-            if counted(n):
-                n.record = len(self.nodes)
-                self.nodes.append(n)
-                if n.name == COMMS:
-                    self.costs.append(None)
-                    self.comms.append(self._comm(n))
-                else:
-                    self.costs.append(_cost.cost_event(n.name, n.args or {}))
-                    self.comms.append(None)
+            n.record = len(self.nodes)
+            self.nodes.append(n)
+            if n.index in comm_of:
+                self.costs.append(None)
+                self.comms.append(self._comm(comm_of[n.index]))
+                continue
+            a = n.args or {}
+            key = (n.name, repr([a.get(k) for k in _COST_ARGS]))
+            c = memo.get(key)
+            if c is None:
+                c = memo[key] = _ops.cost_event(n.name, a)
+            self.costs.append(c)
+            self.comms.append(None)
 
     def _comm(self, n):
         a = n.args or {}
@@ -277,9 +286,10 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
         n, c, comm = calls.nodes[g], calls.costs[g], calls.comms[g]
         r = records[j]
         if comm is not None:
-            name, kind, status = f"c10d.{comm[0]}.default", "collective", "ok"
+            packet = n.name.replace("::", ".") if n.name != COMMS else f"c10d.{comm[0]}"
+            name, kind, status = f"{packet}.default", "collective", "ok"
         else:
-            name, kind, status = c.name, c.kind, c.status
+            name, kind, status = c.overload or c.op.replace("::", "."), c.kind or "unknown", c.status
         if name not in op_index:
             op_index[name] = len(ops)
             packet = name.rsplit(".", 1)[0] if name.count(".") >= 2 else name
