@@ -35,7 +35,7 @@ from roofline.counting._spec import TensorSpec
 from roofline.model._records import DTYPE_CODES, DTYPE_NAMES
 from roofline.traces import _ops_shapes
 from roofline.traces._ops_shapes import NoShape
-from roofline.traces._ops_table import CIA, TYPES
+from roofline.traces._ops_table import CIA, PY_CIA, TYPES
 
 OK, UNKNOWN, NO_SHAPES, ERROR = "ok", "unknown", "no_shapes", "error"
 
@@ -118,6 +118,8 @@ def _by_packet() -> dict:
 
 
 _OVERLOADS = _by_packet()
+# packets all of whose overloads are composite (those with some composite overloads and some not are in TYPES)
+_CIA_PACKETS = frozenset(k.rpartition(".")[0] for k in CIA)
 
 
 def _fits(recorded: str, code: str) -> bool:
@@ -132,7 +134,8 @@ def _fits(recorded: str, code: str) -> bool:
         return code in ("L", "L?")
     if recorded == "GenericList":
         return code in ("L", "L?", "I", "I?", "F", "F?", "B", "B?", "A", "A?", "W", "W?")
-    return code.endswith("?") or code in ("s", "D", "G", "X", "W")  # "": None, or a type no trace records
+    # "": None, or a type the profiler does not record (a string, a device, a list of optional tensors or of scalars)
+    return code.endswith("?") or code in ("s", "D", "G", "X", "W", "A", "?")
 
 
 def choose_overload(packet_key: str, types) -> str | None:
@@ -300,6 +303,10 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
         elif t == "TensorList":
             if not isinstance(d, list):
                 raise ValueError(f"{where}: a tensor list recorded without its shapes")
+            if not d and not any(tt == "TensorList" and dd for tt, dd in zip(types, dims)):
+                # the profiler records a list's shapes up to a length, and [] beyond it; an empty list is told apart
+                # only where another list of the call is recorded (the lists of a foreach op are that long or empty)
+                raise NoShape(f"{where}: the trace does not record the shapes of this tensor list (a long list)")
             sts = st if isinstance(st, list) and len(st) == len(d) else [None] * len(d)
             lst = []
             for j, dd in enumerate(d):
@@ -366,7 +373,7 @@ def is_composite(name: str, args: dict | None = None) -> bool:
     key = packet if ns == "aten" else name
     ovs = _OVERLOADS.get(key)
     if ovs is None:
-        return f"{key}.default" in CIA
+        return key in _CIA_PACKETS
     types = args.get("Input type") if isinstance(args, dict) else None
     ov = choose_overload(key, types) if isinstance(types, list) else None
     return f"{key}.{ov or ovs[0][0]}" in CIA
@@ -405,3 +412,12 @@ def counted(names, parents, args=None) -> list:
             out[k] = own[k] and not above
             above = above or out[k]
     return out
+
+
+def measure_decomposes(overload: str) -> bool:
+    """Whether ``roofline.measure`` counts the parts of ``overload`` (``"aten.native_batch_norm.default"``) instead of
+    the op: it has a ``CompositeImplicitAutograd`` kernel in Python only, which a dispatch mode uses while the profiler
+    records the C++ kernel that runs without one. The same work, under other names (``native_batch_norm`` becomes
+    ``_native_batch_norm_legit``)."""
+    ns, _, rest = overload.partition(".")
+    return (rest if ns == "aten" else f"{ns}::{rest}") in PY_CIA

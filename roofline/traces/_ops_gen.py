@@ -4,7 +4,10 @@
   overloads are ``CompositeImplicitAutograd`` and some not), so that a trace event's recorded argument types choose
   the overload;
 * which overloads have a ``CompositeImplicitAutograd`` kernel: such an op never reaches a dispatch mode (its parts
-  do), so a trace counts its children instead (``roofline.traces._ops.counted``).
+  do), so a trace counts its children instead (``roofline.traces._ops.counted``);
+* which overloads have such a kernel only in Python (``py_impl``, registered by ``import torch``): a dispatch mode
+  decomposes them (``roofline.measure``, as FlopCounterMode, calls ``func.decompose()``), while the profiler records
+  the C++ kernel that runs without a mode (``aten::native_batch_norm``, ``aten::upsample_nearest2d``).
 
 Run ``python -m roofline.traces._ops_gen`` with the torch whose traces are to be read; ``tests/test_trace_cost.py``
 checks the table against the installed torch.
@@ -31,16 +34,16 @@ def type_code(t: str) -> str:
     return code + ("?" if opt and not code.endswith("?") else "")
 
 
-def collect() -> tuple[str, dict, list]:
-    """(torch version, {"packet.overload": codes}, sorted CompositeImplicitAutograd overloads) from the installed
-    torch."""
+def collect() -> tuple[str, dict, list, list]:
+    """(torch version, {"packet.overload": codes}, sorted CompositeImplicitAutograd overloads, sorted overloads with
+    only a Python one) from the installed torch."""
     import torch
 
     from roofline.counting._schemas import SCHEMAS
 
     C = torch._C
     names = sorted(C._dispatch_get_all_op_names())
-    cia, by_packet = [], {}
+    cia, py_cia, by_packet = [], [], {}
     for full in names:
         ns, _, rest = full.partition("::")
         packet, _, ov = rest.partition(".")
@@ -48,6 +51,13 @@ def collect() -> tuple[str, dict, list]:
         is_cia = C._dispatch_has_kernel_for_dispatch_key(full, "CompositeImplicitAutograd")
         if is_cia:
             cia.append(key)
+        else:
+            try:
+                ovl = getattr(getattr(getattr(torch.ops, ns), packet), ov or "default")
+            except (AttributeError, RuntimeError):
+                ovl = None
+            if ovl is not None and C.DispatchKey.CompositeImplicitAutograd in ovl.py_kernels:
+                py_cia.append(key)
         by_packet.setdefault(key.rpartition(".")[0], []).append((key, full, is_cia))
     wanted = {k.rpartition(".")[0] for k in SCHEMAS}
     wanted |= {p for p, ovs in by_packet.items() if len({c for _, _, c in ovs}) > 1}
@@ -58,14 +68,14 @@ def collect() -> tuple[str, dict, list]:
             name, _, ov = rest.partition(".")
             sch = C._get_schema(f"{ns}::{name}", ov)
             types[key] = " ".join(type_code(str(a.type)) for a in sch.arguments)
-    return torch.__version__.split("+")[0], types, sorted(cia)
+    return torch.__version__.split("+")[0], types, sorted(cia), sorted(py_cia)
 
 
 def write(path=None) -> str:
     """Regenerate ``roofline/traces/_ops_table.py`` from the installed torch; returns its path."""
     from roofline.util import _output
 
-    version, types, cia = collect()
+    version, types, cia, py_cia = collect()
     path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ops_table.py")
     lines = ['"""Operator facts for reading traces without torch. Generated from torch '
              f'{version} by ``python -m roofline.traces._ops_gen``;',
@@ -74,11 +84,14 @@ def write(path=None) -> str:
              "schema order (T tensor, L tensor list, L? list of optional tensors, S scalar, i int, f float, b bool,",
              "s str, D device, G generator, I int list, F float list, B bool list, A scalar list, W str list, X storage,",
              "? a type no trace records; a trailing ? marks an optional argument). CIA: the overloads with a",
-             'CompositeImplicitAutograd kernel."""', "",
+             "CompositeImplicitAutograd kernel. PY_CIA: the overloads with one in Python only (a dispatch mode",
+             'decomposes them; the profiler records their C++ kernel)."""', "",
              f"TORCH_VERSION = {version!r}", "", "TYPES = {"]
     lines += [f"    {k!r}: {v!r}," for k, v in sorted(types.items())]
     lines += ["}", "", "CIA = frozenset({"]
     lines += [f"    {k!r}," for k in cia]
+    lines += ["})", "", "PY_CIA = frozenset({"]
+    lines += [f"    {k!r}," for k in py_cia]
     lines += ["})", ""]
     _output.write(path, "\n".join(lines), where="roofline.traces._ops_gen")
     return path

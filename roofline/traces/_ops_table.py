@@ -5,7 +5,8 @@ TYPES: overload (``name.overload``; other namespaces prefixed ``ns::``) -> its a
 schema order (T tensor, L tensor list, L? list of optional tensors, S scalar, i int, f float, b bool,
 s str, D device, G generator, I int list, F float list, B bool list, A scalar list, W str list, X storage,
 ? a type no trace records; a trailing ? marks an optional argument). CIA: the overloads with a
-CompositeImplicitAutograd kernel."""
+CompositeImplicitAutograd kernel. PY_CIA: the overloads with one in Python only (a dispatch mode
+decomposes them; the profiler records their C++ kernel)."""
 
 TORCH_VERSION = '2.14.1'
 
@@ -2223,4 +2224,14 @@ CIA = frozenset({
     'where.ScalarOther',
     'where.ScalarSelf',
     'where.default',
+})
+
+PY_CIA = frozenset({
+    '_upsample_nearest_exact1d.default',
+    '_upsample_nearest_exact2d.default',
+    '_upsample_nearest_exact3d.default',
+    'native_batch_norm.default',
+    'upsample_nearest1d.default',
+    'upsample_nearest2d.default',
+    'upsample_nearest3d.default',
 })
