@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import csv
-import importlib.util
 import gzip
 import json
 import math
@@ -102,8 +101,6 @@ def _tracelens_share(name) -> float:
     return modelled / total
 
 
-@pytest.mark.xfail(importlib.util.find_spec("roofline.traces._ops") is None, strict=True,
-                   reason="counted through roofline.cost's stand-in until the trace op costing (_ops) is in")
 def test_attributed_share_beside_tracelens(h100):
     # TraceLens's perf model covers (from its CSVs): bert 91.25%, Falconsai 94.34%, Qwen 93.47%, timesformer
     # 53.67%, owlv2 53.54% of the GPU kernel time
