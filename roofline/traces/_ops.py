@@ -35,7 +35,7 @@ from roofline.counting._spec import TensorSpec
 from roofline.model._records import DTYPE_CODES, DTYPE_NAMES
 from roofline.traces import _ops_shapes
 from roofline.traces._ops_shapes import NoShape
-from roofline.traces._ops_table import CIA, PY_CIA, TYPES
+from roofline.traces._ops_table import CIA, PY_CIA, TORCH_VERSION, TYPES
 
 OK, UNKNOWN, NO_SHAPES, ERROR = "ok", "unknown", "no_shapes", "error"
 
@@ -169,12 +169,6 @@ def _value(text: str):
         return text
 
 
-def _freeze(v):
-    if isinstance(v, list):
-        return tuple(_freeze(x) for x in v)
-    return v
-
-
 def _shape(dims, what):
     if not isinstance(dims, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                                       for d in dims):
@@ -205,11 +199,10 @@ def cost_event(name: str, args: dict, *, list_dtype: str | None = None) -> Trace
         raise TypeError(f"cost_event({name!r}): args must be a dict, got {type(args).__name__}")
     types, dims = args.get("Input type"), args.get("Input Dims")
     strides, concrete = args.get("Input Strides"), args.get("Concrete Inputs")
-    key = (name, _freeze(types), _freeze(dims), _freeze(strides), _freeze(concrete), list_dtype)
-    try:
-        hit = _CACHE.get(key)
-    except TypeError:  # an unhashable value where a list of lists was expected
-        return _fail(name, ERROR, "its recorded arguments are not lists of shapes and values")
+    # The key is the text of the recorded values: for JSON's lists, numbers, strings, bools and None it tells
+    # different values apart, and it is built in C, twice as fast as a tuple of tuples.
+    key = (name, repr((types, dims, strides, concrete)), list_dtype)
+    hit = _CACHE.get(key)
     if hit is None:
         hit = _cost(name, types, dims, strides, concrete, list_dtype)
         if len(_CACHE) >= _CACHE_MAX:
@@ -238,7 +231,7 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
         if found.entry is None and found.formula is None:
             return _fail(name, UNKNOWN, "no cost formula")
         return _fail(name, UNKNOWN, f"its overloads are not in the table generated from torch "
-                                    f"{_table_version()} (python -m roofline.traces._ops_gen)")
+                                    f"{TORCH_VERSION} (python -m roofline.traces._ops_gen)")
     ov = choose_overload(packet_key, types)
     if ov is None:
         return _fail(name, ERROR, f"the recorded argument types {types} fit no overload of {name}")
@@ -262,11 +255,6 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
         return _fail(name, UNKNOWN, str(e), overload, entry.kind)
     except (ValueError, OverflowError, TypeError, IndexError, KeyError) as e:
         return _fail(name, ERROR, str(e), overload, entry.kind)
-
-
-def _table_version():
-    from roofline.traces._ops_table import TORCH_VERSION
-    return TORCH_VERSION
 
 
 def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims, strides, concrete, list_dtype):
@@ -379,6 +367,27 @@ def is_composite(name: str, args: dict | None = None) -> bool:
     return f"{key}.{ov or ovs[0][0]}" in CIA
 
 
+_OWN: dict = {}  # name -> whether an event of that name is counted, where no overload has to be chosen
+
+
+def _own(name, args) -> bool:
+    """Whether an event is counted unless an event above it is: an operator that is not composite."""
+    hit = _OWN.get(name)
+    if hit is None:
+        if not isinstance(name, str) or not _OP_NAME.fullmatch(name):
+            hit = False
+        else:
+            ns, _, packet = name.partition("::")
+            ovs = _OVERLOADS.get(packet if ns == "aten" else name)
+            mixed = ovs is not None and len({f"{packet if ns == 'aten' else name}.{ov}" in CIA
+                                             for ov, _ in ovs}) > 1
+            if mixed:
+                return not is_composite(name, args)
+            hit = not is_composite(name, None)
+        _OWN[name] = hit
+    return hit
+
+
 def counted(names, parents, args=None) -> list:
     """Which events of an op tree ``measure`` counts. ``names[i]``: event i's name; ``parents[i]``: the index of its
     parent event (-1 for a root); ``args``: the events' ``args`` dicts (or None), which decide the overload where an
@@ -393,8 +402,7 @@ def counted(names, parents, args=None) -> list:
     if len(parents) != n or (args is not None and len(args) != n):
         raise ValueError(f"counted: {n} names, {len(parents)} parents" +
                          ("" if args is None else f", {len(args)} args"))
-    own = [bool(_OP_NAME.fullmatch(nm)) and not is_composite(nm, args[i] if args is not None else None)
-           for i, nm in enumerate(names)]
+    own = [_own(nm, args[i] if args is not None else None) for i, nm in enumerate(names)]
     covered = [None] * n  # whether an ancestor is counted
     out = [False] * n
     for i in range(n):

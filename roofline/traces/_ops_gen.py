@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import os
 
+from roofline.counting._schemas import SCHEMAS
+from roofline.util import _output
+
 # Argument type (as torch's schema prints it) -> the one-letter code the table stores; "?" marks an optional one.
 _CODES = {
     "Tensor": "T", "List[Tensor]": "L", "List[Optional[Tensor]]": "L?", "number": "S", "int": "i", "SymInt": "i",
@@ -38,8 +41,6 @@ def collect() -> tuple[str, dict, list, list]:
     """(torch version, {"packet.overload": codes}, sorted CompositeImplicitAutograd overloads, sorted overloads with
     only a Python one) from the installed torch."""
     import torch
-
-    from roofline.counting._schemas import SCHEMAS
 
     C = torch._C
     names = sorted(C._dispatch_get_all_op_names())
@@ -73,8 +74,6 @@ def collect() -> tuple[str, dict, list, list]:
 
 def write(path=None) -> str:
     """Regenerate ``roofline/traces/_ops_table.py`` from the installed torch; returns its path."""
-    from roofline.util import _output
-
     version, types, cia, py_cia = collect()
     path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ops_table.py")
     lines = ['"""Operator facts for reading traces without torch. Generated from torch '
