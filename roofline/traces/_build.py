@@ -23,6 +23,7 @@ import numpy as np
 from roofline.model import _collectives
 from roofline.model._records import DTYPE_CODES, ITEMSIZE, PHASES, RECORD_DTYPE, OpInfo
 from roofline.traces import _events
+from roofline.util._version import VERSION
 from roofline.traces._events import _OP
 
 from roofline.traces import _ops
@@ -367,7 +368,7 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
         "kernels": n_kernels,
         "kernel_time": total * US,
         "attributed_time": attributed * US,
-        "attributed_share": attributed / total if total else 0.0,
+        "attributed_share": min(attributed / total, 1.0) if total else 0.0,
         "op_time": sum(kt) * US,
         "collective_time": comm_t * US,
         "unknown_op_time": unknown_t * US,
@@ -377,10 +378,11 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
         "unattributed": {k: {"calls": v[0], "time": v[1] * US, "cat": v[2]}
                          for k, v in sorted(unattributed.items(), key=lambda kv: -kv[1][1])},
         "outside_step_time": outside * US,
-        "before_trace": {"calls": before[0], "time": before[1] * US},
+        "before_trace": {"calls": before[0], "time": before[1] * US, "cat": "kernel"},
         "problems": list(model.problems),
     }
-    meta = {"timing": "op", "devices": _device_names(model), "ceilings_source": "datasheet", "trace": trace_meta}
+    meta = {"timing": "op", "devices": _device_names(model), "version": VERSION, "ceilings_source": "datasheet",
+            "trace": trace_meta}
     incomplete = []
     if not model.has_shapes and calls.nodes:
         incomplete.append("the trace was recorded without shapes (record_shapes=False): no FLOPs or bytes, only "
