@@ -287,7 +287,7 @@ def _tree(path):
     return evs, parents
 
 
-Recorded = collections.namedtuple("Recorded", "report events parents costs")
+Recorded = collections.namedtuple("Recorded", "report events parents costs path")
 
 
 def _record(tmp_path_factory, name, model, step):
@@ -306,7 +306,7 @@ def _record(tmp_path_factory, name, model, step):
     evs, parents = _tree(path)
     flags = counted([e["name"] for e in evs], parents, [e.get("args") for e in evs])
     costs = [cost_event(e["name"], e.get("args", {})) for e, k in zip(evs, flags) if k]
-    return Recorded(r, evs, parents, costs)
+    return Recorded(r, evs, parents, costs, path)
 
 
 def _by_op_measure(r):
@@ -380,6 +380,16 @@ def _compare(rec: Recorded, unrecorded=()):
              or (any(ms.get(k, [0] * 6)[1:]) and tr.get(k, [0])[0] != ms.get(k, [0])[0])}
     assert not diffs, diffs
     assert rec.report.unknown_ops == {}
+    # the same through roofline.load_trace: the report a trace becomes
+    import roofline
+
+    lt = roofline.load_trace(str(rec.path))
+    lo = {k: [v["calls"], v["matrix_flops"], v["vector_flops"], v["special_ops"], v["bytes_read"], v["bytes_written"]]
+          for k, v in lt.by_op().items() if k not in unrecorded}
+    lo = _fold(lo)
+    diffs = {k: (lo.get(k), ms.get(k)) for k in set(ms) | set(lo) if lo.get(k, [0] * 6)[1:] != ms.get(k, [0] * 6)[1:]}
+    assert not diffs, diffs
+    assert bool(lt.unknown_ops) == bool(unrecorded), lt.unknown_ops
     return not_ok
 
 
