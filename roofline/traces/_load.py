@@ -58,10 +58,16 @@ def load_one(raw_or_path, *, device=None, steps=None):
         path = os.fspath(raw_or_path)
         path = path.decode() if isinstance(path, bytes) else path
         raw = _read.open_trace(path)
+        try:
+            model = _events.build(raw, path)
+        finally:
+            close = getattr(raw, "close", None)
+            if close is not None:
+                close()
     else:
         raw = raw_or_path
         path = str(getattr(raw, "path", "") or "")
-    model = _events.build(raw, path)
+        model = _events.build(raw, path)
     chosen, how = _build.choose_steps(model, steps)
     spec, note = _resolve_device(model, device)
     if spec is None:
