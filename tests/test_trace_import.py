@@ -444,3 +444,70 @@ def test_cli_trace(tmp_path):
     p = subprocess.run([sys.executable, "-m", "roofline", "trace", str(tmp_path / "nope.json")], capture_output=True,
                        text=True, cwd=Path(__file__).resolve().parent.parent)
     assert p.returncode != 0 and "nope.json" in p.stderr
+
+
+def test_backward_ops_are_credited_to_their_forward_module(tmp_path):
+    # the forward addmm (sequence number 7) ran in Net.Linear_0; its backward node (same sequence number) runs on
+    # the autograd thread outside any module event, and its mm belongs to that module too
+    fwd = _op("aten::addmm", 5, 10, 1, **{"Sequence number": 7, "Input Dims": [[8], [4, 8], [8, 8]],
+                                          "Input type": ["float"] * 3, "Input Strides": [[1], [8, 1], [8, 1]],
+                                          "Concrete Inputs": ["", "", ""]})
+    ev = [_annot("ProfilerStep#1", 0, 400),
+          {"ph": "X", "cat": "python_function", "name": "nn.Module: Net_0", "pid": 1, "tid": 1, "ts": 1, "dur": 50,
+           "args": {}},
+          {"ph": "X", "cat": "python_function", "name": "nn.Module: Linear_0", "pid": 1, "tid": 1, "ts": 2,
+           "dur": 40, "args": {}},
+          fwd, _launch(6, 1), _kernel("gemm", 20, 3, 1),
+          {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: AddmmBackward0", "pid": 1,
+           "tid": 2, "ts": 100, "dur": 50, "args": {"Sequence number": 7}},
+          _mm(101, 2, 8) | {"tid": 2}, _launch(102, 2, tid=2), _kernel("gemm_bwd", 120, 3, 2)]
+    r = roofline.load_trace(_write(tmp_path, ev))
+    phases = [PHASES[p] for p in r.records["phase"]]
+    mods = [r.module_sets[m] for m in r.records["module"]]
+    assert phases == ["forward", "backward"]
+    assert mods == [("Global", "Net", "Net.Linear_0")] * 2
+
+
+def test_kernels_linked_by_flow_or_external_id_and_events_in_any_order(tmp_path):
+    # kernel 1: linked by its correlation; kernel 2: no correlation, an ac2g flow from the launch; kernel 3: only
+    # the External id of the op that launched it. The same events shuffled give the same report.
+    ev = [_annot("ProfilerStep#1", 0, 400), _mm(5, 1, 64), _launch(6, 1), _kernel("k1", 20, 4, 1),
+          _mm(50, 2, 64), {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 1, "tid": 1, "ts": 51},
+          {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 60, "dur": 5, "args": {}},
+          {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 77, "pid": 0, "tid": 7, "ts": 60, "bp": "e"},
+          _mm(100, 3, 64),
+          {"ph": "X", "cat": "kernel", "name": "k3", "pid": 0, "tid": 7, "ts": 110, "dur": 6,
+           "args": {"External id": 3}}]
+    r = roofline.load_trace(_write(tmp_path, ev))
+    times = (r.records["t_end"] - r.records["t_start"]).tolist()
+    assert times == pytest.approx([4e-6, 5e-6, 6e-6])
+    assert r.meta["trace"]["unattributed_time"] == 0
+    shuffled = ev[::-1]
+    r2 = roofline.load_trace(_write(tmp_path, shuffled, name="shuffled.json"))
+    assert r2.records.tobytes() == r.records.tobytes()
+
+
+def test_a_device_the_table_lacks_is_said(tmp_path):
+    ev = [_mm(5, 1, 64), _launch(6, 1), _kernel("gemm", 20, 4, 1)]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA Z9000"}]}))
+    with pytest.warns(UserWarning, match="no datasheet entry for 'NVIDIA Z9000'"):
+        r = roofline.load_trace(p)
+    assert r.ceilings is None and r.meta["trace"]["devices"] == [{"id": 0, "name": "NVIDIA Z9000"}]
+    assert r.project("H100 SXM").wall_time > 0
+
+
+def test_a_stopped_profiler_is_read():
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    a, b = torch.randn(16, 32), torch.randn(32, 8)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        torch.mm(a, b)
+    with pytest.warns(UserWarning, match="names no device"):
+        r = roofline.load_trace(prof)
+    mm = r.op_names.index("aten.mm.default")
+    rec = r.records[r.records["op"] == mm]
+    assert len(rec) == 1 and int(rec["matrix_flops"][0]) == 2 * 16 * 32 * 8
+    # a CPU trace: the op's time is its CPU duration
+    assert rec["t_end"][0] > rec["t_start"][0]
