@@ -356,6 +356,8 @@ def test_steps_phases_and_modules(tmp_path):
     # step 2's GPU time: 50 (mm) + 60 (backward mm) + 5 (optimizer add) + 2 (a memset no launch links) us
     assert t["kernel_time"] == pytest.approx(117e-6)
     assert t["unattributed"] == {"Memset (Device)": {"calls": 1, "time": pytest.approx(2e-6), "cat": "gpu_memset"}}
+    assert two.incomplete == ["2.0 us of GPU work (1.7% of the kernel time) was launched by no recorded op (1 kernel "
+                              "names: r.meta['trace']['unattributed']): timed, not counted"]
     each = roofline.load_trace(path, steps=[1, 2, 3])
     assert [x.meta["trace"]["step"] for x in each] == [1, 2, 3]
     everything = roofline.load_trace(path, steps="all")

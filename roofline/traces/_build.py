@@ -43,9 +43,7 @@ _INPUT_TYPES = {"float": "f32", "double": "f64", "c10::Half": "f16", "c10::BFloa
                 "int": "i32", "short int": "i16", "signed char": "i8", "unsigned char": "u8", "bool": "b8",
                 "c10::Float8_e4m3fn": "f8e4m3fn", "c10::Float8_e5m2": "f8e5m2"}
 
-COMMS = "record_param_comms"
-# the arguments of a cpu_op event its cost depends on
-_COST_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+COMMS = _events.COMMS
 _WRAPPERS = ("autograd::", "torch::autograd::")
 
 
@@ -130,11 +128,10 @@ class Calls:
                 self.costs.append(None)
                 self.comms.append(self._comm(comm_of[n.index]))
                 continue
-            a = n.args or {}
-            key = (n.name, repr([a.get(k) for k in _COST_ARGS]))
+            key = (n.name, id(n.args))  # the event model shares one args dict per distinct value
             c = memo.get(key)
             if c is None:
-                c = memo[key] = _ops.cost_event(n.name, a)
+                c = memo[key] = _ops.cost_event(n.name, n.args or {})
             self.costs.append(c)
             self.comms.append(None)
 
@@ -387,6 +384,10 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
     if not model.has_shapes and calls.nodes:
         incomplete.append("the trace was recorded without shapes (record_shapes=False): no FLOPs or bytes, only "
                           "the time breakdown")
+    if un_time > 0:
+        incomplete.append(f"{un_time * US * 1e6:.1f} us of GPU work ({un_time / total:.1%} of the kernel time) was "
+                          f"launched by no recorded op ({len(unattributed)} kernel names: "
+                          "r.meta['trace']['unattributed']): timed, not counted")
     if incomplete:
         meta["incomplete"] = incomplete
     if coll["record"]:
@@ -430,9 +431,9 @@ def _forward_modules(model, calls) -> dict:
     """Autograd sequence number -> the module set of the forward op that made the node (for backward records)."""
     out = {}
     for n in model.nodes:
-        if n.kind == _OP and n.args and "Sequence number" in n.args and not n.name.startswith(_WRAPPERS):
+        if n.kind == _OP and n.seq is not None and not n.name.startswith(_WRAPPERS):
             if _events.phase_of(n) == "forward":
-                out.setdefault(n.args["Sequence number"], _module_path(_events.module_chain(n)))
+                out.setdefault(n.seq, _module_path(_events.module_chain(n)))
     return out
 
 
@@ -441,7 +442,7 @@ def _module_set(node, phase, fwd_modules) -> tuple:
     if chain or phase != "backward":
         return _module_path(chain)
     for a in node.ancestors():  # the backward node's sequence number -> its forward op's modules
-        if a.args and "Sequence number" in a.args and a.args["Sequence number"] in fwd_modules:
-            return fwd_modules[a.args["Sequence number"]]
+        if a.seq is not None and a.seq in fwd_modules:
+            return fwd_modules[a.seq]
     return ("Global",)
 

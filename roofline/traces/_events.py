@@ -35,6 +35,9 @@ STEP = re.compile(r"ProfilerStep#(\d+)\Z")
 OPTIMIZER_STEP = "Optimizer.step#"
 BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 _MODULE_PREFIX = "nn.Module: "
+COMMS = "record_param_comms"  # a collective's sizes (kept whole)
+# the arguments of a cpu_op event its cost depends on (the rest of an op's args is not kept)
+COST_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 
 
 class Node:
@@ -43,11 +46,12 @@ class Node:
     subtree (microseconds), set by :func:`attribute`."""
 
     __slots__ = ("name", "ts", "end", "kind", "args", "parent", "children", "thread", "kernels", "direct",
-                 "subtree", "record", "index")
+                 "subtree", "record", "index", "external", "seq")
 
-    def __init__(self, name, ts, end, kind, args, thread, index):
+    def __init__(self, name, ts, end, kind, args, thread, index, external=None, seq=None):
         self.name, self.ts, self.end, self.kind, self.args = name, ts, end, kind, args
         self.thread, self.index = thread, index
+        self.external, self.seq = external, seq  # args["External id"] and args["Sequence number"]
         self.parent = None
         self.children: list = []
         self.kernels: list = []
@@ -72,12 +76,11 @@ class Kernel:
     (how the link was made: "correlation", "flow", "external id" or "" when unlinked)."""
 
     __slots__ = ("name", "cat", "ts", "dur", "correlation", "external", "device", "stream", "launch", "launch_ts",
-                 "linked_by", "args", "where", "early")
+                 "linked_by", "where", "early")
 
-    def __init__(self, name, cat, ts, dur, correlation, external, device, stream, args):
+    def __init__(self, name, cat, ts, dur, correlation, external, device, stream):
         self.name, self.cat, self.ts, self.dur = name, cat, ts, dur
         self.correlation, self.external, self.device, self.stream = correlation, external, device, stream
-        self.args = args
         self.where = None
         self.early = False  # launched before the trace's first recorded launch: part of no recorded step
         self.launch = None
@@ -129,6 +132,7 @@ def build(raw, path: str = "") -> TraceModel:
     flows_s: dict = {}        # flow id -> (thread key, ts) of the launch side
     flows_f: dict = {}        # (pid, tid, ts) -> flow id at the GPU side
     kernels: list = []
+    interned: dict = {}
     order = 0
     has_shapes = False
     problems: list = []
@@ -150,16 +154,23 @@ def build(raw, path: str = "") -> TraceModel:
             args = args if isinstance(args, dict) else {}
             if cat in _GPU_CATS:
                 k = Kernel(name, cat, ts, dur, args.get("correlation"), args.get("External id"),
-                           args.get("device", e.get("pid")), args.get("stream", e.get("tid")),
-                           {a: args[a] for a in ("bytes", "grid", "block") if a in args})
+                           args.get("device", e.get("pid")), args.get("stream", e.get("tid")))
                 k.where = (e.get("pid"), e.get("tid"))
                 kernels.append(k)
                 continue
             key = (e.get("pid"), e.get("tid"))
+            ext = seq = None
             if cat == "cpu_op":
                 kind = _OP
                 if not has_shapes and args.get("Input Dims"):
                     has_shapes = True
+                ext, seq = args.get("External id"), args.get("Sequence number")
+                if name != COMMS:  # keep what the cost depends on, one dict per distinct value (layers repeat)
+                    ikey = (name, repr([args.get(a) for a in COST_ARGS]))
+                    shared = interned.get(ikey)
+                    if shared is None:
+                        shared = interned[ikey] = {a: args[a] for a in COST_ARGS if a in args}
+                    args = shared
             elif cat == "user_annotation":
                 kind = _ANNOT
             elif cat == "python_function":
@@ -174,7 +185,7 @@ def build(raw, path: str = "") -> TraceModel:
                 continue
             else:
                 continue
-            per_thread.setdefault(key, []).append((ts, -dur, order, kind, name, args))
+            per_thread.setdefault(key, []).append((ts, -dur, order, kind, name, args, ext, seq))
             order += 1
         elif ph in ("s", "f") and cat == "ac2g":
             fid, ts = e.get("id"), _num(e.get("ts"))
@@ -207,11 +218,11 @@ def _trees(per_thread):
         items.sort(key=lambda t: (t[0], t[1], t[2]))
         stack: list = []
         thread_roots = roots.setdefault(key, [])
-        for ts, negdur, _, kind, name, args in items:
+        for ts, negdur, _, kind, name, args, ext, seq in items:
             end = ts - negdur
             while stack and stack[-1].end <= ts:
                 stack.pop()
-            n = Node(name, ts, end, kind, args, key, len(nodes))
+            n = Node(name, ts, end, kind, args, key, len(nodes), ext, seq)
             if stack:
                 n.parent = stack[-1]
                 stack[-1].children.append(n)
@@ -268,10 +279,8 @@ def _link(kernels, nodes, launches, flows_s, flows_f, problems):
             if by_external is None:
                 by_external = {}
                 for n in nodes:
-                    if n.kind == _OP and n.args is not None:
-                        x = n.args.get("External id")
-                        if x is not None:
-                            by_external.setdefault(x, n)
+                    if n.kind == _OP and n.external is not None:
+                        by_external.setdefault(n.external, n)
             n = by_external.get(k.external)
             if n is not None:
                 k.launch, k.launch_ts, k.linked_by = n, n.ts, "external id"
