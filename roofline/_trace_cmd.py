@@ -23,7 +23,8 @@ def add_trace(subparsers: argparse._SubParsersAction, func) -> None:
     p.add_argument("--device", metavar="NAME", help="judge the ops against this datasheet device instead of the "
                    "one the trace names, e.g. 'H100 SXM' (python -m roofline.devices lists them)")
     p.add_argument("--steps", default=None, metavar="STEPS", help="'median' (default: the ProfilerStep of median "
-                   "duration), 'all' (every step in one report) or a step number")
+                   "duration), 'all' (every step in one report), a step number, or step numbers separated by commas "
+                   "(one report each; --json, --html and --plot then write the first)")
     p.add_argument("--html", metavar="PATH", help="write the report as a self-contained HTML page")
     p.add_argument("--json", metavar="PATH", help="write the report as JSON (roofline.load reads it back); '-': "
                    "to stdout, the tables then go to stderr")
@@ -38,9 +39,12 @@ def _steps(value):
     if value is None or value in ("median", "all"):
         return value
     try:
+        if "," in value:
+            return [int(v) for v in value.split(",")]
         return int(value)
     except ValueError:
-        raise ValueError(f"--steps must be 'median', 'all' or a step number, got {value!r}") from None
+        raise ValueError(f"--steps must be 'median', 'all', a step number or step numbers separated by commas, "
+                         f"got {value!r}") from None
 
 
 def trace_lines(r) -> str:
@@ -83,12 +87,15 @@ def run(args: argparse.Namespace) -> int:
         check_output("--html", args.html)
     if args.top < 1:
         raise ValueError(f"--top must be at least 1, got {args.top}")
-    r = load_trace(args.path, device=args.device, steps=steps)
-    if isinstance(r, list):  # a directory reader may give one report per rank: the merged view is printed
-        raise ValueError("--steps with a list of steps is not supported on the command line")
+    reports = load_trace(args.path, device=args.device, steps=steps)
+    reports = reports if isinstance(reports, list) else [reports]
     out = sys.stderr if args.json == "-" else sys.stdout
-    print(trace_lines(r), file=out)
-    print(r.summary(top=args.top), file=out)
+    for i, r in enumerate(reports):
+        if i:
+            print(file=out)
+        print(trace_lines(r), file=out)
+        print(r.summary(top=args.top), file=out)
+    r = reports[0]
     report = r
     if args.project:
         report = r.project(args.project)
