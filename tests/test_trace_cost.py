@@ -582,3 +582,45 @@ def test_composite_with_its_own_kernel(tmp_path_factory):
     ms = set(_by_op_measure(rec.report))
     assert "aten.silu_backward.default" not in ms and "aten.sigmoid.default" in ms
     assert "aten.upsample_nearest2d.default" not in ms and "aten._unsafe_index.Tensor" in ms
+
+
+def test_index_lists_not_recorded():
+    # index(self, indices): the profiler writes the list of optional index tensors as "": the result's shape is unknown
+    c = cost_event("aten::index", ev(["float", ""], [[4, 5], []]))
+    assert c.status == "unknown" and "indices" in c.reason
+    # index_put_(self, indices, values, accumulate): the result is self, the indices' bytes are not in the trace
+    c = cost_event("aten::index_put_", ev(["float", "", "float", "Scalar"], [[4, 5], [], [5], []], ["", "", "", "False"]))
+    assert c.status == "ok" and "indices not recorded" in c.assumed
+
+
+def test_hostile_arguments_never_raise():
+    """Mutations of recorded events (values of the wrong type, negative or huge sizes, lists cut short, nested too
+    deep): a status, never an exception."""
+    import random
+
+    rnd = random.Random(0)
+    base = [("aten::mm", ev(["float", "float"], [[2, 3], [3, 4]])),
+            ("aten::cat", ev(["TensorList", "Scalar"], [[[2, 3], [4, 3]], []], ["", "0"])),
+            ("aten::sum", ev(["float", "ScalarList", "Scalar", ""], [[2, 3], [], [], []], ["", "[1]", "False", ""])),
+            ("aten::convolution", ev(["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar",
+                                      "ScalarList", "Scalar"], [[1, 3, 8, 8], [4, 3, 3, 3], [4], [], [], [], [], [],
+                                                                []],
+                                     ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"]))]
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    weird = [None, -1, 2 ** 70, 1.5, "x", [], [[]], {"a": 1}, True, [-3], [2 ** 64], deep, "[1, ", "[a, b]"]
+    statuses = collections.Counter()
+    for _ in range(3000):
+        name, a = rnd.choice(base)
+        a = json.loads(json.dumps(a))
+        key = rnd.choice(["Input type", "Input Dims", "Input Strides", "Concrete Inputs"])
+        if rnd.random() < 0.2:
+            a.pop(key)
+        elif isinstance(a[key], list) and a[key] and rnd.random() < 0.5:
+            i = rnd.randrange(len(a[key]))
+            a[key][i] = rnd.choice(weird)
+        else:
+            a[key] = rnd.choice(weird)
+        statuses[cost_event(name, a).status] += 1
+    assert set(statuses) <= {"ok", "unknown", "no_shapes", "error"} and statuses["error"] > 0

@@ -186,28 +186,42 @@ def _strides(st, shape):
 # ---- cost ---------------------------------------------------------------------------------------------------------
 
 _CACHE: dict = {}
-_CACHE_MAX = 1 << 18  # distinct signatures kept; a trace has far fewer
+_CACHE_BYTES = [0]  # the length of the keys' texts, which bounds the cache's memory
+_CACHE_MAX_BYTES = 32 << 20  # beyond it the cache starts again (a trace repeats far fewer signatures)
+_LIST_DTYPES = frozenset(TRACE_DTYPES.values())
 
 
 def cost_event(name: str, args: dict, *, list_dtype: str | None = None) -> TraceOpCost:
     """The cost of one ``cpu_op`` event (``name``, its ``args`` dict); ``list_dtype``: the dtype of the elements of
     its tensor lists, which traces do not record (by default the op's first tensor's dtype, else float32). Cached per
-    (name, recorded arguments): a trace repeats few signatures."""
+    (name, recorded arguments): a trace repeats few signatures. Never raises for what a trace holds: arguments that
+    do not describe a call give status ``"error"`` with the reason."""
     if not isinstance(name, str):
         raise TypeError(f"cost_event: name must be a str, got {type(name).__name__}")
     if not isinstance(args, dict):
         raise TypeError(f"cost_event({name!r}): args must be a dict, got {type(args).__name__}")
+    if list_dtype is not None and list_dtype not in _LIST_DTYPES:
+        raise ValueError(f"cost_event({name!r}): list_dtype {list_dtype!r} is not one of {sorted(_LIST_DTYPES)}")
     types, dims = args.get("Input type"), args.get("Input Dims")
     strides, concrete = args.get("Input Strides"), args.get("Concrete Inputs")
     # The key is the text of the recorded values: for JSON's lists, numbers, strings, bools and None it tells
     # different values apart, and it is built in C, twice as fast as a tuple of tuples.
-    key = (name, repr((types, dims, strides, concrete)), list_dtype)
+    try:
+        text = repr((types, dims, strides, concrete))
+    except RecursionError:
+        return _fail(name, ERROR, "its recorded arguments are nested too deep to be shapes")
+    key = (name, text, list_dtype)
     hit = _CACHE.get(key)
     if hit is None:
-        hit = _cost(name, types, dims, strides, concrete, list_dtype)
-        if len(_CACHE) >= _CACHE_MAX:
+        try:
+            hit = _cost(name, types, dims, strides, concrete, list_dtype)
+        except RecursionError:
+            hit = _fail(name, ERROR, "its recorded arguments are nested too deep to be shapes")
+        if _CACHE_BYTES[0] + len(text) > _CACHE_MAX_BYTES:
             _CACHE.clear()
+            _CACHE_BYTES[0] = 0
         _CACHE[key] = hit
+        _CACHE_BYTES[0] += len(text) + len(name)
     return hit
 
 
@@ -259,6 +273,7 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
 
 def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims, strides, concrete, list_dtype):
     names = list(sch.names)
+    codes = dict(_OVERLOADS[qualified[len("aten::"):] if qualified.startswith("aten::") else qualified])[ov]
     if len(names) != len(types):
         raise ValueError(f"{len(types)} inputs recorded for a schema of {len(names)} ({', '.join(names)})")
     assumed = []
@@ -310,6 +325,8 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
                 scalars.append(v)
         else:
             args.append(None)
+            if codes[i] == "L?":  # a list of optional tensors (index's indices): the profiler writes ""
+                assumed.append(f"{names[i]} not recorded: its bytes are not counted")
     a = dict(zip(names, args))
     outs = sch.outs
     inplace = functional != (qualified[len("aten::"):] if qualified.startswith("aten::") else qualified)

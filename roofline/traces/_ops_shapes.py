@@ -741,9 +741,22 @@ RULES = {
 _TS = {"where": _where}
 
 
+# results whose size depends on the values of the data, not on shapes
+_DATA_DEPENDENT = frozenset("nonzero masked_select unique _unique _unique2 unique_consecutive unique_dim bincount "
+                            "repeat_interleave".split())
+# ops taking a list of optional tensors, which the profiler records as "" (its shapes are not in the trace)
+_INDEX_LISTS = frozenset("index _unsafe_index index_put _index_put_impl _unsafe_index_put".split())
+
+
 def results(packet: str, kind: str, a: dict, tensors: list, scalars: list):
     """The results of a functional call of ``packet`` (its cost kind ``kind``) with arguments ``a``; ``tensors``:
     its tensor arguments in order (tensor lists flattened), ``scalars``: its Python-number arguments."""
+    if packet in _DATA_DEPENDENT:
+        raise NoShape(f"the size of {packet}'s result depends on the values of its input, which a trace does not "
+                      "record")
+    if packet in _INDEX_LISTS and a.get("indices") is None and packet in ("index", "_unsafe_index"):
+        raise NoShape(f"the trace does not record {packet}'s indices (a list of optional tensors), which give the "
+                      "result's shape")
     if packet in _TS:
         return _TS[packet](a, tensors, scalars)
     rule = RULES.get(packet, False)
