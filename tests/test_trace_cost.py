@@ -624,3 +624,52 @@ def test_hostile_arguments_never_raise():
             a[key] = rnd.choice(weird)
         statuses[cost_event(name, a).status] += 1
     assert set(statuses) <= {"ok", "unknown", "no_shapes", "error"} and statuses["error"] > 0
+
+
+# ---- real GPU traces: every recorded op costed or listed -----------------------------------------------------------
+
+H100 = ROOT / "tests" / "data" / "traces" / "tracelens_h100"
+# per trace: the ops left uncounted, each with the reason: topk has no formula in the cost model; owlv2's index
+# calls have their indices unrecorded (the result's shape is unknown) and nonzero's result depends on the data
+H100_UNCOUNTED = {
+    "gaunernst_bert-small-uncased__1016001": {},
+    "Falconsai_nsfw_image_detection__1016002": {},
+    "Qwen_Qwen1.5-0.5B-Chat__1016005": {},
+    "facebook_timesformer-base-finetuned-k400__1016002": {"aten::topk": "no cost formula"},
+    "google_owlv2-large-patch14-ensemble__1016001": {"aten::index": "indices", "aten::nonzero": "depends on the values"},
+}
+
+
+def _load_gz(path):
+    import gzip
+
+    with gzip.open(path, "rt") as f:
+        d = json.load(f)
+    evs = [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation",
+                                                                                    "python_function")]
+    evs.sort(key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
+    parents, stack, thread = [], [], None
+    for i, e in enumerate(evs):
+        if (e["pid"], e["tid"]) != thread:
+            stack, thread = [], (e["pid"], e["tid"])
+        while stack and evs[stack[-1]]["ts"] + evs[stack[-1]]["dur"] < e["ts"] + e["dur"]:
+            stack.pop()
+        parents.append(stack[-1] if stack else -1)
+        stack.append(i)
+    return evs, parents
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.breadth) if n.startswith("google") else n
+                                  for n in H100_UNCOUNTED])
+def test_h100_trace_ops_costed(name):
+    evs, parents = _load_gz(H100 / f"{name}.json.gz")
+    flags = counted([e["name"] for e in evs], parents, [e.get("args") for e in evs])
+    costs = [cost_event(e["name"], e.get("args", {})) for e, k in zip(evs, flags) if k]
+    bad = {(c.op, c.status, c.reason) for c in costs if c.status != "ok"}
+    want = H100_UNCOUNTED[name]
+    assert {op for op, _, _ in bad} == set(want), bad
+    assert all(st == "unknown" and want[op] in reason for op, st, reason in bad), bad
+    assert sum(c.status == "ok" for c in costs) >= 0.99 * len(costs)
+    gemms = [c for c in costs if c.kind in ("mm", "addmm", "bmm", "baddbmm")]
+    assert gemms and all(c.matrix_flops > 0 and c.bytes_read > 0 and c.bytes_written > 0 for c in gemms)
+    assert any(c.dtype == "bfloat16" or c.dtype == "float16" or c.dtype == "float32" for c in gemms)
