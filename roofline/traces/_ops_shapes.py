@@ -606,11 +606,21 @@ def _scalar0(a):
 
 
 def _flash_cuda(a):
-    q, v = _tensor(a, "query"), _tensor(a, "value")
-    b, h, lq = q.shape[0], q.shape[1], q.shape[2]
+    """(output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, rng seed, offset, debug mask): the cumulative lengths
+    undefined and the maxima ints (no tensors); the seed two 8-byte words, the offset one; the debug mask empty unless
+    asked for, then padded to 128 or 256 key positions (torch's meta function)."""
+    q, k, v = _tensor(a, "query"), _tensor(a, "key"), _tensor(a, "value")
+    if len(q.shape) != 4 or len(k.shape) != 4:
+        raise ValueError(f"query {q.shape} and key {k.shape} must be (batch, heads, length, head_dim)")
+    b, h, lq, d = q.shape
     out = _t(q.shape[:-1] + (v.shape[-1],), q.dtype)
-    return [out, _t((b, h, lq), "float32"), None, None, None, None, _t((2,), "int64"), _t((), "int64"),
-            _t((0,), q.dtype)]
+    if a.get("return_debug_mask"):
+        lk = k.shape[2]
+        mk = 128 if lk <= 128 else 256 if lk <= 256 else -(-lq // (128 if d > 64 else 256))
+        debug = _t((b, h, lq, mk), q.dtype)
+    else:
+        debug = _t((0,), q.dtype)
+    return [out, _t((b, h, lq), "float32"), None, None, _t((2,), "uint64"), _t((), "uint64"), debug]
 
 
 def _flash_cuda_bwd(a):
