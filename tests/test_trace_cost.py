@@ -673,3 +673,12 @@ def test_h100_trace_ops_costed(name):
     gemms = [c for c in costs if c.kind in ("mm", "addmm", "bmm", "baddbmm")]
     assert gemms and all(c.matrix_flops > 0 and c.bytes_read > 0 and c.bytes_written > 0 for c in gemms)
     assert any(c.dtype == "bfloat16" or c.dtype == "float16" or c.dtype == "float32" for c in gemms)
+
+
+def test_trace_of_an_older_torch():
+    # sum.dim_IntList(self, dim, keepdim, *, dtype=None) recorded with three arguments (as by a torch whose schema
+    # had no dtype): read with dtype at its default; 6 adds, 24 bytes read, 2 floats written
+    a = ev(["float", "ScalarList", "Scalar"], [[2, 3], [], []], ["", "[1]", "False"])
+    c = cost_event("aten::sum", a)
+    assert c.status == "ok" and counts(c) == (0, 6, 0, 24, 8) and "older torch" in c.assumed
+    assert cost_event("aten::mm", ev(["float"], [[2, 3]])).status == "error"  # a required argument missing

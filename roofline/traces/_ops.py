@@ -26,6 +26,7 @@ Conventions where the trace says less than the call had (each stated in :attr:`T
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -138,11 +139,13 @@ def _fits(recorded: str, code: str) -> bool:
     return code.endswith("?") or code in ("s", "D", "G", "X", "W", "A", "?")
 
 
-def choose_overload(packet_key: str, types) -> str | None:
+def choose_overload(packet_key: str, types, prefix: bool = False) -> str | None:
     """The first overload of ``packet_key`` (``"addmm"``, ``"prims::convert_element_type"``) whose arguments the
-    recorded ``types`` fit, default first; None when none does."""
+    recorded ``types`` fit, default first; None when none does. ``prefix``: the recorded arguments may be the first
+    ones of the overload's, the others optional (a trace of an older torch, before arguments were added)."""
     for ov, codes in _OVERLOADS.get(packet_key, ()):
-        if len(codes) == len(types) and all(_fits(r, c) for r, c in zip(types, codes)):
+        if (len(codes) == len(types) or (prefix and len(codes) > len(types) and all(
+                c.endswith("?") for c in codes[len(types):]))) and all(_fits(r, c) for r, c in zip(types, codes)):
             return ov
     return None
 
@@ -247,8 +250,17 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
         return _fail(name, UNKNOWN, f"its overloads are not in the table generated from torch "
                                     f"{TORCH_VERSION} (python -m roofline.traces._ops_gen)")
     ov = choose_overload(packet_key, types)
+    older = ""
     if ov is None:
-        return _fail(name, ERROR, f"the recorded argument types {types} fit no overload of {name}")
+        # a trace of an older torch, whose schema had fewer (trailing, optional) arguments
+        ov = choose_overload(packet_key, types, prefix=True)
+        if ov is None:
+            return _fail(name, ERROR, f"the recorded argument types {types} fit no overload of {name}")
+        extra = len(dict(_OVERLOADS[packet_key])[ov]) - len(types)
+        types, dims = list(types) + [""] * extra, list(dims) + [[]] * extra
+        strides = None if strides is None else list(strides) + [[]] * extra
+        concrete = list(concrete) + [""] * extra
+        older = f"{extra} trailing argument(s) not recorded (an older torch): taken as their defaults"
     overload = f"{ns}.{packet}.{ov}"
     if f"{packet_key}.{ov}" in CIA and f"{packet_key}.{ov}" not in KERNEL_CIA:
         return _fail(name, UNKNOWN, "a CompositeImplicitAutograd op: its parts are counted, not it", overload)
@@ -263,8 +275,11 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
     if sch is None:
         return _fail(name, UNKNOWN, "no schema for the overload in roofline.counting._schemas", overload, entry.kind)
     try:
-        return _evaluate(name, overload, entry, sch, f"{ns}::{packet}", ov, functional, types, dims, strides,
-                         concrete, list_dtype)
+        c = _evaluate(name, overload, entry, sch, f"{ns}::{packet}", ov, functional, types, dims, strides,
+                      concrete, list_dtype)
+        if older:
+            c = dataclasses.replace(c, assumed="; ".join(x for x in (older, c.assumed) if x))
+        return c
     except NoShape as e:
         return _fail(name, UNKNOWN, str(e), overload, entry.kind)
     except (ValueError, OverflowError, TypeError, IndexError, KeyError) as e:
