@@ -26,6 +26,7 @@ Conventions where the trace says less than the call had (each stated in :attr:`T
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -138,11 +139,13 @@ def _fits(recorded: str, code: str) -> bool:
     return code.endswith("?") or code in ("s", "D", "G", "X", "W", "A", "?")
 
 
-def choose_overload(packet_key: str, types) -> str | None:
+def choose_overload(packet_key: str, types, prefix: bool = False) -> str | None:
     """The first overload of ``packet_key`` (``"addmm"``, ``"prims::convert_element_type"``) whose arguments the
-    recorded ``types`` fit, default first; None when none does."""
+    recorded ``types`` fit, default first; None when none does. ``prefix``: the recorded arguments may be the first
+    ones of the overload's, the others optional (a trace of an older torch, before arguments were added)."""
     for ov, codes in _OVERLOADS.get(packet_key, ()):
-        if len(codes) == len(types) and all(_fits(r, c) for r, c in zip(types, codes)):
+        if (len(codes) == len(types) or (prefix and len(codes) > len(types) and all(
+                c.endswith("?") for c in codes[len(types):]))) and all(_fits(r, c) for r, c in zip(types, codes)):
             return ov
     return None
 
@@ -186,28 +189,42 @@ def _strides(st, shape):
 # ---- cost ---------------------------------------------------------------------------------------------------------
 
 _CACHE: dict = {}
-_CACHE_MAX = 1 << 18  # distinct signatures kept; a trace has far fewer
+_CACHE_BYTES = [0]  # the length of the keys' texts, which bounds the cache's memory
+_CACHE_MAX_BYTES = 32 << 20  # beyond it the cache starts again (a trace repeats far fewer signatures)
+_LIST_DTYPES = frozenset(TRACE_DTYPES.values())
 
 
 def cost_event(name: str, args: dict, *, list_dtype: str | None = None) -> TraceOpCost:
     """The cost of one ``cpu_op`` event (``name``, its ``args`` dict); ``list_dtype``: the dtype of the elements of
     its tensor lists, which traces do not record (by default the op's first tensor's dtype, else float32). Cached per
-    (name, recorded arguments): a trace repeats few signatures."""
+    (name, recorded arguments): a trace repeats few signatures. Never raises for what a trace holds: arguments that
+    do not describe a call give status ``"error"`` with the reason."""
     if not isinstance(name, str):
         raise TypeError(f"cost_event: name must be a str, got {type(name).__name__}")
     if not isinstance(args, dict):
         raise TypeError(f"cost_event({name!r}): args must be a dict, got {type(args).__name__}")
+    if list_dtype is not None and list_dtype not in _LIST_DTYPES:
+        raise ValueError(f"cost_event({name!r}): list_dtype {list_dtype!r} is not one of {sorted(_LIST_DTYPES)}")
     types, dims = args.get("Input type"), args.get("Input Dims")
     strides, concrete = args.get("Input Strides"), args.get("Concrete Inputs")
     # The key is the text of the recorded values: for JSON's lists, numbers, strings, bools and None it tells
     # different values apart, and it is built in C, twice as fast as a tuple of tuples.
-    key = (name, repr((types, dims, strides, concrete)), list_dtype)
+    try:
+        text = repr((types, dims, strides, concrete))
+    except RecursionError:
+        return _fail(name, ERROR, "its recorded arguments are nested too deep to be shapes")
+    key = (name, text, list_dtype)
     hit = _CACHE.get(key)
     if hit is None:
-        hit = _cost(name, types, dims, strides, concrete, list_dtype)
-        if len(_CACHE) >= _CACHE_MAX:
+        try:
+            hit = _cost(name, types, dims, strides, concrete, list_dtype)
+        except RecursionError:
+            hit = _fail(name, ERROR, "its recorded arguments are nested too deep to be shapes")
+        if _CACHE_BYTES[0] + len(text) > _CACHE_MAX_BYTES:
             _CACHE.clear()
+            _CACHE_BYTES[0] = 0
         _CACHE[key] = hit
+        _CACHE_BYTES[0] += len(text) + len(name)
     return hit
 
 
@@ -233,8 +250,17 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
         return _fail(name, UNKNOWN, f"its overloads are not in the table generated from torch "
                                     f"{TORCH_VERSION} (python -m roofline.traces._ops_gen)")
     ov = choose_overload(packet_key, types)
+    older = ""
     if ov is None:
-        return _fail(name, ERROR, f"the recorded argument types {types} fit no overload of {name}")
+        # a trace of an older torch, whose schema had fewer (trailing, optional) arguments
+        ov = choose_overload(packet_key, types, prefix=True)
+        if ov is None:
+            return _fail(name, ERROR, f"the recorded argument types {types} fit no overload of {name}")
+        extra = len(dict(_OVERLOADS[packet_key])[ov]) - len(types)
+        types, dims = list(types) + [""] * extra, list(dims) + [[]] * extra
+        strides = None if strides is None else list(strides) + [[]] * extra
+        concrete = list(concrete) + [""] * extra
+        older = f"{extra} trailing argument(s) not recorded (an older torch): taken as their defaults"
     overload = f"{ns}.{packet}.{ov}"
     if f"{packet_key}.{ov}" in CIA and f"{packet_key}.{ov}" not in KERNEL_CIA:
         return _fail(name, UNKNOWN, "a CompositeImplicitAutograd op: its parts are counted, not it", overload)
@@ -249,8 +275,11 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
     if sch is None:
         return _fail(name, UNKNOWN, "no schema for the overload in roofline.counting._schemas", overload, entry.kind)
     try:
-        return _evaluate(name, overload, entry, sch, f"{ns}::{packet}", ov, functional, types, dims, strides,
-                         concrete, list_dtype)
+        c = _evaluate(name, overload, entry, sch, f"{ns}::{packet}", ov, functional, types, dims, strides,
+                      concrete, list_dtype)
+        if older:
+            c = dataclasses.replace(c, assumed="; ".join(x for x in (older, c.assumed) if x))
+        return c
     except NoShape as e:
         return _fail(name, UNKNOWN, str(e), overload, entry.kind)
     except (ValueError, OverflowError, TypeError, IndexError, KeyError) as e:
@@ -259,6 +288,7 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
 
 def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims, strides, concrete, list_dtype):
     names = list(sch.names)
+    codes = dict(_OVERLOADS[qualified[len("aten::"):] if qualified.startswith("aten::") else qualified])[ov]
     if len(names) != len(types):
         raise ValueError(f"{len(types)} inputs recorded for a schema of {len(names)} ({', '.join(names)})")
     assumed = []
@@ -310,6 +340,8 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
                 scalars.append(v)
         else:
             args.append(None)
+            if codes[i] == "L?":  # a list of optional tensors (index's indices): the profiler writes ""
+                assumed.append(f"{names[i]} not recorded: its bytes are not counted")
     a = dict(zip(names, args))
     outs = sch.outs
     inplace = functional != (qualified[len("aten::"):] if qualified.startswith("aten::") else qualified)

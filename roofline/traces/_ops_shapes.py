@@ -606,11 +606,21 @@ def _scalar0(a):
 
 
 def _flash_cuda(a):
-    q, v = _tensor(a, "query"), _tensor(a, "value")
-    b, h, lq = q.shape[0], q.shape[1], q.shape[2]
+    """(output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, rng seed, offset, debug mask): the cumulative lengths
+    undefined and the maxima ints (no tensors); the seed two 8-byte words, the offset one; the debug mask empty unless
+    asked for, then padded to 128 or 256 key positions (torch's meta function)."""
+    q, k, v = _tensor(a, "query"), _tensor(a, "key"), _tensor(a, "value")
+    if len(q.shape) != 4 or len(k.shape) != 4:
+        raise ValueError(f"query {q.shape} and key {k.shape} must be (batch, heads, length, head_dim)")
+    b, h, lq, d = q.shape
     out = _t(q.shape[:-1] + (v.shape[-1],), q.dtype)
-    return [out, _t((b, h, lq), "float32"), None, None, None, None, _t((2,), "int64"), _t((), "int64"),
-            _t((0,), q.dtype)]
+    if a.get("return_debug_mask"):
+        lk = k.shape[2]
+        mk = 128 if lk <= 128 else 256 if lk <= 256 else -(-lq // (128 if d > 64 else 256))
+        debug = _t((b, h, lq, mk), q.dtype)
+    else:
+        debug = _t((0,), q.dtype)
+    return [out, _t((b, h, lq), "float32"), None, None, _t((2,), "uint64"), _t((), "uint64"), debug]
 
 
 def _flash_cuda_bwd(a):
@@ -741,9 +751,22 @@ RULES = {
 _TS = {"where": _where}
 
 
+# results whose size depends on the values of the data, not on shapes
+_DATA_DEPENDENT = frozenset("nonzero masked_select unique _unique _unique2 unique_consecutive unique_dim bincount "
+                            "repeat_interleave".split())
+# ops taking a list of optional tensors, which the profiler records as "" (its shapes are not in the trace)
+_INDEX_LISTS = frozenset("index _unsafe_index index_put _index_put_impl _unsafe_index_put".split())
+
+
 def results(packet: str, kind: str, a: dict, tensors: list, scalars: list):
     """The results of a functional call of ``packet`` (its cost kind ``kind``) with arguments ``a``; ``tensors``:
     its tensor arguments in order (tensor lists flattened), ``scalars``: its Python-number arguments."""
+    if packet in _DATA_DEPENDENT:
+        raise NoShape(f"the size of {packet}'s result depends on the values of its input, which a trace does not "
+                      "record")
+    if packet in _INDEX_LISTS and a.get("indices") is None and packet in ("index", "_unsafe_index"):
+        raise NoShape(f"the trace does not record {packet}'s indices (a list of optional tensors), which give the "
+                      "result's shape")
     if packet in _TS:
         return _TS[packet](a, tensors, scalars)
     rule = RULES.get(packet, False)
