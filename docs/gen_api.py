@@ -53,6 +53,7 @@ SECTIONS = [
         ("monitor", roofline.monitor),
         ("cost", roofline.cost),
         ("load", roofline.load),
+        ("load_trace", roofline.load_trace),
         ("register", roofline.register),
         ("unregister", roofline.unregister),
         ("gather", roofline.gather),

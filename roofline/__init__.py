@@ -15,10 +15,11 @@ from roofline.counting import _resolve
 from roofline.counting._spec import Cost, TensorSpec, cost
 from roofline.hardware._ceilings import Ceiling, CeilingNotAvailable, Ceilings, ceilings
 from roofline.report import Report, load
+from roofline.traces._load import load_trace
 from roofline.util._version import VERSION as __version__
 
 __all__ = ["measure", "profile", "SteadyReport", "schedule", "profiler", "monitor", "gather", "cost", "Cost", "TensorSpec", "Report", "register", "unregister",
-           "load", "ceilings", "Ceilings", "Ceiling", "CeilingNotAvailable", "devices", "__version__"]
+           "load", "load_trace", "ceilings", "Ceilings", "Ceiling", "CeilingNotAvailable", "devices", "__version__"]
 
 
 def register(op, formula=None, *, kind=None, flops=0, special=0):

@@ -6,6 +6,7 @@ Commands (every option is described in docs/cli.md):
 * ``profile``: count, time and classify a built-in, torchvision or timm model or your own callable in its steady
   state (warm-up steps uncounted), and print the report; ``--decode`` for a language model's decode step.
 * ``merge``: the per-rank reports of a distributed job (``Report.to_json`` files) as one merged table.
+* ``trace``: the roofline of a PyTorch profiler (Kineto) trace (``roofline/_trace_cmd.py``).
 
 Each command is a ``_add_<name>(subparsers)`` function that registers its parser and sets ``func`` (most through
 ``_add_command``); a new command adds one such function and one line in ``build_parser``.
@@ -21,7 +22,7 @@ import time
 import warnings
 from typing import Sequence, TextIO
 
-from roofline import _profile_cmd, distributed
+from roofline import _profile_cmd, _trace_cmd, distributed
 from roofline._profile_cmd import BUILTIN_MODELS, user_frame  # noqa: F401  (BUILTIN_MODELS: the built-in model names)
 from roofline.hardware._ceilings import ceilings
 from roofline.util import _output
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ceilings(subparsers)
     _add_profile(subparsers)
     _add_merge(subparsers)
+    _trace_cmd.add_trace(subparsers, _trace_cmd.run)
     return parser
 
 

@@ -208,6 +208,24 @@ _ROCM_SPECS = (
     "https://rocm.docs.amd.com/en/latest/reference/gpu-arch-specs.html"
 )
 
+_MI250X_DS = (
+    "AMD Instinct MI250X data sheet, https://www.amd.com/content/dam/amd/en/documents/instinct-business-docs/"
+    "product-briefs/instinct-mi250x-datasheet.pdf"
+)
+_MI250_ARCH = (
+    "AMD ROCm documentation, AMD Instinct MI250 microarchitecture, "
+    "https://rocm.docs.amd.com/en/latest/conceptual/gpu-arch/mi250.html"
+)
+_PER_GCD = " (package figure / 2: one of the two GCDs, which the driver lists as one device)"
+_MI355X_DS = (
+    "AMD Instinct MI355X data sheet, https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/"
+    "product-briefs/amd-instinct-mi355x-gpu-brochure.pdf"
+)
+_CDNA4_WP = (
+    "AMD CDNA 4 architecture white paper, https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/"
+    "white-papers/amd-cdna-4-architecture-whitepaper.pdf"
+)
+
 _FP8 = ("float8_e4m3fn", "float8_e5m2")
 
 
@@ -571,6 +589,62 @@ MI300X = _spec(
     "Cache (last-level cache, per the ROCm specifications).",
 )
 
+# One GCD of an MI250X: what a trace's deviceProperties and torch.cuda.get_device_name() name "AMD Instinct MI250X"
+# (the package holds two GCDs, each a device of its own with half the package's units, memory and bandwidth).
+MI250X = _spec(
+    "MI250X",
+    "AMD",
+    ["AMD Instinct MI250X", "Instinct MI250X", "MI250X GCD"],
+    {
+        "sm_count": (110, _MI250X_DS + " (220 compute units)" + _PER_GCD),
+        "boost_clock_hz": (1.7e9, _MI250X_DS + " (peak engine clock)"),
+        "l2_bytes": (8 * _MiB, _ROCM_SPECS + " (8 MB L2 per GCD)"),
+        "memory_bandwidth": (1.6384e12, _MI250X_DS + " (3.2768 TB/s)" + _PER_GCD),
+        "memory_bytes": (64 * _GiB, _MI250X_DS + " (128 GB HBM2e)" + _PER_GCD),
+    },
+    {
+        ("vector", "float64"): (23.95 * _T, _MI250X_DS + " (47.9 TFLOP/s)" + _PER_GCD),
+        ("matrix", "float64"): (47.85 * _T, _MI250X_DS + " (95.7 TFLOP/s)" + _PER_GCD),
+        ("vector", "float32"): (47.85 * _T, _MI250X_DS + " (packed FP32, 95.7 TFLOP/s)" + _PER_GCD),
+        ("matrix", "float32"): (47.85 * _T, _MI250X_DS + " (95.7 TFLOP/s)" + _PER_GCD),
+        ("matrix", ("bfloat16", "float16")): (191.5 * _T, _MI250X_DS + " (383 TFLOP/s)" + _PER_GCD),
+        ("matrix", "int8"): (191.5 * _T, _MI250X_DS + " (383 TOP/s)" + _PER_GCD),
+    },
+    notes="CDNA2. Figures are per GCD (graphics compute die): an MI250X package holds two, and the driver, "
+    "torch and profiler traces list each as one device named 'AMD Instinct MI250X'; the data sheet's package "
+    "figures are twice these (220 CUs, 128 GB, 3.2768 TB/s, 383 TFLOP/s BF16). sm_count holds compute units. "
+    "The FP32 vector peak is the packed-FP32 rate (two FP32 operations per lane and clock). No TF32 or FP8 "
+    "matrix path.",
+)
+
+MI355X = _spec(
+    "MI355X",
+    "AMD",
+    ["AMD Instinct MI355X", "Instinct MI355X"],
+    {
+        "sm_count": (256, _ROCM_SPECS + " (compute units, 32 per XCD)"),
+        "boost_clock_hz": (2.4e9, _MI355X_DS + " (peak engine clock)"),
+        "l2_bytes": (32 * _MiB, _ROCM_SPECS + " (4 MB per XCD x 8)"),
+        "memory_bandwidth": (8.0e12, _MI355X_DS),
+        "memory_bytes": (288 * _GiB, _ROCM_SPECS),
+    },
+    {
+        ("vector", "float64"): (78.6 * _T, _MI355X_DS),
+        ("matrix", "float64"): (78.6 * _T, _MI355X_DS),
+        ("vector", "float32"): (157.3 * _T, _MI355X_DS),
+        ("matrix", "float32"): (157.3 * _T, _MI355X_DS),
+        ("matrix", ("bfloat16", "float16")): (2516.6 * _T, _MI355X_DS + _SPARSE_HALVED),
+        ("matrix", _FP8): (5033.2 * _T, _MI355X_DS + _SPARSE_HALVED),
+        ("matrix", "int8"): (5033.2 * _T, _MI355X_DS + _SPARSE_HALVED),
+    },
+    notes="CDNA4 (gfx950). sm_count holds compute units. Its FP8 is OCP FP8 (float8_e4m3fn / float8_e5m2), unlike "
+    "CDNA3's FNUZ variants; the MXFP6/MXFP4 rates have no dtype in this table, and the TF32 figure is left out "
+    "(CDNA4 has no TF32 matrix instruction: "
+    + _CDNA4_WP
+    + "). Besides the 32 MB L2 there is a 256 MB Infinity Cache. 256 CUs x 2.4 GHz x 4096 dense BF16 FLOP per CU "
+    "and clock = 2516.6 TFLOP/s.",
+)
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # GPU-to-GPU interconnect: the per-GPU link bandwidth, per direction (vendors quote the bidirectional total).
@@ -620,7 +694,9 @@ _ALL = (
     V100_SXM2_16GB,
     V100_SXM2_32GB,
     T4,
+    MI250X,
     MI300X,
+    MI355X,
 )
 
 #: Canonical name -> spec, in table order. Read-only.
@@ -637,6 +713,8 @@ def names() -> list[str]:
 
 _SEPARATORS = re.compile(r"[\s\-_/,()]+")
 _VENDOR_WORDS = frozenset({"nvidia", "amd", "tesla", "geforce", "instinct"})
+# "VF": an SR-IOV virtual function of the GPU (a cloud VM's view of the whole device, e.g. "AMD Instinct MI300X VF")
+_PARTITION_WORDS = frozenset({"vf"})
 _CAPACITY = re.compile(r"^(\d+)(gb|gib|g)$")
 _MEMORY_TYPE = re.compile(r"^(hbm\d?e?|gddr\d+x?)$")
 _SXM = re.compile(r"^sxm\d*$")
@@ -650,8 +728,8 @@ def _normalise(name: str) -> str:
 def _reduce(name: str) -> tuple[tuple[str, ...], frozenset[str], int | None]:
     """Split a device name into (identity tokens, memory-type tokens, capacity in bytes or None).
 
-    Vendor and brand words ("NVIDIA", "Tesla", "GeForce", "AMD", "Instinct") and capacity tokens ("80GB") are not
-    part of the identity; "SXM4"/"SXM5" count as "sxm". Every other token, "NVL", "PCIe", "D", "Max-Q" included,
+    Vendor and brand words ("NVIDIA", "Tesla", "GeForce", "AMD", "Instinct"), "VF" (an SR-IOV virtual function of
+    the whole GPU) and capacity tokens ("80GB") are not part of the identity; "SXM4"/"SXM5" count as "sxm". Every other token, "NVL", "PCIe", "D", "Max-Q" included,
     is part of the identity, so an unseen product never collapses onto a listed one.
     """
     tokens = [t for t in _SEPARATORS.split(_normalise(name)) if t]
@@ -671,7 +749,7 @@ def _reduce(name: str) -> tuple[tuple[str, ...], frozenset[str], int | None]:
             memory_types.add(token)
         elif _SXM.match(token):
             identity.append("sxm")
-        elif token not in _VENDOR_WORDS:
+        elif token not in _VENDOR_WORDS and token not in _PARTITION_WORDS:
             identity.append(token)
         i += 1
     return tuple(identity), frozenset(memory_types), capacity

@@ -110,6 +110,9 @@ def _docs():
     rank["meta"]["compiled"] = copy.deepcopy(_COMPILED)
     rank["meta"]["incomplete"] = ["1 call of a torch.compile graph compiled before the block not counted: why"]
     out["rank"] = rank
+    # a report read from a profiler trace (its meta["trace"] section: docs/traces.md)
+    out["trace"] = roofline.load_trace(pathlib.Path(__file__).resolve().parent / "data" / "traces" / "tracelens_h100" /
+                                       "gaunernst_bert-small-uncased__1016001.json.gz").to_dict()
     for name, d in out.items():  # every one loads
         roofline.load(json.dumps(d))
     return out

@@ -23,14 +23,15 @@ FLOORS = [
     ("model", ["roofline.model"]),
     ("counting and hardware", ["roofline.counting", "roofline.hardware", "roofline.devices"]),
     ("io", ["roofline.io"]),
-    ("capture", ["roofline.capture", "roofline.compiled"]),
+    ("capture", ["roofline.capture", "roofline.compiled", "roofline.traces"]),
     ("analysis", ["roofline.analysis"]),
     ("render", ["roofline.render", "roofline.plot"]),
     ("report", ["roofline.report"]),
-    ("above the report", ["roofline._measure", "roofline._steady", "roofline._schedule", "roofline._monitor", "roofline.distributed", "roofline.llm"]),
+    ("above the report", ["roofline._measure", "roofline._steady", "roofline._schedule", "roofline._monitor", "roofline.distributed", "roofline.llm",
+                           "roofline.traces._load", "roofline.traces._ranks"]),
     ("package face", ["roofline"]),
     ("integrations", ["roofline.integrations"]),
-    ("command line", ["roofline.cli", "roofline._profile_cmd", "roofline.__main__"]),
+    ("command line", ["roofline.cli", "roofline._profile_cmd", "roofline._trace_cmd", "roofline.__main__"]),
 ]
 
 # Packages that a function may import where it needs them: heavy (torch and what builds on it) or optional extras.

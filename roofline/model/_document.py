@@ -323,13 +323,25 @@ def _lengths_fit(t, field):
         fail(key(field, "lengths"), f"exceed the sequence length {limit}")
 
 
+# a report read from a profiler trace: where its GPU time went (roofline.traces._build.build_report)
+_KERNEL_TIME = Obj({"calls": Calls, "time": Seconds, "cat": Str()}, required=("calls", "time"), rest=Finite())
+TRACE = Obj({
+    "source": Str(), "step": Opt(Int(0, _BIG)), "steps": List(Int(0, _BIG)), "step_choice": Str(),
+    "device": Opt(Str()), "device_note": Str(), "devices": List(Obj({"name": Opt(Str())}, rest=Finite())),
+    "shapes": Bool(), "modules": Bool(), "kernels": Calls, "kernel_time": Seconds, "attributed_time": Seconds,
+    "attributed_share": Num(0.0, 1.0), "op_time": Seconds, "collective_time": Seconds, "unknown_op_time": Seconds,
+    "uncounted_op_time": Seconds, "zero_cost_op_time": Seconds, "unattributed_time": Seconds,
+    "unattributed": Map(_KERNEL_TIME), "outside_step_time": Seconds, "before_trace": _KERNEL_TIME,
+    "problems": List(Str()),
+}, required=("kernel_time",), rest=Finite())
+
 META = Obj({
     "timing": Opt(Str(("model", "op"))), "devices": List(Str()), "version": Opt(Str()),
     "projected_to": Opt(Str()), "ceilings_source": Opt(Str()), "projected_gpus": Int(1, MAX_RANKS),
     "dtype": Opt(Str()), "contention": Opt(List(Str())), "ceilings_contention": Opt(List(Str())),
     "load": Opt(LOAD), "assumed": Opt(ASSUMED), "steady": Opt(STEADY), "compiled": Opt(COMPILED),
     "attention": Opt(ATTENTION), "distributed": Opt(DISTRIBUTED), "attribution": Opt(ATTRIBUTION),
-    "tokens": Opt(TOKENS),
+    "tokens": Opt(TOKENS), "trace": Opt(TRACE),
     "incomplete": Opt(List(Str())),  # why the counts miss work that ran (Report.incomplete)
     # "collectives" refers to records: checked by collectives() with the record count
 })
