@@ -276,11 +276,11 @@ def main():
             print(f"made {p} ({os.path.getsize(p) / 1e6:.0f} MB) in {time.perf_counter() - t:.0f} s")
             traces.append(p)
 
-    print(f"\nuncompressed JSON MB/s (wall clock; CPU seconds in brackets) and peak RSS of a child process per "
-          f"measurement; limit {a.mem_limit_gb:g} GB of address space each; python {sys.version.split()[0]}, "
+    print(f"\nuncompressed JSON MB/s per wall-clock second and per CPU second (on a shared machine the CPU figure is "
+          f"the steadier; CPU seconds in brackets), peak RSS of a child process per measurement; limit {a.mem_limit_gb:g} GB of address space each; python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs")
-    head = (f"{'trace':44} {'MB':>6}  {'method':14} {'s':>7} {'(cpu)':>7} {'MB/s':>7} {'peak MB':>8} {'base':>5} "
-            f"{'events':>9}")
+    head = (f"{'trace':44} {'MB':>6}  {'method':14} {'s':>7} {'(cpu)':>7} {'MB/s':>7} {'cpu':>6} {'peak MB':>8} "
+            f"{'base':>5} {'events':>9}")
     print(head)
     print("-" * len(head))
     results = {}
@@ -292,10 +292,12 @@ def main():
             r = run_child(python, m, path, limit, a.timeout)
             results[(path, m)] = r
             if r.get("error"):
-                print(f"{name:44} {size / 1e6:6.0f}  {m:14} {r['wall']:7.2f} {'':7} {'-':>7} {'-':>8}  {r['error']}")
+                print(f"{name:44} {size / 1e6:6.0f}  {m:14} {r['wall']:7.2f} {'':7} {'-':>7} {'-':>6} {'-':>8}  "
+                      f"{r['error']}")
             else:
                 print(f"{name:44} {size / 1e6:6.0f}  {m:14} {r['wall']:7.2f} ({r['cpu']:5.2f}) "
-                      f"{size / 1e6 / r['wall']:7.1f} {r['maxrss'] / 1e6:8.0f} {r['base'] / 1e6:5.0f} {r['n']:9d}")
+                      f"{size / 1e6 / r['wall']:7.1f} {size / 1e6 / max(r['cpu'], 1e-9):6.0f} {r['maxrss'] / 1e6:8.0f} "
+                      f"{r['base'] / 1e6:5.0f} {r['n']:9d}")
             sys.stdout.flush()
         # side by side: the reader and load_trace against HTA on this trace
         ref = results.get((path, "hta/json"))
@@ -303,8 +305,9 @@ def main():
             for m in ("reader/msgspec", "reader/orjson", "load_trace", "hta/ijson"):
                 r = results.get((path, m))
                 if r and not r.get("error"):
-                    print(f"{'':44} {'':6}  {m} vs hta/json: {ref['wall'] / r['wall']:.1f}x faster, "
-                          f"{r['maxrss'] / ref['maxrss']:.2f}x the peak memory")
+                    print(f"{'':44} {'':6}  {m} vs hta/json: {ref['wall'] / r['wall']:.1f}x faster "
+                          f"({ref['cpu'] / r['cpu']:.1f}x in CPU time), {r['maxrss'] / ref['maxrss']:.2f}x the peak "
+                          f"memory")
         print()
 
     if a.ranks or a.quick:
