@@ -4,8 +4,9 @@ synthetic directory of 1,000 rank traces summarised through an executor.
 
 Each measurement runs in a child process of its own (nothing shared, no warm cache of Python objects), one at a time;
 the time is the load alone (each method's imports done before the clock starts); its peak memory is the child's
-high-water RSS (VmHWM; imports included: "base" is the RSS after the imports), under an address-space limit (``--mem-limit-gb``: a loader that needs more
-fails with MemoryError and is reported as such, rather than pushing a shared machine into swap).
+high-water RSS (VmHWM; imports included: "base" is the RSS after the imports), under an address-space limit
+(``--mem-limit-gb``: a loader that needs more fails with MemoryError and is reported as such, rather than pushing a
+shared machine into swap).
 
 Methods:
   reader/<decoder>   roofline.traces._read.open_trace: every event decoded and dropped (msgspec, orjson, json)
@@ -277,8 +278,8 @@ def main():
             traces.append(p)
 
     print(f"\nuncompressed JSON MB/s per wall-clock second and per CPU second (on a shared machine the CPU figure is "
-          f"the steadier; CPU seconds in brackets), peak RSS of a child process per measurement; limit {a.mem_limit_gb:g} GB of address space each; python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} CPUs")
+          f"the steadier; CPU seconds in brackets), peak RSS of a child process per measurement; limit "
+          f"{a.mem_limit_gb:g} GB of address space each; python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     head = (f"{'trace':44} {'MB':>6}  {'method':14} {'s':>7} {'(cpu)':>7} {'MB/s':>7} {'cpu':>6} {'peak MB':>8} "
             f"{'base':>5} {'events':>9}")
     print(head)
