@@ -372,6 +372,8 @@ class RawTrace:
                         pend, pend_len, pend_at, cur = [], 0, pos + p + 1, p + 1
                         yield []
                     else:  # the root array closes
+                        if buf[p:p + 1] != b"]":
+                            self._fail(pos + p, "the top-level array closes with '}'")
                         yield from self._batch(buf, pos, cur, p, cuts, pend, pend_at, ev_skip, ev_skip_at, True)
                         pend, pend_len, ev_skip = [], 0, False
                         in_events = self._in_events = False
@@ -380,6 +382,8 @@ class RawTrace:
                 if dd == 1 and k == _OPEN:  # the root object opens
                     member, member_len, member_at, member_skip, members, cur = [], 0, pos + p + 1, False, 1, p + 1
                 elif dd == 0:  # the root closes: its last member ends
+                    if buf[p:p + 1] != b"}":
+                        self._fail(pos + p, "the top-level object closes with ']'")
                     self._end_member(member, buf[cur:p], member_at, member_skip, pos + p, members == 1)
                     member, member_len = [], 0
                     done, cur = True, p + 1
@@ -401,6 +405,8 @@ class RawTrace:
                     pend, pend_len, pend_at, ev_skip, cur = [], 0, pos + p + 1, False, p + 1
                     yield []
                 elif in_events:  # the events array closes
+                    if buf[p:p + 1] != b"]":
+                        self._fail(pos + p, "traceEvents closes with '}'")
                     yield from self._batch(buf, pos, cur, p, cuts, pend, pend_at, ev_skip, ev_skip_at, True)
                     pend, pend_len, ev_skip = [], 0, False
                     in_events = self._in_events = False
