@@ -54,7 +54,8 @@ except ImportError:  # pragma: no cover - depends on the environment
 __all__ = ["TraceError", "RawTrace", "open_trace", "DECODERS", "CHUNK_BYTES", "MAX_EVENT_BYTES", "MAX_MEMBER_BYTES",
            "MAX_DEPTH"]
 
-CHUNK_BYTES = 1 << 20          # uncompressed bytes scanned at a time (bench/trace_load.py: 4 MB costs twice the memory, no less CPU)
+# uncompressed bytes scanned at a time (1 MB: as fast as 4 MB in bench/trace_load.py, half the peak memory)
+CHUNK_BYTES = 1 << 20
 MAX_EVENT_BYTES = 16 << 20     # one event (a Kineto event is well under 100 kB, a huge `args` included)
 MAX_MEMBER_BYTES = 64 << 20    # one top-level member other than traceEvents (deviceProperties, distributedInfo...)
 MAX_DEPTH = 64                 # nesting depth anywhere in the document (a Kineto trace reaches about 6)
