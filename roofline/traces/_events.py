@@ -232,7 +232,7 @@ def _trees(per_thread):
             stack.append(n)
             if kind == _MODULE:
                 has_modules = True
-            elif kind == _ANNOT:
+            else:  # a record_function range: user_annotation, or cpu_op in traces of older torch
                 m = STEP.match(name)
                 if m:
                     steps.append((int(m.group(1)), n))
@@ -319,7 +319,7 @@ def phase_of(node) -> str:
     for a in (node, *node.ancestors()):
         if a.name.startswith(BACKWARD_PREFIX):
             return "backward"
-        if a.kind == _ANNOT and a.name.startswith(OPTIMIZER_STEP):
+        if a.kind != _MODULE and a.name.startswith(OPTIMIZER_STEP):
             return "optimizer"
     return "forward"
 
