@@ -397,6 +397,16 @@ def test_collectives_go_on_the_interconnect(tmp_path):
     assert r.classification()["bound"][coll["record"][0]] == roofline.model._records.BOUND_INTERCONNECT
 
 
+def test_a_rank_trace_carries_its_rank(tmp_path):
+    ev = [_mm(5, 1, 64), _launch(6, 1), _kernel("gemm", 20, 4, 1)]
+    p = tmp_path / "rank3.json"
+    p.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+                             "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8}}))
+    r = roofline.load_trace(p)
+    assert r.meta["distributed"] == {"rank": 3, "world_size": 8, "backend": "nccl"}
+    assert roofline.load(r.to_json()).meta["distributed"]["rank"] == 3
+
+
 def test_device_names_of_real_traces_resolve():
     for name, canonical in (("NVIDIA H100 80GB HBM3", "H100 SXM"), ("AMD Instinct MI300X VF", "MI300X"),
                             ("NVIDIA B200", "B200"), ("AMD Instinct MI250X", "MI250X"),

@@ -392,8 +392,24 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
         meta["incomplete"] = incomplete
     if coll["record"]:
         meta["collectives"] = coll
+    dist = _distributed(model.header)
+    if dist is not None:
+        meta["distributed"] = dist
     return report_cls(records, ops, module_sets, wall_time=wall_time, meta=meta, ceilings=ceilings,
                       signatures=signatures)
+
+
+def _distributed(header):
+    """The rank, world size and backend of a rank's trace (Kineto's ``distributedInfo``), as measure's
+    ``meta["distributed"]``; None when the trace has none or it is incomplete."""
+    info = header.get("distributedInfo")
+    if not isinstance(info, dict):
+        return None
+    rank, world, backend = info.get("rank"), info.get("world_size"), info.get("backend")
+    if (isinstance(rank, int) and isinstance(world, int) and not isinstance(rank, bool) and 0 <= rank < world
+            and isinstance(backend, str)):
+        return {"rank": rank, "world_size": world, "backend": backend}
+    return None
 
 
 def _devices(model) -> list:
