@@ -228,6 +228,9 @@ def test_a_trace_report_prints_renders_exports_and_loads_back(h100, tmp_path):
     r, _ = h100["bert"]
     text = str(r)
     assert "H100 SXM" in text and "aten.addmm.default" in text
+    # where the GPU time went, in the summary: 309.4 us of kernels, all in ops with FLOPs and bytes
+    assert ("  trace   gaunernst_bert-small-uncased__1016001.json.gz, step 6: GPU kernel time 309.4 us, 100.0% in "
+            "ops with FLOPs and bytes, 0.0% in collectives, 0.0% launched by no op") in text.splitlines()
     assert "aten.addmm.default" in r.table()
     assert "aten.addmm.default" in r.analysis()
     assert r.totals()["calls"] == len(r.records)
