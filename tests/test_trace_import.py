@@ -526,3 +526,16 @@ def test_a_stopped_profiler_is_read():
     assert len(rec) == 1 and int(rec["matrix_flops"][0]) == 2 * 16 * 32 * 8
     # a CPU trace: the op's time is its CPU duration
     assert rec["t_end"][0] > rec["t_start"][0]
+
+
+def test_shapes_that_contradict_the_op_are_an_error_not_a_count(tmp_path):
+    # an mm of a 4x8 by a 9x3 matrix cannot have run: its cost is an error (r.errors), its kernel time is listed as
+    # time in ops not counted, and the rest of the report is unaffected
+    bad = _op("aten::mm", 5, 10, 1, **{"Input Dims": [[4, 8], [9, 3]], "Input type": ["float", "float"],
+                                       "Input Strides": [[8, 1], [3, 1]], "Concrete Inputs": ["", ""]})
+    ev = [bad, _launch(6, 1), _kernel("gemm", 20, 4, 1), _mm(50, 2, 64), _launch(51, 2), _kernel("gemm", 60, 5, 2)]
+    r = roofline.load_trace(_write(tmp_path, ev))
+    assert list(r.errors) == ["aten.mm.default"]
+    t = r.meta["trace"]
+    assert t["uncounted_op_time"] == pytest.approx(4e-6) and t["attributed_time"] == pytest.approx(5e-6)
+    assert int(r.records["matrix_flops"].sum()) == 2 * 64**3
