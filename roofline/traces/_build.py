@@ -384,6 +384,8 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
     if not model.has_shapes and calls.nodes:
         incomplete.append("the trace was recorded without shapes (record_shapes=False): no FLOPs or bytes, only "
                           "the time breakdown")
+    if not model.complete:
+        incomplete.append(model.problems[0])
     if un_time > 0:
         incomplete.append(f"{un_time * US * 1e6:.1f} us of GPU work ({un_time / total:.1%} of the kernel time) was "
                           f"launched by no recorded op ({len(unattributed)} kernel names: "

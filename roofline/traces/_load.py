@@ -9,12 +9,7 @@ import warnings
 from roofline import devices
 from roofline.hardware._ceilings import Ceilings
 from roofline.report import Report
-from roofline.traces import _build, _events
-
-try:  # the streaming reader
-    from roofline.traces import _read
-except ImportError:  # pragma: no cover - only while _read is absent
-    from roofline.traces import _local as _read
+from roofline.traces import _build, _events, _read
 
 
 # The reader of a directory of rank traces, ``f(path, *, device, steps)``: installed by roofline.traces._ranks when it
