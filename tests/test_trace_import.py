@@ -539,3 +539,15 @@ def test_shapes_that_contradict_the_op_are_an_error_not_a_count(tmp_path):
     t = r.meta["trace"]
     assert t["uncounted_op_time"] == pytest.approx(4e-6) and t["attributed_time"] == pytest.approx(5e-6)
     assert int(r.records["matrix_flops"].sum()) == 2 * 64**3
+
+
+def test_a_truncated_trace_is_marked_incomplete(tmp_path):
+    # the first 60% of BERT's trace: the ops before the cut are read, the report says the file ended early (the
+    # kernels, written after the ops, and deviceProperties, written last, are lost)
+    raw = gzip.open(DATA / f"{TRACES['bert']}.json.gz").read()
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(raw[: len(raw) * 6 // 10])
+    with pytest.warns(UserWarning, match="names no device"):
+        r = roofline.load_trace(cut)
+    assert r.incomplete and r.incomplete[0].startswith("the trace file is incomplete: ")
+    assert len(r.records) > 0
