@@ -193,17 +193,6 @@ class Calls:
         self.kernel_owner = [(k.launch.record if k.launch is not None else -1) for k in self.model.kernels]
 
 
-def _step_index(steps, t):
-    """The position in ``steps`` (a list of (number, start, end)) of the last step starting at or before ``t``."""
-    lo = -1
-    for i, (_, s, _) in enumerate(steps):
-        if s <= t:
-            lo = i
-        else:
-            break
-    return lo
-
-
 def step_table(model):
     """``[(number, start, end)]`` of the ProfilerStep annotations in time order; end extended to the last kernel
     its launches ran (GPU work runs after its launch)."""
