@@ -729,8 +729,9 @@ def _reduce(name: str) -> tuple[tuple[str, ...], frozenset[str], int | None]:
     """Split a device name into (identity tokens, memory-type tokens, capacity in bytes or None).
 
     Vendor and brand words ("NVIDIA", "Tesla", "GeForce", "AMD", "Instinct"), "VF" (an SR-IOV virtual function of
-    the whole GPU) and capacity tokens ("80GB") are not part of the identity; "SXM4"/"SXM5" count as "sxm". Every other token, "NVL", "PCIe", "D", "Max-Q" included,
-    is part of the identity, so an unseen product never collapses onto a listed one.
+    the whole GPU) and capacity tokens ("80GB") are not part of the identity; "SXM4"/"SXM5" count as "sxm". Every
+    other token, "NVL", "PCIe", "D", "Max-Q" included, is part of the identity, so an unseen product never collapses
+    onto a listed one.
     """
     tokens = [t for t in _SEPARATORS.split(_normalise(name)) if t]
     identity: list[str] = []

@@ -228,6 +228,9 @@ def test_a_trace_report_prints_renders_exports_and_loads_back(h100, tmp_path):
     r, _ = h100["bert"]
     text = str(r)
     assert "H100 SXM" in text and "aten.addmm.default" in text
+    # where the GPU time went, in the summary: 309.4 us of kernels, all in ops with FLOPs and bytes
+    assert ("  trace   gaunernst_bert-small-uncased__1016001.json.gz, step 6: GPU kernel time 309.4 us, 100.0% in "
+            "ops with FLOPs and bytes, 0.0% in collectives, 0.0% launched by no op") in text.splitlines()
     assert "aten.addmm.default" in r.table()
     assert "aten.addmm.default" in r.analysis()
     assert r.totals()["calls"] == len(r.records)
@@ -397,6 +400,16 @@ def test_collectives_go_on_the_interconnect(tmp_path):
     assert r.classification()["bound"][coll["record"][0]] == roofline.model._records.BOUND_INTERCONNECT
 
 
+def test_a_rank_trace_carries_its_rank(tmp_path):
+    ev = [_mm(5, 1, 64), _launch(6, 1), _kernel("gemm", 20, 4, 1)]
+    p = tmp_path / "rank3.json"
+    p.write_text(json.dumps({"traceEvents": ev, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+                             "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8}}))
+    r = roofline.load_trace(p)
+    assert r.meta["distributed"] == {"rank": 3, "world_size": 8, "backend": "nccl"}
+    assert roofline.load(r.to_json()).meta["distributed"]["rank"] == 3
+
+
 def test_device_names_of_real_traces_resolve():
     for name, canonical in (("NVIDIA H100 80GB HBM3", "H100 SXM"), ("AMD Instinct MI300X VF", "MI300X"),
                             ("NVIDIA B200", "B200"), ("AMD Instinct MI250X", "MI250X"),
@@ -513,3 +526,28 @@ def test_a_stopped_profiler_is_read():
     assert len(rec) == 1 and int(rec["matrix_flops"][0]) == 2 * 16 * 32 * 8
     # a CPU trace: the op's time is its CPU duration
     assert rec["t_end"][0] > rec["t_start"][0]
+
+
+def test_shapes_that_contradict_the_op_are_an_error_not_a_count(tmp_path):
+    # an mm of a 4x8 by a 9x3 matrix cannot have run: its cost is an error (r.errors), its kernel time is listed as
+    # time in ops not counted, and the rest of the report is unaffected
+    bad = _op("aten::mm", 5, 10, 1, **{"Input Dims": [[4, 8], [9, 3]], "Input type": ["float", "float"],
+                                       "Input Strides": [[8, 1], [3, 1]], "Concrete Inputs": ["", ""]})
+    ev = [bad, _launch(6, 1), _kernel("gemm", 20, 4, 1), _mm(50, 2, 64), _launch(51, 2), _kernel("gemm", 60, 5, 2)]
+    r = roofline.load_trace(_write(tmp_path, ev))
+    assert list(r.errors) == ["aten.mm.default"]
+    t = r.meta["trace"]
+    assert t["uncounted_op_time"] == pytest.approx(4e-6) and t["attributed_time"] == pytest.approx(5e-6)
+    assert int(r.records["matrix_flops"].sum()) == 2 * 64**3
+
+
+def test_a_truncated_trace_is_marked_incomplete(tmp_path):
+    # the first 60% of BERT's trace: the ops before the cut are read, the report says the file ended early (the
+    # kernels, written after the ops, and deviceProperties, written last, are lost)
+    raw = gzip.open(DATA / f"{TRACES['bert']}.json.gz").read()
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(raw[: len(raw) * 6 // 10])
+    with pytest.warns(UserWarning, match="names no device"):
+        r = roofline.load_trace(cut)
+    assert r.incomplete and r.incomplete[0].startswith("the trace file is incomplete: ")
+    assert len(r.records) > 0

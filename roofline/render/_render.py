@@ -146,6 +146,17 @@ def attribution_line(report) -> str:
     return ""
 
 
+def trace_line(t: dict) -> str:
+    """One line on where a trace report's GPU time went (``meta["trace"]``, docs/traces.md)."""
+    step = f"step {t['step']}" if t.get("step") is not None else "the whole trace"
+    total = t.get("kernel_time") or 0.0
+    share = (lambda x: f"{x / total:.1%}") if total else (lambda x: "-")
+    return (f"  trace   {t.get('source') or 'a profiler trace'}, {step}: GPU kernel time {dur(total)}, "
+            f"{share(t.get('attributed_time', 0.0))} in ops with FLOPs and bytes, "
+            f"{share(t.get('collective_time', 0.0))} in collectives, "
+            f"{share(t.get('unattributed_time', 0.0))} launched by no op")
+
+
 def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     """The text of :meth:`roofline.Report.summary`; ``ceilings_note`` says why a report has no ceilings."""
     r = report
@@ -175,6 +186,8 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
         lines.append("  phases  " + ", ".join(f"{k} {fmt(v['flops'], 'FLOP')}" for k, v in ph.items()))
     if r.meta.get("assumed") and r.meta.get("projected_to"):
         lines.extend(_assumed_lines(r.meta["assumed"], r.meta["projected_to"]))
+    if isinstance(r.meta.get("trace"), dict):
+        lines.append(trace_line(r.meta["trace"]))
     c = r.ceilings
     if c is not None and len(r.records):
         t = r.totals()

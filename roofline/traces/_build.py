@@ -15,6 +15,7 @@ collective's (a record, judged on the interconnect with the sizes the trace give
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 
@@ -93,6 +94,8 @@ class Calls:
         self.costs = []        # their costs (TraceOpCost), None for collectives
         self.comms = []        # per record: None, or the collective's (kind, group size, message bytes, uncertain)
         self.kernel_owner = []  # per kernel: record index or -1
+        self._by_step = None
+        self.gpu_time = sum(k.dur for k in model.kernels)  # microseconds of GPU activity in the whole file
         self._choose()
         self._link()
 
@@ -135,6 +138,41 @@ class Calls:
             self.costs.append(c)
             self.comms.append(None)
 
+    def by_step(self):
+        """``(records by step, GPU activities by step, activities launched before the trace)``: the positions in
+        :func:`step_table` as keys (-1: outside every step), record and kernel indices as values. A record belongs
+        to the step whose range holds its start on the CPU; a kernel to its record's step, or (launched by no op)
+        to the step holding its launch, or (unlinked) to the last step that started before it ran."""
+        if self._by_step is None:
+            steps = step_table(self.model)
+            starts = [s for _, s, _ in steps]
+
+            def cpu_step(t):
+                p = bisect.bisect_right(starts, t) - 1
+                return p if p >= 0 and t < steps[p][2] else -1
+
+            recs: dict = {}
+            rec_step = []
+            for g, n in enumerate(self.nodes):
+                p = cpu_step(n.ts)
+                rec_step.append(p)
+                recs.setdefault(p, []).append(g)
+            kers: dict = {}
+            early = []
+            for i, (k, owner) in enumerate(zip(self.model.kernels, self.kernel_owner)):
+                if owner >= 0:
+                    p = rec_step[owner]
+                elif k.early:
+                    early.append(i)
+                    continue
+                elif k.launch_ts is not None:
+                    p = cpu_step(k.launch_ts)
+                else:
+                    p = bisect.bisect_right(starts, k.ts) - 1
+                kers.setdefault(p, []).append(i)
+            self._by_step = (recs, kers, early)
+        return self._by_step
+
     def _comm(self, n):
         a = n.args or {}
         kind, uncertain = _collective_kind(str(a.get("Collective name", "")))
@@ -153,17 +191,6 @@ class Calls:
 
     def _link(self):
         self.kernel_owner = [(k.launch.record if k.launch is not None else -1) for k in self.model.kernels]
-
-
-def _step_index(steps, t):
-    """The position in ``steps`` (a list of (number, start, end)) of the last step starting at or before ``t``."""
-    lo = -1
-    for i, (_, s, _) in enumerate(steps):
-        if s <= t:
-            lo = i
-        else:
-            break
-    return lo
 
 
 def step_table(model):
@@ -216,57 +243,40 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
     if step is not None:
         pos = [num for num, _, _ in steps].index(step)
         s0, s1 = steps[pos][1], steps[pos][2]
-        nxt = steps[pos + 1][1] if pos + 1 < len(steps) else math.inf
 
-        def in_step_cpu(t):
-            return s0 <= t < s1
-
-        def in_step_gpu(t):  # unlinked GPU work: after this step started, before the next one did
-            return s0 <= t < nxt
     else:
         s0 = min([n.ts for n in model.nodes] + [k.ts for k in model.kernels], default=0.0)
 
-        def in_step_cpu(t):
-            return True
-
-        in_step_gpu = in_step_cpu
-
-    # records of this step
-    rec_ids = [i for i, n in enumerate(calls.nodes) if in_step_cpu(n.ts)]
+    # records and GPU work of this step (the trace split by step once, for every report of it)
+    rec_by_step, ker_by_step, early = calls.by_step()
+    key = -1 if step is None else pos
+    if step is None:
+        rec_ids = list(range(len(calls.nodes)))
+        mine = [i for i, k in enumerate(model.kernels) if not k.early]
+    else:
+        rec_ids = rec_by_step.get(key, [])
+        mine = ker_by_step.get(key, [])
     local = {g: j for j, g in enumerate(rec_ids)}
     kt = [0.0] * len(rec_ids)
     kfirst = [math.inf] * len(rec_ids)
     unattributed: dict = {}
-    outside = 0.0
-    before = [0, 0.0]
+    before = [len(early), sum(model.kernels[i].dur for i in early)]
     total = 0.0
     last_end = s0
-    n_kernels = 0
-    for k, owner in zip(model.kernels, calls.kernel_owner):
-        t_launch = k.launch_ts if k.launch_ts is not None else None
+    for i in mine:
+        k, owner = model.kernels[i], calls.kernel_owner[i]
         if owner >= 0:
-            if owner not in local:
-                outside += k.dur
-                continue
             j = local[owner]
             kt[j] += k.dur
             kfirst[j] = min(kfirst[j], k.ts)
-        elif k.early:
-            before[0] += 1
-            before[1] += k.dur
-            continue
         else:
-            inside = in_step_cpu(t_launch) if t_launch is not None else in_step_gpu(k.ts)
-            if not inside:
-                outside += k.dur
-                continue
-            name = _short_kernel(k.name)
-            u = unattributed.setdefault(name, [0, 0.0, k.cat])
+            u = unattributed.setdefault(_short_kernel(k.name), [0, 0.0, k.cat])
             u[0] += 1
             u[1] += k.dur
         total += k.dur
-        n_kernels += 1
         last_end = max(last_end, k.ts + k.dur)
+    n_kernels = len(mine)
+    outside = calls.gpu_time - total - before[1]
 
     # the op table, module sets, signatures
     ops: list = []
@@ -374,7 +384,7 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
         "unattributed_time": un_time * US,
         "unattributed": {k: {"calls": v[0], "time": v[1] * US, "cat": v[2]}
                          for k, v in sorted(unattributed.items(), key=lambda kv: -kv[1][1])},
-        "outside_step_time": outside * US,
+        "outside_step_time": max(outside, 0.0) * US,
         "before_trace": {"calls": before[0], "time": before[1] * US, "cat": "kernel"},
         "problems": list(model.problems),
     }
@@ -384,6 +394,8 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
     if not model.has_shapes and calls.nodes:
         incomplete.append("the trace was recorded without shapes (record_shapes=False): no FLOPs or bytes, only "
                           "the time breakdown")
+    if not model.complete:
+        incomplete.append(model.problems[0])
     if un_time > 0:
         incomplete.append(f"{un_time * US * 1e6:.1f} us of GPU work ({un_time / total:.1%} of the kernel time) was "
                           f"launched by no recorded op ({len(unattributed)} kernel names: "
@@ -392,8 +404,24 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
         meta["incomplete"] = incomplete
     if coll["record"]:
         meta["collectives"] = coll
+    dist = _distributed(model.header)
+    if dist is not None:
+        meta["distributed"] = dist
     return report_cls(records, ops, module_sets, wall_time=wall_time, meta=meta, ceilings=ceilings,
                       signatures=signatures)
+
+
+def _distributed(header):
+    """The rank, world size and backend of a rank's trace (Kineto's ``distributedInfo``), as measure's
+    ``meta["distributed"]``; None when the trace has none or it is incomplete."""
+    info = header.get("distributedInfo")
+    if not isinstance(info, dict):
+        return None
+    rank, world, backend = info.get("rank"), info.get("world_size"), info.get("backend")
+    if (isinstance(rank, int) and isinstance(world, int) and not isinstance(rank, bool) and 0 <= rank < world
+            and isinstance(backend, str)):
+        return {"rank": rank, "world_size": world, "backend": backend}
+    return None
 
 
 def _devices(model) -> list:

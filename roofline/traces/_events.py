@@ -23,6 +23,7 @@ Times are microseconds as the trace writes them (floats with nanosecond fraction
 from __future__ import annotations
 
 import bisect
+import math
 import re
 
 # Kineto categories (lower-cased as they are compared)
@@ -97,8 +98,10 @@ class TraceModel:
     ``ProfilerStep#N`` annotations, in time order), ``has_shapes`` (some op recorded ``Input Dims``),
     ``has_modules`` (some ``nn.Module`` events), ``problems`` (what could not be linked or read, as sentences)."""
 
-    def __init__(self, header, nodes, roots, kernels, steps, has_shapes, has_modules, problems, path=""):
+    def __init__(self, header, nodes, roots, kernels, steps, has_shapes, has_modules, problems, path="",
+                 complete=True):
         self.header, self.nodes, self.roots, self.kernels = header, nodes, roots, kernels
+        self.complete = complete  # False when the reader could not read the whole file (problems says why)
         self.steps, self.has_shapes, self.has_modules, self.problems = steps, has_shapes, has_modules, problems
         self.path = path
 
@@ -117,7 +120,8 @@ class TraceModel:
 
 
 def _num(v, default=None):
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else default
+    """``v`` when it is a finite number (the reader reads ``1e400`` as inf and ``NaN`` as nan), else ``default``."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else default
 
 
 def _is_module_event(name: str) -> bool:
@@ -198,13 +202,17 @@ def build(raw, path: str = "") -> TraceModel:
     if bad:
         problems.append(f"{bad} events without a name, a time or a valid duration were skipped")
     header = raw.header if isinstance(getattr(raw, "header", None), dict) else {}
+    if getattr(raw, "complete", True) is False:  # the reader stopped early or skipped what it could not read
+        issues = [str(x) for x in (getattr(raw, "issues", None) or ())] or ["the file is incomplete"]
+        problems[:0] = [f"the trace file is incomplete: {'; '.join(issues)}"]
 
     nodes, roots, steps, has_modules = _trees(per_thread)
     per_thread.clear()
     _link(kernels, nodes, launches, flows_s, flows_f, problems)
     kernels.sort(key=lambda k: (k.ts, k.dur))
     attribute(nodes, kernels)
-    return TraceModel(header, nodes, roots, kernels, steps, has_shapes, has_modules, problems, path)
+    return TraceModel(header, nodes, roots, kernels, steps, has_shapes, has_modules, problems, path,
+                      getattr(raw, "complete", True) is not False)
 
 
 def _trees(per_thread):
@@ -232,7 +240,7 @@ def _trees(per_thread):
             stack.append(n)
             if kind == _MODULE:
                 has_modules = True
-            elif kind == _ANNOT:
+            else:  # a record_function range: user_annotation, or cpu_op in traces of older torch
                 m = STEP.match(name)
                 if m:
                     steps.append((int(m.group(1)), n))
@@ -319,7 +327,7 @@ def phase_of(node) -> str:
     for a in (node, *node.ancestors()):
         if a.name.startswith(BACKWARD_PREFIX):
             return "backward"
-        if a.kind == _ANNOT and a.name.startswith(OPTIMIZER_STEP):
+        if a.kind != _MODULE and a.name.startswith(OPTIMIZER_STEP):
             return "optimizer"
     return "forward"
 

@@ -9,12 +9,7 @@ import warnings
 from roofline import devices
 from roofline.hardware._ceilings import Ceilings
 from roofline.report import Report
-from roofline.traces import _build, _events
-
-try:  # the streaming reader
-    from roofline.traces import _read
-except ImportError:  # pragma: no cover - only while _read is absent
-    from roofline.traces import _local as _read
+from roofline.traces import _build, _events, _read
 
 
 # The reader of a directory of rank traces, ``f(path, *, device, steps)``: installed by roofline.traces._ranks when it
@@ -90,8 +85,10 @@ def load_trace(source, *, device=None, steps=None):
     roofline of the device that recorded it. See docs/traces.md.
 
     ``source``: a Kineto JSON trace (``.json`` or ``.json.gz``, as ``torch.profiler`` with
-    ``tensorboard_trace_handler`` or ``export_chrome_trace`` writes it), or a ``torch.profiler.profile`` that has
-    stopped (its trace is exported to a temporary file and read). ``device``: a device name of the datasheet
+    ``tensorboard_trace_handler`` or ``export_chrome_trace`` writes it), a ``torch.profiler.profile`` that has
+    stopped (its trace is exported to a temporary file and read), or a directory of rank traces (then a
+    ``RankSet``: per-rank summaries, percentiles and outlier ranks, each rank's report and their merge on demand;
+    ``roofline/traces/_ranks.py``). ``device``: a device name of the datasheet
     table (``"H100 SXM"``, ``"MI300X"``) to judge the ops against, instead of the trace's ``deviceProperties``.
     ``steps``: None or ``"median"`` (the ``ProfilerStep`` of median duration, or the whole trace when it has
     none), ``"all"`` (every step in one report), a step number, or a list of step numbers (a list of reports,
