@@ -97,9 +97,9 @@ def cases(tmp, scale):
                                normal_events(10), b"]}"]))
     yield ("10 million brackets deep", "TraceError",
            lambda p: write(p, [b'{"traceEvents": [', repeat(b"[", int(10 * MB * scale))]))
-    yield ("200 MB trace cut in the middle", "truncated",
+    yield ("100 MB trace cut at its end", "truncated",
            lambda p: write(p, [head, repeat(EVENT + b",\n", int(100 * MB * scale))]))
-    yield ("200 MB trace, gzip cut in the middle", "truncated",
+    yield ("200 MB trace, its gzip cut in the middle", "truncated",
            lambda p: _cut_gzip(p, [head, repeat(EVENT + b",\n", int(200 * MB * scale)), EVENT, tail]))
     yield ("20 million elements that are not objects", "events",
            lambda p: write(p, [b'{"traceEvents": [0', repeat(b",1", int(40 * MB * scale)), b"]}"]))

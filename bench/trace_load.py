@@ -128,7 +128,8 @@ def run_child(python, method, path, limit, timeout):
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         tail = (p.stderr or "").strip().splitlines()[-1:] or [f"exit {p.returncode}"]
-        return {"error": f"child failed: {tail[0][:200]}", "wall": time.perf_counter() - t}
+        why = f"crashed (signal {-p.returncode})" if p.returncode < 0 else f"failed: {tail[0][:200]}"
+        return {"error": f"child {why}", "wall": time.perf_counter() - t}
     return json.loads(lines[-1])
 
 
