@@ -249,7 +249,7 @@ def main():
     ap.add_argument("--timeout", type=int, default=900, help="seconds allowed to each child")
     ap.add_argument("--methods", default="reader/msgspec,reader/orjson,reader/json,whole/orjson,ijson,load_trace,"
                                           "hta/json,hta/ijson")
-    ap.add_argument("--quick", action="store_true", help="dev traces only, no synthetic traces, 50 ranks")
+    ap.add_argument("--quick", action="store_true", help="dev traces only, no synthetic traces, 50 ranks at most")
     a = ap.parse_args()
     os.makedirs(a.tmp, exist_ok=True)
     limit = int(a.mem_limit_gb * (1 << 30))
@@ -312,8 +312,8 @@ def main():
                           f"memory")
         print()
 
-    if a.ranks or a.quick:
-        n = 50 if a.quick else a.ranks
+    n = min(a.ranks, 50) if a.quick else a.ranks
+    if n:
         d = make_rank_dir(dev[0], n, os.path.join(a.tmp, f"ranks_{n}"))
         total = sum(os.path.getsize(p) for p in glob.glob(os.path.join(d, "*.gz")))
         print(f"{n} rank traces in {d} ({total / 1e6:.0f} MB gzip, each {os.path.basename(dev[0])} with its rank and "
