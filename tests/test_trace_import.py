@@ -551,3 +551,13 @@ def test_a_truncated_trace_is_marked_incomplete(tmp_path):
         r = roofline.load_trace(cut)
     assert r.incomplete and r.incomplete[0].startswith("the trace file is incomplete: ")
     assert len(r.records) > 0
+
+
+def test_an_op_counted_in_some_calls_and_not_others_says_so(tmp_path):
+    # two aten::mm calls: one with shapes, one whose arguments were not recorded (an uncountable call): the op keeps
+    # its kind, and the uncounted call is an error of it, not a silent 0 nor an op without a formula
+    ev = [_mm(5, 1, 64), _launch(6, 1), _kernel("gemm", 20, 4, 1),
+          _op("aten::mm", 50, 10, 2), _launch(51, 2), _kernel("gemm", 60, 5, 2)]
+    r = roofline.load_trace(_write(tmp_path, ev))
+    assert r.unknown_ops == {}
+    assert list(r.errors) == ["aten.mm.default"] and r.errors["aten.mm.default"][0] == 1
