@@ -30,9 +30,9 @@ from roofline.util._version import VERSION
 
 US = 1e-6  # trace times are microseconds
 
-# the status of a cost -> the record's status code (csrc's: 0 ok, 2 missing or mistyped argument, 10 an argument
-# could not be described; 4 unknown cost kind, for an uncounted call of an op whose other calls were counted)
-_STATUS_CODE = {"ok": 0, "unknown": 0, "no_shapes": 10, "error": 2}
+# the status of a cost -> the record's status code (csrc's: 0 ok, 2 missing or mistyped argument: arguments not
+# recorded or not fitting the op; 4 unknown cost kind, for an uncounted call of an op whose other calls were counted)
+_STATUS_CODE = {"ok": 0, "unknown": 0, "no_shapes": 2, "error": 2}
 
 # dtype names of record_param_comms's "dtype" argument (c10 ScalarType names)
 _SCALAR_TYPES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Long": "int64",
