@@ -16,8 +16,9 @@ its kernel calls), while a dispatch mode sees the outermost op that reaches it, 
 Conventions where the trace says less than the call had (each stated in :attr:`TraceOpCost.assumed`):
 
 * a 0-d tensor of a Python number's dtype (``double``, ``long int``, ``bool``, ``c10::complex<double>``) in a tensor
-  argument other than the op's first tensor is taken for a wrapped Python number (``x.mul_(0.9)``), which the
-  dispatch mode sees as a number and the cost model does not read;
+  argument of an element-wise op other than its first tensor is taken for a wrapped number (``x.mul_(0.9)``, ATen's
+  ``grad * 0.5``), which the dispatch mode sees as a number and the cost model does not read; a real 0-d float64
+  tensor there (rare: ``torch.cov`` divides by one) is then 8 bytes short;
 * the elements of a tensor list have no recorded dtype: they are taken to have ``list_dtype`` (given by the caller,
   else the op's first tensor's dtype, else float32);
 * without ``"Input Strides"`` (older traces) every tensor is taken to be contiguous, so a broadcast (expanded) operand
@@ -55,6 +56,8 @@ _NOT_TENSOR = frozenset({"Scalar", "ScalarList", "TensorList", "GenericList", ""
 # dtypes a wrapped Python number has (float, int, bool, complex)
 _NUMBER_DTYPES = frozenset({"float64", "int64", "bool", "complex128"})
 _OP_NAME = re.compile(r"[A-Za-z_]\w*::[A-Za-z_]\w*")
+# ops of other kinds than "ewise" to which a number is passed as a wrapped 0-d tensor
+_WRAPPING = frozenset({"where", "masked_fill", "index_fill", "fill"})
 
 
 @dataclass(frozen=True)
@@ -300,6 +303,9 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
         assumed.append("no strides recorded: tensors taken as contiguous")
     args, tensors, scalars = [], [], []
     seen_tensor = False
+    # where Python and ATen's C++ operators pass a number as a tensor argument (x * 0.5, grad.mul_(beta)): the
+    # element-wise ops, whose numbers become 0-d "wrapped" tensors of the number's dtype
+    wraps = entry.kind == "ewise" or functional.rpartition("::")[2] in _WRAPPING
     for i, (t, d) in enumerate(zip(types, dims)):
         st = strides[i] if strides is not None else None
         where = f"argument {names[i]}"
@@ -308,7 +314,7 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
             if dt is None:
                 raise NoShape(f"{where}: dtype {t!r} is not one the cost model knows")
             shape = _shape(d, where)
-            if seen_tensor and not shape and dt in _NUMBER_DTYPES:
+            if seen_tensor and not shape and dt in _NUMBER_DTYPES and codes[i] == "T" and wraps:
                 v = {"float64": 1.0, "int64": 1, "bool": True, "complex128": 1j}[dt]
                 args.append(v)
                 scalars.append(v)
