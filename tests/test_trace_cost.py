@@ -250,11 +250,12 @@ def test_table_matches_installed_torch():
     pytest.importorskip("torch")
     from roofline.traces import _ops_gen, _ops_table
 
-    version, types, cia, kernel_cia, py_cia = _ops_gen.collect()
-    assert types == _ops_table.TYPES, "regenerate: python -m roofline.traces._ops_gen"
-    assert frozenset(cia) == _ops_table.CIA and frozenset(py_cia) == _ops_table.PY_CIA
-    assert frozenset(kernel_cia) == _ops_table.KERNEL_CIA and "silu_backward.default" in _ops_table.KERNEL_CIA
-    assert version == _ops_table.TORCH_VERSION
+    t = _ops_gen.collect()
+    assert t["types"] == _ops_table.TYPES, "regenerate: python -m roofline.traces._ops_gen"
+    assert t["names"] == _ops_table.NAMES and "topk.default" in _ops_table.NAMES
+    assert frozenset(t["cia"]) == _ops_table.CIA and frozenset(t["py_cia"]) == _ops_table.PY_CIA
+    assert frozenset(t["kernel_cia"]) == _ops_table.KERNEL_CIA and "silu_backward.default" in _ops_table.KERNEL_CIA
+    assert t["version"] == _ops_table.TORCH_VERSION
 
 
 def test_scalar_type_codes_against_torch():
@@ -682,3 +683,32 @@ def test_trace_of_an_older_torch():
     c = cost_event("aten::sum", a)
     assert c.status == "ok" and counts(c) == (0, 6, 0, 24, 8) and "older torch" in c.assumed
     assert cost_event("aten::mm", ev(["float"], [[2, 3]])).status == "error"  # a required argument missing
+
+
+def test_builtin_python_formulas():
+    # topk(self [4, 10], k=3): one comparison per element and ceil(log2 3) = 2 more to place it among the k: 40 * 3 =
+    # 120; reads 160 bytes; writes 12 values (48 bytes) and 12 int64 indices (96)
+    c = cost_event("aten::topk", ev(["float", "Scalar", "Scalar", "Scalar", "Scalar"], [[4, 10], [], [], [], []],
+                                    ["", "3", "-1", "True", "True"]))
+    assert c.status == "ok" and c.kind == "python" and counts(c) == (0, 120, 0, 160, 144)
+    # sort(self [4, 8], dim -1): ceil(log2 8) = 3 comparisons per element: 96; writes 128 + 32 * 8 bytes of indices
+    c = cost_event("aten::sort", ev(["float", "Scalar", "Scalar"], [[4, 8], [], []], ["", "-1", "False"]))
+    assert c.overload == "aten.sort.default" and counts(c) == (0, 96, 0, 128, 384)
+
+
+def test_more_result_shapes():
+    from roofline import cost
+    from roofline.counting._spec import TensorSpec
+
+    # a real FFT of 8 points keeps 8 // 2 + 1 = 5 complex64 results: 40 bytes written
+    c = cost_event("aten::_fft_r2c", ev(["float", "ScalarList", "Scalar", "Scalar"], [[8], [], [], []],
+                                        ["", "[0]", "0", "True"]))
+    ref = cost("_fft_r2c", (8,), [0], 0, True, out=TensorSpec((5,), "complex64"))
+    assert c.status == "ok" and c.bytes_written == 40 and (c.vector_flops, c.bytes_read) == (ref.vector_flops, 32)
+    c = cost_event("aten::reflection_pad2d", ev(["float", "ScalarList"], [[1, 2, 4, 4], []], ["", "[1, 1, 2, 2]"]))
+    assert counts(c) == (0, 0, 0, 128, 1 * 2 * 8 * 6 * 4)  # 4x4 padded to 8x6
+    c = cost_event("aten::view_copy", ev(["float", "ScalarList"], [[2, 6], []], ["", "[3, -1]"]))
+    assert counts(c) == (0, 0, 0, 48, 48)
+    c = cost_event("aten::linspace", ev(["Scalar", "Scalar", "Scalar", "Scalar", "", "", ""], [[]] * 7,
+                                        ["0", "1", "7", "", "", "", ""]))
+    assert c.bytes_written == 28  # 7 float32 values
