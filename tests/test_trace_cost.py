@@ -712,3 +712,18 @@ def test_more_result_shapes():
     c = cost_event("aten::linspace", ev(["Scalar", "Scalar", "Scalar", "Scalar", "", "", ""], [[]] * 7,
                                         ["0", "1", "7", "", "", "", ""]))
     assert c.bytes_written == 28  # 7 float32 values
+
+
+def test_list_dtype_from_kernel_names():
+    cat = ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::"
+           "OpaqueType<2u>, unsigned int, 4, 64, 64>(at::native::(anonymous namespace)::OpaqueType<2u>*)")
+    assert _ops.list_dtype_from_kernels([cat]) == ("bfloat16", False)  # 2-byte elements: the bytes are right
+    foreach = ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+               "TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<c10::Half, 2, 2, "
+               "0>, std::plus<float>, float>(...)")
+    assert _ops.list_dtype_from_kernels([cat, foreach]) == ("float16", True)
+    assert _ops.list_dtype_from_kernels(["ampere_sgemm_128x64_tn", None]) == (None, False)
+    # a cat of two bf16 tensors [1, 559, 32] (a Qwen trace): 2 * 559 * 32 * 2 bytes read and written
+    a = ev(["TensorList", "Scalar"], [[[1, 559, 32], [1, 559, 32]], []], ["", "-1"])
+    c = cost_event("aten::cat", a, list_dtype=_ops.list_dtype_from_kernels([cat])[0])
+    assert (c.bytes_read, c.bytes_written) == (2 * 559 * 32 * 2,) * 2

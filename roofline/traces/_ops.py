@@ -570,3 +570,34 @@ def measure_decomposes(overload: str) -> bool:
     ``_native_batch_norm_legit``)."""
     ns, _, rest = overload.partition(".")
     return (rest if ns == "aten" else f"{ns}::{rest}") in PY_CIA
+
+
+# Element types as CUDA/ROCm kernel names spell them in their template arguments, most specific first.
+_KERNEL_TYPES = (("c10::BFloat16", "bfloat16"), ("__nv_bfloat16", "bfloat16"), ("__hip_bfloat16", "bfloat16"),
+                 ("c10::Half", "float16"), ("__half", "float16"), ("c10::Float8_e4m3fnuz", "float8_e4m3fnuz"),
+                 ("c10::Float8_e5m2fnuz", "float8_e5m2fnuz"), ("c10::Float8_e4m3fn", "float8_e4m3fn"),
+                 ("c10::Float8_e5m2", "float8_e5m2"), ("c10::complex<float>", "complex64"),
+                 ("c10::complex<double>", "complex128"), ("double", "float64"), ("float", "float32"))
+_OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
+_BY_SIZE = {1: "uint8", 2: "bfloat16", 4: "float32", 8: "float64", 16: "complex128"}
+_TEMPLATE_ARG = re.compile(r"[<,]\s*([\w:]+(?:<[\w:]+>)?)\s*(?=[,>])")
+
+
+def list_dtype_from_kernels(kernel_names) -> tuple[str | None, bool]:
+    """The element dtype of an op's tensor lists, read from the names of the GPU kernels it launched (a trace records
+    no dtype for a list): ``(dtype, exact)``. A type named among a kernel's template arguments
+    (``BinaryOpListAlphaFunctor<c10::BFloat16, ...>``) is exact; ``OpaqueType<2u>`` (``aten::cat``'s copy kernels)
+    gives only the element size, for which a dtype of that size is returned (the bytes are right, the dtype a guess:
+    ``exact`` False). ``(None, False)`` when no kernel name says."""
+    sized = None
+    for name in kernel_names:
+        if not isinstance(name, str):
+            continue
+        args = set(_TEMPLATE_ARG.findall(name))
+        for spelled, dt in _KERNEL_TYPES:
+            if spelled in args:
+                return dt, True
+        m = _OPAQUE.search(name)
+        if m and sized is None:
+            sized = _BY_SIZE.get(int(m.group(1)))
+    return sized, False
