@@ -11,8 +11,9 @@
   decomposes them (``roofline.measure``, as FlopCounterMode, calls ``func.decompose()``), while the profiler records
   the C++ kernel that runs without a mode (``aten::native_batch_norm``, ``aten::upsample_nearest2d``).
 
-Run ``python -m roofline.traces._ops_gen`` with the torch whose traces are to be read; ``tests/test_trace_cost.py``
-checks the table against the installed torch.
+Run ``python -m roofline.traces._ops_gen`` with the torch whose traces are to be read, in a fresh interpreter (what
+other packages register when imported, torchvision's ops say, is not torch's table); ``tests/test_trace_cost.py``
+checks the table against the installed torch the same way.
 """
 
 from __future__ import annotations
