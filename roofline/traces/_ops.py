@@ -502,6 +502,8 @@ def _own(name, args) -> bool:
             if mixed:
                 return not is_composite(name, args)
             hit = not is_composite(name, None)
+        if len(_OWN) >= 1 << 16:  # a hostile trace's endless names: the cache starts again
+            _OWN.clear()
         _OWN[name] = hit
     return hit
 
