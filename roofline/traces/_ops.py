@@ -15,9 +15,10 @@ its kernel calls), while a dispatch mode sees the outermost op that reaches it, 
 
 Conventions where the trace says less than the call had (each stated in :attr:`TraceOpCost.assumed`):
 
-* a 0-d tensor of a Python number's dtype (``double``, ``long int``, ``bool``, ``c10::complex<double>``) in a tensor
-  argument other than the op's first tensor is taken for a wrapped Python number (``x.mul_(0.9)``), which the
-  dispatch mode sees as a number and the cost model does not read;
+* a 0-d tensor of a Python number's dtype (``double``, ``long int``, ``c10::complex<double>``) in a tensor
+  argument of an element-wise op other than its first tensor is taken for a wrapped number (``x.mul_(0.9)``, ATen's
+  ``grad * 0.5``), which the dispatch mode sees as a number and the cost model does not read; a real 0-d float64
+  tensor there (rare: ``torch.cov`` divides by one) is then 8 bytes short;
 * the elements of a tensor list have no recorded dtype: they are taken to have ``list_dtype`` (given by the caller,
   else the op's first tensor's dtype, else float32);
 * without ``"Input Strides"`` (older traces) every tensor is taken to be contiguous, so a broadcast (expanded) operand
@@ -31,12 +32,12 @@ import re
 from dataclasses import dataclass
 
 from roofline import _core
-from roofline.counting import _registry, _resolve, _spec
+from roofline.counting import _formulas, _registry, _resolve, _spec
 from roofline.counting._spec import TensorSpec
-from roofline.model._records import DTYPE_CODES, DTYPE_NAMES
+from roofline.model._records import DTYPE_CODES, DTYPE_NAMES, ITEMSIZE
 from roofline.traces import _ops_shapes
 from roofline.traces._ops_shapes import NoShape
-from roofline.traces._ops_table import CIA, KERNEL_CIA, PY_CIA, TORCH_VERSION, TYPES
+from roofline.traces._ops_table import CIA, KERNEL_CIA, NAMES, PY_CIA, TORCH_VERSION, TYPES
 
 OK, UNKNOWN, NO_SHAPES, ERROR = "ok", "unknown", "no_shapes", "error"
 
@@ -53,8 +54,11 @@ TRACE_DTYPES = {
 }
 _NOT_TENSOR = frozenset({"Scalar", "ScalarList", "TensorList", "GenericList", ""})
 # dtypes a wrapped Python number has (float, int, bool, complex)
-_NUMBER_DTYPES = frozenset({"float64", "int64", "bool", "complex128"})
+_NUMBER_DTYPES = frozenset({"float64", "int64", "complex128"})  # (a Python bool is rarely an operand: 0-d bools are
+# taken for tensors)
 _OP_NAME = re.compile(r"[A-Za-z_]\w*::[A-Za-z_]\w*")
+# ops of other kinds than "ewise" to which a number is passed as a wrapped 0-d tensor
+_WRAPPING = frozenset({"where", "masked_fill", "index_fill", "fill"})
 
 
 @dataclass(frozen=True)
@@ -269,6 +273,18 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
         return _fail(name, UNKNOWN, "its formula (roofline.register(formula=...)) runs on tensors, not on a trace",
                      overload)
     entry = found.entry
+    builtin = _formulas.OPS.get(f"{ns}::{packet}") if not found.registered else None
+    if builtin is not None and f"{packet_key}.{ov}" in NAMES:
+        try:
+            c = _evaluate_python(name, overload, builtin, f"{packet_key}.{ov}", packet_key, ov, functional, types,
+                                 dims, strides, concrete, list_dtype)
+        except NoShape as e:
+            return _fail(name, UNKNOWN, str(e), overload, "python")
+        except (ValueError, OverflowError, TypeError, IndexError, KeyError) as e:
+            return _fail(name, ERROR, str(e), overload, "python")
+        if older:
+            c = dataclasses.replace(c, assumed="; ".join(x for x in (older, c.assumed) if x))
+        return c
     if entry is None:
         return _fail(name, UNKNOWN, "no cost formula", overload)
     sch = _registry.schema(f"{ns}::{packet}", ov)
@@ -286,9 +302,9 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
         return _fail(name, ERROR, str(e), overload, entry.kind)
 
 
-def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims, strides, concrete, list_dtype):
-    names = list(sch.names)
-    codes = dict(_OVERLOADS[qualified[len("aten::"):] if qualified.startswith("aten::") else qualified])[ov]
+def _arguments(names, codes, kind, functional, types, dims, strides, concrete, list_dtype):
+    """The call's arguments as the cost model takes them (TensorSpec, lists of them, numbers, None), its tensors, its
+    numbers, and what was assumed."""
     if len(names) != len(types):
         raise ValueError(f"{len(types)} inputs recorded for a schema of {len(names)} ({', '.join(names)})")
     assumed = []
@@ -300,6 +316,9 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
         assumed.append("no strides recorded: tensors taken as contiguous")
     args, tensors, scalars = [], [], []
     seen_tensor = False
+    # where Python and ATen's C++ operators pass a number as a tensor argument (x * 0.5, grad.mul_(beta)): the
+    # element-wise ops, whose numbers become 0-d "wrapped" tensors of the number's dtype
+    wraps = kind == "ewise" or functional.rpartition("::")[2] in _WRAPPING
     for i, (t, d) in enumerate(zip(types, dims)):
         st = strides[i] if strides is not None else None
         where = f"argument {names[i]}"
@@ -308,8 +327,8 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
             if dt is None:
                 raise NoShape(f"{where}: dtype {t!r} is not one the cost model knows")
             shape = _shape(d, where)
-            if seen_tensor and not shape and dt in _NUMBER_DTYPES:
-                v = {"float64": 1.0, "int64": 1, "bool": True, "complex128": 1j}[dt]
+            if seen_tensor and not shape and dt in _NUMBER_DTYPES and codes[i] == "T" and wraps:
+                v = {"float64": 1.0, "int64": 1, "complex128": 1j}[dt]
                 args.append(v)
                 scalars.append(v)
                 assumed.append(f"0-d {dt} {names[i]} taken for a Python number")
@@ -342,6 +361,14 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
             args.append(None)
             if codes[i] == "L?":  # a list of optional tensors (index's indices): the profiler writes ""
                 assumed.append(f"{names[i]} not recorded: its bytes are not counted")
+    return args, tensors, scalars, assumed
+
+
+def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims, strides, concrete, list_dtype):
+    names = list(sch.names)
+    codes = dict(_OVERLOADS[qualified[len("aten::"):] if qualified.startswith("aten::") else qualified])[ov]
+    args, tensors, scalars, assumed = _arguments(names, codes, entry.kind, functional, types, dims, strides,
+                                                 concrete, list_dtype)
     a = dict(zip(names, args))
     outs = sch.outs
     inplace = functional != (qualified[len("aten::"):] if qualified.startswith("aten::") else qualified)
@@ -353,6 +380,8 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
     else:
         short = functional.rpartition("::")[2]
         out = _ops_shapes.results(short, entry.kind, a, tensors, scalars)
+        if short == "log_sigmoid_forward":
+            assumed.append("its buffer taken as input-sized (CPU); on CUDA it is empty")
         if out is None and entry.kind != "zero":  # the products, convolutions and attention: the cost model's own rule
             out = _spec._infer_out(entry, short, names, args, "float32")
             if out is None:
@@ -368,6 +397,63 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
                        int(row["special_ops"]), int(row["bytes_read"]), int(row["bytes_written"]),
                        int(row["flop_counter_flops"]), DTYPE_NAMES.get(int(row["dtype"]), "unknown"), OK, "",
                        "; ".join(dict.fromkeys(assumed)))
+
+
+class _Tensor:
+    """What the built-in Python formulas (``roofline.counting._formulas``) read of a tensor: its shape, strides, dtype
+    and element size; its device is ``meta``, so a formula that needs the values says so (a trace has none)."""
+
+    __slots__ = ("shape", "dtype", "_stride", "_size")
+    is_nested = False
+    is_mkldnn = False
+    device = type("Device", (), {"type": "meta"})()
+
+    def __init__(self, spec: TensorSpec):
+        self.shape, self.dtype, self._stride = spec.shape, spec.dtype, spec.stride()
+        self._size = ITEMSIZE[spec.dtype]
+
+    def stride(self):
+        return self._stride
+
+    def element_size(self):
+        return self._size
+
+
+def _as_formula_value(v):
+    if isinstance(v, TensorSpec):
+        return _Tensor(v)
+    if isinstance(v, list) and v and all(isinstance(x, TensorSpec) for x in v):
+        return [_Tensor(x) for x in v]
+    return v
+
+
+def _evaluate_python(name, overload, formula, key, packet_key, ov, functional, types, dims, strides, concrete,
+                     list_dtype):
+    """A call of an op with a built-in Python formula, as ``measure`` counts it (``record_builtin``)."""
+    names = NAMES[key].split()
+    codes = dict(_OVERLOADS[packet_key])[ov]
+    args, tensors, scalars, assumed = _arguments(names, codes, "python", functional, types, dims, strides, concrete,
+                                                 list_dtype)
+    a = dict(zip(names, args))
+    out = _ops_shapes.results(functional.rpartition("::")[2], "python", a, tensors, scalars)
+    if out is None:
+        raise NoShape(f"the result shape of {functional} is not derived from its recorded inputs")
+    res = formula({k: _as_formula_value(v) for k, v in a.items()},
+                  [_as_formula_value(o) if o is not None else None for o in out] if len(out) != 1 else
+                  _as_formula_value(out[0]))
+    if res is None:
+        raise NoShape(f"{functional}'s formula counts this call with the C formula of its kind, which it lacks")
+    st = int(res.get("status", 0))
+    if st == _formulas.E_DATA:
+        raise NoShape(f"{functional}'s count depends on tensor values, which a trace does not record")
+    if st != 0:
+        raise ValueError(f"{functional}'s formula cannot count these arguments")
+    vals = [int(res.get(k, 0)) for k in ("matrix_flops", "vector_flops", "special_ops", "bytes_read",
+                                         "bytes_written", "flop_counter_flops")]
+    if any(not 0 <= v < 1 << 64 for v in vals):
+        raise OverflowError("a count does not fit in 64 bits")
+    dtype = tensors[0].dtype if tensors else "unknown"
+    return TraceOpCost(name, overload, "python", *vals, dtype, OK, "", "; ".join(dict.fromkeys(assumed)))
 
 
 _SPECS: dict = {}
@@ -416,6 +502,8 @@ def _own(name, args) -> bool:
             if mixed:
                 return not is_composite(name, args)
             hit = not is_composite(name, None)
+        if len(_OWN) >= 1 << 16:  # a hostile trace's endless names: the cache starts again
+            _OWN.clear()
         _OWN[name] = hit
     return hit
 
@@ -484,3 +572,34 @@ def measure_decomposes(overload: str) -> bool:
     ``_native_batch_norm_legit``)."""
     ns, _, rest = overload.partition(".")
     return (rest if ns == "aten" else f"{ns}::{rest}") in PY_CIA
+
+
+# Element types as CUDA/ROCm kernel names spell them in their template arguments, most specific first.
+_KERNEL_TYPES = (("c10::BFloat16", "bfloat16"), ("__nv_bfloat16", "bfloat16"), ("__hip_bfloat16", "bfloat16"),
+                 ("c10::Half", "float16"), ("__half", "float16"), ("c10::Float8_e4m3fnuz", "float8_e4m3fnuz"),
+                 ("c10::Float8_e5m2fnuz", "float8_e5m2fnuz"), ("c10::Float8_e4m3fn", "float8_e4m3fn"),
+                 ("c10::Float8_e5m2", "float8_e5m2"), ("c10::complex<float>", "complex64"),
+                 ("c10::complex<double>", "complex128"), ("double", "float64"), ("float", "float32"))
+_OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
+_BY_SIZE = {1: "uint8", 2: "bfloat16", 4: "float32", 8: "float64", 16: "complex128"}
+_TEMPLATE_ARG = re.compile(r"[<,]\s*([\w:]+(?:<[\w:]+>)?)\s*(?=[,>])")
+
+
+def list_dtype_from_kernels(kernel_names) -> tuple[str | None, bool]:
+    """The element dtype of an op's tensor lists, read from the names of the GPU kernels it launched (a trace records
+    no dtype for a list): ``(dtype, exact)``. A type named among a kernel's template arguments
+    (``BinaryOpListAlphaFunctor<c10::BFloat16, ...>``) is exact; ``OpaqueType<2u>`` (``aten::cat``'s copy kernels)
+    gives only the element size, for which a dtype of that size is returned (the bytes are right, the dtype a guess:
+    ``exact`` False). ``(None, False)`` when no kernel name says."""
+    sized = None
+    for name in kernel_names:
+        if not isinstance(name, str):
+            continue
+        args = set(_TEMPLATE_ARG.findall(name))
+        for spelled, dt in _KERNEL_TYPES:
+            if spelled in args:
+                return dt, True
+        m = _OPAQUE.search(name)
+        if m and sized is None:
+            sized = _BY_SIZE.get(int(m.group(1)))
+    return sized, False
