@@ -100,6 +100,14 @@ class _Tee:
     def header(self):
         return self.raw.header
 
+    @property
+    def complete(self):
+        return self.raw.complete
+
+    @property
+    def issues(self):
+        return self.raw.issues
+
     def close(self):
         self.raw.close()
 
@@ -188,7 +196,7 @@ def summarize_rank(path, *, device=None, steps=None, load=None) -> RankSummary:
     else:  # no device of the datasheet table: counts without rates
         mfu, flops, nbytes = math.nan, float(report.total_flops), float(report.bytes_read + report.bytes_written)
     trace = report.meta.get("trace") or {}
-    issues = tuple(report.incomplete) + tuple(f"reader: {i}" for i in raw.issues)
+    issues = tuple(report.incomplete)  # the reader's issues among them when it could not read the whole file
     return _with_header(RankSummary(
         path, worker=worker, device=trace.get("device"), steps=tee.steps,
         step_time=float(report.wall_time) if report.wall_time is not None else math.nan,
@@ -397,7 +405,7 @@ def _report_of(s: RankSummary, device, steps):
     r = _load.load_one(s.path, device=device, steps=steps)
     if isinstance(r, list):
         r = r[0]
-    if s.rank is not None:
+    if s.rank is not None and not r.meta.get("distributed"):
         r.meta["distributed"] = {"rank": s.rank, "world_size": s.world_size, "backend": s.backend or "unknown"}
     return r
 
