@@ -348,6 +348,9 @@ def test_steps_phases_and_modules(tmp_path):
     path = _steps_trace(tmp_path)
     r = roofline.load_trace(path)  # median duration: 100, 200, 300 us -> step 3 (200 us)
     assert r.meta["trace"]["step"] == 3
+    assert r.meta["trace"]["step_times"] == [{"step": 1, "time": pytest.approx(100e-6)},
+                                             {"step": 2, "time": pytest.approx(300e-6)},
+                                             {"step": 3, "time": pytest.approx(200e-6)}]
     assert len(r.records) == 1 and r.module_sets[r.records["module"][0]] == ("Global", "Net", "Net.Linear_0")
     # the 50 us kernel of the mm is its time: 2*1024^3 FLOPs in 50 us
     assert r.records["t_end"][0] - r.records["t_start"][0] == pytest.approx(50e-6)

@@ -389,6 +389,7 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
         "source": source_name,
         "step": step,
         "steps": [num for num, _ in model.steps],
+        "step_times": [{"step": num, "time": (n.end - n.ts) * US} for num, n in model.steps],
         "step_choice": how,
         "device": device_spec.name if device_spec is not None else None,
         "device_note": device_note,
