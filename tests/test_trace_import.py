@@ -463,6 +463,15 @@ def test_cli_trace(tmp_path):
     p = subprocess.run([sys.executable, "-m", "roofline", "trace", str(tmp_path / "nope.json")], capture_output=True,
                        text=True, cwd=Path(__file__).resolve().parent.parent)
     assert p.returncode != 0 and "nope.json" in p.stderr
+    # a directory of rank traces: the summary over the ranks
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for name in ("bert", "falcon"):
+        (ranks / f"{name}.json.gz").write_bytes((DATA / f"{TRACES[name]}.json.gz").read_bytes())
+    p = subprocess.run([sys.executable, "-m", "roofline", "trace", str(ranks)], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parent.parent, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert p.returncode == 0, p.stderr
+    assert "2 rank traces" in p.stdout and "bert.json.gz" in p.stdout
 
 
 def test_backward_ops_are_credited_to_their_forward_module(tmp_path):
