@@ -808,6 +808,50 @@ def _scaled_mm(a):
     return [_t((x.shape[0], w.shape[1]), scalar_type(a.get("out_dtype"), x.dtype))]
 
 
+def _normal(a):
+    mean, std = a.get("mean"), a.get("std")
+    ts = [t for t in (mean, std) if isinstance(t, TensorSpec)]
+    if ts:
+        return [_t(broadcast([t.shape for t in ts]), ts[0].dtype)]
+    return _factory(a)
+
+
+def _unpool(a):
+    x = _tensor(a, "self")
+    os_ = a.get("output_size")
+    if not isinstance(os_, list):
+        raise NoShape("output_size not recorded")
+    return [_t(x.shape[:len(x.shape) - len(os_)] + tuple(os_), x.dtype)]
+
+
+def _multinomial(a):
+    x = _tensor(a, "self")
+    n = a.get("num_samples")
+    if not isinstance(n, int):
+        raise NoShape("num_samples not recorded")
+    return [_t(x.shape[:-1] + (n,), "int64")]
+
+
+def _unbind(a):
+    x = _tensor(a, "self")
+    d = _wrap(a.get("dim", 0) or 0, len(x.shape))
+    return [_t(x.shape[:d] + x.shape[d + 1:], x.dtype) for _ in range(x.shape[d] if x.shape else 0)]
+
+
+def _im2col(a):
+    x = _tensor(a, "self")
+    k = _int_list(a.get("kernel_size"), 2, "kernel_size")
+    d = _int_list(a.get("dilation"), 2, "dilation")
+    p = _int_list(a.get("padding"), 2, "padding")
+    st = _int_list(a.get("stride"), 2, "stride")
+    sp = x.shape[-2:]
+    blocks = 1
+    for i in range(2):
+        blocks *= _pool_out(sp[i], k[i], st[i], p[i], d[i], False)
+    c = x.shape[-3] * k[0] * k[1]
+    return [_t(x.shape[:-3] + (c, blocks), x.dtype)]
+
+
 # packet (functional name) -> rule(a) or rule(a, tensors, scalars) when marked with "ts"
 RULES = {
     "_softmax": _softmax, "_log_softmax": _softmax, "_safe_softmax": lambda a: [_like(_tensor(a, "self"),
@@ -884,7 +928,8 @@ RULES = {
     "new_full": _new_factory,
     "zeros_like": _like_factory, "ones_like": _like_factory, "full_like": _like_factory, "empty_like": _like_factory,
     "randn_like": _like_factory, "rand_like": _like_factory, "randint_like": _like_factory,
-    "fill": _same_as_self, "zero": _same_as_self, "bernoulli": _same_as_self, "normal": None,
+    "fill": _same_as_self, "zero": _same_as_self, "bernoulli": _same_as_self, "normal": _normal,
+    "max_unpool2d": _unpool, "multinomial": _multinomial, "unbind_copy": _unbind, "im2col": _im2col,
     "uniform": _same_as_self, "exponential": _same_as_self, "random": _same_as_self,
     "scalar_tensor": lambda a: [_t((), scalar_type(a.get("dtype"), "float32"))],
     "arange": _arange,
