@@ -22,7 +22,20 @@ Conventions where the trace says less than the call had (each stated in :attr:`T
 * the elements of a tensor list have no recorded dtype: they are taken to have ``list_dtype`` (given by the caller,
   else the op's first tensor's dtype, else float32);
 * without ``"Input Strides"`` (older traces) every tensor is taken to be contiguous, so a broadcast (expanded) operand
-  is counted at its expanded size.
+  is counted at its expanded size;
+* a list of optional tensors (``index_put``'s indices) is not recorded: its bytes are not counted;
+* arguments an older torch did not have (trailing optional ones) take their defaults.
+
+Where the trace cannot say (status ``"unknown"``, with the reason): ops without a formula; a result whose size
+depends on the data (``nonzero``) or on an unrecorded argument (``index``'s indices); tensor lists longer than the
+profiler records (it writes ``[]`` beyond a length: a large model's foreach optimizer ops).
+
+Where a trace and ``measure`` count the same step differently, by design (tests/test_trace_cost.py checks each):
+under a dispatch mode autograd and some backward formulas take their out-of-place branch (``add`` for ``add_``,
+``scatter_add`` for ``scatter_add_``: the same counts under another name); ops with a composite kernel in Python
+only (``native_batch_norm``, ``upsample_nearest2d``: :func:`measure_decomposes`) or with a composite kernel beside
+their own (``silu_backward`` in backward) are decomposed by ``measure`` and counted whole here, as the kernel that
+ran. ``bench/trace_cost_coverage.py`` compares the two over torch's OpInfo samples.
 """
 
 from __future__ import annotations
