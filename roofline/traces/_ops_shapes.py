@@ -623,6 +623,17 @@ def _flash_cuda(a):
     return [out, _t((b, h, lq), "float32"), None, None, _t((2,), "uint64"), _t((), "uint64"), debug]
 
 
+def _cudnn_attn(a):
+    """(output, logsumexp (B, H, S_Q, 1) float32, two undefined, two ints, seed, offset, an undefined debug mask), as
+    torch's meta function makes them."""
+    q, v = _tensor(a, "query"), _tensor(a, "value")
+    if len(q.shape) != 4:
+        raise ValueError(f"query {q.shape} must be (batch, heads, length, head_dim)")
+    b, h, lq = q.shape[:3]
+    return [_t((b, h, lq, v.shape[-1]), q.dtype), _t((b, h, lq, 1), "float32"), None, None, _t((), "int64"),
+            _t((), "int64"), None]
+
+
 def _flash_cuda_bwd(a):
     return _attn_bwd_qkv(a)
 
@@ -956,6 +967,7 @@ RULES = {
     "_scaled_dot_product_flash_attention": _flash_cuda,
     "_scaled_dot_product_flash_attention_backward": _flash_cuda_bwd,
     "_scaled_dot_product_cudnn_attention_backward": _attn_bwd_qkv,
+    "_scaled_dot_product_cudnn_attention": _cudnn_attn,
     "_foreach_norm": _foreach_norm,
     "sort": _sort, "argsort": lambda a: [_like(_tensor(a, "self"), "int64")], "msort": _same_as_self,
     "topk": _topk, "kthvalue": _select_dim, "mode": _select_dim,
