@@ -210,6 +210,14 @@ def test_counted_mixed_packet_by_overload():
     assert _ops.is_composite("aten::max", two) and not _ops.is_composite("aten::max", one)
 
 
+def test_counted_composite_without_parts():
+    # silu_backward: composite with a kernel of its own; without parts in the trace its kernel ran: counted itself
+    assert counted(["SiluBackward0", "aten::silu_backward"], [-1, 0]) == [False, True]
+    assert counted(["aten::silu_backward", "aten::sigmoid"], [-1, 0]) == [False, True]  # decomposed: its parts
+    # to and contiguous have no kernel: without parts they did nothing (the tensor was already as asked)
+    assert counted(["aten::to", "aten::contiguous"], [-1, -1]) == [False, False]
+
+
 def test_counted_annotation_named_like_an_op():
     names = ["model::step", "aten::addmm", "aten::copy_"]
     parents = [-1, 0, 1]
