@@ -210,6 +210,31 @@ def test_counted_mixed_packet_by_overload():
     assert _ops.is_composite("aten::max", two) and not _ops.is_composite("aten::max", one)
 
 
+def test_counted_composite_without_parts():
+    # silu_backward: composite with a kernel of its own; without parts in the trace its kernel ran: counted itself
+    assert counted(["SiluBackward0", "aten::silu_backward"], [-1, 0]) == [False, True]
+    assert counted(["aten::silu_backward", "aten::sigmoid"], [-1, 0]) == [False, True]  # decomposed: its parts
+    # to and contiguous have no kernel: without parts they did nothing (the tensor was already as asked)
+    assert counted(["aten::to", "aten::contiguous"], [-1, -1]) == [False, False]
+
+
+def test_counted_annotation_named_like_an_op():
+    names = ["model::step", "aten::addmm", "aten::copy_"]
+    parents = [-1, 0, 1]
+    assert counted(names, parents) == [True, False, False]  # by name the annotation is an op (with no formula)
+    assert counted(names, parents, ops=[False, True, True]) == [False, True, False]
+
+
+def test_no_shapes_in_a_real_trace(tmp_path):
+    torch = pytest.importorskip("torch")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+        torch.mm(torch.randn(2, 3), torch.randn(3, 4))
+    p.export_chrome_trace(str(tmp_path / "t.json"))
+    evs, _ = _tree(tmp_path / "t.json")
+    c = cost_event("aten::mm", next(e for e in evs if e["name"] == "aten::mm")["args"])
+    assert c.status == "no_shapes" and "record_shapes" in c.reason
+
+
 def test_counted_bad_trees():
     with pytest.raises(ValueError):
         counted(["aten::mm", "aten::mm"], [1, 0])  # a cycle
@@ -311,7 +336,8 @@ def _record(tmp_path_factory, name, model, step):
     path = tmp_path_factory.mktemp("traces") / f"{name}.json"
     p.export_chrome_trace(str(path))
     evs, parents = _tree(path)
-    flags = counted([e["name"] for e in evs], parents, [e.get("args") for e in evs])
+    flags = counted([e["name"] for e in evs], parents, [e.get("args") for e in evs],
+                    [e.get("cat") == "cpu_op" for e in evs])
     costs = [cost_event(e["name"], e.get("args", {})) for e, k in zip(evs, flags) if k]
     return Recorded(r, evs, parents, costs, path)
 

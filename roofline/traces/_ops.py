@@ -22,7 +22,20 @@ Conventions where the trace says less than the call had (each stated in :attr:`T
 * the elements of a tensor list have no recorded dtype: they are taken to have ``list_dtype`` (given by the caller,
   else the op's first tensor's dtype, else float32);
 * without ``"Input Strides"`` (older traces) every tensor is taken to be contiguous, so a broadcast (expanded) operand
-  is counted at its expanded size.
+  is counted at its expanded size;
+* a list of optional tensors (``index_put``'s indices) is not recorded: its bytes are not counted;
+* arguments an older torch did not have (trailing optional ones) take their defaults.
+
+Where the trace cannot say (status ``"unknown"``, with the reason): ops without a formula; a result whose size
+depends on the data (``nonzero``) or on an unrecorded argument (``index``'s indices); tensor lists longer than the
+profiler records (it writes ``[]`` beyond a length: a large model's foreach optimizer ops).
+
+Where a trace and ``measure`` count the same step differently, by design (tests/test_trace_cost.py checks each):
+under a dispatch mode autograd and some backward formulas take their out-of-place branch (``add`` for ``add_``,
+``scatter_add`` for ``scatter_add_``: the same counts under another name); ops with a composite kernel in Python
+only (``native_batch_norm``, ``upsample_nearest2d``: :func:`measure_decomposes`) or with a composite kernel beside
+their own (``silu_backward`` in backward) are decomposed by ``measure`` and counted whole here, as the kernel that
+ran. ``bench/trace_cost_coverage.py`` compares the two over torch's OpInfo samples.
 """
 
 from __future__ import annotations
@@ -521,10 +534,12 @@ def _kernel_composite(name, args) -> bool:
     return f"{key}.{ov or 'default'}" in KERNEL_CIA
 
 
-def counted(names, parents, args=None) -> list:
+def counted(names, parents, args=None, ops=None) -> list:
     """Which events of an op tree ``measure`` counts. ``names[i]``: event i's name; ``parents[i]``: the index of its
     parent event (-1 for a root); ``args``: the events' ``args`` dicts (or None), which decide the overload where an
-    op's overloads differ in being composite.
+    op's overloads differ in being composite; ``ops``: whether each event is an operator call (the trace's ``cpu_op``
+    category), so that an annotation named like an op (``record_function("model::step")``, category
+    ``user_annotation``) is not taken for one; by default an event is an operator when its name is ``ns::name``.
 
     An event is counted when it is an operator (``ns::name``; autograd nodes, module and annotation events are not),
     is not ``CompositeImplicitAutograd`` (:func:`is_composite`), and no event above it is counted: a dispatch mode
@@ -535,16 +550,18 @@ def counted(names, parents, args=None) -> list:
     counts the parts of its decomposition instead. A composite op without a kernel and without parts did nothing
     (``aten::to`` to the tensor's own dtype, ``aten::contiguous`` of a contiguous tensor)."""
     n = len(names)
-    if len(parents) != n or (args is not None and len(args) != n):
+    if len(parents) != n or (args is not None and len(args) != n) or (ops is not None and len(ops) != n):
         raise ValueError(f"counted: {n} names, {len(parents)} parents" +
-                         ("" if args is None else f", {len(args)} args"))
-    own = [_own(nm, args[i] if args is not None else None) for i, nm in enumerate(names)]
+                         ("" if args is None else f", {len(args)} args") + ("" if ops is None else f", {len(ops)} ops"))
+    is_op = [isinstance(nm, str) and bool(_OP_NAME.fullmatch(nm)) and (ops is None or bool(ops[i]))
+             for i, nm in enumerate(names)]
+    own = [is_op[i] and _own(nm, args[i] if args is not None else None) for i, nm in enumerate(names)]
     parted = [False] * n  # whether an operator is below the event
     for i, p in enumerate(parents):
-        if isinstance(p, int) and 0 <= p < n and isinstance(names[i], str) and _OP_NAME.fullmatch(names[i]):
+        if isinstance(p, int) and 0 <= p < n and is_op[i]:
             parted[p] = True
     for i, nm in enumerate(names):
-        if not own[i] and not parted[i] and _kernel_composite(nm, args[i] if args is not None else None):
+        if is_op[i] and not own[i] and not parted[i] and _kernel_composite(nm, args[i] if args is not None else None):
             own[i] = True
     covered = [None] * n  # whether an ancestor is counted
     out = [False] * n

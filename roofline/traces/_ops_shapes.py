@@ -623,6 +623,17 @@ def _flash_cuda(a):
     return [out, _t((b, h, lq), "float32"), None, None, _t((2,), "uint64"), _t((), "uint64"), debug]
 
 
+def _cudnn_attn(a):
+    """(output, logsumexp (B, H, S_Q, 1) float32, two undefined, two ints, seed, offset, an undefined debug mask), as
+    torch's meta function makes them."""
+    q, v = _tensor(a, "query"), _tensor(a, "value")
+    if len(q.shape) != 4:
+        raise ValueError(f"query {q.shape} must be (batch, heads, length, head_dim)")
+    b, h, lq = q.shape[:3]
+    return [_t((b, h, lq, v.shape[-1]), q.dtype), _t((b, h, lq, 1), "float32"), None, None, _t((), "int64"),
+            _t((), "int64"), None]
+
+
 def _flash_cuda_bwd(a):
     return _attn_bwd_qkv(a)
 
@@ -808,6 +819,50 @@ def _scaled_mm(a):
     return [_t((x.shape[0], w.shape[1]), scalar_type(a.get("out_dtype"), x.dtype))]
 
 
+def _normal(a):
+    mean, std = a.get("mean"), a.get("std")
+    ts = [t for t in (mean, std) if isinstance(t, TensorSpec)]
+    if ts:
+        return [_t(broadcast([t.shape for t in ts]), ts[0].dtype)]
+    return _factory(a)
+
+
+def _unpool(a):
+    x = _tensor(a, "self")
+    os_ = a.get("output_size")
+    if not isinstance(os_, list):
+        raise NoShape("output_size not recorded")
+    return [_t(x.shape[:len(x.shape) - len(os_)] + tuple(os_), x.dtype)]
+
+
+def _multinomial(a):
+    x = _tensor(a, "self")
+    n = a.get("num_samples")
+    if not isinstance(n, int):
+        raise NoShape("num_samples not recorded")
+    return [_t(x.shape[:-1] + (n,), "int64")]
+
+
+def _unbind(a):
+    x = _tensor(a, "self")
+    d = _wrap(a.get("dim", 0) or 0, len(x.shape))
+    return [_t(x.shape[:d] + x.shape[d + 1:], x.dtype) for _ in range(x.shape[d] if x.shape else 0)]
+
+
+def _im2col(a):
+    x = _tensor(a, "self")
+    k = _int_list(a.get("kernel_size"), 2, "kernel_size")
+    d = _int_list(a.get("dilation"), 2, "dilation")
+    p = _int_list(a.get("padding"), 2, "padding")
+    st = _int_list(a.get("stride"), 2, "stride")
+    sp = x.shape[-2:]
+    blocks = 1
+    for i in range(2):
+        blocks *= _pool_out(sp[i], k[i], st[i], p[i], d[i], False)
+    c = x.shape[-3] * k[0] * k[1]
+    return [_t(x.shape[:-3] + (c, blocks), x.dtype)]
+
+
 # packet (functional name) -> rule(a) or rule(a, tensors, scalars) when marked with "ts"
 RULES = {
     "_softmax": _softmax, "_log_softmax": _softmax, "_safe_softmax": lambda a: [_like(_tensor(a, "self"),
@@ -884,7 +939,8 @@ RULES = {
     "new_full": _new_factory,
     "zeros_like": _like_factory, "ones_like": _like_factory, "full_like": _like_factory, "empty_like": _like_factory,
     "randn_like": _like_factory, "rand_like": _like_factory, "randint_like": _like_factory,
-    "fill": _same_as_self, "zero": _same_as_self, "bernoulli": _same_as_self, "normal": None,
+    "fill": _same_as_self, "zero": _same_as_self, "bernoulli": _same_as_self, "normal": _normal,
+    "max_unpool2d": _unpool, "multinomial": _multinomial, "unbind_copy": _unbind, "im2col": _im2col,
     "uniform": _same_as_self, "exponential": _same_as_self, "random": _same_as_self,
     "scalar_tensor": lambda a: [_t((), scalar_type(a.get("dtype"), "float32"))],
     "arange": _arange,
@@ -911,6 +967,7 @@ RULES = {
     "_scaled_dot_product_flash_attention": _flash_cuda,
     "_scaled_dot_product_flash_attention_backward": _flash_cuda_bwd,
     "_scaled_dot_product_cudnn_attention_backward": _attn_bwd_qkv,
+    "_scaled_dot_product_cudnn_attention": _cudnn_attn,
     "_foreach_norm": _foreach_norm,
     "sort": _sort, "argsort": lambda a: [_like(_tensor(a, "self"), "int64")], "msort": _same_as_self,
     "topk": _topk, "kthvalue": _select_dim, "mode": _select_dim,
