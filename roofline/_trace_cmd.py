@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import html
 import os
 import sys
 
@@ -115,7 +116,10 @@ def run(args: argparse.Namespace) -> int:
         r.to_json(args.json)
         print(f"report written to {args.json}", file=sys.stderr)
     if args.html:
-        _output.write(args.html, r._repr_html_(), where="--html")
+        title = html.escape(f"roofline: {os.path.basename(args.path)}")
+        page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head><body>"
+                f"{r._repr_html_()}</body></html>\n")
+        _output.write(args.html, page, where="--html")
         print(f"HTML written to {args.html}", file=sys.stderr)
     if args.plot:
         report.plot(args.plot)

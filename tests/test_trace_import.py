@@ -459,7 +459,8 @@ def test_cli_trace(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "H100 SXM" in p.stdout and "kernel time" in p.stdout
     assert roofline.load(out).meta["trace"]["step"] == 6
-    assert html.read_text().lstrip().startswith("<")
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "aten.addmm.default" in page and page.rstrip().endswith("</html>")
     p = subprocess.run([sys.executable, "-m", "roofline", "trace", str(tmp_path / "nope.json")], capture_output=True,
                        text=True, cwd=Path(__file__).resolve().parent.parent)
     assert p.returncode != 0 and "nope.json" in p.stderr
