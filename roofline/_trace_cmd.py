@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import html
+import os
 import sys
 
 from roofline._profile_cmd import PLOT_EXTENSIONS, check_output
+from roofline.report import Report
 from roofline.traces._load import load_trace
 from roofline.util import _output
 from roofline.util._format import dur
@@ -87,7 +90,13 @@ def run(args: argparse.Namespace) -> int:
         check_output("--html", args.html)
     if args.top < 1:
         raise ValueError(f"--top must be at least 1, got {args.top}")
+    if os.path.isdir(args.path) and (args.json or args.html or args.plot or args.project):
+        raise ValueError(f"{args.path} is a directory of rank traces: --json, --html, --plot and --project apply to "
+                         "one trace file")
     reports = load_trace(args.path, device=args.device, steps=steps)
+    if not isinstance(reports, (list, Report)):  # a directory of rank traces: its summary over the ranks
+        print(reports)
+        return 0
     reports = reports if isinstance(reports, list) else [reports]
     out = sys.stderr if args.json == "-" else sys.stdout
     for i, r in enumerate(reports):
@@ -107,7 +116,10 @@ def run(args: argparse.Namespace) -> int:
         r.to_json(args.json)
         print(f"report written to {args.json}", file=sys.stderr)
     if args.html:
-        _output.write(args.html, r._repr_html_(), where="--html")
+        title = html.escape(f"roofline: {os.path.basename(args.path)}")
+        page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head><body>"
+                f"{r._repr_html_()}</body></html>\n")
+        _output.write(args.html, page, where="--html")
         print(f"HTML written to {args.html}", file=sys.stderr)
     if args.plot:
         report.plot(args.plot)

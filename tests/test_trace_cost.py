@@ -210,6 +210,31 @@ def test_counted_mixed_packet_by_overload():
     assert _ops.is_composite("aten::max", two) and not _ops.is_composite("aten::max", one)
 
 
+def test_counted_composite_without_parts():
+    # silu_backward: composite with a kernel of its own; without parts in the trace its kernel ran: counted itself
+    assert counted(["SiluBackward0", "aten::silu_backward"], [-1, 0]) == [False, True]
+    assert counted(["aten::silu_backward", "aten::sigmoid"], [-1, 0]) == [False, True]  # decomposed: its parts
+    # to and contiguous have no kernel: without parts they did nothing (the tensor was already as asked)
+    assert counted(["aten::to", "aten::contiguous"], [-1, -1]) == [False, False]
+
+
+def test_counted_annotation_named_like_an_op():
+    names = ["model::step", "aten::addmm", "aten::copy_"]
+    parents = [-1, 0, 1]
+    assert counted(names, parents) == [True, False, False]  # by name the annotation is an op (with no formula)
+    assert counted(names, parents, ops=[False, True, True]) == [False, True, False]
+
+
+def test_no_shapes_in_a_real_trace(tmp_path):
+    torch = pytest.importorskip("torch")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+        torch.mm(torch.randn(2, 3), torch.randn(3, 4))
+    p.export_chrome_trace(str(tmp_path / "t.json"))
+    evs, _ = _tree(tmp_path / "t.json")
+    c = cost_event("aten::mm", next(e for e in evs if e["name"] == "aten::mm")["args"])
+    assert c.status == "no_shapes" and "record_shapes" in c.reason
+
+
 def test_counted_bad_trees():
     with pytest.raises(ValueError):
         counted(["aten::mm", "aten::mm"], [1, 0])  # a cycle
@@ -247,14 +272,21 @@ def test_no_torch_needed():
 # ---- the generated table against the installed torch ---------------------------------------------------------------
 
 def test_table_matches_installed_torch():
+    """The generated table against the installed torch, collected in a fresh interpreter as the generator is run
+    (``python -m roofline.traces._ops_gen``): what other modules register when imported (torchvision's ops, the
+    legacy functional collectives) is not torch's own table."""
     pytest.importorskip("torch")
-    from roofline.traces import _ops_gen, _ops_table
+    from roofline.traces import _ops_table
 
-    version, types, cia, kernel_cia, py_cia = _ops_gen.collect()
-    assert types == _ops_table.TYPES, "regenerate: python -m roofline.traces._ops_gen"
-    assert frozenset(cia) == _ops_table.CIA and frozenset(py_cia) == _ops_table.PY_CIA
-    assert frozenset(kernel_cia) == _ops_table.KERNEL_CIA and "silu_backward.default" in _ops_table.KERNEL_CIA
-    assert version == _ops_table.TORCH_VERSION
+    code = "import json; from roofline.traces import _ops_gen; print(json.dumps(_ops_gen.collect()))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    t = json.loads(out.stdout)
+    assert t["types"] == _ops_table.TYPES, "regenerate: python -m roofline.traces._ops_gen"
+    assert t["names"] == _ops_table.NAMES and "topk.default" in _ops_table.NAMES
+    assert frozenset(t["cia"]) == _ops_table.CIA and frozenset(t["py_cia"]) == _ops_table.PY_CIA
+    assert frozenset(t["kernel_cia"]) == _ops_table.KERNEL_CIA and "silu_backward.default" in _ops_table.KERNEL_CIA
+    assert t["version"] == _ops_table.TORCH_VERSION
 
 
 def test_scalar_type_codes_against_torch():
@@ -304,7 +336,8 @@ def _record(tmp_path_factory, name, model, step):
     path = tmp_path_factory.mktemp("traces") / f"{name}.json"
     p.export_chrome_trace(str(path))
     evs, parents = _tree(path)
-    flags = counted([e["name"] for e in evs], parents, [e.get("args") for e in evs])
+    flags = counted([e["name"] for e in evs], parents, [e.get("args") for e in evs],
+                    [e.get("cat") == "cpu_op" for e in evs])
     costs = [cost_event(e["name"], e.get("args", {})) for e, k in zip(evs, flags) if k]
     return Recorded(r, evs, parents, costs, path)
 
@@ -629,13 +662,13 @@ def test_hostile_arguments_never_raise():
 # ---- real GPU traces: every recorded op costed or listed -----------------------------------------------------------
 
 H100 = ROOT / "tests" / "data" / "traces" / "tracelens_h100"
-# per trace: the ops left uncounted, each with the reason: topk has no formula in the cost model; owlv2's index
-# calls have their indices unrecorded (the result's shape is unknown) and nonzero's result depends on the data
+# per trace: the ops left uncounted, each with the reason: owlv2's index calls have their indices unrecorded (the
+# result's shape is unknown) and nonzero's result depends on the data
 H100_UNCOUNTED = {
     "gaunernst_bert-small-uncased__1016001": {},
     "Falconsai_nsfw_image_detection__1016002": {},
     "Qwen_Qwen1.5-0.5B-Chat__1016005": {},
-    "facebook_timesformer-base-finetuned-k400__1016002": {"aten::topk": "no cost formula"},
+    "facebook_timesformer-base-finetuned-k400__1016002": {},
     "google_owlv2-large-patch14-ensemble__1016001": {"aten::index": "indices", "aten::nonzero": "depends on the values"},
 }
 
@@ -682,3 +715,47 @@ def test_trace_of_an_older_torch():
     c = cost_event("aten::sum", a)
     assert c.status == "ok" and counts(c) == (0, 6, 0, 24, 8) and "older torch" in c.assumed
     assert cost_event("aten::mm", ev(["float"], [[2, 3]])).status == "error"  # a required argument missing
+
+
+def test_builtin_python_formulas():
+    # topk(self [4, 10], k=3): one comparison per element and ceil(log2 3) = 2 more to place it among the k: 40 * 3 =
+    # 120; reads 160 bytes; writes 12 values (48 bytes) and 12 int64 indices (96)
+    c = cost_event("aten::topk", ev(["float", "Scalar", "Scalar", "Scalar", "Scalar"], [[4, 10], [], [], [], []],
+                                    ["", "3", "-1", "True", "True"]))
+    assert c.status == "ok" and c.kind == "python" and counts(c) == (0, 120, 0, 160, 144)
+    # sort(self [4, 8], dim -1): ceil(log2 8) = 3 comparisons per element: 96; writes 128 + 32 * 8 bytes of indices
+    c = cost_event("aten::sort", ev(["float", "Scalar", "Scalar"], [[4, 8], [], []], ["", "-1", "False"]))
+    assert c.overload == "aten.sort.default" and counts(c) == (0, 96, 0, 128, 384)
+
+
+def test_more_result_shapes():
+    from roofline import cost
+    from roofline.counting._spec import TensorSpec
+
+    # a real FFT of 8 points keeps 8 // 2 + 1 = 5 complex64 results: 40 bytes written
+    c = cost_event("aten::_fft_r2c", ev(["float", "ScalarList", "Scalar", "Scalar"], [[8], [], [], []],
+                                        ["", "[0]", "0", "True"]))
+    ref = cost("_fft_r2c", (8,), [0], 0, True, out=TensorSpec((5,), "complex64"))
+    assert c.status == "ok" and c.bytes_written == 40 and (c.vector_flops, c.bytes_read) == (ref.vector_flops, 32)
+    c = cost_event("aten::reflection_pad2d", ev(["float", "ScalarList"], [[1, 2, 4, 4], []], ["", "[1, 1, 2, 2]"]))
+    assert counts(c) == (0, 0, 0, 128, 1 * 2 * 8 * 6 * 4)  # 4x4 padded to 8x6
+    c = cost_event("aten::view_copy", ev(["float", "ScalarList"], [[2, 6], []], ["", "[3, -1]"]))
+    assert counts(c) == (0, 0, 0, 48, 48)
+    c = cost_event("aten::linspace", ev(["Scalar", "Scalar", "Scalar", "Scalar", "", "", ""], [[]] * 7,
+                                        ["0", "1", "7", "", "", "", ""]))
+    assert c.bytes_written == 28  # 7 float32 values
+
+
+def test_list_dtype_from_kernel_names():
+    cat = ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::"
+           "OpaqueType<2u>, unsigned int, 4, 64, 64>(at::native::(anonymous namespace)::OpaqueType<2u>*)")
+    assert _ops.list_dtype_from_kernels([cat]) == ("bfloat16", False)  # 2-byte elements: the bytes are right
+    foreach = ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+               "TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<c10::Half, 2, 2, "
+               "0>, std::plus<float>, float>(...)")
+    assert _ops.list_dtype_from_kernels([cat, foreach]) == ("float16", True)
+    assert _ops.list_dtype_from_kernels(["ampere_sgemm_128x64_tn", None]) == (None, False)
+    # a cat of two bf16 tensors [1, 559, 32] (a Qwen trace): 2 * 559 * 32 * 2 bytes read and written
+    a = ev(["TensorList", "Scalar"], [[[1, 559, 32], [1, 559, 32]], []], ["", "-1"])
+    c = cost_event("aten::cat", a, list_dtype=_ops.list_dtype_from_kernels([cat])[0])
+    assert (c.bytes_read, c.bytes_written) == (2 * 559 * 32 * 2,) * 2

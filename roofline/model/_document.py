@@ -327,6 +327,7 @@ def _lengths_fit(t, field):
 _KERNEL_TIME = Obj({"calls": Calls, "time": Seconds, "cat": Str()}, required=("calls", "time"), rest=Finite())
 TRACE = Obj({
     "source": Str(), "step": Opt(Int(0, _BIG)), "steps": List(Int(0, _BIG)), "step_choice": Str(),
+    "step_times": List(Obj({"step": Int(0, _BIG), "time": Seconds}, required=("step", "time"))),
     "device": Opt(Str()), "device_note": Str(), "devices": List(Obj({"name": Opt(Str())}, rest=Finite())),
     "shapes": Bool(), "modules": Bool(), "kernels": Calls, "kernel_time": Seconds, "attributed_time": Seconds,
     "attributed_share": Num(0.0, 1.0), "op_time": Seconds, "collective_time": Seconds, "unknown_op_time": Seconds,

@@ -21,17 +21,17 @@ import re
 
 import numpy as np
 
+from roofline.counting import _registry
 from roofline.model import _collectives
 from roofline.model._records import DTYPE_CODES, ITEMSIZE, PHASES, RECORD_DTYPE, OpInfo
-from roofline.traces import _events
-from roofline.util._version import VERSION
+from roofline.traces import _events, _ops
 from roofline.traces._events import _OP
-
-from roofline.traces import _ops
+from roofline.util._version import VERSION
 
 US = 1e-6  # trace times are microseconds
 
-# the status of a cost -> the record's status code (csrc's: 0 ok, 2 missing or mistyped argument, 4 unknown kind)
+# the status of a cost -> the record's status code (csrc's: 0 ok, 2 missing or mistyped argument: arguments not
+# recorded or not fitting the op; 4 unknown cost kind, for an uncounted call of an op whose other calls were counted)
 _STATUS_CODE = {"ok": 0, "unknown": 0, "no_shapes": 2, "error": 2}
 
 # dtype names of record_param_comms's "dtype" argument (c10 ScalarType names)
@@ -290,18 +290,41 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
     coll = {c: [] for c in _collectives.COLUMNS}
     attributed = unknown_t = error_t = comm_t = zero_t = 0.0
     by_status: dict = {}
+    # a call whose overload could not be chosen (no shapes, arguments that fit none) is named by the overload the
+    # op's other calls resolved to, else by its packet ("aten.mm")
+    overload_of: dict = {}
+    for g in rec_ids:
+        c = calls.costs[g]
+        if c is not None and c.overload:
+            overload_of.setdefault(c.op, (c.overload, c.kind))
+
+    def identity(g):
+        n, c, comm = calls.nodes[g], calls.costs[g], calls.comms[g]
+        if comm is not None:
+            packet = n.name.replace("::", ".") if n.name != COMMS else f"c10d.{comm[0]}"
+            return f"{packet}.default", "collective", "ok"
+        if c.overload:
+            return c.overload, c.kind or "unknown", c.status
+        if c.op in overload_of:
+            return overload_of[c.op][0], overload_of[c.op][1], c.status
+        entry = _registry.lookup(c.op) if c.status != "unknown" else None  # the op's formula, when it has one
+        return c.op.replace("::", "."), entry.kind if entry is not None else "unknown", c.status
+
+    # an op's kind is that of its countable calls: "unknown" (r.unknown_ops) only when it has no formula; a call of
+    # it that could not be counted is an error of that op (r.errors), never a silent 0
+    known: dict = {}
+    for g in rec_ids:
+        name, kind, status = identity(g)
+        if status != "unknown" and kind != "unknown":
+            known.setdefault(name, kind)
     for j, g in enumerate(rec_ids):
         n, c, comm = calls.nodes[g], calls.costs[g], calls.comms[g]
         r = records[j]
-        if comm is not None:
-            packet = n.name.replace("::", ".") if n.name != COMMS else f"c10d.{comm[0]}"
-            name, kind, status = f"{packet}.default", "collective", "ok"
-        else:
-            name, kind, status = c.overload or c.op.replace("::", "."), c.kind or "unknown", c.status
+        name, kind, status = identity(g)
         if name not in op_index:
             op_index[name] = len(ops)
             packet = name.rsplit(".", 1)[0] if name.count(".") >= 2 else name
-            ops.append(OpInfo(name, packet, "unknown" if status == "unknown" else kind))
+            ops.append(OpInfo(name, packet, known.get(name, "unknown")))
         r["op"] = op_index[name]
         phase = _events.phase_of(n)
         r["phase"] = PHASES.index(phase)
@@ -333,7 +356,7 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
                       "flop_counter_flops"):
                 r[f] = int(getattr(c, f, 0) or 0)
             r["dtype"] = DTYPE_CODES.get(c.dtype or "unknown", 0)
-            r["status"] = _STATUS_CODE.get(status, 2)
+            r["status"] = _STATUS_CODE.get(status, 2) if not (status == "unknown" and name in known) else 4
             by_status[status] = by_status.get(status, 0.0) + kt[j]
             if status == "ok":
                 if r["matrix_flops"] or r["vector_flops"] or r["bytes_read"] or r["bytes_written"]:
@@ -366,6 +389,7 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
         "source": source_name,
         "step": step,
         "steps": [num for num, _ in model.steps],
+        "step_times": [{"step": num, "time": (n.end - n.ts) * US} for num, n in model.steps],
         "step_choice": how,
         "device": device_spec.name if device_spec is not None else None,
         "device_note": device_note,

@@ -222,7 +222,8 @@ def _trees(per_thread):
     roots: dict = {}
     steps: list = []
     has_modules = False
-    for key, items in per_thread.items():
+    for key in list(per_thread):  # each thread's items freed once its nodes are made
+        items = per_thread.pop(key)
         items.sort(key=lambda t: (t[0], t[1], t[2]))
         stack: list = []
         thread_roots = roots.setdefault(key, [])

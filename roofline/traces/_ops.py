@@ -15,13 +15,27 @@ its kernel calls), while a dispatch mode sees the outermost op that reaches it, 
 
 Conventions where the trace says less than the call had (each stated in :attr:`TraceOpCost.assumed`):
 
-* a 0-d tensor of a Python number's dtype (``double``, ``long int``, ``bool``, ``c10::complex<double>``) in a tensor
-  argument other than the op's first tensor is taken for a wrapped Python number (``x.mul_(0.9)``), which the
-  dispatch mode sees as a number and the cost model does not read;
+* a 0-d tensor of a Python number's dtype (``double``, ``long int``, ``c10::complex<double>``) in a tensor
+  argument of an element-wise op other than its first tensor is taken for a wrapped number (``x.mul_(0.9)``, ATen's
+  ``grad * 0.5``), which the dispatch mode sees as a number and the cost model does not read; a real 0-d float64
+  tensor there (rare: ``torch.cov`` divides by one) is then 8 bytes short;
 * the elements of a tensor list have no recorded dtype: they are taken to have ``list_dtype`` (given by the caller,
   else the op's first tensor's dtype, else float32);
 * without ``"Input Strides"`` (older traces) every tensor is taken to be contiguous, so a broadcast (expanded) operand
-  is counted at its expanded size.
+  is counted at its expanded size;
+* a list of optional tensors (``index_put``'s indices) is not recorded: its bytes are not counted;
+* arguments an older torch did not have (trailing optional ones) take their defaults.
+
+Where the trace cannot say (status ``"unknown"``, with the reason): ops without a formula; a result whose size
+depends on the data (``nonzero``) or on an unrecorded argument (``index``'s indices); tensor lists longer than the
+profiler records (it writes ``[]`` beyond a length: a large model's foreach optimizer ops).
+
+Where a trace and ``measure`` count the same step differently, by design (tests/test_trace_cost.py checks each):
+under a dispatch mode autograd and some backward formulas take their out-of-place branch (``add`` for ``add_``,
+``scatter_add`` for ``scatter_add_``: the same counts under another name); ops with a composite kernel in Python
+only (``native_batch_norm``, ``upsample_nearest2d``: :func:`measure_decomposes`) or with a composite kernel beside
+their own (``silu_backward`` in backward) are decomposed by ``measure`` and counted whole here, as the kernel that
+ran. ``bench/trace_cost_coverage.py`` compares the two over torch's OpInfo samples.
 """
 
 from __future__ import annotations
@@ -31,12 +45,12 @@ import re
 from dataclasses import dataclass
 
 from roofline import _core
-from roofline.counting import _registry, _resolve, _spec
+from roofline.counting import _formulas, _registry, _resolve, _spec
 from roofline.counting._spec import TensorSpec
-from roofline.model._records import DTYPE_CODES, DTYPE_NAMES
+from roofline.model._records import DTYPE_CODES, DTYPE_NAMES, ITEMSIZE
 from roofline.traces import _ops_shapes
 from roofline.traces._ops_shapes import NoShape
-from roofline.traces._ops_table import CIA, KERNEL_CIA, PY_CIA, TORCH_VERSION, TYPES
+from roofline.traces._ops_table import CIA, KERNEL_CIA, NAMES, PY_CIA, TORCH_VERSION, TYPES
 
 OK, UNKNOWN, NO_SHAPES, ERROR = "ok", "unknown", "no_shapes", "error"
 
@@ -53,8 +67,11 @@ TRACE_DTYPES = {
 }
 _NOT_TENSOR = frozenset({"Scalar", "ScalarList", "TensorList", "GenericList", ""})
 # dtypes a wrapped Python number has (float, int, bool, complex)
-_NUMBER_DTYPES = frozenset({"float64", "int64", "bool", "complex128"})
+_NUMBER_DTYPES = frozenset({"float64", "int64", "complex128"})  # (a Python bool is rarely an operand: 0-d bools are
+# taken for tensors)
 _OP_NAME = re.compile(r"[A-Za-z_]\w*::[A-Za-z_]\w*")
+# ops of other kinds than "ewise" to which a number is passed as a wrapped 0-d tensor
+_WRAPPING = frozenset({"where", "masked_fill", "index_fill", "fill"})
 
 
 @dataclass(frozen=True)
@@ -269,6 +286,18 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
         return _fail(name, UNKNOWN, "its formula (roofline.register(formula=...)) runs on tensors, not on a trace",
                      overload)
     entry = found.entry
+    builtin = _formulas.OPS.get(f"{ns}::{packet}") if not found.registered else None
+    if builtin is not None and f"{packet_key}.{ov}" in NAMES:
+        try:
+            c = _evaluate_python(name, overload, builtin, f"{packet_key}.{ov}", packet_key, ov, functional, types,
+                                 dims, strides, concrete, list_dtype)
+        except NoShape as e:
+            return _fail(name, UNKNOWN, str(e), overload, "python")
+        except (ValueError, OverflowError, TypeError, IndexError, KeyError) as e:
+            return _fail(name, ERROR, str(e), overload, "python")
+        if older:
+            c = dataclasses.replace(c, assumed="; ".join(x for x in (older, c.assumed) if x))
+        return c
     if entry is None:
         return _fail(name, UNKNOWN, "no cost formula", overload)
     sch = _registry.schema(f"{ns}::{packet}", ov)
@@ -286,9 +315,9 @@ def _cost(name, types, dims, strides, concrete, list_dtype) -> TraceOpCost:
         return _fail(name, ERROR, str(e), overload, entry.kind)
 
 
-def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims, strides, concrete, list_dtype):
-    names = list(sch.names)
-    codes = dict(_OVERLOADS[qualified[len("aten::"):] if qualified.startswith("aten::") else qualified])[ov]
+def _arguments(names, codes, kind, functional, types, dims, strides, concrete, list_dtype):
+    """The call's arguments as the cost model takes them (TensorSpec, lists of them, numbers, None), its tensors, its
+    numbers, and what was assumed."""
     if len(names) != len(types):
         raise ValueError(f"{len(types)} inputs recorded for a schema of {len(names)} ({', '.join(names)})")
     assumed = []
@@ -300,6 +329,9 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
         assumed.append("no strides recorded: tensors taken as contiguous")
     args, tensors, scalars = [], [], []
     seen_tensor = False
+    # where Python and ATen's C++ operators pass a number as a tensor argument (x * 0.5, grad.mul_(beta)): the
+    # element-wise ops, whose numbers become 0-d "wrapped" tensors of the number's dtype
+    wraps = kind == "ewise" or functional.rpartition("::")[2] in _WRAPPING
     for i, (t, d) in enumerate(zip(types, dims)):
         st = strides[i] if strides is not None else None
         where = f"argument {names[i]}"
@@ -308,8 +340,8 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
             if dt is None:
                 raise NoShape(f"{where}: dtype {t!r} is not one the cost model knows")
             shape = _shape(d, where)
-            if seen_tensor and not shape and dt in _NUMBER_DTYPES:
-                v = {"float64": 1.0, "int64": 1, "bool": True, "complex128": 1j}[dt]
+            if seen_tensor and not shape and dt in _NUMBER_DTYPES and codes[i] == "T" and wraps:
+                v = {"float64": 1.0, "int64": 1, "complex128": 1j}[dt]
                 args.append(v)
                 scalars.append(v)
                 assumed.append(f"0-d {dt} {names[i]} taken for a Python number")
@@ -342,6 +374,14 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
             args.append(None)
             if codes[i] == "L?":  # a list of optional tensors (index's indices): the profiler writes ""
                 assumed.append(f"{names[i]} not recorded: its bytes are not counted")
+    return args, tensors, scalars, assumed
+
+
+def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims, strides, concrete, list_dtype):
+    names = list(sch.names)
+    codes = dict(_OVERLOADS[qualified[len("aten::"):] if qualified.startswith("aten::") else qualified])[ov]
+    args, tensors, scalars, assumed = _arguments(names, codes, entry.kind, functional, types, dims, strides,
+                                                 concrete, list_dtype)
     a = dict(zip(names, args))
     outs = sch.outs
     inplace = functional != (qualified[len("aten::"):] if qualified.startswith("aten::") else qualified)
@@ -353,6 +393,8 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
     else:
         short = functional.rpartition("::")[2]
         out = _ops_shapes.results(short, entry.kind, a, tensors, scalars)
+        if short == "log_sigmoid_forward":
+            assumed.append("its buffer taken as input-sized (CPU); on CUDA it is empty")
         if out is None and entry.kind != "zero":  # the products, convolutions and attention: the cost model's own rule
             out = _spec._infer_out(entry, short, names, args, "float32")
             if out is None:
@@ -368,6 +410,63 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
                        int(row["special_ops"]), int(row["bytes_read"]), int(row["bytes_written"]),
                        int(row["flop_counter_flops"]), DTYPE_NAMES.get(int(row["dtype"]), "unknown"), OK, "",
                        "; ".join(dict.fromkeys(assumed)))
+
+
+class _Tensor:
+    """What the built-in Python formulas (``roofline.counting._formulas``) read of a tensor: its shape, strides, dtype
+    and element size; its device is ``meta``, so a formula that needs the values says so (a trace has none)."""
+
+    __slots__ = ("shape", "dtype", "_stride", "_size")
+    is_nested = False
+    is_mkldnn = False
+    device = type("Device", (), {"type": "meta"})()
+
+    def __init__(self, spec: TensorSpec):
+        self.shape, self.dtype, self._stride = spec.shape, spec.dtype, spec.stride()
+        self._size = ITEMSIZE[spec.dtype]
+
+    def stride(self):
+        return self._stride
+
+    def element_size(self):
+        return self._size
+
+
+def _as_formula_value(v):
+    if isinstance(v, TensorSpec):
+        return _Tensor(v)
+    if isinstance(v, list) and v and all(isinstance(x, TensorSpec) for x in v):
+        return [_Tensor(x) for x in v]
+    return v
+
+
+def _evaluate_python(name, overload, formula, key, packet_key, ov, functional, types, dims, strides, concrete,
+                     list_dtype):
+    """A call of an op with a built-in Python formula, as ``measure`` counts it (``record_builtin``)."""
+    names = NAMES[key].split()
+    codes = dict(_OVERLOADS[packet_key])[ov]
+    args, tensors, scalars, assumed = _arguments(names, codes, "python", functional, types, dims, strides, concrete,
+                                                 list_dtype)
+    a = dict(zip(names, args))
+    out = _ops_shapes.results(functional.rpartition("::")[2], "python", a, tensors, scalars)
+    if out is None:
+        raise NoShape(f"the result shape of {functional} is not derived from its recorded inputs")
+    res = formula({k: _as_formula_value(v) for k, v in a.items()},
+                  [_as_formula_value(o) if o is not None else None for o in out] if len(out) != 1 else
+                  _as_formula_value(out[0]))
+    if res is None:
+        raise NoShape(f"{functional}'s formula counts this call with the C formula of its kind, which it lacks")
+    st = int(res.get("status", 0))
+    if st == _formulas.E_DATA:
+        raise NoShape(f"{functional}'s count depends on tensor values, which a trace does not record")
+    if st != 0:
+        raise ValueError(f"{functional}'s formula cannot count these arguments")
+    vals = [int(res.get(k, 0)) for k in ("matrix_flops", "vector_flops", "special_ops", "bytes_read",
+                                         "bytes_written", "flop_counter_flops")]
+    if any(not 0 <= v < 1 << 64 for v in vals):
+        raise OverflowError("a count does not fit in 64 bits")
+    dtype = tensors[0].dtype if tensors else "unknown"
+    return TraceOpCost(name, overload, "python", *vals, dtype, OK, "", "; ".join(dict.fromkeys(assumed)))
 
 
 _SPECS: dict = {}
@@ -416,6 +515,8 @@ def _own(name, args) -> bool:
             if mixed:
                 return not is_composite(name, args)
             hit = not is_composite(name, None)
+        if len(_OWN) >= 1 << 16:  # a hostile trace's endless names: the cache starts again
+            _OWN.clear()
         _OWN[name] = hit
     return hit
 
@@ -433,10 +534,12 @@ def _kernel_composite(name, args) -> bool:
     return f"{key}.{ov or 'default'}" in KERNEL_CIA
 
 
-def counted(names, parents, args=None) -> list:
+def counted(names, parents, args=None, ops=None) -> list:
     """Which events of an op tree ``measure`` counts. ``names[i]``: event i's name; ``parents[i]``: the index of its
     parent event (-1 for a root); ``args``: the events' ``args`` dicts (or None), which decide the overload where an
-    op's overloads differ in being composite.
+    op's overloads differ in being composite; ``ops``: whether each event is an operator call (the trace's ``cpu_op``
+    category), so that an annotation named like an op (``record_function("model::step")``, category
+    ``user_annotation``) is not taken for one; by default an event is an operator when its name is ``ns::name``.
 
     An event is counted when it is an operator (``ns::name``; autograd nodes, module and annotation events are not),
     is not ``CompositeImplicitAutograd`` (:func:`is_composite`), and no event above it is counted: a dispatch mode
@@ -447,16 +550,18 @@ def counted(names, parents, args=None) -> list:
     counts the parts of its decomposition instead. A composite op without a kernel and without parts did nothing
     (``aten::to`` to the tensor's own dtype, ``aten::contiguous`` of a contiguous tensor)."""
     n = len(names)
-    if len(parents) != n or (args is not None and len(args) != n):
+    if len(parents) != n or (args is not None and len(args) != n) or (ops is not None and len(ops) != n):
         raise ValueError(f"counted: {n} names, {len(parents)} parents" +
-                         ("" if args is None else f", {len(args)} args"))
-    own = [_own(nm, args[i] if args is not None else None) for i, nm in enumerate(names)]
+                         ("" if args is None else f", {len(args)} args") + ("" if ops is None else f", {len(ops)} ops"))
+    is_op = [isinstance(nm, str) and bool(_OP_NAME.fullmatch(nm)) and (ops is None or bool(ops[i]))
+             for i, nm in enumerate(names)]
+    own = [is_op[i] and _own(nm, args[i] if args is not None else None) for i, nm in enumerate(names)]
     parted = [False] * n  # whether an operator is below the event
     for i, p in enumerate(parents):
-        if isinstance(p, int) and 0 <= p < n and isinstance(names[i], str) and _OP_NAME.fullmatch(names[i]):
+        if isinstance(p, int) and 0 <= p < n and is_op[i]:
             parted[p] = True
     for i, nm in enumerate(names):
-        if not own[i] and not parted[i] and _kernel_composite(nm, args[i] if args is not None else None):
+        if is_op[i] and not own[i] and not parted[i] and _kernel_composite(nm, args[i] if args is not None else None):
             own[i] = True
     covered = [None] * n  # whether an ancestor is counted
     out = [False] * n
@@ -484,3 +589,34 @@ def measure_decomposes(overload: str) -> bool:
     ``_native_batch_norm_legit``)."""
     ns, _, rest = overload.partition(".")
     return (rest if ns == "aten" else f"{ns}::{rest}") in PY_CIA
+
+
+# Element types as CUDA/ROCm kernel names spell them in their template arguments, most specific first.
+_KERNEL_TYPES = (("c10::BFloat16", "bfloat16"), ("__nv_bfloat16", "bfloat16"), ("__hip_bfloat16", "bfloat16"),
+                 ("c10::Half", "float16"), ("__half", "float16"), ("c10::Float8_e4m3fnuz", "float8_e4m3fnuz"),
+                 ("c10::Float8_e5m2fnuz", "float8_e5m2fnuz"), ("c10::Float8_e4m3fn", "float8_e4m3fn"),
+                 ("c10::Float8_e5m2", "float8_e5m2"), ("c10::complex<float>", "complex64"),
+                 ("c10::complex<double>", "complex128"), ("double", "float64"), ("float", "float32"))
+_OPAQUE = re.compile(r"OpaqueType<(\d+)u?>")
+_BY_SIZE = {1: "uint8", 2: "bfloat16", 4: "float32", 8: "float64", 16: "complex128"}
+_TEMPLATE_ARG = re.compile(r"[<,]\s*([\w:]+(?:<[\w:]+>)?)\s*(?=[,>])")
+
+
+def list_dtype_from_kernels(kernel_names) -> tuple[str | None, bool]:
+    """The element dtype of an op's tensor lists, read from the names of the GPU kernels it launched (a trace records
+    no dtype for a list): ``(dtype, exact)``. A type named among a kernel's template arguments
+    (``BinaryOpListAlphaFunctor<c10::BFloat16, ...>``) is exact; ``OpaqueType<2u>`` (``aten::cat``'s copy kernels)
+    gives only the element size, for which a dtype of that size is returned (the bytes are right, the dtype a guess:
+    ``exact`` False). ``(None, False)`` when no kernel name says."""
+    sized = None
+    for name in kernel_names:
+        if not isinstance(name, str):
+            continue
+        args = set(_TEMPLATE_ARG.findall(name))
+        for spelled, dt in _KERNEL_TYPES:
+            if spelled in args:
+                return dt, True
+        m = _OPAQUE.search(name)
+        if m and sized is None:
+            sized = _BY_SIZE.get(int(m.group(1)))
+    return sized, False

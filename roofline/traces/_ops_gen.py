@@ -11,14 +11,16 @@
   decomposes them (``roofline.measure``, as FlopCounterMode, calls ``func.decompose()``), while the profiler records
   the C++ kernel that runs without a mode (``aten::native_batch_norm``, ``aten::upsample_nearest2d``).
 
-Run ``python -m roofline.traces._ops_gen`` with the torch whose traces are to be read; ``tests/test_trace_cost.py``
-checks the table against the installed torch.
+Run ``python -m roofline.traces._ops_gen`` with the torch whose traces are to be read, in a fresh interpreter (what
+other packages register when imported, torchvision's ops say, is not torch's table); ``tests/test_trace_cost.py``
+checks the table against the installed torch the same way.
 """
 
 from __future__ import annotations
 
 import os
 
+from roofline.counting._formulas import OPS as PYTHON_FORMULAS
 from roofline.counting._schemas import SCHEMAS
 from roofline.util import _output
 
@@ -42,9 +44,11 @@ def type_code(t: str) -> str:
 _BACKENDS = ("CPU", "CUDA", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
 
 
-def collect() -> tuple[str, dict, list, list, list]:
-    """(torch version, {"packet.overload": codes}, sorted CompositeImplicitAutograd overloads, sorted ones of those
-    with a kernel of their own, sorted overloads with only a Python one) from the installed torch."""
+def collect() -> dict:
+    """From the installed torch: ``version``; ``types`` {"packet.overload": type codes}; ``names`` {"packet.overload":
+    argument names} for the ops with a built-in Python formula (``roofline.counting._formulas.OPS``), whose schemas
+    ``roofline.counting._schemas`` does not hold; the sorted overloads that are composite (``cia``), of those the ones
+    with a kernel of their own (``kernel_cia``), and the ones composite in Python only (``py_cia``)."""
     import torch
 
     C = torch._C
@@ -67,39 +71,47 @@ def collect() -> tuple[str, dict, list, list, list]:
             if ovl is not None and C.DispatchKey.CompositeImplicitAutograd in ovl.py_kernels:
                 py_cia.append(key)
         by_packet.setdefault(key.rpartition(".")[0], []).append((key, full, is_cia))
-    wanted = {k.rpartition(".")[0] for k in SCHEMAS}
+    formula_packets = {k[len("aten::"):] if k.startswith("aten::") else k for k in PYTHON_FORMULAS}
+    wanted = {k.rpartition(".")[0] for k in SCHEMAS} | formula_packets
     wanted |= {p for p, ovs in by_packet.items() if len({c for _, _, c in ovs}) > 1}
-    types = {}
+    types, names = {}, {}
     for p in sorted(wanted):
         for key, full, _ in by_packet.get(p, ()):
             ns, _, rest = full.partition("::")
             name, _, ov = rest.partition(".")
             sch = C._get_schema(f"{ns}::{name}", ov)
             types[key] = " ".join(type_code(str(a.type)) for a in sch.arguments)
-    return torch.__version__.split("+")[0], types, sorted(cia), sorted(kernel_cia), sorted(py_cia)
+            if p in formula_packets and key not in SCHEMAS:
+                names[key] = " ".join(a.name for a in sch.arguments)
+    return {"version": torch.__version__.split("+")[0], "types": types, "names": names, "cia": sorted(cia),
+            "kernel_cia": sorted(kernel_cia), "py_cia": sorted(py_cia)}
 
 
 def write(path=None) -> str:
     """Regenerate ``roofline/traces/_ops_table.py`` from the installed torch; returns its path."""
-    version, types, cia, kernel_cia, py_cia = collect()
+    t = collect()
     path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ops_table.py")
     lines = ['"""Operator facts for reading traces without torch. Generated from torch '
-             f'{version} by ``python -m roofline.traces._ops_gen``;',
+             f'{t["version"]} by ``python -m roofline.traces._ops_gen``;',
              "do not edit. tests/test_trace_cost.py checks it against the installed torch.", "",
              "TYPES: overload (``name.overload``; other namespaces prefixed ``ns::``) -> its arguments' type codes, in",
              "schema order (T tensor, L tensor list, L? list of optional tensors, S scalar, i int, f float, b bool,",
              "s str, D device, G generator, I int list, F float list, B bool list, A scalar list, W str list, X storage,",
              "? a type no trace records; a trailing ? marks an optional argument). CIA: the overloads with a",
-             "CompositeImplicitAutograd kernel; KERNEL_CIA: those of them with a kernel of their own. PY_CIA: the overloads with one in Python only (a dispatch mode",
-             'decomposes them; the profiler records their C++ kernel)."""', "",
-             f"TORCH_VERSION = {version!r}", "", "TYPES = {"]
-    lines += [f"    {k!r}: {v!r}," for k, v in sorted(types.items())]
+             "CompositeImplicitAutograd kernel; KERNEL_CIA: those of them with a kernel of their own; PY_CIA: the",
+             "overloads with one in Python only (a dispatch mode decomposes them; the profiler records their C++",
+             "kernel). NAMES: the argument names of the ops with a built-in Python formula (the other ops' are in",
+             'roofline.counting._schemas)."""', "",
+             f"TORCH_VERSION = {t['version']!r}", "", "TYPES = {"]
+    lines += [f"    {k!r}: {v!r}," for k, v in sorted(t["types"].items())]
+    lines += ["}", "", "NAMES = {"]
+    lines += [f"    {k!r}: {v!r}," for k, v in sorted(t["names"].items())]
     lines += ["}", "", "CIA = frozenset({"]
-    lines += [f"    {k!r}," for k in cia]
+    lines += [f"    {k!r}," for k in t["cia"]]
     lines += ["})", "", "KERNEL_CIA = frozenset({"]
-    lines += [f"    {k!r}," for k in kernel_cia]
+    lines += [f"    {k!r}," for k in t["kernel_cia"]]
     lines += ["})", "", "PY_CIA = frozenset({"]
-    lines += [f"    {k!r}," for k in py_cia]
+    lines += [f"    {k!r}," for k in t["py_cia"]]
     lines += ["})", ""]
     _output.write(path, "\n".join(lines), where="roofline.traces._ops_gen")
     return path

@@ -623,6 +623,17 @@ def _flash_cuda(a):
     return [out, _t((b, h, lq), "float32"), None, None, _t((2,), "uint64"), _t((), "uint64"), debug]
 
 
+def _cudnn_attn(a):
+    """(output, logsumexp (B, H, S_Q, 1) float32, two undefined, two ints, seed, offset, an undefined debug mask), as
+    torch's meta function makes them."""
+    q, v = _tensor(a, "query"), _tensor(a, "value")
+    if len(q.shape) != 4:
+        raise ValueError(f"query {q.shape} must be (batch, heads, length, head_dim)")
+    b, h, lq = q.shape[:3]
+    return [_t((b, h, lq, v.shape[-1]), q.dtype), _t((b, h, lq, 1), "float32"), None, None, _t((), "int64"),
+            _t((), "int64"), None]
+
+
 def _flash_cuda_bwd(a):
     return _attn_bwd_qkv(a)
 
@@ -642,6 +653,214 @@ def _aminmax(a):
     x = _tensor(a, "self")
     s = reduced(x.shape, a.get("dim"), bool(a.get("keepdim")))
     return [_t(s, x.dtype), _t(s, x.dtype)]
+
+
+def _sort(a):
+    x = _tensor(a, "self")
+    return [_like(x), _like(x, "int64")]
+
+
+def _topk(a):
+    x = _tensor(a, "self")
+    k = a.get("k")
+    if not isinstance(k, int) or isinstance(k, bool):
+        raise NoShape("topk's k not recorded")
+    s = list(x.shape)
+    if s:
+        s[_wrap(a.get("dim", -1) if a.get("dim") is not None else -1, len(s))] = k
+    return [_t(s, x.dtype), _t(s, "int64")]
+
+
+def _select_dim(a):
+    """kthvalue, mode, median.dim: one value and its index per slice along ``dim``."""
+    x = _tensor(a, "self")
+    dim = a.get("dim", -1)
+    s = reduced(x.shape, -1 if dim is None else dim, bool(a.get("keepdim")))
+    return [_t(s, x.dtype), _t(s, "int64")]
+
+
+def _search(a, values="self"):
+    v = a.get(values)
+    shape = v.shape if isinstance(v, TensorSpec) else ()
+    return [_t(shape, "int32" if a.get("out_int32") else "int64")]
+
+
+def _view_size(a):
+    """view_copy / expand_copy: the size argument, -1 inferred from the input's elements (view) or kept (expand)."""
+    x = _tensor(a, "self")
+    size = list(_size_arg_signed(a))
+    if "implicit" in a:  # expand: -1 keeps the input's size there
+        lead = len(size) - len(x.shape)
+        size = [x.shape[i - lead] if v == -1 and i >= lead else v for i, v in enumerate(size)]
+    elif size.count(-1) == 1:
+        known = 1
+        for v in size:
+            known *= v if v != -1 else 1
+        size[size.index(-1)] = x.numel // known if known else 0
+    if any(v < 0 for v in size):
+        raise ValueError(f"size {a.get('size')!r} does not fit input {x.shape}")
+    return [_t(size, x.dtype)]
+
+
+def _size_arg_signed(a, name="size"):
+    s = a.get(name)
+    if not isinstance(s, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in s):
+        raise NoShape(f"{name} not recorded as a list of sizes")
+    return s
+
+
+def _permute(a):
+    x = _tensor(a, "self")
+    dims = a.get("dims")
+    if not isinstance(dims, list) or sorted(_wrap(d, len(x.shape)) for d in dims) != list(range(len(x.shape))):
+        raise ValueError(f"dims {dims!r} is not a permutation of {len(x.shape)} dimensions")
+    return [_t([x.shape[_wrap(d, len(x.shape))] for d in dims], x.dtype)]
+
+
+def _transpose(a):
+    x = _tensor(a, "self")
+    s = list(x.shape)
+    if len(s) > 1:
+        i, j = _wrap(a.get("dim0", 0), len(s)), _wrap(a.get("dim1", 1), len(s))
+        s[i], s[j] = s[j], s[i]
+    return [_t(s, x.dtype)]
+
+
+def _squeeze(a):
+    x = _tensor(a, "self")
+    dim = a.get("dim")
+    dims = set(range(len(x.shape))) if dim is None else set(_dims_arg(dim, len(x.shape)))
+    return [_t([v for i, v in enumerate(x.shape) if not (i in dims and v == 1)], x.dtype)]
+
+
+def _unsqueeze(a):
+    x = _tensor(a, "self")
+    d = _wrap(a.get("dim", 0), len(x.shape) + 1)
+    return [_t(x.shape[:d] + (1,) + x.shape[d:], x.dtype)]
+
+
+def _narrow(a):
+    x = _tensor(a, "self")
+    s = list(x.shape)
+    length = a.get("length")
+    if not isinstance(length, int) or not s:
+        raise NoShape("narrow's length not recorded")
+    s[_wrap(a.get("dim", 0), len(s))] = length
+    return [_t(s, x.dtype)]
+
+
+def _pad_n(a):
+    return _pad({"self": _tensor(a, "self"), "pad": a.get("padding")})
+
+
+def _steps(a):
+    n = a.get("steps")
+    if not isinstance(n, int) or n < 0:
+        raise NoShape("steps not recorded")
+    return [_t((n,), scalar_type(a.get("dtype"), "float32"))]
+
+
+def _eye(a):
+    n, m = a.get("n"), a.get("m", a.get("n"))
+    if not isinstance(n, int) or not isinstance(m, int):
+        raise NoShape("eye's size not recorded")
+    return [_t((n, m), scalar_type(a.get("dtype"), "float32"))]
+
+
+def _rot90(a):
+    x = _tensor(a, "self")
+    k, dims = a.get("k", 1), a.get("dims", [0, 1])
+    if not isinstance(k, int) or not isinstance(dims, list) or len(dims) != 2:
+        raise NoShape("rot90's k or dims not recorded")
+    if k % 2 == 0:
+        return [_like(x)]
+    return _transpose({"self": x, "dim0": dims[0], "dim1": dims[1]})
+
+
+def _diag_embed(a):
+    x = _tensor(a, "self")
+    off, d1, d2 = a.get("offset", 0) or 0, a.get("dim1", -2), a.get("dim2", -1)
+    n = (x.shape[-1] if x.shape else 1) + abs(off)
+    nd = len(x.shape) + 1
+    d1, d2 = _wrap(d1, nd), _wrap(d2, nd)
+    rest = list(x.shape[:-1])
+    out = []
+    for i in range(nd):
+        out.append(n if i in (d1, d2) else rest.pop(0))
+    return [_t(out, x.dtype)]
+
+
+_REAL = {"complex64": "float32", "complex128": "float64", "complex32": "float16"}
+_COMPLEX = {"float32": "complex64", "float64": "complex128", "float16": "complex32"}
+
+
+def _fft(a, packet):
+    x = _tensor(a, "self")
+    dim = a.get("dim")
+    if not isinstance(dim, list) or not dim:
+        raise NoShape("the transform's dims not recorded")
+    last = _wrap(dim[-1], len(x.shape))
+    s = list(x.shape)
+    if packet == "_fft_r2c":
+        if a.get("onesided", True):
+            s[last] = s[last] // 2 + 1
+        return [_t(s, _COMPLEX.get(x.dtype, "complex64"))]
+    if packet == "_fft_c2r":
+        n = a.get("last_dim_size")
+        if not isinstance(n, int):
+            raise NoShape("last_dim_size not recorded")
+        s[last] = n
+        return [_t(s, _REAL.get(x.dtype, "float32"))]
+    return [_like(x)]
+
+
+def _scaled_mm(a):
+    x, w = _tensor(a, "self"), _tensor(a, "mat2")
+    return [_t((x.shape[0], w.shape[1]), scalar_type(a.get("out_dtype"), x.dtype))]
+
+
+def _normal(a):
+    mean, std = a.get("mean"), a.get("std")
+    ts = [t for t in (mean, std) if isinstance(t, TensorSpec)]
+    if ts:
+        return [_t(broadcast([t.shape for t in ts]), ts[0].dtype)]
+    return _factory(a)
+
+
+def _unpool(a):
+    x = _tensor(a, "self")
+    os_ = a.get("output_size")
+    if not isinstance(os_, list):
+        raise NoShape("output_size not recorded")
+    return [_t(x.shape[:len(x.shape) - len(os_)] + tuple(os_), x.dtype)]
+
+
+def _multinomial(a):
+    x = _tensor(a, "self")
+    n = a.get("num_samples")
+    if not isinstance(n, int):
+        raise NoShape("num_samples not recorded")
+    return [_t(x.shape[:-1] + (n,), "int64")]
+
+
+def _unbind(a):
+    x = _tensor(a, "self")
+    d = _wrap(a.get("dim", 0) or 0, len(x.shape))
+    return [_t(x.shape[:d] + x.shape[d + 1:], x.dtype) for _ in range(x.shape[d] if x.shape else 0)]
+
+
+def _im2col(a):
+    x = _tensor(a, "self")
+    k = _int_list(a.get("kernel_size"), 2, "kernel_size")
+    d = _int_list(a.get("dilation"), 2, "dilation")
+    p = _int_list(a.get("padding"), 2, "padding")
+    st = _int_list(a.get("stride"), 2, "stride")
+    sp = x.shape[-2:]
+    blocks = 1
+    for i in range(2):
+        blocks *= _pool_out(sp[i], k[i], st[i], p[i], d[i], False)
+    c = x.shape[-3] * k[0] * k[1]
+    return [_t(x.shape[:-3] + (c, blocks), x.dtype)]
 
 
 # packet (functional name) -> rule(a) or rule(a, tensors, scalars) when marked with "ts"
@@ -697,6 +916,9 @@ RULES = {
     "linalg_vector_norm": _norm, "norm": _norm,
     "cumsum": _cumulative, "cumprod": _cumulative,
     "embedding_dense_backward": _embedding_backward, "embedding_backward": _embedding_backward,
+    "addbmm": lambda a: [_t(broadcast([_tensor(a, "self").shape, (_tensor(a, "batch1").shape[1],
+                                                                   _tensor(a, "batch2").shape[2])]),
+                            _tensor(a, "batch1").dtype)],
     "mv": _mv, "addmv": _addmv, "dot": _scalar0, "vdot": _scalar0, "addr": _addr,
     "embedding": _embedding, "index_select": _index_select, "gather": _gather,
     "take": lambda a: [_t(_tensor(a, "index").shape, _tensor(a, "self").dtype)],
@@ -708,7 +930,7 @@ RULES = {
     "index_fill": _same_as_self, "masked_fill": _same_as_self, "index_copy": _same_as_self,
     "index_put": _same_as_self, "masked_scatter": _same_as_self, "scatter": _same_as_self,
     "scatter_add": _same_as_self, "scatter_reduce": _same_as_self, "index_add": _same_as_self,
-    "index_reduce": _same_as_self, "_index_put_impl": _same_as_self, "rot90": None,
+    "index_reduce": _same_as_self, "_index_put_impl": _same_as_self,
     "_local_scalar_dense": lambda a: [],
     "slice_backward": _backward_sized, "select_backward": _backward_sized,
     "diagonal_backward": _backward_sized, "unfold_backward": lambda a: _backward_sized(a, "grad_in", "input_sizes"),
@@ -717,7 +939,8 @@ RULES = {
     "new_full": _new_factory,
     "zeros_like": _like_factory, "ones_like": _like_factory, "full_like": _like_factory, "empty_like": _like_factory,
     "randn_like": _like_factory, "rand_like": _like_factory, "randint_like": _like_factory,
-    "fill": _same_as_self, "zero": _same_as_self, "bernoulli": _same_as_self, "normal": None,
+    "fill": _same_as_self, "zero": _same_as_self, "bernoulli": _same_as_self, "normal": _normal,
+    "max_unpool2d": _unpool, "multinomial": _multinomial, "unbind_copy": _unbind, "im2col": _im2col,
     "uniform": _same_as_self, "exponential": _same_as_self, "random": _same_as_self,
     "scalar_tensor": lambda a: [_t((), scalar_type(a.get("dtype"), "float32"))],
     "arange": _arange,
@@ -744,7 +967,29 @@ RULES = {
     "_scaled_dot_product_flash_attention": _flash_cuda,
     "_scaled_dot_product_flash_attention_backward": _flash_cuda_bwd,
     "_scaled_dot_product_cudnn_attention_backward": _attn_bwd_qkv,
+    "_scaled_dot_product_cudnn_attention": _cudnn_attn,
     "_foreach_norm": _foreach_norm,
+    "sort": _sort, "argsort": lambda a: [_like(_tensor(a, "self"), "int64")], "msort": _same_as_self,
+    "topk": _topk, "kthvalue": _select_dim, "mode": _select_dim,
+    "median": lambda a: _select_dim(a) if "dim" in a else _scalar0(a),
+    "nanmedian": lambda a: _select_dim(a) if "dim" in a else _scalar0(a),
+    "searchsorted": _search, "bucketize": _search,
+    "isin": lambda a: [_t(a["elements"].shape if isinstance(a.get("elements"), TensorSpec) else (), "bool")],
+    "view_copy": _view_size, "expand_copy": _view_size, "permute_copy": _permute, "t_copy": _transpose,
+    "transpose_copy": _transpose, "alias_copy": _same_as_self, "detach_copy": _same_as_self,
+    "lift_fresh_copy": _same_as_self, "squeeze_copy": _squeeze, "unsqueeze_copy": _unsqueeze,
+    "narrow_copy": _narrow, "as_strided_copy": lambda a: [_t(_size_arg(a), _tensor(a, "self").dtype)],
+    "select_scatter": _same_as_self, "slice_scatter": _same_as_self, "diagonal_scatter": _same_as_self,
+    "as_strided_scatter": _same_as_self,
+    "reflection_pad1d": _pad_n, "reflection_pad2d": _pad_n, "replication_pad1d": _pad_n,
+    "replication_pad2d": _pad_n,
+    "linspace": _steps, "logspace": _steps, "eye": _eye, "rot90": _rot90, "diag_embed": _diag_embed,
+    "randint": lambda a: _factory(a, "int64"),
+    "_fft_r2c": lambda a: _fft(a, "_fft_r2c"), "_fft_c2r": lambda a: _fft(a, "_fft_c2r"),
+    "_fft_c2c": lambda a: _fft(a, "_fft_c2c"),
+    "_scaled_mm": _scaled_mm,
+    # (output, buffer): the buffer is the input's size on CPU, empty on CUDA (stated in assumed by the caller)
+    "log_sigmoid_forward": lambda a: [_like(_tensor(a, "self")), _like(_tensor(a, "self"))],
     "histc": lambda a: [_t((a.get("bins") if isinstance(a.get("bins"), int) else 100,), _tensor(a, "self").dtype)],
 }
 # element-wise by broadcasting, with torch's type promotion
