@@ -56,7 +56,7 @@ for _n in ("_cudnn_attention_forward _cudnn_attention_backward _cudnn_ctc_loss _
            "_scaled_grouped_mm _scaled_grouped_mm_v2 _scaled_mm_v2 _mixed_dtypes_linear _cslt_compress _cslt_sparse_mm "
            "_cslt_sparse_mm_search _sparse_semi_structured_addmm _sparse_semi_structured_apply "
            "_sparse_semi_structured_apply_dense _sparse_semi_structured_linear _sparse_semi_structured_mm "
-           "_sparse_semi_structured_tile _to_sparse_semi_structured _spsolve _sparse_mm_reduce_impl_backward").split():
+           "_sparse_semi_structured_tile _to_sparse_semi_structured _spsolve").split():
     HAND[_n] = ("unknown", _CUDA_ONLY.format("cuDNN, cuSPARSELt, float8 or semi-structured sparsity"))
 for _n in "_nested_select_backward _nested_sum_backward _nested_tensor_softmax_with_shape matmul_backward".split():
     HAND[_n] = ("unknown", _NESTED.format("nested tensors"))
@@ -77,7 +77,7 @@ ESTIMATES = frozenset(
     "_cholesky_solve_helper linalg_solve_triangular triangular_solve linalg_householder_product ormqr "
     # data-dependent or padded sizes
     "_ctc_loss _ctc_loss_backward multilabel_margin_loss_forward multilabel_margin_loss_backward _sparse_sparse_matmul "
-    "embedding_renorm gcd lcm prims::gcd _trilinear "
+    "embedding_renorm gcd lcm prims::gcd _trilinear _sparse_mm_reduce_impl_backward "
     # backward passes and helpers whose per-element cost is a convention, not the kernel's arithmetic
     "grid_sampler_2d_backward grid_sampler_3d_backward _grid_sampler_2d_cpu_fallback_backward "
     "cudnn_grid_sampler_backward glu_jvp glu_backward_jvp _segment_reduce_backward _upsample_lanczos2d_aa "

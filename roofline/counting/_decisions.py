@@ -2,8 +2,8 @@
 Generated from torch 2.14.1 by python -m roofline.counting._audit; do not edit: change the registry, the
 formulas or _audit.HAND and regenerate.
 
-DECISIONS: ``ns::name.overload`` -> (class, detail, source). Classes: formula 2380, decomposes 742, view 14, metadata 38, unknown 79;
-127 formulas are estimates, 91 decisions are made by hand.
+DECISIONS: ``ns::name.overload`` -> (class, detail, source). Classes: formula 2381, decomposes 742, view 14, metadata 38, unknown 78;
+128 formulas are estimates, 90 decisions are made by hand.
 """
 
 TORCH_VERSION = '2.14.1'
@@ -691,7 +691,7 @@ DECISIONS = {
     'aten::_sparse_mm.default': ('decomposes', 'CompositeImplicitAutograd', 'auto'),
     'aten::_sparse_mm.reduce': ('decomposes', 'CompositeImplicitAutograd', 'auto'),
     'aten::_sparse_mm_reduce_impl.default': ('formula', 'python', 'auto'),
-    'aten::_sparse_mm_reduce_impl_backward.default': ('unknown', 'a CUDA-only kernel (cuDNN, cuSPARSELt, float8 or semi-structured sparsity): no formula yet', 'hand'),
+    'aten::_sparse_mm_reduce_impl_backward.default': ('formula', 'python, estimate', 'auto'),
     'aten::_sparse_semi_structured_addmm.default': ('unknown', 'a CUDA-only kernel (cuDNN, cuSPARSELt, float8 or semi-structured sparsity): no formula yet', 'hand'),
     'aten::_sparse_semi_structured_apply.default': ('unknown', 'a CUDA-only kernel (cuDNN, cuSPARSELt, float8 or semi-structured sparsity): no formula yet', 'hand'),
     'aten::_sparse_semi_structured_apply_dense.default': ('unknown', 'a CUDA-only kernel (cuDNN, cuSPARSELt, float8 or semi-structured sparsity): no formula yet', 'hand'),

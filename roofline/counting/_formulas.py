@@ -1075,6 +1075,43 @@ def _transform_bias_rescale_qkv(b, out):
     return _counts(vector=n + n // 3, read=_read(b), written=_written(out))
 
 
+def _sparse_mm_reduce_backward(b, out):
+    """_sparse_mm_reduce_impl_backward(self sparse M x K, grad_out M x N, weight K x N, ...): the sparse operand's
+    gradient, a dot of length N per stored value (2 nnz N), and the dense operand's, self^T grad_out (2 nnz N), each
+    where ``output_mask`` asks for it."""
+    nnz = _nnz(b["self"])
+    n = int(b["grad_out"].shape[-1])
+    mask = list(b.get("output_mask", (True, True)))
+    return _counts(matrix=2 * nnz * n * (int(bool(mask[0])) + int(bool(mask[1]))), read=_read(b),
+                   written=_written(out))
+
+
+def _linear_cross_entropy(b, out, reduced=True):
+    """torch_nn::_linear_cross_entropy_batch_chunked (F.linear_cross_entropy's fused, chunked kernel: the logits are
+    never materialised): N rows of D features, V classes. The logits 2 N V D (matrix FLOPs), the bias add (N V), the
+    log-sum-exp per logit (max, subtract, add: 3 + 1 exp) and, with label smoothing, their sum (1 per logit). The
+    reduced variant computes the gradients in the forward where asked (compute_*_grad): the input's and the weight's
+    products (2 N V D each), the softmax gradient (2 per logit: the divide and the target's subtraction) and the
+    bias's sum (N V). Bytes: the arguments and the results, nothing in between (the chunked kernel's point). The
+    per-row loss terms are left out (N against N V): an estimate."""
+    x, w = b["input"], b["linear_weight"]
+    d, v = int(x.shape[-1]), int(w.shape[0])
+    n = _numel(x) // max(d, 1)
+    logits = n * v
+    matrix = 2 * logits * d
+    vector = 3 * logits + (logits if b.get("linear_bias") is not None else 0)
+    if reduced and float(b.get("label_smoothing") or 0.0):
+        vector += logits
+    if reduced:
+        gi, gw, gb = (bool(b.get(k)) for k in ("compute_input_grad", "compute_linear_weight_grad",
+                                                 "compute_linear_bias_grad"))
+        if gi or gw or gb:
+            vector += 2 * logits
+        matrix += 2 * logits * d * (int(gi) + int(gw))
+        vector += logits if gb else 0
+    return _counts(matrix=matrix, vector=vector, special=logits, read=_read(b), written=_written(out))
+
+
 # ---- tables -------------------------------------------------------------------------------------------------------
 
 # aten ops (qualified name, any overload) -> formula(bound arguments, result).
@@ -1212,6 +1249,9 @@ OPS = {
     "aten::mvlgamma_": _mvlgamma,
     "aten::_coalesced_": _sparse_copy,
     "aten::copy_sparse_to_sparse_": _sparse_copy,
+    "aten::_sparse_mm_reduce_impl_backward": _sparse_mm_reduce_backward,
+    "torch_nn::_linear_cross_entropy_batch_chunked": _linear_cross_entropy,
+    "torch_nn::_linear_cross_entropy_batch_chunked_no_reduction": lambda b, out: _linear_cross_entropy(b, out, False),
     "torchvision::nms": _nms,
     "torchvision::roi_align": _roi_align,
     "torchvision::_roi_align_backward": lambda b, out: _roi_align(b, out, backward=True),

@@ -1,0 +1,141 @@
+"""Formulas for the ops the OpInfo sweep (bench/opinfo.py) and the new model families found without one: shifts,
+special functions, logaddexp, gated activations, pixel shuffles, cumulative max, padding backward, segment reductions,
+distances, sampling grids, CTC, sequence packing, fake quantization, prims, sparse products and linear algebra (the
+standard LAPACK counts, roofline/counting/_formulas.py). Every expected count is arithmetic written in the row's
+comment: fp32 = 4 bytes, int64 = 8, int32 = 4, bool = 1.
+"""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import roofline  # noqa: E402
+
+g = torch.Generator().manual_seed(0)
+
+
+def rnd(*shape):
+    return torch.randn(*shape, generator=g)
+
+
+X = rnd(4, 10)  # 40 elements, 160 B
+X2 = rnd(4, 10)
+I32 = torch.randint(0, 100, (4, 10), generator=g, dtype=torch.int32)
+SH = torch.randint(0, 4, (4, 10), generator=g, dtype=torch.int32)
+M88 = rnd(8, 8)
+SPD = M88 @ M88.T + 8 * torch.eye(8)  # symmetric positive definite
+A64 = rnd(6, 4)
+B83 = rnd(8, 3)
+
+# (id, callable, op overload name, (matrix, vector, special, bytes_read, bytes_written))
+CASES = [
+    # 40 elements: max, subtract, add (3) + exp, log1p (2) each; reads 2 x 160, writes 160
+    ("logaddexp", lambda: torch.logaddexp(X, X2), "aten.logaddexp.default", (0, 120, 80, 320, 160)),
+    # one shift per element; int32 operands 2 x 160 read, 160 written
+    ("bitwise_left_shift", lambda: torch.bitwise_left_shift(I32, SH), "aten.bitwise_left_shift.Tensor",
+     (0, 40, 0, 320, 160)),
+    # result (4, 5) = 20 elements, a * sigmoid(b): 3 FLOPs + 1 exp each; reads 160, writes 80
+    ("glu", lambda: F.glu(X, dim=-1), "aten.glu.default", (0, 60, 20, 160, 80)),
+    # per grad_output element (20): 6 FLOPs + 1 exp; reads grad_output 80 + self 160, writes grad_input 160
+    ("glu_backward", lambda: torch.ops.aten.glu_backward(rnd(4, 5), X, -1), "aten.glu_backward.default",
+     (0, 120, 20, 240, 160)),
+    # one comparison per element; writes values 160 + int64 indices 320
+    ("cummax", lambda: torch.cummax(X, dim=1), "aten.cummax.default", (0, 40, 0, 160, 480)),
+    # one special function per element
+    ("special_bessel_j0", lambda: torch.special.bessel_j0(X), "aten.special_bessel_j0.default",
+     (0, 0, 40, 160, 160)),
+    ("polygamma", lambda: torch.polygamma(1, X), "aten.polygamma.default", (0, 0, 40, 160, 160)),
+    # x*x + y*y (3) and a square root per element
+    ("hypot", lambda: torch.hypot(X, X2), "aten.hypot.default", (0, 120, 40, 320, 160)),
+    # grad_output (1, 1, 6, 6) = 36 elements each added once into grad_input (1, 1, 4, 4): reads 144 (self: its shape
+    # only), writes 64
+    ("reflection_pad2d_backward", lambda: torch.ops.aten.reflection_pad2d_backward(rnd(1, 1, 6, 6), rnd(1, 1, 4, 4),
+                                                                                   [1, 1, 1, 1]),
+     "aten.reflection_pad2d_backward.default", (0, 36, 0, 144, 64)),
+    # 6 data elements summed into 2 segments: 6 adds; reads data 24 + int64 lengths 16, writes 8
+    ("segment_reduce", lambda: torch.segment_reduce(rnd(6), "sum", lengths=torch.tensor([2, 4])),
+     "aten.segment_reduce.default", (0, 6, 0, 40, 8)),
+    # 5 x 4 = 20 pairs of 3 features: 3 FLOPs per pair and feature (180), a root per pair (20); reads (15 + 12) x 4,
+    # writes 20 x 4
+    ("cdist p=2", lambda: torch.cdist(rnd(5, 3), rnd(4, 3)), "aten._cdist_forward.default",
+     (0, 180, 20, 108, 80)),
+    # 9 output points x 2 channels = 18 elements: 9 FLOPs each (bilinear), 4 per point for the coordinates (36);
+    # reads the grid 72 + min(input 128, 4 taps x 18 x 4 = 288) = 200, writes 72
+    ("grid_sampler_2d bilinear", lambda: F.grid_sample(rnd(1, 2, 4, 4), rnd(1, 3, 3, 2), align_corners=False),
+     "aten.grid_sampler_2d.default", (0, 9 * 18 + 36, 0, 200, 72)),
+    # T = 5, N = 1, C = 4, S = 2: log_alpha (1, 5, 2 * 2 + 1) = 25 lattice points, 8 FLOPs + 4 special each;
+    # reads log_probs 80 + targets 16, writes the loss 4 + log_alpha 100
+    ("_ctc_loss", lambda: torch.ops.aten._ctc_loss(rnd(5, 1, 4).log_softmax(-1), torch.tensor([[1, 2]]), [5], [2]),
+     "aten._ctc_loss.default", (0, 200, 100, 96, 104)),
+    # lengths 4 and 2 of a (4, 2, 3) batch: 6 rows of 3 packed (72 B read and written), lengths read (16), batch
+    # sizes (4 int64, 32) written
+    ("_pack_padded_sequence", lambda: torch.ops.aten._pack_padded_sequence(rnd(4, 2, 3), torch.tensor([4, 2]), False),
+     "aten._pack_padded_sequence.default", (0, 0, 0, 88, 104)),
+    # x / scale + zero point, round, clamp, back: 7 per element; writes the result 160 and the bool mask 40
+    ("fake_quantize_per_tensor_affine", lambda: torch.fake_quantize_per_tensor_affine(X, 0.1, 0, 0, 255),
+     "aten.fake_quantize_per_tensor_affine_cachemask.default", (0, 280, 0, 160, 200)),
+    # 7 adds over the 8 diagonal elements; reads the diagonal (32), writes 4
+    ("trace", lambda: torch.trace(M88), "aten.trace.default", (0, 7, 0, 32, 4)),
+    # LAPACK Working Note 41 and Golub & Van Loan, n = 8 (n^3 = 512):
+    # Cholesky n^3 / 3 = 170 (integer); writes L 256 + int32 info 4
+    ("cholesky", lambda: torch.linalg.cholesky(SPD), "aten.linalg_cholesky_ex.default", (170, 0, 0, 256, 260)),
+    # inverse: LU 2n^3/3 + getri 4n^3/3 = 2 n^3 = 1024
+    ("inv", lambda: torch.linalg.inv(SPD), "aten.linalg_inv_ex.default", (1024, 0, 0, 256, 260)),
+    # solve with k = 3 right-hand sides: 2 n^3 / 3 (341) + 2 n^2 k (384) = 725; reads A 256 + B 96; writes the result
+    # 96, LU 256, int32 pivots 32, info 4
+    ("solve", lambda: torch.linalg.solve(SPD, B83), "aten._linalg_solve_ex.default", (725, 0, 0, 352, 388)),
+    # symmetric eigendecomposition with vectors 9 n^3 = 4608; writes values 32 + vectors 256
+    ("eigh", lambda: torch.linalg.eigh(SPD), "aten._linalg_eigh.default", (4608, 0, 0, 256, 288)),
+    # eigenvalues only 4 n^3 / 3 = 682 (eigvalsh itself asks for the vectors too under a dispatch mode, where its
+    # input counts as a tensor subclass: the call here asks for none)
+    ("eigh without vectors", lambda: torch.ops.aten._linalg_eigh(SPD, "L", False), "aten._linalg_eigh.default", (682, 0, 0, 256, 32)),
+    # thin SVD of 6 x 4: 14 m n^2 + 8 n^3 = 14 * 6 * 16 + 8 * 64 = 1856; writes U 96, S 16, Vh 64
+    ("svd thin", lambda: torch.linalg.svd(A64, full_matrices=False), "aten._linalg_svd.default",
+     (1856, 0, 0, 96, 176)),
+    # singular values only: 4 m n^2 - 4 n^3 / 3 = 384 - 85 = 299; writes S 16
+    ("svd without vectors", lambda: torch.ops.aten._linalg_svd(A64, False, False), "aten._linalg_svd.default", (299, 0, 0, 96, 16)),
+    # QR, reduced: geqrf 2 m n^2 - 2 n^3 / 3 = 192 - 42 = 150, forming Q as much again: 300; writes Q 96 + R 64
+    ("qr", lambda: torch.linalg.qr(A64), "aten.linalg_qr.default", (300, 0, 0, 96, 160)),
+    # prims: a cast is a copy (reads 160, writes fp16 80); iota writes 10 int64
+    ("prims.convert_element_type", lambda: torch.ops.prims.convert_element_type(X, torch.float16),
+     "prims.convert_element_type.default", (0, 0, 0, 160, 80)),
+    ("prims.iota", lambda: torch.ops.prims.iota(10, start=0, step=1, dtype=torch.int64, device="cpu",
+                                                requires_grad=False), "prims.iota.default", (0, 0, 0, 0, 80)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_op_cost(case):
+    _, fn, op, expected = case
+    with roofline.measure() as r:
+        fn()
+    rows = r.by_op()
+    assert op in rows, f"{op} not recorded; saw {list(rows)}"
+    t = rows[op]
+    got = (t["matrix_flops"], t["vector_flops"], t["special_ops"], t["bytes_read"], t["bytes_written"])
+    assert got == expected
+    assert r.unknown_ops == {} and r.errors == {}
+
+
+def test_sparse_times_dense():
+    """A COO matrix (4 x 6, 3 stored values) times a dense 6 x 5 matrix: one multiply-add per stored value and output
+    column, 2 * 3 * 5 = 30 matrix FLOPs; reads the values (3 x 4 B) and indices (2 x 3 int64 = 48 B) and the dense
+    operand (120 B)."""
+    s = torch.sparse_coo_tensor(torch.tensor([[0, 1, 3], [2, 0, 5]]), torch.tensor([1.0, 2.0, 3.0]), (4, 6))
+    d = rnd(6, 5)
+    with roofline.measure() as r:
+        torch.sparse.mm(s, d)
+    assert r.unknown_ops == {} and r.errors == {}
+    assert r.matrix_flops == 30
+    assert r.bytes_read >= 12 + 48 + 120
+
+
+def test_pixel_shuffle_moves_bytes_only():
+    """pixel_shuffle (1, 8, 3, 3) -> (1, 2, 6, 6): 72 elements moved, no arithmetic: 288 B read and written."""
+    x = rnd(1, 8, 3, 3)
+    with roofline.measure() as r:
+        F.pixel_shuffle(x, 2)
+    assert r.unknown_ops == {} and r.errors == {}
+    assert (r.matrix_flops, r.vector_flops, r.special_ops) == (0, 0, 0)
+    assert r.bytes_read == 288 and r.bytes_written == 288
