@@ -135,7 +135,12 @@ def check_op(op, samples=2, dtypes=("float32",) + LOW_PRECISION, backward=True) 
                     with roofline.measure() as r:
                         _run(op, sample, bwd)
                 except Exception as e:  # noqa: BLE001 - runs without roofline, raises with it: a roofline bug
-                    res["raised"].append(f"{where}: {type(e).__name__}: {str(e)[:200]}")
+                    msg = f"{where}: {type(e).__name__}: {str(e)[:200]}"
+                    try:  # FlopCounterMode's module tracker shares some limits of torch's ModuleTracker
+                        _fcm_total(op, sample, bwd)
+                    except Exception:  # noqa: BLE001
+                        msg += " (FlopCounterMode raises too)"
+                    res["raised"].append(msg)
                     continue
                 res["runs"] += 1
                 for name, calls in r.unknown_ops.items():
