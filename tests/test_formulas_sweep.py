@@ -97,6 +97,25 @@ CASES = [
     ("svd without vectors", lambda: torch.ops.aten._linalg_svd(A64, False, False), "aten._linalg_svd.default", (299, 0, 0, 96, 16)),
     # QR, reduced: geqrf 2 m n^2 - 2 n^3 / 3 = 192 - 42 = 150, forming Q as much again: 300; writes Q 96 + R 64
     ("qr", lambda: torch.linalg.qr(A64), "aten.linalg_qr.default", (300, 0, 0, 96, 160)),
+    # grid_sampler_2d_backward, bilinear, both gradients: 9 points x 2 channels = 18 grad elements, 8 FLOPs each for
+    # the input's gradient and 8 for the grid's (288), 4 per point for the coordinates (36); reads grad 72 + input 128
+    # + grid 72, writes grad_input 128 + grad_grid 72
+    ("grid_sampler_2d_backward", lambda: torch.ops.aten.grid_sampler_2d_backward(
+        rnd(1, 2, 3, 3), rnd(1, 2, 4, 4), rnd(1, 3, 3, 2), 0, 0, False, [True, True]),
+     "aten.grid_sampler_2d_backward.default", (0, 324, 0, 272, 200)),
+    # 16 grad_output elements added into a (1, 2, 6) grad_input: reads 64 (self: its shape), writes 48
+    ("reflection_pad1d_backward", lambda: torch.ops.aten.reflection_pad1d_backward(rnd(1, 2, 8), rnd(1, 2, 6), [1, 1]),
+     "aten.reflection_pad1d_backward.default", (0, 16, 0, 64, 48)),
+    # theta (1, 2, 3) over a 4 x 5 grid: 20 points x 2 coordinates = 40 results, each a row of theta times (x, y, 1):
+    # 6 FLOPs; reads theta 24, writes 160
+    ("affine_grid_generator", lambda: torch.ops.aten.affine_grid_generator(rnd(1, 2, 3), [1, 1, 4, 5], False),
+     "aten.affine_grid_generator.default", (0, 240, 0, 24, 160)),
+    # CTC backward, T = 5, N = 1, C = 4, S = 2: the beta lattice like alpha (25 points: 8 FLOPs + 4 special), their
+    # combination (2 per point) and per gradient element (20) an exp and 3 FLOPs: 200 + 50 + 60 FLOPs, 100 + 20
+    # special; reads grad 4, log_probs 80, targets 16, the loss 4, log_alpha 100; writes the gradient 80
+    ("_ctc_loss_backward", lambda: torch.ops.aten._ctc_loss_backward(
+        torch.ones(1), rnd(5, 1, 4), torch.tensor([[1, 2]]), [5], [2], rnd(1), rnd(1, 5, 5), 0),
+     "aten._ctc_loss_backward.default", (0, 310, 120, 204, 80)),
     # prims: a cast is a copy (reads 160, writes fp16 80); iota writes 10 int64
     ("prims.convert_element_type", lambda: torch.ops.prims.convert_element_type(X, torch.float16),
      "prims.convert_element_type.default", (0, 0, 0, 160, 80)),
@@ -139,3 +158,32 @@ def test_pixel_shuffle_moves_bytes_only():
     assert r.unknown_ops == {} and r.errors == {}
     assert (r.matrix_flops, r.vector_flops, r.special_ops) == (0, 0, 0)
     assert r.bytes_read == 288 and r.bytes_written == 288
+
+
+def test_coalesce_sorts_and_merges():
+    """_coalesce of 4 stored values, two at the same index: sort the 4 indices (4 x ceil(log2 4) = 8 comparisons) and
+    add the duplicates (one add per value: 4): 12 FLOPs; reads the values (16 B) and int64 indices (2 x 4 x 8 = 64),
+    writes 3 values (12) and their indices (48)."""
+    s = torch.sparse_coo_tensor(torch.tensor([[0, 0, 1, 2], [1, 1, 0, 2]]), torch.tensor([1.0, 2.0, 3.0, 4.0]), (3, 3))
+    with roofline.measure() as r:
+        torch.ops.aten._coalesce(s)
+    row = r.by_op()["aten._coalesce.default"]
+    assert (row["vector_flops"], row["bytes_read"], row["bytes_written"]) == (12, 80, 60)
+    assert r.unknown_ops == {} and r.errors == {}
+
+
+def test_fused_linear_cross_entropy():
+    """F.linear_cross_entropy's chunked kernel, N = 4 rows, D = 8 features, V = 6 classes, no bias, the gradients
+    computed in the forward for the input and the weight: logits 2 N V D = 384, the two gradient products 2 x 384
+    (matrix 1152); per logit (24) the log-sum-exp (3) and the softmax gradient (2): 120 vector FLOPs, 24 exp."""
+    x = rnd(4, 8).requires_grad_()
+    w = rnd(6, 8).requires_grad_()
+    t = torch.tensor([0, 3, 5, 1])
+    opts = pytest.importorskip("torch.nn.modules.linear_cross_entropy_options").LinearCrossEntropyOptions
+    with roofline.measure() as r:
+        torch.nn.functional.linear_cross_entropy(x, w, t, options=opts(batch_chunk_size=2))
+    rows = {k: v for k, v in r.by_op().items() if "linear_cross_entropy" in k}
+    assert len(rows) == 1, list(r.by_op())
+    row = next(iter(rows.values()))
+    assert (row["matrix_flops"], row["vector_flops"], row["special_ops"]) == (1152, 120, 24)
+    assert r.unknown_ops == {} and r.errors == {}
