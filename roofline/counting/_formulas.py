@@ -47,12 +47,21 @@ def _numel(t) -> int:
     return n
 
 
+_STRIDED = [None]  # torch.strided, once a tensor has shown it (this module imports no torch)
+
+
 def _sparse_bytes(t) -> int | None:
     """Bytes a sparse tensor stores (its values and index tensors), or None for a strided (dense) tensor. COO: the
     values and the indices; compressed layouts (CSR, CSC, BSR, BSC): the values, the compressed and the plain
     indices."""
-    layout = str(getattr(t, "layout", "torch.strided"))
-    if layout == "torch.strided" or "sparse" not in layout:
+    layout = getattr(t, "layout", None)
+    if layout is None or layout is _STRIDED[0]:
+        return None
+    if _STRIDED[0] is None and str(layout) == "torch.strided":
+        _STRIDED[0] = layout  # the strided layout object, kept so later calls compare identities
+        return None
+    layout = str(layout)
+    if "sparse" not in layout:
         return None
     if layout == "torch.sparse_coo":
         parts = (t._values(), t._indices())
