@@ -176,7 +176,8 @@ _VLM_GRID = dict(depth=2, num_heads=4, patch_size=8, spatial_merge_size=2, tempo
 VLM_SKIPPED = {
     "llama4": "transformers 5.24: Llama4ForConditionalGeneration.forward reads `outputs.image_outputs`, which its "
               "language model's output lacks (AttributeError with any image input)",
-    "glm4v": "its vision tower interpolates position embeddings with grid_sampler_2d, which has no formula yet",
+    "glm4v": "no tiny configuration of it is built here yet (its vision tower interpolates position embeddings with "
+             "grid_sampler_2d, which has a formula now: python bench/opinfo.py --only nn.functional.grid_sample)",
 }
 
 

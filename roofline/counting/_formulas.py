@@ -971,8 +971,9 @@ def _sparse_reduce(b, out, flops=1, special=0):
 
 
 def _sparse_copy(b, out):
-    """Sparse plumbing (conversions, coalescing, construction from indices and values): no arithmetic, the stored
-    values and indices read and the result written."""
+    """Sparse and nested plumbing (conversions, coalescing, construction from indices and values, padding a nested
+    tensor): no arithmetic, the stored values and indices (a nested tensor's components) read and the result
+    written."""
     return _counts(read=_read(b), written=_written(out))
 
 
@@ -1241,6 +1242,13 @@ OPS = {
     "aten::copy_sparse_to_sparse": _sparse_copy, "aten::_convert_indices_from_coo_to_csr": _sparse_copy,
     "aten::_convert_indices_from_csr_to_coo": _sparse_copy,
     "aten::_to_dense": _sparse_copy, "aten::to_dense": _sparse_copy,
+    # nested-tensor conversions: the C recorder cannot describe a nested tensor, these formulas can (its components)
+    "aten::_nested_tensor_from_mask": _sparse_copy, "aten::to_padded_tensor": _sparse_copy,
+    "aten::_nested_from_padded": _sparse_copy, "aten::_nested_from_padded_and_nested_example": _sparse_copy,
+    "aten::_nested_from_padded_tensor": _sparse_copy, "aten::_jagged_to_padded_dense_forward": _sparse_copy,
+    "aten::_padded_dense_to_jagged_forward": _sparse_copy, "aten::_nested_tensor_from_tensor_list": _sparse_copy,
+    "aten::_nested_view_from_buffer_copy": _sparse_copy, "aten::_nested_view_from_jagged_copy": _sparse_copy,
+    "aten::_nested_get_values_copy": _sparse_copy,
     "aten::_compute_linear_combination": _compute_linear_combination,
     "aten::equal": _equal,
     "aten::resolve_conj": _alias_or_copy, "aten::resolve_neg": _alias_or_copy,
