@@ -187,3 +187,124 @@ def test_fused_linear_cross_entropy():
     row = next(iter(rows.values()))
     assert (row["matrix_flops"], row["vector_flops"], row["special_ops"]) == (1152, 120, 24)
     assert r.unknown_ops == {} and r.errors == {}
+
+
+# ---- more of the formulas, each row's arithmetic in its comment -------------------------------------------------------
+A44 = rnd(4, 4) + 4 * torch.eye(4)  # well conditioned
+SPD4 = A44 @ A44.T
+L4 = torch.linalg.cholesky(SPD4)
+U4 = torch.triu(A44)
+B42 = rnd(4, 2)
+QR_A, QR_TAU = torch.geqrf(A64)
+LU4, PIV4 = torch.linalg.lu_factor(A44)
+POS = X.abs() + 1  # mvlgamma of order 2 needs x > 0.5
+S_COO = torch.sparse_coo_tensor(torch.tensor([[0, 1, 3], [2, 0, 5]]), torch.tensor([1.0, 2.0, 3.0]), (4, 6))
+
+MORE = [
+    # n = 4 (n^3 = 64). LU: m n^2 - n^3 / 3 = 64 - 21 = 43; writes LU 64, int32 pivots 16, info 4
+    ("lu_factor", lambda: torch.linalg.lu_factor_ex(A44), "aten.linalg_lu_factor_ex.default", (43, 0, 0, 64, 84)),
+    # the same factorization, unpacked into P, L, U (3 x 64)
+    ("lu", lambda: torch.linalg.lu(A44), "aten.linalg_lu.default", (43, 0, 0, 64, 192)),
+    # LDL^T like Cholesky: n^3 / 3 = 21
+    ("ldl_factor", lambda: torch.linalg.ldl_factor_ex(SPD4), "aten.linalg_ldl_factor_ex.default", (21, 0, 0, 64, 84)),
+    # geqrf of 6 x 4: 2 m n^2 - 2 n^3 / 3 = 192 - 42 = 150; writes the factor 96 and tau 16
+    ("geqrf", lambda: torch.geqrf(A64), "aten.geqrf.default", (150, 0, 0, 96, 112)),
+    # Q of 6 x 4 from k = 4 reflectors: 4 m n k - 2 (m + n) k^2 + 4 k^3 / 3 = 384 - 320 + 85 = 149
+    ("householder_product", lambda: torch.linalg.householder_product(QR_A, QR_TAU),
+     "aten.linalg_householder_product.default", (149, 0, 0, 112, 96)),
+    # Q (k = 4) applied from the left to C 6 x 3: 4 m n k - 2 n k^2 = 288 - 96 = 192; reads 96 + 16 + 72
+    ("ormqr", lambda: torch.ormqr(QR_A, QR_TAU, rnd(6, 3)), "aten.ormqr.default", (192, 0, 0, 184, 72)),
+    # general eigendecomposition with vectors: 25 n^3 = 1600; writes complex64 values 32 and vectors 128
+    ("eig", lambda: torch.linalg.eig(A44), "aten.linalg_eig.default", (1600, 0, 0, 64, 160)),
+    # 6 products of the degree-18 Taylor scheme: 12 n^3 = 768
+    ("matrix_exp", lambda: torch.linalg.matrix_exp(A44 / 10), "aten.linalg_matrix_exp.default", (768, 0, 0, 64, 64)),
+    # triangular solves with k = 2: n^2 k = 32
+    ("solve_triangular", lambda: torch.linalg.solve_triangular(U4, B42, upper=True),
+     "aten.linalg_solve_triangular.default", (32, 0, 0, 96, 32)),
+    ("triangular_solve", lambda: torch.triangular_solve(B42, U4), "aten.triangular_solve.default",
+     (32, 0, 0, 96, 96)),  # writes the solution 32 and the coefficient's copy 64
+    # two triangular solves: 2 n^2 k = 64
+    ("cholesky_solve", lambda: torch.cholesky_solve(B42, L4), "aten.cholesky_solve.default", (64, 0, 0, 96, 32)),
+    ("lu_solve", lambda: torch.linalg.lu_solve(LU4, PIV4, B42), "aten.linalg_lu_solve.default",
+     (64, 0, 0, 112, 32)),  # reads LU 64, pivots 16, B 32
+    # the inverse from the Cholesky factor (potri): 2 n^3 / 3 = 42
+    ("cholesky_inverse", lambda: torch.cholesky_inverse(L4), "aten.cholesky_inverse.default", (42, 0, 0, 64, 64)),
+    # determinant from LU (43); writes det 4, LU 64, pivots 16
+    ("det", lambda: torch.linalg.det(A44), "aten._linalg_det.default", (43, 0, 0, 64, 84)),
+    # log-determinant: LU (43) and a log and an add per diagonal element (2 n = 8); writes sign, logabsdet, LU, pivots
+    ("slogdet", lambda: torch.linalg.slogdet(A44), "aten._linalg_slogdet.default", (51, 0, 0, 64, 88)),
+    # mvlgamma of order 2 over 40 elements: 2 p = 4 FLOPs and p = 2 lgamma each
+    ("mvlgamma", lambda: torch.mvlgamma(POS, 2), "aten.mvlgamma.default", (0, 160, 80, 160, 160)),
+    # pdist of 5 rows of 3: 10 pairs x 3 features x 3 FLOPs = 90, a root per pair; reads 60, writes 40
+    ("pdist", lambda: torch.pdist(rnd(5, 3)), "aten._pdist_forward.default", (0, 90, 10, 60, 40)),
+    # multilabel margin: 2 samples x C^2 = 16 pairs x 4 FLOPs; reads x 32 + int64 targets 64; writes the mean 4 and
+    # is_target (2, 4) 32
+    ("multilabel_margin_loss", lambda: F.multilabel_margin_loss(rnd(2, 4), torch.tensor([[1, 2, -1, 0],
+                                                                                         [0, -1, 0, 0]])),
+     "aten.multilabel_margin_loss_forward.default", (0, 128, 0, 96, 36)),
+    # conv_tbc: T 5 (padding 1, kernel 3: 5 outputs), B 2, C_in 3, C_out 4: 40 outputs x 2 x 3 x 3 = 720, a bias add
+    # each; reads 120 + 144 + 16, writes 160
+    ("conv_tbc", lambda: torch.conv_tbc(rnd(5, 2, 3), rnd(3, 3, 4), rnd(4), 1), "aten.conv_tbc.default",
+     (720, 40, 0, 280, 160)),
+    # addmm + ReLU: 2 x 8 x 4 x 16 = 1024, the bias add and the ReLU per result (2 x 32)
+    ("_addmm_activation", lambda: torch.ops.aten._addmm_activation(rnd(4), rnd(8, 16), rnd(16, 4)),
+     "aten._addmm_activation.default", (1024, 64, 0, (4 + 128 + 64) * 4, 128)),
+    # result (2, 4) = sum over 3 coefficients of coefficient x input row: 2 x 6 coefficients x 4 elements = 48
+    ("_compute_linear_combination", lambda: torch.ops.aten._compute_linear_combination(rnd(3, 4), rnd(2, 3)),
+     "aten._compute_linear_combination.default", (0, 48, 0, 72, 32)),
+    # one comparison per element, nothing written (a Python bool)
+    ("equal", lambda: torch.equal(X, X2), "aten.equal.default", (0, 40, 0, 320, 0)),
+    # 10 values into 4 bins: 4 FLOPs each; writes the histogram 16 and 5 edges 20
+    ("histogram", lambda: torch.histogram(rnd(10), bins=4), "aten.histogram.bin_ct", (0, 40, 0, 40, 36)),
+    # 3 stored values summed along dimension 1 (rows 0, 1, 3 have one each); reads values 12 + int64 indices 48,
+    # writes a sparse vector of 3 values (12) and their int64 indices (1 x 3 x 8 = 24)
+    ("sparse sum", lambda: torch.ops.aten._sparse_sum.dim(S_COO, [1]), "aten._sparse_sum.dim", (0, 3, 0, 60, 36)),
+    # trilinear (1 x 2 x 4 x 4 input, 2 x 2 x 2 output points): 8 points x 1 channel x 21 + 3 coordinates x 2 per
+    # point (48); reads the grid 96 + min(input 128, 8 taps x 8 x 4 = 256), writes 32
+    ("grid_sampler_3d", lambda: F.grid_sample(rnd(1, 1, 2, 4, 4), rnd(1, 2, 2, 2, 3), align_corners=False),
+     "aten.grid_sampler_3d.default", (0, 216, 0, 224, 32)),
+    # sin(pi x) / (pi x): 2 FLOPs + 1 sin
+    ("sinc", lambda: torch.sinc(X), "aten.sinc.default", (0, 80, 40, 160, 160)),
+    # x * 2**e: 1 FLOP + 1 exp2; reads x 160 + int32 e 160
+    ("ldexp", lambda: torch.ldexp(X, SH), "aten.ldexp.Tensor", (0, 40, 40, 320, 160)),
+    # abs * (cos, sin): 2 multiplies, 2 special; writes complex64 40 x 8
+    ("polar", lambda: torch.polar(X.abs(), X2), "aten.polar.default", (0, 80, 80, 320, 320)),
+    # -x log x: 2 FLOPs + log
+    ("special_entr", lambda: torch.special.entr(X), "aten.special_entr.default", (0, 80, 40, 160, 160)),
+    ("softshrink", lambda: F.softshrink(X), "aten.softshrink.default", (0, 120, 0, 160, 160)),
+    ("hardshrink", lambda: F.hardshrink(X), "aten.hardshrink.default", (0, 80, 0, 160, 160)),
+    # x > 0 ? x : w x: 2 per element; reads x 160 + the weight 4
+    ("prelu", lambda: F.prelu(X, torch.tensor([0.25])), "aten._prelu_kernel.default", (0, 80, 0, 164, 160)),
+    # 4 vectors of 3: 3 FLOPs per component, 12 components
+    ("linalg_cross", lambda: torch.linalg.cross(rnd(4, 3), rnd(4, 3)), "aten.linalg_cross.default",
+     (0, 36, 0, 96, 48)),
+    # |x - y|^p summed over 40 elements: 3 FLOPs + 1 pow each; writes a scalar
+    ("dist", lambda: torch.dist(X, X2, 3), "aten.dist.default", (0, 120, 40, 320, 4)),
+    # log(1 + exp(-y x)) summed: 4 FLOPs + 2 special per element
+    ("soft_margin_loss", lambda: F.soft_margin_loss(X, X2.sign()), "aten.soft_margin_loss.default",
+     (0, 160, 80, 320, 4)),
+    # per input element (2 x 4) 4 FLOPs; reads x 32 + int64 targets 16
+    ("multi_margin_loss", lambda: F.multi_margin_loss(rnd(2, 4), torch.tensor([1, 3])),
+     "aten.multi_margin_loss.default", (0, 32, 0, 48, 4)),
+    # 8 windows of 2 taps: 16 adds; reads 64, writes 32 (the out= variant: F.avg_pool1d decomposes into avg_pool2d)
+    ("avg_pool1d.out", lambda: torch.ops.aten.avg_pool1d.out(rnd(1, 2, 8), [2], out=torch.empty(1, 2, 4)),
+     "aten.avg_pool1d.out", (0, 16, 0, 64, 32)),
+    # 4 x 4 outputs, 2 x 2 windows: 64 comparisons; reads x 256 + the random samples 8, writes 64 + int64 indices 128
+    ("fractional_max_pool2d", lambda: F.fractional_max_pool2d(rnd(1, 1, 8, 8), 2, output_size=4,
+                                                              _random_samples=torch.rand(1, 1, 2)),
+     "aten.fractional_max_pool2d.default", (0, 64, 0, 264, 192)),
+    # one comparison per input element (64); writes 8 values 32 + int64 indices 64
+    ("adaptive_max_pool3d", lambda: F.adaptive_max_pool3d(rnd(1, 1, 4, 4, 4), 2),
+     "aten.adaptive_max_pool3d.default", (0, 64, 0, 256, 96)),
+    # a draw per element; reads the rates
+    ("poisson", lambda: torch.poisson(X.abs()), "aten.poisson.default", (0, 0, 40, 160, 160)),
+    # the 6 lower-triangle index pairs of a 3 x 3 matrix: 2 x 6 int64 written
+    ("tril_indices", lambda: torch.tril_indices(3, 3), "aten.tril_indices.default", (0, 0, 0, 0, 96)),
+    # two tensors of 40: one sin each
+    ("_foreach_sin", lambda: torch._foreach_sin([X, X2]), "aten._foreach_sin.default", (0, 0, 80, 320, 320)),
+]
+
+
+@pytest.mark.parametrize("case", MORE, ids=[c[0] for c in MORE])
+def test_more_op_costs(case):
+    test_op_cost(case)
