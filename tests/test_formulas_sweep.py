@@ -254,6 +254,8 @@ MORE = [
      "aten._compute_linear_combination.default", (0, 48, 0, 72, 32)),
     # one comparison per element, nothing written (a Python bool)
     ("equal", lambda: torch.equal(X, X2), "aten.equal.default", (0, 40, 0, 320, 0)),
+    # |a - b| <= atol + rtol |b|: 6 FLOPs per element, nothing written (a Python bool)
+    ("allclose", lambda: torch.allclose(X, X2), "aten.allclose.default", (0, 240, 0, 320, 0)),
     # 10 values into 4 bins: 4 FLOPs each; writes the histogram 16 and 5 edges 20
     ("histogram", lambda: torch.histogram(rnd(10), bins=4), "aten.histogram.bin_ct", (0, 40, 0, 40, 36)),
     # 3 stored values summed along dimension 1 (rows 0, 1, 3 have one each); reads values 12 + int64 indices 48,

@@ -2,7 +2,7 @@
 Generated from torch 2.14.1 by python -m roofline.counting._audit; do not edit: change the registry, the
 formulas or _audit.HAND and regenerate.
 
-DECISIONS: ``ns::name.overload`` -> (class, detail, source). Classes: formula 2381, decomposes 742, view 14, metadata 38, unknown 78;
+DECISIONS: ``ns::name.overload`` -> (class, detail, source). Classes: formula 2383, decomposes 742, view 14, metadata 36, unknown 78;
 128 formulas are estimates, 90 decisions are made by hand.
 """
 
@@ -486,7 +486,7 @@ DECISIONS = {
     'aten::_is_zerotensor.default': ('decomposes', 'CompositeImplicitAutograd', 'auto'),
     'aten::_jagged_to_padded_dense_forward.default': ('formula', 'python', 'auto'),
     'aten::_lazy_clone.default': ('formula', 'copy', 'auto'),
-    'aten::_linalg_check_errors.default': ('metadata', 'returns no tensor and writes none (schema)', 'auto'),
+    'aten::_linalg_check_errors.default': ('formula', 'copy', 'auto'),
     'aten::_linalg_det.default': ('formula', 'python, estimate', 'auto'),
     'aten::_linalg_det.result': ('formula', 'python, estimate', 'auto'),
     'aten::_linalg_eigh.default': ('formula', 'python, estimate', 'auto'),
@@ -918,7 +918,7 @@ DECISIONS = {
     'aten::all.dims': ('formula', 'ewise_in', 'auto'),
     'aten::all.dims_out': ('formula', 'ewise_in', 'auto'),
     'aten::all.out': ('formula', 'ewise_in', 'auto'),
-    'aten::allclose.default': ('metadata', 'returns no tensor and writes none (schema)', 'auto'),
+    'aten::allclose.default': ('formula', 'python', 'auto'),
     'aten::alpha_dropout.default': ('decomposes', 'CompositeImplicitAutograd', 'auto'),
     'aten::alpha_dropout_.default': ('decomposes', 'CompositeImplicitAutograd', 'auto'),
     'aten::amax.default': ('formula', 'ewise_in', 'auto'),

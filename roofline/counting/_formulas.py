@@ -995,6 +995,12 @@ def _equal(b, out):
     return _counts(vector=_numel(b["self"]), read=_read(b))
 
 
+def _allclose(b, out):
+    """allclose(self, other): |a - b| <= atol + rtol * |b| per element (subtract, 2 absolute values, multiply, add,
+    compare: 6 FLOPs) and their conjunction; returns a Python bool, nothing written."""
+    return _counts(vector=6 * _numel(b["self"]), read=_read(b))
+
+
 def _alias_or_copy(b, out):
     """An op that returns its input when there is nothing to do and a copy otherwise (resolve_conj on a tensor without
     the conjugate bit, an autocast cast to the dtype it has): 0 when the result is the input's storage, else the copy's
@@ -1251,6 +1257,7 @@ OPS = {
     "aten::_nested_get_values_copy": _sparse_copy,
     "aten::_compute_linear_combination": _compute_linear_combination,
     "aten::equal": _equal,
+    "aten::allclose": _allclose,
     "aten::resolve_conj": _alias_or_copy, "aten::resolve_neg": _alias_or_copy,
     "aten::histogram": _histogram,
     "aten::_unique": _unique,

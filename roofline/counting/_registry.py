@@ -520,7 +520,7 @@ _put("_upsample_lanczos2d_aa_backward", _e("ewise_in", 32))
 _put("hash_tensor", _e("ewise_in", 1))
 _put("_histogramdd_bin_edges", _e("ewise_in", 2))  # the range from the input's min and max
 _put("_histogramdd_from_bin_cts _histogramdd_from_bin_tensors", _e("ewise_in", 4))
-_put("_validate_compressed_sparse_indices _nested_tensor_from_mask_left_aligned prims::item prims::conj_physical "
+_put("_linalg_check_errors _validate_compressed_sparse_indices _nested_tensor_from_mask_left_aligned prims::item prims::conj_physical "
      "prims::_unsafe_index_put_ from_file", _e("copy"))
 _put("_make_dep_token _functional_assert_scalar _functional_sym_constrain_range "
      "_functional_sym_constrain_range_for_size shallow_copy_data", _e("zero"))

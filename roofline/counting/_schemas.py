@@ -390,6 +390,7 @@ SCHEMAS = {
     '_is_any_true.default': ('self', 0, '', 0),
     '_jagged_to_padded_dense_forward.default': ('values offsets max_lengths padding_value', 0, '', 0),
     '_lazy_clone.default': ('self', 0, '', 0),
+    '_linalg_check_errors.default': ('info api_name is_matrix', 1, '', 0),
     '_local_scalar_dense.default': ('self', 0, '', 0),
     '_log_softmax.default': ('self dim half_to_float', 0, '', 0),
     '_log_softmax.out': ('self dim half_to_float out', 1, 'out', 1),
