@@ -34,6 +34,12 @@ def test_the_generated_table_matches_the_code(audit):
                        f"python -m roofline.counting._audit): {list(stale.items())[:10]}")
 
 
+def test_the_zero_set_is_the_tables_views_and_metadata():
+    from roofline.counting import _zero
+
+    assert _zero.ZERO == {k for k, (cls, _, _) in _decisions.DECISIONS.items() if cls in _audit.ZERO_CLASSES}
+
+
 def test_counts_by_class_cover_every_overload(audit):
     decisions, _ = audit
     n = _audit.counts(decisions)

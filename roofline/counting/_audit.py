@@ -9,7 +9,8 @@ Each overload gets one decision, a class and a detail:
 * ``decomposes``: it has a ``CompositeImplicitAutograd`` kernel, so ``measure`` runs its decomposition and counts the
   parts (FlopCounterMode's rule);
 * ``view``: its results alias its arguments and it writes nothing (from the schema): nothing moves, counted 0;
-* ``metadata``: it returns no tensor and writes none (sizes, flags, quantizer parameters), counted 0;
+* ``metadata``: it returns no tensor and writes none (sizes, flags, quantizer parameters), counted 0 (these two
+  classes are also written to ``_zero.py``, which ``_registry.lookup`` reads);
 * ``unknown``: no formula known yet (the detail says why, e.g. a kernel that exists only on CUDA or MPS, testing
   ops of torch's own suite). These stay in ``Report.unknown_ops`` whenever they run: nothing hides them.
 
@@ -200,6 +201,14 @@ def write_table(path=None) -> str:
     lines += [f"    {k!r}: {v!r}," for k, v in sorted(decisions.items())]
     lines += ["}", ""]
     _output.write(path, "\n".join(lines), where="write_table")
+    zero = sorted(k for k, (cls, _, _) in decisions.items() if cls in ZERO_CLASSES)
+    zlines = ['"""The overloads the audit table (roofline/counting/_decisions.py) classes as views or metadata queries, which',
+              "the registry counts as 0 (``_registry.lookup``). Generated with it by python -m roofline.counting._audit;",
+              'do not edit. Kept apart from the full table so that ``import roofline`` does not load the latter."""', "",
+              "ZERO = frozenset({"]
+    zlines += [f"    {k!r}," for k in zero]
+    zlines += ["})", ""]
+    _output.write(os.path.join(os.path.dirname(path), "_zero.py"), "\n".join(zlines), where="write_table")
     return path
 
 

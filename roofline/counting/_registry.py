@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 
 from roofline import _core
-from roofline.counting._decisions import DECISIONS
+from roofline.counting._zero import ZERO as _ZERO_DECISIONS
 from roofline.counting._schemas import DEFAULT_OVERLOAD, SCHEMAS
 from roofline.util import _output
 
@@ -542,8 +542,7 @@ def lookup(qualified: str, overload: str = "") -> Entry | None:
     entry = table_lookup(qualified, overload)
     if entry is None:
         ns, _, name = qualified.rpartition("::")
-        decision = DECISIONS.get(f"{ns or 'aten'}::{name}.{overload or 'default'}")
-        if decision is not None and decision[0] in ("view", "metadata"):
+        if f"{ns or 'aten'}::{name}.{overload or 'default'}" in _ZERO_DECISIONS:
             return _ZERO
     return entry
 
