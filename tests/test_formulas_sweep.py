@@ -116,6 +116,10 @@ CASES = [
     ("_ctc_loss_backward", lambda: torch.ops.aten._ctc_loss_backward(
         torch.ones(1), rnd(5, 1, 4), torch.tensor([[1, 2]]), [5], [2], rnd(1), rnd(1, 5, 5), 0),
      "aten._ctc_loss_backward.default", (0, 310, 120, 204, 80)),
+    # 3-d: theta (1, 3, 4) over a 2 x 2 x 3 grid: 12 points x 3 coordinates = 36 results, 2 x 4 FLOPs each; reads
+    # theta 48, writes 144
+    ("affine_grid_generator 3-d", lambda: torch.ops.aten.affine_grid_generator(rnd(1, 3, 4), [1, 1, 2, 2, 3], False),
+     "aten.affine_grid_generator.default", (0, 288, 0, 48, 144)),
     # prims: a cast is a copy (reads 160, writes fp16 80); iota writes 10 int64
     ("prims.convert_element_type", lambda: torch.ops.prims.convert_element_type(X, torch.float16),
      "prims.convert_element_type.default", (0, 0, 0, 160, 80)),

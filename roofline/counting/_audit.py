@@ -138,11 +138,12 @@ def classify(qualified: str, overload: str, op) -> tuple[str, str, str] | None:
     if _formulas.OPS.get(op._schema.name) is not None:
         return "formula", "python" + estimate, "auto"
     entry = _registry.table_lookup(qualified, overload)
-    if entry is not None:
-        res = _resolve.resolve(qualified, overload, schema)
-        if res.kind != "unknown":
-            return "formula", res.kind + estimate, "auto"
-        return "unknown", f"its formula does not fit the schema: {res.error}", "auto"
+    if entry is not None:  # compiled as measure compiles it (formulas added with roofline.register are not looked at)
+        try:
+            _resolve.compile_op(qualified, entry, schema)
+        except _registry.FormulaError as e:
+            return "unknown", f"its formula does not fit the schema: {e}", "auto"
+        return "formula", entry.kind + estimate, "auto"
     hand = HAND.get(f"{packet}.{overload or 'default'}") or HAND.get(packet)
     if hand is not None:
         return hand[0], hand[1], "hand"

@@ -850,6 +850,13 @@ def _grid_sampler(b, out, spatial, backward=False, mode=None):
     return _counts(vector=vector, read=_read(b), written=_written(out))
 
 
+def _affine_grid(b, out):
+    """affine_grid_generator(theta (N, 2, 3) or (N, 3, 4), size): each result element (a coordinate of an output point)
+    is a row of theta times (x, y[, z], 1): a multiply-add per entry of the row, 2 * (3 or 4) FLOPs."""
+    theta = b["theta"]
+    return _counts(vector=2 * int(theta.shape[-1]) * _numel(out), read=_read(b), written=_written(out))
+
+
 def _cudnn_grid_sampler(b, out, backward=False):
     bb = {"input": b["self"], "grid": b["grid"], "interpolation_mode": 0}
     if backward:
@@ -1205,6 +1212,7 @@ OPS = {
     "aten::_pdist_forward": _pdist,
     "aten::_pdist_backward": lambda b, out: _pdist(b, out, backward=True),
     "aten::_euclidean_dist": _euclidean_dist,
+    "aten::affine_grid_generator": _affine_grid,
     "aten::grid_sampler_2d": lambda b, out: _grid_sampler(b, out, 2),
     "aten::_grid_sampler_2d_cpu_fallback": lambda b, out: _grid_sampler(b, out, 2),
     "aten::grid_sampler_3d": lambda b, out: _grid_sampler(b, out, 3),

@@ -432,9 +432,6 @@ _put("reflection_pad3d replication_pad3d pixel_shuffle pixel_unshuffle channel_s
      "_nested_from_padded_and_nested_example _nested_from_padded_tensor _nested_tensor_from_tensor_list "
      "_nested_tensor_from_mask unsafe_split_with_sizes",
      _e("copy"))
-# the affine grid: per output point (its last dimension: 2 or 3 coordinates) one row of theta times (x, y[, z], 1):
-# 2 * (coordinates + 1) per result element
-_put("affine_grid_generator", _e("ewise", 6))
 _put("fft_fftfreq fft_rfftfreq range bartlett_window blackman_window hamming_window hann_window kaiser_window "
      "tril_indices triu_indices _new_zeros_with_same_feature_meta", _e("fill", noread=ALL_ARGS))
 _put("empty_permuted empty_quantized _empty_affine_quantized _empty_per_channel_affine_quantized resize resize_as "

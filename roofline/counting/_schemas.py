@@ -626,8 +626,6 @@ SCHEMAS = {
     'addr.out': ('self vec1 vec2 beta alpha out', 3, 'out', 1),
     'addr_.default': ('self vec1 vec2 beta alpha', 2, 'self', 1),
     'adjoint.default': ('self', 0, '', 1),
-    'affine_grid_generator.default': ('theta size align_corners', 0, '', 0),
-    'affine_grid_generator.out': ('theta size align_corners out', 1, 'out', 1),
     'alias.default': ('self', 0, '', 1),
     'alias_copy.default': ('self', 0, '', 0),
     'alias_copy.out': ('self out', 1, 'out', 1),
