@@ -22,7 +22,7 @@ def coverage():
 
 
 @pytest.mark.parametrize("family,name", [
-    ("speech", "ctc-conv-frontend"), ("detection", "flow-grid-sample"), ("detection", "deformable-attention"),
+    ("speech", "ctc-conv-frontend"), ("detection", "flow-grid-sample"),
     ("sparse", "gcn-sparse-adjacency"), ("sparse", "recsys-sparse-adam"), ("qat", "qat-fake-quant"),
     ("qat", "qat-learnable-per-channel"), ("rnn", "packed-bigru")])
 def test_family_model_fully_covered(coverage, family, name):
