@@ -19,7 +19,8 @@ sizes. The last line is "K/N models fully covered": no unknown op and no error i
 
     python bench/coverage.py                       # the whole zoo, one process
     python bench/coverage.py --jobs 2              # in 2 worker processes, each under `nice -n 10`
-    python bench/coverage.py --only tv,timm        # families (tv, tv-det, tv-seg, tv-video, timm, hf, vlm, torchao)
+    python bench/coverage.py --only tv,timm        # families (tv, tv-det, tv-seg, tv-video, timm, hf, vlm, speech,
+                                                   # detection, sparse, qat, rnn, torchao)
     python bench/coverage.py --only resnet18,hf/mixtral --json out.json
     python bench/coverage.py --list                # the zoo's model names
 
