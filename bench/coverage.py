@@ -19,7 +19,8 @@ sizes. The last line is "K/N models fully covered": no unknown op and no error i
 
     python bench/coverage.py                       # the whole zoo, one process
     python bench/coverage.py --jobs 2              # in 2 worker processes, each under `nice -n 10`
-    python bench/coverage.py --only tv,timm        # families (tv, tv-det, tv-seg, tv-video, timm, hf, vlm, torchao)
+    python bench/coverage.py --only tv,timm        # families (tv, tv-det, tv-seg, tv-video, timm, hf, vlm, speech,
+                                                   # detection, sparse, qat, rnn, torchao)
     python bench/coverage.py --only resnet18,hf/mixtral --json out.json
     python bench/coverage.py --list                # the zoo's model names
 
@@ -176,7 +177,8 @@ _VLM_GRID = dict(depth=2, num_heads=4, patch_size=8, spatial_merge_size=2, tempo
 VLM_SKIPPED = {
     "llama4": "transformers 5.24: Llama4ForConditionalGeneration.forward reads `outputs.image_outputs`, which its "
               "language model's output lacks (AttributeError with any image input)",
-    "glm4v": "its vision tower interpolates position embeddings with grid_sampler_2d, which has no formula yet",
+    "glm4v": "no tiny configuration of it is built here yet (its vision tower interpolates position embeddings with "
+             "grid_sampler_2d, which has a formula now: python bench/opinfo.py --only nn.functional.grid_sample)",
 }
 
 
@@ -451,6 +453,340 @@ def _torchao_build(name, device, small):
     return model, inputs
 
 
+# ---- speech, detection and flow, sparse and graph, quantization-aware training, packed recurrent layers ------------
+# Small models built here (nothing downloaded, no extra package), each a family's typical layers: a CTC head on a
+# convolutional front-end, a conformer block (GLU convolution module), a codec with weight-normalised convolutions,
+# reflection padding and an LSTM; an optical-flow warp and deformable attention (sampling grids); a graph convolution on
+# a sparse adjacency and a recommender with sparse embedding gradients trained with SparseAdam; quantization-aware
+# training (fake quantization of weights and activations); bidirectional recurrent layers over packed sequences.
+# Each model's forward returns its loss in training (CTC, regression) so the step trains what a real one would.
+# name -> builder() -> (model, inputs(train), optimizer factory or None)
+
+
+def _ctc_model():
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class CTCConv(nn.Module):
+        """Convolutional front-end (2 strided Conv1d + GELU) over 16 mel bins, a 2-layer Transformer encoder, a
+        linear CTC head over 12 symbols (blank 0)."""
+
+        def __init__(self):
+            super().__init__()
+            self.front = nn.Sequential(nn.Conv1d(16, 32, 3, stride=2, padding=1), nn.GELU(),
+                                       nn.Conv1d(32, 32, 3, stride=2, padding=1), nn.GELU())
+            layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = nn.Linear(32, 12)
+
+        def forward(self, mel, targets=None, target_lengths=None):
+            h = self.encoder(self.front(mel).transpose(1, 2))
+            logp = self.head(h).log_softmax(-1).transpose(0, 1)  # (T, N, C)
+            if targets is None:
+                return logp
+            lengths = torch.full((mel.shape[0],), logp.shape[0], dtype=torch.long)
+            return F.ctc_loss(logp, targets, lengths, target_lengths)
+
+    def inputs(train):
+        mel = torch.randn(2, 16, 40)
+        if not train:
+            return (mel,)
+        return (mel, torch.randint(1, 12, (2, 5)), torch.tensor([5, 3]))
+
+    return CTCConv(), inputs, None
+
+
+def _conformer_model():
+    import torch
+    from torch import nn
+
+    class ConvModule(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.pw1 = nn.Conv1d(d, 2 * d, 1)
+            self.glu = nn.GLU(dim=1)
+            self.dw = nn.Conv1d(d, d, 7, padding=3, groups=d)
+            self.bn = nn.BatchNorm1d(d)
+            self.act = nn.SiLU()
+            self.pw2 = nn.Conv1d(d, d, 1)
+
+        def forward(self, x):
+            y = self.norm(x).transpose(1, 2)
+            y = self.pw2(self.act(self.bn(self.dw(self.glu(self.pw1(y))))))
+            return x + y.transpose(1, 2)
+
+    class Conformer(nn.Module):
+        """One conformer block (half-step feed-forward, self-attention, GLU convolution module, feed-forward, layer
+        norm) over a 2-layer Conv2d subsampling front-end."""
+
+        def __init__(self, d=32):
+            super().__init__()
+            self.sub = nn.Sequential(nn.Conv2d(1, 8, 3, stride=2), nn.ReLU(), nn.Conv2d(8, 8, 3, stride=2), nn.ReLU())
+            self.proj = nn.Linear(8 * 3, d)
+            self.ff1 = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.SiLU(), nn.Linear(4 * d, d))
+            self.attn = nn.MultiheadAttention(d, 4, batch_first=True)
+            self.conv = ConvModule(d)
+            self.ff2 = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.SiLU(), nn.Linear(4 * d, d))
+            self.norm = nn.LayerNorm(d)
+            self.head = nn.Linear(d, 10)
+
+        def forward(self, mel):
+            x = self.sub(mel.unsqueeze(1))  # (N, 8, T', F')
+            x = self.proj(x.permute(0, 2, 1, 3).flatten(2))
+            x = x + 0.5 * self.ff1(x)
+            x = x + self.attn(x, x, x, need_weights=False)[0]
+            x = self.conv(x)
+            x = x + 0.5 * self.ff2(x)
+            return self.head(self.norm(x))
+
+    return Conformer(), lambda train: (torch.randn(2, 40, 16),), None
+
+
+def _codec_model():
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from torch.nn.utils.parametrizations import weight_norm
+
+    class Codec(nn.Module):
+        """An audio codec's shape: weight-normalised Conv1d encoder with reflection padding, an LSTM over the latent
+        frames, a weight-normalised ConvTranspose1d decoder; an L1 reconstruction loss in training."""
+
+        def __init__(self):
+            super().__init__()
+            self.enc1 = weight_norm(nn.Conv1d(1, 16, 7))
+            self.enc2 = weight_norm(nn.Conv1d(16, 32, 4, stride=2))
+            self.lstm = nn.LSTM(32, 32, num_layers=2, batch_first=True)
+            self.dec = weight_norm(nn.ConvTranspose1d(32, 16, 4, stride=2))
+            self.out = weight_norm(nn.Conv1d(16, 1, 7))
+
+        def forward(self, wav):
+            x = F.elu(self.enc1(F.pad(wav, (3, 3), mode="reflect")))
+            x = F.elu(self.enc2(F.pad(x, (1, 1), mode="reflect")))
+            y, _ = self.lstm(x.transpose(1, 2))
+            x = x + y.transpose(1, 2)
+            x = F.elu(self.dec(x))
+            rec = self.out(F.pad(x, (3, 3), mode="reflect"))
+            if self.training:
+                n = min(rec.shape[-1], wav.shape[-1])
+                return F.l1_loss(rec[..., :n], wav[..., :n])
+            return rec
+
+    return Codec(), lambda train: (torch.randn(2, 1, 64),), None
+
+
+def _flow_model():
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Flow(nn.Module):
+        """Optical flow's warp: features of two frames, a flow field predicted from them, the second frame warped
+        back with grid_sample (bilinear) on a base grid from affine_grid; a photometric L1 loss in training."""
+
+        def __init__(self):
+            super().__init__()
+            self.feat = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1))
+            self.flow = nn.Sequential(nn.Conv2d(32, 16, 3, padding=1), nn.LeakyReLU(0.1), nn.Conv2d(16, 2, 3, padding=1))
+
+        def forward(self, a, b):
+            f = self.flow(torch.cat([self.feat(a), self.feat(b)], 1))
+            theta = torch.eye(2, 3).unsqueeze(0).expand(a.shape[0], 2, 3)
+            base = F.affine_grid(theta, list(a.shape), align_corners=False)
+            warped = F.grid_sample(b, base + f.permute(0, 2, 3, 1), mode="bilinear", padding_mode="border",
+                                   align_corners=False)
+            return F.l1_loss(warped, a) if self.training else warped
+
+    return Flow(), lambda train: (torch.randn(2, 3, 16, 16), torch.randn(2, 3, 16, 16)), None
+
+
+def _deformable_attention_model():
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class DeformableAttention(nn.Module):
+        """Deformable DETR's multi-scale deformable attention (one level, 4 heads, 4 points): sampling offsets and
+        attention weights predicted from the queries, the value map sampled at the reference points plus offsets
+        with grid_sample, the samples weighted and projected."""
+
+        def __init__(self, d=32, heads=4, points=4):
+            super().__init__()
+            self.h, self.p, self.dh = heads, points, d // heads
+            self.offsets = nn.Linear(d, heads * points * 2)
+            self.weights = nn.Linear(d, heads * points)
+            self.value = nn.Linear(d, d)
+            self.out = nn.Linear(d, d)
+
+        def forward(self, query, ref, value, hw):
+            n, q, _ = query.shape
+            h, w = hw
+            v = self.value(value).view(n, h, w, self.h, self.dh).permute(0, 3, 4, 1, 2).flatten(0, 1)
+            off = self.offsets(query).view(n, q, self.h, self.p, 2)
+            attn = self.weights(query).view(n, q, self.h, self.p).softmax(-1)
+            loc = (ref[:, :, None, None, :] + off / torch.tensor([w, h])) * 2 - 1  # grid coordinates in [-1, 1]
+            grid = loc.permute(0, 2, 1, 3, 4).flatten(0, 1)  # (n * heads, q, points, 2)
+            sampled = F.grid_sample(v, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+            sampled = sampled.view(n, self.h, self.dh, q, self.p)
+            y = (sampled * attn.permute(0, 2, 1, 3).unsqueeze(2)).sum(-1)  # (n, heads, dh, q)
+            return self.out(y.permute(0, 3, 1, 2).flatten(2))
+
+    def inputs(train):
+        return (torch.randn(2, 10, 32), torch.rand(2, 10, 2), torch.randn(2, 64, 32), (8, 8))
+
+    return DeformableAttention(), inputs, None
+
+
+def _gcn_model():
+    import torch
+    from torch import nn
+
+    n_nodes = 20
+    idx = torch.randint(0, n_nodes, (2, 60), generator=torch.Generator().manual_seed(0))
+    idx = torch.cat([idx, torch.arange(n_nodes).repeat(2, 1)], 1)  # self-loops
+    adj = torch.sparse_coo_tensor(idx, torch.full((idx.shape[1],), 0.25), (n_nodes, n_nodes)).coalesce()
+
+    class GCN(nn.Module):
+        """Two graph convolutions A (X W) with a sparse COO adjacency (torch.sparse.mm), ReLU between them."""
+
+        def __init__(self):
+            super().__init__()
+            self.w1 = nn.Linear(16, 32)
+            self.w2 = nn.Linear(32, 4)
+
+        def forward(self, x):
+            h = torch.relu(torch.sparse.mm(adj, self.w1(x)))
+            return torch.sparse.mm(adj, self.w2(h))
+
+    return GCN(), lambda train: (torch.randn(n_nodes, 16),), None
+
+
+def _recsys_model():
+    import torch
+    from torch import nn
+
+    class Recommender(nn.Module):
+        """Sparse embeddings (sparse gradients: nn.Embedding(sparse=True) and nn.EmbeddingBag(sparse=True)) of users
+        and item histories, a dot-product interaction and an MLP; SparseAdam for the embeddings and Adam for the
+        rest, as recommenders train them."""
+
+        def __init__(self):
+            super().__init__()
+            self.users = nn.Embedding(100, 16, sparse=True)
+            self.items = nn.EmbeddingBag(200, 16, mode="mean", sparse=True)
+            self.mlp = nn.Sequential(nn.Linear(33, 32), nn.ReLU(), nn.Linear(32, 1))
+
+        def forward(self, user, items, offsets):
+            u, i = self.users(user), self.items(items, offsets)
+            return self.mlp(torch.cat([u, i, (u * i).sum(-1, keepdim=True)], -1))
+
+    def inputs(train):
+        return (torch.tensor([3, 17, 42]), torch.tensor([1, 5, 9, 11, 150, 7, 7]), torch.tensor([0, 3, 5]))
+
+    def optimizer(model):
+        sparse = list(model.users.parameters()) + list(model.items.parameters())
+        return _Both(torch.optim.SparseAdam(sparse, lr=1e-3), torch.optim.Adam(model.mlp.parameters(), lr=1e-3))
+
+    return Recommender(), inputs, optimizer
+
+
+class _Both:
+    """Two optimizers stepped as one (a sparse one for the embeddings, a dense one for the rest)."""
+
+    def __init__(self, *opts):
+        self.opts = opts
+
+    def step(self):
+        for o in self.opts:
+            o.step()
+
+    def zero_grad(self, set_to_none=True):
+        for o in self.opts:
+            o.zero_grad(set_to_none=set_to_none)
+
+
+def _qat_model():
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.quant = torch.ao.quantization.QuantStub()
+            self.conv = nn.Conv2d(3, 8, 3)
+            self.bn = nn.BatchNorm2d(8)
+            self.relu = nn.ReLU()
+            self.fc = nn.Linear(8 * 14 * 14, 10)
+            self.dequant = torch.ao.quantization.DeQuantStub()
+
+        def forward(self, x):
+            x = self.relu(self.bn(self.conv(self.quant(x))))
+            return self.dequant(self.fc(x.flatten(1)))
+
+    model = Net().train()
+    model.qconfig = torch.ao.quantization.get_default_qat_qconfig("x86")
+    model = torch.ao.quantization.fuse_modules_qat(model, [["conv", "bn", "relu"]])
+    torch.ao.quantization.prepare_qat(model, inplace=True)  # fake quantization of weights and activations
+    return model, lambda train: (torch.randn(2, 3, 16, 16),), None
+
+
+def _qat_per_channel_model():
+    import torch
+    from torch import nn
+
+    class FakeQuantLinear(nn.Linear):
+        """A linear layer whose weight is fake-quantized per output channel and whose input per tensor (the
+        learnable-scale variant LSQ trains the scales with)."""
+
+        def __init__(self, i, o):
+            super().__init__(i, o)
+            self.w_scale = nn.Parameter(torch.full((o,), 0.02))
+            self.x_scale = nn.Parameter(torch.tensor([0.05]))
+
+        def forward(self, x):
+            zp = torch.zeros(self.out_features)
+            w = torch._fake_quantize_learnable_per_channel_affine(self.weight, self.w_scale, zp, 0, -128, 127, 1.0)
+            x = torch._fake_quantize_learnable_per_tensor_affine(x, self.x_scale, torch.zeros(1), 0, 255, 1.0)
+            return nn.functional.linear(x, w, self.bias)
+
+    model = nn.Sequential(FakeQuantLinear(16, 32), nn.ReLU(), FakeQuantLinear(32, 4))
+    return model, lambda train: (torch.randn(4, 16),), None
+
+
+def _packed_rnn_model(cell):
+    import torch
+    from torch import nn
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    class Packed(nn.Module):
+        """A 2-layer bidirectional recurrent layer over a padded batch packed by length, unpacked after."""
+
+        def __init__(self):
+            super().__init__()
+            self.rnn = getattr(nn, cell)(8, 16, num_layers=2, bidirectional=True, batch_first=True)
+            self.head = nn.Linear(32, 4)
+
+        def forward(self, x, lengths):
+            out, _ = self.rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+            y, _ = pad_packed_sequence(out, batch_first=True)
+            return self.head(y)
+
+    return Packed(), lambda train: (torch.randn(3, 7, 8), torch.tensor([7, 4, 2])), None
+
+
+NEW_FAMILIES = {
+    "speech": {"ctc-conv-frontend": _ctc_model, "conformer-glu": _conformer_model,
+               "codec-weightnorm-lstm": _codec_model},
+    "detection": {"flow-grid-sample": _flow_model, "deformable-attention": _deformable_attention_model},
+    "sparse": {"gcn-sparse-adjacency": _gcn_model, "recsys-sparse-adam": _recsys_model},
+    "qat": {"qat-fake-quant": _qat_model, "qat-learnable-per-channel": _qat_per_channel_model},
+    "rnn": {"packed-bilstm": lambda: _packed_rnn_model("LSTM"), "packed-bigru": lambda: _packed_rnn_model("GRU")},
+}
+_OPTIMIZERS: dict = {}  # id(model) -> optimizer factory, for the models that need their own (sparse gradients)
+
+
 def zoo():
     """[(family, name)] of the whole zoo, in order."""
     import torchvision
@@ -458,6 +794,7 @@ def zoo():
     out = [("tv", n) for n in torchvision.models.list_models(module=torchvision.models)]
     out += [("tv-det", n) for n in TV_DET] + [("tv-seg", n) for n in TV_SEG] + [("tv-video", n) for n in TV_VIDEO]
     out += [("timm", n) for n in TIMM] + [("hf", h[0]) for h in HF] + [("vlm", n) for n in VLM]
+    out += [(fam, n) for fam, models in NEW_FAMILIES.items() for n in models]
     if _has_torchao():  # optional: quantized inference when torchao is installed
         out += [("torchao", n) for n in TORCHAO]
     return out
@@ -558,6 +895,11 @@ def build(family, name, device, tiny=False):
         return _torchao_build(name, device, small)
     if family == "vlm":
         return _vlm_build(name, device)
+    if family in NEW_FAMILIES:
+        model, inputs, optimizer = NEW_FAMILIES[family][name]()
+        if optimizer is not None:
+            _OPTIMIZERS[id(model)] = optimizer
+        return model, inputs
     if family == "timm":
         import timm
 
@@ -726,8 +1068,11 @@ def _one_mode_plain(model, inputs, train, quick=False):
             res = _one_mode_run(model, inputs, train, None, quick)
             res["note"] = "inference with autograd enabled (torch's ModuleTracker fails under no_grad)"
             return res
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3, foreach=True) \
-        if train else None
+    if train and id(model) in _OPTIMIZERS:
+        opt = _OPTIMIZERS[id(model)](model)
+    else:
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3, foreach=True) \
+            if train else None
     return _one_mode_run(model, inputs, train, opt, quick)
 
 
@@ -780,7 +1125,7 @@ def _deadline(seconds):
 
 
 # Families whose models run data-dependent code (proposals, NMS, image-token checks): straight to the CPU.
-_CPU_FIRST = {"tv-det", "vlm"}
+_CPU_FIRST = {"tv-det", "vlm"} | set(NEW_FAMILIES)  # the new families: small, and sparse / CTC / packing need values
 _MODES = ("infer", "frozen", "train")  # every pass a family may run, in the order they are printed
 
 
@@ -897,7 +1242,7 @@ def _worker(entries, timeout):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated families (tv, tv-det, tv-seg, tv-video, timm, hf, vlm, "
-                    "torchao: when installed, inference only) or model names")
+                    "speech, detection, sparse, qat, rnn, torchao: when installed, inference only) or model names")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes, each run under `nice -n 10`")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per model and device before giving up")
     ap.add_argument("--json", help="write every result to this JSON file")

@@ -622,8 +622,10 @@ def test_encoder_layer_dense_batch(gelu):
 
 def test_nested_encoder_fast_path_inside_measure_is_counted_not_raised():
     """nn.TransformerEncoder's nested-tensor fast path (a padding mask, eval, no grad): the fused layer is counted
-    for its real tokens (5 and 3 of 5 positions); the nested-tensor conversions around it have no formula and are
-    listed as unknown. The step runs to the end (a formula's failure on a nested tensor raised out of it before)."""
+    for its real tokens (5 and 3 of 5 positions); the nested-tensor conversions around it are copies: the padded
+    input (2 x 5 x 8 fp32, 320 B) and its mask (10 bools) read, the 8 real tokens (8 x 8 x 4 = 256 B) written, and
+    back to a padded tensor (256 B read, 320 B written). The step runs to the end (a formula's failure on a nested
+    tensor raised out of it before)."""
     import warnings
 
     import roofline
@@ -640,7 +642,12 @@ def test_nested_encoder_fast_path_inside_measure_is_counted_not_raised():
             enc(x, src_key_padding_mask=mask)
     row = r.by_op()["aten._transformer_encoder_layer_fwd.default"]
     assert (row["matrix_flops"], row["vector_flops"], row["special_ops"]) == _encoder_expected([5, 3], e, h, f, False)
-    assert "aten._nested_tensor_from_mask.default" in r.unknown_ops
+    assert r.unknown_ops == {} and r.errors == {}
+    rows = r.by_op()
+    assert (rows["aten._nested_tensor_from_mask.default"]["bytes_read"],
+            rows["aten._nested_tensor_from_mask.default"]["bytes_written"]) == (330, 256)
+    assert (rows["aten.to_padded_tensor.default"]["bytes_read"],
+            rows["aten.to_padded_tensor.default"]["bytes_written"]) == (256, 320)
 
 
 def test_a_built_in_formula_failing_is_an_error_record_not_a_failed_step(monkeypatch):
@@ -813,10 +820,11 @@ def test_out_dtype_mm_of_non_matrices():
 
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta:UserWarning")
 def test_tensor_bytes_of_a_layout_without_strides():
-    t = torch.zeros(3, 4).to_sparse_csr()  # .stride() raises: the logical elements are counted
+    t = torch.eye(3).to_sparse_csr()  # .stride() raises: what the sparse layout stores is counted
     with pytest.raises(RuntimeError):
         t.stride()
-    assert F._tensor_bytes(t) == 3 * 4 * F32
+    # 4 int64 row pointers (32) + 3 int64 column indices (24) + 3 fp32 values (12)
+    assert F._tensor_bytes(t) == 4 * 8 + 3 * 8 + 3 * F32
     assert F._tensor_bytes(torch.zeros(4, 1).expand(4, 6)) == 4 * F32  # strided: the elements in memory
 
 

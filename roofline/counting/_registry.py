@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass, field
 
 from roofline import _core
+from roofline.counting._zero import ZERO as _ZERO_DECISIONS
 from roofline.counting._schemas import DEFAULT_OVERLOAD, SCHEMAS
 from roofline.util import _output
 
@@ -337,15 +338,214 @@ _put("_amp_foreach_non_finite_check_and_unscale", _e("foreach", 2))
 _put("_amp_update_scale", _e("ewise", 4))
 
 
+# ---- more element-wise ops ----------------------------------------------------------------------------------------
+# Shifts, sign tests and angle conversions: one operation per element.
+_put("bitwise_left_shift bitwise_right_shift __lshift__ __rshift__ __ilshift__ __irshift__ signbit isneginf isposinf "
+     "deg2rad rad2deg nextafter frexp", _e("ewise", 1))
+_put("_add_relu", _e("ewise", 2))  # add, then max with 0
+_put("complex conj_physical _conj_physical _conj_copy _neg_view_copy", _e("copy"))  # real and imaginary parts moved
+# polar(abs, angle) = abs * (cos, sin): 2 multiplies + cos, sin
+_put("polar", _e("ewise", 2, 2))
+_put("hypot", _e("ewise", 3, 1))  # x*x + y*y, sqrt
+_put("ldexp", _e("ewise", 1, 1))  # self * 2**other: exp2 + multiply
+_put("sinc", _e("ewise", 2, 1))  # sin(pi x) / (pi x): multiply, divide + sin
+_put("angle", _e("ewise", 0, 1))  # atan2(imag, real); of a real tensor a comparison
+# log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)): max, subtract, add + exp, log1p (base 2 the same)
+_put("logaddexp logaddexp2", _e("ewise", 3, 2))
+_put("logit_backward", _e("ewise", 3))  # grad / (x * (1 - x))
+_put("hardshrink", _e("ewise", 2))  # |x| > lambda ? x : 0
+_put("softshrink", _e("ewise", 3))  # compare, then x -/+ lambda
+_put("hardshrink_backward softshrink_backward", _e("ewise", 2))
+# Special functions: one special-function evaluation per element (the convention of exp, erf, lgamma: its series or
+# rational approximation is not counted in FLOPs); the extra arithmetic around it where there is some.
+_put("i0 special_i0e special_i1 special_i1e special_airy_ai special_bessel_j0 special_bessel_j1 special_bessel_y0 "
+     "special_bessel_y1 special_modified_bessel_i0 special_modified_bessel_i1 special_modified_bessel_k0 "
+     "special_modified_bessel_k1 special_scaled_modified_bessel_k0 special_scaled_modified_bessel_k1 "
+     "special_spherical_bessel_j0 special_erfcx special_log_ndtr special_ndtri special_zeta igamma igammac polygamma "
+     "gcd lcm special_chebyshev_polynomial_t special_chebyshev_polynomial_u special_chebyshev_polynomial_v "
+     "special_chebyshev_polynomial_w special_shifted_chebyshev_polynomial_t special_shifted_chebyshev_polynomial_u "
+     "special_shifted_chebyshev_polynomial_v special_shifted_chebyshev_polynomial_w special_hermite_polynomial_h "
+     "special_hermite_polynomial_he special_laguerre_polynomial_l special_legendre_polynomial_p",
+     _e("ewise", 0, 1))
+_put("special_entr", _e("ewise", 2, 1))  # -x * log(x): multiply, negate + log
+_put("special_xlog1py", _e("ewise", 1, 1))  # x * log1p(y)
+# Gated linear unit: a * sigmoid(b) per element of the result (sigmoid 2 + 1 exp, multiply 1); its backward per element
+# of grad_output: the sigmoid again (2 + 1 exp), grad * sig, grad * a * sig * (1 - sig) (4 more)
+_put("glu", _e("ewise", 3, 1))
+_put("glu_backward", _e("ewise_in", 6, 1))
+_put("glu_jvp", _e("ewise", 6, 1))  # forward-mode: the value's sigmoid and the tangent's two terms
+_put("glu_backward_jvp", _e("ewise_in", 10, 1))
+_put("_prelu_kernel", _e("ewise", 2))  # x > 0 ? x : w * x
+_put("_prelu_kernel_backward", _e("ewise_in", 4))  # per grad element: select, multiply, and the weight's sum
+_put("rrelu_with_noise", _e("ewise", 2, 1))  # a uniform draw per element, compare, multiply
+_put("rrelu_with_noise_backward", _e("ewise", 1))
+_put("linalg_cross", _e("ewise", 3))  # each component a*b - c*d
+
+# ---- more reductions, norms and losses (per element of the first tensor) -------------------------------------------
+_put("_aminmax", _e("ewise_in", 2))
+_put("cummax cummin _cummax_helper _cummin_helper", _e("ewise_in", 1))  # one comparison per element
+_put("logcumsumexp _logcumsumexp", _e("ewise_in", 3, 2))  # a running logaddexp
+_put("native_norm", _e("ewise_in", 2))
+_put("linalg__powsum", _e("ewise_in", 2, 1))  # sum |x|**p: abs, add + pow
+_put("dist", _e("ewise_in", 3, 1))  # |x - y|**p summed: subtract, abs, add + pow
+_put("renorm", _e("ewise_in", 3, 1))  # per slice its norm (square, add), then a scale per element + the root
+_put("softmax log_softmax", _e("ewise_in", 4, 1))  # the out= variants (the functional ones decompose)
+_put("_masked_softmax", _e("ewise_in", 5, 1))  # softmax plus the mask's select
+_put("_masked_softmax_backward", _e("ewise_in", 4))
+_put("binary_cross_entropy_backward", _e("ewise_in", 5, of="self"))  # grad * (x - y) / (x * (1 - x)), clamped
+_put("soft_margin_loss", _e("ewise_in", 4, 2))  # log(1 + exp(-y x)) summed
+_put("soft_margin_loss_backward", _e("ewise_in", 5, 1, of="self"))
+_put("multi_margin_loss", _e("ewise_in", 4))  # per input element: margin - x[y] + x[i], clamp, (square), add
+_put("multi_margin_loss_backward", _e("ewise_in", 4, of="self"))
+_put("segment_reduce", _e("ewise_in", 1))  # one add / max / min / multiply per data element
+_put("_segment_reduce_backward", _e("ewise_in", 2, of="data"))  # per data element: the gradient's select or scale
+# Synchronised BatchNorm's parts (per element of the input): the statistics (mean, variance: 4), the element-wise
+# normalisation (4), the backward's two sums (4) and its element-wise part (6). The per-channel gathers: 3 per element.
+_put("batch_norm_update_stats", _e("ewise_in", 4))
+_put("batch_norm_elemt", _e("ewise_in", 4))
+_put("batch_norm_backward_reduce", _e("ewise_in", 4))
+_put("batch_norm_backward_elemt", _e("ewise_in", 6))
+_put("batch_norm_gather_stats batch_norm_gather_stats_with_counts", _e("ewise_in", 3, of="mean"))
+
+# ---- more pooling, padding and resampling ---------------------------------------------------------------------------
+_put("avg_pool1d", _e("pool", 1, spatial=1))
+_put("max_pool2d_backward", _e("pool", 1, spatial=2))  # per grad_output element: the window's comparisons again
+_put("fractional_max_pool2d", _e("pool", 1, spatial=2))
+_put("fractional_max_pool3d", _e("pool", 1, spatial=3))
+_put("fractional_max_pool2d_backward fractional_max_pool3d_backward", _e("ewise_in", 1, noread=(1,)))
+_put("adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool3d", _e("ewise_in", 1))
+_put("adaptive_avg_pool3d_backward adaptive_max_pool3d_backward", _e("ewise", 1, noread=(1,)))
+_put("max_unpool3d", _e("ewise_in", 1, noread=(1,)))
+# padding backward: every grad_output element added into grad_input (`self` gives only the shape)
+_put("reflection_pad1d_backward reflection_pad2d_backward reflection_pad3d_backward replication_pad1d_backward "
+     "replication_pad2d_backward replication_pad3d_backward", _e("ewise_in", 1, noread=(1,)))
+_put("reflection_pad3d replication_pad3d pixel_shuffle pixel_unshuffle channel_shuffle _chunk_cat _stack block_diag "
+     "_reshape_copy _reshape_alias_copy diagonal_copy unfold_copy split_with_sizes_copy values_copy indices_copy "
+     "_indices_copy _values_copy ccol_indices_copy col_indices_copy crow_indices_copy row_indices_copy "
+     "view_as_complex_copy view_as_real_copy _fw_primal_copy _make_dual_copy _nested_get_values_copy "
+     "_nested_view_from_buffer_copy _nested_view_from_jagged_copy _sparse_broadcast_to_copy "
+     "_test_autograd_multiple_dispatch_view_copy _lazy_clone lift put _unsafe_index_put nonzero_static "
+     "_unsafe_masked_index _unsafe_masked_index_put_accumulate lu_unpack int_repr q_per_channel_scales "
+     "q_per_channel_zero_points _make_per_tensor_quantized_tensor _make_per_channel_quantized_tensor "
+     "mkldnn_reorder_conv2d_weight mkldnn_reorder_conv3d_weight to_mkldnn _mkldnn_reshape _mkldnn_transpose "
+     "to_padded_tensor _jagged_to_padded_dense_forward _padded_dense_to_jagged_forward _nested_from_padded "
+     "_nested_from_padded_and_nested_example _nested_from_padded_tensor _nested_tensor_from_tensor_list "
+     "_nested_tensor_from_mask unsafe_split_with_sizes",
+     _e("copy"))
+_put("fft_fftfreq fft_rfftfreq range bartlett_window blackman_window hamming_window hann_window kaiser_window "
+     "tril_indices triu_indices _new_zeros_with_same_feature_meta", _e("fill", noread=ALL_ARGS))
+_put("empty_permuted empty_quantized _empty_affine_quantized _empty_per_channel_affine_quantized resize resize_as "
+     "_resize_output sparse_resize sparse_resize_and_clear resize_as_sparse set _cudnn_init_dropout_state",
+     _e("zero"))
+# Random draws with tensor parameters: one draw per element of the result, the parameters read
+_put("poisson binomial _standard_gamma _sample_dirichlet normal_functional _fused_dropout _philox_normal "
+     "_philox_uniform", _e("ewise", 0, 1))
+_put("_standard_gamma_grad _dirichlet_grad", _e("ewise", 0, 1))
+_put("_philox_key_split _philox_key_fold_in _fill_mem_eff_dropout_mask", _e("fill", 0, 1, noread=ALL_ARGS))
+
+# ---- quantization: per element --------------------------------------------------------------------------------------
+# quantize: x / scale + zero_point, round, clamp (5); dequantize: (q - zero_point) * scale (2); fake quantization both
+# (7); the learnable variants' backward: the gradients of x, scale and zero point (10); the moving-average observer
+# adds min and max per element (2)
+_put("quantize_per_tensor quantize_per_channel", _e("ewise", 5))
+_put("quantize_per_tensor_dynamic", _e("ewise", 7))
+_put("dequantize", _e("ewise", 2))
+_put("fake_quantize_per_tensor_affine_cachemask fake_quantize_per_channel_affine_cachemask "
+     "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams _fake_quantize_learnable_per_tensor_affine "
+     "_fake_quantize_learnable_per_channel_affine", _e("ewise", 7))
+_put("_fake_quantize_learnable_per_tensor_affine_backward _fake_quantize_learnable_per_channel_affine_backward",
+     _e("ewise_in", 10, of="self"))
+_put("_fused_moving_avg_obs_fq_helper _fused_moving_avg_obs_fq_helper_functional", _e("ewise_in", 9))
+_put("quantized_max_pool1d", _e("pool", 1, spatial=1))
+_put("quantized_max_pool2d mkldnn_max_pool2d", _e("pool", 1, spatial=2))
+_put("quantized_max_pool3d mkldnn_max_pool3d", _e("pool", 1, spatial=3))
+_put("mkldnn_max_pool2d_backward mkldnn_max_pool3d_backward mkldnn_adaptive_avg_pool2d_backward",
+     _e("ewise_in", 1, noread=(1,)))
+_put("mkldnn_adaptive_avg_pool2d", _e("ewise_in", 1))
+_put("quantized_batch_norm", _e("ewise_in", 8))
+_put("embedding_renorm", _e("ewise_in", 3, 1))  # each row's norm and scale (the rows it touches: an upper bound)
+_put("_embedding_bag_forward_only", _e("gather"))
+_put("_embedding_bag_dense_backward _embedding_bag_per_sample_weights_backward", _e("ewise_in", 1))
+_put("_foreach_max _foreach_round _foreach_floor _foreach_ceil _foreach_trunc _foreach_frac", _e("foreach", 1))
+_put("_foreach_clone", _e("foreach", 0))
+_put("_foreach_powsum", _e("foreach", 2, 1))
+_put("_foreach_acos _foreach_asin _foreach_atan _foreach_cos _foreach_cosh _foreach_sin _foreach_sinh _foreach_tan "
+     "_foreach_tanh _foreach_erf _foreach_erfc _foreach_expm1 _foreach_lgamma _foreach_log10 _foreach_log1p "
+     "_foreach_log2", _e("foreach", 0, 1))
+_put("_foreach_sigmoid", _e("foreach", 2, 1))
+
+# ---- prims: the primitives of torch._refs and of Inductor's graphs, counted as the aten ops they stand for --------
+_PRIMS_AS_ATEN = (
+    "abs acos acosh asin asinh atan atan2 atanh bitwise_and bitwise_not bitwise_or bitwise_xor ceil cos cosh digamma "
+    "div eq erf erfc exp exp2 expm1 floor fmax fmin fmod ge gt isfinite le lgamma log log10 log1p log2 lt maximum "
+    "minimum mul ne neg pow reciprocal remainder round rsqrt sign signbit sin sinh sqrt sub tan tanh trunc add gcd "
+    "hypot igamma igammac nextafter frexp amax amin prod sum var where clone cat")
+for _name in _PRIMS_AS_ATEN.split():
+    TABLE["prims::" + _name] = TABLE[_name]
+_put("prims::fma", _e("ewise", 2))
+_put("prims::shift_left prims::shift_right_arithmetic prims::inductor_cvt_e8m0_rceil", _e("ewise", 1))
+_put("prims::cbrt prims::erf_inv prims::erfcx prims::ndtri prims::zeta prims::bessel_i0 prims::bessel_i0e "
+     "prims::bessel_i1 prims::bessel_i1e prims::bessel_j0 prims::bessel_j1 prims::spherical_bessel_j0",
+     _e("ewise", 0, 1))
+_put("prims::xor_sum", _e("ewise_in", 1))
+_put("prims::prepare_softmax_online", _e("ewise_in", 3, 1))  # running max and sum of exp
+_put("prims::convert_element_type prims::copy_strided prims::copy_to prims::rev prims::collapse prims::reshape "
+     "prims::device_put prims::as_strided_scatter prims::_unsafe_index_put", _e("copy"))
+_put("prims::as_strided prims::broadcast_in_dim prims::collapse_view prims::conj prims::imag prims::real "
+     "prims::split_dim prims::squeeze prims::transpose prims::view_of prims::view_of_dtype prims::empty "
+     "prims::empty_strided prims::empty_permuted prims::resize prims::_make_token prims::_sink_tokens "
+     "prims::inductor_rand_eager_offset prims::inductor_rand_eager_offsets", _e("zero"))
+_put("prims::iota prims::full prims::full_like prims::scalar_tensor prims::fill prims::inductor_seeds "
+     "prims::inductor_seed prims::inductor_lookup_seed", _e("fill", noread=ALL_ARGS))
+_put("prims::normal prims::uniform prims::inductor_random prims::inductor_randint",
+     _e("fill", special=1, noread=ALL_ARGS))
+_put("prims::fft_r2c prims::fft_c2r prims::fft_c2c", _e("fft"))
+
+# ---- backend convolutions (CUDA, ROCm), counted as the convolution they compute --------------------------------------
+# the fused ReLU (and the add of add_relu) after it are 1 FLOP per output element that these entries leave out
+_put("cudnn_convolution_relu cudnn_convolution_add_relu miopen_convolution miopen_convolution_relu "
+     "miopen_convolution_add_relu miopen_depthwise_convolution _nnpack_spatial_convolution slow_conv_dilated3d",
+     _e("conv"))
+_put("conv_depthwise3d", _e("conv", depthwise=True))
+_put("miopen_convolution_transpose", _e("conv", always_transposed=1))
+_put("convolution_backward_overrideable", _e("conv_bwd"))
+_put("cudnn_affine_grid_generator", _e("ewise", 6))
+_put("cudnn_affine_grid_generator_backward", _e("ewise_in", 6))
+_put("rrelu_with_noise_functional", _e("ewise", 2, 1))
+_put("_upsample_lanczos2d_aa", _e("ewise", 35))  # as the antialiased bicubic: 4 x 4 taps per output element
+_put("_upsample_lanczos2d_aa_backward", _e("ewise_in", 32))
+_put("hash_tensor", _e("ewise_in", 1))
+_put("_histogramdd_bin_edges", _e("ewise_in", 2))  # the range from the input's min and max
+_put("_histogramdd_from_bin_cts _histogramdd_from_bin_tensors", _e("ewise_in", 4))
+_put("_linalg_check_errors _validate_compressed_sparse_indices _nested_tensor_from_mask_left_aligned prims::item prims::conj_physical "
+     "prims::_unsafe_index_put_ from_file", _e("copy"))
+_put("_make_dep_token _functional_assert_scalar _functional_sym_constrain_range "
+     "_functional_sym_constrain_range_for_size shallow_copy_data", _e("zero"))
+
 def functional_name(name: str) -> str:
     """The functional op an in-place variant resolves to: ``"add_"`` -> ``"add"``, ``"mylib::op_"`` -> ``"mylib::op"``
     (dunder names such as ``__iand__`` are not in-place variants). The one place this rule is written."""
     return name[:-1] if name.endswith("_") and not name.endswith("__") else name
 
 
+_ZERO = Entry("zero")
+
+
 def lookup(qualified: str, overload: str = "") -> Entry | None:
     """Entry for an operator name: ``"aten::add"`` / ``"add"`` (with optional ``overload``), in-place (``add_``) and
-    ``out=`` variants resolving to the functional op's entry. ``None`` when no formula is known."""
+    ``out=`` variants resolving to the functional op's entry; an overload the audit table
+    (``roofline.counting._decisions``) classes as a view or a metadata query: the ``zero`` entry. ``None`` when no
+    formula is known."""
+    entry = table_lookup(qualified, overload)
+    if entry is None:
+        ns, _, name = qualified.rpartition("::")
+        if f"{ns or 'aten'}::{name}.{overload or 'default'}" in _ZERO_DECISIONS:
+            return _ZERO
+    return entry
+
+
+def table_lookup(qualified: str, overload: str = "") -> Entry | None:
+    """:func:`lookup` in :data:`TABLE` alone (the formulas written here, without the audit table's classes)."""
     ns, _, name = qualified.rpartition("::")
     ns = ns or "aten"
     candidates = []
