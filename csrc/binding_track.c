@@ -872,13 +872,14 @@ typedef struct {
     PyObject *tracker;  /* the Tracker */
     PyObject *name;     /* the module's name */
     PyObject *grad_fns; /* tuple: each hooked tensor's grad_fn, or its gradient accumulator for a leaf */
+    PyObject *leaves;   /* bytes: 1 where grad_fns holds a leaf's gradient accumulator */
     PyObject *count;    /* dict: graph task id -> calls so far */
     PyObject *buffer;   /* dict: graph task id -> list of the gradients received so far (None where none yet) */
     Py_ssize_t nb_calls; /* hooked tensors the engine executes in the latest backward to call the gate */
     int reenter;        /* 1: add the module (outputs' gradients); 0: discard it (inputs') */
 } GradGate;
 
-#define GATE_OBJECTS(X) X(tracker) X(name) X(grad_fns) X(count) X(buffer)
+#define GATE_OBJECTS(X) X(tracker) X(name) X(grad_fns) X(leaves) X(count) X(buffer)
 
 RL_GC_MEMBERS(GradGate, GATE_OBJECTS, (void)0)
 
@@ -931,10 +932,18 @@ static PyObject *gate_arm(PyObject *bound, PyObject *grad) {
     }
     if (rc == 0 && curr == 0) { /* the first call of this backward: how many of the nodes will run */
         Py_ssize_t nb = 0;
+        const char *leaf = PyBytes_AS_STRING(self->leaves);
         for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(self->grad_fns); i++) {
             PyObject *r = PyObject_CallOneArg(tr->will_execute, PyTuple_GET_ITEM(self->grad_fns, i));
             int t = r ? PyObject_IsTrue(r) : -1;
             Py_XDECREF(r);
+            if (t < 0 && leaf[i] && PyErr_ExceptionMatches(PyExc_RuntimeError)) {
+                /* torch refuses to answer for a leaf's accumulator inside torch.autograd.grad(), and only when the
+                 * leaf is one of the inputs whose gradient the call returns (it captures the gradient instead of
+                 * running the accumulator): its tensor hooks run on the captured gradient, so this arm is called */
+                PyErr_Clear();
+                t = 1;
+            }
             rc = t < 0 ? -1 : 0;
             nb += t > 0;
         }
@@ -1064,16 +1073,21 @@ static int grad_hooks(Tracker *self, PyObject *name, PyObject *obj, int reenter)
     gate->tracker = Py_NewRef((PyObject *)self);
     gate->name = Py_NewRef(name);
     gate->grad_fns = grad_fns;
+    gate->leaves = PyBytes_FromStringAndSize(NULL, n);
     gate->count = PyDict_New();
     gate->buffer = PyDict_New();
     gate->nb_calls = 0;
     gate->reenter = reenter;
     PyObject_GC_Track((PyObject *)gate);
-    rc = gate->count && gate->buffer ? 0 : -1;
+    rc = gate->count && gate->buffer && gate->leaves ? 0 : -1;
+    if (rc == 0) {
+        memset(PyBytes_AS_STRING(gate->leaves), 0, (size_t)n);
+    }
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++) { /* each tensor's node: grad_fn, or a leaf's accumulator */
         PyObject *t = PyList_GET_ITEM(tensors, i);
         PyObject *node = PyObject_GetAttr(t, self->s_grad_fn);
         if (node == Py_None) {
+            PyBytes_AS_STRING(gate->leaves)[i] = 1;
             Py_DECREF(node);
             node = PyObject_CallOneArg(self->grad_node, t);
         }
