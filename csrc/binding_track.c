@@ -74,6 +74,8 @@ typedef struct {
     PyObject *top_hooks;    /* torch._C._autograd._top_saved_tensors_default_hooks */
     PyObject *recompute_hooks; /* recompute_hooks(hooks) -> whether they are activation checkpointing's recompute */
     PyObject *grad_enabled; /* torch.is_grad_enabled */
+    PyObject *note_region;  /* note_region(hooks, set id): a checkpointed function's module starts (NULL: none) */
+    PyObject *region_of;    /* region_of(hooks) -> the set id the recomputed function was called in, or None */
     PyObject *s_sequence_nr; /* "_sequence_nr" */
     PyObject *last_node;    /* the node the last backward op ran in (attr caches what it resolved to) */
     PyObject *next_node;    /* the node the op being recorded runs in, when op_task asked it first (env_node's) */
@@ -101,7 +103,7 @@ static PyObject *gate_type_of(PyTypeObject *tracker_type);
     X(s_requires_grad) X(s_modules) X(s_named_children) X(s_grad_fn) X(s_register_hook) X(s_name) X(hook_dict)     \
     X(handle_ids) X(has_tf) X(s_backward_hooks) X(s_register_hook_dict) X(s_next_id) X(seq_nr) X(cur_node)        \
     X(top_hooks) X(recompute_hooks) X(grad_enabled) X(s_sequence_nr) X(last_node) X(next_node) X(fcm_log)         \
-    X(unlinked_log) X(fwd_sets) X(steps[0]) X(steps[1])
+    X(unlinked_log) X(fwd_sets) X(note_region) X(region_of) X(steps[0]) X(steps[1])
 
 RL_GC_MEMBERS(Tracker, TRACKER_OBJECTS, (self->enabled = 0, rl_attr_free(&self->attr)))
 
@@ -120,16 +122,18 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
                                      &link)) {
         return -1;
     }
-    /* link=(get_sequence_nr, current_autograd_node, top_saved_tensors_hooks, recompute_hooks, is_grad_enabled) */
+    /* link=(get_sequence_nr, current_autograd_node, top_saved_tensors_hooks, recompute_hooks, is_grad_enabled[,
+     * note_region, region_of]) */
     if (link != Py_None) {
-        int ok = PyTuple_Check(link) && PyTuple_GET_SIZE(link) == 5;
-        for (Py_ssize_t i = 0; ok && i < 5; i++) {
+        Py_ssize_t n = PyTuple_Check(link) ? PyTuple_GET_SIZE(link) : 0;
+        int ok = n == 5 || n == 7;
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
             ok = PyCallable_Check(PyTuple_GET_ITEM(link, i));
         }
         if (!ok) {
-            PyErr_SetString(PyExc_TypeError, "ModuleTracker: link must be None or a tuple of 5 callables "
+            PyErr_SetString(PyExc_TypeError, "ModuleTracker: link must be None or a tuple of 5 or 7 callables "
                                              "(get_sequence_nr, current_autograd_node, top_saved_tensors_hooks, "
-                                             "recompute_hooks, is_grad_enabled)");
+                                             "recompute_hooks, is_grad_enabled[, note_region, region_of])");
             return -1;
         }
     }
@@ -174,6 +178,10 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
         self->top_hooks = Py_NewRef(PyTuple_GET_ITEM(link, 2));
         self->recompute_hooks = Py_NewRef(PyTuple_GET_ITEM(link, 3));
         self->grad_enabled = Py_NewRef(PyTuple_GET_ITEM(link, 4));
+        if (PyTuple_GET_SIZE(link) == 7) {
+            self->note_region = Py_NewRef(PyTuple_GET_ITEM(link, 5));
+            self->region_of = Py_NewRef(PyTuple_GET_ITEM(link, 6));
+        }
         self->s_sequence_nr = PyUnicode_InternFromString("_sequence_nr");
         self->fcm_log = PyList_New(0);
         self->unlinked_log = PyList_New(0);
@@ -443,6 +451,26 @@ static int env_recomputing(void *ctx) {
     return r;
 }
 
+static int as_mid(PyObject *id, uint32_t *out);
+
+/* The set a non-reentrant checkpoint's function was called in, for the recomputation in force (region_of): 1 with
+ * *out, 0 where none was noted (or the tracker has no region_of), -1 with an exception. */
+static int env_region(void *ctx, uint32_t *out) {
+    Tracker *self = ((track_ctx *)ctx)->self;
+    if (!self->region_of) {
+        return 0;
+    }
+    PyObject *h = PyObject_CallOneArg(self->top_hooks, Py_False);
+    PyObject *v = h && h != Py_None ? PyObject_CallOneArg(self->region_of, h) : Py_XNewRef(h);
+    Py_XDECREF(h);
+    if (!v) {
+        return -1;
+    }
+    int rc = v == Py_None ? 0 : as_mid(v, out) < 0 ? -1 : 1;
+    Py_DECREF(v);
+    return rc;
+}
+
 static int as_mid(PyObject *id, uint32_t *out) {
     unsigned long v = PyLong_AsUnsignedLong(id);
     if (v == (unsigned long)-1 && PyErr_Occurred()) {
@@ -469,7 +497,8 @@ static int env_forward_set(void *ctx, uint32_t *out) {
     return as_mid(id, out);
 }
 
-#define TRACK_ENV(ctx) {(ctx), env_next_seq, env_grad_enabled, env_node, env_recomputing, env_plus, env_forward_set}
+#define TRACK_ENV(ctx)                                                                                              \
+    {(ctx), env_next_seq, env_grad_enabled, env_node, env_recomputing, env_plus, env_forward_set, env_region}
 
 /* An rl_attr_* result as the binding's: 0, or -1 with an exception. */
 static int attr_result(int rc) {
@@ -1136,6 +1165,31 @@ static int hook_mark(Tracker *self, PyObject *name, int entering) {
     return attr_result(rl_attr_module(&self->attr, &env, task != -1, entering, running));
 }
 
+/* A module's forward starts, outside a backward, inside a non-reentrant checkpoint's function (its saved-tensor
+ * hooks on top): the set running before it is the one the function was called in (note_region keeps the first
+ * such note of each checkpoint call). One call of top_hooks where no checkpoint is in force. 0, or -1. */
+static int note_region(Tracker *self) {
+    if (!self->note_region) {
+        return 0;
+    }
+    PyObject *h = PyObject_CallOneArg(self->top_hooks, Py_False);
+    if (!h || h == Py_None) {
+        Py_XDECREF(h);
+        return h ? 0 : -1;
+    }
+    PyObject *tid = PyObject_CallNoArgs(self->task_id);
+    long task = tid ? PyLong_AsLong(tid) : -1;
+    Py_XDECREF(tid);
+    PyObject *id = tid && !(task == -1 && PyErr_Occurred()) && task == -1 ? tracker_module_id(self) : NULL;
+    PyObject *r = id ? PyObject_CallFunctionObjArgs(self->note_region, h, id, NULL) : NULL;
+    Py_DECREF(h);
+    if (!r) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
 /* The global forward hooks: pre(module, input) (entering = 1) adds the module to the running set, post(module, input,
  * output) (entering = 0) removes it; both hook the gradients of the tensors they see for backward attribution. */
 static PyObject *tracker_hook(Tracker *self, PyObject *const *argv, Py_ssize_t argc, int entering) {
@@ -1154,6 +1208,10 @@ static PyObject *tracker_hook(Tracker *self, PyObject *const *argv, Py_ssize_t a
     }
     PyObject *name = module_name(self, argv[0]);
     if (!name) {
+        return NULL;
+    }
+    if (entering && note_region(self) < 0) {
+        Py_DECREF(name);
         return NULL;
     }
     if (parents_step(self, name, entering) < 0 || grad_hooks(self, name, argv[want - 1], !entering) < 0 ||

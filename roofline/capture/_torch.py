@@ -12,6 +12,7 @@ import functools
 import inspect
 import operator
 import time
+import weakref
 import os
 import types
 import warnings
@@ -117,12 +118,13 @@ class _Tracker:
         self.known: dict = {}  # module -> name; strong references, released at exit (close)
         self.seen: set = set()  # modules whose children are named
         self._handles: list = []
+        regions = _Regions()
         self.c = _core.ModuleTracker(mode, torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at,
                                      _leaves, functools.partial(_grad_accumulator, mode=mode),
                                      torch._C._current_graph_task_id,
                                      torch._C._will_engine_execute_node, self._queue_reset,
                                      torch.Tensor, torch.nn.Parameter, self.known, self.seen, register=_REGISTER,
-                                     link=_LINK)
+                                     link=None if _LINK is None else _LINK + (regions.note, regions.of))
         self.name = self.c.name  # name(module): its name, naming the modules under it first when new
 
     @property
@@ -264,6 +266,51 @@ def _recompute_hooks(hooks) -> bool:
     the recomputation (``save_on_cpu`` in a checkpointed function) hide it: only the top of torch's stack is
     readable (docs/concepts.md). Pinned by tests/test_attribution.py."""
     return getattr(hooks[0], "__qualname__", "").startswith(("_recomputation_hook.", "_checkpoint_hook."))
+
+
+def _checkpoint_frame(hooks, kind: str):
+    """The ``_CheckpointFrame`` of torch.utils.checkpoint (non-reentrant) that the saved-tensor hooks ``hooks``
+    (``(pack, unpack)``, the top of torch's stack) belong to, when they are ``kind``'s (``"_checkpoint_hook"``: the
+    checkpointed function's forward runs; ``"_recomputation_hook"``: its recomputation), else None. The pack hook
+    closes over the frame (``frame``, or a weak reference ``target_frame_ref``); the recomputation's is wrapped by
+    ``torch._dynamo.disable``."""
+    pack = hooks[0] if hooks else None
+    if not getattr(pack, "__qualname__", "").startswith(kind + "."):
+        return None
+    pack = inspect.unwrap(pack)
+    code, cells = getattr(pack, "__code__", None), getattr(pack, "__closure__", None) or ()
+    for name, cell in zip(code.co_freevars if code is not None else (), cells):
+        try:
+            if name == "frame":
+                return cell.cell_contents
+            if name == "target_frame_ref":
+                return cell.cell_contents()
+        except ValueError:  # an empty cell
+            return None
+    return None
+
+
+class _Regions:
+    """The module set each non-reentrant checkpoint's function was called in, for its recomputation: a plain
+    function's ops outside any module (a DenseNet layer's ``cat``) are recomputed while the backward of a module
+    inside it runs, and belong to the caller's set, not to that module's. Noted when the first module forward inside
+    the checkpointed function starts (the set before it is the caller's); a function that calls no module needs no
+    note (its nodes, the one that recomputes it included, were all made in the caller's set). Frames are held weakly:
+    a checkpoint's saved inputs are not kept alive by the block."""
+
+    __slots__ = ("sets",)
+
+    def __init__(self):
+        self.sets = weakref.WeakKeyDictionary()
+
+    def note(self, hooks, mid):
+        frame = _checkpoint_frame(hooks, "_checkpoint_hook")
+        if frame is not None and frame not in self.sets:
+            self.sets[frame] = mid
+
+    def of(self, hooks):
+        frame = _checkpoint_frame(hooks, "_recomputation_hook")
+        return None if frame is None else self.sets.get(frame)
 
 
 def _link_steps():
