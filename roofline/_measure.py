@@ -4,9 +4,12 @@ the steps below; the torch side (``roofline.capture._torch``) is imported when a
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from roofline import _core, devices
+from roofline.analysis import _padding
 from roofline.model import _tokens
 from roofline.capture import _sdpa
 from roofline.hardware._ceilings import Ceilings
@@ -165,11 +168,19 @@ class _Measure(_core.Block):
                 meta["incomplete"] = incomplete
         meta["attribution"] = _torch.attribution_meta(session)
         if session.tokens is not None:
-            meta["tokens"] = session.tokens
+            meta["tokens"] = dict(session.tokens)
+        elif session.tokens_unknown is not None:
+            meta["tokens_unknown"] = session.tokens_unknown
         report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
                          overhead=_torch.instrumentation_overhead(timing) if timing is not None else None,
                          **dict(zip(("signatures", "accesses"), session.captured())))
         if mode is not None:
             _sdpa.warn_if_unredirected(meta["attention"], report.op_names)
+        if session.tokens is not None and len(report.records):
+            # a layout whose token dims no call has does not describe this step: flagged, and said once, here
+            layout = report.meta["tokens"]
+            if not _padding.layout_matches(report.records, report.op_names, report.signatures, layout):
+                layout["matched"] = False
+                warnings.warn(_padding.unmatched_message(layout), RuntimeWarning, stacklevel=2)
         return False

@@ -589,6 +589,8 @@ class Session:
             raise ValueError(f"measure: timing must be 'model', 'op' or None, got {timing!r}")
         self.model = model
         self.tokens = tokens  # the token layout (roofline.model._tokens.token_layout), given or seen
+        self.tokens_unknown = None  # why the layout of the mask the model was called with is unknown
+        self._seen = None  # (keyword, tensor, its version): a mask see() keeps until finish() reads it
         self.timing = timing
         self.events: list = []
         self.t_base = 0.0
@@ -932,17 +934,42 @@ class Session:
     def see(self, kwargs):
         """The model's call ended (the global forward hook, which torch gives the call's keyword arguments): its
         ``attention_mask`` (or a packed batch's ``cu_seq_lens_q``) is the token layout, on the first call that has
-        one. No hook of the model's own is added (one would change the guards of compiled code that calls it)."""
-        if self.tokens is not None or not kwargs or not self._active_here():
+        one. No hook of the model's own is added (one would change the guards of compiled code that calls it).
+
+        Nothing here is an op of the block: a CPU tensor's values are read at once with torch's Python dispatch key
+        excluded (no mode, this block's included, sees the read); a tensor on another device is kept and read by
+        :meth:`finish`, once the block is left and its time taken (a device copy inside the block would synchronise
+        it), unless it was changed in place meanwhile. A meta or fake tensor holds no values: the layout is then
+        unknown (``tokens_unknown`` says why)."""
+        if self.tokens is not None or self._seen is not None or not kwargs or not self._active_here():
             return
         cu = kwargs.get("cu_seq_lens_q")
         mask = kwargs.get("attention_mask")
+        if isinstance(cu, torch.Tensor) and cu.dim() == 1:
+            self._seen = ("cu_seq_lens_q", cu, _version(cu))
+        elif isinstance(mask, torch.Tensor) and mask.dim() == 2:
+            self._seen = ("attention_mask", mask, _version(mask))
+        else:
+            return
+        t = self._seen[1]
+        if t.device.type == "cpu" or _tokens.values_unknown(t) is not None:
+            self._read_seen()
+
+    def _read_seen(self):
+        """The token layout from the tensor :meth:`see` kept (``tokens``), or why there is none (``tokens_unknown``);
+        a mask that is not a token mask (an additive or 4-D one) gives neither."""
+        name, t, version = self._seen
+        self._seen = None
+        why = _tokens.values_unknown(t)
+        if why is None and version != _version(t):
+            why = "changed in place during the block"
+        if why is not None:
+            self.tokens_unknown = f"the model's {name} is {why}: which of its tokens are real is unknown"
+            return
         try:
-            if isinstance(cu, torch.Tensor) and cu.dim() == 1 and cu.device.type != "meta":
-                self.tokens = _tokens.token_layout({"cu_seqlens": cu})
-            elif isinstance(mask, torch.Tensor) and mask.dim() == 2 and mask.device.type != "meta":
-                self.tokens = _tokens.token_layout(mask)
-        except ValueError:  # not a token mask (an additive or 4-D one): no layout rather than a guessed one
+            values = _tokens.tensor_values(t, name)
+            self.tokens = _tokens.token_layout({"cu_seqlens": values} if name == "cu_seq_lens_q" else values)
+        except ValueError:  # not a token mask: no layout rather than a guessed one
             pass
 
     def _check_stack(self):
@@ -991,6 +1018,8 @@ class Session:
             self.wall_time = self._t1 - self._t0
         if self.events:
             self._resolve_events()
+        if self._seen is not None:  # a mask on a device: read now that the block is left and timed
+            self._read_seen()
 
     def _leave_mode(self):
         """Take the mode off this thread's stack (roofline._core.remove_mode: one step, wherever it is) and put
@@ -1066,6 +1095,15 @@ class Session:
         for i, e0, e1 in self.events:
             self.recorder.set_times(i, base.elapsed_time(e0) / 1e3, base.elapsed_time(e1) / 1e3)
         self.events.clear()
+
+
+def _version(t):
+    """A tensor's version counter (bumped by every in-place change), or None where it has none (an inference
+    tensor)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return None
 
 
 def attribution_meta(session) -> dict:

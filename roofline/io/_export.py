@@ -33,7 +33,14 @@ SCHEMA_VERSION = 1
 
 # ---- writing -----------------------------------------------------------------------------------------------------
 def document(records, ops, module_sets, wall_time, meta, overhead, ceilings, source) -> dict:
-    """The JSON-compatible document of a report (schema :data:`SCHEMA_VERSION`)."""
+    """The JSON-compatible document of a report (schema :data:`SCHEMA_VERSION`). Its ``meta`` is checked against
+    the schema :func:`read_document` loads it with (:mod:`roofline.model._document`): a report whose meta would
+    not load back (a section set by hand, out of its range) is a ValueError naming the field here, not a file that
+    :func:`roofline.load` refuses later."""
+    try:
+        _document.meta(meta, int(len(records)))
+    except _document.Invalid as e:
+        raise ValueError(f"this report cannot be saved: {e}; roofline.load would refuse it") from None
     return {
         "schema": SCHEMA_VERSION,
         "records": base64.b64encode(records.tobytes()).decode("ascii"),
