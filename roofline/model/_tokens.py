@@ -40,9 +40,11 @@ def _layout(tokens) -> dict:
                              "{'lengths': [...], 'seq_len': S} or {'cu_seqlens': [...]}")
         if "cu_seqlens" in tokens:
             cu = _ints(tokens["cu_seqlens"], "tokens['cu_seqlens']")
-            if len(cu) < 2 or cu[0] != 0 or any(b < a for a, b in zip(cu, cu[1:])) or cu[-1] < 1:
-                raise ValueError("tokens['cu_seqlens'] must start at 0 and not decrease, with at least one sequence "
-                                 f"and one token, got {cu[:8]}")
+            if len(cu) < 2 or cu[0] != 0 or any(b < a for a, b in zip(cu, cu[1:])):
+                raise ValueError("tokens['cu_seqlens'] must start at 0 and not decrease, with at least one sequence, "
+                                 f"got {cu[:8]}")
+            if cu[-1] == 0:
+                raise ValueError(f"tokens['cu_seqlens'] holds no token (its sequences are all empty), got {cu[:8]}")
             lengths = [b - a for a, b in zip(cu, cu[1:])]
             return {"batch": 1, "seq_len": cu[-1], "lengths": lengths, "packed": True}
         if "lengths" not in tokens or "seq_len" not in tokens:
