@@ -381,3 +381,70 @@ def test_any_accepted_layout_round_trips_through_to_json_and_load(tokens):
     # the figures of a loaded layout are finite
     u = back.useful_work()
     assert np.isfinite(u["padding_share"]) and u["real_tokens"] == sum(lay["lengths"])
+
+
+# ---- a model compiled before the block, run under autocast ----------------------------------------------------------
+
+# matrix FLOPs of the MLP below on a batch of 4: forward 2*4*16*32 + 2*4*32*8 = 4096 + 2048 = 6144; backward (the
+# input needs no gradient): weight gradients 2*32*4*16 + 2*8*4*32 = 4096 + 2048 and the second layer's input
+# gradient 2*4*8*32 = 2048: 8192
+_AMP_FWD, _AMP_BWD = 6144, 8192
+
+
+def _amp_step(f, x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = f(x).float().sum()
+    loss.backward()
+
+
+@pytest.fixture(scope="module")
+def amp_compiled():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+    x = torch.randn(4, 16)
+    cm = torch.compile(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's note on global module hooks
+        _amp_step(cm, x)  # compiled here, before any block
+    return m, cm, x
+
+
+def _matrix_by(r):
+    out: dict = {}
+    for rec in r.records[r.records["matrix_flops"] > 0]:
+        k = (r.dtype_names[int(rec["dtype"])], roofline._core.PHASES[rec["phase"]])
+        out[k] = out.get(k, 0) + int(rec["matrix_flops"])
+    return out
+
+
+def test_compiled_before_the_block_under_autocast_is_recovered(amp_compiled):
+    m, cm, x = amp_compiled
+    with roofline.measure(m, timing=None) as r:  # was: 0 matrix FLOPs, incomplete, blaming an option
+        _amp_step(cm, x)
+    with roofline.measure(m, timing=None) as e:
+        _amp_step(m, x)
+    assert r.complete, r.incomplete
+    assert r.compiled["recovered_graphs"] >= 1
+    want = {("bfloat16", "forward"): _AMP_FWD, ("bfloat16", "backward"): _AMP_BWD}
+    assert _matrix_by(e) == want  # the eager autocast step, by hand
+    assert _matrix_by(r) == want
+
+
+def test_a_recompilation_that_differs_names_what_was_tried():
+    """A graph whose private compilation differs for another reason (here an Inductor setting changed after the
+    user's compilation) is not recovered; the message says it was compiled with and without autocast, and what else
+    can differ."""
+    from torch._inductor import config as iconfig
+
+    torch.manual_seed(0)
+    m, x = torch.nn.Linear(16, 8), torch.randn(3, 16)  # a graph of its own (none filed for it yet)
+    cm = torch.compile(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _amp_step(cm, x)
+    with iconfig.patch({"cpp.simdlen": 1}), pytest.warns(RuntimeWarning, match="NOT counted"):
+        with roofline.measure(m, timing=None) as r:
+            _amp_step(cm, x)
+    assert not r.complete
+    why = r.incomplete[0]
+    assert "no autocast and cpu bfloat16" in why and "a compile option, a global setting" in why, why
