@@ -2075,7 +2075,12 @@ RL_GC_TYPE_SPEC(Dispatch, "roofline._core.Dispatch", Py_TPFLAGS_HAVE_VECTORCALL)
  *   _closing(et, ev, tb) outside the lock, at exit, the block's modes still in place;
  *   _unwind()           under the lock: removes everything the block installed;
  *   _finish(et, ev, tb) outside the lock, everything removed: builds the result; its return value is __exit__'s;
- *   _misuse(what)       raises the error for __enter__ of a block already entered, __exit__ of one not open.
+ *   _misuse(what)       raises the error for __enter__ of a block already entered, __exit__ of one not open;
+ *   _refused()          instead of all the above, for a block entered while this thread is inside a step under the
+ *                       lock (a signal handler, a finaliser or a callback run in the middle of another block's entry
+ *                       or exit): it installs nothing, returns what the with statement binds, and
+ *   _finish_refused(et, ev, tb) is its __exit__'s result. The other block's step goes on undisturbed: nothing of its
+ *                       half-made state is read or changed, and nothing is raised into it.
  * _abort, _closing and _unwind must be idempotent and finish from any partial state (each undo looks at what is
  * there): an exception raised inside one (an interrupt can land on any line of it) is kept and the step called
  * again, up to BLOCK_TRIES times in all; once the step has completed, the first exception is raised (after _unwind,
@@ -2089,7 +2094,7 @@ RL_GC_TYPE_SPEC(Dispatch, "roofline._core.Dispatch", Py_TPFLAGS_HAVE_VECTORCALL)
  * waiting for it releases the GIL. The per-op path never takes it. While the interpreter is finalizing, a block
  * waits for it a bounded time, then goes on without it (block_acquire). */
 
-enum { BLOCK_NEW, BLOCK_ENTERING, BLOCK_OPEN, BLOCK_LEAVING, BLOCK_LEFT, BLOCK_FAILED };
+enum { BLOCK_NEW, BLOCK_ENTERING, BLOCK_OPEN, BLOCK_LEAVING, BLOCK_LEFT, BLOCK_FAILED, BLOCK_REFUSED };
 #define BLOCK_TRIES 16
 
 typedef struct {
@@ -2256,6 +2261,12 @@ static PyObject *Block_enter(Block *self, PyObject *Py_UNUSED(ignored)) {
     if (self->phase != BLOCK_NEW) {
         return block_misuse(self, "__enter__");
     }
+    if (block_depth > 0 && block_owner == PyThread_get_thread_ident()) {
+        /* this thread is inside another block's step under the lock: this code runs in the middle of it */
+        PyObject *r = PyObject_CallMethod((PyObject *)self, "_refused", NULL);
+        self->phase = r ? BLOCK_REFUSED : BLOCK_FAILED;
+        return r;
+    }
     self->phase = BLOCK_ENTERING;
     PyObject *r = PyObject_CallMethod((PyObject *)self, "_prepare", NULL);
     if (!r) {
@@ -2288,6 +2299,10 @@ static PyObject *Block_exit(Block *self, PyObject *const *args, Py_ssize_t nargs
     if (nargs != 3) {
         PyErr_Format(PyExc_TypeError, "__exit__ takes 3 arguments (%zd given)", nargs);
         return NULL;
+    }
+    if (self->phase == BLOCK_REFUSED) {
+        self->phase = BLOCK_LEFT;
+        return PyObject_CallMethod((PyObject *)self, "_finish_refused", "OOO", args[0], args[1], args[2]);
     }
     if (self->phase != BLOCK_OPEN) {
         return block_misuse(self, "__exit__");

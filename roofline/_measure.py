@@ -90,6 +90,13 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     return _Measure(model, timing, ceilings, attention, layout)
 
 
+_REFUSED = ("roofline.measure: this block was entered while another measure block on this thread was being "
+            "entered or left (by a signal handler, a finaliser or a callback that ran in the middle of that block's "
+            "entry or exit), where blocks cannot nest: nothing in it was counted (its report is empty and "
+            "incomplete); the other block is not affected. A block nests in a signal handler that runs while "
+            "another block is open, not while it is being entered or left")
+
+
 class _Measure(_core.Block):
     """The context manager :func:`measure` returns: one block, one report.
 
@@ -111,6 +118,18 @@ class _Measure(_core.Block):
                                "call roofline.measure(...) again for another block")
         raise RuntimeError("roofline.measure(...).__exit__ called on a block that is not open: it was never "
                            "entered, its entry failed, or it has already exited (use it in a with statement)")
+
+    def _refused(self):  # entered in the middle of another block's entry or exit on this thread: nothing installed
+        self._report = Report._pending_block()
+        return self._report
+
+    def _finish_refused(self, exc_type, exc, tb):
+        report, self._report = self._report, None
+        report._complete(np.zeros(0, dtype=RECORD_DTYPE), [], [], wall_time=None,
+                         meta={"timing": None, "version": VERSION, "incomplete": [_REFUSED]}, ceilings=self._ceilings,
+                         overhead=None)
+        warnings.warn(_REFUSED, RuntimeWarning, stacklevel=2)
+        return False
 
     def _prepare(self):  # nothing global yet: the session, the pending report, the device synchronised
         from roofline.capture import _torch  # needs torch
