@@ -39,7 +39,11 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     tokens), ``{"lengths": [...], "seq_len": S}``, or ``{"cu_seqlens": [...]}`` for a packed batch. Without it,
     the ``attention_mask`` (or ``cu_seq_lens_q``) keyword argument of the model's first call in the block is used,
     where the block can see it without touching compiled code (``model`` given, and not a module that compiled code
-    may run inside; see docs/concepts.md).
+    may run inside; see docs/concepts.md); its values are read outside the block's count (a mask on a device once the
+    block is left), and a meta or fake mask gives no layout (``meta["tokens_unknown"]`` says why). A layout whose
+    token dims no call of the block has (a mask of another batch) is flagged (``meta["tokens"]["matched"]`` false)
+    and a RuntimeWarning says so: its token figures are not the step's. A meta or fake ``tokens`` tensor, or counts
+    out of range, are a ValueError naming ``tokens``.
 
     For the steady state of a step (warm-up steps uncounted, the median of several), see :func:`profile`.
 
@@ -56,7 +60,10 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     thread they must be left in the reverse order they were entered: entering a block while a block of another
     asyncio task (or ``contextvars`` context) is open on the thread raises RuntimeError, and leaving a block while
     one entered after it is still open (two generators, each holding a block across a ``yield``) raises RuntimeError
-    there and at that other block's exit; neither gives a report, and both leave torch as it was.
+    there and at that other block's exit; neither gives a report, and both leave torch as it was. A block entered in
+    the middle of another block's entry or exit on its thread (by a signal handler, or a finaliser, that ran there)
+    is refused without disturbing that block: it counts nothing, its report is empty and marked incomplete, and a
+    RuntimeWarning says so. A signal handler's block nests in a block that is open.
 
     The arguments are checked when ``measure`` is called (TypeError or ValueError; KeyError, listing close
     matches, for an unknown device name). The object it returns is a context manager for one ``with`` block:

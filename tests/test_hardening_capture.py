@@ -448,3 +448,63 @@ def test_a_recompilation_that_differs_names_what_was_tried():
     assert not r.complete
     why = r.incomplete[0]
     assert "no autocast and cpu bfloat16" in why and "a compile option, a global setting" in why, why
+
+
+# ---- blocks run in the middle of another block's entry or exit (signal handlers) -----------------------------------
+
+
+@pytest.mark.parametrize("step", ["_hook_optimizer", "_unhook_optimizer", "_stop_compiled"])
+def test_a_block_inside_another_blocks_entry_or_exit_is_refused_and_the_other_keeps_its_report(step, monkeypatch):
+    """What a signal handler landing in the middle of a block's entry (``_hook_optimizer``) or exit (the release
+    steps) does, made deterministic: the handler's block is refused without touching the other block's half-made
+    state, and says so; the other block keeps its full report. (It raised IndexError there and lost its report.)"""
+    from roofline.capture import _torch
+
+    inner = []
+    original = getattr(_torch.Session, step)
+
+    def handler_block(self):
+        if not inner:
+            with pytest.warns(RuntimeWarning, match="being entered or left"):
+                with roofline.measure(timing=None) as r:
+                    torch.add(torch.ones(2), 1)
+            inner.append(r)
+        return original(self)
+
+    m = _mlp()
+    x = torch.randn(3, 4)
+    with roofline.measure(m, timing=None) as alone:
+        m(x)
+    monkeypatch.setattr(_torch.Session, step, handler_block)
+    with roofline.measure(m, timing=None) as r:
+        m(x)
+    monkeypatch.undo()
+    assert len(inner) == 1 and len(inner[0].records) == 0 and not inner[0].complete
+    assert "nothing in it was counted" in inner[0].incomplete[0]
+    # the other block: its full report (2 products: 2*3*4*8 + 2*3*8*2 = 288 matrix FLOPs), plus the handler's add
+    # where it ran while the other block's mode was on the stack
+    assert _matrix(r) == _matrix(alone) == 288 and r.complete
+    extra = [r.op_names[o] for o in r.records["op"]]
+    assert len(extra) - len(alone.records) in (0, 1)
+    # and the next block is an ordinary one
+    with roofline.measure(m, timing=None) as again:
+        m(x)
+    assert _ops(again) == _ops(alone)
+
+
+def test_signal_handler_blocks_stress_short():
+    """bench/signal_blocks.py, 150 main blocks, each with a handler block landing at a random time: no report lost or
+    wrong, no state left behind."""
+    import importlib.util
+    import io
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "signal_blocks.py")
+    spec = importlib.util.spec_from_file_location("roofline_bench_signal_blocks", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = io.StringIO()
+    res = mod.run(150, seed=1, out=out)
+    assert (res["main_lost"], res["main_wrong"], res["handler_wrong"], res["no_signal"], res["leaks"]) == \
+        (0, 0, 0, 0, []), out.getvalue()
+    assert res["main_ok"] == 150 and res["handler_counted"] + res["handler_refused"] == 150

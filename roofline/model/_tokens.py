@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from roofline.model import _document
@@ -75,8 +77,6 @@ def _layout(tokens) -> dict:
 
 
 def _is_tensor(v) -> bool:
-    import sys
-
     torch = sys.modules.get("torch")  # a torch tensor implies torch is imported
     return torch is not None and isinstance(v, torch.Tensor)
 
