@@ -237,3 +237,17 @@ def test_any_accepted_layout_round_trips_through_to_json_and_load(tokens):
     # the figures of a loaded layout are finite
     u = back.useful_work()
     assert np.isfinite(u["padding_share"]) and u["real_tokens"] == sum(lay["lengths"])
+
+
+def test_a_packed_batch_whose_first_sequence_is_empty_is_accepted():
+    # cu_seqlens [0, 0, 4]: an empty sequence, then one of 4 tokens: 4 tokens in all, none padded
+    assert roofline.measure(tokens={"cu_seqlens": [0, 0, 4]})._tokens == \
+        {"batch": 1, "seq_len": 4, "lengths": [0, 4], "packed": True}
+
+
+@pytest.mark.parametrize("layout", ["sparse_coo", "sparse_csr"])
+def test_sparse_masks_are_refused_naming_tokens(layout):
+    dense = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    mask = dense.to_sparse() if layout == "sparse_coo" else dense.to_sparse_csr()
+    with pytest.raises(ValueError, match=rf"^tokens is a torch\.{layout} tensor"):
+        roofline.measure(tokens=mask)

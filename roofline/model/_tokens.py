@@ -94,7 +94,7 @@ def values_unknown(t) -> str | None:
         return "a meta tensor"
     if type(t) not in (torch.Tensor, torch.nn.Parameter):
         return f"a tensor subclass ({type(t).__name__})"
-    if t.is_sparse or t.layout != torch.strided:
+    if t.layout != torch.strided:
         return f"a {t.layout} tensor"
     return None
 
