@@ -124,7 +124,7 @@ TESTS = {
     "analysis/_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
     "analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_mutants_compiled_view.py", "tests/test_compiled.py"],
     "capture/_sdpa.py": ["tests/test_mutants_sdpa.py", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
-    "analysis/_padding.py": ["tests/test_mutants_padding.py", "tests/test_padding.py"],
+    "analysis/_padding.py": ["tests/test_mutants_padding.py", "tests/test_padding.py", "tests/test_hardening_tokens.py"],
     "model/_tokens.py": ["tests/test_mutants_tokens.py", "tests/test_hardening_tokens.py", "tests/test_padding.py"],
     "io/_export.py": ["tests/test_hardening_tokens.py", "tests/test_documents.py", "tests/test_report.py"],
     "analysis/_groups.py": ["tests/test_mutants_groups.py", "tests/test_one_definition.py", "tests/test_html.py", "tests/test_rollups_exact.py",

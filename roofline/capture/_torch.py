@@ -962,7 +962,7 @@ class Session:
         self._seen = None
         why = _tokens.values_unknown(t)
         if why is None and version != _version(t):
-            why = "changed in place during the block"
+            why = "a tensor changed in place during the block, before it could be read"
         if why is not None:
             self.tokens_unknown = f"the model's {name} is {why}: which of its tokens are real is unknown"
             return
