@@ -55,3 +55,30 @@ def test_the_loader_names_the_wrong_type(value, kind):
     with pytest.raises(ValueError) as e:
         roofline.load(json.dumps(d))
     assert str(e.value) == f"corrupt roofline report: ops must be a list, not {kind}"
+
+
+def test_an_empty_report_round_trips():
+    with roofline.measure(timing=None, ceilings="datasheet") as r:
+        pass
+    back = roofline.load(r.to_json())
+    assert len(back.records) == 0 and back.module_sets == r.module_sets and back.meta["version"] == r.meta["version"]
+
+
+def test_records_that_are_not_strict_base64_are_refused():
+    d = json.loads(_report().to_json())
+    d["records"] = "!" + d["records"]  # a character outside the alphabet (a lenient decoder would drop it)
+    with pytest.raises(ValueError, match=r"^corrupt roofline report: records is not base64"):
+        roofline.load(json.dumps(d))
+
+
+def test_attribution_module_ids_must_name_a_module_set():
+    d = json.loads(_report().to_json())
+    n = len(d["module_sets"])
+    d["meta"]["attribution"] = {"method": "autograd", "flop_counter_rows": [0], "flop_counter_modules": [n],
+                                "unlinked_rows": []}
+    with pytest.raises(ValueError) as e:
+        roofline.load(json.dumps(d))
+    assert str(e.value) == (f"corrupt roofline report: meta.attribution.flop_counter_modules[0] is {n}, not a "
+                            f"module set (0 to {n - 1})")
+    d["meta"]["attribution"]["flop_counter_modules"] = [n - 1]  # the last set: fine
+    assert roofline.load(json.dumps(d)).meta["attribution"]["flop_counter_modules"] == [n - 1]
