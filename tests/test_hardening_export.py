@@ -181,3 +181,11 @@ def test_accesses_that_are_not_strict_base64_are_refused():
     d["accesses"] = "!" + d["accesses"]
     with pytest.raises(ValueError, match=r"^corrupt roofline report: accesses is not base64"):
         roofline.load(json.dumps(d))
+
+
+def test_status_codes_outside_the_table_are_refused():
+    # 1 (a count that overflows 64 bits) and 7 (values that cannot be read) are statuses a record can carry; 8 is none
+    for st in (1, 7):
+        assert int(roofline.load(json.dumps(_doc_with(status=st))).records["status"][1]) == st
+    _refused(_doc_with(status=8), "records[1].status is 8, not a status code")
+    _refused(_doc_with(status=255), "records[1].status is 255, not a status code")

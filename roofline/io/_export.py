@@ -267,7 +267,8 @@ def _check_records(records, n_ops: int, n_module_sets: int):
           lambda v: f"is {v}, not a phase (" + ", ".join(f"{i} {p}" for i, p in enumerate(PHASES)) + ")")
     first(~np.isin(records["dtype"], list(DTYPE_NAMES)), "dtype", lambda v: f"is {v}, not a dtype code")
     statuses = np.unique(records["status"]).tolist()
-    bad = [st for st in statuses if st != 0 and _core.status_str(st) == _core.status_str(-1)]
+    unknown = _core.status_str(-1)  # the text of every code outside the status table
+    bad = [st for st in statuses if _core.status_str(st) == unknown]
     first(np.isin(records["status"], bad), "status", lambda v: f"is {v}, not a status code")
     t0, t1 = records["t_start"], records["t_end"]
     first(np.isinf(t0), "t_start", lambda v: f"is {v}, not a time")
