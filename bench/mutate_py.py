@@ -8,7 +8,7 @@ model (_cache_model.py), the hints (_hints.py), the steady-state profile (_stead
 the merged distributed report (_collectives.py, distributed.py), the LLM formulas (llm.py), the projection's
 assumptions (_assumptions.py), the contention reading (_contention.py), the compiled-kernel views
 (_fusion_compiled.py, _compiled_view.py), the SDPA backend rules (_sdpa.py), the padding analysis and the token
-masks it reads (_padding.py, _tokens.py), the module tree and groups of the tables and charts (_groups.py) and the
+masks it reads (_padding.py, _tokens.py), the report document's writer and reader (_export.py), the module tree and groups of the tables and charts (_groups.py) and the
 network view (_network.py).
 
 Each mutant changes one node of the syntax tree inside one of the functions of TARGETS:
@@ -94,6 +94,7 @@ TARGETS = {
     "capture/_sdpa.py": [ALL],
     "analysis/_padding.py": [ALL],
     "model/_tokens.py": [ALL],
+    "io/_export.py": [ALL],
     "analysis/_groups.py": [ALL],
     "analysis/_network.py": [ALL],
 }
@@ -123,8 +124,10 @@ TESTS = {
     "analysis/_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
     "analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_mutants_compiled_view.py", "tests/test_compiled.py"],
     "capture/_sdpa.py": ["tests/test_mutants_sdpa.py", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
-    "analysis/_padding.py": ["tests/test_mutants_padding.py", "tests/test_padding.py"],
-    "model/_tokens.py": ["tests/test_mutants_tokens.py", "tests/test_padding.py"],
+    "analysis/_padding.py": ["tests/test_mutants_padding.py", "tests/test_padding.py", "tests/test_hardening_tokens.py"],
+    "model/_tokens.py": ["tests/test_mutants_tokens.py", "tests/test_hardening_tokens.py", "tests/test_padding.py"],
+    "io/_export.py": ["tests/test_hardening_export.py", "tests/test_hardening_tokens.py", "tests/test_documents.py",
+                      "tests/test_report.py"],
     "analysis/_groups.py": ["tests/test_mutants_groups.py", "tests/test_one_definition.py", "tests/test_html.py", "tests/test_rollups_exact.py",
                             "tests/test_report.py"],
     "analysis/_network.py": ["tests/test_mutants_network.py", "tests/test_one_definition.py", "tests/test_distributed.py"],

@@ -99,8 +99,20 @@ int rl_attr_op(rl_attribution *a, const rl_attr_env *e, int backward, uint32_t r
             out->mid = stack_top(a);
             return 0;
         }
-        /* a recomputation outside any module forward belongs to the module of the node that runs it, and so do the
-         * nodes it creates (a reentrant checkpoint's inner backward runs them) */
+        /* a recomputation outside any module forward belongs to the set the checkpointed function was called in,
+         * and so do the nodes it creates (a reentrant checkpoint's inner backward runs them): a non-reentrant
+         * checkpoint says which, where a module ran inside the function (the node whose saved tensor is unpacked
+         * may be that module's); else the node that runs it was made in that set (a reentrant checkpoint's node,
+         * or any node of a function that calls no module) */
+        uint32_t region = RL_LINK_NONE;
+        int known = !checkpoint && e->region ? e->region(e->ctx, &region) : 0;
+        if (known < 0) {
+            return RL_ATTR_ERR;
+        }
+        if (known) {
+            out->mid = region;
+            return mark_at(a, e, region, 0);
+        }
         if (a->last_how == RL_NODE_FOUND) {
             out->mid = a->last_mid;
         }

@@ -7,7 +7,9 @@
  *    forward module created (before the block, inside a backward) to the running set, and it is flagged unlinked;
  *  - a forward op run inside a backward by activation checkpointing (a reentrant checkpoint's node, or a
  *    non-reentrant checkpoint's recomputation hooks in force) is recomputation: it belongs to the set the innermost
- *    module forward running again ran in during the forward (the recompute stack), else to the node's set;
+ *    module forward running again ran in during the forward (the recompute stack), else to the set the
+ *    checkpointed function was called in (a non-reentrant checkpoint's, where known), else to the node's set (a
+ *    reentrant checkpoint's node was made where the function was called);
  *  - nodes made inside a backward (a double backward's graph) belong to no forward module, and those a recomputation
  *    makes to the set recomputed.
  * The binding (binding_track.c) supplies the observations as callbacks and keeps the Python objects (module names,
@@ -43,6 +45,9 @@ typedef struct {
     int (*plus)(void *ctx, uint32_t mid, uint32_t *out);
     /* the set the starting module's forward last ran in outside a backward (else the running set) */
     int (*forward_set)(void *ctx, uint32_t *out);
+    /* the set the function a non-reentrant checkpoint recomputes now was called in, where known: 1 with *out, 0 where
+     * unknown (NULL: never known) */
+    int (*region)(void *ctx, uint32_t *out);
 } rl_attr_env;
 
 typedef struct {

@@ -74,6 +74,8 @@ typedef struct {
     PyObject *top_hooks;    /* torch._C._autograd._top_saved_tensors_default_hooks */
     PyObject *recompute_hooks; /* recompute_hooks(hooks) -> whether they are activation checkpointing's recompute */
     PyObject *grad_enabled; /* torch.is_grad_enabled */
+    PyObject *note_region;  /* note_region(hooks, set id): a checkpointed function's module starts (NULL: none) */
+    PyObject *region_of;    /* region_of(hooks) -> the set id the recomputed function was called in, or None */
     PyObject *s_sequence_nr; /* "_sequence_nr" */
     PyObject *last_node;    /* the node the last backward op ran in (attr caches what it resolved to) */
     PyObject *next_node;    /* the node the op being recorded runs in, when op_task asked it first (env_node's) */
@@ -101,7 +103,7 @@ static PyObject *gate_type_of(PyTypeObject *tracker_type);
     X(s_requires_grad) X(s_modules) X(s_named_children) X(s_grad_fn) X(s_register_hook) X(s_name) X(hook_dict)     \
     X(handle_ids) X(has_tf) X(s_backward_hooks) X(s_register_hook_dict) X(s_next_id) X(seq_nr) X(cur_node)        \
     X(top_hooks) X(recompute_hooks) X(grad_enabled) X(s_sequence_nr) X(last_node) X(next_node) X(fcm_log)         \
-    X(unlinked_log) X(fwd_sets) X(steps[0]) X(steps[1])
+    X(unlinked_log) X(fwd_sets) X(note_region) X(region_of) X(steps[0]) X(steps[1])
 
 RL_GC_MEMBERS(Tracker, TRACKER_OBJECTS, (self->enabled = 0, rl_attr_free(&self->attr)))
 
@@ -120,16 +122,18 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
                                      &link)) {
         return -1;
     }
-    /* link=(get_sequence_nr, current_autograd_node, top_saved_tensors_hooks, recompute_hooks, is_grad_enabled) */
+    /* link=(get_sequence_nr, current_autograd_node, top_saved_tensors_hooks, recompute_hooks, is_grad_enabled[,
+     * note_region, region_of]) */
     if (link != Py_None) {
-        int ok = PyTuple_Check(link) && PyTuple_GET_SIZE(link) == 5;
-        for (Py_ssize_t i = 0; ok && i < 5; i++) {
+        Py_ssize_t n = PyTuple_Check(link) ? PyTuple_GET_SIZE(link) : 0;
+        int ok = n == 5 || n == 7;
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
             ok = PyCallable_Check(PyTuple_GET_ITEM(link, i));
         }
         if (!ok) {
-            PyErr_SetString(PyExc_TypeError, "ModuleTracker: link must be None or a tuple of 5 callables "
+            PyErr_SetString(PyExc_TypeError, "ModuleTracker: link must be None or a tuple of 5 or 7 callables "
                                              "(get_sequence_nr, current_autograd_node, top_saved_tensors_hooks, "
-                                             "recompute_hooks, is_grad_enabled)");
+                                             "recompute_hooks, is_grad_enabled[, note_region, region_of])");
             return -1;
         }
     }
@@ -174,6 +178,10 @@ static int Tracker_init(Tracker *self, PyObject *args, PyObject *kwds) {
         self->top_hooks = Py_NewRef(PyTuple_GET_ITEM(link, 2));
         self->recompute_hooks = Py_NewRef(PyTuple_GET_ITEM(link, 3));
         self->grad_enabled = Py_NewRef(PyTuple_GET_ITEM(link, 4));
+        if (PyTuple_GET_SIZE(link) == 7) {
+            self->note_region = Py_NewRef(PyTuple_GET_ITEM(link, 5));
+            self->region_of = Py_NewRef(PyTuple_GET_ITEM(link, 6));
+        }
         self->s_sequence_nr = PyUnicode_InternFromString("_sequence_nr");
         self->fcm_log = PyList_New(0);
         self->unlinked_log = PyList_New(0);
@@ -443,6 +451,26 @@ static int env_recomputing(void *ctx) {
     return r;
 }
 
+static int as_mid(PyObject *id, uint32_t *out);
+
+/* The set a non-reentrant checkpoint's function was called in, for the recomputation in force (region_of): 1 with
+ * *out, 0 where none was noted (or the tracker has no region_of), -1 with an exception. */
+static int env_region(void *ctx, uint32_t *out) {
+    Tracker *self = ((track_ctx *)ctx)->self;
+    if (!self->region_of) {
+        return 0;
+    }
+    PyObject *h = PyObject_CallOneArg(self->top_hooks, Py_False);
+    PyObject *v = h && h != Py_None ? PyObject_CallOneArg(self->region_of, h) : Py_XNewRef(h);
+    Py_XDECREF(h);
+    if (!v) {
+        return -1;
+    }
+    int rc = v == Py_None ? 0 : as_mid(v, out) < 0 ? -1 : 1;
+    Py_DECREF(v);
+    return rc;
+}
+
 static int as_mid(PyObject *id, uint32_t *out) {
     unsigned long v = PyLong_AsUnsignedLong(id);
     if (v == (unsigned long)-1 && PyErr_Occurred()) {
@@ -469,7 +497,8 @@ static int env_forward_set(void *ctx, uint32_t *out) {
     return as_mid(id, out);
 }
 
-#define TRACK_ENV(ctx) {(ctx), env_next_seq, env_grad_enabled, env_node, env_recomputing, env_plus, env_forward_set}
+#define TRACK_ENV(ctx)                                                                                              \
+    {(ctx), env_next_seq, env_grad_enabled, env_node, env_recomputing, env_plus, env_forward_set, env_region}
 
 /* An rl_attr_* result as the binding's: 0, or -1 with an exception. */
 static int attr_result(int rc) {
@@ -872,13 +901,14 @@ typedef struct {
     PyObject *tracker;  /* the Tracker */
     PyObject *name;     /* the module's name */
     PyObject *grad_fns; /* tuple: each hooked tensor's grad_fn, or its gradient accumulator for a leaf */
+    PyObject *leaves;   /* bytes: 1 where grad_fns holds a leaf's gradient accumulator */
     PyObject *count;    /* dict: graph task id -> calls so far */
     PyObject *buffer;   /* dict: graph task id -> list of the gradients received so far (None where none yet) */
     Py_ssize_t nb_calls; /* hooked tensors the engine executes in the latest backward to call the gate */
     int reenter;        /* 1: add the module (outputs' gradients); 0: discard it (inputs') */
 } GradGate;
 
-#define GATE_OBJECTS(X) X(tracker) X(name) X(grad_fns) X(count) X(buffer)
+#define GATE_OBJECTS(X) X(tracker) X(name) X(grad_fns) X(leaves) X(count) X(buffer)
 
 RL_GC_MEMBERS(GradGate, GATE_OBJECTS, (void)0)
 
@@ -931,10 +961,18 @@ static PyObject *gate_arm(PyObject *bound, PyObject *grad) {
     }
     if (rc == 0 && curr == 0) { /* the first call of this backward: how many of the nodes will run */
         Py_ssize_t nb = 0;
+        const char *leaf = PyBytes_AS_STRING(self->leaves);
         for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(self->grad_fns); i++) {
             PyObject *r = PyObject_CallOneArg(tr->will_execute, PyTuple_GET_ITEM(self->grad_fns, i));
             int t = r ? PyObject_IsTrue(r) : -1;
             Py_XDECREF(r);
+            if (t < 0 && leaf[i] && PyErr_ExceptionMatches(PyExc_RuntimeError)) {
+                /* torch refuses to answer for a leaf's accumulator inside torch.autograd.grad(), and only when the
+                 * leaf is one of the inputs whose gradient the call returns (it captures the gradient instead of
+                 * running the accumulator): its tensor hooks run on the captured gradient, so this arm is called */
+                PyErr_Clear();
+                t = 1;
+            }
             rc = t < 0 ? -1 : 0;
             nb += t > 0;
         }
@@ -1064,16 +1102,21 @@ static int grad_hooks(Tracker *self, PyObject *name, PyObject *obj, int reenter)
     gate->tracker = Py_NewRef((PyObject *)self);
     gate->name = Py_NewRef(name);
     gate->grad_fns = grad_fns;
+    gate->leaves = PyBytes_FromStringAndSize(NULL, n);
     gate->count = PyDict_New();
     gate->buffer = PyDict_New();
     gate->nb_calls = 0;
     gate->reenter = reenter;
     PyObject_GC_Track((PyObject *)gate);
-    rc = gate->count && gate->buffer ? 0 : -1;
+    rc = gate->count && gate->buffer && gate->leaves ? 0 : -1;
+    if (rc == 0) {
+        memset(PyBytes_AS_STRING(gate->leaves), 0, (size_t)n);
+    }
     for (Py_ssize_t i = 0; rc == 0 && i < n; i++) { /* each tensor's node: grad_fn, or a leaf's accumulator */
         PyObject *t = PyList_GET_ITEM(tensors, i);
         PyObject *node = PyObject_GetAttr(t, self->s_grad_fn);
         if (node == Py_None) {
+            PyBytes_AS_STRING(gate->leaves)[i] = 1;
             Py_DECREF(node);
             node = PyObject_CallOneArg(self->grad_node, t);
         }
@@ -1122,6 +1165,31 @@ static int hook_mark(Tracker *self, PyObject *name, int entering) {
     return attr_result(rl_attr_module(&self->attr, &env, task != -1, entering, running));
 }
 
+/* A module's forward starts, outside a backward, inside a non-reentrant checkpoint's function (its saved-tensor
+ * hooks on top): the set running before it is the one the function was called in (note_region keeps the first
+ * such note of each checkpoint call). One call of top_hooks where no checkpoint is in force. 0, or -1. */
+static int note_region(Tracker *self) {
+    if (!self->note_region) {
+        return 0;
+    }
+    PyObject *h = PyObject_CallOneArg(self->top_hooks, Py_False);
+    if (!h || h == Py_None) {
+        Py_XDECREF(h);
+        return h ? 0 : -1;
+    }
+    PyObject *tid = PyObject_CallNoArgs(self->task_id);
+    long task = tid ? PyLong_AsLong(tid) : -1;
+    Py_XDECREF(tid);
+    PyObject *id = tid && !(task == -1 && PyErr_Occurred()) && task == -1 ? tracker_module_id(self) : NULL;
+    PyObject *r = id ? PyObject_CallFunctionObjArgs(self->note_region, h, id, NULL) : NULL;
+    Py_DECREF(h);
+    if (!r) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
 /* The global forward hooks: pre(module, input) (entering = 1) adds the module to the running set, post(module, input,
  * output) (entering = 0) removes it; both hook the gradients of the tensors they see for backward attribution. */
 static PyObject *tracker_hook(Tracker *self, PyObject *const *argv, Py_ssize_t argc, int entering) {
@@ -1140,6 +1208,10 @@ static PyObject *tracker_hook(Tracker *self, PyObject *const *argv, Py_ssize_t a
     }
     PyObject *name = module_name(self, argv[0]);
     if (!name) {
+        return NULL;
+    }
+    if (entering && note_region(self) < 0) {
+        Py_DECREF(name);
         return NULL;
     }
     if (parents_step(self, name, entering) < 0 || grad_hooks(self, name, argv[want - 1], !entering) < 0 ||
@@ -2003,7 +2075,12 @@ RL_GC_TYPE_SPEC(Dispatch, "roofline._core.Dispatch", Py_TPFLAGS_HAVE_VECTORCALL)
  *   _closing(et, ev, tb) outside the lock, at exit, the block's modes still in place;
  *   _unwind()           under the lock: removes everything the block installed;
  *   _finish(et, ev, tb) outside the lock, everything removed: builds the result; its return value is __exit__'s;
- *   _misuse(what)       raises the error for __enter__ of a block already entered, __exit__ of one not open.
+ *   _misuse(what)       raises the error for __enter__ of a block already entered, __exit__ of one not open;
+ *   _refused()          instead of all the above, for a block entered while this thread is inside a step under the
+ *                       lock (a signal handler, a finaliser or a callback run in the middle of another block's entry
+ *                       or exit): it installs nothing, returns what the with statement binds, and
+ *   _finish_refused(et, ev, tb) is its __exit__'s result. The other block's step goes on undisturbed: nothing of its
+ *                       half-made state is read or changed, and nothing is raised into it.
  * _abort, _closing and _unwind must be idempotent and finish from any partial state (each undo looks at what is
  * there): an exception raised inside one (an interrupt can land on any line of it) is kept and the step called
  * again, up to BLOCK_TRIES times in all; once the step has completed, the first exception is raised (after _unwind,
@@ -2017,7 +2094,7 @@ RL_GC_TYPE_SPEC(Dispatch, "roofline._core.Dispatch", Py_TPFLAGS_HAVE_VECTORCALL)
  * waiting for it releases the GIL. The per-op path never takes it. While the interpreter is finalizing, a block
  * waits for it a bounded time, then goes on without it (block_acquire). */
 
-enum { BLOCK_NEW, BLOCK_ENTERING, BLOCK_OPEN, BLOCK_LEAVING, BLOCK_LEFT, BLOCK_FAILED };
+enum { BLOCK_NEW, BLOCK_ENTERING, BLOCK_OPEN, BLOCK_LEAVING, BLOCK_LEFT, BLOCK_FAILED, BLOCK_REFUSED };
 #define BLOCK_TRIES 16
 
 typedef struct {
@@ -2184,6 +2261,12 @@ static PyObject *Block_enter(Block *self, PyObject *Py_UNUSED(ignored)) {
     if (self->phase != BLOCK_NEW) {
         return block_misuse(self, "__enter__");
     }
+    if (block_depth > 0 && block_owner == PyThread_get_thread_ident()) {
+        /* this thread is inside another block's step under the lock: this code runs in the middle of it */
+        PyObject *r = PyObject_CallMethod((PyObject *)self, "_refused", NULL);
+        self->phase = r ? BLOCK_REFUSED : BLOCK_FAILED;
+        return r;
+    }
     self->phase = BLOCK_ENTERING;
     PyObject *r = PyObject_CallMethod((PyObject *)self, "_prepare", NULL);
     if (!r) {
@@ -2216,6 +2299,10 @@ static PyObject *Block_exit(Block *self, PyObject *const *args, Py_ssize_t nargs
     if (nargs != 3) {
         PyErr_Format(PyExc_TypeError, "__exit__ takes 3 arguments (%zd given)", nargs);
         return NULL;
+    }
+    if (self->phase == BLOCK_REFUSED) {
+        self->phase = BLOCK_LEFT;
+        return PyObject_CallMethod((PyObject *)self, "_finish_refused", "OOO", args[0], args[1], args[2]);
     }
     if (self->phase != BLOCK_OPEN) {
         return block_misuse(self, "__exit__");

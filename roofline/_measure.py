@@ -4,9 +4,12 @@ the steps below; the torch side (``roofline.capture._torch``) is imported when a
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from roofline import _core, devices
+from roofline.analysis import _padding
 from roofline.model import _tokens
 from roofline.capture import _sdpa
 from roofline.hardware._ceilings import Ceilings
@@ -36,7 +39,11 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     tokens), ``{"lengths": [...], "seq_len": S}``, or ``{"cu_seqlens": [...]}`` for a packed batch. Without it,
     the ``attention_mask`` (or ``cu_seq_lens_q``) keyword argument of the model's first call in the block is used,
     where the block can see it without touching compiled code (``model`` given, and not a module that compiled code
-    may run inside; see docs/concepts.md).
+    may run inside; see docs/concepts.md); its values are read outside the block's count (a mask on a device once the
+    block is left), and a meta or fake mask gives no layout (``meta["tokens_unknown"]`` says why). A layout whose
+    token dims no call of the block has (a mask of another batch) is flagged (``meta["tokens"]["matched"]`` false)
+    and a RuntimeWarning says so: its token figures are not the step's. A meta or fake ``tokens`` tensor, or counts
+    out of range, are a ValueError naming ``tokens``.
 
     For the steady state of a step (warm-up steps uncounted, the median of several), see :func:`profile`.
 
@@ -53,7 +60,10 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     thread they must be left in the reverse order they were entered: entering a block while a block of another
     asyncio task (or ``contextvars`` context) is open on the thread raises RuntimeError, and leaving a block while
     one entered after it is still open (two generators, each holding a block across a ``yield``) raises RuntimeError
-    there and at that other block's exit; neither gives a report, and both leave torch as it was.
+    there and at that other block's exit; neither gives a report, and both leave torch as it was. A block entered in
+    the middle of another block's entry or exit on its thread (by a signal handler, or a finaliser, that ran there)
+    is refused without disturbing that block: it counts nothing, its report is empty and marked incomplete, and a
+    RuntimeWarning says so. A signal handler's block nests in a block that is open.
 
     The arguments are checked when ``measure`` is called (TypeError or ValueError; KeyError, listing close
     matches, for an unknown device name). The object it returns is a context manager for one ``with`` block:
@@ -87,6 +97,13 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     return _Measure(model, timing, ceilings, attention, layout)
 
 
+_REFUSED = ("roofline.measure: this block was entered while another measure block on this thread was being "
+            "entered or left (by a signal handler, a finaliser or a callback that ran in the middle of that block's "
+            "entry or exit), where blocks cannot nest: nothing in it was counted (its report is empty and "
+            "incomplete); the other block is not affected. A block nests in a signal handler that runs while "
+            "another block is open, not while it is being entered or left")
+
+
 class _Measure(_core.Block):
     """The context manager :func:`measure` returns: one block, one report.
 
@@ -108,6 +125,18 @@ class _Measure(_core.Block):
                                "call roofline.measure(...) again for another block")
         raise RuntimeError("roofline.measure(...).__exit__ called on a block that is not open: it was never "
                            "entered, its entry failed, or it has already exited (use it in a with statement)")
+
+    def _refused(self):  # entered in the middle of another block's entry or exit on this thread: nothing installed
+        self._report = Report._pending_block()
+        return self._report
+
+    def _finish_refused(self, exc_type, exc, tb):
+        report, self._report = self._report, None
+        report._complete(np.zeros(0, dtype=RECORD_DTYPE), [], [], wall_time=None,
+                         meta={"timing": None, "version": VERSION, "incomplete": [_REFUSED]}, ceilings=self._ceilings,
+                         overhead=None)
+        warnings.warn(_REFUSED, RuntimeWarning, stacklevel=2)
+        return False
 
     def _prepare(self):  # nothing global yet: the session, the pending report, the device synchronised
         from roofline.capture import _torch  # needs torch
@@ -165,11 +194,19 @@ class _Measure(_core.Block):
                 meta["incomplete"] = incomplete
         meta["attribution"] = _torch.attribution_meta(session)
         if session.tokens is not None:
-            meta["tokens"] = session.tokens
+            meta["tokens"] = dict(session.tokens)
+        elif session.tokens_unknown is not None:
+            meta["tokens_unknown"] = session.tokens_unknown
         report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
                          overhead=_torch.instrumentation_overhead(timing) if timing is not None else None,
                          **dict(zip(("signatures", "accesses"), session.captured())))
         if mode is not None:
             _sdpa.warn_if_unredirected(meta["attention"], report.op_names)
+        if session.tokens is not None and len(report.records):
+            # a layout whose token dims no call has does not describe this step: flagged, and said once, here
+            layout = report.meta["tokens"]
+            if not _padding.layout_matches(report.records, report.op_names, report.signatures, layout):
+                layout["matched"] = False
+                warnings.warn(_padding.unmatched_message(layout), RuntimeWarning, stacklevel=2)
         return False

@@ -25,7 +25,6 @@ def _layout(batch, seq_len, lengths, packed=False):
     ({"cu_seqlens": [0, 5]}, _layout(1, 5, [5], True)),
     ({"cu_seqlens": [0, 3, 3, 7]}, _layout(1, 7, [3 - 0, 3 - 3, 7 - 3], True)),
     ({"cu_seqlens": np.array([0, 2, 6, 7])}, _layout(1, 7, [2, 4, 1], True)),
-    ({"cu_seqlens": [0, 0]}, _layout(1, 0, [0], True)),
     # masks: each row's real count is its sum, wherever the padding sits
     ([[1]], _layout(1, 1, [1])),
     ([[0]], _layout(1, 1, [0])),
@@ -61,6 +60,8 @@ REFUSED = [
     ({"cu_seqlens": [0, 5, 3]}, r"tokens\['cu_seqlens'\] must start at 0 and not decrease, .* got \[0, 5, 3\]$"),
     ({"cu_seqlens": [0, 2, 1, 4]}, r"tokens\['cu_seqlens'\] must start at 0 and not decrease, .* got \[0, 2, 1, 4\]$"),
     ({"cu_seqlens": [1, 5]}, r"tokens\['cu_seqlens'\] must start at 0 and not decrease, .* got \[1, 5\]$"),
+    # a packed batch of no token: a layout of 0 positions, which a saved report could not be loaded with
+    ({"cu_seqlens": [0, 0]}, r"tokens\['cu_seqlens'\] holds no token .* got \[0, 0\]$"),
     ({"lengths": [3]}, r"tokens: give both 'lengths' and 'seq_len'"),
     ({"seq_len": 3}, r"tokens: give both 'lengths' and 'seq_len'"),
     ({}, r"tokens: give both 'lengths' and 'seq_len'"),
@@ -89,8 +90,9 @@ def test_measure_refuses_them_before_the_block(tokens, match):
 def block():
     torch = pytest.importorskip("torch")
     # datasheet ceilings, no timing: nothing here reads a time, and measuring the machine's ceilings takes seconds
+    # one call over the 7 packed tokens: the layout describes it (a layout that matches no call is flagged)
     with roofline.measure(timing=None, ceilings="datasheet", tokens={"cu_seqlens": [0, 3, 3, 7]}) as r:
-        torch.ones(4) + 1
+        torch.ones(7) + 1
     return r
 
 

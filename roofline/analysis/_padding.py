@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 
 import numpy as np
 
@@ -83,7 +84,12 @@ def useful_work(records, op_names: list, signatures: list, layout: dict, causal:
     ``useful_flops``, ``padding_share`` (of the executed FLOPs), ``by_kind`` (``token``, ``attention``, ``other``:
     calls, flops, padding_flops), ``by_op`` (per op: flops, padding_flops), ``ambiguous`` (the token dims, S or
     B x S, that are also dims of calls that run per weight, not per token: where non-empty, a weight-shaped
-    argument may have been taken for a token one and the split is uncertain), ``real_tokens_per_s`` (when ``wall_time`` is given) and the layout itself."""
+    argument may have been taken for a token one and the split is uncertain), ``real_tokens_per_s`` (when ``wall_time`` is given) and the layout itself.
+
+    ``matched``: whether any call has the layout's token dims (a call per token or over attention scores). A layout
+    that matches no call (a mask of another batch, or of another model's step) does not describe these calls: its
+    token counts are not the step's. It is then False, and a RuntimeWarning says so, unless the layout already
+    carries ``matched`` (a block's layout, checked and warned about when the block exited)."""
     if not len(signatures) or (len(records) and not np.any(records["sig"])):
         raise ValueError("useful_work: the report has no call signatures (saved before they were captured, or "
                          "measured with capture off): the token dims of its calls are unknown")
@@ -130,4 +136,30 @@ def useful_work(records, op_names: list, signatures: list, layout: dict, causal:
            "ambiguous": sorted(d for d in {s, positions} if d > 1 and d in other_dims), "layout": dict(layout),
            "causal": bool(causal)}
     out["real_tokens_per_s"] = real / wall_time if wall_time and wall_time > 0 else math.nan
+    out["matched"] = bool(kinds["token"]["calls"] or kinds["attention"]["calls"])
+    if not out["matched"] and "matched" not in layout:
+        warnings.warn(unmatched_message(layout), RuntimeWarning, stacklevel=3)
     return out
+
+
+def unmatched_message(layout: dict) -> str:
+    """What a warning says of a token layout that matches no call."""
+    b, s = layout["batch"], layout["seq_len"]
+    what = f"a packed batch of {s} tokens" if layout["packed"] else f"a batch of {b} x {s} positions"
+    return (f"roofline: the token layout ({what}) matches no call of the step: no tensor has its token dims "
+            f"({b}, {s}) or {b * s}; it does not describe these calls (a mask of another batch?), so its real "
+            "tokens, padding share and tokens/s are not the step's")
+
+
+def layout_matches(records, op_names: list, signatures: list, layout: dict) -> bool:
+    """Whether any call of ``records`` has the token dims of ``layout`` (see :func:`useful_work`'s ``matched``).
+    True where the calls' shapes are unknown (no signatures): nothing says it does not."""
+    if not len(signatures) or not len(records) or not np.any(records["sig"]):
+        return True
+    b, s = layout["batch"], layout["seq_len"]
+    opt = records["phase"] == OPTIMIZER
+    for op, sig in set(zip(records["op"][~opt].tolist(), records["sig"][~opt].tolist())):
+        text = signatures[sig] if sig < len(signatures) else ""
+        if classify(op_names[op], shapes(text), b, s) != "other":
+            return True
+    return False

@@ -12,6 +12,7 @@ import functools
 import inspect
 import operator
 import time
+import weakref
 import os
 import types
 import warnings
@@ -117,12 +118,13 @@ class _Tracker:
         self.known: dict = {}  # module -> name; strong references, released at exit (close)
         self.seen: set = set()  # modules whose children are named
         self._handles: list = []
+        regions = _Regions()
         self.c = _core.ModuleTracker(mode, torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at,
                                      _leaves, functools.partial(_grad_accumulator, mode=mode),
                                      torch._C._current_graph_task_id,
                                      torch._C._will_engine_execute_node, self._queue_reset,
                                      torch.Tensor, torch.nn.Parameter, self.known, self.seen, register=_REGISTER,
-                                     link=_LINK)
+                                     link=None if _LINK is None else _LINK + (regions.note, regions.of))
         self.name = self.c.name  # name(module): its name, naming the modules under it first when new
 
     @property
@@ -264,6 +266,51 @@ def _recompute_hooks(hooks) -> bool:
     the recomputation (``save_on_cpu`` in a checkpointed function) hide it: only the top of torch's stack is
     readable (docs/concepts.md). Pinned by tests/test_attribution.py."""
     return getattr(hooks[0], "__qualname__", "").startswith(("_recomputation_hook.", "_checkpoint_hook."))
+
+
+def _checkpoint_frame(hooks, kind: str):
+    """The ``_CheckpointFrame`` of torch.utils.checkpoint (non-reentrant) that the saved-tensor hooks ``hooks``
+    (``(pack, unpack)``, the top of torch's stack) belong to, when they are ``kind``'s (``"_checkpoint_hook"``: the
+    checkpointed function's forward runs; ``"_recomputation_hook"``: its recomputation), else None. The pack hook
+    closes over the frame (``frame``, or a weak reference ``target_frame_ref``); the recomputation's is wrapped by
+    ``torch._dynamo.disable``."""
+    pack = hooks[0] if hooks else None
+    if not getattr(pack, "__qualname__", "").startswith(kind + "."):
+        return None
+    pack = inspect.unwrap(pack)
+    code, cells = getattr(pack, "__code__", None), getattr(pack, "__closure__", None) or ()
+    for name, cell in zip(code.co_freevars if code is not None else (), cells):
+        try:
+            if name == "frame":
+                return cell.cell_contents
+            if name == "target_frame_ref":
+                return cell.cell_contents()
+        except ValueError:  # an empty cell
+            return None
+    return None
+
+
+class _Regions:
+    """The module set each non-reentrant checkpoint's function was called in, for its recomputation: a plain
+    function's ops outside any module (a DenseNet layer's ``cat``) are recomputed while the backward of a module
+    inside it runs, and belong to the caller's set, not to that module's. Noted when the first module forward inside
+    the checkpointed function starts (the set before it is the caller's); a function that calls no module needs no
+    note (its nodes, the one that recomputes it included, were all made in the caller's set). Frames are held weakly:
+    a checkpoint's saved inputs are not kept alive by the block."""
+
+    __slots__ = ("sets",)
+
+    def __init__(self):
+        self.sets = weakref.WeakKeyDictionary()
+
+    def note(self, hooks, mid):
+        frame = _checkpoint_frame(hooks, "_checkpoint_hook")
+        if frame is not None and frame not in self.sets:
+            self.sets[frame] = mid
+
+    def of(self, hooks):
+        frame = _checkpoint_frame(hooks, "_recomputation_hook")
+        return None if frame is None else self.sets.get(frame)
 
 
 def _link_steps():
@@ -542,6 +589,8 @@ class Session:
             raise ValueError(f"measure: timing must be 'model', 'op' or None, got {timing!r}")
         self.model = model
         self.tokens = tokens  # the token layout (roofline.model._tokens.token_layout), given or seen
+        self.tokens_unknown = None  # why the layout of the mask the model was called with is unknown
+        self._seen = None  # (keyword, tensor, its version): a mask see() keeps until finish() reads it
         self.timing = timing
         self.events: list = []
         self.t_base = 0.0
@@ -885,17 +934,42 @@ class Session:
     def see(self, kwargs):
         """The model's call ended (the global forward hook, which torch gives the call's keyword arguments): its
         ``attention_mask`` (or a packed batch's ``cu_seq_lens_q``) is the token layout, on the first call that has
-        one. No hook of the model's own is added (one would change the guards of compiled code that calls it)."""
-        if self.tokens is not None or not kwargs or not self._active_here():
+        one. No hook of the model's own is added (one would change the guards of compiled code that calls it).
+
+        Nothing here is an op of the block: a CPU tensor's values are read at once with torch's Python dispatch key
+        excluded (no mode, this block's included, sees the read); a tensor on another device is kept and read by
+        :meth:`finish`, once the block is left and its time taken (a device copy inside the block would synchronise
+        it), unless it was changed in place meanwhile. A meta or fake tensor holds no values: the layout is then
+        unknown (``tokens_unknown`` says why)."""
+        if self.tokens is not None or self._seen is not None or not kwargs or not self._active_here():
             return
         cu = kwargs.get("cu_seq_lens_q")
         mask = kwargs.get("attention_mask")
+        if isinstance(cu, torch.Tensor) and cu.dim() == 1:
+            self._seen = ("cu_seq_lens_q", cu, _version(cu))
+        elif isinstance(mask, torch.Tensor) and mask.dim() == 2:
+            self._seen = ("attention_mask", mask, _version(mask))
+        else:
+            return
+        t = self._seen[1]
+        if t.device.type == "cpu" or _tokens.values_unknown(t) is not None:
+            self._read_seen()
+
+    def _read_seen(self):
+        """The token layout from the tensor :meth:`see` kept (``tokens``), or why there is none (``tokens_unknown``);
+        a mask that is not a token mask (an additive or 4-D one) gives neither."""
+        name, t, version = self._seen
+        self._seen = None
+        why = _tokens.values_unknown(t)
+        if why is None and version != _version(t):
+            why = "a tensor changed in place during the block, before it could be read"
+        if why is not None:
+            self.tokens_unknown = f"the model's {name} is {why}: which of its tokens are real is unknown"
+            return
         try:
-            if isinstance(cu, torch.Tensor) and cu.dim() == 1 and cu.device.type != "meta":
-                self.tokens = _tokens.token_layout({"cu_seqlens": cu})
-            elif isinstance(mask, torch.Tensor) and mask.dim() == 2 and mask.device.type != "meta":
-                self.tokens = _tokens.token_layout(mask)
-        except ValueError:  # not a token mask (an additive or 4-D one): no layout rather than a guessed one
+            values = _tokens.tensor_values(t, name)
+            self.tokens = _tokens.token_layout({"cu_seqlens": values} if name == "cu_seq_lens_q" else values)
+        except ValueError:  # not a token mask: no layout rather than a guessed one
             pass
 
     def _check_stack(self):
@@ -944,6 +1018,8 @@ class Session:
             self.wall_time = self._t1 - self._t0
         if self.events:
             self._resolve_events()
+        if self._seen is not None:  # a mask on a device: read now that the block is left and timed
+            self._read_seen()
 
     def _leave_mode(self):
         """Take the mode off this thread's stack (roofline._core.remove_mode: one step, wherever it is) and put
@@ -1019,6 +1095,15 @@ class Session:
         for i, e0, e1 in self.events:
             self.recorder.set_times(i, base.elapsed_time(e0) / 1e3, base.elapsed_time(e1) / 1e3)
         self.events.clear()
+
+
+def _version(t):
+    """A tensor's version counter (bumped by every in-place change), or None where it has none (an inference
+    tensor)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return None
 
 
 def attribution_meta(session) -> dict:

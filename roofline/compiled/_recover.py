@@ -233,10 +233,32 @@ def _isolated(grad: bool):
             set_torch_function_mode_stack(function_modes)
 
 
-def compile_privately(gm, backend, grad: bool, sink: list):
+def autocast_guess(pairs) -> tuple:
+    """``(device type, dtype)`` for each device type the graphs' inputs are on: the autocast a graph compiled
+    before the block may have been traced under. Dynamo's graph does not say (the ambient autocast is a guard of its
+    cache entry, not a node), and while the compiled graph runs AOTAutograd has autocast off (it was applied when the
+    graph was traced); the dtype autocast casts to is still the one in force at the call."""
+    devices = []
+    for gm, _ in pairs:
+        for node in gm.graph.find_nodes(op="placeholder"):
+            ev = node.meta.get("example_value")
+            if isinstance(ev, torch.Tensor) and ev.device.type not in devices and ev.device.type != "meta":
+                devices.append(ev.device.type)
+    out = []
+    for d in devices:
+        try:
+            if torch.amp.is_autocast_available(d):
+                out.append((d, torch.get_autocast_dtype(d)))
+        except (RuntimeError, AttributeError):  # no autocast for this device type (or this torch)
+            continue
+    return tuple(out)
+
+
+def compile_privately(gm, backend, grad: bool, sink: list, autocast=()):
     """Compile a copy of Dynamo's graph ``gm`` with ``backend`` (torch.compile's Inductor wrapper; plain
-    ``compile_fx`` for any other), the backward at once, caches off. The compile hooks append what Inductor
-    produced to ``sink`` (``(CompiledFxGraph, _Graph)`` pairs)."""
+    ``compile_fx`` for any other), the backward at once, caches off, under ``autocast`` (``(device type, dtype)``
+    pairs, :func:`autocast_guess`). The compile hooks append what Inductor produced to ``sink``
+    (``(CompiledFxGraph, _Graph)`` pairs)."""
     from torch._functorch import config as fconfig
     from torch._guards import TracingContext, tracing
     from torch._inductor import config as iconfig
@@ -264,7 +286,9 @@ def compile_privately(gm, backend, grad: bool, sink: list):
         patches = {"force_non_lazy_backward_lowering": True, "enable_autograd_cache": False}
         patches = {k: v for k, v in patches.items() if hasattr(fconfig, k)}
         with tracing(TracingContext(mode)), fconfig.patch(patches), iconfig.patch(fx_graph_cache=False), \
-                _collecting(sink):
+                _collecting(sink), contextlib.ExitStack() as amp:
+            for device, dtype in autocast:
+                amp.enter_context(torch.autocast(device, dtype=dtype))
             if isinstance(backend, torch._TorchCompileInductorWrapper):
                 backend(copy, inputs)
             else:
@@ -325,18 +349,27 @@ def _recover(compiled, frame, hide_hooks, stage):
     pairs = frame_graphs(found)
     if not pairs:
         raise Unrecoverable("the graph Dynamo captured for its frame is no longer referenced")
-    sink: list = []
+    # compiled again as it was compiled, which for a graph traced under autocast (torch.autocast around the call,
+    # which Dynamo guards on but does not put in its graph) is known only by trying: without autocast, then under the
+    # autocast of its inputs' devices. The generated code decides: a wrong guess matches nothing.
+    tried = []
     restore = hide_hooks()
-    stage[0] = "its private compilation"
     try:
-        for gm, backend in pairs:
-            compile_privately(gm, backend, kind == "forward", sink)
+        for autocast in ((), autocast_guess(pairs)):
+            if tried and not autocast:
+                break
+            tried.append(", ".join(f"{d} {str(t).replace('torch.', '')}" for d, t in autocast) or "no autocast")
+            sink: list = []
+            stage[0] = "its private compilation" + (f" under autocast ({tried[-1]})" if autocast else "")
+            for gm, backend in pairs:
+                compile_privately(gm, backend, kind == "forward", sink, autocast)
+            stage[0] = "recovering it"
+            file_graphs(sink)
+            graph = filed(compiled)
+            if graph is not None:
+                return graph
     finally:
         restore()
-    stage[0] = "recovering it"
-    file_graphs(sink)
-    graph = filed(compiled)
-    if graph is None:
-        raise Unrecoverable("compiled again, Inductor generated different code for it (an option or an autotuning "
-                            "choice roofline does not reproduce)")
-    return graph
+    raise Unrecoverable(f"compiled again ({' and '.join(tried)}), Inductor generated different code for it: a "
+                        "compile option, a global setting (autocast of another dtype, matmul precision) or an "
+                        "autotuning choice roofline does not reproduce")

@@ -33,7 +33,14 @@ SCHEMA_VERSION = 1
 
 # ---- writing -----------------------------------------------------------------------------------------------------
 def document(records, ops, module_sets, wall_time, meta, overhead, ceilings, source) -> dict:
-    """The JSON-compatible document of a report (schema :data:`SCHEMA_VERSION`)."""
+    """The JSON-compatible document of a report (schema :data:`SCHEMA_VERSION`). Its ``meta`` is checked against
+    the schema :func:`read_document` loads it with (:mod:`roofline.model._document`): a report whose meta would
+    not load back (a section set by hand, out of its range) is a ValueError naming the field here, not a file that
+    :func:`roofline.load` refuses later."""
+    try:
+        _document.meta(meta, int(len(records)))
+    except _document.Invalid as e:
+        raise ValueError(f"this report cannot be saved: {e}; roofline.load would refuse it") from None
     return {
         "schema": SCHEMA_VERSION,
         "records": base64.b64encode(records.tobytes()).decode("ascii"),
@@ -260,7 +267,8 @@ def _check_records(records, n_ops: int, n_module_sets: int):
           lambda v: f"is {v}, not a phase (" + ", ".join(f"{i} {p}" for i, p in enumerate(PHASES)) + ")")
     first(~np.isin(records["dtype"], list(DTYPE_NAMES)), "dtype", lambda v: f"is {v}, not a dtype code")
     statuses = np.unique(records["status"]).tolist()
-    bad = [st for st in statuses if st != 0 and _core.status_str(st) == _core.status_str(-1)]
+    unknown = _core.status_str(-1)  # the text of every code outside the status table
+    bad = [st for st in statuses if _core.status_str(st) == unknown]
     first(np.isin(records["status"], bad), "status", lambda v: f"is {v}, not a status code")
     t0, t1 = records["t_start"], records["t_end"]
     first(np.isinf(t0), "t_start", lambda v: f"is {v}, not a time")

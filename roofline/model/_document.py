@@ -309,7 +309,9 @@ ATTRIBUTION = Obj({"method": Str(("autograd", "module_tracker")), "flop_counter_
                   required=("method",), rest=Finite())
 
 # which token positions were real (roofline.model._tokens.token_layout)
-TOKENS = Obj({"batch": Int(1, _BIG), "seq_len": Int(1, _BIG), "lengths": List(Int(0, _BIG)), "packed": Bool()},
+# (``matched``: false where no call of the block had the layout's token dims, roofline.analysis._padding)
+TOKENS = Obj({"batch": Int(1, _BIG), "seq_len": Int(1, _BIG), "lengths": List(Int(0, _BIG)), "packed": Bool(),
+              "matched": Bool()},
              required=("batch", "seq_len", "lengths", "packed"), then=lambda t, f: _lengths_fit(t, f))
 
 
@@ -342,7 +344,8 @@ META = Obj({
     "dtype": Opt(Str()), "contention": Opt(List(Str())), "ceilings_contention": Opt(List(Str())),
     "load": Opt(LOAD), "assumed": Opt(ASSUMED), "steady": Opt(STEADY), "compiled": Opt(COMPILED),
     "attention": Opt(ATTENTION), "distributed": Opt(DISTRIBUTED), "attribution": Opt(ATTRIBUTION),
-    "tokens": Opt(TOKENS), "trace": Opt(TRACE),
+    "tokens": Opt(TOKENS), "tokens_unknown": Opt(Str()),  # why the model's mask gave no layout (a fake one)
+    "trace": Opt(TRACE),
     "incomplete": Opt(List(Str())),  # why the counts miss work that ran (Report.incomplete)
     # "collectives" refers to records: checked by collectives() with the record count
 })

@@ -125,6 +125,10 @@ def tokens_line(report) -> str:
     except ValueError:  # no call signatures: the shares are unknown, the token counts are not
         t = report.meta["tokens"]
         return f"  tokens  {sum(t['lengths'])} real of {t['batch'] * t['seq_len']} positions"
+    if not u["matched"]:
+        t = report.meta["tokens"]
+        return (f"  tokens  a layout of {t['batch']} x {t['seq_len']} positions that matches no call of the step "
+                "(no tensor has its token dims): no token figures")
     rate = f"; {fmt(u['real_tokens_per_s'], 'tokens/s')} real" if u["real_tokens_per_s"] == u["real_tokens_per_s"] \
         else ""
     line = (f"  tokens  {u['real_tokens']} real of {u['positions']} positions; {pct(u['padding_share'])} of the FLOPs "

@@ -20,8 +20,10 @@ typedef struct {
     uint64_t node_seq;
     int node_id, last_node_id; /* the node identity the binding compares (changed when they differ) */
     uint32_t fwd_set;          /* what forward_set answers */
-    int fail_next_seq, fail_grad, fail_node, fail_recomputing, fail_plus, fail_forward_set;
-    int calls_next_seq, calls_grad, calls_node, calls_recomputing, calls_plus, calls_forward_set;
+    int region_known;          /* whether region answers (1: with region_set) */
+    uint32_t region_set;
+    int fail_next_seq, fail_grad, fail_node, fail_recomputing, fail_plus, fail_forward_set, fail_region;
+    int calls_next_seq, calls_grad, calls_node, calls_recomputing, calls_plus, calls_forward_set, calls_region;
 } fake;
 
 static int f_next_seq(void *ctx, uint64_t *seq) {
@@ -80,8 +82,20 @@ static int f_forward_set(void *ctx, uint32_t *out) {
     return 0;
 }
 
+static int f_region(void *ctx, uint32_t *out) {
+    fake *f = ctx;
+    f->calls_region++;
+    if (f->fail_region) {
+        return -1;
+    }
+    if (f->region_known) {
+        *out = f->region_set;
+    }
+    return f->region_known;
+}
+
 static rl_attr_env env_of(fake *f) {
-    rl_attr_env e = {f, f_next_seq, f_grad, f_node, f_recomputing, f_plus, f_forward_set};
+    rl_attr_env e = {f, f_next_seq, f_grad, f_node, f_recomputing, f_plus, f_forward_set, f_region};
     return e;
 }
 
@@ -254,6 +268,62 @@ static void test_non_reentrant_recomputation(void) {
     CHECK_EQ(o.phase, RL_PHASE_BACKWARD);
     CHECK_EQ(o.mid, 4);
     CHECK_EQ(a.depth, 0); /* the module left on the recompute stack is gone */
+    rl_attr_free(&a);
+}
+
+/* A non-reentrant checkpoint of a plain function that calls a module: the recomputation starts while the backward of
+ * that module's node runs (its saved input is unpacked); the function's own ops belong to the set it was called in
+ * (region), not to the module's; so do the nodes the recomputation makes. A reentrant checkpoint's node is not
+ * asked (its node was made where the function was called). */
+static void test_non_reentrant_recomputation_of_a_function(void) {
+    fake f = {.seq = 500, .grad = 1, .last_node_id = -1, .fwd_set = 9, .region_set = 6};
+    rl_attr_env e = env_of(&f);
+    rl_attribution a;
+    rl_attr_init(&a);
+    rl_attr_mark(&a, &e, 6);
+    op(&a, &f, 0, 6); /* the function's cat: node 500 under set 6 (the caller's) */
+    f.seq = 501;
+    rl_attr_mark(&a, &e, 7); /* the module inside the function: node 501 under set 7 */
+    op(&a, &f, 0, 7);
+    f.seq = 502;
+    in_node(&f, 501); /* its backward unpacks its input: the recomputation runs */
+    f.recomputing = 1;
+    /* unknown region: the node's set, as before */
+    rl_attr_out o = op(&a, &f, 1, 7);
+    CHECK_EQ(o.phase, RL_PHASE_RECOMPUTE);
+    CHECK_EQ(o.mid, 7);
+    CHECK_EQ(f.calls_region, 1);
+    /* known: the caller's set, and the nodes it makes from now on (503 on) too */
+    f.region_known = 1;
+    f.seq = 503;
+    o = op(&a, &f, 1, 7);
+    CHECK_EQ(o.phase, RL_PHASE_RECOMPUTE);
+    CHECK_EQ(o.mid, 6);
+    CHECK_EQ(rl_link_find(&a.links, 503), 6);
+    CHECK_EQ(rl_link_find(&a.links, 501), 7); /* the forward's nodes keep their sets */
+    /* a failing region callback is an error, with nothing changed */
+    size_t n = a.links.n;
+    f.fail_region = 1;
+    CHECK_EQ(rl_attr_op(&a, &e, 1, 7, &o), RL_ATTR_ERR);
+    CHECK_EQ(a.links.n, n);
+    f.fail_region = 0;
+    /* a reentrant checkpoint's node: region is not asked, the node's set is credited */
+    int calls = f.calls_region;
+    f.recomputing = 0;
+    f.checkpoint = 1;
+    in_node(&f, 500);
+    o = op(&a, &f, 1, 7);
+    CHECK_EQ(o.phase, RL_PHASE_RECOMPUTE);
+    CHECK_EQ(o.mid, 6);
+    CHECK_EQ(f.calls_region, calls);
+    /* an env without the callback (NULL): the node's set */
+    f.checkpoint = 0;
+    f.recomputing = 1;
+    in_node(&f, 501);
+    e.region = NULL;
+    CHECK_EQ(rl_attr_op(&a, &e, 1, 7, &o), 0);
+    CHECK_EQ(o.mid, 7);
+    CHECK_EQ(f.calls_region, calls);
     rl_attr_free(&a);
 }
 
@@ -641,6 +711,7 @@ int main(void) {
     test_double_backward_and_the_next_forward();
     test_reentrant_recomputation();
     test_non_reentrant_recomputation();
+    test_non_reentrant_recomputation_of_a_function();
     test_callback_failures();
     test_first_forward_op_marks_its_own_node();
     test_forward_op_marks_only_after_a_backward();
