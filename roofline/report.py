@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import numbers
 import os
-import warnings
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from roofline.model._records import (DTYPE_NAMES, RECORD_DTYPE,  # noqa: F401  (
 from roofline.plot import plot_report
 from roofline.render import _render, _svg, _tables, _trace
 from roofline.util import _safejson
+from roofline.util._warn import warn
 
 SCHEMA_VERSION = _export.SCHEMA_VERSION
 
@@ -630,8 +630,7 @@ class Report(DerivedCounts):
 
         meta["assumed"] = _assumptions.describe(self, ceil, meta["ceilings_source"])
         if meta["assumed"]["no_peak_flop_share"] >= 1e-3:  # always in the summary; warned when it weighs
-            warnings.warn(f"roofline: {label} has no peak for the dtype of these ops: {meta['assumed']['no_peak']}",
-                          stacklevel=2)
+            warn(f"roofline: {label} has no peak for the dtype of these ops: {meta['assumed']['no_peak']}")
         t = np.where(np.isnan(t_min), 0.0, t_min)
         starts, ends = _back_to_back(t)
         records = self.records.copy()

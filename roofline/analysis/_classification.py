@@ -9,7 +9,6 @@ each record the peak of its own unit and dtype and the DRAM bandwidth and runs t
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
@@ -17,6 +16,7 @@ from roofline import _core, devices
 from roofline.analysis import _network
 from roofline.hardware import _ceilings as _ceil
 from roofline.hardware._ceilings import CeilingNotAvailable
+from roofline.util._warn import warn
 from roofline.model._records import BOUND_INTERCONNECT, BOUNDS, DTYPE_NAMES  # noqa: F401  (BOUNDS: the bound names)
 
 # collectives: judged against the interconnect bandwidth (roofline/distributed.py), never DRAM
@@ -25,14 +25,13 @@ FLOAT_DTYPES = {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "f
                 "float8_e5m2fnuz", "complex64", "complex128", "complex32"}
 
 
-def resolve_ceilings(spec, meta: dict, stacklevel: int = 2):
+def resolve_ceilings(spec, meta: dict):
     """``(ceilings or None, source, note)`` for a report whose ``meta`` names the devices its ops ran on.
 
     ``spec``: ``"measured"`` or ``"datasheet"`` (the figures of the device the ops ran on; none for meta or fake
     tensors: ``note`` says why), a device name from :mod:`roofline.devices` (its datasheet), or a Ceilings
     (used as given, with ``meta["ceilings_source"]``, default "best"). ``source`` is which figures of the ceilings
-    the roofline uses ("measured" when there are none). ``stacklevel`` (as ``warnings.warn`` counts it from here)
-    places the warning given when a GPU has no datasheet entry. TypeError for anything else."""
+    the roofline uses ("measured" when there are none). TypeError for anything else."""
     if isinstance(spec, _ceil.Ceilings):
         return spec, meta.get("ceilings_source", "best"), ""
     devs = meta.get("devices") or []
@@ -49,8 +48,7 @@ def resolve_ceilings(spec, meta: dict, stacklevel: int = 2):
             name = torch.cuda.get_device_name(torch.device(device))
             ds = devices.lookup(name)
             if ds is None:
-                warnings.warn(f"roofline: no datasheet entry for {name!r}; using measured ceilings",
-                              stacklevel=stacklevel)
+                warn(f"roofline: no datasheet entry for {name!r}; using measured ceilings")
             else:
                 return _ceil.Ceilings.from_datasheet(ds, device=device), "datasheet", ""
         try:
@@ -162,18 +160,16 @@ class Classifier:
         self.peak_notes: list[str] = []
         self._result = None
 
-    def resolve(self, meta: dict, stacklevel: int = 3):
-        """The ceilings (resolved with the report's ``meta`` the first time), or None. ``stacklevel`` as
-        ``warnings.warn`` counts it from here: 3 blames the caller of the report method that calls this."""
+    def resolve(self, meta: dict):
+        """The ceilings (resolved with the report's ``meta`` the first time), or None."""
         if self.ceilings is None and self._spec is not None:
             spec, self._spec = self._spec, None  # resolved once, failure or not
-            self.ceilings, self.source, self.note = resolve_ceilings(spec, meta, stacklevel + 1)
+            self.ceilings, self.source, self.note = resolve_ceilings(spec, meta)
         return self.ceilings
 
-    def classification(self, records, meta: dict, stacklevel: int = 3) -> dict:
-        """The per-record arrays of :func:`classify` (computed on the first call; ``stacklevel`` as in
-        :meth:`resolve`)."""
+    def classification(self, records, meta: dict) -> dict:
+        """The per-record arrays of :func:`classify` (computed on the first call)."""
         if self._result is None:
-            ceilings = self.resolve(meta, stacklevel + 1)
+            ceilings = self.resolve(meta)
             self._result, self.peak_notes = classify(records, ceilings, self.source, meta)
         return self._result

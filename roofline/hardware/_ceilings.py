@@ -21,7 +21,6 @@ import statistics
 import sys
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
@@ -33,6 +32,7 @@ from roofline.model import _document
 from roofline.model._units import PEAK_DTYPES as DTYPES, UNITS
 from roofline.util import _safejson
 from roofline.util._cachedir import ensure_private_dir, untrusted_reason
+from roofline.util._warn import warn
 
 __all__ = [
     "Ceiling",
@@ -868,7 +868,7 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
             "re-run when the machine is idle"
         )
         notes.append(msg)
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        warn(msg, RuntimeWarning)
 
     duration = time.perf_counter() - start
     run.durations["total"] = duration
@@ -1157,7 +1157,7 @@ def _from_gpu_result(result: dict[str, Any], device: str, quick: bool, wall: flo
     spec = devices.lookup(name)
     notes = []
     if spec is None:
-        warnings.warn(f"no datasheet entry for the GPU {name!r}: showing measured ceilings only", stacklevel=3)
+        warn(f"no datasheet entry for the GPU {name!r}: showing measured ceilings only")
         notes.append(f"no datasheet entry for {name!r}")
     methods = result.get("method") or {}
     sources = (getattr(spec, "sources", None) or {}) if spec is not None else {}
@@ -1238,7 +1238,7 @@ def _load_cache(path: str, fingerprint: str, need_thorough: bool) -> Ceilings | 
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as e:
-        warnings.warn(f"cannot read the ceilings cache {path} ({e}); re-measuring", RuntimeWarning, stacklevel=3)
+        warn(f"cannot read the ceilings cache {path} ({e}); re-measuring", RuntimeWarning)
         return None
     try:
         if len(data) > _MAX_CACHE_BYTES:
@@ -1255,7 +1255,7 @@ def _load_cache(path: str, fingerprint: str, need_thorough: bool) -> Ceilings | 
         if c.info.get("busy"):
             raise ValueError("it was measured under contention")
     except ValueError as e:
-        warnings.warn(f"ignoring the ceilings cache {path}: {e}; re-measuring", RuntimeWarning, stacklevel=3)
+        warn(f"ignoring the ceilings cache {path}: {e}; re-measuring", RuntimeWarning)
         return None
     if need_thorough and c.quick:
         return None  # a quick result does not answer a thorough request: measure again, silently
@@ -1270,7 +1270,7 @@ def _store_cache(path: str, c: Ceilings) -> None:
     tmp = None
     reason = ensure_private_dir(directory)
     if reason is not None:
-        warnings.warn(f"cannot write the ceilings cache {path} ({reason})", RuntimeWarning, stacklevel=3)
+        warn(f"cannot write the ceilings cache {path} ({reason})", RuntimeWarning)
         return
     try:
         fd, tmp = tempfile.mkstemp(prefix=".ceilings-", suffix=".tmp", dir=directory)
@@ -1281,7 +1281,7 @@ def _store_cache(path: str, c: Ceilings) -> None:
         os.replace(tmp, path)
         tmp = None
     except (OSError, ValueError) as e:  # ValueError: a result that is not valid JSON (NaN) is not cached
-        warnings.warn(f"cannot write the ceilings cache {path} ({e})", RuntimeWarning, stacklevel=3)
+        warn(f"cannot write the ceilings cache {path} ({e})", RuntimeWarning)
     finally:
         if tmp is not None:
             try:
