@@ -120,6 +120,14 @@ class Report(DerivedCounts):
     by hand is not part of the API.
     """
 
+    # A saved report loads back as the class that saved it (SteadyReport, ...): each subclass registers under its
+    # name, which to_dict writes as meta["report_class"] and from_dict looks up
+    _CLASSES: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        Report._CLASSES.setdefault(cls.__name__, cls)
+
     def __init__(self, records, ops, module_sets, wall_time=None, meta=None, ceilings=None, overhead=None,
                  signatures=None, accesses=None):
         # records and tables; ceilings: what measure was given ("measured", "datasheet", a device name, a
@@ -513,6 +521,22 @@ class Report(DerivedCounts):
         self._note_busy_ceilings()
         return _render.to_html(self, ceilings_note=self._classifier.note)
 
+    def to_html(self, path=None, title: str | None = None, top: int = 15) -> str:
+        """The report as a full, self-contained HTML page (no script, no external file): the notebook view
+        (``_repr_html_``: header facts, time by phase and by module, the roofline chart with a tooltip per point,
+        the ``top`` ops, the collapsible module tree, the advice and a legend) in a document titled ``title``
+        (default "roofline report"). The page the trainer callbacks save. Written to ``path`` when given (as
+        :meth:`to_json` writes a file); returns the text. A report without per-op times (``timing="model"``) says
+        so at its top and how to get them (``timing="op"``)."""
+        _export.check_path(path, "Report.to_html")
+        _check_int("Report.to_html", "top", top, 1)
+        if title is not None and not isinstance(title, str):
+            raise TypeError(f"Report.to_html: title must be a str or None, got {type(title).__name__}")
+        self._classifier.resolve(self.meta)
+        self._note_busy_ceilings()
+        text = _render.page(self, title, ceilings_note=self._classifier.note, top=top)
+        return _export.write(text, path, "Report.to_html")
+
     def _note_busy_ceilings(self):
         """``meta["ceilings_contention"]``: why the ceilings this report is judged against look measured under
         contention (their ``info["contention"]``), when they do; the summary's header says so."""
@@ -529,7 +553,10 @@ class Report(DerivedCounts):
         :meth:`from_dict`. Resolves the ceilings first, so they are saved with the counts."""
         c = self.ceilings
         self._note_busy_ceilings()
-        doc = _export.document(self.records, self._ops, self.module_sets, self.wall_time, self.meta,
+        meta = self.meta
+        if type(self) is not Report:  # loads back as this class (from_dict)
+            meta = dict(meta, report_class=type(self).__name__)
+        doc = _export.document(self.records, self._ops, self.module_sets, self.wall_time, meta,
                                self.overhead, c, self._classifier.source)
         doc.update(_export.capture_document(self.signatures, self.accesses))
         return doc
@@ -562,12 +589,24 @@ class Report(DerivedCounts):
     def from_dict(cls, d: dict) -> "Report":
         """Rebuild a report from :meth:`to_dict`. The whole document is checked against its schema version before
         anything is built: ValueError naming the first field that is wrong (another schema, a corrupt record block,
-        a record whose op, module, phase, dtype or status is out of range, a field of the wrong type)."""
+        a record whose op, module, phase, dtype or status is out of range, a field of the wrong type). A report
+        saved by a subclass (a :class:`roofline.SteadyReport`) comes back as that class."""
         records, ops, module_sets, wall_time, meta, overhead, ceil, source = _export.read_document(d)
         signatures, accesses = _export.read_capture(d, records)
         meta["ceilings_source"] = source
-        return cls(records, ops, module_sets, wall_time, meta, ceilings=ceil, overhead=overhead,
-                   signatures=signatures, accesses=accesses)
+        saved = Report._CLASSES.get(meta.pop("report_class", None)) if isinstance(meta.get("report_class"),
+                                                                                   str) else None
+        meta.pop("report_class", None)
+        if saved is not None and issubclass(saved, cls):  # the class that saved it, if this process has it
+            cls = saved
+        r = cls(records, ops, module_sets, wall_time, meta, ceilings=ceil, overhead=overhead,
+                signatures=signatures, accesses=accesses)
+        r._loaded()
+        return r
+
+    def _loaded(self) -> None:
+        """Called on a report :meth:`from_dict` rebuilt (as the class that saved it): a subclass restores here
+        what it keeps outside ``meta``."""
 
     def to_dataframe(self, by: str = "op"):
         """A pandas DataFrame with one row per op call (needs pandas). Columns: ``op``, ``module`` (innermost),

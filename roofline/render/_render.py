@@ -319,6 +319,8 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
         out.append(("wall time", f"{dur(r.wall_time)} (the measure block, device synchronised at entry and exit)"))
     else:
         out.append(("wall time", "not timed (timing=None)"))
+    if untimed_ops(r):
+        out.append(("op times", UNTIMED_NOTE))
     out.append(("FLOPs", f"{fmt(r.total_flops, 'FLOP')} (matrix {fmt(r.matrix_flops, 'FLOP')}, vector "
                          f"{fmt(r.vector_flops, 'FLOP')}); special functions {fmt(r.special_ops)}"))
     out.append(("bytes", f"{fmt(r.bytes, 'B')} compulsory (read {fmt(r.bytes_read, 'B')}, written "
@@ -374,6 +376,18 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
     return out
 
 
+UNTIMED_NOTE = ("not measured (timing=\"model\": the step is timed as a whole): each op is shown at its roofline "
+                "time, no measured point and no % of roof per op. For measured per-op points, time the ops: "
+                "timing=\"op\" in roofline.profile / roofline.measure / roofline.profiler / the trainer callbacks, "
+                "or --timing op on the command line (about 1-2 us per op)")
+
+
+def untimed_ops(report) -> bool:
+    """True when the report has records but no per-op times and is not a projection: its views have no measured
+    point per op and say so (:data:`UNTIMED_NOTE`)."""
+    return bool(len(report.records)) and not report.timed and not report.meta.get("projected_to")
+
+
 def legend_html() -> str:
     items = "".join(f"<li><b>{_e(k)}</b>: {_e(v)}</li>" for k, v in LEGEND.items())
     return f'<div class="rl-legend"><b>Legend</b><ul style="margin:.2em 0">{items}</ul></div>'
@@ -390,6 +404,9 @@ def to_html(report, ceilings_note: str = "", top: int = 15, chart: bool = True) 
     if r.incomplete:  # work ran uncounted (Report.incomplete): the facts below say what
         badge += ('<span class="rl-proj rl-incomplete" title="work that ran was not counted: the totals are lower '
                   'bounds">INCOMPLETE</span>')
+    if untimed_ops(r):
+        badge += (f'<span class="rl-proj rl-untimed" title="{_e(UNTIMED_NOTE)}">op times not measured: '
+                  f'timing=&quot;op&quot; measures them</span>')
     out = [f'<div class="rl-report"><style>{_CSS}</style><h3>roofline report{badge}</h3>',
            '<table class="rl-facts">']
     out += [f'<tr><td class="k">{_e(k)}</td><td>{_e(v)}</td></tr>' for k, v in facts(r, ceilings_note)]
@@ -460,6 +477,17 @@ def to_html(report, ceilings_note: str = "", top: int = 15, chart: bool = True) 
     out.append(legend_html())
     out.append("</div>")
     return "".join(out)
+
+
+def page(report, title: str | None = None, ceilings_note: str = "", top: int = 15) -> str:
+    """A full, self-contained HTML page of ``report``: :func:`to_html` (the notebook view) in a document with its
+    title. What ``Report.to_html`` writes and the trainer callbacks save."""
+    if title is None:
+        where = report.meta.get("projected_to")
+        title = "roofline report" + (f" (projected onto {where})" if where else "")
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>' + _e(title)
+            + '</title><meta name="viewport" content="width=device-width, initial-scale=1"></head>\n<body>\n'
+            + to_html(report, ceilings_note=ceilings_note, top=top) + "\n</body></html>\n")
 
 
 def comparison(cmp) -> str:
