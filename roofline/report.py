@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from roofline import devices
-from roofline.analysis import (_assumptions, _cache_model, _compiled_view, _dataflow, _fusion_compiled, _groups, _hints,
+from roofline.analysis import (_assumptions, _parameters, _cache_model, _compiled_view, _dataflow, _fusion_compiled, _groups, _hints,
                                _network, _padding, _rollup)
 from roofline.analysis._classification import BOUNDS  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
 from roofline.analysis._classification import Classifier, classify as _classify
@@ -332,6 +332,15 @@ class Report(DerivedCounts):
         present, else datasheet: for a :class:`roofline.Ceilings` passed to ``measure`` or ``project``)."""
         self._classifier.resolve(self.meta)
         return self._classifier.source
+
+    @property
+    def parameters(self) -> dict | None:
+        """The model's parameter counts when the report holds them (``meta["parameters"]``, made by
+        ``roofline.analysis._parameters.count(model)``): ``total``, ``trainable``, ``frozen`` (elements), ``bytes``,
+        ``by_dtype``, ``tied`` (the names of each parameter held by more than one module, counted once),
+        ``uninitialized`` and ``modules`` (module name -> the same four figures for its subtree). None otherwise.
+        ``print(r)``, the module table and the HTML module tree show them."""
+        return _parameters.of_report(self)
 
     @property
     def timed(self) -> bool:

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from roofline.analysis import _rollup
+from roofline.analysis import _parameters, _rollup
 from roofline.analysis._assumptions import line as _assumed_lines
 from roofline.analysis._groups import module_tree, op_groups
 from roofline.analysis._hints import advice_html
@@ -79,16 +79,23 @@ def table(report, by: str = "op", depth: int | None = None, top: int | None = 15
         return "(no ops)"
     timed = any(math.isfinite(r["time"]) for _, r in rows)
     w = min(max(len(n) for n, _ in rows), 60)
+    params = (_parameters.of_report(report) or {}).get("modules") if by == "module" else None
     hdr = (f"{'module' if by == 'module' else 'op':<{w}} {'calls':>6} {'FLOPs':>9} {'bytes':>9} {'FLOP/B':>7} "
            f"{'roof ms':>8}")
     if timed:
         hdr += f" {'time ms':>8} {'achieved':>12} {'% roof':>7} {'MFU':>6} {'MBU':>6}"
     hdr += f" {'bound':>10}"
+    if params is not None:
+        hdr += f" {'params':>9}"
     lines = [hdr]
     flagged = False
     for name, r in rows:
         n = name if len(name) <= w else "..." + name[-(w - 3):]
-        lines.append(_row_cells(dict(r, projected=projected), w, n, timed))
+        line = _row_cells(dict(r, projected=projected), w, n, timed)
+        if params is not None:
+            own = params.get(name.strip())
+            line += f" {fmt(own['total']) if own else '-':>9}"
+        lines.append(line)
         flagged |= bool(r["above_ceiling"]) and not projected
     if flagged or timed:
         lines.append(legend_text(flagged))
@@ -170,6 +177,8 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     lines.append(f"  bytes   {fmt(r.bytes, 'B')} compulsory (read {fmt(r.bytes_read, 'B')}, written "
                  f"{fmt(r.bytes_written, 'B')}; a lower bound: no reuse across ops){low}")
     lines.append(f"  intensity {r.intensity:.2f} FLOP/byte")
+    if parameters_line(r):
+        lines.append(f"  parameters {parameters_line(r)}")
     ph = r.by_phase()
     if ph:
         lines.append("  phases  " + ", ".join(f"{k} {fmt(v['flops'], 'FLOP')}" for k, v in ph.items()))
@@ -203,6 +212,25 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
         lines.append("")
         lines.append(r.table("op", top=top) if c is not None else plain_top(r, top))
     return "\n".join(lines)
+
+
+def parameters_line(report) -> str:
+    """The model's parameter counts (``meta["parameters"]``) in one line; "" when the report has none."""
+    p = _parameters.of_report(report)
+    if p is None:
+        return "" if report.meta.get("parameters") is None else "unreadable (meta[\"parameters\"] is malformed)"
+    line = (f"{fmt(p['total'])} ({p['total']:,}): trainable {fmt(p['trainable'])}, frozen {fmt(p['frozen'])}; "
+            f"{fmt(p['bytes'], 'B')}")
+    if len(p.get("by_dtype") or {}) > 1:
+        line += " (" + ", ".join(f"{k} {fmt(v)}" for k, v in p["by_dtype"].items()) + ")"
+    tied = p.get("tied") or []
+    if tied:
+        line += (f"; {len(tied)} shared parameter{'s' if len(tied) != 1 else ''} counted once ("
+                 + ", ".join(" = ".join(g) for g in tied[:2]) + (", ..." if len(tied) > 2 else "") + ")")
+    if p.get("uninitialized"):
+        line += (f"; {len(p['uninitialized'])} lazy parameter(s) not initialised yet, not counted: "
+                 "a lower bound")
+    return line
 
 
 def short(report) -> str:
@@ -286,22 +314,27 @@ def _node_time(row, use_measured) -> float:
 _TREE_COLS = "60px 110px 100px 90px 70px 100px"
 
 
-def _grid(depth: int) -> str:
+def _grid(depth: int, params: bool = False) -> str:
     """The columns of a tree row ``depth`` deep: the name column narrows as the row is indented."""
-    return f'style="grid-template-columns:{max(120, 300 - 14 * depth)}px {_TREE_COLS}"'
+    return f'style="grid-template-columns:{max(120, 300 - 14 * depth)}px {_TREE_COLS}{" 80px" if params else ""}"'
 
 
-def _tree_html(node, use_measured, projected, open_depth=2) -> str:
+def _tree_html(node, use_measured, projected, open_depth=2, params=None) -> str:
     r = node.row
     kind = "" if node.called else ' <i title="a container (ModuleList, ModuleDict) whose children ran">(container)</i>'
-    line = (f'<span class="rl-node" {_grid(node.depth)}><span class="l" title="{_e(node.name)}">'
-            f'{_e(node.label)}{kind}</span>'
+    cell_p = ""
+    if params is not None:
+        own = params.get(node.name)
+        cell_p = (f'<span title="{own["total"]:,} parameters ({own["trainable"]:,} trainable), '
+                  f'{fmt(own["bytes"], "B")}">{fmt(own["total"])}</span>') if own else "<span>-</span>"
+    line = (f'<span class="rl-node" {_grid(node.depth, params is not None)}><span class="l" '
+            f'title="{_e(node.name)}">{_e(node.label)}{kind}</span>'
             f'<span>{r["calls"]}</span><span>{fmt(r["flops"], "FLOP")}</span><span>{fmt(r["bytes"], "B")}</span>'
             f'<span>{dur(_node_time(r, use_measured))}</span><span>{pct(r["efficiency"])}</span>'
-            f'<span>{_bound_cell(r, projected)}</span></span>')
+            f'<span>{_bound_cell(r, projected)}</span>{cell_p}</span>')
     if not node.children:
         return f'<div style="margin-left:17px">{line}</div>'
-    inner = "".join(_tree_html(c, use_measured, projected, open_depth) for c in node.children)
+    inner = "".join(_tree_html(c, use_measured, projected, open_depth, params) for c in node.children)
     op = " open" if node.depth < open_depth else ""
     return f"<details{op}><summary>{line}</summary>{inner}</details>"
 
@@ -326,6 +359,8 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
     out.append(("bytes", f"{fmt(r.bytes, 'B')} compulsory (read {fmt(r.bytes_read, 'B')}, written "
                          f"{fmt(r.bytes_written, 'B')}): a lower bound, no reuse across ops"))
     out.append(("intensity", f"{r.intensity:.2f} FLOP/byte"))
+    if parameters_line(r):
+        out.append(("parameters", parameters_line(r)))
     ph = r.by_phase()
     if ph:
         out.append(("phases", ", ".join(f"{k} {fmt(v['flops'], 'FLOP')}" for k, v in ph.items())))
@@ -464,13 +499,16 @@ def to_html(report, ceilings_note: str = "", top: int = 15, chart: bool = True) 
                        f'<td>{fmt(t["bytes"], "B")}</td><td>{t["intensity"]:.2f}</td></tr>')
         out.append("</table>")
     if roots:
-        head = (f'<span class="rl-node" {_grid(1)}><span class="l"><b>module</b></span><span><b>calls</b></span>'
+        params = (_parameters.of_report(r) or {}).get("modules")
+        head = (f'<span class="rl-node" {_grid(1, params is not None)}><span class="l"><b>module</b></span>'
+                f'<span><b>calls</b></span>'
                 f'<span><b>FLOPs</b></span><span><b>bytes</b></span><span><b>{_e(tlabel)}</b></span>'
-                f'<span><b>% roof</b></span><span><b>bound</b></span></span>')
+                f'<span><b>% roof</b></span><span><b>bound</b></span>'
+                f'{"<span><b>params</b></span>" if params is not None else ""}</span>')
         out.append(f'<div><b>module tree</b> (click a module to expand it)</div><div class="rl-tree">'
                    f'<div style="margin-left:31px">'
                    f'{head}</div>')
-        out += [_tree_html(n, use_measured, projected) for n in roots]
+        out += [_tree_html(n, use_measured, projected, params=params) for n in roots]
         out.append("</div>")
 
     out.append(advice_html(r))
