@@ -27,6 +27,7 @@ from typing import Sequence, TextIO
 
 from roofline import _profile_cmd, devices, distributed
 from roofline._profile_cmd import BUILTIN_MODELS, user_frame  # noqa: F401  (BUILTIN_MODELS: the built-in model names)
+from roofline.hardware import _ceilings as _ceil
 from roofline.hardware._ceilings import ceilings
 from roofline.util import _output
 
@@ -115,7 +116,13 @@ def _add_ceilings(subparsers: argparse._SubParsersAction) -> None:
          (("--json",), {**_FLAG, "help": "print the ceilings as JSON instead of a table"}),
          (("--refresh",), {**_FLAG, "help": "re-measure even when cached ceilings exist"}),
          (("--thorough",), {**_FLAG, "help": "more sizes and repeats (slower) instead of the quick run"}),
-         (("--methods",), {**_FLAG, "help": "also print how each ceiling was measured"})],
+         (("--methods",), {**_FLAG, "help": "also print how each ceiling was measured"}),
+         (("--save",), {"nargs": "?", "const": "", "default": None, "metavar": "PATH",
+                        "help": "measure now and keep the result as this machine's yardstick, used by every report "
+                        "whose own measurement is under contention (refused when this one is); PATH: write it "
+                        "there instead, for ceilings=PATH"}),
+         (("--theoretical",), {**_FLAG, "help": "print the CPU's theoretical ceilings (cores x clock x SIMD "
+                               "width x FMA units; DRAM from the memory table where readable) without measuring"})],
     )
 
 
@@ -133,8 +140,15 @@ class _Progress:
 
 
 def _cmd_ceilings(args: argparse.Namespace) -> int:
+    if args.theoretical:
+        c = _ceil.theoretical()
+        print(c.to_json() if args.json else c.table(methods=args.methods))
+        return 0
+    if args.save:
+        _output.check_writable(args.save, "--save")  # before seconds of measuring
     progress = _Progress(sys.stderr)
-    c = ceilings(args.device, refresh=args.refresh, quick=not args.thorough, progress=progress)
+    c = ceilings(args.device, refresh=args.refresh or args.save is not None, quick=not args.thorough,
+                 progress=progress)
     if progress.used:
         progress(f"done in {c.duration_s:.2f} s")
     else:
@@ -147,6 +161,10 @@ def _cmd_ceilings(args: argparse.Namespace) -> int:
         print(c.to_json())
     else:
         print(c.table(methods=args.methods))
+    if args.save is not None:
+        where = _ceil.save_idle(c, args.save or None)  # ValueError (exit 1) when measured under contention
+        print(f"saved as this machine's yardstick: {where}" if not args.save else
+              f"saved to {where} (ceilings={where!r} uses it)", file=sys.stderr)
     return 0
 
 

@@ -323,8 +323,14 @@ class Report(DerivedCounts):
     @property
     def ceilings(self):
         """The :class:`roofline.Ceilings` ops are judged against (resolved on first use), or None when the
-        run has no device with ceilings (e.g. counted on meta: use :meth:`project`)."""
-        return self._classifier.resolve(self.meta)
+        run has no device with ceilings (e.g. counted on meta: use :meth:`project`). When this run's CPU
+        measurement was under contention, the stable yardstick stands in (the last idle measurement of this
+        machine, else its theoretical peak): ``meta["ceilings_yardstick"]`` says which, and why."""
+        first = self._classifier.ceilings is None
+        c = self._classifier.resolve(self.meta)
+        if first and c is not None:
+            self._note_busy_ceilings()
+        return c
 
     @property
     def ceilings_source(self) -> str:
@@ -555,6 +561,13 @@ class Report(DerivedCounts):
             self.meta["ceilings_contention"] = [str(x) for x in (info.get("contention") or ["flagged busy"])]
         else:
             self.meta.pop("ceilings_contention", None)
+        yard = info.get("yardstick")
+        if isinstance(yard, dict) and yard.get("kind") and not self.meta.get("projected_to"):
+            # a stand-in for this run's measurement (or ceilings given as a file): which, and why
+            self.meta["ceilings_yardstick"] = _jsonable_yardstick(yard)
+        elif c is not None and not self.meta.get("projected_to"):
+            self.meta["ceilings_yardstick"] = {"kind": "measured" if self._classifier.source == "measured"
+                                               else self._classifier.source}
 
     # ---- export -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -715,6 +728,19 @@ class Report(DerivedCounts):
         if backend != "svg":
             raise ValueError(f"backend must be 'svg' or 'plotly', got {backend!r}")
         return _svg.Chart(_svg.roofline_svg(self, by=by, depth=depth, top=top))
+
+
+def _jsonable_yardstick(yard: dict) -> dict:
+    """The yardstick description kept in ``meta["ceilings_yardstick"]``: its kind and why, as strings and lists of
+    strings (it is read back from documents)."""
+    out = {"kind": str(yard.get("kind"))}
+    for k in ("measured_at", "path", "by_version", "dram"):
+        if isinstance(yard.get(k), str):
+            out[k] = yard[k]
+    for k in ("contention", "formula"):
+        if isinstance(yard.get(k), list):
+            out[k] = [str(x) for x in yard[k]]
+    return out
 
 
 def _back_to_back(t):

@@ -188,6 +188,8 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     if c is not None and len(r.records):
         t = r.totals()
         lines.append(f"  ceilings ({r.ceilings_source}) {c.name}: DRAM {fmt(r.classification()['bw'][0], 'B/s')}")
+        if yardstick_line(r):
+            lines.append(f"  yardstick: {yardstick_line(r)}")
         if t["wall_time"]:
             lines.append(f"  achieved {fmt(t['achieved_flops'], 'FLOP/s')}, {fmt(t['achieved_bytes'], 'B/s')}"
                          f"; {utilization(t)}{low}")
@@ -212,6 +214,26 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
         lines.append("")
         lines.append(r.table("op", top=top) if c is not None else plain_top(r, top))
     return "\n".join(lines)
+
+
+def yardstick_line(report) -> str:
+    """What the report is judged against when it is not this run's own measurement (``meta["ceilings_yardstick"]``):
+    the last idle measurement, the CPU's theoretical peak, a saved file; "" otherwise."""
+    y = report.meta.get("ceilings_yardstick")
+    if not isinstance(y, dict) or report.meta.get("projected_to"):
+        return ""
+    why = y.get("contention")
+    because = f"; this run's measurement was under contention ({'; '.join(map(str, why))})" if why else ""
+    kind = y.get("kind")
+    if kind == "idle":
+        return f"the last idle measurement of this machine ({y.get('measured_at') or 'undated'}){because}"
+    if kind == "theoretical":
+        formula = (y.get("formula") or [""])[-1]
+        return (f"the CPU's theoretical peak ({formula}){because}; `python -m roofline ceilings --save` on an idle "
+                "machine saves a measured yardstick")
+    if kind == "file":
+        return f"the saved ceilings {y.get('path')} (measured {y.get('measured_at') or 'undated'})"
+    return ""
 
 
 def parameters_line(report) -> str:
@@ -375,6 +397,8 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
         src = r.ceilings_source
         out.append(("ceilings", f"{c.name} ({src} figures): DRAM {fmt(float(cls['bw'][0]), 'B/s')}; peaks used "
                                 + ", ".join(fmt(p, "FLOP/s") for p in peaks[:4])))
+        if yardstick_line(r):
+            out.append(("yardstick", yardstick_line(r)))
         t = r.totals()
         if t["wall_time"]:
             out.append(("achieved", f"{fmt(t['achieved_flops'], 'FLOP/s')}, {fmt(t['achieved_bytes'], 'B/s')} "
