@@ -366,7 +366,11 @@ class Report(DerivedCounts):
         bus bytes (in ``bytes``) against ``link_bw``, the interconnect bandwidth (NaN for the other records). A
         record is "matrix" when it has matrix FLOPs; all its FLOPs are then judged
         against the matrix peak of its dtype."""
-        return self._classifier.classification(self.records, self.meta)
+        first = self._classifier.ceilings is None
+        out = self._classifier.classification(self.records, self.meta)
+        if first and self._classifier.ceilings is not None:
+            self._note_busy_ceilings()  # meta says what the records were judged against, however it was asked
+        return out
 
     # ---- grouped analysis ------------------------------------------------------------------------------------
     def analysis(self, by: str = "op", depth: int | None = None, phase: str | None = None) -> dict[str, dict]:

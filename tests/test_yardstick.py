@@ -239,3 +239,12 @@ def test_a_bar_on_a_terminal_and_nothing_otherwise(machine, monkeypatch):
         roofline.ceilings(refresh=True)
         out = stream.getvalue()
         assert (out.count("\r") >= 3 and "[" + "#" * 24 + "] done" in out) if drawn else out == ""
+
+
+def test_meta_names_the_yardstick_however_the_report_was_first_read(machine):
+    machine.use(_Core(busy=True))
+    r = _report()
+    with pytest.warns(RuntimeWarning, match="under contention"):
+        mfu = r.totals()["mfu"]  # the first read: no summary, no ceilings attribute
+    assert r.meta["ceilings_yardstick"]["kind"] == "theoretical"
+    assert mfu == pytest.approx(5e9 / (1.1 * THEORY_F32))
