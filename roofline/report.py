@@ -570,8 +570,9 @@ class Report(DerivedCounts):
             # a stand-in for this run's measurement (or ceilings given as a file): which, and why
             self.meta["ceilings_yardstick"] = _jsonable_yardstick(yard)
         elif c is not None and not self.meta.get("projected_to"):
-            self.meta["ceilings_yardstick"] = {"kind": "measured" if self._classifier.source == "measured"
-                                               else self._classifier.source}
+            # this run's measurement, a device's datasheet, or a Ceilings the caller gave
+            self.meta["ceilings_yardstick"] = {"kind": {"measured": "measured", "datasheet": "datasheet"}.get(
+                self._classifier.source, "given")}
 
     # ---- export -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
