@@ -35,8 +35,10 @@ NOT_CONSTRUCTED = {roofline.Report, roofline.SteadyReport, Comparison, PeakChoic
 
 # Module-level constants, which carry no docstring of their own.
 CONSTANTS = {
-    "roofline.__version__": "The package version, a string (``\"0.1.0\"``). Saved in reports and in the ceilings "
-                            "cache, whose entries of another version are re-measured.",
+    "roofline.__version__": "The package version, a string (``\"%s\"``: ``version`` in pyproject.toml, read from "
+                            "the package metadata; semantic versioning, changes in CHANGELOG.md). Saved in every report "
+                            "(``meta[\"version\"]``) and in the ceilings cache, whose entries of another version are "
+                            "re-measured." % roofline.__version__,
     "roofline.devices.DEVICES": "Read-only mapping of canonical device name -> :class:`DeviceSpec`, in table order "
                                 "(the order of :func:`names`).",
     "roofline.devices.UNITS": "The execution units a peak can belong to: ``%r``." % (roofline.devices.UNITS,),

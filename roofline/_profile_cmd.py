@@ -156,13 +156,61 @@ def check_output(flag: str, path: str, extensions=None) -> None:
 
 
 def _device_name(flag: str, name: str) -> None:
+    """``name`` names a datasheet device (:func:`roofline.devices.lookup`); ValueError otherwise, offering close
+    matches among the devices' names and aliases, each given by its device's name: every name offered is in the
+    list of known devices that follows, and is accepted as it is written."""
+    if devices.lookup(name) is not None:
+        return
+    canonical: dict[str, str] = {}
+    for spec in devices.DEVICES.values():
+        for alias in (spec.name, *spec.aliases):
+            canonical.setdefault(" ".join(alias.casefold().split()), spec.name)
+    query = " ".join(str(name).casefold().split())
+    close = list(dict.fromkeys(canonical[c] for c in difflib.get_close_matches(query, list(canonical), n=8,
+                                                                                cutoff=0.5)))[:3]
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise ValueError(f"{flag}: no datasheet entry for device {name!r}{hint} Known devices: "
+                     f"{', '.join(devices.names())} (python -m roofline devices lists them with their figures)")
+
+
+_REGISTERED = re.compile(r"^@register_model\b.*?^def\s+(\w+)\s*\(", re.M | re.S)
+
+
+def registered_names(package: str, folder: str, recursive: bool) -> list[str] | None:
+    """The model names an installed ``package`` (torchvision, timm) registers with ``@register_model`` in the
+    sources under ``folder``, read from the files without importing the package (importing torchvision or timm
+    takes seconds: a misspelled name is rejected before that). None when the package is not installed, or when
+    its sources could not be read or register nothing (a layout this reading does not know: the caller then asks
+    the package itself)."""
     try:
-        devices.get(name)
-    except KeyError as e:
-        raise ValueError(f"{flag}: {e.args[0] if e.args else e}") from None
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    names: list[str] = []
+    for base in spec.submodule_search_locations:
+        for root, dirs, files in os.walk(os.path.join(base, folder)):
+            dirs.sort()
+            for f in sorted(files):
+                if not f.endswith(".py"):
+                    continue
+                try:
+                    with open(os.path.join(root, f), encoding="utf-8") as fh:
+                        names.extend(_REGISTERED.findall(fh.read()))
+                except (OSError, UnicodeDecodeError):
+                    return None
+            if not recursive:
+                break
+    return list(dict.fromkeys(names)) or None
 
 
 def _torchvision_names() -> list[str]:
+    """torchvision's classification models (``torchvision.models.list_models(module=torchvision.models)``): the
+    registered names of torchvision/models/*.py, else asked of torchvision; [] when it is not installed."""
+    names = registered_names("torchvision", "models", recursive=False)
+    if names is not None:
+        return names
     try:
         import torchvision
     except ImportError:
@@ -171,6 +219,11 @@ def _torchvision_names() -> list[str]:
 
 
 def _timm_names() -> list[str]:
+    """timm's models (``timm.list_models()``): the registered names of timm/models/, else asked of timm; [] when it
+    is not installed."""
+    names = registered_names("timm", "models", recursive=True)
+    if names is not None:
+        return names
     try:
         import timm
     except ImportError:
@@ -200,7 +253,7 @@ def _load_callable(spec: str):
 
             where = user_frame(e.__traceback__)
             raise ValueError(f"model {spec!r}: importing {target} failed: {type(e).__name__}: {e}"
-                             + (f"\n  at {where}" if where else "")) from None
+                             + (f"\n  at {where}" if where else "")) from e
         where = target
     else:
         try:
@@ -239,10 +292,8 @@ def resolve_model(name: str) -> tuple[str, object]:
 
 def plan(args: argparse.Namespace) -> Plan:
     """Check every option (nothing is built or run) and decide what :func:`run` does."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise RuntimeError("profile needs torch: pip install torch") from None
+    if importlib.util.find_spec("torch") is None:  # found, not imported: a bad option is refused in a blink
+        raise RuntimeError("profile needs torch: pip install torch")
     for flag in ("batch", "seq", "top", "by-module", "repeat", "kv-len"):
         _positive(args, flag)
     _positive(args, "warmup", 0)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 import numbers
 import os
-import warnings
 
 import numpy as np
 
 from roofline import devices
-from roofline.analysis import (_assumptions, _cache_model, _compiled_view, _dataflow, _fusion_compiled, _groups, _hints,
+from roofline.analysis import (_assumptions, _parameters, _cache_model, _compiled_view, _dataflow, _fusion_compiled, _groups, _hints,
                                _network, _padding, _rollup)
 from roofline.analysis._classification import BOUNDS  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
 from roofline.analysis._classification import Classifier, classify as _classify
@@ -26,6 +25,7 @@ from roofline.model._records import (DTYPE_NAMES, RECORD_DTYPE,  # noqa: F401  (
 from roofline.plot import plot_report
 from roofline.render import _render, _svg, _tables, _trace
 from roofline.util import _safejson
+from roofline.util._warn import warn
 
 SCHEMA_VERSION = _export.SCHEMA_VERSION
 
@@ -119,6 +119,14 @@ class Report(DerivedCounts):
     A report is built by :func:`roofline.measure` (or :func:`roofline.load`, :meth:`project`); constructing one
     by hand is not part of the API.
     """
+
+    # A saved report loads back as the class that saved it (SteadyReport, ...): each subclass registers under its
+    # name, which to_dict writes as meta["report_class"] and from_dict looks up
+    _CLASSES: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        Report._CLASSES.setdefault(cls.__name__, cls)
 
     def __init__(self, records, ops, module_sets, wall_time=None, meta=None, ceilings=None, overhead=None,
                  signatures=None, accesses=None):
@@ -315,8 +323,14 @@ class Report(DerivedCounts):
     @property
     def ceilings(self):
         """The :class:`roofline.Ceilings` ops are judged against (resolved on first use), or None when the
-        run has no device with ceilings (e.g. counted on meta: use :meth:`project`)."""
-        return self._classifier.resolve(self.meta)
+        run has no device with ceilings (e.g. counted on meta: use :meth:`project`). When this run's CPU
+        measurement was under contention, the stable yardstick stands in (the last idle measurement of this
+        machine, else its theoretical peak): ``meta["ceilings_yardstick"]`` says which, and why."""
+        first = self._classifier.ceilings is None
+        c = self._classifier.resolve(self.meta)
+        if first and c is not None:
+            self._note_busy_ceilings()
+        return c
 
     @property
     def ceilings_source(self) -> str:
@@ -324,6 +338,15 @@ class Report(DerivedCounts):
         present, else datasheet: for a :class:`roofline.Ceilings` passed to ``measure`` or ``project``)."""
         self._classifier.resolve(self.meta)
         return self._classifier.source
+
+    @property
+    def parameters(self) -> dict | None:
+        """The model's parameter counts when the report holds them (``meta["parameters"]``, made by
+        ``roofline.analysis._parameters.count(model)``): ``total``, ``trainable``, ``frozen`` (elements), ``bytes``,
+        ``by_dtype``, ``tied`` (the names of each parameter held by more than one module, counted once),
+        ``uninitialized`` and ``modules`` (module name -> the same four figures for its subtree). None otherwise.
+        ``print(r)``, the module table and the HTML module tree show them."""
+        return _parameters.of_report(self)
 
     @property
     def timed(self) -> bool:
@@ -343,7 +366,11 @@ class Report(DerivedCounts):
         bus bytes (in ``bytes``) against ``link_bw``, the interconnect bandwidth (NaN for the other records). A
         record is "matrix" when it has matrix FLOPs; all its FLOPs are then judged
         against the matrix peak of its dtype."""
-        return self._classifier.classification(self.records, self.meta)
+        first = self._classifier.ceilings is None
+        out = self._classifier.classification(self.records, self.meta)
+        if first and self._classifier.ceilings is not None:
+            self._note_busy_ceilings()  # meta says what the records were judged against, however it was asked
+        return out
 
     # ---- grouped analysis ------------------------------------------------------------------------------------
     def analysis(self, by: str = "op", depth: int | None = None, phase: str | None = None) -> dict[str, dict]:
@@ -513,6 +540,22 @@ class Report(DerivedCounts):
         self._note_busy_ceilings()
         return _render.to_html(self, ceilings_note=self._classifier.note)
 
+    def to_html(self, path=None, title: str | None = None, top: int = 15) -> str:
+        """The report as a full, self-contained HTML page (no script, no external file): the notebook view
+        (``_repr_html_``: header facts, time by phase and by module, the roofline chart with a tooltip per point,
+        the ``top`` ops, the collapsible module tree, the advice and a legend) in a document titled ``title``
+        (default "roofline report"). The page the trainer callbacks save. Written to ``path`` when given (as
+        :meth:`to_json` writes a file); returns the text. A report without per-op times (``timing="model"``) says
+        so at its top and how to get them (``timing="op"``)."""
+        _export.check_path(path, "Report.to_html")
+        _check_int("Report.to_html", "top", top, 1)
+        if title is not None and not isinstance(title, str):
+            raise TypeError(f"Report.to_html: title must be a str or None, got {type(title).__name__}")
+        self._classifier.resolve(self.meta)
+        self._note_busy_ceilings()
+        text = _render.page(self, title, ceilings_note=self._classifier.note, top=top)
+        return _export.write(text, path, "Report.to_html")
+
     def _note_busy_ceilings(self):
         """``meta["ceilings_contention"]``: why the ceilings this report is judged against look measured under
         contention (their ``info["contention"]``), when they do; the summary's header says so."""
@@ -522,6 +565,14 @@ class Report(DerivedCounts):
             self.meta["ceilings_contention"] = [str(x) for x in (info.get("contention") or ["flagged busy"])]
         else:
             self.meta.pop("ceilings_contention", None)
+        yard = info.get("yardstick")
+        if isinstance(yard, dict) and yard.get("kind") and not self.meta.get("projected_to"):
+            # a stand-in for this run's measurement (or ceilings given as a file): which, and why
+            self.meta["ceilings_yardstick"] = _jsonable_yardstick(yard)
+        elif c is not None and not self.meta.get("projected_to"):
+            # this run's measurement, a device's datasheet, or a Ceilings the caller gave
+            self.meta["ceilings_yardstick"] = {"kind": {"measured": "measured", "datasheet": "datasheet"}.get(
+                self._classifier.source, "given")}
 
     # ---- export -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -529,7 +580,10 @@ class Report(DerivedCounts):
         :meth:`from_dict`. Resolves the ceilings first, so they are saved with the counts."""
         c = self.ceilings
         self._note_busy_ceilings()
-        doc = _export.document(self.records, self._ops, self.module_sets, self.wall_time, self.meta,
+        meta = self.meta
+        if type(self) is not Report:  # loads back as this class (from_dict)
+            meta = dict(meta, report_class=type(self).__name__)
+        doc = _export.document(self.records, self._ops, self.module_sets, self.wall_time, meta,
                                self.overhead, c, self._classifier.source)
         doc.update(_export.capture_document(self.signatures, self.accesses))
         return doc
@@ -562,12 +616,24 @@ class Report(DerivedCounts):
     def from_dict(cls, d: dict) -> "Report":
         """Rebuild a report from :meth:`to_dict`. The whole document is checked against its schema version before
         anything is built: ValueError naming the first field that is wrong (another schema, a corrupt record block,
-        a record whose op, module, phase, dtype or status is out of range, a field of the wrong type)."""
+        a record whose op, module, phase, dtype or status is out of range, a field of the wrong type). A report
+        saved by a subclass (a :class:`roofline.SteadyReport`) comes back as that class."""
         records, ops, module_sets, wall_time, meta, overhead, ceil, source = _export.read_document(d)
         signatures, accesses = _export.read_capture(d, records)
         meta["ceilings_source"] = source
-        return cls(records, ops, module_sets, wall_time, meta, ceilings=ceil, overhead=overhead,
-                   signatures=signatures, accesses=accesses)
+        saved = Report._CLASSES.get(meta.pop("report_class", None)) if isinstance(meta.get("report_class"),
+                                                                                   str) else None
+        meta.pop("report_class", None)
+        if saved is not None and issubclass(saved, cls):  # the class that saved it, if this process has it
+            cls = saved
+        r = cls(records, ops, module_sets, wall_time, meta, ceilings=ceil, overhead=overhead,
+                signatures=signatures, accesses=accesses)
+        r._loaded()
+        return r
+
+    def _loaded(self) -> None:
+        """Called on a report :meth:`from_dict` rebuilt (as the class that saved it): a subclass restores here
+        what it keeps outside ``meta``."""
 
     def to_dataframe(self, by: str = "op"):
         """A pandas DataFrame with one row per op call (needs pandas). Columns: ``op``, ``module`` (innermost),
@@ -630,8 +696,7 @@ class Report(DerivedCounts):
 
         meta["assumed"] = _assumptions.describe(self, ceil, meta["ceilings_source"])
         if meta["assumed"]["no_peak_flop_share"] >= 1e-3:  # always in the summary; warned when it weighs
-            warnings.warn(f"roofline: {label} has no peak for the dtype of these ops: {meta['assumed']['no_peak']}",
-                          stacklevel=2)
+            warn(f"roofline: {label} has no peak for the dtype of these ops: {meta['assumed']['no_peak']}")
         t = np.where(np.isnan(t_min), 0.0, t_min)
         starts, ends = _back_to_back(t)
         records = self.records.copy()
@@ -668,6 +733,19 @@ class Report(DerivedCounts):
         if backend != "svg":
             raise ValueError(f"backend must be 'svg' or 'plotly', got {backend!r}")
         return _svg.Chart(_svg.roofline_svg(self, by=by, depth=depth, top=top))
+
+
+def _jsonable_yardstick(yard: dict) -> dict:
+    """The yardstick description kept in ``meta["ceilings_yardstick"]``: its kind and why, as strings and lists of
+    strings (it is read back from documents)."""
+    out = {"kind": str(yard.get("kind"))}
+    for k in ("measured_at", "path", "by_version", "dram"):
+        if isinstance(yard.get(k), str):
+            out[k] = yard[k]
+    for k in ("contention", "formula"):
+        if isinstance(yard.get(k), list):
+            out[k] = [str(x) for x in yard[k]]
+    return out
 
 
 def _back_to_back(t):

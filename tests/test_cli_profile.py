@@ -403,3 +403,110 @@ def test_an_exception_while_importing_the_users_file_is_located(tmp_path, capsys
     script.write_text("CONFIG = {}\nWIDTH = CONFIG['width']\n")
     rc, out, err = _run(["profile", f"{script}:build"], capsys)
     assert rc == 1 and "KeyError: 'width'" in err and f"at {script}:2, in <module>" in err
+
+
+# ---- names checked before heavy imports; devices; --traceback ----
+
+
+def test_a_misspelled_model_is_rejected_before_torch_torchvision_or_timm_is_imported(tmp_path):
+    """The mechanism behind a fast rejection: the names are read from torchvision's and timm's sources, so a
+    misspelled name is refused without importing either (or torch). A fresh interpreter, so that nothing the suite
+    imported hides an import."""
+    import subprocess
+
+    code = ("import sys\nfrom roofline import cli\nrc = cli.main(['profile', 'resnt50'])\n"
+            "print(rc, sorted(m for m in ('torch', 'torchvision', 'timm', 'transformers') if m in sys.modules))")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(roofline.__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env=env)
+    assert p.stdout.split("\n")[0] == "1 []", (p.stdout, p.stderr)
+    assert "unknown model 'resnt50'" in p.stderr and "did you mean 'resnet50'" in p.stderr
+
+
+def test_the_names_read_from_the_sources_are_those_the_libraries_list():
+    """The names read without importing agree with what torchvision and timm list (the installed versions): a
+    model either lists is accepted, and a name neither lists is refused."""
+    from roofline import _profile_cmd as pc
+
+    tv = pytest.importorskip("torchvision")
+    assert sorted(pc.registered_names("torchvision", "models", recursive=False)) == \
+        sorted(tv.models.list_models(module=tv.models))
+    timm = pytest.importorskip("timm")
+    assert sorted(pc.registered_names("timm", "models", recursive=True)) == sorted(timm.list_models())
+    assert pc.registered_names("no_such_package_xyz", "models", recursive=True) is None
+
+
+def test_an_unknown_layout_falls_back_to_asking_the_library(monkeypatch):
+    from roofline import _profile_cmd as pc
+
+    pytest.importorskip("torchvision")
+    monkeypatch.setattr(pc, "registered_names", lambda *a, **k: None)
+    assert "resnet18" in pc._torchvision_names()
+
+
+def test_devices_lists_the_datasheet_table(capsys):
+    from roofline import devices
+
+    rc, out, err = _run(["devices"], capsys)
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["Device", "Vendor"]
+    h100 = next(line for line in lines if line.startswith("H100 SXM "))
+    # H100 SXM's datasheet: 3.35 TB/s, 80 GB, FP64 33.5, FP32 67, TF32 494.5, BF16 989, FP16 989, FP8 1979, INT8 1979
+    assert h100.split()[2:] == ["NVIDIA", "3.35", "80", "33.5", "67", "494.5", "989", "989", "1979", "1979"]
+    assert len(lines) == 1 + len(devices.names())
+    rc, out, err = _run(["devices", "--json"], capsys)
+    table = json.loads(out)
+    assert [d["name"] for d in table] == devices.names()
+    assert next(d for d in table if d["name"] == "H100 SXM")["peaks"]["matrix/bfloat16"] == 989e12
+
+
+@pytest.mark.parametrize("name", ["H100 SXMM", "a100", "h300", "RTX 409"])
+def test_close_device_matches_are_known_devices_that_are_accepted(name, capsys):
+    """Every close match offered is in the "Known devices" list of the same message, and is accepted."""
+    from roofline import devices
+
+    rc, out, err = _run(["profile", "test_cli_profile:tiny_adam", "--project", name], capsys)
+    assert rc == 1
+    known = err.split("Known devices: ")[1].split(" (python -m roofline devices")[0].split(", ")
+    assert known == devices.names()
+    offered = err.split("did you mean ")[1].split("?")[0].split(" or ") if "did you mean" in err else []
+    offered = [o.strip("'") for o in offered]
+    assert offered and set(offered) <= set(known)
+    assert all(devices.lookup(o) is not None for o in offered)
+
+
+BROKEN_STEP = """\
+def deep():
+    raise ZeroDivisionError("inside the user's helper")
+
+
+def build(device, batch, seq, train):
+    deep()
+"""
+
+
+@pytest.mark.parametrize("where", ["after", "before"])
+def test_traceback_prints_the_full_traceback_of_the_users_error(where, tmp_path, capsys):
+    script = tmp_path / "userstep.py"
+    script.write_text(BROKEN_STEP)
+    argv = ["profile", f"{script}:build"]
+    argv = argv + ["--traceback"] if where == "after" else ["--traceback"] + argv
+    rc, out, err = _run(argv, capsys)
+    assert rc == 1
+    assert "Traceback (most recent call last)" in err
+    # both frames of the user's file, outermost first, and the package's frames between
+    assert err.index(f'File "{script}", line 6, in build') < err.index(f'File "{script}", line 2, in deep')
+    assert "_profile_cmd.py" in err
+    assert err.rstrip().endswith("roofline profile: error: ZeroDivisionError: inside the user's helper")
+    # without it: one located line, and the hint
+    rc, out, err = _run(["profile", f"{script}:build"], capsys)
+    assert "Traceback" not in err and f"at {script}:2, in deep" in err and "--traceback" in err
+
+
+def test_traceback_shows_an_error_while_importing_the_users_file(tmp_path, capsys):
+    script = tmp_path / "broken_import.py"
+    script.write_text("CONFIG = {}\nWIDTH = CONFIG['width']\n")
+    rc, out, err = _run(["profile", f"{script}:build", "--traceback"], capsys)
+    assert rc == 1 and f'File "{script}", line 2, in <module>' in err and "KeyError: 'width'" in err

@@ -338,3 +338,59 @@ def test_notebook_html_has_fusion_and_hints_with_units():
     # no dataflow: no fusion line, the hints that need none remain
     plain = " ".join(_text(chain().report(with_accesses=False)._repr_html_()).split())
     assert "fuse " not in plain and "[dropout_mask]" not in plain and "[small_gemm]" in plain
+
+
+# ---- the page: Report.to_html ----------------------------------------------------------------------------------
+
+def test_to_html_writes_a_full_page_around_the_notebook_view(tmp_path):
+    r = _report()
+    path = tmp_path / "report.html"
+    text = r.to_html(path, title="step <5>")
+    assert path.read_text(encoding="utf-8") == text
+    assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
+    assert "<title>step &lt;5&gt;</title>" in text and '<meta charset="utf-8">' in text
+    assert r._repr_html_() in text  # one renderer: the page holds the notebook view as it is
+    assert "<script" not in text and "http" not in _text(text).replace("https://", "")  # nothing external
+    assert "<title>roofline report</title>" in r.to_html()
+    assert "<title>roofline report (projected onto H100 SXM)</title>" in r.project("H100 SXM").to_html()
+    with pytest.raises(TypeError, match="Report.to_html"):
+        r.to_html(3)
+    with pytest.raises(TypeError, match="title"):
+        r.to_html(title=5)
+    with pytest.raises(IsADirectoryError):
+        r.to_html(tmp_path)
+
+
+def test_a_report_without_op_times_says_so_and_how_to_get_them():
+    untimed = _report(rows=[row[:-1] + (None,) for row in ROWS], wall=1e-3)
+    untimed.meta["timing"] = "model"
+    assert not untimed.timed
+    page = untimed.to_html().replace("&quot;", '"')
+    assert 'op times not measured: timing="op" measures them' in _text(page)
+    # the facts say what is missing and every way to measure it
+    facts = re.search(r'<td class="k">op times</td><td>(.*?)</td>', page).group(1)
+    assert facts.startswith('not measured (timing="model"')
+    assert all(w in facts for w in ('timing="op"', "roofline.profile", "roofline.measure", "callbacks",
+                                    "--timing op"))
+    # a timed report and a projection (its times are estimates by design) do not carry the note
+    for other in (_report(), untimed.project("H100 SXM")):
+        assert "op times not measured" not in _text(other.to_html())
+
+
+def test_load_gives_back_the_class_that_saved_the_report():
+    torch = pytest.importorskip("torch")
+    m = torch.nn.Linear(8, 4)
+    x = torch.randn(2, 8)
+    r = roofline.profile(lambda: m(x), m, warmup=0, repeat=2, timing=None, ceilings=_ceil())
+    assert type(r) is roofline.SteadyReport
+    back = roofline.load(r.to_json())
+    assert type(back) is roofline.SteadyReport
+    assert back.meta["steady"] == r.meta["steady"] and "report_class" not in back.meta
+    assert back.steady_line().startswith("steady state: 0 warm-up steps uncounted, median of 2 measured steps")
+    # a plain report stays plain; an unknown or non-string class name loads as a Report
+    plain = _report()
+    assert type(roofline.load(plain.to_json())) is Report
+    for name in ("NoSuchReport", 7, "Comparison"):
+        doc = json.loads(plain.to_json())
+        doc["meta"]["report_class"] = name
+        assert type(roofline.load(json.dumps(doc))) is Report

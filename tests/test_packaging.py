@@ -75,7 +75,8 @@ def sdist(tmp_path_factory) -> Path:
 def test_sdist_carries_every_file_the_build_needs(sdist):
     with tarfile.open(sdist) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
-    needed = _tracked("csrc") + _tracked("cuda") + ["LICENSE", "README.md", "setup.py", "pyproject.toml"]
+    needed = _tracked("csrc") + _tracked("cuda") + ["LICENSE", "README.md", "CHANGELOG.md", "setup.py",
+                                                     "pyproject.toml"]
     needed += [f for f in _tracked("roofline") if f.endswith(".py")]
     assert [f for f in needed if f not in names] == []
     assert any(f.endswith(".h") for f in needed) and any(f.endswith(".cuh") for f in needed)
@@ -127,6 +128,7 @@ def test_wheel_from_the_sdist_installs_into_a_fresh_venv_and_counts(sdist, tmp_p
     check = (
         "import sys, roofline\n"
         "assert roofline.__file__.startswith(sys.prefix), roofline.__file__\n"
+        f"assert roofline.__version__ == {_pyproject_version()!r}, roofline.__version__\n"
         "c = roofline.cost('mm', [(64, 32), (32, 16)])\n"
         "assert c.matrix_flops == 2 * 64 * 32 * 16 and c.bytes_read == 4 * (64 * 32 + 32 * 16), c\n"
         "try:\n"
@@ -143,3 +145,38 @@ def test_wheel_from_the_sdist_installs_into_a_fresh_venv_and_counts(sdist, tmp_p
                          env=env)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert res.stdout.strip() in ("no torch", f"measured {2 * 64 * 32 * 16}")
+
+
+def _pyproject_version() -> str:
+    """pyproject.toml's [project] version, read with a TOML parser (not the package's own reading)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+
+
+def test_the_version_has_one_source_and_every_report_carries_it():
+    import re
+
+    import roofline
+    from roofline.util import _version
+
+    v = _pyproject_version()
+    assert roofline.__version__ == v
+    assert re.fullmatch(r"\d+\.\d+\.\d+", v), v  # MAJOR.MINOR.PATCH
+    assert _version.from_pyproject('[project]\nname = "other"\nversion = "9.9.9"\n') is None
+    assert _version.from_pyproject('[tool.x]\nversion = "1.0.0"\n[project]\nname = "roofline"\nversion = "2.3.4"\n'
+                                   '[tool.y]\nversion = "5.0.0"\n') == "2.3.4"
+    # the changelog's newest entry is this version
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert re.search(r"^## (\S+)", changelog, re.M).group(1) == v
+    torch = pytest.importorskip("torch")
+    m = torch.nn.Linear(4, 2)
+    fixed = roofline.Ceilings(device="cpu", name="fixed", fingerprint="fixed",
+                              peaks={("vector", "float32"): roofline.Ceiling(1e9)},
+                              bandwidths={"DRAM": roofline.Ceiling(1e9)})
+    with roofline.measure(m, timing=None, ceilings=fixed) as r:
+        m(torch.randn(3, 4))
+    assert r.meta["version"] == v and roofline.load(r.to_json()).meta["version"] == v
+    assert f"roofline {v}" in r._repr_html_()

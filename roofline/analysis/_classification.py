@@ -9,7 +9,7 @@ each record the peak of its own unit and dtype and the DRAM bandwidth and runs t
 from __future__ import annotations
 
 import math
-import warnings
+import os
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from roofline import _core, devices
 from roofline.analysis import _network
 from roofline.hardware import _ceilings as _ceil
 from roofline.hardware._ceilings import CeilingNotAvailable
+from roofline.util._warn import warn
 from roofline.model._records import BOUND_INTERCONNECT, BOUNDS, DTYPE_NAMES  # noqa: F401  (BOUNDS: the bound names)
 
 # collectives: judged against the interconnect bandwidth (roofline/distributed.py), never DRAM
@@ -25,41 +26,83 @@ FLOAT_DTYPES = {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "f
                 "float8_e5m2fnuz", "complex64", "complex128", "complex32"}
 
 
-def resolve_ceilings(spec, meta: dict, stacklevel: int = 2):
+def resolve_ceilings(spec, meta: dict):
     """``(ceilings or None, source, note)`` for a report whose ``meta`` names the devices its ops ran on.
 
-    ``spec``: ``"measured"`` or ``"datasheet"`` (the figures of the device the ops ran on; none for meta or fake
-    tensors: ``note`` says why), a device name from :mod:`roofline.devices` (its datasheet), or a Ceilings
-    (used as given, with ``meta["ceilings_source"]``, default "best"). ``source`` is which figures of the ceilings
-    the roofline uses ("measured" when there are none). ``stacklevel`` (as ``warnings.warn`` counts it from here)
-    places the warning given when a GPU has no datasheet entry. TypeError for anything else."""
+    ``spec``: ``"measured"`` (the figures of the device the ops ran on: when a CPU's measurement in this run is
+    under contention, the stable yardstick instead, :func:`roofline.hardware._ceilings.stable`: the last idle
+    measurement of this machine, else its theoretical peak), ``"datasheet"`` (a GPU's datasheet; a CPU's measured
+    figures), ``"theoretical"`` (a CPU's theoretical peak from its cores, clock and SIMD width; a GPU's datasheet),
+    the path of saved ceilings (``python -m roofline ceilings --save PATH``, ``Ceilings.to_json``), a device name
+    from :mod:`roofline.devices` (its datasheet), or a Ceilings (used as given, with ``meta["ceilings_source"]``,
+    default "best"). None of a device's own for meta or fake tensors (``note`` says why). ``source`` is which
+    figures of the ceilings the roofline uses ("measured" when there are none); the ceilings' ``info["yardstick"]``
+    says what a stand-in is. TypeError for anything else."""
     if isinstance(spec, _ceil.Ceilings):
         return spec, meta.get("ceilings_source", "best"), ""
     devs = meta.get("devices") or []
     device = next((d for d in devs if d.startswith("cuda")), "cpu" if "cpu" in devs else None)
     if "meta" in devs or "fake" in devs:
         device = None  # counted without running: only a projection has ceilings
-    if spec in ("measured", "datasheet"):
+    if spec in _ceil.YARDSTICKS:
         if device is None:
             return None, "measured", (f"ops ran on {', '.join(devs) or 'no device'}: no ceilings to judge them "
                                       "against; use r.project('<device>')")
-        if spec == "datasheet" and device.startswith("cuda"):
+        if spec in ("datasheet", "theoretical") and device.startswith("cuda"):
             import torch
 
             name = torch.cuda.get_device_name(torch.device(device))
             ds = devices.lookup(name)
             if ds is None:
-                warnings.warn(f"roofline: no datasheet entry for {name!r}; using measured ceilings",
-                              stacklevel=stacklevel)
+                warn(f"roofline: no datasheet entry for {name!r}; using measured ceilings")
             else:
                 return _ceil.Ceilings.from_datasheet(ds, device=device), "datasheet", ""
+        if spec == "theoretical":
+            try:
+                return _ceil.theoretical(), "best", ""
+            except CeilingNotAvailable as e:
+                return None, "measured", f"no theoretical ceilings: {e}"
         try:
-            return _ceil.ceilings(device), ("measured" if spec == "measured" else "datasheet"), ""
+            measured = _ceil.ceilings(device)
         except Exception as e:  # a GPU without NVRTC, say: say so, and keep the counts usable
             return None, "measured", f"ceilings of {device} unavailable: {e}"
+        if spec == "measured" and device == "cpu" and measured.info.get("busy"):
+            try:
+                stand_in = _ceil.stable(measured)
+            except CeilingNotAvailable:
+                stand_in = measured  # no clock to compute a peak from: the contended figures, flagged
+            return stand_in, "best" if stand_in.info.get("yardstick", {}).get("kind") == "theoretical" else \
+                "measured", ""
+        return measured, ("measured" if spec == "measured" else "datasheet"), ""
+    if isinstance(spec, str) and (spec.endswith(".json") or os.sep in spec or os.path.isfile(spec)):
+        if device is None:
+            return None, "measured", (f"ops ran on {', '.join(devs) or 'no device'}: no ceilings to judge them "
+                                      "against; use r.project('<device>')")
+        saved = _ceil.load_file(spec)
+        if saved is None:
+            return None, "measured", f"the saved ceilings {spec} could not be read"
+        saved.info["yardstick"] = {"kind": "file", "path": spec, "measured_at": saved.timestamp}
+        return saved, "best", ""
     if isinstance(spec, str):
         return _ceil.Ceilings.from_datasheet(devices.get(spec)), "datasheet", ""
-    raise TypeError(f"ceilings must be 'measured', 'datasheet', a device name or a Ceilings, got {spec!r}")
+    raise TypeError(f"ceilings must be 'measured', 'datasheet', 'theoretical', the path of saved ceilings, a device "
+                    f"name or a Ceilings, got {spec!r}")
+
+
+def check_spec(spec) -> None:
+    """Check a ``ceilings=`` argument before a block runs: "measured", "datasheet", "theoretical", a Ceilings, the
+    path of an existing saved-ceilings file, or a datasheet device name (KeyError with close matches); TypeError
+    for anything else."""
+    if isinstance(spec, _ceil.Ceilings) or spec in _ceil.YARDSTICKS:
+        return
+    if not isinstance(spec, str):
+        raise TypeError(f"ceilings must be 'measured', 'datasheet', 'theoretical', the path of saved ceilings, a "
+                        f"device name or a Ceilings, got {type(spec).__name__}")
+    if spec.endswith(".json") or os.sep in spec or os.path.isfile(spec):
+        if not os.path.isfile(spec):
+            raise FileNotFoundError(f"ceilings: no saved ceilings file {spec!r}")
+        return
+    devices.get(spec)
 
 
 def peaks(records, ceilings, source: str):
@@ -162,18 +205,16 @@ class Classifier:
         self.peak_notes: list[str] = []
         self._result = None
 
-    def resolve(self, meta: dict, stacklevel: int = 3):
-        """The ceilings (resolved with the report's ``meta`` the first time), or None. ``stacklevel`` as
-        ``warnings.warn`` counts it from here: 3 blames the caller of the report method that calls this."""
+    def resolve(self, meta: dict):
+        """The ceilings (resolved with the report's ``meta`` the first time), or None."""
         if self.ceilings is None and self._spec is not None:
             spec, self._spec = self._spec, None  # resolved once, failure or not
-            self.ceilings, self.source, self.note = resolve_ceilings(spec, meta, stacklevel + 1)
+            self.ceilings, self.source, self.note = resolve_ceilings(spec, meta)
         return self.ceilings
 
-    def classification(self, records, meta: dict, stacklevel: int = 3) -> dict:
-        """The per-record arrays of :func:`classify` (computed on the first call; ``stacklevel`` as in
-        :meth:`resolve`)."""
+    def classification(self, records, meta: dict) -> dict:
+        """The per-record arrays of :func:`classify` (computed on the first call)."""
         if self._result is None:
-            ceilings = self.resolve(meta, stacklevel + 1)
+            ceilings = self.resolve(meta)
             self._result, self.peak_notes = classify(records, ceilings, self.source, meta)
         return self._result

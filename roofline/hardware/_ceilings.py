@@ -21,7 +21,6 @@ import statistics
 import sys
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
@@ -31,8 +30,9 @@ from roofline import _core, devices
 from roofline.hardware import _gpu
 from roofline.model import _document
 from roofline.model._units import PEAK_DTYPES as DTYPES, UNITS
-from roofline.util import _safejson
+from roofline.util import _output, _progress, _safejson
 from roofline.util._cachedir import ensure_private_dir, untrusted_reason
+from roofline.util._warn import warn
 
 __all__ = [
     "Ceiling",
@@ -483,7 +483,9 @@ def ceilings(
     slower than the next, a peak far from a quick re-check: ``info["contention"]`` says which) is returned with a
     ``RuntimeWarning`` naming why and is not cached on disk; this process reuses it (still flagged) until
     ``refresh=True``.
-    ``progress`` receives short status lines while measuring.
+    ``progress`` receives short status lines while measuring; without it, a progress bar is drawn on stderr when
+    stderr is a terminal or a notebook (``roofline.util._progress``; ``ROOFLINE_PROGRESS=0`` turns it off), and
+    nothing is printed otherwise.
     """
     if not isinstance(refresh, bool):
         raise TypeError(f"refresh must be a bool, not {type(refresh).__name__}")
@@ -504,20 +506,224 @@ def ceilings(
         busy = _BUSY_RESULTS.get(path)
         if busy is not None and (quick or not busy.quick):
             return busy  # flagged, warned about once when measured; re-measuring on every report costs seconds
+    bar = _progress.auto("measuring this CPU's ceilings (once; cached)") if progress is None else None
     if progress is not None:
         progress(f"measuring the CPU ceilings ({'quick' if quick else 'thorough'}): {info.get('model')}")
-    result = _measure_cpu(quick=quick, progress=progress, info=info)
+    try:
+        result = _measure_cpu(quick=quick, progress=progress or bar, info=info)
+    finally:
+        if bar is not None:
+            bar.close()
     if result.info.get("busy"):
         _BUSY_RESULTS[path] = result
     else:
         _BUSY_RESULTS.pop(path, None)
-        _store_cache(path, result)
+        if _store_cache(path, result):  # where the cache can be kept, so is the machine's last idle measurement
+            _store_cache(reference_path("cpu", fingerprint), result)
     return result
 
 
 # Ceilings measured under contention are not written to disk; they are kept for this process (keyed by cache path),
 # so that each report classified afterwards does not re-measure for seconds. refresh=True measures again.
 _BUSY_RESULTS: dict = {}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A stable yardstick: what a report is judged against when this run's measurement is under contention
+# ---------------------------------------------------------------------------------------------------------------
+
+YARDSTICKS = ("measured", "datasheet", "theoretical")
+
+
+def reference_path(kind: str, fingerprint: str) -> str:
+    """Where the last idle measurement of a device (``kind`` "cpu" or "cuda", its ``fingerprint``) is kept: every
+    idle measurement replaces it, and ``python -m roofline ceilings --save`` writes it. Unlike the cache, it is
+    kept across package versions: it is the machine's yardstick."""
+    return os.path.join(cache_dir(), "idle", f"{kind}-{fingerprint}.json")
+
+
+def saved_idle(device: Any = "cpu", path: str | None = None) -> Ceilings | None:
+    """The last idle measurement of this machine's ``device`` (:func:`reference_path`), or of ``path``: None when
+    there is none, or it is unreadable, of another machine, or flagged busy (with a warning for the last three)."""
+    kind, _ = _parse_device(device)
+    if kind != "cpu" and path is None:
+        return None  # GPU measurements are not flagged for contention: nothing to stand in for
+    fingerprint = _cpu_fingerprint(_cpu_info()) if kind == "cpu" else None
+    where = path or reference_path(kind, fingerprint)
+    if path is None and os.path.isdir(os.path.dirname(where)) and untrusted_reason(os.path.dirname(where)) is not None:
+        return None  # a cache folder others can write could feed forged ceilings into every report
+    c = load_file(where, quiet_missing=path is None)
+    if c is None:
+        return None
+    if fingerprint is not None and c.fingerprint != fingerprint:
+        warn(f"ignoring the saved ceilings {where}: they describe another machine (fingerprint {c.fingerprint}, "
+             f"this one is {fingerprint})", RuntimeWarning)
+        return None
+    if c.info.get("busy"):
+        warn(f"ignoring the saved ceilings {where}: they were measured under contention", RuntimeWarning)
+        return None
+    return c
+
+
+def load_file(path: str, quiet_missing: bool = False) -> Ceilings | None:
+    """Ceilings saved as JSON at ``path`` (``Ceilings.to_json``, ``python -m roofline ceilings --save``), or None
+    with a warning (silently for a missing file when ``quiet_missing``)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_MAX_CACHE_BYTES + 1)
+        if len(data) > _MAX_CACHE_BYTES:
+            raise ValueError(f"it is larger than {_MAX_CACHE_BYTES} bytes")
+        return Ceilings.from_json(data)
+    except (FileNotFoundError, NotADirectoryError) as e:
+        if not quiet_missing:
+            warn(f"cannot read the saved ceilings {path} ({e})", RuntimeWarning)
+    except (OSError, ValueError) as e:
+        warn(f"cannot read the saved ceilings {path} ({e})", RuntimeWarning)
+    return None
+
+
+def save_idle(c: Ceilings, path: str | None = None) -> str:
+    """Write an idle measurement ``c`` as this machine's yardstick (:func:`reference_path`, or ``path``); returns
+    where. ValueError when ``c`` was measured under contention (it would make every later report wrong)."""
+    if c.info.get("busy"):
+        raise ValueError("these ceilings were measured under contention ("
+                         + "; ".join(map(str, c.info.get("contention") or ["flagged busy"]))
+                         + "): not saved; measure again when the machine is idle")
+    if c.duration_s is None:
+        raise ValueError("these ceilings hold no measurement: nothing to save")
+    kind, _ = _parse_device(c.device)
+    where = path or reference_path(kind, c.fingerprint)
+    if path is None:
+        if not _store_cache(where, c):
+            raise OSError(f"could not write {where} (the warning says why)")
+    else:
+        _output.write(where, c.to_json(), where="ceilings --save")
+    return where
+
+
+def theoretical(measured: Ceilings | None = None, info: dict[str, Any] | None = None) -> Ceilings:
+    """This CPU's theoretical ceilings, from what it reports: the peak per float dtype = cores x clock x SIMD lanes
+    x FMA units x 2 (the SIMD width detected, the FMA units per core assumed per SIMD generation unless
+    ``ROOFLINE_CPU_FMA_UNITS`` says), the DRAM bandwidth = memory channels x transfer rate x bus width where the
+    firmware's memory table is readable (``/sys/firmware/dmi/tables/DMI``, usually root only). Without it the
+    DRAM figure is ``measured``'s (its ``datasheet`` column empty, the note saying so). The figures sit in the
+    ``datasheet`` column (with ``source="best"``, a figure of the ``measured`` column is only the DRAM fallback).
+    ``info["yardstick"]`` says what they are."""
+    info = dict(info or (measured.info if measured is not None and measured.info.get("simd") else _cpu_info()))
+    simd = str(info.get("simd") or "scalar")
+    theory = _theoretical(info, simd)
+    if not theory["peak"]:
+        raise CeilingNotAvailable(f"no theoretical peak for this CPU: {theory['clock_note']}")
+    peaks = {("vector", d): Ceiling(None, v, "", theory["formula"][d]) for d, v in theory["peak"].items()}
+    notes = [f"{d} peak, {theory['formula'][d]}" for d in theory["peak"]]
+    if theory["clock_note"]:
+        notes.append(theory["clock_note"])
+    dram = dram_theoretical()
+    bandwidths = {}
+    if dram is not None:
+        bandwidths["DRAM"] = Ceiling(None, dram["bytes_per_s"], "", dram["formula"])
+        notes.append(f"DRAM: {dram['formula']}")
+    elif measured is not None and any(c.measured for c in measured.bandwidths.values()):
+        # DRAM is the slowest level: under contention a level's figure can come out far off either way (a cache
+        # level below DRAM is what flags it), so the lowest figure of any level is the one that does not overstate
+        # DRAM's rate
+        level, low = min(((k, c.measured) for k, c in measured.bandwidths.items() if c.measured),
+                         key=lambda kv: kv[1])
+        bandwidths["DRAM"] = Ceiling(low, None, f"the lowest bandwidth measured in this run ({level})"
+                                     + (", under contention" if measured.info.get("busy") else ""), "")
+        notes.append("DRAM: the memory table is not readable (/sys/firmware/dmi/tables/DMI): the bandwidth is the "
+                     f"lowest this run measured ({level})" + (", under contention: MBU and the memory bounds are not "
+                                                             "stable" if measured.info.get("busy") else ""))
+    else:
+        notes.append("DRAM: no theoretical bandwidth (the memory table is not readable) and no measurement")
+    yard = {"kind": "theoretical", "formula": [theory["formula"][d] for d in theory["peak"]],
+            "dram": dram["formula"] if dram else None}
+    return Ceilings(device="cpu", name=str(info.get("model") or "CPU"), fingerprint=_cpu_fingerprint(info),
+                    peaks=peaks, bandwidths=bandwidths, duration_s=None, version=_version(), timestamp=None,
+                    quick=None, info=_jsonable(dict(info, yardstick=yard, busy=False)), notes=notes)
+
+
+_DMI_TABLE = "/sys/firmware/dmi/tables/DMI"
+
+
+def dram_theoretical(table: bytes | None = None) -> dict[str, Any] | None:
+    """``{"bytes_per_s", "channels", "mt_s", "width_bits", "formula"}`` from the SMBIOS memory devices (type 17)
+    of ``table`` (default: read from /sys/firmware/dmi/tables/DMI; None when unreadable or holding no populated
+    device with a speed). Channels are the distinct channel names of the devices' locators ("CHANNEL A",
+    "ChannelB", "P0 CH1", ...); where the locators name none, each populated device counts as a channel (an upper
+    bound: two DIMMs on one channel share it, and the formula says so)."""
+    if table is None:
+        try:
+            with open(_DMI_TABLE, "rb") as f:
+                table = f.read(1 << 20)
+        except OSError:
+            return None
+    devs = []
+    i = 0
+    while i + 4 <= len(table):
+        kind, length = table[i], table[i + 1]
+        if length < 4 or i + length > len(table):
+            break
+        end = table.find(b"\0\0", i + length)
+        if end < 0:
+            break
+        strings = table[i + length:end].split(b"\0")
+        if kind == 17 and length >= 0x17:
+            body = table[i:i + length]
+            size = int.from_bytes(body[0x0C:0x0E], "little")
+            width = int.from_bytes(body[0x0A:0x0C], "little")  # data width, bits
+            speed = int.from_bytes(body[0x15:0x17], "little")
+            if length >= 0x22:
+                conf = int.from_bytes(body[0x20:0x22], "little")
+                speed = conf or speed
+            if size not in (0, 0xFFFF) and width not in (0, 0xFFFF) and speed not in (0, 0xFFFF):
+
+                def string(n):
+                    return strings[n - 1].decode("ascii", "replace") if 0 < n <= len(strings) else ""
+
+                locator = f"{string(body[0x10])} {string(body[0x11])}"
+                devs.append((locator, width, speed))
+        if kind == 127:
+            break
+        i = end + 2
+    if not devs:
+        return None
+    channels = set()
+    for locator, _, _ in devs:
+        m = re.search(r"(?:channel|chan|ch)[\s_-]*([a-z0-9]+)", locator, re.I)
+        channels.add(m.group(1).upper() if m else None)
+    named = None not in channels
+    n = len(channels) if named else len(devs)
+    speed = min(d[2] for d in devs)
+    width = min(d[1] for d in devs)
+    bw = n * speed * 1e6 * width / 8
+    how = "channels named by the locators" if named else "populated devices, each taken as a channel: an upper bound"
+    return {"bytes_per_s": bw, "channels": n, "mt_s": speed, "width_bits": width,
+            "formula": f"{n} channels ({how}) x {speed} MT/s x {width // 8} bytes (SMBIOS memory devices)"}
+
+
+def stable(measured: Ceilings, saved: str | None = None) -> Ceilings:
+    """The yardstick for a report whose ceilings were ``measured`` in this run: ``measured`` itself when it is
+    not flagged busy; else the last idle measurement of this machine (:func:`saved_idle`, or the file ``saved``),
+    else the CPU's :func:`theoretical` ceilings. The returned ceilings' ``info["yardstick"]`` says which and why:
+    ``kind`` ("measured", "idle", "theoretical"), ``contention`` (why this run's measurement was not used)."""
+    if not measured.info.get("busy"):
+        return measured
+    reasons = [str(x) for x in (measured.info.get("contention") or ["flagged busy"])]
+    idle = saved_idle(measured.device, saved)
+    if idle is not None:
+        out = Ceilings.from_dict(idle.to_dict())
+        out.info["yardstick"] = {"kind": "idle", "measured_at": idle.timestamp, "by_version": idle.version,
+                                 "contention": reasons}
+        out.notes = list(out.notes) + [f"the last idle measurement of this machine ({idle.timestamp}), used because "
+                                       f"this run's measurement was under contention: {'; '.join(reasons)}"]
+        return out
+    out = theoretical(measured)
+    out.info["yardstick"]["contention"] = reasons
+    out.notes.insert(0, "no idle measurement of this machine is saved (python -m roofline ceilings --save when it "
+                        "is idle): the theoretical peak is the yardstick, because this run's measurement was under "
+                        f"contention: {'; '.join(reasons)}")
+    return out
 
 
 def cache_dir() -> str:
@@ -865,10 +1071,11 @@ def _measure_cpu(quick: bool, progress: Progress | None, info: dict[str, Any]) -
     if reasons:
         msg = (
             "the ceilings look measured under contention (" + "; ".join(reasons) + "): they are not cached; "
-            "re-run when the machine is idle"
+            "reports judge against the last idle measurement of this machine, else its theoretical peak "
+            "(`python -m roofline ceilings --save` on an idle machine keeps one)"
         )
         notes.append(msg)
-        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        warn(msg, RuntimeWarning)
 
     duration = time.perf_counter() - start
     run.durations["total"] = duration
@@ -1142,7 +1349,12 @@ def _cuda_ceilings(index: int, refresh: bool, quick: bool, progress: Progress | 
     if progress is not None:
         progress(f"measuring the ceilings of {device} ({'quick' if quick else 'thorough'})")
     start = time.perf_counter()
-    result = _gpu.measure(index, quick=quick, progress=progress)
+    bar = _progress.auto(f"measuring the ceilings of {device} (once; cached)") if progress is None else None
+    try:
+        result = _gpu.measure(index, quick=quick, progress=progress or bar)
+    finally:
+        if bar is not None:
+            bar.close()
     c = _from_gpu_result(result, device, quick, time.perf_counter() - start)
     if path is None:
         path = _cache_path("cuda", c.fingerprint)
@@ -1157,7 +1369,7 @@ def _from_gpu_result(result: dict[str, Any], device: str, quick: bool, wall: flo
     spec = devices.lookup(name)
     notes = []
     if spec is None:
-        warnings.warn(f"no datasheet entry for the GPU {name!r}: showing measured ceilings only", stacklevel=3)
+        warn(f"no datasheet entry for the GPU {name!r}: showing measured ceilings only")
         notes.append(f"no datasheet entry for {name!r}")
     methods = result.get("method") or {}
     sources = (getattr(spec, "sources", None) or {}) if spec is not None else {}
@@ -1238,7 +1450,7 @@ def _load_cache(path: str, fingerprint: str, need_thorough: bool) -> Ceilings | 
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as e:
-        warnings.warn(f"cannot read the ceilings cache {path} ({e}); re-measuring", RuntimeWarning, stacklevel=3)
+        warn(f"cannot read the ceilings cache {path} ({e}); re-measuring", RuntimeWarning)
         return None
     try:
         if len(data) > _MAX_CACHE_BYTES:
@@ -1255,23 +1467,23 @@ def _load_cache(path: str, fingerprint: str, need_thorough: bool) -> Ceilings | 
         if c.info.get("busy"):
             raise ValueError("it was measured under contention")
     except ValueError as e:
-        warnings.warn(f"ignoring the ceilings cache {path}: {e}; re-measuring", RuntimeWarning, stacklevel=3)
+        warn(f"ignoring the ceilings cache {path}: {e}; re-measuring", RuntimeWarning)
         return None
     if need_thorough and c.quick:
         return None  # a quick result does not answer a thorough request: measure again, silently
     return c
 
 
-def _store_cache(path: str, c: Ceilings) -> None:
+def _store_cache(path: str, c: Ceilings) -> bool:
     """Write `c` to `path` atomically (temporary file in the same directory + os.replace), in a directory only this
     user can write. Never raises: a cache that cannot be written costs a re-measurement next time, with a warning
-    now."""
+    now. True when written."""
     directory = os.path.dirname(path) or "."
     tmp = None
     reason = ensure_private_dir(directory)
     if reason is not None:
-        warnings.warn(f"cannot write the ceilings cache {path} ({reason})", RuntimeWarning, stacklevel=3)
-        return
+        warn(f"cannot write the ceilings cache {path} ({reason})", RuntimeWarning)
+        return False
     try:
         fd, tmp = tempfile.mkstemp(prefix=".ceilings-", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "w") as f:
@@ -1280,8 +1492,10 @@ def _store_cache(path: str, c: Ceilings) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
         tmp = None
+        return True
     except (OSError, ValueError) as e:  # ValueError: a result that is not valid JSON (NaN) is not cached
-        warnings.warn(f"cannot write the ceilings cache {path} ({e})", RuntimeWarning, stacklevel=3)
+        warn(f"cannot write the ceilings cache {path} ({e})", RuntimeWarning)
+        return False
     finally:
         if tmp is not None:
             try:

@@ -27,12 +27,12 @@ import struct
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from roofline import _core
 from roofline.util._cachedir import ensure_private_dir
+from roofline.util._warn import warn
 
 GpuError = _core.GpuError
 CudaUnavailableError = _core.CudaUnavailableError
@@ -305,8 +305,7 @@ def _usable_cache_dir() -> Optional[Path]:
         return directory
     if str(directory) not in _warned_cache:
         _warned_cache.add(str(directory))
-        warnings.warn(f"roofline: not using the cubin cache: {reason}; kernels are compiled afresh each time",
-                      RuntimeWarning, stacklevel=3)
+        warn(f"roofline: not using the cubin cache: {reason}; kernels are compiled afresh each time", RuntimeWarning)
     return None
 
 
@@ -1080,7 +1079,7 @@ def measure(device_index: int = 0, quick: bool = True, progress: Optional[Callab
             if isinstance(exc, CudaError) and exc.code in _STICKY_ERRORS:
                 raise
             first_line = str(exc).splitlines()[0]
-            warnings.warn(f"roofline: GPU benchmark {bench.label} failed: {first_line}", RuntimeWarning, stacklevel=2)
+            warn(f"roofline: GPU benchmark {bench.label} failed: {first_line}", RuntimeWarning)
             notes.setdefault(result_key, []).append(f"{bench.label} failed: {first_line}")
             continue
         if not (value > 0 and math.isfinite(value)):

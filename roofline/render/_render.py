@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from roofline.analysis import _rollup
+from roofline.analysis import _parameters, _rollup
 from roofline.analysis._assumptions import line as _assumed_lines
 from roofline.analysis._groups import module_tree, op_groups
 from roofline.analysis._hints import advice_html
@@ -79,16 +79,23 @@ def table(report, by: str = "op", depth: int | None = None, top: int | None = 15
         return "(no ops)"
     timed = any(math.isfinite(r["time"]) for _, r in rows)
     w = min(max(len(n) for n, _ in rows), 60)
+    params = (_parameters.of_report(report) or {}).get("modules") if by == "module" else None
     hdr = (f"{'module' if by == 'module' else 'op':<{w}} {'calls':>6} {'FLOPs':>9} {'bytes':>9} {'FLOP/B':>7} "
            f"{'roof ms':>8}")
     if timed:
         hdr += f" {'time ms':>8} {'achieved':>12} {'% roof':>7} {'MFU':>6} {'MBU':>6}"
     hdr += f" {'bound':>10}"
+    if params is not None:
+        hdr += f" {'params':>9}"
     lines = [hdr]
     flagged = False
     for name, r in rows:
         n = name if len(name) <= w else "..." + name[-(w - 3):]
-        lines.append(_row_cells(dict(r, projected=projected), w, n, timed))
+        line = _row_cells(dict(r, projected=projected), w, n, timed)
+        if params is not None:
+            own = params.get(name.strip())
+            line += f" {fmt(own['total']) if own else '-':>9}"
+        lines.append(line)
         flagged |= bool(r["above_ceiling"]) and not projected
     if flagged or timed:
         lines.append(legend_text(flagged))
@@ -185,6 +192,8 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     lines.append(f"  bytes   {fmt(r.bytes, 'B')} compulsory (read {fmt(r.bytes_read, 'B')}, written "
                  f"{fmt(r.bytes_written, 'B')}; a lower bound: no reuse across ops){low}")
     lines.append(f"  intensity {r.intensity:.2f} FLOP/byte")
+    if parameters_line(r):
+        lines.append(f"  parameters {parameters_line(r)}")
     ph = r.by_phase()
     if ph:
         lines.append("  phases  " + ", ".join(f"{k} {fmt(v['flops'], 'FLOP')}" for k, v in ph.items()))
@@ -196,6 +205,8 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     if c is not None and len(r.records):
         t = r.totals()
         lines.append(f"  ceilings ({r.ceilings_source}) {c.name}: DRAM {fmt(r.classification()['bw'][0], 'B/s')}")
+        if yardstick_line(r):
+            lines.append(f"  yardstick: {yardstick_line(r)}")
         if t["wall_time"]:
             lines.append(f"  achieved {fmt(t['achieved_flops'], 'FLOP/s')}, {fmt(t['achieved_bytes'], 'B/s')}"
                          f"; {utilization(t)}{low}")
@@ -220,6 +231,45 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
         lines.append("")
         lines.append(r.table("op", top=top) if c is not None else plain_top(r, top))
     return "\n".join(lines)
+
+
+def yardstick_line(report) -> str:
+    """What the report is judged against when it is not this run's own measurement (``meta["ceilings_yardstick"]``):
+    the last idle measurement, the CPU's theoretical peak, a saved file; "" otherwise."""
+    y = report.meta.get("ceilings_yardstick")
+    if not isinstance(y, dict) or report.meta.get("projected_to"):
+        return ""
+    why = y.get("contention")
+    because = f"; this run's measurement was under contention ({'; '.join(map(str, why))})" if why else ""
+    kind = y.get("kind")
+    if kind == "idle":
+        return f"the last idle measurement of this machine ({y.get('measured_at') or 'undated'}){because}"
+    if kind == "theoretical":
+        formula = (y.get("formula") or [""])[-1]
+        return (f"the CPU's theoretical peak ({formula}){because}; `python -m roofline ceilings --save` on an idle "
+                "machine saves a measured yardstick")
+    if kind == "file":
+        return f"the saved ceilings {y.get('path')} (measured {y.get('measured_at') or 'undated'})"
+    return ""
+
+
+def parameters_line(report) -> str:
+    """The model's parameter counts (``meta["parameters"]``) in one line; "" when the report has none."""
+    p = _parameters.of_report(report)
+    if p is None:
+        return "" if report.meta.get("parameters") is None else "unreadable (meta[\"parameters\"] is malformed)"
+    line = (f"{fmt(p['total'])} ({p['total']:,}): trainable {fmt(p['trainable'])}, frozen {fmt(p['frozen'])}; "
+            f"{fmt(p['bytes'], 'B')}")
+    if len(p.get("by_dtype") or {}) > 1:
+        line += " (" + ", ".join(f"{k} {fmt(v)}" for k, v in p["by_dtype"].items()) + ")"
+    tied = p.get("tied") or []
+    if tied:
+        line += (f"; {len(tied)} shared parameter{'s' if len(tied) != 1 else ''} counted once ("
+                 + ", ".join(" = ".join(g) for g in tied[:2]) + (", ..." if len(tied) > 2 else "") + ")")
+    if p.get("uninitialized"):
+        line += (f"; {len(p['uninitialized'])} lazy parameter(s) not initialised yet, not counted: "
+                 "a lower bound")
+    return line
 
 
 def short(report) -> str:
@@ -303,22 +353,27 @@ def _node_time(row, use_measured) -> float:
 _TREE_COLS = "60px 110px 100px 90px 70px 100px"
 
 
-def _grid(depth: int) -> str:
+def _grid(depth: int, params: bool = False) -> str:
     """The columns of a tree row ``depth`` deep: the name column narrows as the row is indented."""
-    return f'style="grid-template-columns:{max(120, 300 - 14 * depth)}px {_TREE_COLS}"'
+    return f'style="grid-template-columns:{max(120, 300 - 14 * depth)}px {_TREE_COLS}{" 80px" if params else ""}"'
 
 
-def _tree_html(node, use_measured, projected, open_depth=2) -> str:
+def _tree_html(node, use_measured, projected, open_depth=2, params=None) -> str:
     r = node.row
     kind = "" if node.called else ' <i title="a container (ModuleList, ModuleDict) whose children ran">(container)</i>'
-    line = (f'<span class="rl-node" {_grid(node.depth)}><span class="l" title="{_e(node.name)}">'
-            f'{_e(node.label)}{kind}</span>'
+    cell_p = ""
+    if params is not None:
+        own = params.get(node.name)
+        cell_p = (f'<span title="{own["total"]:,} parameters ({own["trainable"]:,} trainable), '
+                  f'{fmt(own["bytes"], "B")}">{fmt(own["total"])}</span>') if own else "<span>-</span>"
+    line = (f'<span class="rl-node" {_grid(node.depth, params is not None)}><span class="l" '
+            f'title="{_e(node.name)}">{_e(node.label)}{kind}</span>'
             f'<span>{r["calls"]}</span><span>{fmt(r["flops"], "FLOP")}</span><span>{fmt(r["bytes"], "B")}</span>'
             f'<span>{dur(_node_time(r, use_measured))}</span><span>{pct(r["efficiency"])}</span>'
-            f'<span>{_bound_cell(r, projected)}</span></span>')
+            f'<span>{_bound_cell(r, projected)}</span>{cell_p}</span>')
     if not node.children:
         return f'<div style="margin-left:17px">{line}</div>'
-    inner = "".join(_tree_html(c, use_measured, projected, open_depth) for c in node.children)
+    inner = "".join(_tree_html(c, use_measured, projected, open_depth, params) for c in node.children)
     op = " open" if node.depth < open_depth else ""
     return f"<details{op}><summary>{line}</summary>{inner}</details>"
 
@@ -336,11 +391,15 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
         out.append(("wall time", f"{dur(r.wall_time)} (the measure block, device synchronised at entry and exit)"))
     else:
         out.append(("wall time", "not timed (timing=None)"))
+    if untimed_ops(r):
+        out.append(("op times", UNTIMED_NOTE))
     out.append(("FLOPs", f"{fmt(r.total_flops, 'FLOP')} (matrix {fmt(r.matrix_flops, 'FLOP')}, vector "
                          f"{fmt(r.vector_flops, 'FLOP')}); special functions {fmt(r.special_ops)}"))
     out.append(("bytes", f"{fmt(r.bytes, 'B')} compulsory (read {fmt(r.bytes_read, 'B')}, written "
                          f"{fmt(r.bytes_written, 'B')}): a lower bound, no reuse across ops"))
     out.append(("intensity", f"{r.intensity:.2f} FLOP/byte"))
+    if parameters_line(r):
+        out.append(("parameters", parameters_line(r)))
     ph = r.by_phase()
     if ph:
         out.append(("phases", ", ".join(f"{k} {fmt(v['flops'], 'FLOP')}" for k, v in ph.items())))
@@ -355,6 +414,8 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
         src = r.ceilings_source
         out.append(("ceilings", f"{c.name} ({src} figures): DRAM {fmt(float(cls['bw'][0]), 'B/s')}; peaks used "
                                 + ", ".join(fmt(p, "FLOP/s") for p in peaks[:4])))
+        if yardstick_line(r):
+            out.append(("yardstick", yardstick_line(r)))
         t = r.totals()
         if t["wall_time"]:
             out.append(("achieved", f"{fmt(t['achieved_flops'], 'FLOP/s')}, {fmt(t['achieved_bytes'], 'B/s')} "
@@ -391,6 +452,18 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
     return out
 
 
+UNTIMED_NOTE = ("not measured (timing=\"model\": the step is timed as a whole): each op is shown at its roofline "
+                "time, no measured point and no % of roof per op. For measured per-op points, time the ops: "
+                "timing=\"op\" in roofline.profile / roofline.measure / roofline.profiler / the trainer callbacks, "
+                "or --timing op on the command line (about 1-2 us per op)")
+
+
+def untimed_ops(report) -> bool:
+    """True when the report has records but no per-op times and is not a projection: its views have no measured
+    point per op and say so (:data:`UNTIMED_NOTE`)."""
+    return bool(len(report.records)) and not report.timed and not report.meta.get("projected_to")
+
+
 def legend_html() -> str:
     items = "".join(f"<li><b>{_e(k)}</b>: {_e(v)}</li>" for k, v in LEGEND.items())
     return f'<div class="rl-legend"><b>Legend</b><ul style="margin:.2em 0">{items}</ul></div>'
@@ -407,6 +480,9 @@ def to_html(report, ceilings_note: str = "", top: int = 15, chart: bool = True) 
     if r.incomplete:  # work ran uncounted (Report.incomplete): the facts below say what
         badge += ('<span class="rl-proj rl-incomplete" title="work that ran was not counted: the totals are lower '
                   'bounds">INCOMPLETE</span>')
+    if untimed_ops(r):
+        badge += (f'<span class="rl-proj rl-untimed" title="{_e(UNTIMED_NOTE)}">op times not measured: '
+                  f'timing=&quot;op&quot; measures them</span>')
     out = [f'<div class="rl-report"><style>{_CSS}</style><h3>roofline report{badge}</h3>',
            '<table class="rl-facts">']
     out += [f'<tr><td class="k">{_e(k)}</td><td>{_e(v)}</td></tr>' for k, v in facts(r, ceilings_note)]
@@ -464,19 +540,33 @@ def to_html(report, ceilings_note: str = "", top: int = 15, chart: bool = True) 
                        f'<td>{fmt(t["bytes"], "B")}</td><td>{t["intensity"]:.2f}</td></tr>')
         out.append("</table>")
     if roots:
-        head = (f'<span class="rl-node" {_grid(1)}><span class="l"><b>module</b></span><span><b>calls</b></span>'
+        params = (_parameters.of_report(r) or {}).get("modules")
+        head = (f'<span class="rl-node" {_grid(1, params is not None)}><span class="l"><b>module</b></span>'
+                f'<span><b>calls</b></span>'
                 f'<span><b>FLOPs</b></span><span><b>bytes</b></span><span><b>{_e(tlabel)}</b></span>'
-                f'<span><b>% roof</b></span><span><b>bound</b></span></span>')
+                f'<span><b>% roof</b></span><span><b>bound</b></span>'
+                f'{"<span><b>params</b></span>" if params is not None else ""}</span>')
         out.append(f'<div><b>module tree</b> (click a module to expand it)</div><div class="rl-tree">'
                    f'<div style="margin-left:31px">'
                    f'{head}</div>')
-        out += [_tree_html(n, use_measured, projected) for n in roots]
+        out += [_tree_html(n, use_measured, projected, params=params) for n in roots]
         out.append("</div>")
 
     out.append(advice_html(r))
     out.append(legend_html())
     out.append("</div>")
     return "".join(out)
+
+
+def page(report, title: str | None = None, ceilings_note: str = "", top: int = 15) -> str:
+    """A full, self-contained HTML page of ``report``: :func:`to_html` (the notebook view) in a document with its
+    title. What ``Report.to_html`` writes and the trainer callbacks save."""
+    if title is None:
+        where = report.meta.get("projected_to")
+        title = "roofline report" + (f" (projected onto {where})" if where else "")
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>' + _e(title)
+            + '</title><meta name="viewport" content="width=device-width, initial-scale=1"></head>\n<body>\n'
+            + to_html(report, ceilings_note=ceilings_note, top=top) + "\n</body></html>\n")
 
 
 def comparison(cmp) -> str:
