@@ -4,12 +4,13 @@ the steps below; the torch side (``roofline.capture._torch``) is imported when a
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
 
 from roofline import _core, devices
-from roofline.analysis import _padding
+from roofline.analysis import _classification, _padding, _parameters
 from roofline.model import _tokens
 from roofline.capture import _sdpa
 from roofline.hardware._ceilings import Ceilings
@@ -81,12 +82,10 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
         raise TypeError(f"measure: timing must be 'model', 'op' or None, got {type(timing).__name__}")
     if timing not in ("model", "op", None):
         raise ValueError(f"measure: timing must be 'model', 'op' or None, got {timing!r}")
-    if isinstance(ceilings, str):
-        if ceilings not in ("measured", "datasheet"):
-            devices.get(ceilings)  # a device name: fail now (KeyError listing close matches), not after the run
-    elif not isinstance(ceilings, Ceilings):
-        raise TypeError(f"measure: ceilings must be 'measured', 'datasheet', a device name or a Ceilings, "
-                        f"got {type(ceilings).__name__}")
+    try:  # 'measured', 'datasheet', 'theoretical', saved ceilings, a device name or a Ceilings: fail now, not after
+        _classification.check_spec(ceilings)
+    except TypeError as e:
+        raise TypeError(f"measure: {e}") from None
     _sdpa.check(attention)
     layout = _tokens.token_layout(tokens) if tokens is not None else None
     from roofline.capture import _torch  # needs torch
@@ -182,7 +181,8 @@ class _Measure(_core.Block):
         session.finish()
         timing, ceilings = self._timing, self._ceilings
         meta = {"timing": timing, "devices": sorted(session.devices), "version": VERSION,
-                "ceilings_source": (ceilings if ceilings in ("measured", "datasheet") else
+                "ceilings_source": (ceilings if ceilings in ("measured", "datasheet", "theoretical") else
+                                    "measured" if isinstance(ceilings, str) and os.path.isfile(ceilings) else
                                     "datasheet" if isinstance(ceilings, str) else "best")}
         meta.update(_torch._collectives.meta(session))  # rank, world size, backend; collectives' network bytes
         if mode is not None:
@@ -197,6 +197,8 @@ class _Measure(_core.Block):
             meta["tokens"] = dict(session.tokens)
         elif session.tokens_unknown is not None:
             meta["tokens_unknown"] = session.tokens_unknown
+        if session.model is not None:
+            meta["parameters"] = _parameters.count(session.model)
         report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
                          overhead=_torch.instrumentation_overhead(timing) if timing is not None else None,
