@@ -331,7 +331,7 @@ def _record(tmp_path_factory, name, model, step):
     with roofline.measure(model) as r:
         step()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
-                                with_modules=True) as p:
+                                with_modules=True, with_stack=True) as p:  # with_stack: the nn.Module events
         step()
     path = tmp_path_factory.mktemp("traces") / f"{name}.json"
     p.export_chrome_trace(str(path))
@@ -447,6 +447,27 @@ def test_oracle_resnet18(resnet):
     names = {c.overload for c in resnet.costs}
     assert {"aten.convolution.default", "aten.convolution_backward.default", "aten.max_pool2d_with_indices.default",
             "aten.native_batch_norm_backward.default", "aten.addmm.default"} <= names
+
+
+def test_oracle_resnet18_module_tree(resnet):
+    # The trace names a module by its class and call order under its parent ("ResNet.BatchNorm2d_0"), measure by its
+    # attribute path ("ResNet.bn1"): the trees are compared by their shape. At each depth, the two reports have the
+    # same number of modules and the same multiset of (matrix FLOPs, vector FLOPs, bytes) per module, and their sums
+    # are the step's totals (each level of the tree partitions the step's work).
+    import roofline
+
+    lt = roofline.load_trace(str(resnet.path))
+    ms = resnet.report
+
+    def key(v):
+        return v["matrix_flops"], v["vector_flops"], v["bytes_read"] + v["bytes_written"]
+
+    for depth in (1, 2, 3, 4):
+        a, b = ms.by_module(depth=depth), lt.by_module(depth=depth)
+        assert len(a) == len(b), (depth, sorted(a), sorted(b))
+        assert sorted(map(key, a.values())) == sorted(map(key, b.values())), depth
+    assert len(ms.by_module(depth=4)) > 40  # the blocks' convolutions and norms, not only the top level
+    assert lt.by_module(depth=1)["ResNet"]["matrix_flops"] == ms.by_module(depth=1)["ResNet"]["matrix_flops"]
 
 
 @pytest.mark.breadth
