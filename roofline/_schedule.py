@@ -11,7 +11,11 @@ closed by the ``step()`` call that ends it; a cycle's active steps become one re
 
 from __future__ import annotations
 
+import collections
+import functools
+import operator
 import threading
+import warnings
 
 from roofline._measure import measure
 from roofline._steady import SteadyReport
@@ -23,15 +27,27 @@ ACTIONS = (NONE, WARMUP, RECORD, RECORD_AND_SAVE)
 _RECORDING = (RECORD, RECORD_AND_SAVE)
 
 
-def _check_count(where: str, name: str, v, lo: int) -> int:
-    """``v`` as an int at least ``lo`` (anything with ``__index__``, not a bool); ValueError naming ``name``."""
+def _check_count(where: str, name: str, v, lo: int, hi: int | None = None) -> int:
+    """``v`` as an int at least ``lo`` and at most ``hi`` (anything with ``__index__``, not a bool); ValueError
+    naming ``name``."""
     n = as_index(v)
     if n is None:
-        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {type(v).__name__} ({v!r})")
+        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {type(v).__name__} ({_short(v)})")
     v = n
     if v < lo:
-        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {v}")
+        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {_short(v)}")
+    if hi is not None and v > hi:
+        raise ValueError(f"{where}: {name} must be an int <= {hi} (2**{hi.bit_length()} - 1), got {_short(v)}")
     return v
+
+
+def _short(v) -> str:
+    """``repr(v)``, cut to 60 characters (a huge int has hundreds of digits)."""
+    try:
+        r = repr(v)
+    except ValueError:  # an int beyond sys.get_int_max_str_digits()
+        return f"an int of {v.bit_length()} bits"
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 class Schedule:
@@ -117,21 +133,71 @@ def _action(sched, step: int) -> str:
                      "torch.profiler.ProfilerAction NONE, WARMUP, RECORD or RECORD_AND_SAVE")
 
 
+_ENTER = operator.methodcaller("__enter__")
+
+
+class _Held:
+    """The measure block of a step loop's step in progress, and whether it is open, kept so that no asynchronous
+    exception (Ctrl-C, a signal handler's) can separate the two.
+
+    A block's ``__enter__`` and ``__exit__`` are C (:class:`roofline._core.Block`): an interrupt lands either before
+    they start (nothing changed) or inside their Python steps (the block finishes entering or leaving, or undoes its
+    entry, before the interrupt propagates). What remains is the moment between their return and the loop's
+    recording of it, where the interpreter runs signal handlers. Here no bytecode runs there: the report ``__enter__``
+    returns is appended to :attr:`box` by ``list.extend`` over a ``map`` (C calling C), and ``__exit__`` is followed
+    by the emptying of :attr:`box` the same way. So :attr:`box` is non-empty exactly while the block is open, and the
+    loop holds the :class:`_Held` before the block is entered: an interrupt anywhere leaves it closable."""
+
+    __slots__ = ("block", "box")
+
+    def __init__(self, block):
+        self.block, self.box = block, []
+
+    @property
+    def open(self) -> bool:
+        return bool(self.box)
+
+    def enter(self):
+        self.box.extend(map(_ENTER, (self.block,)))  # the report, appended with no bytecode after the entry
+        return self.box[0]
+
+    def exit(self, exc_type, exc, tb):
+        """Leave the block if it is open; its report (None when it was not open). The block is left even when
+        ``__exit__`` raises (it unwinds before raising)."""
+        box = self.box
+        if not box:
+            return None
+        report = box[0]
+        leave = functools.partial(self.block.__exit__, exc_type, exc, tb)
+        try:
+            collections.deque(map(operator.call, (leave, box.clear)), maxlen=0)  # no bytecode between the two
+        finally:
+            box.clear()
+        return report
+
+
 class _StepLoop:
     """What :class:`Profiler` and :class:`roofline._monitor.Monitor` share: start/stop, the ``with`` form, the
-    0-based step counter, the thread check, and the measure block of the step in progress.
+    0-based step counter, the thread check, the measure block of the step in progress, and the callbacks.
 
     Single use: ``start`` once (RuntimeError after), ``step`` only between ``start`` and ``stop``, on the thread
     that started it. Subclasses implement ``_on_start``, ``_on_stop`` and ``_on_abort`` (the loop raised, or
     leaving a block failed: drop what is in progress), and re-bind the public members (so that each class lists
-    them)."""
+    them).
+
+    Callbacks (``on_report``, ``on_step``) run through :meth:`_call_back`, never while a block of the loop is open.
+    Inside one, ``stop()`` runs at once (a ``step()`` in progress then opens no block after the callback returns; a
+    ``stop()`` of a loop already stopping does nothing), and ``step()`` is refused with RuntimeError: the callback
+    runs inside a ``step()`` (or ``stop()``) call, which ends the step it was called for."""
 
     _who = "profiler"
+    _callback_name = "on_report"
 
     def _init_loop(self):
         self._state, self._thread, self._step_num = "new", None, 0
-        self._block = self._pending = None
+        self._block = None      # a _Held: the block of the step in progress, open or not
         self._failure = None
+        self._calling = 0       # callbacks of this loop running (nested: stop() from one flushes to the others)
 
     @property
     def step_num(self) -> int:
@@ -152,8 +218,9 @@ class _StepLoop:
         self._state, self._thread, self._step_num = "running", threading.get_ident(), 0
         try:
             self._on_start()
-        except BaseException:
+        except BaseException as e:
             self._state, self._failure = "stopped", 0
+            self._release(e)  # a block opened before the failure (an interrupt): no with statement will close it
             raise
         return self
 
@@ -161,36 +228,73 @@ class _StepLoop:
         """Stop: close the measure block of the step in progress, if any (that step did not end with
         :meth:`step`: nothing of it is kept), then hand over what the steps already ended have left (the
         profiler's partial cycle, the monitor's figures still waiting for their CUDA events). RuntimeError if
-        not running. The end of a ``with`` block calls it."""
+        not running; called from inside the loop's own callback once the loop is stopping, it does nothing. The
+        end of a ``with`` block calls it."""
         if self._state != "running":
+            if self._calling and self._state == "stopped" and self._thread == threading.get_ident():
+                return  # from a callback that stop() itself runs (or after one stopped the loop)
             raise RuntimeError(f"roofline.{self._who}(...).stop(): not running "
                                f"({'never started' if self._state == 'new' else 'already stopped'})")
         self._check_thread("stop")
-        self._state = "stopped"
-        self._close_block(None, None, None)
+        try:
+            self._close_block(None, None, None)
+        finally:
+            self._state = "stopped"
         self._on_stop()
 
     def __enter__(self):
         return self.start()
 
     def __exit__(self, exc_type, exc, tb):
-        if self._state != "running":
-            return False  # stopped inside the block (stop(), or step() failed): nothing open
-        if exc_type is None:
-            self.stop()
-            return False
-        # the loop raised: close the step in progress with the exception (the block leaves torch as it was and
-        # keeps nothing), drop what is in progress, and let the exception propagate unchanged
-        self._state = "stopped"
         try:
-            self._close_block(exc_type, exc, tb)
-        except RuntimeError:
-            pass  # the block's own complaint (left out of order); the loop's exception is the one to see
+            if self._state != "running":
+                return False  # stopped inside the block (stop(), or step() failed): nothing open
+            if exc_type is None:
+                self.stop()
+                return False
+            # the loop raised: close the step in progress with the exception (the block leaves torch as it was and
+            # keeps nothing), drop what is in progress, and let the exception propagate unchanged
+            self._state = "stopped"
+            try:
+                self._close_block(exc_type, exc, tb)
+            except RuntimeError:
+                pass  # the block's own complaint (left out of order); the loop's exception is the one to see
+            finally:
+                self._on_abort()
+            return False
         finally:
-            self._on_abort()
-        return False
+            self._release(exc)  # an interrupt cut the way above: what it left open is closed
+
+    def _release(self, exc: BaseException | None = None):
+        """Close the block an interrupt left open (held, not yet left), with ``exc`` (or a RuntimeError saying so)
+        as the reason: nothing of it is kept. Errors of the block's own are dropped (an exception is propagating,
+        or the block is left all the same)."""
+        held = self._block
+        if held is None or not held.open:
+            return
+        if exc is None:
+            exc = RuntimeError(f"roofline.{self._who}(...): the step in progress was interrupted")
+        try:
+            held.exit(type(exc), exc, exc.__traceback__)
+        except Exception:  # noqa: BLE001 - the block unwinds before raising
+            pass
+        finally:
+            if not held.open:
+                self._block = None
+
+    def _abandon(self, exc: BaseException):
+        """The run around the loop raised (a trainer's exception): stop the loop if it is running, close its open
+        block with ``exc`` (torch left as it was) and drop what is in progress. Also closes a block an interrupt
+        left open after the loop had stopped."""
+        if self._state == "running":
+            self.__exit__(type(exc), exc, exc.__traceback__)
+        self._release(exc)
 
     def _check_running(self, what: str):
+        if self._calling and what == "step":
+            raise RuntimeError(f"roofline.{self._who}(...).step() called from inside its own {self._callback_name} "
+                               f"callback: the callback runs inside step() (or stop()), which is ending the step; "
+                               f"call step() from the loop only (stop() may be called from the callback)")
         if self._state != "running":
             why = ("start() it first, or use it as a with block" if self._state == "new" else
                    f"it stopped after an error at step {self._failure}" if self._failure is not None else
@@ -203,30 +307,40 @@ class _StepLoop:
             raise RuntimeError(f"roofline.{self._who}(...).{what}() called from another thread than the one that "
                                "started it: a measure block counts the ops of its own thread")
 
-    def _open_block(self, model, **kwargs):
-        """Enter a measure block for the step about to run (kept before it is entered, so that an interrupt
-        landing just after the entry still finds it to close; an entry that raised left nothing open)."""
-        block = self._block = measure(model, **kwargs)
+    def _call_back(self, fn, arg):
+        """``fn(arg)``: a callback of the loop (no block of the loop is open), with re-entry guarded."""
+        self._calling += 1
         try:
-            self._pending = block.__enter__()
-        except BaseException:
-            self._block = None
-            raise
+            fn(arg)
+        finally:
+            self._calling -= 1
+
+    def _open_block(self, model, **kwargs):
+        """Enter a measure block for the step about to run, held (:class:`_Held`) before it is entered: an
+        interrupt landing anywhere leaves it closable by :meth:`stop`, the next step or the ``with`` statement. An
+        entry that raised left nothing open (the error propagates)."""
+        held = self._block
+        if held is not None and held.open:  # never two: a block of the loop's is closed before the next opens
+            raise RuntimeError(f"roofline.{self._who}(...): a measure block of the loop is still open")
+        held = self._block = _Held(measure(model, **kwargs))
+        held.enter()
 
     def _close_block(self, exc_type, exc, tb):
         """Leave the open measure block, if any; its report (None when none was open). On an error leaving it,
         the loop stops (``_failure``) and the error propagates."""
-        block, report = self._block, self._pending
-        self._block = self._pending = None
-        if block is None:
+        held = self._block
+        if held is None:
             return None
         try:
-            block.__exit__(exc_type, exc, tb)
+            report = held.exit(exc_type, exc, tb)
         except BaseException:
             if self._state == "running":
                 self._state, self._failure = "stopped", self._step_num
                 self._on_abort()
             raise
+        finally:
+            if not held.open:  # else an interrupt landed before the block was left: still held, to close
+                self._block = None
         return report
 
     def _on_start(self):
@@ -262,25 +376,27 @@ class Profiler(_StepLoop):
         """End the step in progress (call it once at the end of each step of the loop): close its measure block
         (an active step's report is kept, a warm-up step's discarded), close the cycle when that step was its last
         active one (the report goes to ``reports`` and ``on_report``), and open the next step's block if the
-        schedule measures it. RuntimeError outside :meth:`start` / :meth:`stop` or from another thread."""
+        schedule measures it. RuntimeError outside :meth:`start` / :meth:`stop`, from another thread, or from
+        inside ``on_report``; an error opening the next step's block propagates, and that step runs unmeasured."""
         self._check_running("step")
         done, action = self._step_num, self._action
+        self._action = NONE
         report = self._close_block(None, None, None)
         if action in _RECORDING and report is not None:
             self._runs.append((done, report))
-        elif action == WARMUP:
+        elif action == WARMUP and report is not None:
             self._warmups += 1
         self._step_num = done + 1
-        self._action = NONE
         nxt = _action(self.schedule, self._step_num)
         if action in _RECORDING and (action == RECORD_AND_SAVE or nxt not in _RECORDING):
             self._close_cycle(partial=False)
-        self._begin(nxt)
+        if self._state == "running":  # on_report may have stopped the profiler
+            self._begin(nxt)
 
     def _begin(self, action):
-        self._action = action
         if action != NONE:
-            self._open_block(self._model, **self._kwargs)
+            self._open_block(self._model, **self._kwargs)  # raises with nothing open: the step is not measured
+            self._action = action
 
     def _on_start(self):
         self._begin(_action(self.schedule, 0))
@@ -298,6 +414,11 @@ class Profiler(_StepLoop):
     def _close_cycle(self, partial: bool):
         runs, warm = self._runs, self._warmups
         self._runs, self._warmups = [], 0
+        if not runs:  # none of the cycle's active steps was measured (opening their blocks failed)
+            warnings.warn(f"roofline.profiler: cycle {self._cycle} has no report: none of its active steps was "
+                          "measured (opening their measure blocks failed)", stacklevel=4)
+            self._cycle += 1
+            return
         numbers = [n for n, _ in runs]
         sched = self.schedule
         extra = {"cycle": self._cycle, "partial": partial,
@@ -311,7 +432,7 @@ class Profiler(_StepLoop):
         self._cycle += 1
         self.reports.append(report)
         if self._on_report is not None:
-            self._on_report(report)
+            self._call_back(self._on_report, report)
 
 
 def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = "model", ceilings="measured",
@@ -343,6 +464,12 @@ def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = 
     ``meta["steady"]["partial"]`` True. An exception in the loop inside the ``with`` block leaves torch as it was
     (the open measure block is left with the exception), drops the cycle in progress, calls no ``on_report`` and
     propagates unchanged.
+
+    ``on_report`` runs inside ``step()`` (or ``stop()``), with none of the profiler's measure blocks open:
+    ``prof.stop()`` from it stops the profiler there (no further step is measured), and ``prof.step()`` from it is
+    refused with RuntimeError. When a measure block cannot be opened (an error entering it), ``step()`` or
+    ``start()`` raises that error and the step runs unmeasured; the profiler goes on, and a cycle none of whose
+    active steps was measured gives no report (a warning says so).
 
     ``model``, ``timing``, ``ceilings`` and ``attention`` are passed to :func:`roofline.measure` and checked
     now, with ``schedule`` (callable, TypeError; what it returns for step 0, ValueError) and ``on_report`` (None or
