@@ -421,10 +421,11 @@ class Profiler(_StepLoop):
             return
         numbers = [n for n, _ in runs]
         sched = self.schedule
+        as_dict, active = getattr(sched, "as_dict", None), getattr(sched, "active", None)
         extra = {"cycle": self._cycle, "partial": partial,
-                 "schedule": sched.as_dict() if isinstance(sched, Schedule) else repr(sched)}
-        if isinstance(sched, Schedule):
-            extra["active"] = sched.active
+                 "schedule": as_dict() if callable(as_dict) else repr(sched)}
+        if isinstance(active, int) and not isinstance(active, bool):
+            extra["active"] = active
         report = SteadyReport._from_runs([r for _, r in runs], warmup=warm, ceilings=self._kwargs["ceilings"],
                                          first_step=numbers[0] == 0, step_numbers=numbers, extra=extra,
                                          who="roofline.profiler", stacklevel=4)
@@ -467,9 +468,9 @@ def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = 
 
     ``on_report`` runs inside ``step()`` (or ``stop()``), with none of the profiler's measure blocks open:
     ``prof.stop()`` from it stops the profiler there (no further step is measured), and ``prof.step()`` from it is
-    refused with RuntimeError. When a measure block cannot be opened (an error entering it), ``step()`` or
-    ``start()`` raises that error and the step runs unmeasured; the profiler goes on, and a cycle none of whose
-    active steps was measured gives no report (a warning says so).
+    refused with RuntimeError. When a measure block cannot be opened (an error entering it), ``step()``
+    raises that error and the step runs unmeasured: the profiler goes on, and a cycle none of whose active steps
+    was measured gives no report (a warning says so); ``start()`` raises it and the profiler does not start.
 
     ``model``, ``timing``, ``ceilings`` and ``attention`` are passed to :func:`roofline.measure` and checked
     now, with ``schedule`` (callable, TypeError; what it returns for step 0, ValueError) and ``on_report`` (None or
