@@ -17,6 +17,7 @@ import operator
 import threading
 import warnings
 
+from roofline import _core
 from roofline._measure import measure
 from roofline._steady import SteadyReport
 from roofline.util._ints import as_index
@@ -144,8 +145,8 @@ class _Held:
     they start (nothing changed) or inside their Python steps (the block finishes entering or leaving, or undoes its
     entry, before the interrupt propagates). What remains is the moment between their return and the loop's
     recording of it, where the interpreter runs signal handlers. Here no bytecode runs there: the report ``__enter__``
-    returns is appended to :attr:`box` by ``list.extend`` over a ``map`` (C calling C), and ``__exit__`` is followed
-    by the emptying of :attr:`box` the same way. So :attr:`box` is non-empty exactly while the block is open, and the
+    returns is appended to :attr:`box` by ``list.extend`` over a ``map`` (C calling C), and ``__exit__`` is preceded
+    by a mark that it has started and followed by the emptying of :attr:`box` the same way. So :attr:`box` is non-empty exactly while the block is open, and the
     loop holds the :class:`_Held` before the block is entered: an interrupt anywhere leaves it closable."""
 
     __slots__ = ("block", "box")
@@ -168,15 +169,19 @@ class _Held:
         if not box:
             return None
         report = box[0]
-        leave = functools.partial(self.block.__exit__, exc_type, exc, tb)
+        started = []  # the exit has started (appended with no bytecode before __exit__)
+        steps = (functools.partial(started.append, True), functools.partial(self.block.__exit__, exc_type, exc, tb),
+                 box.clear)
         try:
-            collections.deque(map(operator.call, (leave, box.clear)), maxlen=0)  # no bytecode between the two
-        finally:
-            box.clear()
+            collections.deque(map(operator.call, steps), maxlen=0)  # C from the first step to the last
+        except BaseException:
+            if started:  # __exit__ raised: the block unwound before raising
+                box.clear()
+            raise  # else the interrupt landed before the exit: the block is still open, and held
         return report
 
 
-class _StepLoop:
+class _StepLoop(_core.Block):
     """What :class:`Profiler` and :class:`roofline._monitor.Monitor` share: start/stop, the ``with`` form, the
     0-based step counter, the thread check, the measure block of the step in progress, and the callbacks.
 
@@ -215,14 +220,14 @@ class _StepLoop:
         if self._state != "new":
             raise RuntimeError(f"this roofline.{self._who}(...) has already been started; it is single-use: make a "
                                f"new roofline.{self._who}(...) for another run")
-        self._state, self._thread, self._step_num = "running", threading.get_ident(), 0
         try:
+            self._state, self._thread, self._step_num = "running", threading.get_ident(), 0
             self._on_start()
+            return self
         except BaseException as e:
             self._state, self._failure = "stopped", 0
             self._release(e)  # a block opened before the failure (an interrupt): no with statement will close it
             raise
-        return self
 
     def stop(self):
         """Stop: close the measure block of the step in progress, if any (that step did not end with
@@ -242,28 +247,49 @@ class _StepLoop:
             self._state = "stopped"
         self._on_stop()
 
-    def __enter__(self):
+    # ---- the with statement: roofline._core.Block's C __enter__ and __exit__ call the steps below, so that an
+    # interrupt landing as __exit__ starts (a Python __exit__'s first instruction) cannot skip the closing: the
+    # closing steps are repeated until they complete (see csrc/binding_track.c)
+    def _misuse(self, what):
+        if what == "__enter__":
+            raise RuntimeError(f"this roofline.{self._who}(...) has already been started; it is single-use: make a "
+                               f"new roofline.{self._who}(...) for another run")
+        raise RuntimeError(f"roofline.{self._who}(...).__exit__ called outside a with block of it")
+
+    def _prepare(self):
+        if self._state != "new":
+            self._misuse("__enter__")
+
+    def _enter(self):
         return self.start()
 
-    def __exit__(self, exc_type, exc, tb):
+    def _abort(self):  # start() raised (it has undone what it did); idempotent
+        self._release()
+
+    def _closing(self, exc_type, exc, tb):  # idempotent: does nothing once the loop is stopped
+        self._leave(exc_type, exc, tb)
+
+    def _unwind(self):  # idempotent
+        self._release()
+
+    def _finish(self, exc_type, exc, tb):
+        return False  # the loop's exception propagates unchanged
+
+    def _leave(self, exc_type, exc, tb):
+        """The end of the with block: :meth:`stop`, or, when the loop raised, close the step in progress with the
+        exception (the block leaves torch as it was and keeps nothing) and drop what is in progress."""
+        if self._state != "running":
+            return  # stopped inside the block (stop(), or step() failed): nothing open
+        if exc_type is None:
+            self.stop()
+            return
+        self._state = "stopped"
         try:
-            if self._state != "running":
-                return False  # stopped inside the block (stop(), or step() failed): nothing open
-            if exc_type is None:
-                self.stop()
-                return False
-            # the loop raised: close the step in progress with the exception (the block leaves torch as it was and
-            # keeps nothing), drop what is in progress, and let the exception propagate unchanged
-            self._state = "stopped"
-            try:
-                self._close_block(exc_type, exc, tb)
-            except RuntimeError:
-                pass  # the block's own complaint (left out of order); the loop's exception is the one to see
-            finally:
-                self._on_abort()
-            return False
+            self._close_block(exc_type, exc, tb)
+        except RuntimeError:
+            pass  # the block's own complaint (left out of order); the loop's exception is the one to see
         finally:
-            self._release(exc)  # an interrupt cut the way above: what it left open is closed
+            self._on_abort()
 
     def _release(self, exc: BaseException | None = None):
         """Close the block an interrupt left open (held, not yet left), with ``exc`` (or a RuntimeError saying so)
@@ -287,7 +313,7 @@ class _StepLoop:
         block with ``exc`` (torch left as it was) and drop what is in progress. Also closes a block an interrupt
         left open after the loop had stopped."""
         if self._state == "running":
-            self.__exit__(type(exc), exc, exc.__traceback__)
+            self._leave(type(exc), exc, exc.__traceback__)
         self._release(exc)
 
     def _check_running(self, what: str):
@@ -394,9 +420,9 @@ class Profiler(_StepLoop):
             self._begin(nxt)
 
     def _begin(self, action):
+        self._action = action  # kept when the block fails to open: the step ends unmeasured, its cycle knows it
         if action != NONE:
-            self._open_block(self._model, **self._kwargs)  # raises with nothing open: the step is not measured
-            self._action = action
+            self._open_block(self._model, **self._kwargs)
 
     def _on_start(self):
         self._begin(_action(self.schedule, 0))

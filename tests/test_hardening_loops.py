@@ -1,0 +1,531 @@
+"""The step loops (roofline.profiler, roofline.monitor) and the trainer callbacks under hostile use: callbacks that
+call back into their loop, interrupts landing on any instruction of the block hand-over, epochs with a smaller last
+batch, step numbers that follow the trainer's global step, nested tensors, bad output folders, two callbacks, a
+block that fails to open, huge numbers, and the monitor's history read as a list. After each case no dispatch mode
+(or anything else a block installs) is left behind."""
+
+import contextvars
+import importlib.util
+import os
+import sys
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import roofline  # noqa: E402
+from _graph import ceilings  # noqa: E402
+from roofline import _monitor, _schedule  # noqa: E402
+from roofline.integrations import _core  # noqa: E402
+
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "interrupt_stress.py")
+_spec = importlib.util.spec_from_file_location("roofline_bench_interrupt_stress", _PATH)
+stress = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(stress)
+global_state = stress.global_state
+
+CEIL = ceilings(vector=1e12, matrix=2e12, dram=1e11)
+D_IN, D_OUT = 8, 4
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Linear(D_IN, D_OUT, bias=False)
+
+
+def _flops(b):
+    """Forward of Linear(8, 4, bias=False) on b rows, under no_grad: one product, 2 * b * 8 * 4 FLOPs."""
+    return 2 * b * D_IN * D_OUT
+
+
+def _run(model, b):
+    with torch.no_grad():
+        model(torch.randn(b, D_IN))
+
+
+def _modes():
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return _get_current_dispatch_mode_stack(), torch._C._len_torch_dispatch_stack()
+
+
+@pytest.fixture
+def clean():
+    """The process-global state before the test, checked equal after it (no mode, hook or global left)."""
+    _run(_model(), 2)
+    with roofline.measure(_model(), ceilings=CEIL):  # first block of the process: lazy imports
+        _run(_model(), 2)
+    before = global_state()
+    yield
+    assert _modes() == ([], 0)
+    assert global_state() == before, stress.differences(before, global_state())
+
+
+# ---- 1. callbacks that call back into their loop --------------------------------------------------------------------
+def test_stop_from_on_report_stops_the_profiler_there_and_leaves_no_mode(clean):
+    model = _model()
+    seen = []
+
+    def on_report(r):
+        seen.append(r.steps)
+        prof.stop()
+
+    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=2), ceilings=CEIL,
+                             on_report=on_report)
+    with prof:
+        for _ in range(5):
+            _run(model, 3)
+            if prof.running:
+                prof.step()
+    assert seen == [[0, 1]] and [r.steps for r in prof.reports] == [[0, 1]] and not prof.running
+    assert prof.reports[0].matrix_flops == _flops(3)
+    with pytest.raises(RuntimeError, match="has been stopped"):
+        prof.step()
+
+
+def test_stop_from_the_partial_cycles_on_report_during_stop_does_nothing_more(clean):
+    model = _model()
+    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=4), ceilings=CEIL,
+                             on_report=lambda r: prof.stop())
+    with prof:
+        for _ in range(2):
+            _run(model, 3)
+            prof.step()
+    (r,) = prof.reports
+    assert r.steps == [0, 1] and r.meta["steady"]["partial"] is True
+
+
+def test_step_from_on_report_is_refused_and_leaves_no_mode(clean):
+    model = _model()
+    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=1), ceilings=CEIL,
+                             on_report=lambda r: prof.step())
+    with pytest.raises(RuntimeError, match=r"step\(\) called from inside its own on_report callback"):
+        with prof:
+            for _ in range(3):
+                _run(model, 3)
+                prof.step()
+    assert not prof.running and len(prof.reports) == 1
+
+
+def test_stop_from_on_step_stops_the_monitor_and_step_from_it_is_refused(clean):
+    model = _model()
+    seen = []
+
+    def on_step(m):
+        seen.append(m["step"])
+        if m["step"] == 2:
+            mon.stop()
+
+    mon = roofline.monitor(model, on_step=on_step, ceilings=CEIL)
+    with mon:
+        for _ in range(6):
+            _run(model, 3)
+            if mon.running:
+                mon.step()
+    assert seen == [0, 1, 2] and len(mon.history) == 3 and not mon.running
+    assert mon.history[1]["flops"] == _flops(3)  # step 1 was counted
+
+    mon = roofline.monitor(model, on_step=lambda m: mon.step(), ceilings=CEIL)
+    with pytest.raises(RuntimeError, match=r"step\(\) called from inside its own on_step callback"):
+        with mon:
+            for _ in range(3):
+                _run(model, 3)
+                mon.step()
+
+
+def test_a_callback_that_always_stops_is_harmless_when_stop_flushes(clean):
+    """on_step calling stop() for steps handed over by stop() itself (its flush): nothing raises."""
+    model = _model()
+    calls = []
+    mon = roofline.monitor(model, on_step=lambda m: (calls.append(m["step"]), mon.stop()), ceilings=CEIL)
+    with mon:
+        _run(model, 2)
+        mon.step()
+    assert calls == [0]
+
+
+# ---- 2. an interrupt on any instruction of the block hand-over -----------------------------------------------------
+_HANDOVER = {"_open_block", "_close_block", "enter", "exit", "start", "stop", "_release", "step", "_begin",
+             "_on_start", "_prepare", "_enter", "_abort", "_closing", "_leave", "_unwind", "_finish", "_on_stop",
+             "_close_cycle", "_flush", "_call_back"}
+_FILES = (os.path.join("roofline", "_schedule.py"), os.path.join("roofline", "_monitor.py"))
+
+
+class _InterruptAt:
+    """A trace function raising KeyboardInterrupt before the ``k``-th instruction run in the step loops' hand-over
+    functions (a superset of where a signal handler can run: CPython runs them between some instructions)."""
+
+    def __init__(self, k):
+        self.k, self.n, self.fired = k, 0, False
+
+    def __call__(self, frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if code.co_name in _HANDOVER and code.co_filename.endswith(_FILES):
+                frame.f_trace_opcodes = True
+                return self
+            return None
+        if event == "opcode" and not self.fired:
+            self.n += 1
+            if self.n == self.k:
+                self.fired = True
+                raise KeyboardInterrupt("injected")
+        return self
+
+
+def _interrupted_loop(kind, k):
+    model = _model()
+    loop = (roofline.profiler(model, schedule=roofline.schedule(warmup=1, active=1), ceilings=CEIL)
+            if kind == "profiler" else roofline.monitor(model, ceilings=CEIL))
+    tracer = _InterruptAt(k)
+    sys.settrace(tracer)
+    try:
+        with loop:
+            for _ in range(3):
+                _run(model, 2)
+                loop.step()
+    except KeyboardInterrupt as e:
+        assert e.args == ("injected",)
+    finally:
+        sys.settrace(None)
+    return tracer, loop
+
+
+@pytest.mark.parametrize("kind", ["profiler", "monitor"])
+def test_an_interrupt_before_any_instruction_of_the_loop_leaves_nothing_open(kind, clean):
+    """Every third instruction of the loops' hand-over code in turn (bench/loop_stress.py --sweep: every one), in a
+    three-step loop inside a with block: after the interrupt, nothing is left open (the with statement, or the
+    step's own code, closed the block it held)."""
+    k, fired = 0, True
+    while fired:
+        k += 3
+        tracer, loop = _interrupted_loop(kind, k)
+        fired = tracer.fired
+        assert _modes() == ([], 0), f"mode left by an interrupt before instruction {k}"
+        assert loop._block is None or not loop._block.open
+    assert k > 100  # the whole loop ran under the tracer at the end
+
+
+def test_an_interrupt_after_the_block_is_entered_leaves_it_held_and_the_next_step_closes_it(clean, monkeypatch):
+    """The interrupt lands once the block is open (after __enter__ returned): the caller catches it and goes on;
+    the next step() closes the block (a report of the step it covered), stop() anything left."""
+    model = _model()
+    entered = _schedule._Held.enter
+    calls = []
+
+    def enter(self):
+        out = entered(self)
+        calls.append(1)
+        if len(calls) == 2:  # step 1's block
+            raise KeyboardInterrupt("after entry")
+        return out
+
+    monkeypatch.setattr(_schedule._Held, "enter", enter)
+    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=2), ceilings=CEIL).start()
+    _run(model, 2)
+    with pytest.raises(KeyboardInterrupt):
+        prof.step()  # step 1's block is open when the interrupt lands
+    assert prof._block.open and len(_modes()[0]) == 1
+    _run(model, 5)
+    prof.step()  # closes step 1: its report is kept
+    prof.stop()
+    assert _modes() == ([], 0)
+    (r,) = prof.reports
+    assert r.steps == [0, 1] and [x.matrix_flops for x in r.repeats] == [_flops(2), _flops(5)]
+
+
+# ---- 3. epochs with a smaller last batch ----------------------------------------------------------------------------
+def _monitored(sizes, **kw):
+    model = _model()
+    xs = {b: torch.randn(b, D_IN) for b in set(sizes)}
+    with roofline.monitor(model, ceilings=CEIL, **kw) as mon:
+        for b in sizes:
+            with torch.no_grad():
+                model(xs[b])
+            mon.step(inputs=xs[b])
+    return list(mon.history)
+
+
+def test_the_small_last_batch_of_each_epoch_gets_figures_and_full_batches_are_not_recounted(clean):
+    """Epochs of [8, 8, 8, 3] rows, five of them. Step 0 is the warm-up, step 1 counted (8 rows). Step 3 (3 rows,
+    a new signature) has no figures and the next step is counted (step 4: 8 rows again). Step 7 (3 rows, seen at
+    step 3) has no figures; its period, 4, makes step 11 counted: 3 rows. From then on every step has figures and
+    none is counted."""
+    h = _monitored([8, 8, 8, 3] * 5)
+    assert [m["step"] for m in h if m["recounted"]] == [1, 4, 11]
+    assert [m["step"] for m in h if m["flops"] is None] == [0, 3, 7]
+    for m in h:
+        if m["flops"] is not None:
+            assert m["flops"] == _flops(3 if m["step"] % 4 == 3 else 8)
+    assert [m["counts_from"] for m in h if m["step"] % 4 == 3 and m["step"] > 7] == [11, 11, 11]
+
+
+def test_shapes_that_cycle_are_each_counted_once(clean):
+    """2, 3, 5 rows in turn: step 1 (3 rows) counted; 5 rows first at step 2, so step 3 (2 rows) is counted; 5
+    rows again at step 5: period 3, step 8 counted. No figures for steps 0, 2, 5 only."""
+    h = _monitored([2, 3, 5] * 4)
+    assert [m["step"] for m in h if m["recounted"]] == [1, 3, 8]
+    assert [m["step"] for m in h if m["flops"] is None] == [0, 2, 5]
+    assert all(m["flops"] == _flops((2, 3, 5)[m["step"] % 3]) for m in h if m["flops"] is not None)
+
+
+def test_a_change_of_shapes_that_lasts_is_counted_at_the_next_step(clean):
+    h = _monitored([8, 8, 8, 3, 3, 3, 3])
+    assert [m["step"] for m in h if m["recounted"]] == [1, 4]
+    assert [m["step"] for m in h if m["flops"] is None] == [0, 3]
+    assert [m["flops"] for m in h[4:]] == [_flops(3)] * 3
+
+
+def test_the_periodic_recount_still_runs_with_a_small_last_batch(clean):
+    h = _monitored([8, 8, 8, 3] * 4, recount_every=6)
+    # counted: 1 (first), 4 (after the new 3-row signature), 10 (6 steps after 4), 11 (3 rows, seen at steps 3
+    # and 7: due at 11)
+    assert [m["step"] for m in h if m["recounted"]] == [1, 4, 10, 11]
+
+
+# ---- 4. step numbers follow the trainer's global step -------------------------------------------------------------
+def _loop_run(tmp_path, offset=0, delta=1, **kwargs):
+    opts = _core.Options("cb", **{**dict(steps=None, schedule=None, monitor=False, output_dir=None, tokens=None,
+                                         timing="model", ceilings=CEIL, attention=None, gather_timeout=10.0,
+                                         log=True), **kwargs})
+    return _core.Run(opts, _model(), offset=offset, output_dir=str(tmp_path), framework="loop", delta=delta,
+                     log=lambda values, step: None)
+
+
+def _drive(run, sizes, moves):
+    """One step per batch size; the trainer's global step moves by ``moves`` per step."""
+    g = run.offset
+    run.start()
+    try:
+        for b in sizes:
+            _run(run.profiler._model if run.profiler else run.monitor._model, b)
+            g += moves
+            run.step(tokens=b, global_step=g)
+    finally:
+        run.stop()
+
+
+@pytest.mark.parametrize("delta", [1, 2])
+def test_two_optimizer_steps_per_batch_profile_the_batches_steps_names(tmp_path, delta, clean):
+    """The global step moves by 2 per batch (two optimizers stepped by hand): steps=(4, 6) are the batches after
+    which it is 4 and 6 (the 2nd and 3rd, 1-based; 3 and 5 rows), the 1st is the warm-up when the run expects 2
+    per step from the start (delta=2); with delta=1 it learns it after the first step, too late for a warm-up."""
+    run = _loop_run(tmp_path, delta=delta, steps=(4, 6))
+    with pytest.warns(UserWarning, match="ran the same ops with different counts"):  # 3 and 5 rows
+        _drive(run, [2, 3, 5, 7, 11], 2)
+    (r,) = run.reports
+    assert r.steps == [4, 6] and r.meta["trainer"]["steps"] == [4, 6] and r.meta["trainer"]["tokens"] == [3, 5]
+    assert [x.matrix_flops for x in r.repeats] == [_flops(3), _flops(5)]
+    assert r.meta["steady"]["warmup"] == (1 if delta == 2 else 0)
+    assert sorted(os.listdir(tmp_path)) == ["steps4-6.html", "steps4-6.json"]
+
+
+def test_a_schedule_is_in_steps_of_the_run_and_its_reports_carry_the_global_steps(tmp_path, clean):
+    run = _loop_run(tmp_path, offset=10, schedule=roofline.schedule(skip_first=1, warmup=0, active=2, repeat=1))
+    with pytest.warns(UserWarning, match="ran the same ops with different counts"):
+        _drive(run, [2, 3, 5, 7], 3)
+    (r,) = run.reports
+    # steps of the run 1 and 2 (3 and 5 rows): the global step after them is 10 + 2*3 and 10 + 3*3
+    assert r.steps == [16, 19] and [x.matrix_flops for x in r.repeats] == [_flops(3), _flops(5)]
+
+
+def _lightning():
+    try:
+        import lightning.pytorch as pl
+    except ImportError:
+        pl = pytest.importorskip("pytorch_lightning")
+    from roofline.integrations import lightning as integration
+
+    class TwoOptimizers(pl.LightningModule):
+        """Manual optimisation, two optimizers stepped per batch: the global step moves by 2 per batch."""
+
+        def __init__(self):
+            super().__init__()
+            self.automatic_optimization = False
+            self.a, self.b = torch.nn.Linear(D_IN, D_OUT, bias=False), torch.nn.Linear(D_IN, D_OUT, bias=False)
+
+        def training_step(self, batch, batch_idx):
+            opt_a, opt_b = self.optimizers()
+            for net, opt in ((self.a, opt_a), (self.b, opt_b)):
+                opt.zero_grad()
+                self.manual_backward(net(batch).sum())
+                opt.step()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.a.parameters(), lr=0.1), torch.optim.SGD(self.b.parameters(), lr=0.1)
+
+    def fit(tmp_path, callbacks, sizes):
+        trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False, callbacks=callbacks,
+                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                             default_root_dir=str(tmp_path))
+        data = [torch.randn(b, D_IN) for b in sizes]
+        trainer.fit(TwoOptimizers(), torch.utils.data.DataLoader(data, batch_size=None))
+        return trainer
+
+    return integration, fit
+
+
+def _two_optimizer_flops(b):
+    """One batch of b rows: per network, forward 2*b*8*4 and the weight gradient 2*b*8*4 (the input needs none)."""
+    return 2 * (2 * 2 * b * D_IN * D_OUT)
+
+
+def test_lightning_two_optimizers_profile_the_global_steps_named(tmp_path, clean):
+    integration, fit = _lightning()
+    cb = integration.RooflineCallback(steps=(4, 6), ceilings=CEIL, output_dir=str(tmp_path / "out"))
+    with pytest.warns(UserWarning, match="ran the same ops with different counts"):  # 3 and 5 rows
+        trainer = fit(tmp_path, [cb], [2, 3, 5, 7, 11])
+    assert trainer.global_step == 10  # 2 per batch
+    (r,) = cb.reports
+    assert r.steps == [4, 6] and r.meta["trainer"]["steps"] == [4, 6] and r.meta["steady"]["warmup"] == 1
+    assert [x.matrix_flops for x in r.repeats] == [_two_optimizer_flops(3), _two_optimizer_flops(5)]
+    assert sorted(os.listdir(tmp_path / "out")) == ["steps4-6.html", "steps4-6.json"]
+
+
+def test_lightning_two_roofline_callbacks_are_refused_before_training(tmp_path, clean):
+    integration, fit = _lightning()
+    cbs = [integration.RooflineCallback(steps=(1, 2), ceilings=CEIL),
+           integration.RooflineCallback(monitor=True, ceilings=CEIL)]
+    with pytest.raises(ValueError, match="the Trainer has 2 RooflineCallbacks"):
+        fit(tmp_path, cbs, [2, 3, 5])
+    assert all(cb.reports == [] for cb in cbs)
+
+
+def test_lightning_a_report_folder_that_is_a_file_stops_the_run_before_its_first_step(tmp_path, clean):
+    integration, fit = _lightning()
+    (tmp_path / "file").write_text("x")
+    cb = integration.callback_class()(steps=(1, 2), ceilings=CEIL)
+    cb.options.output_dir = str(tmp_path / "file")  # as if the folder had become a file since the callback was made
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        fit(tmp_path, [cb], [2, 3, 5])
+    assert cb.reports == [] and not cb._runs
+
+
+# ---- 5. nested tensors in the inputs ----------------------------------------------------------------------------
+@pytest.mark.parametrize("layout", [torch.strided, torch.jagged])
+def test_nested_tensor_inputs_are_part_of_the_signature(layout, clean):
+    model = _model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the prototype warning of strided nested tensors
+        a = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)], layout=layout)
+        b = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(5, 3)], layout=layout)
+    with roofline.monitor(model, ceilings=CEIL) as mon:
+        for x in (a, a, a, b, b):
+            _run(model, 2)
+            mon.step(inputs={"x": x})
+    h = mon.history
+    assert [m["changed"] for m in h] == [False, False, False, True, False]
+    assert [m["recounted"] for m in h] == [False, True, False, False, True]
+    assert all(m["flops"] == _flops(2) for m in h[1:3]) and h[4]["flops"] == _flops(2)
+    assert _core.describe({"x": a}) != _core.describe({"x": b})
+
+
+# ---- 6. the output folder is checked before the run ---------------------------------------------------------------
+def test_an_output_folder_that_is_a_file_is_refused_when_the_callback_is_made(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ValueError, match=r"output_dir .*file.* is a file, not a folder"):
+        _loop_run(tmp_path, output_dir=str(f), steps=(1, 1))
+    with pytest.raises(ValueError, match=r"output_dir .*file.*sub.* is under .*file.*, which is a file"):
+        _loop_run(tmp_path, output_dir=str(f / "sub" / "dir"), steps=(1, 1))
+    opts = _loop_run(tmp_path, output_dir=str(tmp_path / "new" / "dir"), steps=(1, 1)).opts  # made when written
+    assert opts.output_dir == str(tmp_path / "new" / "dir") and not (tmp_path / "new").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root may write anywhere")
+def test_an_output_folder_that_cannot_be_written_is_refused(tmp_path):
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o500)
+    try:
+        with pytest.raises(PermissionError, match="not writable"):
+            _loop_run(tmp_path, output_dir=str(d / "out"), steps=(1, 1))
+    finally:
+        d.chmod(0o700)
+
+
+# ---- 7. two roofline callbacks -------------------------------------------------------------------------------------
+def test_a_second_run_on_the_thread_is_refused_and_both_are_closed(tmp_path, clean):
+    first = _loop_run(tmp_path, steps=(1, 2))
+    second = _loop_run(tmp_path, monitor=True)
+    closed = []
+    first._close = lambda: closed.append("first")
+    first.start()
+    assert len(_modes()[0]) == 1  # the first run's step 1 is being measured
+    with pytest.raises(ValueError, match="another roofline callback's training run is in progress on this thread"):
+        second.start()
+    assert closed == ["first"] and first.stopped and not first.running and not second.running
+    third = _loop_run(tmp_path, steps=(1, 1))  # afterwards, one run works
+    _drive(third, [2, 3], 1)
+    assert [r.steps for r in third.reports] == [[1]]
+
+
+# ---- 8. a block that fails to open --------------------------------------------------------------------------------
+def test_a_block_that_fails_to_open_leaves_the_profiler_consistent(clean):
+    """A measure block of another contextvars context is open on the thread: the profiler's next block cannot be
+    entered. step() raises that error, the step runs unmeasured; later steps go on; the cycle none of whose active
+    steps was measured warns that it has no report."""
+    model = _model()
+    other = roofline.measure(ceilings=CEIL)
+    ctx = contextvars.copy_context()
+    prof = roofline.profiler(model, schedule=roofline.schedule(wait=1, warmup=0, active=1, repeat=2),
+                             ceilings=CEIL).start()
+    _run(model, 2)
+    ctx.run(other.__enter__)
+    try:
+        with pytest.raises(RuntimeError, match="another asyncio task"):
+            prof.step()  # step 1 is active: its block cannot be entered
+    finally:
+        ctx.run(other.__exit__, None, None, None)
+    _run(model, 3)
+    with pytest.warns(UserWarning, match="cycle 0 has no report: none of its active steps was measured"):
+        prof.step()
+    for b in (5, 7):
+        _run(model, b)
+        prof.step()
+    prof.stop()
+    (r,) = prof.reports
+    assert r.steps == [3] and r.cycle == 1 and r.matrix_flops == _flops(7)
+
+
+# ---- 9. numbers too large -----------------------------------------------------------------------------------------
+def test_huge_numbers_are_refused_naming_the_argument_and_the_step_is_not_lost(clean):
+    with pytest.raises(ValueError, match="monitor: history_size must be an int <= 9223372036854775807"):
+        roofline.monitor(ceilings=CEIL, history_size=10**30)
+    with roofline.monitor(ceilings=CEIL) as mon:
+        for bad in (10**400, 2**63, -1, True, 2.0):
+            with pytest.raises(ValueError, match="monitor.step: tokens must be an int"):
+                mon.step(tokens=bad)
+        mon.step(tokens=2**63 - 1)  # the same step, ended now
+        mon.step(tokens=0)
+    assert [(m["step"], m["tokens"]) for m in mon.history] == [(0, 2**63 - 1), (1, 0)]
+    assert mon.history[0]["tokens_per_s"] > 0
+    with pytest.raises(ValueError, match=r"tokens\(batch\) must return an int <= 2\*\*63 - 1"):
+        _core.user_tokens("cb", lambda b: 10**400, {})
+
+    class Huge:  # a tensor-like batch entry beyond int64 (torch's numel cannot be): no count rather than a wrong one
+        def numel(self):
+            return 2**64
+
+    assert _core.batch_tokens({"input_ids": Huge()}) is None
+
+
+# ---- 10. the history is read as a list ----------------------------------------------------------------------------
+def test_the_history_is_a_bounded_list_like_sequence(clean):
+    with roofline.monitor(ceilings=CEIL, history_size=4) as mon:
+        for _ in range(6):
+            mon.step(tokens=1)
+    h = mon.history
+    steps = [2, 3, 4, 5]  # the latest 4 of steps 0 to 5
+    assert len(h) == 4 and h.maxlen == 4 and [m["step"] for m in h] == steps
+    assert [m["step"] for m in h[:2]] == [2, 3] and [m["step"] for m in h[-2:]] == [4, 5]
+    assert [m["step"] for m in h[::2]] == [2, 4] and [m["step"] for m in h[::-1]] == [5, 4, 3, 2]
+    assert h[1:1] == [] and h[3:1] == [] and isinstance(h[:2], list)
+    assert h[0]["step"] == 2 and h[-1]["step"] == 5 and h == list(h) and h != list(h)[:3]
+    with pytest.raises(IndexError):
+        h[4]
+    with pytest.raises(TypeError):
+        h["a"]
+    with pytest.raises(TypeError):
+        h[0] = {}
