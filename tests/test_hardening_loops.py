@@ -529,3 +529,32 @@ def test_the_history_is_a_bounded_list_like_sequence(clean):
         h["a"]
     with pytest.raises(TypeError):
         h[0] = {}
+
+
+# ---- the Hugging Face callback: the report folder and a second callback, before training -----------------------
+def _hf_trainer(out):
+    transformers = pytest.importorskip("transformers")
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=32,
+                                                                 n_positions=8))
+    data = [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, 32, (4, 8))]
+    args = transformers.TrainingArguments(output_dir=str(out), max_steps=2, per_device_train_batch_size=2,
+                                          use_cpu=True, save_strategy="no", disable_tqdm=True, report_to=[])
+    return transformers.Trainer(model=model, args=args, train_dataset=data)
+
+
+def test_hf_report_folder_that_is_a_file_and_two_callbacks_are_refused_before_training(tmp_path, clean):
+    from roofline.integrations.huggingface import RooflineCallback
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "roofline").write_text("x")
+    trainer = _hf_trainer(out)
+    with pytest.raises(ValueError, match=r"args.output_dir/roofline.*is a file, not a folder"):
+        RooflineCallback(trainer, steps=(1, 1), ceilings=CEIL)
+    (out / "roofline").unlink()
+    for cb in (RooflineCallback(trainer, steps=(1, 1), ceilings=CEIL),
+               RooflineCallback(trainer, monitor=True, ceilings=CEIL)):
+        trainer.add_callback(cb)
+    with pytest.raises(ValueError, match="the Trainer has 2 RooflineCallbacks"):
+        trainer.train()
+    assert trainer.state.global_step == 0
