@@ -40,6 +40,7 @@ import weakref
 from collections.abc import Mapping
 
 import roofline
+from roofline._monitor import _leaf_signature
 from roofline.util import _output
 from roofline.util._ints import as_index
 
@@ -152,8 +153,6 @@ def describe(x, depth: int = 0):
     """What a batch looks like, for the monitor's signature, without holding on to it: tensors as (shape, dtype,
     device), containers as tuples of their parts, ints, bools, strings and None by value, anything else by type."""
     if getattr(x, "is_nested", False) is True:  # a nested tensor: its signature as the monitor reads it
-        from roofline._monitor import _leaf_signature
-
         return _leaf_signature(x, type(x))
     try:
         shape = getattr(x, "shape", None)
