@@ -260,11 +260,11 @@ class _StepLoop(_core.Block):
         if self._state != "new":
             self._misuse("__enter__")
 
-    def _enter(self):
+    def _enter(self):  # under the block lock (so is the entry of step 0's measure block)
         return self.start()
 
-    def _abort(self):  # start() raised (it has undone what it did); idempotent
-        self._release()
+    def _abort(self):  # _enter raised, wherever an interrupt landed in it: undo the start; idempotent
+        self._abandon(RuntimeError(f"roofline.{self._who}(...): interrupted while its with block was entered"))
 
     def _closing(self, exc_type, exc, tb):  # idempotent: does nothing once the loop is stopped
         self._leave(exc_type, exc, tb)
