@@ -416,8 +416,8 @@ def monitor(model=None, *, on_step=None, ceilings="measured", warmup: int = 1, r
     Counts are kept for the latest ``max_signatures`` signatures, so shapes that come back (a smaller last batch
     per epoch) are not recounted: over epochs of batches ``[full, full, full, small]``, the first full batch of the
     second epoch is counted (after the first small batch, a new signature), the small batch of the third epoch too,
-    and from then on every step has figures and none is counted but the periodic recounts. Not detected from the signature: a change of what the step runs with the same
-    signature (another branch taken, another optimizer, autocast switched on inside the step, a data-dependent
+    and from then on every step has figures and none is counted but the periodic recounts. Not detected from the
+    signature: a change of what the step runs with the same signature (another branch taken, another optimizer, autocast switched on inside the step, a data-dependent
     shape inside the model, inputs not passed to ``step()``); the periodic recount compares what the two counted
     steps ran (the calls of each op, and the FLOP and byte counts) and, if they differ, warns which steps were given
     the older counts. Without ``inputs``, the periodic recount is the only safety net for input shapes. A change is
@@ -427,8 +427,8 @@ def monitor(model=None, *, on_step=None, ceilings="measured", warmup: int = 1, r
 
     ``ceilings`` and ``attention`` are passed to the measure blocks (``timing="model"``), and checked now with
     ``model``; ``warmup`` and ``max_signatures`` (ints, >= 0 and >= 1), ``recount_every`` (None or an int >= 0),
-    ``history_size`` (int from 1 to ``sys.maxsize``) and ``on_step`` (None or callable) too. ``start`` / ``stop`` / ``with`` and their
-    errors are :func:`roofline.profiler`'s: ``step()`` outside them raises RuntimeError, and an exception in the
+    ``history_size`` (int from 1 to ``sys.maxsize``) and ``on_step`` (None or callable) too. ``start`` /
+    ``stop`` / ``with`` and their errors are :func:`roofline.profiler`'s: ``step()`` outside them raises RuntimeError, and an exception in the
     loop leaves torch as it was (the step being counted is dropped, figures not yet handed over too). ``on_step``
     runs inside ``step()`` (or ``stop()``), outside the monitor's measure blocks: ``mon.stop()`` from it stops the
     monitor there (the figures of steps already ended still go to ``on_step``; no further step is counted), and

@@ -146,8 +146,9 @@ class _Held:
     entry, before the interrupt propagates). What remains is the moment between their return and the loop's
     recording of it, where the interpreter runs signal handlers. Here no bytecode runs there: the report ``__enter__``
     returns is appended to :attr:`box` by ``list.extend`` over a ``map`` (C calling C), and ``__exit__`` is preceded
-    by a mark that it has started and followed by the emptying of :attr:`box` the same way. So :attr:`box` is non-empty exactly while the block is open, and the
-    loop holds the :class:`_Held` before the block is entered: an interrupt anywhere leaves it closable."""
+    by a mark that it has started and followed by the emptying of :attr:`box` the same way. So :attr:`box` is
+    non-empty exactly while the block is open, and the loop holds the :class:`_Held` before the block is entered:
+    an interrupt anywhere leaves it closable."""
 
     __slots__ = ("block", "box")
 
