@@ -162,7 +162,7 @@ def _leaf_signature(x, tensor_type, depth=0):
         except Exception as e:  # noqa: BLE001 - a tensor subclass whose shape cannot be read: its type only
             warnings.warn(f"roofline.monitor: the shape of a {type(x).__qualname__} in inputs could not be read "
                           f"({type(e).__name__}: {str(e)[:200]}); only its type is in the step's signature",
-                          stacklevel=4)
+                          stacklevel=4 + 2 * depth)  # at step()'s caller: each level is a call and a generator
             return ("T?", type(x).__qualname__)
     if x is None or isinstance(x, (bool, int, str)):
         return x

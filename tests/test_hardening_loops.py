@@ -558,3 +558,130 @@ def test_hf_report_folder_that_is_a_file_and_two_callbacks_are_refused_before_tr
     with pytest.raises(ValueError, match="the Trainer has 2 RooflineCallbacks"):
         trainer.train()
     assert trainer.state.global_step == 0
+
+
+# ---- the periodic recount's comparison: calls of each op, and the counts --------------------------------------
+def _recounted(steps):
+    """Run ``steps`` (callables, one per step) under a monitor recounting every 2 steps, same signature throughout;
+    (the warnings, the history)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with roofline.monitor(ceilings=CEIL, recount_every=2) as mon:
+            for fn in steps:
+                fn()
+                mon.step()
+    return [str(w.message) for w in seen if "roofline.monitor" in str(w.message)], list(mon.history)
+
+
+def test_a_recount_of_the_same_work_warns_nothing_and_changes_nothing(clean):
+    a, b = torch.randn(4, 8), torch.randn(8, 2)
+    msgs, h = _recounted([lambda: torch.mm(a, b)] * 6)
+    assert msgs == [] and [m["recounted"] for m in h] == [False, True, False, True, False, True]
+    assert not any(m["changed"] for m in h) and all(m["flops"] == 2 * 4 * 8 * 2 for m in h[1:])
+
+
+def test_a_recount_with_the_same_calls_and_other_counts_warns(clean):
+    """Step 3 multiplies by an 8 x 3 matrix instead of 8 x 2: the same op, called once, other FLOPs (2*4*8*3)."""
+    a, b, c = torch.randn(4, 8), torch.randn(8, 2), torch.randn(8, 3)
+    msgs, h = _recounted([lambda: torch.mm(a, b)] * 3 + [lambda: torch.mm(a, c)] * 2)
+    assert msgs == ["roofline.monitor: step 3 ran other ops than step 1, counted with the same signature (input "
+                    "shapes, parameters, modes, compiled graphs); steps 2 to 2 of that signature were given step 1's "
+                    "counts"]
+    assert [m["changed"] for m in h] == [False, False, False, True, False] and h[4]["flops"] == 2 * 4 * 8 * 3
+
+
+def test_a_recount_with_the_same_counts_and_other_calls_warns(clean):
+    """add then sub of two 4 x 8 tensors: one vector FLOP per element either way, the same bytes; other ops."""
+    a, b = torch.randn(4, 8), torch.randn(4, 8)
+    msgs, h = _recounted([lambda: torch.add(a, b)] * 3 + [lambda: torch.sub(a, b)] * 2)
+    assert len(msgs) == 1 and msgs[0].startswith("roofline.monitor: step 3 ran other ops than step 1")
+    assert h[1]["flops"] == h[3]["flops"] == 32 and [m["changed"] for m in h] == [False, False, False, True, False]
+
+
+# ---- the signature: what of the inputs it reads ---------------------------------------------------------------
+def _changed(inputs_per_step, **kw):
+    with roofline.monitor(ceilings=CEIL, **kw) as mon:
+        for inputs in inputs_per_step:
+            mon.step(inputs=inputs)
+    return [m["changed"] for m in mon.history]
+
+
+def _nest(x, levels, mapping):
+    for _ in range(levels):
+        x = {"k": x} if mapping else [x]
+    return x
+
+
+@pytest.mark.parametrize("mapping", [False, True])
+def test_the_signature_reads_eight_levels_of_nesting_and_no_more(mapping, clean):
+    """Containers at depths 0 to 7 are opened (8 levels), one at depth 8 is read as its type: a tensor under 8
+    containers is read, under 9 it is not."""
+    a, b = torch.zeros(2), torch.zeros(3)
+    assert _changed([_nest(a, 8, mapping), _nest(b, 8, mapping)]) == [False, True]
+    assert _changed([_nest(a, 9, mapping), _nest(b, 9, mapping)]) == [False, False]
+    assert _changed([_nest(a, 2, mapping), _nest(b, 2, mapping)]) == [False, True]
+
+
+def test_ints_bools_and_strings_are_read_by_value(clean):
+    assert _changed([{"n": 3}, {"n": 4}, {"n": 4}, {"s": "a"}, {"s": "b"}, {"f": True}, {"f": False}]) \
+        == [False, True, False, True, True, True, True]
+    assert _changed([{"lr": 0.1}, {"lr": 0.2}, {"x": None}, {"x": None}]) == [False, False, True, False]
+
+
+def test_a_jagged_tensor_of_other_lengths_with_the_same_total_is_another_signature(clean):
+    """Rows 2 + 4 and 1 + 1 + 4: 6 rows in all either way; 2 and 3 sequences."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)], layout=torch.jagged)
+        b = torch.nested.nested_tensor([torch.randn(1, 3), torch.randn(1, 3), torch.randn(4, 3)],
+                                       layout=torch.jagged)
+    assert _changed([a, a, b]) == [False, False, True]
+
+
+def test_a_tensor_whose_shape_cannot_be_read_is_named_in_a_warning_at_the_callers_line(clean):
+    class NoShape(torch.Tensor):
+        @property
+        def shape(self):
+            raise RuntimeError("no shape here")
+
+    x = torch.Tensor._make_subclass(NoShape, torch.zeros(2))
+    for inputs in (x, {"a": [x]}):
+        with roofline.monitor(ceilings=CEIL) as mon:
+            with pytest.warns(UserWarning, match="the shape of a .*NoShape in inputs could not be read") as w:
+                mon.step(inputs=inputs)
+        assert w[0].filename == __file__  # the line of the mon.step call
+        assert mon.history[0]["step"] == 0
+
+
+def test_a_new_compiled_graph_changes_the_signature(clean, monkeypatch):
+    """torch._dynamo not imported yet (0 graphs), then imported with 1 graph, then 2: each a change."""
+    import types as _types
+
+    fake = _types.SimpleNamespace(counters={"stats": {"unique_graphs": 1}})
+    with roofline.monitor(ceilings=CEIL) as mon:
+        monkeypatch.delitem(sys.modules, "torch._dynamo.utils", raising=False)
+        mon.step()
+        mon.step()
+        monkeypatch.setitem(sys.modules, "torch._dynamo.utils", fake)
+        mon.step()
+        fake.counters["stats"]["unique_graphs"] = 2
+        mon.step()
+        mon.step()
+    assert [m["changed"] for m in mon.history] == [False, False, True, True, False]
+
+
+def test_without_a_model_the_clock_is_cuda_events_only_once_cuda_is_initialised(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert isinstance(_monitor._clock_for(None), _monitor._PerfClock)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert isinstance(_monitor._clock_for(None), _monitor._PerfClock)
+
+
+def test_two_histories_compare_by_their_items():
+    h1, h2, h3 = _monitor.History(3), _monitor.History(5), _monitor.History(3)
+    for h, items in ((h1, [1, 2]), (h2, [1, 2]), (h3, [1, 3])):
+        for i in items:
+            h._append(i)
+    assert h1 == h2 and not (h1 != h2) and h1 != h3 and not (h1 == h3) and h1 != "12"
