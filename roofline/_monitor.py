@@ -270,8 +270,10 @@ class Monitor(_StepLoop):
             old = self._counts.get(sig)
             if old is not None and not new.same_work(old):
                 changed = True
-                given = (f"; steps {old.step + 1} to {n - 1} of that signature were given step {old.step}'s counts"
-                         if n - 1 > old.step else "")
+                given = ("" if n - 1 == old.step else
+                         f"; step {n - 1} of that signature was given step {old.step}'s counts" if n - 2 == old.step
+                         else f"; steps {old.step + 1} to {n - 1} of that signature were given step {old.step}'s "
+                              "counts")
                 warnings.warn(f"roofline.monitor: step {n} ran other ops than step {old.step}, counted with the same "
                               f"signature (input shapes, parameters, modes, compiled graphs){given}", stacklevel=2)
             self._remember(sig, new)

@@ -585,8 +585,7 @@ def test_a_recount_with_the_same_calls_and_other_counts_warns(clean):
     a, b, c = torch.randn(4, 8), torch.randn(8, 2), torch.randn(8, 3)
     msgs, h = _recounted([lambda: torch.mm(a, b)] * 3 + [lambda: torch.mm(a, c)] * 2)
     assert msgs == ["roofline.monitor: step 3 ran other ops than step 1, counted with the same signature (input "
-                    "shapes, parameters, modes, compiled graphs); steps 2 to 2 of that signature were given step 1's "
-                    "counts"]
+                    "shapes, parameters, modes, compiled graphs); step 2 of that signature was given step 1's counts"]
     assert [m["changed"] for m in h] == [False, False, False, True, False] and h[4]["flops"] == 2 * 4 * 8 * 3
 
 
@@ -685,3 +684,33 @@ def test_two_histories_compare_by_their_items():
         for i in items:
             h._append(i)
     assert h1 == h2 and not (h1 != h2) and h1 != h3 and not (h1 == h3) and h1 != "12"
+
+
+def test_after_a_counted_step_the_next_steps_time_starts_once_its_bookkeeping_is_done(clean):
+    """on_step of the counted step 1 sleeps 0.2 s inside step(): step 2, which runs nothing, does not include it;
+    step 3, after the uncounted step 2 whose on_step also sleeps, does (its time runs from step 2's step() call)."""
+    import time as _time
+
+    def on_step(m):
+        if m["step"] in (1, 2):
+            _time.sleep(0.2)
+
+    with roofline.monitor(ceilings=CEIL, on_step=on_step, recount_every=None) as mon:
+        for _ in range(4):
+            mon.step()
+    h = mon.history
+    assert h[1]["recounted"] and not h[2]["recounted"]
+    assert h[2]["time_s"] < 0.2 <= h[3]["time_s"]
+
+
+def test_modules_are_listed_at_start_and_at_each_count(clean):
+    """A layer added to the model after step 1's count: its parameters enter the signature at the next count (step
+    3, recount_every=2), not before (the modules are listed at start() and at each count)."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    with roofline.monitor(model, ceilings=CEIL, recount_every=2) as mon:
+        for i in range(5):
+            if i == 2:
+                model.append(torch.nn.Linear(2, 3))
+            mon.step()
+    assert [m["recounted"] for m in mon.history] == [False, True, False, True, False]
+    assert [m["changed"] for m in mon.history] == [False, False, False, True, False]

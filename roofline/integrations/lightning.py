@@ -15,7 +15,9 @@ What it does, per ``fit`` (docs/training.md, "Lightning"):
   step holds its ``training_step`` and backward passes, the optimizer step, then Lightning's logging and validation
   after the step, and the fetching of the next batch;
 * ``steps=(first, last)`` are ``trainer.global_step`` values after the step (1-based): ``(5, 7)`` counts step 4 and
-  discards it (warm-up), and measures steps 5, 6 and 7 into one report;
+  discards it (warm-up), and measures steps 5, 6 and 7 into one report; with manual optimisation the global step
+  moves once per ``optimizer.step()`` (two optimizers: by 2 per batch), and the steps are the batches after which
+  it is in ``first..last`` (``(4, 6)``: the batches that bring it to 4 and 6, report ``steps4-6``);
 * each report goes to ``trainer.log_dir/roofline/`` (the first logger's folder, or ``default_root_dir`` without a
   logger; ``output_dir=`` to change) as ``steps5-7.json`` and ``.html``; in a distributed run each rank writes
   ``steps5-7.rank{r}.json`` / ``.html`` and rank 0 gathers them into ``steps5-7.merged.json`` and ``.merged.txt``;
