@@ -286,8 +286,7 @@ class Monitor(_StepLoop):
         try:
             self._flush(wait=False)  # on_step runs here: outside any measure block of the monitor's
             if self._state == "running" and self._count_next(n + 1, first_seen):  # on_step may have stopped it
-                fresh = True
-                self._open_block(self._model, **self._kwargs)
+                self._open_block(self._model, **self._kwargs)  # that step's time will be its block's wall time
         except BaseException:
             fresh = True  # on_step raised, or the block did not open: the next step starts now
             raise

@@ -561,16 +561,18 @@ def test_hf_report_folder_that_is_a_file_and_two_callbacks_are_refused_before_tr
 
 
 # ---- the periodic recount's comparison: calls of each op, and the counts --------------------------------------
-def _recounted(steps):
-    """Run ``steps`` (callables, one per step) under a monitor recounting every 2 steps, same signature throughout;
-    (the warnings, the history)."""
+def _recounted(steps, every=2):
+    """Run ``steps`` (callables, one per step) under a monitor recounting every ``every`` steps, same signature
+    throughout; (the warnings, the history)."""
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        with roofline.monitor(ceilings=CEIL, recount_every=2) as mon:
+        with roofline.monitor(ceilings=CEIL, recount_every=every) as mon:
             for fn in steps:
                 fn()
                 mon.step()
-    return [str(w.message) for w in seen if "roofline.monitor" in str(w.message)], list(mon.history)
+    mine = [w for w in seen if "roofline.monitor" in str(w.message)]
+    assert all(w.filename == __file__ for w in mine)  # at the line of the loop's mon.step call
+    return [str(w.message) for w in mine], list(mon.history)
 
 
 def test_a_recount_of_the_same_work_warns_nothing_and_changes_nothing(clean):
@@ -714,3 +716,46 @@ def test_modules_are_listed_at_start_and_at_each_count(clean):
             mon.step()
     assert [m["recounted"] for m in mon.history] == [False, True, False, True, False]
     assert [m["changed"] for m in mon.history] == [False, False, False, True, False]
+
+
+def test_a_recount_right_after_a_count_names_no_step_given_older_counts(clean):
+    a, b, c = torch.randn(4, 8), torch.randn(8, 2), torch.randn(8, 3)
+    msgs, h = _recounted([lambda: torch.mm(a, b)] * 2 + [lambda: torch.mm(a, c)], every=1)
+    assert msgs == ["roofline.monitor: step 2 ran other ops than step 1, counted with the same signature (input "
+                    "shapes, parameters, modes, compiled graphs)"]
+    assert [m["recounted"] for m in h] == [False, True, True]
+
+
+def test_when_on_step_raises_the_next_step_starts_after_it(clean):
+    """on_step of step 1 sleeps 0.2 s and raises; the loop catches it and goes on: step 2, which runs nothing,
+    starts once step()'s failure is over."""
+    import time as _time
+
+    def on_step(m):
+        if m["step"] == 1:
+            _time.sleep(0.2)
+            raise ValueError("from on_step")
+
+    with roofline.monitor(ceilings=CEIL, on_step=on_step, warmup=5) as mon:
+        mon.step()
+        with pytest.raises(ValueError, match="from on_step"):
+            mon.step()
+        mon.step()
+    assert [m["step"] for m in mon.history] == [0, 1, 2] and mon.history[2]["time_s"] < 0.2
+
+
+def test_one_signature_kept_small_last_batches(clean):
+    """max_signatures=1: one signature's counts and one signature seen without counts are kept. Epochs of [8, 8, 8,
+    3] rows, six: counted 1; 4 (after the first 3-row step); 11 (3 rows due: seen at 3 and 7), which replaces the
+    8-row counts; 13 (8 rows: no counts any more, not seen before without counts); 16 (after the 3-row step 15,
+    whose counts were replaced and which is new to the seen table again); 23 (3 rows due: seen at 15 and 19)."""
+    h = _monitored([8, 8, 8, 3] * 6, max_signatures=1, recount_every=None)
+    assert [m["step"] for m in h if m["recounted"]] == [1, 4, 11, 13, 16, 23]
+    assert all(m["flops"] == _flops(8) for m in h[14:15])
+
+
+def test_a_due_signature_pushed_out_of_the_seen_table_is_not_counted(clean):
+    """max_signatures=1. 3 rows at steps 2 and 6: due at 10. 5 rows at step 7, new: step 8 counted, and the 3-row
+    signature leaves the table of signatures seen without counts: step 10 is not counted."""
+    h = _monitored([8, 8, 3, 8, 8, 8, 3, 5, 8, 8, 8], max_signatures=1, recount_every=None)
+    assert [m["step"] for m in h if m["recounted"]] == [1, 3, 8]
