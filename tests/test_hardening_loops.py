@@ -759,3 +759,27 @@ def test_a_due_signature_pushed_out_of_the_seen_table_is_not_counted(clean):
     signature leaves the table of signatures seen without counts: step 10 is not counted."""
     h = _monitored([8, 8, 3, 8, 8, 8, 3, 5, 8, 8, 8], max_signatures=1, recount_every=None)
     assert [m["step"] for m in h if m["recounted"]] == [1, 3, 8]
+
+
+def test_the_monitors_defaults_are_the_documented_ones():
+    """docs/training.md: a recount every 500 steps, the latest 10,000 steps in the history, 64 signatures kept,
+    step 0 the warm-up."""
+    import inspect
+
+    p = inspect.signature(roofline.monitor).parameters
+    assert (p["recount_every"].default, p["history_size"].default, p["max_signatures"].default,
+            p["warmup"].default) == (500, 10000, 64, 1)
+    assert "the latest 10,000" in open(os.path.join(os.path.dirname(_PATH), "..", "docs", "training.md")).read()
+
+
+def test_tokens_per_s_of_steps_of_any_length(clean):
+    """tokens / time_s for a step of a microsecond and one of 1.2 s alike."""
+    import time as _time
+
+    with roofline.monitor(ceilings=CEIL, warmup=9) as mon:
+        mon.step(tokens=10)
+        _time.sleep(1.2)
+        mon.step(tokens=10)
+    h = mon.history
+    assert h[0]["time_s"] < 1 <= h[1]["time_s"]
+    assert [m["tokens_per_s"] for m in h] == [10 / m["time_s"] for m in h]
