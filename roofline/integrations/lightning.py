@@ -87,7 +87,10 @@ class _Callback(_core.Outputs):
 
     # ---- Lightning hooks ---------------------------------------------------------------------------------------
     def setup(self, trainer, pl_module, stage):
-        # before anything runs: one roofline callback per Trainer (see roofline.integrations._core)
+        # before anything runs: one roofline callback per Trainer (see roofline.integrations._core); the callbacks
+        # act in fit only
+        if str(getattr(stage, "value", stage)) != "fit":
+            return
         mine = [c for c in trainer.callbacks if isinstance(c, _Callback)]
         if len(mine) > 1:
             raise ValueError(f"{_WHO}: the Trainer has {len(mine)} RooflineCallbacks: their measure blocks would be "
