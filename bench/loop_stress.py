@@ -15,7 +15,8 @@ and the Hugging Face callback's ``close()`` do).
 
 After every loop (once the interrupt has landed) the process-global state must equal what it was before the first
 loop (bench/interrupt_stress.py's ``global_state``: torch's dispatch and function mode stacks, the hook tables,
-roofline's registries). ``lost`` counts what a loop dropped of the steps that had ended before the interrupt: a
+roofline's registries). An interrupt that comes out of the loop as another exception (raised while handling it)
+is counted and named, with where it was raised. ``lost`` counts what a loop dropped of the steps that had ended before the interrupt: a
 profiler's reports of the cycles whose last active step had ended (and, after a stop() that returned, the partial
 cycle's), a report handed to ``on_report`` and not kept (or kept and never handed over), a monitor's figures of a
 step whose ``step()`` returned, a run's report without its files. ``--sweep`` instead interrupts every instruction
@@ -265,7 +266,7 @@ def run(loops: int = 10000, seed: int = 0, out=sys.stdout) -> dict:
     alarm = _stress._Alarm()
     unraisable = _stress._Unraisable()
     landed, kinds = collections.Counter(), collections.Counter()
-    leaks, lost, silent = [], [], []
+    leaks, lost, silent, replaced = [], [], [], []
     swallowed = refused = never = torch_leaks = 0
     t_start = time.perf_counter()
 
@@ -297,6 +298,15 @@ def run(loops: int = 10000, seed: int = 0, out=sys.stdout) -> dict:
                 else:
                     never += 1
                 where, where_landed = "no interrupt arrived", None
+            except Exception as e:  # noqa: BLE001 - the interrupt replaced by another exception on its way out
+                ctx = e.__context__
+                if not (isinstance(ctx, exc) and str(ctx) == "interrupt_stress"):
+                    raise
+                tb = traceback.extract_tb(e.__traceback__)[-1]
+                replaced.append((i, kind, f"{type(e).__name__}: {e} at {os.path.relpath(tb.filename)}:{tb.lineno}"))
+                print(f"loop {i} ({kind}): the interrupt became {replaced[-1][2]}", file=out)
+                where, where_landed = "".join(traceback.format_exception(e)), "replaced"
+                landed["replaced by another exception"] += 1
             except (KeyboardInterrupt, SystemExit) as e:
                 if not isinstance(e, exc) or str(e) != "interrupt_stress":
                     raise
@@ -332,7 +342,7 @@ def run(loops: int = 10000, seed: int = 0, out=sys.stdout) -> dict:
         tmp.cleanup()
     return {"landed": landed, "kinds": kinds, "leaks": leaks, "lost": lost, "swallowed": swallowed,
             "unraisable": unraisable.count, "silent": silent, "refused": refused, "never": never,
-            "torch_leaks": torch_leaks,
+            "torch_leaks": torch_leaks, "replaced": replaced,
             "seconds": time.perf_counter() - t_start, "span": span}
 
 
@@ -388,8 +398,10 @@ def main(argv=None) -> int:
         print(f"  {res['torch_leaks']} interrupts in torch.optim's step left grad mode off (torch's own code, "
               "not the loop's; put back)")
     print(f"modes or other state left behind: {len(res['leaks'])} loops; reports or figures lost: "
-          f"{len(res['lost'])}")
-    return 1 if res["leaks"] or res["lost"] or res["silent"] or res["never"] else 0
+          f"{len(res['lost'])}; interrupts replaced by another exception: {len(res['replaced'])}")
+    for i, kind, what in res["replaced"][:10]:
+        print(f"  loop {i} ({kind}): {what}")
+    return 1 if res["leaks"] or res["lost"] or res["silent"] or res["never"] or res["replaced"] else 0
 
 
 if __name__ == "__main__":
