@@ -787,3 +787,27 @@ def test_tokens_per_s_of_steps_of_any_length(clean):
     h = mon.history
     assert h[0]["time_s"] < 1 <= h[1]["time_s"]
     assert [m["tokens_per_s"] for m in h] == [10 / m["time_s"] for m in h]
+
+
+# ---- the profiler's arguments and messages ---------------------------------------------------------------------
+def test_the_profilers_default_schedule_is_the_documented_one():
+    """profiler's doc: default roofline.schedule(warmup=1, active=5, repeat=1)."""
+    prof = roofline.profiler(ceilings=CEIL)
+    assert prof.schedule == roofline.schedule(warmup=1, active=5, repeat=1)
+    assert prof.schedule.as_dict() == {"wait": 0, "warmup": 1, "active": 5, "repeat": 1, "skip_first": 0}
+
+
+def test_a_schedule_returning_an_unknown_name_is_refused():
+    with pytest.raises(ValueError, match=r"schedule\(0\) returned 'bogus'"):
+        roofline.profiler(ceilings=CEIL, schedule=lambda step: "bogus")
+
+
+def test_a_huge_argument_is_shown_whole_up_to_60_characters():
+    """10**59 has 60 digits: shown whole; 10**60 (61 digits): its first 57 digits and '...'."""
+    with roofline.monitor(ceilings=CEIL) as mon:
+        with pytest.raises(ValueError) as e:
+            mon.step(tokens=10**59)
+        assert str(e.value).endswith("got 1" + "0" * 59)
+        with pytest.raises(ValueError) as e:
+            mon.step(tokens=10**60)
+        assert str(e.value).endswith("got 1" + "0" * 56 + "...")
