@@ -811,3 +811,109 @@ def test_a_huge_argument_is_shown_whole_up_to_60_characters():
         with pytest.raises(ValueError) as e:
             mon.step(tokens=10**60)
         assert str(e.value).endswith("got 1" + "0" * 56 + "...")
+
+
+def test_a_schedules_repr_equality_and_defaults():
+    s = roofline.schedule(wait=2, warmup=1, active=3, repeat=2)
+    assert repr(s) == "roofline.schedule(wait=2, warmup=1, active=3, repeat=2, skip_first=0)"
+    assert s == roofline.schedule(wait=2, warmup=1, active=3, repeat=2) and not (s == 5) and s != "s"
+    # the documented defaults: wait 0, warmup 1, active 1, repeat 0 (forever), skip_first 0
+    assert roofline.schedule().as_dict() == {"wait": 0, "warmup": 1, "active": 1, "repeat": 0, "skip_first": 0}
+
+
+def test_step_num_before_start_and_misuse_messages():
+    prof = roofline.profiler(ceilings=CEIL, schedule=roofline.schedule(warmup=0))
+    assert prof.step_num == 0 and not prof.running
+    with pytest.raises(RuntimeError, match=r"__exit__ called outside a with block of it"):
+        prof.__exit__(None, None, None)
+    with prof:
+        pass
+    with pytest.raises(RuntimeError, match="has already been started; it is single-use"):
+        with prof:
+            pass
+
+
+def test_a_start_that_fails_names_step_0_afterwards(clean):
+    other = roofline.measure(ceilings=CEIL)
+    ctx = contextvars.copy_context()
+    prof = roofline.profiler(ceilings=CEIL, schedule=roofline.schedule(warmup=0))
+    ctx.run(other.__enter__)
+    try:
+        with pytest.raises(RuntimeError, match="another asyncio task"):
+            prof.start()
+    finally:
+        ctx.run(other.__exit__, None, None, None)
+    with pytest.raises(RuntimeError, match="it stopped after an error at step 0"):
+        prof.step()
+
+
+def test_an_interrupt_before_a_block_is_left_keeps_it_held_for_the_with_statement(clean, monkeypatch):
+    """The interrupt lands in the hand-over before the block's __exit__ started: the block stays held (open), the
+    profiler stops with the error named at its step, and the with statement's exit closes the block."""
+    exit_ = _schedule._Held.exit
+    calls = []
+
+    def exit(self, *args):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt("before the exit")
+        return exit_(self, *args)
+
+    monkeypatch.setattr(_schedule._Held, "exit", exit)
+    model = _model()
+    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=2), ceilings=CEIL)
+    with pytest.raises(KeyboardInterrupt):
+        with prof:
+            _run(model, 2)
+            try:
+                prof.step()
+            finally:
+                assert prof._block is not None and prof._block.open and not prof.running
+                with pytest.raises(RuntimeError, match="stopped after an error at step 0"):
+                    prof.step()
+    assert _modes() == ([], 0)
+
+
+def test_an_interrupt_in_the_with_statements_closing_leaves_the_unwinding_to_close_the_block(clean, monkeypatch):
+    """The with block raises; closing its step is interrupted before the block is left: the closing is not repeated
+    (the loop already stopped), and the unwinding closes the block still held."""
+    close = _schedule._StepLoop._close_block
+    calls = []
+
+    def close_block(self, *args):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt("in the closing")
+        return close(self, *args)
+
+    monkeypatch.setattr(_schedule._StepLoop, "_close_block", close_block)
+    model = _model()
+    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=2), ceilings=CEIL)
+    with pytest.raises((ValueError, KeyboardInterrupt)):
+        with prof:
+            _run(model, 2)
+            raise ValueError("the loop's")
+    assert _modes() == ([], 0) and prof._block is None
+
+
+def test_an_active_step_that_failed_to_open_is_no_warm_up(clean):
+    """Cycle of two active steps, no warm-up: the first cannot be opened; the report (of the second) says 0 warm-up
+    steps."""
+    model = _model()
+    other = roofline.measure(ceilings=CEIL)
+    ctx = contextvars.copy_context()
+    prof = roofline.profiler(model, schedule=roofline.schedule(wait=1, warmup=0, active=2, repeat=1),
+                             ceilings=CEIL).start()
+    _run(model, 2)
+    ctx.run(other.__enter__)
+    try:
+        with pytest.raises(RuntimeError, match="another asyncio task"):
+            prof.step()
+    finally:
+        ctx.run(other.__exit__, None, None, None)
+    for b in (3, 5):
+        _run(model, b)
+        prof.step()
+    prof.stop()
+    (r,) = prof.reports
+    assert r.steps == [2] and r.meta["steady"]["warmup"] == 0 and r.matrix_flops == _flops(5)
