@@ -479,8 +479,9 @@ def test_a_block_that_fails_to_open_leaves_the_profiler_consistent(clean):
     finally:
         ctx.run(other.__exit__, None, None, None)
     _run(model, 3)
-    with pytest.warns(UserWarning, match="cycle 0 has no report: none of its active steps was measured"):
+    with pytest.warns(UserWarning, match="cycle 0 has no report: none of its active steps was measured") as w:
         prof.step()
+    assert w[0].filename == __file__
     for b in (5, 7):
         _run(model, b)
         prof.step()
@@ -917,3 +918,44 @@ def test_an_active_step_that_failed_to_open_is_no_warm_up(clean):
     prof.stop()
     (r,) = prof.reports
     assert r.steps == [2] and r.meta["steady"]["warmup"] == 0 and r.matrix_flops == _flops(5)
+
+
+def test_the_profilers_warnings_point_at_the_users_step_and_stop_calls(clean):
+    """The cycle's steps ran other ops (step 3 also runs a relu): the warning is made at the end of the cycle, by
+    step(), or by stop() for a partial cycle; it points at that call."""
+    model = _model()
+    import inspect
+
+    here = inspect.currentframe()
+    sched = roofline.schedule(skip_first=1, warmup=0, active=3, repeat=1)  # steps 1-3: not the first step
+    prof = roofline.profiler(model, schedule=sched, ceilings=CEIL)
+    with pytest.warns(UserWarning, match="did not all run the same ops") as w:
+        with prof:
+            for b in (2, 2, 2, 3):
+                _run(model, b)
+                torch.relu(torch.ones(b)) if b == 3 else None
+                line = here.f_lineno + 1
+                prof.step()
+    assert (w[0].filename, w[0].lineno) == (__file__, line)
+    prof = roofline.profiler(model, schedule=sched, ceilings=CEIL).start()
+    for b in (2, 2, 3):
+        _run(model, b)
+        torch.relu(torch.ones(b)) if b == 3 else None
+        prof.step()
+    with pytest.warns(UserWarning, match="did not all run the same ops") as w:
+        line = here.f_lineno + 1
+        prof.stop()
+    assert (w[0].filename, w[0].lineno) == (__file__, line)
+
+
+def test_first_step_is_said_only_of_a_cycle_starting_at_step_0(clean):
+    model = _model()
+    for skip, first in ((0, True), (1, False)):
+        prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=1, repeat=1, skip_first=skip),
+                                 ceilings=CEIL)
+        with prof:
+            for _ in range(2):
+                _run(model, 2)
+                prof.step()
+        (r,) = prof.reports
+        assert r.steps == [skip] and r.meta["steady"]["first_step"] is first
