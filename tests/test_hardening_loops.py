@@ -897,13 +897,14 @@ def test_an_interrupt_in_the_with_statements_closing_leaves_the_unwinding_to_clo
     assert _modes() == ([], 0) and prof._block is None
 
 
-def test_an_active_step_that_failed_to_open_is_no_warm_up(clean):
-    """Cycle of two active steps, no warm-up: the first cannot be opened; the report (of the second) says 0 warm-up
-    steps."""
+@pytest.mark.parametrize("warmup", [0, 1])
+def test_a_step_that_failed_to_open_is_no_warm_up(warmup, clean):
+    """Step 1 (the warm-up, or the first of two active steps) cannot be opened; the report (of step 2) says 0
+    warm-up steps."""
     model = _model()
     other = roofline.measure(ceilings=CEIL)
     ctx = contextvars.copy_context()
-    prof = roofline.profiler(model, schedule=roofline.schedule(wait=1, warmup=0, active=2, repeat=1),
+    prof = roofline.profiler(model, schedule=roofline.schedule(wait=1, warmup=warmup, active=2 - warmup, repeat=1),
                              ceilings=CEIL).start()
     _run(model, 2)
     ctx.run(other.__enter__)
@@ -959,3 +960,13 @@ def test_first_step_is_said_only_of_a_cycle_starting_at_step_0(clean):
                 prof.step()
         (r,) = prof.reports
         assert r.steps == [skip] and r.meta["steady"]["first_step"] is first
+
+
+def test_a_torch_profiler_schedule_gives_no_active_count(clean):
+    sched = torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1)
+    prof = roofline.profiler(ceilings=CEIL, schedule=sched)
+    with prof:
+        prof.step()
+        prof.step()
+    (r,) = prof.reports
+    assert "active" not in r.meta["steady"] and isinstance(r.meta["steady"]["schedule"], str)
