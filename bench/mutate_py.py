@@ -8,8 +8,10 @@ model (_cache_model.py), the hints (_hints.py), the steady-state profile (_stead
 the merged distributed report (_collectives.py, distributed.py), the LLM formulas (llm.py), the projection's
 assumptions (_assumptions.py), the contention reading (_contention.py), the compiled-kernel views
 (_fusion_compiled.py, _compiled_view.py), the SDPA backend rules (_sdpa.py), the padding analysis and the token
-masks it reads (_padding.py, _tokens.py), the report document's writer and reader (_export.py), the module tree and groups of the tables and charts (_groups.py) and the
-network view (_network.py).
+masks it reads (_padding.py, _tokens.py), the report document's writer and reader (_export.py), the module tree and
+groups of the tables and charts (_groups.py), the network view (_network.py), and the step loops: the monitor
+(_monitor.py), the profiler and its schedule (_schedule.py) and the trainer callbacks' shared run
+(integrations/_core.py).
 
 Each mutant changes one node of the syntax tree inside one of the functions of TARGETS:
 
@@ -97,6 +99,9 @@ TARGETS = {
     "io/_export.py": [ALL],
     "analysis/_groups.py": [ALL],
     "analysis/_network.py": [ALL],
+    "_monitor.py": [ALL],
+    "_schedule.py": [ALL],
+    "integrations/_core.py": [ALL],
 }
 _ROLLUP_TESTS = ["tests/test_mutants_rollup.py", "tests/test_rollups_exact.py", "tests/test_classify_exact.py"]
 # file under roofline/ -> the tests its mutants are judged by (paths or pytest node ids from the repository root),
@@ -131,6 +136,10 @@ TESTS = {
     "analysis/_groups.py": ["tests/test_mutants_groups.py", "tests/test_one_definition.py", "tests/test_html.py", "tests/test_rollups_exact.py",
                             "tests/test_report.py"],
     "analysis/_network.py": ["tests/test_mutants_network.py", "tests/test_one_definition.py", "tests/test_distributed.py"],
+    "_monitor.py": ["tests/test_monitor.py", "tests/test_hardening_loops.py"],
+    "_schedule.py": ["tests/test_schedule.py", "tests/test_monitor.py", "tests/test_hardening_loops.py"],
+    "integrations/_core.py": ["tests/test_hardening_loops.py", "tests/test_integrations_hf.py",
+                              "tests/test_integrations_lightning.py"],
 }
 
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import itertools
 import math
 import sys
 import time
@@ -25,6 +26,7 @@ from roofline.analysis import _rollup
 
 _SUMMED = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
 _MAX_DEPTH = 8  # nesting of the inputs read for the signature
+_MAX_TOKENS = 2**63 - 1  # a step's tokens (an int64; its tokens/s a finite float)
 
 
 class _Counts:
@@ -100,11 +102,68 @@ def _clock_for(model):
     return _EventClock(torch.cuda.Event) if cuda else _PerfClock()
 
 
+class History(collections.abc.Sequence):
+    """``Monitor.history``: the latest ``maxlen`` per-step dicts, oldest first, as a read-only list would give
+    them: ``len``, iteration, ``h[i]`` and ``h[-1]``, slices (``h[:4]``, a list), ``==`` with a list. Appending
+    beyond ``maxlen`` drops the oldest (kept in a bounded deque)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, maxlen: int):
+        self._items = collections.deque(maxlen=maxlen)
+
+    @property
+    def maxlen(self) -> int:
+        return self._items.maxlen
+
+    def __len__(self):
+        return len(self._items)
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __reversed__(self):
+        return reversed(self._items)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):  # a list, as a list's slice
+            start, stop, step = i.indices(len(self._items))
+            if step == 1:
+                return list(itertools.islice(self._items, start, max(start, stop)))
+            return list(self._items)[i]
+        return self._items[i]  # an int (IndexError beyond the ends, TypeError for anything else, as list's)
+
+    def __eq__(self, other):
+        if isinstance(other, History):
+            return list(self._items) == list(other._items)
+        if isinstance(other, (list, tuple)):
+            return list(self._items) == list(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"History({list(self._items)!r}, maxlen={self.maxlen})"
+
+    def _append(self, item):
+        self._items.append(item)
+
+
 def _leaf_signature(x, tensor_type, depth=0):
     """Shapes, dtypes and devices of the tensors in ``x`` (nested tuples, lists and mappings); the values of ints,
-    bools, strings and None; the type of anything else (floats included: a learning rate changes no shape)."""
+    bools, strings and None; the type of anything else (floats included: a learning rate changes no shape). A
+    nested tensor gives its layout and the shape of each of its tensors (strided layout, sizes held on the host) or
+    their number and total shape (jagged layout: the lengths live with the data, maybe on the device)."""
     if isinstance(x, tensor_type):
-        return ("T", tuple(x.shape), x.dtype, x.device)
+        try:
+            if x.is_nested:
+                return _nested_signature(x)
+            return ("T", tuple(x.shape), x.dtype, x.device)
+        except Exception as e:  # noqa: BLE001 - a tensor subclass whose shape cannot be read: its type only
+            warnings.warn(f"roofline.monitor: the shape of a {type(x).__qualname__} in inputs could not be read "
+                          f"({type(e).__name__}: {str(e)[:200]}); only its type is in the step's signature",
+                          stacklevel=4 + 2 * depth)  # at step()'s caller: each level is a call and a generator
+            return ("T?", type(x).__qualname__)
     if x is None or isinstance(x, (bool, int, str)):
         return x
     if depth < _MAX_DEPTH:
@@ -113,6 +172,18 @@ def _leaf_signature(x, tensor_type, depth=0):
         if isinstance(x, collections.abc.Mapping):
             return ("M", tuple((k, _leaf_signature(v, tensor_type, depth + 1)) for k, v in x.items()))
     return type(x).__qualname__
+
+
+def _nested_signature(x):
+    import torch
+
+    if x.layout == torch.strided:  # the sizes of its tensors: a host tensor of shape (n, dim) whatever the device
+        sizes = x._nested_tensor_size()
+        return ("NT", "strided", tuple(tuple(row) for row in sizes.tolist()), x.dtype, x.device)
+    values = getattr(x, "_values", None)  # jagged: its tensors concatenated along the ragged dim (no op dispatched)
+    offsets = getattr(x, "_offsets", None)
+    return ("NT", str(x.layout), tuple(offsets.shape) if offsets is not None else None,
+            tuple(values.shape) if values is not None else None, x.dtype, x.device)
 
 
 def _compiled_graphs() -> int:
@@ -125,10 +196,12 @@ class Monitor(_StepLoop):
     """What :func:`roofline.monitor` returns: call :meth:`step` once at the end of each step of the loop, between
     :meth:`start` and :meth:`stop` (or inside a ``with`` block).
 
-    Attributes: ``history`` (the per-step dicts, the latest ``history_size``), :attr:`last_report` (the report of
-    the latest counted step), :attr:`step_num`, :attr:`running`."""
+    Attributes: ``history`` (the per-step dicts, the latest ``history_size``: a :class:`History`, read as a list,
+    slices included), :attr:`last_report` (the report of the latest counted step), :attr:`step_num`,
+    :attr:`running`."""
 
     _who = "monitor"
+    _callback_name = "on_step"
     start, stop, step_num, running = _StepLoop.start, _StepLoop.stop, _StepLoop.step_num, _StepLoop.running
 
     def __init__(self, model, on_step, warmup, recount_every, history_size, max_signatures, measure_kwargs):
@@ -138,8 +211,10 @@ class Monitor(_StepLoop):
         self._model, self._on_step, self._kwargs = model, on_step, measure_kwargs
         self._warmup, self._recount_every, self._max_signatures = warmup, recount_every, max_signatures
         self._tensor = torch.Tensor
-        self.history = collections.deque(maxlen=history_size)
+        self.history = History(history_size)
         self._counts: dict = {}          # signature -> _Counts
+        self._seen: dict = {}            # signature seen without counts -> the latest step that ended with it
+        self._due: dict = {}             # such a signature -> the step where it is due to come back
         self._last_count = None          # the latest _Counts
         self._queue = collections.deque()  # steps timed, not yet handed to on_step (CUDA: end event pending)
         self._clock = self._start = None
@@ -173,12 +248,14 @@ class Monitor(_StepLoop):
         ``on_step`` and ``history``.
 
         ``inputs`` (optional): what defines the step's shapes, e.g. the batch (a tensor, or tuples, lists and
-        mappings of them): its tensors' shapes, dtypes and devices are part of the step's signature. ``tokens``
-        (optional, an int >= 0): tokens the step processed, for ``tokens_per_s``. RuntimeError outside
-        :meth:`start` / :meth:`stop` or from another thread; ValueError for a bad ``tokens``."""
+        mappings of them; nested tensors too): its tensors' shapes, dtypes and devices are part of the step's
+        signature. ``tokens`` (optional, an int from 0 to 2**63 - 1): tokens the step processed, for
+        ``tokens_per_s``. RuntimeError outside :meth:`start` / :meth:`stop`, from another thread or from inside
+        ``on_step``; ValueError for a bad ``tokens`` (raised before anything is done: the step is still in
+        progress)."""
         self._check_running("step")
         if tokens is not None:
-            tokens = _check_count("monitor.step", "tokens", tokens, 0)
+            tokens = _check_count("monitor.step", "tokens", tokens, 0, _MAX_TOKENS)
         clock, n = self._clock, self._step_num
         end = clock.mark()
         report = self._close_block(None, None, None)
@@ -193,37 +270,69 @@ class Monitor(_StepLoop):
             old = self._counts.get(sig)
             if old is not None and not new.same_work(old):
                 changed = True
-                given = (f"; steps {old.step + 1} to {n - 1} of that signature were given step {old.step}'s counts"
-                         if n - 1 > old.step else "")
+                given = ("" if n - 1 == old.step else
+                         f"; step {n - 1} of that signature was given step {old.step}'s counts" if n - 2 == old.step
+                         else f"; steps {old.step + 1} to {n - 1} of that signature were given step {old.step}'s "
+                              "counts")
                 warnings.warn(f"roofline.monitor: step {n} ran other ops than step {old.step}, counted with the same "
                               f"signature (input shapes, parameters, modes, compiled graphs){given}", stacklevel=2)
             self._remember(sig, new)
             entry = [n, self._start, end, new, True, changed, tokens, report.wall_time]  # clock if untimed
         else:
             entry = [n, self._start, end, self._counts.get(sig), False, changed, tokens, None]
+        first_seen = entry[3] is None and self._wanted(sig, n)
         self._queue.append(entry)
         self._step_num = n + 1
         try:
             self._flush(wait=False)  # on_step runs here: outside any measure block of the monitor's
+            if self._state == "running" and self._count_next(n + 1, first_seen):  # on_step may have stopped it
+                self._open_block(self._model, **self._kwargs)  # that step's time will be its block's wall time
         except BaseException:
-            self._start = clock.mark()
+            fresh = True  # on_step raised, or the block did not open: the next step starts now
             raise
-        if self._count_next(n + 1, entry[3] is None):
-            self._open_block(self._model, **self._kwargs)
-            fresh = True
-        self._start = clock.mark() if fresh else end
+        finally:
+            self._start = clock.mark() if fresh else end
 
-    def _count_next(self, nxt: int, unknown: bool) -> bool:
-        """Whether step ``nxt`` is counted: not before ``warmup``; the first step after it; after a step whose
-        signature had no counts; and ``recount_every`` steps after the latest count."""
-        if nxt < self._warmup:
+    def _wanted(self, sig, n: int) -> bool:
+        """Step ``n`` ended with signature ``sig`` and no counts for it. True the first time ``sig`` is seen so (the
+        next step is counted: a change of shapes that lasts). When it was seen before at step ``m`` (shapes that
+        come back, e.g. the smaller last batch of each epoch), the next step is likely another signature: the step
+        ``n + (n - m)`` is counted instead, where ``sig`` comes back if its period holds."""
+        seen = self._seen
+        m = seen.pop(sig, None)
+        seen[sig] = n
+        while len(seen) > self._max_signatures:
+            del seen[next(iter(seen))]  # the oldest
+        if m is None:
+            return True
+        self._due[sig] = n + (n - m)
+        return False
+
+    def _count_next(self, nxt: int, first_seen: bool) -> bool:
+        """Whether step ``nxt`` is counted: not before ``warmup``; the first step after it; the step after a step
+        whose signature had no counts and was seen for the first time; a step where a signature seen without
+        counts is due to come back (:meth:`_wanted`); and ``recount_every`` steps after the latest count."""
+        if nxt < self._warmup or self._skip(nxt):
             return False
         last = self._last_count
-        if last is None or unknown:
+        if last is None or first_seen:
             return True
+        due = self._due
+        if due:
+            for sig in [s for s, k in due.items() if k < nxt or s not in self._seen]:
+                del due[sig]  # passed (the step was not counted, or came with another signature) or since counted
+            if nxt in due.values():
+                return True
         return bool(self._recount_every) and nxt - last.step >= self._recount_every
 
+    @staticmethod
+    def _skip(nxt: int) -> bool:
+        """Steps the monitor must not count (a trainer callback's: those its profiler measures)."""
+        return False
+
     def _remember(self, sig, counts):
+        self._seen.pop(sig, None)  # counted: wanted no more
+        self._due.pop(sig, None)
         table = self._counts
         table.pop(sig, None)
         table[sig] = counts
@@ -244,9 +353,9 @@ class Monitor(_StepLoop):
                 seconds = clock.seconds(start, end)
             queue.popleft()
             metrics = self._metrics(n, seconds, counts, recounted, changed, tokens)
-            self.history.append(metrics)
+            self.history._append(metrics)
             if self._on_step is not None:
-                self._on_step(metrics)
+                self._call_back(self._on_step, metrics)
 
     @staticmethod
     def _metrics(n, seconds, counts, recounted, changed, tokens) -> dict:
@@ -296,27 +405,35 @@ def monitor(model=None, *, on_step=None, ceilings="measured", warmup: int = 1, r
     at a later ``step()``), and ``stop()`` waits for the last ones.
 
     Which steps are counted: step ``warmup`` (default 1: step 0, with its one-off work such as optimizer state
-    creation, is timed only and has no figures); the step after a step whose signature had no counts; and a step
-    ``recount_every`` steps after the latest count (None or 0: never). The signature of a step, read at its
+    creation, is timed only and has no figures); the step after a step whose signature had no counts and was new (a
+    change of shapes that lasts); when a signature without counts comes back (seen at steps ``m`` and ``n``, e.g.
+    the smaller last batch of each epoch), step ``n + (n - m)``, where it comes back if its period holds (the step
+    after it, likely of another signature, is not counted); and a step ``recount_every`` steps after the latest
+    count (None or 0: never). The signature of a step, read at its
     ``step()`` call, is: the shapes, dtypes and devices of the tensors in ``inputs`` (tuples, lists, mappings,
     8 levels deep) and the values of its ints, bools and strings; with ``model``, each module's train / eval mode
     and each of its parameters' shape, dtype, device and ``requires_grad`` (the modules as listed at ``start()``
     and at each count); and the number of graphs ``torch.compile`` has made in the process (a recompilation).
     Counts are kept for the latest ``max_signatures`` signatures, so shapes that come back (a smaller last batch
-    per epoch) are not recounted. Not detected from the signature: a change of what the step runs with the same
-    signature (another branch taken, another optimizer, autocast switched on inside the step, a data-dependent
+    per epoch) are not recounted: over epochs of batches ``[full, full, full, small]``, the first full batch of the
+    second epoch is counted (after the first small batch, a new signature), the small batch of the third epoch too,
+    and from then on every step has figures and none is counted but the periodic recounts. Not detected from the
+    signature: a change of what the step runs with the same signature (another branch taken, another optimizer, autocast switched on inside the step, a data-dependent
     shape inside the model, inputs not passed to ``step()``); the periodic recount compares what the two counted
     steps ran (the calls of each op, and the FLOP and byte counts) and, if they differ, warns which steps were given
     the older counts. Without ``inputs``, the periodic recount is the only safety net for input shapes. A change is
     seen at the end of the step that ran it: that step has no figures (unless its signature was counted before)
-    and the next step is counted; steps whose shapes change every step thus alternate between no figures and
-    counted until each shape has been counted once.
+    and the next step is counted; shapes that cycle (``A, B, C, A, B, C, ...``) are each counted once, the last
+    where its period brings it back (here in the third cycle), and have figures from then on.
 
     ``ceilings`` and ``attention`` are passed to the measure blocks (``timing="model"``), and checked now with
     ``model``; ``warmup`` and ``max_signatures`` (ints, >= 0 and >= 1), ``recount_every`` (None or an int >= 0),
-    ``history_size`` (int >= 1) and ``on_step`` (None or callable) too. ``start`` / ``stop`` / ``with`` and their
-    errors are :func:`roofline.profiler`'s: ``step()`` outside them raises RuntimeError, and an exception in the
-    loop leaves torch as it was (the step being counted is dropped, figures not yet handed over too).
+    ``history_size`` (int from 1 to ``sys.maxsize``) and ``on_step`` (None or callable) too. ``start`` /
+    ``stop`` / ``with`` and their errors are :func:`roofline.profiler`'s: ``step()`` outside them raises RuntimeError, and an exception in the
+    loop leaves torch as it was (the step being counted is dropped, figures not yet handed over too). ``on_step``
+    runs inside ``step()`` (or ``stop()``), outside the monitor's measure blocks: ``mon.stop()`` from it stops the
+    monitor there (the figures of steps already ended still go to ``on_step``; no further step is counted), and
+    ``mon.step()`` from it is refused with RuntimeError.
 
     >>> with roofline.monitor(model, on_step=lambda m: print(m["step"], m["mfu"])) as mon:   # doctest: +SKIP
     ...     for batch in loader:
@@ -328,7 +445,7 @@ def monitor(model=None, *, on_step=None, ceilings="measured", warmup: int = 1, r
                         f"{type(on_step).__name__}")
     warmup = _check_count("monitor", "warmup", warmup, 0)
     recount_every = 0 if recount_every is None else _check_count("monitor", "recount_every", recount_every, 0)
-    history_size = _check_count("monitor", "history_size", history_size, 1)
+    history_size = _check_count("monitor", "history_size", history_size, 1, sys.maxsize)
     max_signatures = _check_count("monitor", "max_signatures", max_signatures, 1)
     kwargs = {"timing": "model", "ceilings": ceilings, "attention": attention}
     measure(model, **kwargs)  # checks the arguments now (and imports torch)

@@ -11,8 +11,13 @@ closed by the ``step()`` call that ends it; a cycle's active steps become one re
 
 from __future__ import annotations
 
+import collections
+import functools
+import operator
 import threading
+import warnings
 
+from roofline import _core
 from roofline._measure import measure
 from roofline._steady import SteadyReport
 from roofline.util._ints import as_index
@@ -23,15 +28,27 @@ ACTIONS = (NONE, WARMUP, RECORD, RECORD_AND_SAVE)
 _RECORDING = (RECORD, RECORD_AND_SAVE)
 
 
-def _check_count(where: str, name: str, v, lo: int) -> int:
-    """``v`` as an int at least ``lo`` (anything with ``__index__``, not a bool); ValueError naming ``name``."""
+def _check_count(where: str, name: str, v, lo: int, hi: int | None = None) -> int:
+    """``v`` as an int at least ``lo`` and at most ``hi`` (anything with ``__index__``, not a bool); ValueError
+    naming ``name``."""
     n = as_index(v)
     if n is None:
-        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {type(v).__name__} ({v!r})")
+        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {type(v).__name__} ({_short(v)})")
     v = n
     if v < lo:
-        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {v}")
+        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {_short(v)}")
+    if hi is not None and v > hi:
+        raise ValueError(f"{where}: {name} must be an int <= {hi} (2**{hi.bit_length()} - 1), got {_short(v)}")
     return v
+
+
+def _short(v) -> str:
+    """``repr(v)``, cut to 60 characters (a huge int has hundreds of digits)."""
+    try:
+        r = repr(v)
+    except ValueError:  # an int beyond sys.get_int_max_str_digits()
+        return f"an int of {v.bit_length()} bits"
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 class Schedule:
@@ -117,21 +134,76 @@ def _action(sched, step: int) -> str:
                      "torch.profiler.ProfilerAction NONE, WARMUP, RECORD or RECORD_AND_SAVE")
 
 
-class _StepLoop:
+_ENTER = operator.methodcaller("__enter__")
+
+
+class _Held:
+    """The measure block of a step loop's step in progress, and whether it is open, kept so that no asynchronous
+    exception (Ctrl-C, a signal handler's) can separate the two.
+
+    A block's ``__enter__`` and ``__exit__`` are C (:class:`roofline._core.Block`): an interrupt lands either before
+    they start (nothing changed) or inside their Python steps (the block finishes entering or leaving, or undoes its
+    entry, before the interrupt propagates). What remains is the moment between their return and the loop's
+    recording of it, where the interpreter runs signal handlers. Here no bytecode runs there: the report ``__enter__``
+    returns is appended to :attr:`box` by ``list.extend`` over a ``map`` (C calling C), and ``__exit__`` is preceded
+    by a mark that it has started and followed by the emptying of :attr:`box` the same way. So :attr:`box` is
+    non-empty exactly while the block is open, and the loop holds the :class:`_Held` before the block is entered:
+    an interrupt anywhere leaves it closable."""
+
+    __slots__ = ("block", "box")
+
+    def __init__(self, block):
+        self.block, self.box = block, []
+
+    @property
+    def open(self) -> bool:
+        return bool(self.box)
+
+    def enter(self):
+        self.box.extend(map(_ENTER, (self.block,)))  # the report, appended with no bytecode after the entry
+        return self.box[0]
+
+    def exit(self, exc_type, exc, tb):
+        """Leave the block if it is open; its report (None when it was not open). The block is left even when
+        ``__exit__`` raises (it unwinds before raising)."""
+        box = self.box
+        if not box:
+            return None
+        report = box[0]
+        started = []  # the exit has started (appended with no bytecode before __exit__)
+        steps = (functools.partial(started.append, True), functools.partial(self.block.__exit__, exc_type, exc, tb),
+                 box.clear)
+        try:
+            collections.deque(map(operator.call, steps), maxlen=0)  # C from the first step to the last
+        except BaseException:
+            if started:  # __exit__ raised: the block unwound before raising
+                box.clear()
+            raise  # else the interrupt landed before the exit: the block is still open, and held
+        return report
+
+
+class _StepLoop(_core.Block):
     """What :class:`Profiler` and :class:`roofline._monitor.Monitor` share: start/stop, the ``with`` form, the
-    0-based step counter, the thread check, and the measure block of the step in progress.
+    0-based step counter, the thread check, the measure block of the step in progress, and the callbacks.
 
     Single use: ``start`` once (RuntimeError after), ``step`` only between ``start`` and ``stop``, on the thread
     that started it. Subclasses implement ``_on_start``, ``_on_stop`` and ``_on_abort`` (the loop raised, or
     leaving a block failed: drop what is in progress), and re-bind the public members (so that each class lists
-    them)."""
+    them).
+
+    Callbacks (``on_report``, ``on_step``) run through :meth:`_call_back`, never while a block of the loop is open.
+    Inside one, ``stop()`` runs at once (a ``step()`` in progress then opens no block after the callback returns; a
+    ``stop()`` of a loop already stopping does nothing), and ``step()`` is refused with RuntimeError: the callback
+    runs inside a ``step()`` (or ``stop()``) call, which ends the step it was called for."""
 
     _who = "profiler"
+    _callback_name = "on_report"
 
     def _init_loop(self):
         self._state, self._thread, self._step_num = "new", None, 0
-        self._block = self._pending = None
+        self._block = None      # a _Held: the block of the step in progress, open or not
         self._failure = None
+        self._calling = 0       # callbacks of this loop running (nested: stop() from one flushes to the others)
 
     @property
     def step_num(self) -> int:
@@ -149,38 +221,69 @@ class _StepLoop:
         if self._state != "new":
             raise RuntimeError(f"this roofline.{self._who}(...) has already been started; it is single-use: make a "
                                f"new roofline.{self._who}(...) for another run")
-        self._state, self._thread, self._step_num = "running", threading.get_ident(), 0
         try:
+            self._state, self._thread, self._step_num = "running", threading.get_ident(), 0
             self._on_start()
-        except BaseException:
+            return self
+        except BaseException as e:
             self._state, self._failure = "stopped", 0
+            self._release(e)  # a block opened before the failure (an interrupt): no with statement will close it
             raise
-        return self
 
     def stop(self):
         """Stop: close the measure block of the step in progress, if any (that step did not end with
         :meth:`step`: nothing of it is kept), then hand over what the steps already ended have left (the
         profiler's partial cycle, the monitor's figures still waiting for their CUDA events). RuntimeError if
-        not running. The end of a ``with`` block calls it."""
+        not running; called from inside the loop's own callback once the loop is stopping, it does nothing. The
+        end of a ``with`` block calls it."""
         if self._state != "running":
+            if self._calling and self._state == "stopped" and self._thread == threading.get_ident():
+                return  # from a callback that stop() itself runs (or after one stopped the loop)
             raise RuntimeError(f"roofline.{self._who}(...).stop(): not running "
                                f"({'never started' if self._state == 'new' else 'already stopped'})")
         self._check_thread("stop")
-        self._state = "stopped"
-        self._close_block(None, None, None)
+        try:
+            self._close_block(None, None, None)
+        finally:
+            self._state = "stopped"
         self._on_stop()
 
-    def __enter__(self):
+    # ---- the with statement: roofline._core.Block's C __enter__ and __exit__ call the steps below, so that an
+    # interrupt landing as __exit__ starts (a Python __exit__'s first instruction) cannot skip the closing: the
+    # closing steps are repeated until they complete (see csrc/binding_track.c)
+    def _misuse(self, what):
+        if what == "__enter__":
+            raise RuntimeError(f"this roofline.{self._who}(...) has already been started; it is single-use: make a "
+                               f"new roofline.{self._who}(...) for another run")
+        raise RuntimeError(f"roofline.{self._who}(...).__exit__ called outside a with block of it")
+
+    def _prepare(self):
+        if self._state != "new":
+            self._misuse("__enter__")
+
+    def _enter(self):  # under the block lock (so is the entry of step 0's measure block)
         return self.start()
 
-    def __exit__(self, exc_type, exc, tb):
+    def _abort(self):  # _enter raised, wherever an interrupt landed in it: undo the start; idempotent
+        self._abandon(RuntimeError(f"roofline.{self._who}(...): interrupted while its with block was entered"))
+
+    def _closing(self, exc_type, exc, tb):  # idempotent: does nothing once the loop is stopped
+        self._leave(exc_type, exc, tb)
+
+    def _unwind(self):  # idempotent
+        self._release()
+
+    def _finish(self, exc_type, exc, tb):
+        return False  # the loop's exception propagates unchanged
+
+    def _leave(self, exc_type, exc, tb):
+        """The end of the with block: :meth:`stop`, or, when the loop raised, close the step in progress with the
+        exception (the block leaves torch as it was and keeps nothing) and drop what is in progress."""
         if self._state != "running":
-            return False  # stopped inside the block (stop(), or step() failed): nothing open
+            return  # stopped inside the block (stop(), or step() failed): nothing open
         if exc_type is None:
             self.stop()
-            return False
-        # the loop raised: close the step in progress with the exception (the block leaves torch as it was and
-        # keeps nothing), drop what is in progress, and let the exception propagate unchanged
+            return
         self._state = "stopped"
         try:
             self._close_block(exc_type, exc, tb)
@@ -188,9 +291,37 @@ class _StepLoop:
             pass  # the block's own complaint (left out of order); the loop's exception is the one to see
         finally:
             self._on_abort()
-        return False
+
+    def _release(self, exc: BaseException | None = None):
+        """Close the block an interrupt left open (held, not yet left), with ``exc`` (or a RuntimeError saying so)
+        as the reason: nothing of it is kept. Errors of the block's own are dropped (an exception is propagating,
+        or the block is left all the same)."""
+        held = self._block
+        if held is None or not held.open:
+            return
+        if exc is None:
+            exc = RuntimeError(f"roofline.{self._who}(...): the step in progress was interrupted")
+        try:
+            held.exit(type(exc), exc, exc.__traceback__)
+        except Exception:  # noqa: BLE001 - the block unwinds before raising
+            pass
+        finally:
+            if not held.open:
+                self._block = None
+
+    def _abandon(self, exc: BaseException):
+        """The run around the loop raised (a trainer's exception): stop the loop if it is running, close its open
+        block with ``exc`` (torch left as it was) and drop what is in progress. Also closes a block an interrupt
+        left open after the loop had stopped."""
+        if self._state == "running":
+            self._leave(type(exc), exc, exc.__traceback__)
+        self._release(exc)
 
     def _check_running(self, what: str):
+        if self._calling and what == "step":
+            raise RuntimeError(f"roofline.{self._who}(...).step() called from inside its own {self._callback_name} "
+                               f"callback: the callback runs inside step() (or stop()), which is ending the step; "
+                               f"call step() from the loop only (stop() may be called from the callback)")
         if self._state != "running":
             why = ("start() it first, or use it as a with block" if self._state == "new" else
                    f"it stopped after an error at step {self._failure}" if self._failure is not None else
@@ -203,30 +334,40 @@ class _StepLoop:
             raise RuntimeError(f"roofline.{self._who}(...).{what}() called from another thread than the one that "
                                "started it: a measure block counts the ops of its own thread")
 
-    def _open_block(self, model, **kwargs):
-        """Enter a measure block for the step about to run (kept before it is entered, so that an interrupt
-        landing just after the entry still finds it to close; an entry that raised left nothing open)."""
-        block = self._block = measure(model, **kwargs)
+    def _call_back(self, fn, arg):
+        """``fn(arg)``: a callback of the loop (no block of the loop is open), with re-entry guarded."""
+        self._calling += 1
         try:
-            self._pending = block.__enter__()
-        except BaseException:
-            self._block = None
-            raise
+            fn(arg)
+        finally:
+            self._calling -= 1
+
+    def _open_block(self, model, **kwargs):
+        """Enter a measure block for the step about to run, held (:class:`_Held`) before it is entered: an
+        interrupt landing anywhere leaves it closable by :meth:`stop`, the next step or the ``with`` statement. An
+        entry that raised left nothing open (the error propagates)."""
+        held = self._block
+        if held is not None and held.open:  # never two: a block of the loop's is closed before the next opens
+            raise RuntimeError(f"roofline.{self._who}(...): a measure block of the loop is still open")
+        held = self._block = _Held(measure(model, **kwargs))
+        held.enter()
 
     def _close_block(self, exc_type, exc, tb):
         """Leave the open measure block, if any; its report (None when none was open). On an error leaving it,
         the loop stops (``_failure``) and the error propagates."""
-        block, report = self._block, self._pending
-        self._block = self._pending = None
-        if block is None:
+        held = self._block
+        if held is None:
             return None
         try:
-            block.__exit__(exc_type, exc, tb)
+            report = held.exit(exc_type, exc, tb)
         except BaseException:
             if self._state == "running":
                 self._state, self._failure = "stopped", self._step_num
                 self._on_abort()
             raise
+        finally:
+            if not held.open:  # else an interrupt landed before the block was left: still held, to close
+                self._block = None
         return report
 
     def _on_start(self):
@@ -262,23 +403,25 @@ class Profiler(_StepLoop):
         """End the step in progress (call it once at the end of each step of the loop): close its measure block
         (an active step's report is kept, a warm-up step's discarded), close the cycle when that step was its last
         active one (the report goes to ``reports`` and ``on_report``), and open the next step's block if the
-        schedule measures it. RuntimeError outside :meth:`start` / :meth:`stop` or from another thread."""
+        schedule measures it. RuntimeError outside :meth:`start` / :meth:`stop`, from another thread, or from
+        inside ``on_report``; an error opening the next step's block propagates, and that step runs unmeasured."""
         self._check_running("step")
         done, action = self._step_num, self._action
+        self._action = NONE
         report = self._close_block(None, None, None)
         if action in _RECORDING and report is not None:
             self._runs.append((done, report))
-        elif action == WARMUP:
+        elif action == WARMUP and report is not None:
             self._warmups += 1
         self._step_num = done + 1
-        self._action = NONE
         nxt = _action(self.schedule, self._step_num)
         if action in _RECORDING and (action == RECORD_AND_SAVE or nxt not in _RECORDING):
-            self._close_cycle(partial=False)
-        self._begin(nxt)
+            self._close_cycle(partial=False, stacklevel=3)
+        if self._state == "running":  # on_report may have stopped the profiler
+            self._begin(nxt)
 
     def _begin(self, action):
-        self._action = action
+        self._action = action  # kept when the block fails to open: the step ends unmeasured, its cycle knows it
         if action != NONE:
             self._open_block(self._model, **self._kwargs)
 
@@ -290,28 +433,36 @@ class Profiler(_StepLoop):
         # unfinished cycle make a report labelled partial, as torch.profiler hands over its unfinished trace
         self._action = NONE
         if self._runs:
-            self._close_cycle(partial=True)
+            self._close_cycle(partial=True, stacklevel=4)
 
     def _on_abort(self):
         self._action, self._runs, self._warmups = NONE, [], 0
 
-    def _close_cycle(self, partial: bool):
+    def _close_cycle(self, partial: bool, stacklevel: int):
+        """Make the cycle's report. ``stacklevel``: where the warnings point (the user's call of step() or
+        stop(), seen from here)."""
         runs, warm = self._runs, self._warmups
         self._runs, self._warmups = [], 0
+        if not runs:  # none of the cycle's active steps was measured (opening their blocks failed)
+            warnings.warn(f"roofline.profiler: cycle {self._cycle} has no report: none of its active steps was "
+                          "measured (opening their measure blocks failed)", stacklevel=stacklevel)
+            self._cycle += 1
+            return
         numbers = [n for n, _ in runs]
         sched = self.schedule
+        as_dict, active = getattr(sched, "as_dict", None), getattr(sched, "active", None)
         extra = {"cycle": self._cycle, "partial": partial,
-                 "schedule": sched.as_dict() if isinstance(sched, Schedule) else repr(sched)}
-        if isinstance(sched, Schedule):
-            extra["active"] = sched.active
+                 "schedule": as_dict() if callable(as_dict) else repr(sched)}
+        if isinstance(active, int) and not isinstance(active, bool):
+            extra["active"] = active
         report = SteadyReport._from_runs([r for _, r in runs], warmup=warm, ceilings=self._kwargs["ceilings"],
                                          first_step=numbers[0] == 0, step_numbers=numbers, extra=extra,
-                                         who="roofline.profiler", stacklevel=4)
+                                         who="roofline.profiler", stacklevel=stacklevel + 1)
         report.steps, report.cycle = numbers, self._cycle
         self._cycle += 1
         self.reports.append(report)
         if self._on_report is not None:
-            self._on_report(report)
+            self._call_back(self._on_report, report)
 
 
 def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = "model", ceilings="measured",
@@ -343,6 +494,12 @@ def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = 
     ``meta["steady"]["partial"]`` True. An exception in the loop inside the ``with`` block leaves torch as it was
     (the open measure block is left with the exception), drops the cycle in progress, calls no ``on_report`` and
     propagates unchanged.
+
+    ``on_report`` runs inside ``step()`` (or ``stop()``), with none of the profiler's measure blocks open:
+    ``prof.stop()`` from it stops the profiler there (no further step is measured), and ``prof.step()`` from it is
+    refused with RuntimeError. When a measure block cannot be opened (an error entering it), ``step()``
+    raises that error and the step runs unmeasured: the profiler goes on, and a cycle none of whose active steps
+    was measured gives no report (a warning says so); ``start()`` raises it and the profiler does not start.
 
     ``model``, ``timing``, ``ceilings`` and ``attention`` are passed to :func:`roofline.measure` and checked
     now, with ``schedule`` (callable, TypeError; what it returns for step 0, ValueError) and ``on_report`` (None or

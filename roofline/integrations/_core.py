@@ -2,12 +2,22 @@
 :func:`roofline.profiler` and optionally a :func:`roofline.monitor` driven from the trainer's step boundaries, the
 reports written and merged, the figures handed to the trainer's loggers).
 
-Step numbers. The callbacks take ``steps=(first, last)`` in the trainer's own numbering: the step that brings the
-trainer's global step to ``k`` is step ``k`` (1-based, as the trainer logs it; a resumed run continues from its
-checkpoint's step). The profiler and the monitor count the steps of this run from 0: profiler step ``p`` is trainer
-step ``offset + p + 1``, where ``offset`` is the trainer's global step when training starts. A
-``schedule=roofline.schedule(...)`` is in the profiler's numbering; the reports it hands over are labelled with the
-trainer's numbers (``report.steps``, ``meta["steady"]["step_numbers"]``, ``meta["trainer"]["steps"]``).
+Step numbers. The callbacks take ``steps=(first, last)`` in the trainer's own numbering: a step is named by the
+trainer's global step after it (1-based, as the trainer logs it; a resumed run continues from its checkpoint's
+step), read from the trainer at each step boundary. Usually the global step moves by 1 per step; where it moves by
+more (Lightning's manual optimisation steps it once per ``optimizer.step()`` call: two optimizers, 2 per batch), the
+steps are those after which it equals a number in ``first..last`` (``steps=(4, 6)`` with two optimizers: the
+batches that bring it to 4 and to 6, one report named ``steps4-6``). Whether the next step is measured is decided
+before it runs, from the global step now and how far the latest step moved it; the report's names are the
+global steps read after each of its steps. The profiler and the monitor count the steps of this run from 0 (one
+per step boundary); a ``schedule=roofline.schedule(...)`` is in that numbering, and the reports it hands over are
+labelled with the trainer's names (``report.steps``, ``meta["steady"]["step_numbers"]``,
+``meta["trainer"]["steps"]``, the file names).
+
+One roofline callback per training run: two would open and close their measure blocks at the same step
+boundaries, out of order. A second one is refused with ValueError when training starts (the Lightning callback and
+the Hugging Face callback given its trainer read the trainer's callbacks; otherwise, when the second run starts,
+and the first is closed with it): no measure block is left open.
 
 Profiler and monitor together. Each opens its own measure blocks at step boundaries, and blocks must be left in
 the reverse order they were entered, so the two never count the same step: the monitor does not count a step that
@@ -24,10 +34,13 @@ import math
 import operator
 import os
 import statistics
+import threading
 import warnings
+import weakref
 from collections.abc import Mapping
 
 import roofline
+from roofline._monitor import _leaf_signature
 from roofline.util import _output
 from roofline.util._ints import as_index
 
@@ -39,6 +52,8 @@ PROFILE_SCALARS = {"mfu": "mfu", "mbu": "mbu", "achieved_flops": "achieved_flops
                    "achieved_bytes": "achieved_bytes", "compute_share": "compute_share"}
 PREFIX = "roofline/"
 _TOKEN_KEYS = ("input_ids", "attention_mask")
+_MAX_TOKENS = 2**63 - 1  # a step's tokens: an int64, its tokens/s a finite float
+_RUNS = weakref.WeakSet()  # the runs made and not yet stopped or aborted (one per thread at a time)
 
 
 class Options:
@@ -70,6 +85,7 @@ class Options:
                              "monitor=True to log every step's MFU")
         if output_dir is not None:
             output_dir = _output.check_path(output_dir, who, " (output_dir: a folder name)")
+            check_output_dir(who, "output_dir", output_dir)
         self.output_dir = output_dir
         if tokens is not None and tokens is not False and not callable(tokens):
             raise TypeError(f"{who}: tokens must be None (read from the batch), False (none) or a callable "
@@ -112,10 +128,36 @@ def _check_steps(who, steps):
     return tuple(out)
 
 
+def check_output_dir(who: str, name: str, path: str) -> str:
+    """``path`` as a folder the reports can be written into, checked without creating anything: it is a folder or
+    does not exist yet, and the nearest existing folder above it is writable. ValueError (a part of it is a file)
+    or PermissionError naming ``name``, now rather than when the first report is written."""
+    full = os.path.abspath(path)
+    probe = full
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if os.path.exists(probe) and not os.path.isdir(probe):
+        what = "is a file" if probe == full else f"is under {probe!r}, which is a file"
+        raise ValueError(f"{who}: {name} {path!r} {what}, not a folder: the reports could not be written there")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        what = "" if probe == full else f" ({probe!r}, where it would be made)"
+        raise PermissionError(f"{who}: {name} {path!r}: the folder{what} is not writable: the reports could not be "
+                              "written there")
+    return full
+
+
 def describe(x, depth: int = 0):
     """What a batch looks like, for the monitor's signature, without holding on to it: tensors as (shape, dtype,
     device), containers as tuples of their parts, ints, bools, strings and None by value, anything else by type."""
-    shape = getattr(x, "shape", None)
+    if getattr(x, "is_nested", False) is True:  # a nested tensor: its signature as the monitor reads it
+        return _leaf_signature(x, type(x))
+    try:
+        shape = getattr(x, "shape", None)
+    except Exception:  # noqa: BLE001 - a tensor subclass whose shape cannot be read: its type
+        return type(x).__qualname__
     if shape is not None and hasattr(x, "dtype") and hasattr(x, "device"):
         return ("T", tuple(shape), str(x.dtype), str(x.device))
     if x is None or isinstance(x, (bool, int, str)):
@@ -137,7 +179,8 @@ def batch_tokens(batch):
     for key in _TOKEN_KEYS:
         v = batch.get(key)
         if v is not None and hasattr(v, "numel"):
-            return int(v.numel())
+            n = int(v.numel())
+            return n if n <= _MAX_TOKENS else None
     return None
 
 
@@ -157,6 +200,9 @@ def user_tokens(who, fn, batch):
             raise TypeError(f"{who}: tokens(batch) must return an int >= 0 or None, got {type(n).__name__}") from None
     if n < 0:
         raise ValueError(f"{who}: tokens(batch) must return an int >= 0 or None, got {n}")
+    if n > _MAX_TOKENS:
+        raise ValueError(f"{who}: tokens(batch) must return an int <= 2**63 - 1 or None, got an int of "
+                         f"{n.bit_length()} bits")
     return n
 
 
@@ -184,26 +230,57 @@ class Run:
     """One training run (``train()`` / ``fit()`` call): the profiler and the monitor, started at its start,
     ended at each step boundary, stopped at its end.
 
-    ``offset``: the trainer's global step at the start. ``log(values, step)``: hands scalars to the trainer's
-    loggers (``step`` is the trainer's step they belong to). ``framework``: recorded in each report's
-    ``meta["trainer"]``."""
+    ``offset``: the trainer's global step at the start. ``delta``: how far one step is expected to move it before
+    the first step has shown it (1, or the number of optimizers under Lightning's manual optimisation).
+    ``log(values, step)``: hands scalars to the trainer's loggers (``step`` is the trainer's step they belong to).
+    ``framework``: recorded in each report's ``meta["trainer"]``. ``close``: the owner's way to close the run (and
+    whatever it installed) when a second roofline callback's run is refused. ValueError when another run is in
+    progress on this thread (see the module doc)."""
 
-    def __init__(self, opts: Options, model, *, offset: int, output_dir: str, framework: str, log):
+    def __init__(self, opts: Options, model, *, offset: int, output_dir: str, framework: str, log, delta: int = 1,
+                 close=None):
         self.opts, self.offset, self.output_dir, self.framework = opts, offset, output_dir, framework
         self._log = log
+        self._close = close
+        self._thread = threading.get_ident()
         world = _world()
         self.world = world if world is not None and world[1] > 1 else None  # (rank, size) of a distributed run
         self.reports, self.merged, self.files = [], [], []
         self._n = 0               # the step in progress, in the profiler's numbering
+        self._global = offset     # the trainer's global step after the latest step (at the start: offset)
+        self._delta = max(1, int(delta))  # how far the latest step moved it
+        self._names = {}          # profiler step -> the trainer's global step after it (its name)
+        self._plan = {}           # profiler step -> the schedule's action for it, decided once, before it runs
         self._tokens = {}         # profiler step -> tokens, for the steps the profiler measures
         self._pending = None      # sums over the monitor's loggable steps since its figures were last logged
         self.started = self.stopped = False
+        self._setup(model)
+
+    def _claim(self):
+        """Register the run as started; refuse it when another run is in progress on this thread (two roofline
+        callbacks in one training run, or a run that raised and was not closed): the other is closed with it."""
+        others = [r for r in list(_RUNS) if r is not self and r._thread == self._thread and not r.stopped]
+        if others:
+            for r in others:  # close the other one too: its blocks would interleave with this one's
+                r.abort(RuntimeError(f"{self.opts.who}: a second roofline callback's run was started"))
+                if r._close is not None:
+                    r._close()
+            raise ValueError(
+                f"{self.opts.who}: another roofline callback's training run is in progress on this thread: two "
+                "callbacks in one training run open and close their measure blocks at the same step boundaries, "
+                "out of order, and cannot run together (use one callback with steps= or schedule= and monitor= "
+                "together); a run that raised and was not closed (close()) is another such run. Both have been "
+                "closed, nothing of them is left open")
+        _RUNS.add(self)
+
+    def _setup(self, model):
+        opts = self.opts
         sched = opts.schedule
         if opts.steps is not None:
             sched = self._steps_schedule(*opts.steps)
         self.schedule = sched
         kw = opts.measure_kwargs
-        self.profiler = (roofline.profiler(model, schedule=sched, on_report=self._on_report, **kw)
+        self.profiler = (roofline.profiler(model, schedule=_Planned(self), on_report=self._on_report, **kw)
                          if sched is not None else None)
         self.monitor = None
         if opts.monitor is not None:
@@ -213,52 +290,78 @@ class Run:
                 if mon._warmup == 0 and self._measured(0):
                     raise ValueError(f"{opts.who}: monitor warmup=0 counts step 0, which the profiler measures: "
                                      "give the monitor warmup >= 1 or profile later steps")
-                count_next = mon._count_next  # never count a step the profiler measures (see the module doc)
-                mon._count_next = lambda nxt, unknown: not self._measured(nxt) and count_next(nxt, unknown)
+                mon._skip = self._measured  # never count a step the profiler measures (see the module doc)
             self.monitor = mon
 
     # ---- step numbers --------------------------------------------------------------------------------------------
     def trainer_step(self, p: int) -> int:
-        return self.offset + p + 1
+        """The trainer's name of profiler step ``p``: its global step after the step (once ``p`` has ended; before,
+        the one expected)."""
+        name = self._names.get(p)
+        return name if name is not None else self._global + (p - self._n + 1) * self._delta
 
     def _steps_schedule(self, first: int, last: int):
-        a, b = first - 1 - self.offset, last - 1 - self.offset
-        if b < 0:
+        if last <= self.offset:
             warnings.warn(f"{self.opts.who}: steps {first}-{last} are not profiled: training starts after step "
-                          f"{self.offset}", stacklevel=4)
+                          f"{self.offset}", stacklevel=5)
             return None
-        if a < 0:
+        if first <= self.offset:
             warnings.warn(f"{self.opts.who}: training starts after step {self.offset}: steps {self.offset + 1}-"
-                          f"{last} are profiled, not {first}-{last}", stacklevel=4)
-            a = 0
-        warm = 1 if a >= 1 else 0  # the step before the first one is counted and discarded, as profile's warm-up
-        return roofline.schedule(skip_first=a - warm, warmup=warm, active=b - a + 1, repeat=1)
+                          f"{last} are profiled, not {first}-{last}", stacklevel=5)
+            first = self.offset + 1
+        return _GlobalSteps(self, first, last)
+
+    def _action(self, p: int):
+        """The profiler's schedule: the schedule's action for step ``p``, asked once (before ``p`` runs) and kept, so
+        that the profiler, the monitor and the callbacks agree on it whenever they ask."""
+        a = self._plan.get(p)
+        if a is None:
+            a = self._plan[p] = self.schedule(p)
+            if len(self._plan) > 4096:  # the monitor asks about steps a few boundaries old at most (CUDA events)
+                for k in [k for k in self._plan if k < p - 2048]:
+                    del self._plan[k]
+        return a
 
     def _measured(self, p: int) -> bool:
         """Whether the profiler counts step ``p`` (warm-up or active): the schedule's action is not "none" (a
         ``roofline.schedule`` gives the name, a ``torch.profiler.schedule`` a ``ProfilerAction``)."""
         if self.profiler is None:
             return False
-        action = self.schedule(p)
+        action = self._action(p)
         return str(getattr(action, "name", action)).lower() != "none"
 
     # ---- the loop --------------------------------------------------------------------------------------------------
     def start(self):
-        """Start both: the step about to run is step 0."""
+        """Start both: the step about to run is step 0. ValueError when another run is in progress on this thread
+        (:meth:`_claim`)."""
+        self._claim()
         self.started = True
         started = []
         try:
             for loop in (self.profiler, self.monitor):
                 if loop is not None:
-                    started.append(loop.start())
+                    loop.start()
+                    started.append(loop)
         except BaseException as e:
+            self.stopped = True
+            _RUNS.discard(self)
             for loop in reversed(started):
-                loop.__exit__(type(e), e, e.__traceback__)
+                loop._abandon(e)
             raise
 
-    def step(self, inputs=None, tokens=None):
-        """End the step in progress: the loop whose block is open ends its step first."""
+    def step(self, inputs=None, tokens=None, global_step=None):
+        """End the step in progress: the loop whose block is open ends its step first. ``global_step``: the
+        trainer's global step after it (its name; default: the one expected)."""
         p = self._n
+        g = as_index(global_step) if global_step is not None else None
+        if g is None or g <= self._global:  # not given, or the trainer's count did not move (nothing to learn)
+            g = self._global + self._delta
+        else:
+            self._delta = g - self._global
+        self._names[p] = self._global = g
+        if len(self._names) > 4096:
+            for k in [k for k in self._names if k < p - 2048 and k not in self._tokens]:
+                del self._names[k]
         self._n += 1
         first, second = self.monitor, self.profiler
         if self._measured(p):
@@ -283,6 +386,7 @@ class Run:
         if self.stopped:
             return
         self.stopped = True
+        _RUNS.discard(self)
         try:
             if self.profiler is not None and self.profiler.running:
                 self.profiler.stop()
@@ -292,14 +396,16 @@ class Run:
         if self.opts.steps is not None and self.profiler is not None and not self.reports:
             first, last = self.opts.steps
             warnings.warn(f"{self.opts.who}: steps {first}-{last} were not profiled: training ended after step "
-                          f"{self.offset + self._n}", stacklevel=3)
+                          f"{self._global}", stacklevel=3)
 
     def abort(self, exc: BaseException):
         """The trainer raised: close the open measure block with the exception (torch is left as it was) and drop
-        what is in progress."""
+        what is in progress. The run is over (``stopped``)."""
+        self.stopped = True
+        _RUNS.discard(self)
         for loop in (self.monitor, self.profiler):
-            if loop is not None and loop.running:
-                loop.__exit__(type(exc), exc, exc.__traceback__)
+            if loop is not None:
+                loop._abandon(exc)
 
     @property
     def running(self) -> bool:
@@ -408,3 +514,47 @@ class Outputs:
         """The :func:`roofline.monitor` of the latest training run (None before it, or without ``monitor``): its
         ``history`` has every step's figures."""
         return self._runs[-1].monitor if self._runs else None
+
+
+class _Planned:
+    """What the run's profiler is given as its schedule: :meth:`Run._action` (each step's action decided once),
+    described as the run's schedule (``as_dict`` and ``active`` where it has them) in the reports' meta."""
+
+    def __init__(self, run: Run):
+        self._run = run
+
+    def __call__(self, p: int):
+        return self._run._action(p)
+
+    def __getattr__(self, name):
+        if name in ("as_dict", "active"):
+            return getattr(self._run.schedule, name)
+        raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        return repr(self._run.schedule)
+
+
+class _GlobalSteps:
+    """The profiler's schedule for ``steps=(first, last)``: a step is active when the trainer's global step after it
+    is expected in ``first..last`` (the global step now plus how far the latest step moved it), and the step before
+    the first active one is the warm-up (counted and discarded). Asked once per step, before the step runs
+    (:meth:`Run._action`). :attr:`first` and :attr:`last` are the trainer's numbers."""
+
+    def __init__(self, run: Run, first: int, last: int):
+        self.run, self.first, self.last = run, first, last
+
+    def __call__(self, p: int) -> str:
+        run = self.run
+        end = run.trainer_step(p)  # the global step expected after step p
+        if self.first <= end <= self.last:
+            return "record"
+        if end < self.first <= end + run._delta:
+            return "warmup"
+        return "none"
+
+    def as_dict(self) -> dict:
+        return {"steps": [self.first, self.last], "numbering": "the trainer's global step after each step"}
+
+    def __repr__(self) -> str:
+        return f"steps=({self.first}, {self.last}) (the trainer's global steps)"

@@ -82,6 +82,8 @@ class RooflineCallback(_core.Outputs, TrainerCallback):
         self.options = _core.Options(_WHO, steps=steps, schedule=schedule, monitor=monitor, output_dir=output_dir,
                                      tokens=tokens, timing=timing, ceilings=ceilings, attention=attention,
                                      gather_timeout=gather_timeout, log=log)
+        if trainer is not None and output_dir is None:  # where the reports will go, checked now
+            _core.check_output_dir(_WHO, "the report folder (args.output_dir/roofline)", self._folder(trainer.args))
         self._runs: list = []
         self._hook = None
         self._state = None
@@ -99,10 +101,18 @@ class RooflineCallback(_core.Outputs, TrainerCallback):
             warnings.warn(f"{_WHO}: without the trainer (RooflineCallback(trainer, ...)), the figures go to "
                           f"state.log_history only, not to {', '.join(reporters)}: the Trainer calls its reporters "
                           "before the callbacks passed to it", stacklevel=2)
+        if self.trainer is not None:
+            mine = [c for c in self.trainer.callback_handler.callbacks if isinstance(c, RooflineCallback)]
+            if len(mine) > 1:
+                raise ValueError(f"{_WHO}: the Trainer has {len(mine)} RooflineCallbacks: their measure blocks would "
+                                 "be opened and closed at the same step boundaries, out of order; use one callback "
+                                 "with steps= (or schedule=) and monitor= together")
+        out = self.options.output_dir or self._folder(args)
+        _core.check_output_dir(_WHO, "output_dir" if self.options.output_dir else
+                               "the report folder (args.output_dir/roofline)", out)
         self._state = state
-        out = self.options.output_dir or os.path.join(args.output_dir or ".", "roofline")
         run = _core.Run(self.options, model, offset=state.global_step, output_dir=out,
-                        framework=f"transformers {transformers.__version__}", log=self._log)
+                        framework=f"transformers {transformers.__version__}", log=self._log, close=self.close)
         self._runs.append(run)
         self._inputs, self._counts, self._log_due = [], [], False
         self._hook = model.register_forward_pre_hook(self._on_forward, with_kwargs=True)
@@ -146,10 +156,14 @@ class RooflineCallback(_core.Outputs, TrainerCallback):
         of that step is kept) and the forward hook. Nothing to do after a run that ended normally."""
         self._remove_hook()
         run = self._runs[-1] if self._runs else None
-        if run is not None and run.running:
+        if run is not None and not run.stopped:
             run.abort(RuntimeError(f"{_WHO}: the training run did not end (it raised)"))
 
     # ---- helpers -----------------------------------------------------------------------------------------------
+    @staticmethod
+    def _folder(args) -> str:
+        return os.path.join(args.output_dir or ".", "roofline")
+
     def _current(self):
         return self._runs[-1] if self._runs else None
 
@@ -158,7 +172,8 @@ class RooflineCallback(_core.Outputs, TrainerCallback):
         if self._counts and all(n is not None for n in self._counts):
             tokens = sum(self._counts)
         self._inputs, self._counts = [], []
-        run.step(inputs=inputs, tokens=tokens)  # a profiler cycle that ends here logs its figures
+        # the step's name: the Trainer's global step after it (it counts optimizer steps, one per step here)
+        run.step(inputs=inputs, tokens=tokens, global_step=self._state.global_step)  # a cycle ending here logs
         if self._log_due and self.options.log and run.monitor is not None:  # logged with the Trainer's own
             fig = run.take_monitor_figures()
             if fig is not None:

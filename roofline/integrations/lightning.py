@@ -15,7 +15,9 @@ What it does, per ``fit`` (docs/training.md, "Lightning"):
   step holds its ``training_step`` and backward passes, the optimizer step, then Lightning's logging and validation
   after the step, and the fetching of the next batch;
 * ``steps=(first, last)`` are ``trainer.global_step`` values after the step (1-based): ``(5, 7)`` counts step 4 and
-  discards it (warm-up), and measures steps 5, 6 and 7 into one report;
+  discards it (warm-up), and measures steps 5, 6 and 7 into one report; with manual optimisation the global step
+  moves once per ``optimizer.step()`` (two optimizers: by 2 per batch), and the steps are the batches after which
+  it is in ``first..last`` (``(4, 6)``: the batches that bring it to 4 and 6, report ``steps4-6``);
 * each report goes to ``trainer.log_dir/roofline/`` (the first logger's folder, or ``default_root_dir`` without a
   logger; ``output_dir=`` to change) as ``steps5-7.json`` and ``.html``; in a distributed run each rank writes
   ``steps5-7.rank{r}.json`` / ``.html`` and rank 0 gathers them into ``steps5-7.merged.json`` and ``.merged.txt``;
@@ -84,16 +86,32 @@ class _Callback(_core.Outputs):
         self._last_step = 0
 
     # ---- Lightning hooks ---------------------------------------------------------------------------------------
+    def setup(self, trainer, pl_module, stage):
+        # before anything runs: one roofline callback per Trainer (see roofline.integrations._core); the callbacks
+        # act in fit only
+        if str(getattr(stage, "value", stage)) != "fit":
+            return
+        mine = [c for c in trainer.callbacks if isinstance(c, _Callback)]
+        if len(mine) > 1:
+            raise ValueError(f"{_WHO}: the Trainer has {len(mine)} RooflineCallbacks: their measure blocks would be "
+                             "opened and closed at the same step boundaries, out of order; use one callback with "
+                             "steps= (or schedule=) and monitor= together")
+
     def on_train_start(self, trainer, pl_module):
         self._close_previous()
         out = self.options.output_dir
         if out is None:  # trainer.log_dir is a collective (broadcast from rank 0): every rank reads it here
             out = os.path.join(trainer.log_dir or trainer.default_root_dir, "roofline")
+        _core.check_output_dir(_WHO, "output_dir" if self.options.output_dir else
+                               "the report folder (trainer.log_dir/roofline)", out)
         self._trainer = trainer
         self._inputs, self._counts, self._stepped = [], [], False
         self._last_step = trainer.global_step
-        run = _core.Run(self.options, pl_module, offset=trainer.global_step, output_dir=out,
-                        framework=f"{_PACKAGE.__name__.split('.')[0]} {_PACKAGE.__version__}", log=self._log)
+        # manual optimisation: the global step moves once per optimizer.step() call (likely one per optimizer)
+        delta = 1 if pl_module.automatic_optimization else max(1, len(trainer.optimizers))
+        run = _core.Run(self.options, pl_module, offset=trainer.global_step, output_dir=out, delta=delta,
+                        framework=f"{_PACKAGE.__name__.split('.')[0]} {_PACKAGE.__version__}", log=self._log,
+                        close=self._close_previous)
         self._runs.append(run)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
@@ -125,7 +143,7 @@ class _Callback(_core.Outputs):
 
     def on_exception(self, trainer, pl_module, exception):
         run = self._runs[-1] if self._runs else None
-        if run is not None and run.running:
+        if run is not None and not run.stopped:
             run.abort(exception)
 
     def _current(self):
@@ -136,7 +154,9 @@ class _Callback(_core.Outputs):
         if self._counts and all(n is not None for n in self._counts):
             tokens = sum(self._counts)
         self._inputs, self._counts, self._stepped = [], [], False
-        run.step(inputs=inputs, tokens=tokens)  # a profiler cycle that ends here logs its figures
+        # the step's name: trainer.global_step after it (optimizer steps: 2 per batch with two optimizers stepped
+        # by hand)
+        run.step(inputs=inputs, tokens=tokens, global_step=trainer.global_step)  # a cycle ending here logs
         every = trainer.log_every_n_steps
         if self.options.log and run.monitor is not None and every and self._last_step % every == 0:
             fig = run.take_monitor_figures()
@@ -145,7 +165,7 @@ class _Callback(_core.Outputs):
 
     def _close_previous(self):
         run = self._runs[-1] if self._runs else None
-        if run is not None and run.running:
+        if run is not None and not run.stopped:
             run.abort(RuntimeError(f"{_WHO}: the previous training run did not end"))
 
     def _log(self, values: dict, step: int):
