@@ -5,7 +5,6 @@ the steps below; the torch side (``roofline.capture._torch``) is imported when a
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 
@@ -17,6 +16,7 @@ from roofline.hardware._ceilings import Ceilings
 from roofline.model._records import RECORD_DTYPE
 from roofline.report import Report
 from roofline.util._version import VERSION
+from roofline.util import _warn
 
 
 def measure(model=None, *, timing="model", ceilings="measured", attention=None, tokens=None):
@@ -134,7 +134,7 @@ class _Measure(_core.Block):
         report._complete(np.zeros(0, dtype=RECORD_DTYPE), [], [], wall_time=None,
                          meta={"timing": None, "version": VERSION, "incomplete": [_REFUSED]}, ceilings=self._ceilings,
                          overhead=None)
-        warnings.warn(_REFUSED, RuntimeWarning, stacklevel=2)
+        _warn.warn(_REFUSED, RuntimeWarning)
         return False
 
     def _prepare(self):  # nothing global yet: the session, the pending report, the device synchronised
@@ -210,5 +210,5 @@ class _Measure(_core.Block):
             layout = report.meta["tokens"]
             if not _padding.layout_matches(report.records, report.op_names, report.signatures, layout):
                 layout["matched"] = False
-                warnings.warn(_padding.unmatched_message(layout), RuntimeWarning, stacklevel=2)
+                _warn.warn(_padding.unmatched_message(layout), RuntimeWarning)
         return False

@@ -17,12 +17,12 @@ import itertools
 import math
 import sys
 import time
-import warnings
 
 from roofline._measure import measure
 from roofline._schedule import _check_count, _StepLoop
 from roofline._steady import _op_sequence
 from roofline.analysis import _rollup
+from roofline.util import _warn
 
 _SUMMED = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
 _MAX_DEPTH = 8  # nesting of the inputs read for the signature
@@ -160,9 +160,8 @@ def _leaf_signature(x, tensor_type, depth=0):
                 return _nested_signature(x)
             return ("T", tuple(x.shape), x.dtype, x.device)
         except Exception as e:  # noqa: BLE001 - a tensor subclass whose shape cannot be read: its type only
-            warnings.warn(f"roofline.monitor: the shape of a {type(x).__qualname__} in inputs could not be read "
-                          f"({type(e).__name__}: {str(e)[:200]}); only its type is in the step's signature",
-                          stacklevel=4 + 2 * depth)  # at step()'s caller: each level is a call and a generator
+            _warn.warn(f"roofline.monitor: the shape of a {type(x).__qualname__} in inputs could not be read "
+                       f"({type(e).__name__}: {str(e)[:200]}); only its type is in the step's signature")
             return ("T?", type(x).__qualname__)
     if x is None or isinstance(x, (bool, int, str)):
         return x
@@ -274,8 +273,8 @@ class Monitor(_StepLoop):
                          f"; step {n - 1} of that signature was given step {old.step}'s counts" if n - 2 == old.step
                          else f"; steps {old.step + 1} to {n - 1} of that signature were given step {old.step}'s "
                               "counts")
-                warnings.warn(f"roofline.monitor: step {n} ran other ops than step {old.step}, counted with the same "
-                              f"signature (input shapes, parameters, modes, compiled graphs){given}", stacklevel=2)
+                _warn.warn(f"roofline.monitor: step {n} ran other ops than step {old.step}, counted with the same "
+                           f"signature (input shapes, parameters, modes, compiled graphs){given}")
             self._remember(sig, new)
             entry = [n, self._start, end, new, True, changed, tokens, report.wall_time]  # clock if untimed
         else:

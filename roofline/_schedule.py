@@ -15,12 +15,12 @@ import collections
 import functools
 import operator
 import threading
-import warnings
 
 from roofline import _core
 from roofline._measure import measure
 from roofline._steady import SteadyReport
 from roofline.util._ints import as_index
+from roofline.util import _warn
 
 # what a schedule says about one step (torch.profiler.ProfilerAction's names, lower case)
 NONE, WARMUP, RECORD, RECORD_AND_SAVE = "none", "warmup", "record", "record_and_save"
@@ -444,8 +444,8 @@ class Profiler(_StepLoop):
         runs, warm = self._runs, self._warmups
         self._runs, self._warmups = [], 0
         if not runs:  # none of the cycle's active steps was measured (opening their blocks failed)
-            warnings.warn(f"roofline.profiler: cycle {self._cycle} has no report: none of its active steps was "
-                          "measured (opening their measure blocks failed)", stacklevel=stacklevel)
+            _warn.warn(f"roofline.profiler: cycle {self._cycle} has no report: none of its active steps was "
+                       "measured (opening their measure blocks failed)")
             self._cycle += 1
             return
         numbers = [n for n, _ in runs]

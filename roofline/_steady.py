@@ -13,13 +13,13 @@ import functools
 import inspect
 import math
 import statistics
-import warnings
 
 import numpy as np
 
 from roofline._measure import measure
 from roofline.report import Report
 from roofline.util._ints import as_index
+from roofline.util import _warn
 
 # count columns that must agree between repeats of the same step
 _COUNTS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
@@ -151,7 +151,7 @@ class SteadyReport(Report):
     ``first_step`` is True when the cycle's first active step is the loop's step 0.
 
     The printed summary starts with a line saying what was run. Saved with :meth:`to_json`, it loads back as a
-    plain :class:`roofline.Report` that keeps ``meta["steady"]``.
+    SteadyReport that keeps ``meta["steady"]`` (its ``spread["wall_time"]`` rebuilt from it; ``repeats`` empty).
     """
 
     repeats: list
@@ -193,14 +193,14 @@ class SteadyReport(Report):
         agree = not others and all(
             np.array_equal(runs[i].records[c], b.records[c]) for i in same for c in _COUNTS)
         if others and not first_step:
-            warnings.warn(f"{who}: the measured steps did not all run the same ops; the report is the "
-                          f"median of {len(same)} of {len(runs)} steps (those that ran the most common op "
-                          f"sequence); step{'s' if len(others) != 1 else ''} "
-                          f"{', '.join(str(names[i]) for i in others)} ran other ops and "
-                          f"{'are' if len(others) != 1 else 'is'} left out", stacklevel=stacklevel)
+            _warn.warn(f"{who}: the measured steps did not all run the same ops; the report is the "
+                       f"median of {len(same)} of {len(runs)} steps (those that ran the most common op "
+                       f"sequence); step{'s' if len(others) != 1 else ''} "
+                       f"{', '.join(str(names[i]) for i in others)} ran other ops and "
+                       f"{'are' if len(others) != 1 else 'is'} left out")
         elif not agree and not first_step:
-            warnings.warn(f"{who}: the measured steps ran the same ops with different counts (shapes "
-                          "changed between steps); the report is the median step's counts", stacklevel=stacklevel)
+            _warn.warn(f"{who}: the measured steps ran the same ops with different counts (shapes "
+                       "changed between steps); the report is the median step's counts")
         if len(same) > 1 and b.timed:
             d = np.nanmedian(np.stack([_durations(runs[i]) for i in same]), axis=0)
             records["t_end"] = records["t_start"] + d
@@ -234,6 +234,18 @@ class SteadyReport(Report):
                   signatures=b.signatures, accesses=b.accesses)
         out.repeats, out.spread = runs, spread
         return out
+
+    def _loaded(self) -> None:
+        """A SteadyReport read back by :func:`roofline.load`: ``spread["wall_time"]`` rebuilt from
+        ``meta["steady"]`` (the wall times of the aggregated steps); the per-step reports (``repeats``) and the per-op
+        spread are not saved, so ``repeats`` is empty and ``spread["ops"]`` too."""
+        s = self.meta.get("steady") or {}
+        walls, steps = list(s.get("wall_times") or []), list(s.get("steps") or [])
+        values = [walls[i - 1] for i in steps if 0 < i <= len(walls)] if steps else walls
+        finite = [w for w in values if w is not None]
+        self.repeats = []
+        self.spread = {"wall_time": {"min": min(finite) if finite else None, "median": _median(finite),
+                                     "max": max(finite) if finite else None, "values": values}, "ops": {}}
 
     def steady_line(self) -> str:
         """One line saying what the report is: how many steps were warmed up and measured, and the spread."""

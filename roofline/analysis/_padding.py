@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 
 import numpy as np
 
 from roofline.model._records import OPTIMIZER
 from roofline.model._tokens import token_layout  # noqa: F401 - the layout useful_work takes
+from roofline.util import _warn
 
 _SHAPE = re.compile(r"([a-z0-9_]+)\[([0-9, ]*)\]")
 _FLOAT = re.compile(r"^(f|bf|c)\d")  # f16, bf16, f32, f8_e4m3fn, c64: the dtypes weights have
@@ -138,7 +138,7 @@ def useful_work(records, op_names: list, signatures: list, layout: dict, causal:
     out["real_tokens_per_s"] = real / wall_time if wall_time and wall_time > 0 else math.nan
     out["matched"] = bool(kinds["token"]["calls"] or kinds["attention"]["calls"])
     if not out["matched"] and "matched" not in layout:
-        warnings.warn(unmatched_message(layout), RuntimeWarning, stacklevel=3)
+        _warn.warn(unmatched_message(layout), RuntimeWarning)
     return out
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import warnings
 
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as _mode_stack, _pop_mode, _push_mode
@@ -35,6 +34,7 @@ from roofline import _core
 from roofline.capture._dtypes import TORCH_DTYPES
 from roofline.hardware import _interconnect
 from roofline.model._collectives import bus_factor
+from roofline.util import _warn
 
 # ---- the collective table --------------------------------------------------------------------------------------
 NAMESPACES = ("c10d", "_c10d_functional", "_c10d_functional_autograd", "c10d_functional")
@@ -255,9 +255,9 @@ def defer(types) -> bool:
                 if _unguarded[0]:  # the first DTensor op of a block on a torch without the propagation lock
                     _unguarded[0] = False
 
-                    warnings.warn("roofline: this torch's DTensor sharding propagator has no _fake_mode_lock: the "
-                                  "fake-tensor ops it runs the first time an op meets a sharding may be counted (at "
-                                  "global shapes); measure a second step to leave them out", stacklevel=2)
+                    _warn.warn("roofline: this torch's DTensor sharding propagator has no _fake_mode_lock: the "
+                               "fake-tensor ops it runs the first time an op meets a sharding may be counted (at "
+                               "global shapes); measure a second step to leave them out")
                 return True
     return False
 

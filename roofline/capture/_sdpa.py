@@ -33,9 +33,9 @@ on real tensors are left alone: the kernel that runs is the one counted.
 from __future__ import annotations
 
 import threading
-import warnings
 
 from roofline import _core
+from roofline.util import _warn
 
 BACKENDS = ("flash", "efficient", "math")
 
@@ -373,7 +373,6 @@ def warn_if_unredirected(chosen: dict, op_names) -> None:
     """Warn when a backend was chosen, no call was redirected, and the block computed attention as bmm + softmax:
     the counts are the math path's, not the chosen kernel's."""
     if redirected(chosen.get("calls") or {}) == 0 and has_math_attention(op_names):
-        warnings.warn(f"attention={chosen['backend']!r}: no scaled_dot_product_attention call was redirected, but "
-                      f"the block computed attention as bmm + softmax (the full score matrix): those counts are the "
-                      f"math path's (attention written by hand, or need_weights=True in nn.MultiheadAttention)",
-                      stacklevel=3)
+        _warn.warn(f"attention={chosen['backend']!r}: no scaled_dot_product_attention call was redirected, but "
+                   f"the block computed attention as bmm + softmax (the full score matrix): those counts are the "
+                   f"math path's (attention written by hand, or need_weights=True in nn.MultiheadAttention)")

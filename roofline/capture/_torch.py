@@ -15,7 +15,6 @@ import time
 import weakref
 import os
 import types
-import warnings
 
 import torch
 import torch.utils._python_dispatch as _python_dispatch
@@ -37,6 +36,7 @@ from roofline.compiled import _compiled
 from roofline.counting._spec import Cost
 from roofline.model import _tokens
 from roofline.model._records import BACKWARD, DTYPE_CODES, FORWARD, OPTIMIZER, OpInfo, accesses_from_raw
+from roofline.util import _warn
 
 _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 _graph_task_id = torch._C._current_graph_task_id
@@ -666,7 +666,7 @@ class Session:
             self.op_index[func] = ("python", idx, res.formula)
             return self.op_index[func]
         if res.error is not None:
-            warnings.warn(f"roofline: {res.error}; the op is listed in unknown_ops", stacklevel=3)
+            _warn.warn(f"roofline: {res.error}; the op is listed in unknown_ops")
         # unknown: compulsory bytes are still counted; FLOPs are not
         spec = dict(res.spec) if res.spec is not None else dict(kind=_core.K_COPY)
         spec["kwnames"] = schema.kwnames or None

@@ -26,7 +26,6 @@ import re
 import sys
 import threading
 import time
-import warnings
 
 import numpy as np
 import torch
@@ -34,6 +33,7 @@ import torch
 from roofline.compiled import _fcm_tracker, _recover
 from roofline.compiled._fx_paths import module_path, node_chain, node_modules
 from roofline.model._records import BACKWARD, FORWARD, RECORD_DTYPE
+from roofline.util import _warn
 
 MIN_TORCH = (2, 6)  # the ignore_compile_internals protocol of dispatch modes
 _FORWARD, _BACKWARD = 0, 1
@@ -789,10 +789,10 @@ class Collector:
         """Dynamo is about to run a frame eagerly under the block: say so (once per block)."""
         if self.eager_reason is None:
             self.eager_reason = reason
-            warnings.warn(f"roofline: torch.compile'd code runs EAGERLY inside this measure block ({reason}); the "
-                          "counts and times are those of the eager ops, not of the compiled kernels. The compiled "
-                          f"view needs torch >= {MIN_TORCH[0]}.{MIN_TORCH[1]} with Inductor's internals as roofline "
-                          "knows them (see docs/compiled.md).", RuntimeWarning, stacklevel=2)
+            _warn.warn(f"roofline: torch.compile'd code runs EAGERLY inside this measure block ({reason}); the "
+                       "counts and times are those of the eager ops, not of the compiled kernels. The compiled "
+                       f"view needs torch >= {MIN_TORCH[0]}.{MIN_TORCH[1]} with Inductor's internals as roofline "
+                       "knows them (see docs/compiled.md).", RuntimeWarning)
 
     # --- naming: nn_module_stack paths -> the names the tracker gives modules ---
     def _name(self, root: str, path: str) -> str:
@@ -876,11 +876,10 @@ class Collector:
             self.uncounted += 1
             if self.uncounted == 1:
                 why = compiled.__dict__.get("_roofline_unrecovered") or "unknown"
-                warnings.warn("roofline: a torch.compile graph compiled before the block ran inside measure and "
-                              f"could not be recovered ({why}): its ops are NOT counted and the report is marked "
-                              "incomplete (r.complete is False). Make the first call of the compiled model (its "
-                              "compilation) inside a measure block, or call torch._dynamo.reset() before it.",
-                              RuntimeWarning, stacklevel=3)
+                _warn.warn("roofline: a torch.compile graph compiled before the block ran inside measure and "
+                           f"could not be recovered ({why}): its ops are NOT counted and the report is marked "
+                           "incomplete (r.complete is False). Make the first call of the compiled model (its "
+                           "compilation) inside a measure block, or call torch._dynamo.reset() before it.", RuntimeWarning)
             return out
         try:
             self.count(graph, times, env)
@@ -1521,12 +1520,11 @@ def summary(coll, stacklevel=2) -> dict | None:
     try:
         out = coll.summary(breaks)
     except Exception as e:  # noqa: BLE001 - the counts are in the records; only the kernel view is lost
-        warnings.warn(f"roofline: the compiled-kernel view could not be built ({type(e).__name__}: {e}); the "
-                      "op counts are unaffected", RuntimeWarning, stacklevel=stacklevel + 1)
+        _warn.warn(f"roofline: the compiled-kernel view could not be built ({type(e).__name__}: {e}); the "
+                   "op counts are unaffected", RuntimeWarning)
         out = {"graphs": len(coll.graphs), "graph_calls": sum(coll.graph_calls.values()), "kernels": [],
                "uncounted_graph_calls": coll.uncounted, "eager_fallback": coll.eager_reason,
                "graph_breaks": breaks, "problems": [f"kernel view failed: {e}"], "incomplete": coll.incomplete()}
     if coll.problems:
-        warnings.warn("roofline: " + "; ".join(dict.fromkeys(coll.problems)), RuntimeWarning,
-                      stacklevel=stacklevel + 1)
+        _warn.warn("roofline: " + "; ".join(dict.fromkeys(coll.problems)), RuntimeWarning)
     return out

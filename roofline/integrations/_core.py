@@ -28,14 +28,12 @@ profiler's steps) are not logged; they stay in ``monitor.history``.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import operator
 import os
 import statistics
 import threading
-import warnings
 import weakref
 from collections.abc import Mapping
 
@@ -43,6 +41,7 @@ import roofline
 from roofline._monitor import _leaf_signature
 from roofline.util import _output
 from roofline.util._ints import as_index
+from roofline.util import _warn
 
 # the keys of roofline.monitor that the callbacks pass through (``monitor={...}``); model, on_step, ceilings and
 # attention are the callback's own
@@ -51,6 +50,8 @@ MONITOR_OPTIONS = ("warmup", "recount_every", "history_size", "max_signatures")
 PROFILE_SCALARS = {"mfu": "mfu", "mbu": "mbu", "achieved_flops": "achieved_flops",
                    "achieved_bytes": "achieved_bytes", "compute_share": "compute_share"}
 PREFIX = "roofline/"
+# the logged ceilings_code: which figures MFU and MBU were divided by (meta["ceilings_yardstick"]["kind"])
+CEILINGS_CODES = {"measured": 0, "idle": 1, "theoretical": 2, "datasheet": 3, "file": 4, "given": 5}
 _TOKEN_KEYS = ("input_ids", "attention_mask")
 _MAX_TOKENS = 2**63 - 1  # a step's tokens: an int64, its tokens/s a finite float
 _RUNS = weakref.WeakSet()  # the runs made and not yet stopped or aborted (one per thread at a time)
@@ -222,8 +223,7 @@ def _finite(v) -> bool:
 
 
 def _page(report, title: str) -> str:
-    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>' + html.escape(title)
-            + "</title></head>\n<body>\n" + report._repr_html_() + "\n</body></html>\n")
+    return report.to_html(title=title)  # the page Report.to_html writes (one renderer)
 
 
 class Run:
@@ -302,12 +302,12 @@ class Run:
 
     def _steps_schedule(self, first: int, last: int):
         if last <= self.offset:
-            warnings.warn(f"{self.opts.who}: steps {first}-{last} are not profiled: training starts after step "
-                          f"{self.offset}", stacklevel=5)
+            _warn.warn(f"{self.opts.who}: steps {first}-{last} are not profiled: training starts after step "
+                       f"{self.offset}")
             return None
         if first <= self.offset:
-            warnings.warn(f"{self.opts.who}: training starts after step {self.offset}: steps {self.offset + 1}-"
-                          f"{last} are profiled, not {first}-{last}", stacklevel=5)
+            _warn.warn(f"{self.opts.who}: training starts after step {self.offset}: steps {self.offset + 1}-"
+                       f"{last} are profiled, not {first}-{last}")
             first = self.offset + 1
         return _GlobalSteps(self, first, last)
 
@@ -395,8 +395,8 @@ class Run:
                 self.monitor.stop()
         if self.opts.steps is not None and self.profiler is not None and not self.reports:
             first, last = self.opts.steps
-            warnings.warn(f"{self.opts.who}: steps {first}-{last} were not profiled: training ended after step "
-                          f"{self._global}", stacklevel=3)
+            _warn.warn(f"{self.opts.who}: steps {first}-{last} were not profiled: training ended after step "
+                       f"{self._global}")
 
     def abort(self, exc: BaseException):
         """The trainer raised: close the open measure block with the exception (torch is left as it was) and drop
@@ -475,6 +475,14 @@ class Run:
         t = report.totals()
         vals = {PREFIX + "profile/" + name: float(t[key]) for name, key in PROFILE_SCALARS.items()
                 if _finite(t.get(key))}
+        # what the figures were divided by: 1 when the ceilings were measured under contention (then a stable stand-in,
+        # the last idle measurement or the theoretical peak, is used: ceilings_code says which), so that a logged
+        # MFU series can be filtered or explained
+        meta = report.meta
+        vals[PREFIX + "profile/contention"] = float(bool(meta.get("ceilings_contention") or meta.get("contention")))
+        kind = (meta.get("ceilings_yardstick") or {}).get("kind")
+        if kind in CEILINGS_CODES:
+            vals[PREFIX + "profile/ceilings_code"] = float(CEILINGS_CODES[kind])
         wall = report.wall_time
         if _finite(wall) and wall > 0:
             vals[PREFIX + "profile/step_time"] = float(wall)

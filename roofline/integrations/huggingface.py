@@ -32,12 +32,12 @@ What it does, per training run (docs/training.md, "Hugging Face Trainer"):
 from __future__ import annotations
 
 import os
-import warnings
 
 import transformers
 from transformers import TrainerCallback
 
 from roofline.integrations import _core
+from roofline.util import _warn
 
 _WHO = "RooflineCallback"
 
@@ -98,9 +98,9 @@ class RooflineCallback(_core.Outputs, TrainerCallback):
             raise RuntimeError(f"{_WHO}: the Trainer passed no model to on_train_begin")
         reporters = [r for r in (args.report_to or []) if r != "none"]
         if self.trainer is None and self.options.log and reporters:
-            warnings.warn(f"{_WHO}: without the trainer (RooflineCallback(trainer, ...)), the figures go to "
-                          f"state.log_history only, not to {', '.join(reporters)}: the Trainer calls its reporters "
-                          "before the callbacks passed to it", stacklevel=2)
+            _warn.warn(f"{_WHO}: without the trainer (RooflineCallback(trainer, ...)), the figures go to "
+                       f"state.log_history only, not to {', '.join(reporters)}: the Trainer calls its reporters "
+                       "before the callbacks passed to it")
         if self.trainer is not None:
             mine = [c for c in self.trainer.callback_handler.callbacks if isinstance(c, RooflineCallback)]
             if len(mine) > 1:

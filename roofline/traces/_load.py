@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import tempfile
-import warnings
 
 from roofline import devices
 from roofline.hardware._ceilings import Ceilings
 from roofline.report import Report
 from roofline.traces import _build, _events, _read
+from roofline.util import _warn
 
 
 # The reader of a directory of rank traces, ``f(path, *, device, steps)``: installed by roofline.traces._ranks when it
@@ -66,15 +66,15 @@ def load_one(raw_or_path, *, device=None, steps=None):
     chosen, how = _build.choose_steps(model, steps)
     spec, note = _resolve_device(model, device)
     if spec is None:
-        warnings.warn(f"roofline: {note}", stacklevel=3)
+        _warn.warn(f"roofline: {note}")
     calls = _build.Calls(model)
     out = []
     for step in chosen:
         ceil = Ceilings.from_datasheet(spec) if spec is not None else None
         out.append(_build.build_report(calls, step, how, spec, note, ceil, os.path.basename(path), Report))
     if not model.has_shapes and calls.nodes:
-        warnings.warn(f"roofline: {os.path.basename(path) or 'the trace'} was recorded without shapes "
-                      "(record_shapes=False): no FLOPs or bytes, only the time breakdown", stacklevel=3)
+        _warn.warn(f"roofline: {os.path.basename(path) or 'the trace'} was recorded without shapes "
+                   "(record_shapes=False): no FLOPs or bytes, only the time breakdown")
     listed = isinstance(steps, (list, tuple, range))
     return out if listed else out[0]
 

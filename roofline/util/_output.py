@@ -173,8 +173,10 @@ def _replace(t: Target, data: bytes, shown: str) -> None:
         except OSError as e:
             if e.errno not in (errno.EINVAL, errno.ENOTSUP):  # EINVAL, ENOTSUP: a file system without fsync
                 raise
-        os.close(fd)
-        fd = -1
+        # the descriptor is forgotten before it is closed: an interrupt between the two then leaks it at worst,
+        # where the other order would close it twice (EBADF in place of the interrupt, or another thread's file)
+        fd, closing = -1, fd
+        os.close(closing)
         os.replace(tmp, t.path)
     except BaseException as e:
         if fd >= 0:
