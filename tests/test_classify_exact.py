@@ -291,9 +291,9 @@ def test_classifier_resolves_once_and_classifies_once(monkeypatch):
     calls = []
     real = cls.resolve_ceilings
 
-    def counting(spec, meta, stacklevel=2):
+    def counting(spec, meta):
         calls.append(spec)
-        return real(spec, meta, stacklevel)
+        return real(spec, meta)
 
     monkeypatch.setattr(cls, "resolve_ceilings", counting)
     k = cls.Classifier("measured")

@@ -436,11 +436,17 @@ def test_a_onednn_layout_tensor_is_not_taken_for_a_broadcast():
     assert column.stride() == (1, 0)
     with roofline.measure(timing=None) as r:
         m.to_dense()
+        m.clone()
         torch.randn(1, 5).expand(4, 5) * 2.0
         column * 2.0
     dense, = calls(r, "aten._to_dense.default")
+    cloned, = calls(r, "aten.clone.default")
     row, col = calls(r, "aten.mul.Tensor")
-    assert r.records["status"][dense] == _core.E_DESCRIBE and r.records["bytes_read"][dense] == 0
+    # a C kind (clone): an error row, never a 1-row broadcast's bytes
+    assert r.records["status"][cloned] == _core.E_DESCRIBE and r.records["bytes_read"][cloned] == 0
+    # _to_dense has a Python formula, which counts the oneDNN tensor's elements: 2*3*4*5 float32 read and written
+    assert r.records["status"][dense] == 0
+    assert r.records["bytes_read"][dense] == r.records["bytes_written"][dense] == 2 * 3 * 4 * 5 * F32
     assert r.records["bytes_read"][row] == 5 * F32  # the broadcast row read once
     assert r.records["bytes_read"][col] == 6 * F32 and r.records["status"][col] == 0  # the column read once
     assert _formulas._touched_bytes(m) == 2 * 3 * 4 * 5 * F32  # the Python formulas: its elements
