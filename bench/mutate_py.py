@@ -112,7 +112,7 @@ TESTS = {
     "analysis/_classification.py": _ROLLUP_TESTS,
     "report.py": _ROLLUP_TESTS + ["tests/test_mutants_report.py"],
     "model/_records.py": _ROLLUP_TESTS,
-    "counting/_formulas.py": [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "tests/test_quantized.py",
+    "counting/_formulas.py": [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "tests/test_formulas_sweep.py", "tests/test_quantized.py",
                               "tests/test_mutants_formulas.py"],
     "counting/_spec.py": [K + "TestSpec", "tests/test_cost_table.py", "tests/test_cost_branches.py", "tests/test_cost_reentry.py",
                  "tests/test_arguments.py"],
