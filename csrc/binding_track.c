@@ -2105,6 +2105,10 @@ typedef struct {
 static PyThread_type_lock block_lock; /* created once, by the first exec of the module */
 static unsigned long block_owner;      /* the thread holding it (valid while block_depth > 0) */
 static int block_depth;                /* its recursion depth; read and written with the GIL held */
+/* 1 while the step under the lock is one of a block whose class sets _nests true (a step loop, whose _enter opens
+ * the measure block of its first step): a block entered then nests; 0 inside any other block's step under the lock,
+ * where an entry is refused (see _refused). Saved and restored around each step. */
+static int block_nests;
 
 static int block_abandoned;            /* a finalizing thread gave up waiting for it: later ones do not wait */
 
@@ -2261,7 +2265,7 @@ static PyObject *Block_enter(Block *self, PyObject *Py_UNUSED(ignored)) {
     if (self->phase != BLOCK_NEW) {
         return block_misuse(self, "__enter__");
     }
-    if (block_depth > 0 && block_owner == PyThread_get_thread_ident()) {
+    if (block_depth > 0 && block_owner == PyThread_get_thread_ident() && !block_nests) {
         /* this thread is inside another block's step under the lock: this code runs in the middle of it */
         PyObject *r = PyObject_CallMethod((PyObject *)self, "_refused", NULL);
         self->phase = r ? BLOCK_REFUSED : BLOCK_FAILED;
@@ -2275,8 +2279,14 @@ static PyObject *Block_enter(Block *self, PyObject *Py_UNUSED(ignored)) {
     }
     Py_DECREF(r);
     int held = block_acquire();
+    int nests_saved = block_nests;
+    PyObject *nests = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "_nests");
+    block_nests = nests ? PyObject_IsTrue(nests) == 1 : 0;
+    Py_XDECREF(nests);
+    PyErr_Clear();
     r = PyObject_CallMethod((PyObject *)self, "_enter", NULL);
     if (r) {
+        block_nests = nests_saved;
         self->phase = BLOCK_OPEN;
         block_release(held);
         return r;
@@ -2287,6 +2297,7 @@ static PyObject *Block_enter(Block *self, PyObject *Py_UNUSED(ignored)) {
         exc = take_exception();
     }
     int rc = call_until_done((PyObject *)self, "_abort", NULL, &pending);
+    block_nests = nests_saved;
     self->phase = BLOCK_FAILED;
     block_release(held);
     /* the exception that stopped the entry, with what interrupted the undo as its successor */

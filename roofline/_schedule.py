@@ -198,6 +198,9 @@ class _StepLoop(_core.Block):
 
     _who = "profiler"
     _callback_name = "on_report"
+    # the C driver lets a block be entered inside this block's _enter under the lock (step 0's measure block): any
+    # other block's steps refuse a block entered in their middle (csrc/binding_track.c, _refused)
+    _nests = True
 
     def _init_loop(self):
         self._state, self._thread, self._step_num = "new", None, 0

@@ -665,7 +665,9 @@ def test_a_new_compiled_graph_changes_the_signature(clean, monkeypatch):
 
     fake = _types.SimpleNamespace(counters={"stats": {"unique_graphs": 1}})
     with roofline.monitor(ceilings=CEIL) as mon:
-        monkeypatch.delitem(sys.modules, "torch._dynamo.utils", raising=False)
+        # "not imported" as the monitor sees it (sys.modules.get gives None); the module itself stays imported: taking
+        # it out of sys.modules would let a later import make a second copy of it, with Dynamo's state split in two
+        monkeypatch.setattr(sys, "modules", {k: v for k, v in sys.modules.items() if k != "torch._dynamo.utils"})
         mon.step()
         mon.step()
         monkeypatch.setitem(sys.modules, "torch._dynamo.utils", fake)

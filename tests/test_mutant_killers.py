@@ -1515,13 +1515,14 @@ class TestSteady:
             r = SteadyReport._from_runs([_step(vector=10 * (i + 1), wall=w) for i, w in enumerate((3.0, 1.0, 2.0))],
                                         warmup=1, ceilings=ceilings())
         assert r.vector_flops == 2 * 30
-        # the warning points at the code that called profile(): three frames up from _from_runs
+        # the warning points at the first frame outside the package (roofline.util._warn): the line that called
+        # _from_runs, here in this file
 
         def profile_like(runs):
-            return SteadyReport._from_runs(runs, warmup=1, ceilings=ceilings())
+            return SteadyReport._from_runs(runs, warmup=1, ceilings=ceilings()), inspect.currentframe().f_lineno
 
         def user_code():
-            return profile_like([_step(vector=1), _step(vector=2)]), inspect.currentframe().f_lineno
+            return profile_like([_step(vector=1), _step(vector=2)])
 
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
