@@ -4,6 +4,10 @@ This module executes the notebooks of EXECUTED_BY["test_notebooks"] (tests/_note
 cell each notebook ends with) and checks the committed copy of every notebook.
 """
 
+import gzip
+import json
+from pathlib import Path
+
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
@@ -17,7 +21,7 @@ MAX_NOTEBOOK_BYTES = 1_500_000
 
 
 def test_all_notebooks_are_covered():
-    assert {"resnet", "vit", "llm_decode", "llm_train", "ceilings"} <= set(NOTEBOOKS)
+    assert {"resnet", "vit", "llm_decode", "llm_train", "ceilings", "traces"} <= set(NOTEBOOKS)
     executed_by = [name for names in EXECUTED_BY.values() for name in names]
     assert sorted(executed_by) == sorted(NOTEBOOKS)  # each notebook executed by exactly one test module
 
@@ -122,3 +126,34 @@ def test_ceilings_facts(executed):
     # the fused kernel keeps the scores on chip: higher intensity than the math backend, compute-bound
     assert c["attention_fused"]["intensity"] > 5 * c["attention_math"]["intensity"]
     assert c["attention_fused"]["bound"] == "compute"
+
+
+BERT_TRACE = Path(__file__).parent / "data" / "traces" / "tracelens_h100" / "gaunernst_bert-small-uncased__1016001.json.gz"
+
+
+def test_traces_facts(executed):
+    _, c, _ = executed("traces")
+    events = json.loads(gzip.decompress(BERT_TRACE.read_bytes()))["traceEvents"]
+    # the trace has one ProfilerStep: every GPU activity of the file is the step's
+    assert sum(e.get("name", "").startswith("ProfilerStep#") and e.get("cat") == "user_annotation"
+               for e in events) == 1
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    assert c["device"] == "H100 SXM"  # deviceProperties: "NVIDIA H100 80GB HBM3"
+    assert c["kernels"] == len(gpu) == 61
+    assert c["kernel_time"] == pytest.approx(sum(e["dur"] for e in gpu) * 1e-6, rel=1e-9)  # dur in microseconds
+    assert c["parts_time"] == pytest.approx(c["kernel_time"], rel=1e-9)
+    assert c["attributed_share"] >= 0.99
+    assert c["unattributed_time"] == 0 and c["unattributed"] == {} and c["unknown_ops"] == {}
+    # every aten::addmm of the trace: Input Dims [bias], [M, K], [K, N]; 2 x M x N x K matrix FLOPs each
+    addmm = [e["args"]["Input Dims"] for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::addmm"]
+    assert c["addmm_calls"] == len(addmm) == 26
+    assert c["addmm_matrix_flops"] == sum(2 * m * k * n for _, (m, k), (_, n), *_ in addmm)
+    # the LM head: 141 tokens x 512 features -> 30522 logits; the bias add is one vector FLOP per output element
+    assert c["lm_head"] == {"matrix_flops": 2 * 141 * 512 * 30522, "vector_flops": 141 * 30522}
+    # every op is memory-bound on both devices, so the projected roofline time scales with the datasheet HBM
+    # bandwidths: H100 SXM 3.35 TB/s, B200 8 TB/s
+    assert c["roofline_time_b200"] / c["roofline_time_h100"] == pytest.approx(3.35 / 8.0, rel=0.01)
+    # a roofline time is at least the matrix FLOPs at the bf16 tensor-core peak (989 TFLOP/s on the H100 SXM)
+    assert c["roofline_time_h100"] > c["addmm_matrix_flops"] / 989e12
+    # the measured kernels are far from their roofs (small GEMMs of 141 rows): well over the roofline time
+    assert c["kernel_time"] > 5 * c["roofline_time_h100"]
