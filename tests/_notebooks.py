@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {p.stem: p for p in sorted((ROOT / "notebooks").glob("*.ipynb"))}
 # Which test module executes which notebooks, each module's in one kernel; a module executing heavy notebooks of
 # its own lets README's two test processes run them side by side.
-EXECUTED_BY = {"test_notebooks": ("ceilings", "llm_decode", "llm_train", "resnet", "vit"),
+EXECUTED_BY = {"test_notebooks": ("ceilings", "llm_decode", "llm_train", "resnet", "traces", "vit"),
                "test_notebooks_vlm": ("vlm_train",)}
 CELL_TIMEOUT = 900  # seconds per cell; the notebooks take about a minute each on a small CPU
 

@@ -4,6 +4,10 @@ This module executes the notebooks of EXECUTED_BY["test_notebooks"] (tests/_note
 cell each notebook ends with) and checks the committed copy of every notebook.
 """
 
+import gzip
+import json
+from pathlib import Path
+
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
@@ -17,7 +21,7 @@ MAX_NOTEBOOK_BYTES = 1_500_000
 
 
 def test_all_notebooks_are_covered():
-    assert {"resnet", "vit", "llm_decode", "llm_train", "ceilings"} <= set(NOTEBOOKS)
+    assert {"resnet", "vit", "llm_decode", "llm_train", "ceilings", "traces"} <= set(NOTEBOOKS)
     executed_by = [name for names in EXECUTED_BY.values() for name in names]
     assert sorted(executed_by) == sorted(NOTEBOOKS)  # each notebook executed by exactly one test module
 
@@ -122,3 +126,63 @@ def test_ceilings_facts(executed):
     # the fused kernel keeps the scores on chip: higher intensity than the math backend, compute-bound
     assert c["attention_fused"]["intensity"] > 5 * c["attention_math"]["intensity"]
     assert c["attention_fused"]["bound"] == "compute"
+
+
+TRACES = Path(__file__).parent / "data" / "traces" / "tracelens_h100"
+
+
+def _trace_events(name):
+    return json.loads(gzip.decompress((TRACES / name).read_bytes()))["traceEvents"]
+
+
+def _gpu_activities(events):
+    return [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+
+
+def _profiler_steps(events):
+    return sum(e.get("name", "").startswith("ProfilerStep#") and e.get("cat") == "user_annotation" for e in events)
+
+
+def test_traces_facts(executed):
+    _, c, _ = executed("traces")
+    events = _trace_events("gaunernst_bert-small-uncased__1016001.json.gz")
+    # the trace has one ProfilerStep: every GPU activity of the file is the step's
+    assert _profiler_steps(events) == 1
+    gpu = _gpu_activities(events)
+    assert c["device"] == "H100 SXM"  # deviceProperties: "NVIDIA H100 80GB HBM3"
+    assert c["kernels"] == len(gpu) == 61
+    assert c["kernel_time"] == pytest.approx(sum(e["dur"] for e in gpu) * 1e-6, rel=1e-9)  # dur in microseconds
+    assert c["parts_time"] == pytest.approx(c["kernel_time"], rel=1e-9)
+    assert c["attributed_share"] >= 0.99
+    assert c["unattributed_time"] == 0 and c["unattributed"] == {} and c["unknown_ops"] == {}
+    # every aten::addmm of the trace: Input Dims [bias], [M, K], [K, N]; 2 x M x N x K matrix FLOPs each
+    addmm = [e["args"]["Input Dims"] for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::addmm"]
+    assert c["addmm_calls"] == len(addmm) == 26
+    assert c["addmm_matrix_flops"] == sum(2 * m * k * n for _, (m, k), (_, n), *_ in addmm)
+    # the LM head: 141 tokens x 512 features -> 30522 logits; the bias add is one vector FLOP per output element
+    assert c["lm_head"] == {"matrix_flops": 2 * 141 * 512 * 30522, "vector_flops": 141 * 30522}
+    # every op is memory-bound on both devices, so the projected roofline time scales with the datasheet HBM
+    # bandwidths: H100 SXM 3.35 TB/s, B200 8 TB/s
+    assert c["roofline_time_b200"] / c["roofline_time_h100"] == pytest.approx(3.35 / 8.0, rel=0.01)
+    # a roofline time is at least the matrix FLOPs at the bf16 tensor-core peak (989 TFLOP/s on the H100 SXM)
+    assert c["roofline_time_h100"] > c["addmm_matrix_flops"] / 989e12
+    # the measured kernels are far from their roofs (small GEMMs of 141 rows): well over the roofline time
+    assert c["kernel_time"] > 5 * c["roofline_time_h100"]
+
+    # Qwen1.5-0.5B: one ProfilerStep; the file's GPU time (dur in microseconds) is the step's kernel time plus the
+    # work queued before the first recorded launch, nothing outside the step
+    q = c["qwen"]
+    events = _trace_events("Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+    assert _profiler_steps(events) == 1 and q["outside_step_time"] == 0
+    gpu_time = sum(e["dur"] for e in _gpu_activities(events)) * 1e-6
+    assert q["before_trace_time"] > 0
+    assert q["kernel_time"] + q["before_trace_time"] == pytest.approx(gpu_time, rel=1e-9)
+    assert q["attributed_share"] >= 0.99
+    # every aten::mm: Input Dims [M, K], [K, N]; 2 x M x N x K each
+    mm = [e["args"]["Input Dims"] for e in events if e.get("cat") == "cpu_op" and e.get("name") == "aten::mm"]
+    assert q["mm_calls"] == len(mm) == 96
+    assert q["mm_matrix_flops"] == sum(2 * m * k * n for (m, k), (_, n) in mm)
+    # each shape's bf16 intensity, 2MKN FLOPs over 2 bytes x (MK + KN + MN) elements, is right of the H100 SXM's
+    # bf16 ridge (989 TFLOP/s / 3.35 TB/s = 295 FLOP/byte): every mm compute-bound
+    assert min(2 * m * k * n / (2 * (m * k + k * n + m * n)) for (m, k), (_, n) in mm) > 989e12 / 3.35e12
+    assert q["mm_bounds"] == ["compute"]
