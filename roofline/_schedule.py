@@ -419,7 +419,7 @@ class Profiler(_StepLoop):
         self._step_num = done + 1
         nxt = _action(self.schedule, self._step_num)
         if action in _RECORDING and (action == RECORD_AND_SAVE or nxt not in _RECORDING):
-            self._close_cycle(partial=False, stacklevel=3)
+            self._close_cycle(partial=False)
         if self._state == "running":  # on_report may have stopped the profiler
             self._begin(nxt)
 
@@ -436,14 +436,13 @@ class Profiler(_StepLoop):
         # unfinished cycle make a report labelled partial, as torch.profiler hands over its unfinished trace
         self._action = NONE
         if self._runs:
-            self._close_cycle(partial=True, stacklevel=4)
+            self._close_cycle(partial=True)
 
     def _on_abort(self):
         self._action, self._runs, self._warmups = NONE, [], 0
 
-    def _close_cycle(self, partial: bool, stacklevel: int):
-        """Make the cycle's report. ``stacklevel``: where the warnings point (the user's call of step() or
-        stop(), seen from here)."""
+    def _close_cycle(self, partial: bool):
+        """Make the cycle's report (its warnings point at the user's call of step() or stop(): roofline.util._warn)."""
         runs, warm = self._runs, self._warmups
         self._runs, self._warmups = [], 0
         if not runs:  # none of the cycle's active steps was measured (opening their blocks failed)
@@ -460,7 +459,7 @@ class Profiler(_StepLoop):
             extra["active"] = active
         report = SteadyReport._from_runs([r for _, r in runs], warmup=warm, ceilings=self._kwargs["ceilings"],
                                          first_step=numbers[0] == 0, step_numbers=numbers, extra=extra,
-                                         who="roofline.profiler", stacklevel=stacklevel + 1)
+                                         who="roofline.profiler")
         report.steps, report.cycle = numbers, self._cycle
         self._cycle += 1
         self.reports.append(report)

@@ -159,14 +159,13 @@ class SteadyReport(Report):
 
     @classmethod
     def _from_runs(cls, runs: list, *, warmup: int, ceilings, first_step: bool | None = None,
-                   step_numbers: list | None = None, extra: dict | None = None, who: str = "roofline.profile",
-                   stacklevel: int = 3) -> "SteadyReport":
+                   step_numbers: list | None = None, extra: dict | None = None, who: str = "roofline.profile") -> "SteadyReport":
         """The report of measured steps ``runs`` (one :class:`roofline.Report` each, in order): shared by
         :func:`profile` and :func:`roofline.profiler`'s cycles. ``first_step`` (default: ``warmup == 0``): the
         first run is the program's first step, measured on purpose (its ops are the reference, no warning).
         ``step_numbers``: the loop's number of each run, for messages and ``meta["steady"]["step_numbers"]``
-        (default: none, the runs are named 1, 2, ...). ``extra``: more keys for ``meta["steady"]``. ``who`` and
-        ``stacklevel``: the caller named by the warnings, and where they point."""
+        (default: none, the runs are named 1, 2, ...). ``extra``: more keys for ``meta["steady"]``. ``who``: the caller
+        the warnings name (they point at the user's line: roofline.util._warn)."""
         if first_step is None:
             first_step = warmup == 0
         names = [i + 1 for i in range(len(runs))] if step_numbers is None else list(step_numbers)

@@ -1013,7 +1013,7 @@ class Session:
         and the compiled-code view (``compiled_summary``; its warnings are issued here)."""
         if self._compiled_left is not None:
             coll, self._compiled_left = self._compiled_left, None
-            self.compiled_summary = _compiled.summary(coll, stacklevel=3)  # at the user's with statement
+            self.compiled_summary = _compiled.summary(coll)
         if self._t1 is not None:
             self.wall_time = self._t1 - self._t0
         if self.events:

@@ -1510,10 +1510,9 @@ def stop(session, coll) -> None:
         coll.breaks = _break_count(_dynamo_counters()) - (coll.frames_before or 0)
 
 
-def summary(coll, stacklevel=2) -> dict | None:
+def summary(coll) -> dict | None:
     """The compiled view of a block that has been left (:func:`stop`): None when no compiled code ran in it (its
-    report is an eager one). Warns about what it could not count; ``stacklevel`` is that of the warnings, from the
-    caller of this function."""
+    report is an eager one). Warns about what it could not count (at the user's line: roofline.util._warn)."""
     if coll is None or (not coll.graphs and not coll.uncounted and coll.eager_reason is None):
         return None
     breaks = coll.breaks or 0
