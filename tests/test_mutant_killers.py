@@ -1953,7 +1953,9 @@ class TestContention:
         tree = {"self": ["1"], "1": ["2", "3"], "2": ["3"], "3": []}
         monkeypatch.setattr(c, "_children", lambda pid, tids=None: list(tree.get(pid, [])))
         monkeypatch.setattr(c, "_stat_cpu", lambda pid: 1.0)
+        # the reaped children's time is pinned: a child of the test process reaped between two reads would move it
         t = os.times()
+        monkeypatch.setattr(c.os, "times", lambda: t)
         assert c.descendants_cpu([]) - (t.children_user + t.children_system) == 3.0
         wide = {"self": [str(i) for i in range(5000)]}
         monkeypatch.setattr(c, "_children", lambda pid, tids=None: list(wide.get(pid, [])))
