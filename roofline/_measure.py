@@ -49,7 +49,9 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     For the steady state of a step (warm-up steps uncounted, the median of several), see :func:`profile`.
 
     ``model`` (optional): a ``torch.nn.Module``, whose modules are then named from its root, e.g.
-    ``"ResNet.layer1.0.conv1"`` (the naming ``FlopCounterMode`` uses); modules are attributed without it too.
+    ``"ResNet.layer1.0.conv1"`` (the naming ``FlopCounterMode`` uses), also when the step calls submodules without
+    the root's forward (FlopCounterMode then names them from their own class: docs/concepts.md, "Module names");
+    modules are attributed without it too.
     Works on CPU and CUDA tensors, on the meta device and under ``FakeTensorMode``, under ``no_grad``,
     ``inference_mode`` and autocast. An exception in the block propagates unchanged and leaves no dispatch mode or
     hook behind. So does an interrupt (Ctrl-C's KeyboardInterrupt, or what a signal handler raises) landing while the
