@@ -282,7 +282,7 @@ def _totals_together(k, field):
         fail(key(field, missing), f"is missing (a kernel with {there} has both totals)")
 
 
-# one kernel torch.compile generated (roofline.compiled._compiled: Collector.summary)
+# one kernel torch.compile generated (roofline.compiled._collector: Collector.summary)
 KERNEL = Obj({
     "name": Str(), "phase": Str(("forward", "backward", "optimizer")), "calls": Calls, "graph": Calls,
     "index": Calls, "module": Str(), "ops": List(Str()), "origins": List(Str()),
