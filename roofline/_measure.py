@@ -201,7 +201,10 @@ class _Measure(_core.Block):
             meta["tokens_unknown"] = session.tokens_unknown
         if session.model is not None:
             meta["parameters"] = _parameters.count(session.model)
-        report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
+        records = np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy()
+        if session.fix_records is not None:  # compiled graphs' decomposed and recomputed ops (roofline.compiled)
+            records = session.fix_records(records)
+        report._complete(records, session.ops,
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
                          overhead=_torch.instrumentation_overhead(timing) if timing is not None else None,
                          **dict(zip(("signatures", "accesses"), session.captured())))

@@ -619,6 +619,7 @@ class Session:
         self._left: list = []  # what leaving the mode found above it (roofline._core.remove_mode's log)
         self.token = None  # this block in _OPEN, once it is entered
         self.interleaved = None  # why the block gives no report, when it interleaved with another
+        self.fix_records = None  # records -> records: Collector.fix of the block's compiled graphs, or None
         self.compiled = self.compiled_summary = None  # torch.compile'd code under the block (roofline.compiled._compiled)
         self._compiled_left = None  # its collector once stopped, until finish() summarises it
 
@@ -1015,6 +1016,8 @@ class Session:
         if self._compiled_left is not None:
             coll, self._compiled_left = self._compiled_left, None
             self.compiled_summary = _compiled.summary(coll)
+            if coll.fix_calls:
+                self.fix_records = coll.fix  # the compiled graphs' records as the step's eager ops count
         if self._t1 is not None:
             self.wall_time = self._t1 - self._t0
         if self.events:

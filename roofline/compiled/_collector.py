@@ -9,13 +9,14 @@ import sys
 import time
 
 import numpy as np
+import torch
 
 from roofline.compiled import _recover
-from roofline.compiled._graph import _Graph
+from roofline.compiled._graph import _Graph, tensor_leaves
 from roofline.compiled._hooks import MIN_TORCH, CompiledViewUnavailable, _state, hooks_in_place, install
 from roofline.compiled._kernels import _bytes_of, _kernel_static
 from roofline.compiled._run import _hide_hooks, _remove_mode, _restore_mode, _timed_call
-from roofline.model._records import BACKWARD, FORWARD, RECORD_DTYPE
+from roofline.model._records import BACKWARD, FORWARD, RECOMPUTE, RECORD_DTYPE
 from roofline.util import _warn
 
 
@@ -46,6 +47,9 @@ class Collector:
         self.size_calls: dict = {}  # (graph, size binding) -> calls with those sizes
         self.last_env: dict = {}  # graph index -> size-symbol values of its last call
         self.ctx_hooks: list = []  # (a Dynamo context's enter_exit_hooks, the function added to it)
+        # (first record, end record, entries, fixes) per graph call whose records need the corrections of fix():
+        # the bytes inside a decomposed eager op, recomputed forward ops
+        self.fix_calls: list = []
 
     def ready(self):
         """(True, None) when compiled graphs can be counted now, else (False, why)."""
@@ -231,11 +235,12 @@ class Collector:
             # every op is counted by the C model, the records of a call are a function of the plan alone (same
             # ops, fake-tensor arguments, modules), so later calls copy them in C (Recorder.replay) instead of
             # describing every argument again
-            plan = self._plans[pkey] = [entries, None, all(e[0].__class__ is int for e in entries)]
+            plan = self._plans[pkey] = [entries, None, all(e[0].__class__ is int for e in entries),
+                                        _fixes(entries)]
             # the ops were resolved with the graph's meta or fake values: the devices are those the graph ran on
             s.devices.difference_update({"meta", "fake"} - before)
             s.devices.update(graph.devices)
-        entries, span, replayable = plan
+        entries, span, replayable, fixes = plan
         note = s.tracker.c.note
         if span is not None:
             rec.replay(span[0], span[1], phase)
@@ -264,6 +269,8 @@ class Collector:
         if first:
             self.node_rows[graph.index] = rows
         self.call_rows.append((graph.index, r_start, len(rec)))
+        if fixes is not None:
+            self.fix_calls.append((r_start, len(rec), len(entries), fixes))
         # the kernels' bytes in this call (sizes may be symbolic: evaluated once per binding)
         ekey = (graph.index, tuple(sorted((str(k), v) for k, v in env.items())) if env else None)
         sizes = self._kernel_sizes.get(ekey)
@@ -297,7 +304,7 @@ class Collector:
         with the aten ops it fused, its input and output buffers (bytes), the FLOPs of its ops (roofline's cost
         model), and its measured host time (``timing="op"``; None otherwise)."""
 
-        recs = np.frombuffer(self.session.recorder.records_bytes(), dtype=RECORD_DTYPE)
+        recs = self.fix(np.frombuffer(self.session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy())
         kernels = []
         unknown = []
         calls = self.graph_calls
@@ -370,6 +377,30 @@ class Collector:
                                 "ops": len(g.ops), "kernels": len(g.kernels)} for gi, g in sorted(self.graphs.items())],
                 "kernels": kernels, "problems": list(dict.fromkeys(self.problems))}
 
+    def fix(self, recs):
+        """The block's records (a writable copy) with the compiled graphs' ops counted as the step's eager ops are:
+        the parts of a decomposed eager op (``_graph.decomposition_io``) read and write only what that op reads and
+        writes, each input once; a forward op a backward graph computes again is in the recompute phase
+        (``r.by_phase()``), not the backward's. A call whose entries did not each give one record is left as it is
+        and said in ``problems``. Returns ``recs``."""
+        skipped = 0
+        for r0, r1, n, (pos, dr, nowrite, again) in self.fix_calls:
+            if r1 - r0 != n or r1 > len(recs):
+                skipped += 1
+                continue
+            rows = pos + r0
+            br = recs["bytes_read"][rows]
+            recs["bytes_read"][rows] = br - np.minimum(br, dr)
+            w = rows[nowrite]
+            recs["bytes_written"][w] = 0
+            a = rows[again]
+            a = a[recs["phase"][a] == BACKWARD]
+            recs["phase"][a] = RECOMPUTE
+        if skipped:
+            self.problems.append(f"{skipped} compiled graph call(s) made more records than ops: the bytes of their "
+                                 "decomposed ops are counted part by part (more than the eager ops they replace)")
+        return recs
+
     def incomplete(self) -> list[str]:
         """Why the block's counts miss work of compiled graphs: one line per reason (empty when every compiled graph
         call was counted). The report keeps them in ``meta["incomplete"]``."""
@@ -397,6 +428,40 @@ class Collector:
         if common:
             return common[-1]
         return self._name(roots[0], "") if roots else "Global"
+
+
+def _fixes(entries):
+    """The corrections of :meth:`Collector.fix` for a call of ``entries``, as arrays (positions among the entries,
+    bytes not read, output not written, recomputed); None when there is none."""
+    pos, dr, nw, again = [], [], [], []
+    for i, (_idx, _mid, op, _fcm) in enumerate(entries):
+        if not (op.noread or op.nowrite or op.recomputed):
+            continue
+        b = 0
+        if op.noread:
+            leaves = tensor_leaves((op.args, op.kwargs))
+            b = sum(_extent_bytes(leaves[j]) for j in op.noread if j < len(leaves))
+        pos.append(i)
+        dr.append(b)
+        nw.append(bool(op.nowrite))
+        again.append(bool(op.recomputed))
+    if not pos:
+        return None
+    return (np.asarray(pos, dtype=np.int64), np.asarray(dr, dtype=np.uint64), np.asarray(nw, dtype=bool),
+            np.asarray(again, dtype=bool))
+
+
+def _extent_bytes(t) -> int:
+    """Bytes of the memory a tensor's view spans (0 for anything else): what the cost model reads of an argument."""
+    if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+        return 0
+    try:
+        if t.numel() == 0:
+            return 0
+        span = 1 + sum((int(n) - 1) * abs(int(st)) for n, st in zip(t.shape, t.stride()))
+        return span * t.element_size()
+    except (RuntimeError, TypeError):  # symbolic: nothing taken off
+        return 0
 
 
 _FIELDS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")

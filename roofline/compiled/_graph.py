@@ -18,11 +18,17 @@ class _Op:
     differentiates, in a backward graph), (root, path) pairs outermost first; ``tracked``: for a backward op, the
     modules the eager module tracker would hold active while it runs (roofline/compiled/_fcm_tracker.py), or None."""
 
-    __slots__ = ("name", "func", "args", "kwargs", "out", "modules", "tracked")
+    __slots__ = ("name", "func", "args", "kwargs", "out", "modules", "tracked", "noread", "nowrite", "recomputed")
 
-    def __init__(self, name, func, args, kwargs, out, modules, tracked=None):
+    def __init__(self, name, func, args, kwargs, out, modules, tracked=None, noread=(), nowrite=False,
+                 recomputed=False):
         self.name, self.func, self.args, self.kwargs, self.out, self.modules = name, func, args, kwargs, out, modules
         self.tracked = tracked
+        # compulsory bytes of an op that is part of the decomposition of one eager op (decomposition_io): the
+        # positions among its tensor arguments (tensor_leaves order) that are not compulsory reads, and whether its
+        # result stays inside the eager op (not a compulsory write)
+        self.noread, self.nowrite = noread, nowrite
+        self.recomputed = recomputed  # a forward op the backward graph runs again (AOTAutograd's partitioner)
 
 
 class _Graph:
@@ -89,7 +95,8 @@ class _Graph:
 
         try:
             ops = [_Op(op.name, op.func, tuple(conc(a) for a in op.args), {k: conc(a) for k, a in op.kwargs.items()},
-                       conc(op.out), op.modules, op.tracked) for op in self.ops]
+                       conc(op.out), op.modules, op.tracked, op.noread, op.nowrite, op.recomputed)
+                   for op in self.ops]
         except LookupError:
             return None
         self.concrete[key] = ops
@@ -159,6 +166,104 @@ def _backward_tracked(gm) -> dict:
     return {}
 
 
+def _recomputed(gm) -> set:
+    """Names of the nodes of a backward graph that its forward graph computed too: AOTAutograd's partitioner copies
+    the nodes of one joint graph into both, names kept, and a forward node it chose to recompute rather than save is
+    in both (empty when the forward's tape is not found)."""
+    names = {n.name for n in gm.graph.nodes if n.op == "call_function"}
+    seqs = [n.meta.get("seq_nr") for n in gm.graph.nodes if n.op == "call_function"]
+    seqs = [q for q in seqs if isinstance(q, int)]
+    if not seqs:
+        return set()
+    for tape in reversed(_TAPES):
+        if tape.seq_lo <= min(seqs) and max(seqs) <= tape.seq_hi:
+            return {n for n in names if isinstance(tape.producer.get(n), int)}
+    return set()
+
+
+def tensor_leaves(x, out=None) -> list:
+    """The leaves of an op's ``(args, kwargs)`` in order (tuples, lists and dict values walked), the same walk for the
+    FX nodes of a graph and for the values they stand for."""
+    out = [] if out is None else out
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            tensor_leaves(v, out)
+    elif isinstance(x, dict):
+        for v in x.values():
+            tensor_leaves(v, out)
+    else:
+        out.append(x)
+    return out
+
+
+def decomposition_io(gm) -> dict:
+    """The compulsory traffic of the eager ops a graph holds decomposed. AOTAutograd and Inductor hand Inductor the
+    decompositions of many ops (``silu`` as ``neg``, ``exp``, ``add``, ``div``; ``native_layer_norm`` as ``var_mean``,
+    ``rsqrt``, ``sub``, ``mul``, ``add``), each node naming the op it comes from (``meta["original_aten"]``). Eager,
+    that op reads its inputs once and writes its outputs once; its parts' intermediates are not traffic of the step.
+    ``{node name: (noread, nowrite)}`` for the nodes of such a decomposition (consecutive nodes from one op call: the
+    same ``original_aten`` and ``seq_nr``): ``noread``, the positions (``tensor_leaves`` of the node's arguments) of
+    the values made inside its decomposition, or read by an earlier part of it; ``nowrite``, whether its value is
+    used only inside the decomposition (through views and ``getitem``), not by a later op or the graph's output."""
+    import operator
+
+    import torch.fx as fx
+
+    group: dict = {}  # node -> group number
+    prev_key, g = None, -1
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is operator.getitem:
+            src = node.args[0] if node.args else None
+            if isinstance(src, fx.Node) and src in group:
+                group[node] = group[src]
+            continue
+        target = _op_target(node.target)
+        orig = node.meta.get("original_aten")
+        # (the graph's metadata may hold copies of the operators: compared by name)
+        if target is None or not isinstance(orig, torch._ops.OpOverload) or str(orig) == str(target):
+            prev_key = None
+            continue
+        key = (str(orig), node.meta.get("seq_nr"))
+        if key != prev_key:
+            g += 1
+            prev_key = key
+        group[node] = g
+    if not group:
+        return {}
+
+    def passes_through(u):  # a user whose value is the node's data: a view, a getitem of its tuple
+        if u.target is operator.getitem:
+            return True
+        t = _op_target(u.target)
+        return isinstance(t, torch._ops.OpOverload) and t.is_view
+
+    used_outside: dict = {}
+    for node in reversed(list(gm.graph.nodes)):
+        if node not in group:
+            continue
+        used_outside[node] = any(
+            u.op != "call_function" or group.get(u) != group[node] or (passes_through(u) and used_outside.get(u, True))
+            for u in node.users)
+    out: dict = {}
+    read_in: dict = {}  # group -> nodes from outside it already read by one of its parts
+    for node, gi in group.items():
+        if node.target is operator.getitem:
+            continue
+        seen = read_in.setdefault(gi, set())
+        noread = []
+        for i, a in enumerate(tensor_leaves((node.args, node.kwargs))):
+            if not isinstance(a, fx.Node):
+                continue
+            if group.get(a) == gi or a in seen:
+                noread.append(i)
+            else:
+                seen.add(a)
+        out[node.name] = (tuple(noread), not used_outside[node])
+    return out
+
+
 def _is_symbolic(v) -> bool:
     if isinstance(v, torch.Tensor):
         try:
@@ -205,6 +310,8 @@ def snapshot(gm, backward: bool) -> _Graph:
 
     placeholders = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
     tracked = _backward_tracked(gm) if backward else {}
+    io = decomposition_io(gm)
+    again = _recomputed(gm) if backward else set()
     skipped = []
     for node in gm.graph.nodes:
         if node.op != "call_function":
@@ -218,8 +325,9 @@ def snapshot(gm, backward: bool) -> _Graph:
         kwargs = fx.node.map_aggregate(node.kwargs, val)
         out = plain(node.meta.get("val"))
         symbolic = symbolic or _is_symbolic(out) or _is_symbolic(list(args))
+        noread, nowrite = io.get(node.name, ((), False))
         ops.append(_Op(node.name, target, tuple(args), dict(kwargs), out, node_modules(node),
-                       tracked.get(node.meta.get("seq_nr"))))
+                       tracked.get(node.meta.get("seq_nr")), noread, nowrite, node.name in again))
     _graph_counter[0] += 1
     graph = _Graph(ops, backward, [], symbolic, _graph_counter[0], placeholders)
     graph.devices = devices - {"meta"}
