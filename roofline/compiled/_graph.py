@@ -5,6 +5,7 @@ _fcm_tracker.py). Symbolic sizes are bound per call (``_Graph.bind``, ``_Graph.o
 
 from __future__ import annotations
 
+import operator
 import os
 
 import torch
@@ -205,8 +206,6 @@ def decomposition_io(gm) -> dict:
     same ``original_aten`` and ``seq_nr``): ``noread``, the positions (``tensor_leaves`` of the node's arguments) of
     the values made inside its decomposition, or read by an earlier part of it; ``nowrite``, whether its value is
     used only inside the decomposition (through views and ``getitem``), not by a later op or the graph's output."""
-    import operator
-
     import torch.fx as fx
 
     group: dict = {}  # node -> group number
