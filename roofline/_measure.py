@@ -49,7 +49,9 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     For the steady state of a step (warm-up steps uncounted, the median of several), see :func:`profile`.
 
     ``model`` (optional): a ``torch.nn.Module``, whose modules are then named from its root, e.g.
-    ``"ResNet.layer1.0.conv1"`` (the naming ``FlopCounterMode`` uses); modules are attributed without it too.
+    ``"ResNet.layer1.0.conv1"`` (the naming ``FlopCounterMode`` uses), also when the step calls submodules without
+    the root's forward (FlopCounterMode then names them from their own class: docs/concepts.md, "Module names");
+    modules are attributed without it too.
     Works on CPU and CUDA tensors, on the meta device and under ``FakeTensorMode``, under ``no_grad``,
     ``inference_mode`` and autocast. An exception in the block propagates unchanged and leaves no dispatch mode or
     hook behind. So does an interrupt (Ctrl-C's KeyboardInterrupt, or what a signal handler raises) landing while the
@@ -199,7 +201,10 @@ class _Measure(_core.Block):
             meta["tokens_unknown"] = session.tokens_unknown
         if session.model is not None:
             meta["parameters"] = _parameters.count(session.model)
-        report._complete(np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy(), session.ops,
+        records = np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy()
+        if session.fix_records is not None:  # compiled graphs' decomposed and recomputed ops (roofline.compiled)
+            records = session.fix_records(records)
+        report._complete(records, session.ops,
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
                          overhead=_torch.instrumentation_overhead(timing) if timing is not None else None,
                          **dict(zip(("signatures", "accesses"), session.captured())))

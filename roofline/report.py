@@ -257,8 +257,15 @@ class Report(DerivedCounts):
     def flop_counter_compatible(self) -> dict:
         """The counts in exactly the structure of ``FlopCounterMode.get_flop_counts()``: ``{module name: {op packet:
         FLOPs}}`` with "Global", FlopCounterMode's module names and its (sometimes over-stated) formulas, so the two
-        tools can be compared one to one. The true counts are in :attr:`matrix_flops`."""
-        return _rollup.flop_counter_counts(self._flop_counter_records(), self._ops, self.module_sets)
+        tools can be compared one to one. The true counts are in :attr:`matrix_flops`. A block given ``model`` names
+        its modules from the model's root; where the step entered modules under it without the root's forward
+        (``vae.encoder(x)``), the keys are the names FlopCounterMode gives them (``meta["attribution"]
+        ["flop_counter_names"]``: ``"Encoder.fc"`` for ``"VAE.encoder.fc"``)."""
+        sets = self.module_sets
+        names = (self.meta.get("attribution") or {}).get("flop_counter_names")
+        if names:
+            sets = [tuple(dict.fromkeys(names.get(n, n) for n in s)) for s in sets]
+        return _rollup.flop_counter_counts(self._flop_counter_records(), self._ops, sets)
 
     def _flop_counter_records(self):
         """The records with each row in the module set torch's ModuleTracker gives it (FlopCounterMode's

@@ -344,11 +344,11 @@ def test_the_compiled_view_is_summarised_once_after_the_block_lock_and_its_warni
     undo step the block repeats while it raises: with warnings as errors, the summary is built once and the warning
     raised once, and nothing is left behind (before the fix, the summary was rebuilt and the warning raised 16 times,
     in the step under the block lock)."""
-    from roofline.compiled import _compiled
+    from roofline.compiled import _collector
 
     calls = []
-    summary = _compiled.Collector.summary
-    monkeypatch.setattr(_compiled.Collector, "summary", lambda self, breaks: calls.append(1) or summary(self, breaks))
+    summary = _collector.Collector.summary
+    monkeypatch.setattr(_collector.Collector, "summary", lambda self, breaks: calls.append(1) or summary(self, breaks))
     before = global_state()
     block = roofline.measure(timing=None)
     with warnings.catch_warnings():

@@ -11,12 +11,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch._inductor")
 
 import roofline  # noqa: E402
-from roofline.compiled import _compiled  # noqa: E402
+from roofline.compiled import _fx_paths, _graph, _hooks, _run  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 B, D_IN, D_H, D_OUT = 4, 16, 32, 8
 
-if _compiled._torch_version() < _compiled.MIN_TORCH:
+if _hooks._torch_version() < _hooks.MIN_TORCH:
     pytest.skip("the compiled view needs a newer torch", allow_module_level=True)
 
 
@@ -192,7 +192,7 @@ class _ExternSpy:
 
 
 def _find_module_globals(graph):
-    g = _compiled._module_globals(graph)
+    g = _run._module_globals(graph)
     assert g is not None, "the generated module of a compiled graph was not found"
     return g
 
@@ -384,7 +384,7 @@ def test_graph_calls_that_are_not_operators_are_named():
 
     import torch.fx as fx
 
-    from roofline.compiled._compiled import snapshot
+    from roofline.compiled._graph import snapshot
 
     g = fx.Graph()
     a = g.placeholder("a")
@@ -455,9 +455,9 @@ def test_patched_internal_warns_and_counts_eagerly(trained, monkeypatch, interna
     from torch._inductor.output_code import CompiledFxGraph
 
     if internal == "inner":
-        monkeypatch.setattr(cfx, "_compile_fx_inner", _compiled._state["orig_inner"])
+        monkeypatch.setattr(cfx, "_compile_fx_inner", _hooks._state["orig_inner"])
     else:
-        monkeypatch.setattr(CompiledFxGraph, "__call__", _compiled._state["orig_call"])
+        monkeypatch.setattr(CompiledFxGraph, "__call__", _hooks._state["orig_call"])
     model, cmodel, x = trained["model"], trained["cmodel"], trained["x"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -470,13 +470,13 @@ def test_patched_internal_warns_and_counts_eagerly(trained, monkeypatch, interna
 
 
 def test_module_paths():
-    assert _compiled.module_path("L['self'].layers[0].attn") == ("self", "layers.0.attn")
-    assert _compiled.module_path("L['self']._modules['fc1']") == ("self", "fc1")
-    assert _compiled.module_path("L['model']") == ("model", "")
-    assert _compiled.module_path("L['s'].h._modules['0'].mlp") == ("s", "h.0.mlp")
-    assert _compiled.module_path("L['fn'].0") == ("fn", "0")
-    assert _compiled.module_path("getattr(L['self'].layer1, '0').conv1") == ("self", "layer1.0.conv1")
-    assert _compiled.module_path("getattr(getattr(L['self'].layer2, '1').downsample, '0')") == (
+    assert _fx_paths.module_path("L['self'].layers[0].attn") == ("self", "layers.0.attn")
+    assert _fx_paths.module_path("L['self']._modules['fc1']") == ("self", "fc1")
+    assert _fx_paths.module_path("L['model']") == ("model", "")
+    assert _fx_paths.module_path("L['s'].h._modules['0'].mlp") == ("s", "h.0.mlp")
+    assert _fx_paths.module_path("L['fn'].0") == ("fn", "0")
+    assert _fx_paths.module_path("getattr(L['self'].layer1, '0').conv1") == ("self", "layer1.0.conv1")
+    assert _fx_paths.module_path("getattr(getattr(L['self'].layer2, '1').downsample, '0')") == (
         "self", "layer2.1.downsample.0")
 
 
@@ -617,7 +617,7 @@ def test_exception_in_block_restores_torch(trained):
             cmodel(x)
             1 / 0
     assert (iconfig.fx_graph_cache, fconfig.enable_autograd_cache, list(cmodel.dynamo_ctx.enter_exit_hooks)) == before
-    assert _compiled._ACTIVE == []
+    assert _hooks._ACTIVE == []
     assert torch._C._len_torch_dispatch_stack() == 0
 
 
@@ -689,7 +689,7 @@ def test_backward_without_forward_tape_says_so(monkeypatch):
     the module of the forward op they differentiate, and a warning says that modules sharing an input may differ
     from the eager step."""
     torch._dynamo.reset()
-    monkeypatch.setattr(_compiled, "_forward_tape", lambda gm: None)
+    monkeypatch.setattr(_graph, "_forward_tape", lambda gm: None)
     torch.manual_seed(0)
     model = Residual()
     x = torch.randn(B, D_IN)

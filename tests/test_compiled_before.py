@@ -13,10 +13,10 @@ torch = pytest.importorskip("torch")
 
 import roofline  # noqa: E402
 from roofline import Report  # noqa: E402
-from roofline.compiled import _compiled  # noqa: E402
+from roofline.compiled import _hooks  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-if _compiled._torch_version() < _compiled.MIN_TORCH:
+if _hooks._torch_version() < _hooks.MIN_TORCH:
     pytest.skip("the compiled view needs a newer torch", allow_module_level=True)
 
 B, W, STAGES = 4, 16, 3  # the MLP: STAGES x (Linear W -> W, GELU) on a batch of B

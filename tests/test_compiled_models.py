@@ -14,9 +14,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch._inductor")
 
 import roofline  # noqa: E402
-from roofline.compiled import _compiled  # noqa: E402
+from roofline.compiled import _hooks  # noqa: E402
 
-if _compiled._torch_version() < _compiled.MIN_TORCH:
+if _hooks._torch_version() < _hooks.MIN_TORCH:
     pytest.skip("the compiled view needs a newer torch", allow_module_level=True)
 
 from test_compiled import _compat, _eager_counts, _KernelSpy  # noqa: E402

@@ -70,7 +70,7 @@ def _cpu_ceilings() -> Ceilings:
                     notes=["made by the test"])
 
 
-_COMPILED = {  # the compiled section of a report, one kernel, as roofline.compiled._compiled writes it
+_COMPILED = {  # the compiled section of a report, one kernel, as roofline.compiled._collector writes it
     "graphs": 1, "graph_calls": 1, "uncounted_graph_calls": 0, "graph_breaks": 0, "aten_bytes": 1024,
     "eager_fallback": None, "problems": [], "recovered_graphs": 1, "recovery_time": 0.5,
     "graph_list": [{"graph": 0, "phase": "forward", "calls": 1, "ops": 2, "kernels": 1}],

@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatc
 from torch.utils._pytree import tree_flatten
 
 from roofline import _core
-from roofline.capture import _collectives
+from roofline.capture import _collectives, _fcm_names
 from roofline.counting import _formulas, _registry, _resolve
 
 try:  # torch imports dynamo lazily on the first op under a dispatch mode (~1 s): not inside the first timed block
@@ -588,6 +588,7 @@ class Session:
         if timing not in ("model", "op", None):
             raise ValueError(f"measure: timing must be 'model', 'op' or None, got {timing!r}")
         self.model = model
+        self.root_name = None  # the model's name (its class name), its modules' names are made from
         self.tokens = tokens  # the token layout (roofline.model._tokens.token_layout), given or seen
         self.tokens_unknown = None  # why the layout of the mask the model was called with is unknown
         self._seen = None  # (keyword, tensor, its version): a mask see() keeps until finish() reads it
@@ -618,6 +619,7 @@ class Session:
         self._left: list = []  # what leaving the mode found above it (roofline._core.remove_mode's log)
         self.token = None  # this block in _OPEN, once it is entered
         self.interleaved = None  # why the block gives no report, when it interleaved with another
+        self.fix_records = None  # records -> records: Collector.fix of the block's compiled graphs, or None
         self.compiled = self.compiled_summary = None  # torch.compile'd code under the block (roofline.compiled._compiled)
         self._compiled_left = None  # its collector once stopped, until finish() summarises it
 
@@ -911,7 +913,7 @@ class Session:
         self.token = object()
         self.tracker.enter()
         if self.model is not None:
-            self.tracker.name(self.model)  # name the model's modules from its root
+            self.root_name = self.tracker.name(self.model)  # name the model's modules from its root
         self._hook_optimizer()
         self.tracker.module_id  # noqa: B018 - interns {"Global"} as module set 0
         if self.timing == "op" and self.cuda_possible:
@@ -1014,6 +1016,8 @@ class Session:
         if self._compiled_left is not None:
             coll, self._compiled_left = self._compiled_left, None
             self.compiled_summary = _compiled.summary(coll)
+            if coll.fix_calls:
+                self.fix_records = coll.fix  # the compiled graphs' records as the step's eager ops count
         if self._t1 is not None:
             self.wall_time = self._t1 - self._t0
         if self.events:
@@ -1114,6 +1118,12 @@ def attribution_meta(session) -> dict:
     fcm, unlinked = session.attribution()
     out = {"method": "autograd" if _LINK is not None and not session.tracker.c.links_broken else "module_tracker",
            "flop_counter_rows": fcm[0::2], "flop_counter_modules": fcm[1::2], "unlinked_rows": unlinked}
+    if session.root_name is not None:  # FlopCounterMode's names where the root was not the first module entered
+        names, note = _fcm_names.replay(session.model, session.root_name, session.module_sets)
+        if names:
+            out["flop_counter_names"] = names
+        if note:
+            out["names_note"] = note
     if session.tracker.c.links_broken:
         out["note"] = ("autograd's node numbers went backwards during the block (forward ops of several threads): "
                        "backward ops after that are credited as torch's ModuleTracker credits them")

@@ -48,7 +48,7 @@ import threading
 import torch
 
 _MAX_FILED = 512  # graphs filed by their generated source (a backward waits here for its call)
-_FILED: dict = {}  # sha1 of the source without its AOT ID -> roofline.compiled._compiled._Graph
+_FILED: dict = {}  # sha1 of the source without its AOT ID -> roofline.compiled._graph._Graph
 _MAX_FRAMES = 200  # how far up the stack the Dynamo frame is looked for
 _lock = threading.Lock()
 

@@ -282,7 +282,7 @@ def _totals_together(k, field):
         fail(key(field, missing), f"is missing (a kernel with {there} has both totals)")
 
 
-# one kernel torch.compile generated (roofline.compiled._compiled: Collector.summary)
+# one kernel torch.compile generated (roofline.compiled._collector: Collector.summary)
 KERNEL = Obj({
     "name": Str(), "phase": Str(("forward", "backward", "optimizer")), "calls": Calls, "graph": Calls,
     "index": Calls, "module": Str(), "ops": List(Str()), "origins": List(Str()),
@@ -305,7 +305,8 @@ COMPILED = Obj({
 # records by attribution()
 _ROWS = List(Int(0, MAX_COUNT))
 ATTRIBUTION = Obj({"method": Str(("autograd", "module_tracker")), "flop_counter_rows": _ROWS,
-                   "flop_counter_modules": List(Int(0, MAX_COUNT)), "unlinked_rows": _ROWS, "note": Str()},
+                   "flop_counter_modules": List(Int(0, MAX_COUNT)), "unlinked_rows": _ROWS, "note": Str(),
+                   "flop_counter_names": Map(Str()), "names_note": Str()},
                   required=("method",), rest=Finite())
 
 # which token positions were real (roofline.model._tokens.token_layout)
