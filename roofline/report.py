@@ -86,7 +86,62 @@ def _check_grouping(where: str, by, depth, phase, allowed=("op", "module"), dept
     _check_choice(where, "phase", phase, _rollup.PHASES, none=True)
 
 
-class Report(DerivedCounts):
+class BaseReport:
+    """What every report of this package is: a :class:`Report` (one ``measure`` block), a
+    :class:`roofline.SteadyReport` (the median of repeated steps) and a :class:`roofline.distributed.MergedReport`
+    (the ranks of one job). Each one prints (``str``, :meth:`summary`), shows in a notebook (``_repr_html_``),
+    writes a self-contained page (:meth:`to_html`), draws its roofline chart (:meth:`plot`), gives text tables
+    (:meth:`table`), and saves itself (:meth:`to_dict`, :meth:`to_json`): :func:`roofline.load` gives back the class
+    that saved it, with its fields.
+    """
+
+    _NAME = "Report"  # how messages name the class's methods
+
+    def to_dict(self) -> dict:
+        """A JSON-compatible dict of the report; :meth:`from_dict` (and :func:`roofline.load`) read it back."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BaseReport":
+        raise NotImplementedError
+
+    def summary(self, top: int = 10) -> str:
+        raise NotImplementedError
+
+    def table(self, *args, **kwargs) -> str:
+        raise NotImplementedError
+
+    def plot(self, *args, **kwargs):
+        raise NotImplementedError
+
+    def to_html(self, path=None, title: str | None = None, top: int = 15) -> str:
+        raise NotImplementedError
+
+    def _repr_html_(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self):
+        return self.summary()
+
+    def to_json(self, path=None, indent: int | None = None) -> str:
+        """Everything (records bit for bit, op and module tables, ceilings, metadata) as JSON; written to ``path``
+        when given. :func:`roofline.load` reads it back as this class.
+
+        ``path`` is a file name (str, ``os.PathLike`` or bytes; anything else, such as an int, is a TypeError
+        before anything is written: ``to_json(2)`` is not an indent). A regular file is replaced atomically: the
+        text goes to a temporary file in the same folder, which is fsync-ed and renamed over it, so a failed write
+        (a full disk, Ctrl-C) leaves the old file as it was and no temporary file; the replaced file keeps its
+        permission bits. A symbolic link is written through (its target is replaced, the link stays; a dangling
+        link creates its target). A FIFO or device (``/dev/stdout``, ``/dev/null``) is written into directly. A
+        folder is an IsADirectoryError. :meth:`to_csv`, :meth:`to_chrome_trace`, :meth:`plot` and the chart's
+        ``save`` write their files the same way. ``indent``: None (one line) or an int >= 0."""
+        where = f"{self._NAME}.to_json"
+        _check_int(where, "indent", indent, 0, none=True)
+        _export.check_path(path, where)
+        return _export.to_json(self.to_dict(), path, indent, where)
+
+
+class Report(BaseReport, DerivedCounts):
     """Counts of one ``measure`` block.
 
     ``records`` is a NumPy structured array with one row per op call (fields: ``matrix_flops``, ``vector_flops``,
@@ -588,22 +643,6 @@ class Report(DerivedCounts):
         doc.update(_export.capture_document(self.signatures, self.accesses))
         return doc
 
-    def to_json(self, path=None, indent: int | None = None) -> str:
-        """Everything (records bit for bit, op and module tables, ceilings, metadata) as JSON; written to ``path``
-        when given. :func:`roofline.load` reads it back.
-
-        ``path`` is a file name (str, ``os.PathLike`` or bytes; anything else, such as an int, is a TypeError
-        before anything is written: ``to_json(2)`` is not an indent). A regular file is replaced atomically: the
-        text goes to a temporary file in the same folder, which is fsync-ed and renamed over it, so a failed write
-        (a full disk, Ctrl-C) leaves the old file as it was and no temporary file; the replaced file keeps its
-        permission bits. A symbolic link is written through (its target is replaced, the link stays; a dangling
-        link creates its target). A FIFO or device (``/dev/stdout``, ``/dev/null``) is written into directly. A
-        folder is an IsADirectoryError. :meth:`to_csv`, :meth:`to_chrome_trace`, :meth:`plot` and the chart's
-        ``save`` write their files the same way. ``indent``: None (one line) or an int >= 0."""
-        _check_int("Report.to_json", "indent", indent, 0, none=True)
-        _export.check_path(path, "Report.to_json")
-        return _export.to_json(self.to_dict(), path, indent)
-
     def to_chrome_trace(self, path=None) -> str:
         """The run as a trace for Perfetto (ui.perfetto.dev) or chrome://tracing: phases, module runs and one slice
         per timed op call nested on one track, each op's FLOPs, bytes, intensity, bound, roofline time and % of
@@ -772,34 +811,61 @@ def _back_to_back(t):
 
 
 
-def load(path) -> Report:
-    """Read a report written by :meth:`Report.to_json` (a path, or the JSON text itself).
+def load(source) -> "BaseReport":
+    """Read a report written by ``to_json`` (:meth:`Report.to_json`, :meth:`roofline.SteadyReport.to_json`,
+    :meth:`roofline.distributed.MergedReport.to_json`) and return it as the class that saved it, with its fields.
 
-    Which one ``path`` is: an ``os.PathLike`` is always a path. A str or bytes that names an existing file is that
-    file (``"[rank0].json"`` is a file name when the file exists). Any other str is JSON text when it starts with
-    ``{`` or ``[`` (after white space) or cannot be a file name (over 4096 characters, or holding a NUL), and a
-    path otherwise (FileNotFoundError when there is no such file); any other bytes or bytearray is JSON text
-    (UTF-8). TypeError for anything else.
+    ``source`` is a path or the JSON text itself, told apart without looking at the disk: the text of a report is
+    a JSON object, so a str or bytes that starts with ``{`` and ends with ``}`` (white space aside) is the text and
+    any other str or bytes is a file name (``"{x}.json"`` and ``"[rank0].json"`` are file names; a file whose
+    name is itself ``{...}`` is read with ``pathlib.Path``). An ``os.PathLike`` is always a path; a bytearray or
+    memoryview is always the text (UTF-8). A str or bytes that can be neither (over 4096 characters, or holding a
+    NUL, without the braces of a JSON object) is a ValueError saying so; a missing file a FileNotFoundError;
+    anything else a TypeError.
 
     The document is checked against its schema version before anything is built (see :meth:`Report.from_dict`):
     malformed JSON, nesting deeper than a report's, or any field of the wrong type or out of range raises
     ValueError naming it. Checking is linear in the size of the text, whatever it holds."""
-    if isinstance(path, os.PathLike):
-        is_file = True
-    elif isinstance(path, (str, bytes)):
-        # os.path.isfile is False (not an error) for text no file can be named: NUL bytes, too long
-        is_file = os.path.isfile(path) or (isinstance(path, str) and not path.lstrip().startswith(("{", "["))
-                                           and len(path) <= 4096 and "\0" not in path)
-    elif isinstance(path, bytearray):
-        is_file = False
+    d = _safejson.loads(_document_text(source, "load"), "not a roofline report")
+    fmt = d.get("format") if isinstance(d, dict) else None
+    if isinstance(fmt, str) and fmt in _READERS:
+        return _READERS[fmt](d)
+    return Report.from_dict(d)
+
+
+def _document_text(source, where: str):
+    """The JSON text :func:`load` reads from ``source`` (see there): the text itself, or the bytes of the file."""
+    if isinstance(source, (bytearray, memoryview)):
+        return bytes(source)
+    if isinstance(source, os.PathLike):
+        name = source
+    elif isinstance(source, (str, bytes)):
+        brace = ("{", "}") if isinstance(source, str) else (b"{", b"}")
+        body = source.strip()
+        if body.startswith(brace[0]) and body.endswith(brace[1]):
+            return source
+        nul = "\0" if isinstance(source, str) else b"\0"
+        if len(source) > 4096 or nul in source:
+            raise ValueError(f"{where}: expected a path or a report's JSON text (a JSON object, from {{ to }}), got "
+                             f"a {type(source).__name__} of {len(source)} characters that is neither: "
+                             f"{source[:40]!r}...")
+        name = source
     else:
-        raise TypeError(f"load: expected a path or the JSON text of a report, got {type(path).__name__}")
-    if is_file:
-        with open(path, "rb") as f:
-            text = f.read()
-    else:
-        text = path
-    return Report.from_dict(_safejson.loads(text, "not a roofline report"))
+        raise TypeError(f"{where}: expected a path or the JSON text of a report, got {type(source).__name__}")
+    with open(name, "rb") as f:
+        return f.read()
+
+
+# Readers of the documents that are not one Report's (their ``format`` key names them): a merged report's, which
+# roofline.distributed registers (a floor above this one)
+_READERS: dict = {}
+
+
+def register_reader(fmt: str, read) -> None:
+    """Make :func:`load` read documents whose ``format`` is ``fmt`` with ``read(document)`` (once per format)."""
+    if _READERS.get(fmt, read) is not read:
+        raise ValueError(f"register_reader: documents of format {fmt!r} already have a reader")
+    _READERS[fmt] = read
 
 
 class Comparison:
