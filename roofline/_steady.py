@@ -18,22 +18,16 @@ import numpy as np
 
 from roofline._measure import measure
 from roofline.report import Report
-from roofline.util._ints import as_index
+from roofline.util import _ints
 from roofline.util import _warn
 
 # count columns that must agree between repeats of the same step
 _COUNTS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
 
 
-def _check_int(name: str, v, lo: int) -> int:
-    """``v`` as an int (anything with ``__index__``, e.g. a NumPy integer; not a bool), at least ``lo``."""
-    n = as_index(v)
-    if n is None:
-        raise TypeError(f"profile: {name} must be an int, got {type(v).__name__}")
-    v = n
-    if v < lo:
-        raise ValueError(f"profile: {name} must be >= {lo}, got {v}")
-    return v
+def _check_int(name: str, v, lo: int, where: str = "profile") -> int:
+    """``v`` as an int >= ``lo``, by the package's one rule (:func:`roofline.util._ints.count`)."""
+    return _ints.count(v, name, where, lo)
 
 
 def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | None = "model",

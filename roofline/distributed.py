@@ -34,7 +34,7 @@ from roofline.model._records import PHASES
 from roofline.io import _export
 from roofline.render import _merged as _merged_views
 from roofline.report import SCHEMA_VERSION, BaseReport, Report, _check_int, register_reader
-from roofline.util import _safejson, _warn
+from roofline.util import _ints, _safejson, _warn
 from roofline.util._version import VERSION
 
 __all__ = ["MergedReport", "bus_factor", "collectives", "communication", "gather", "measure_interconnect", "merge"]
@@ -128,10 +128,9 @@ def measure_interconnect(sizes=_DEFAULT_SIZES, iters: int = 5, group=None) -> di
     from torch.utils._python_dispatch import _disable_current_modes
 
     _require_group("measure_interconnect")
-    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
-        raise ValueError(f"measure_interconnect: iters must be an int >= 1, got {iters!r}")
-    sizes = list(sizes)
-    if not sizes or any(not isinstance(s, int) or isinstance(s, bool) or s < 4 or s % 4 for s in sizes):
+    iters = _ints.count(iters, "iters", "measure_interconnect", 1)
+    sizes = [_ints.count(s, f"sizes[{i}]", "measure_interconnect", 4) for i, s in enumerate(sizes)]
+    if not sizes or any(s % 4 for s in sizes):
         raise ValueError(f"measure_interconnect: sizes must be byte counts, multiples of 4 and >= 4, got {sizes!r}")
     backend = str(dist.get_backend(group))
     n = dist.get_world_size(group)
@@ -212,8 +211,7 @@ def gather(report, dst: int = 0, timeout: float = 120.0, group=None):
                          f"{_document.show(timeout)}")
     dist = _require_group("gather")
     rank, n = dist.get_rank(group), dist.get_world_size(group)
-    if not isinstance(dst, int) or isinstance(dst, bool) or not 0 <= dst < n:
-        raise ValueError(f"gather: dst must be a rank in 0..{n - 1}, got {dst!r}")
+    dst = _ints.count(dst, "dst", "gather", 0, n - 1)  # a rank of the group
     payload, local_error = _payload(report, dist.get_rank())
     data = json.dumps(payload, separators=(",", ":"), allow_nan=True).encode()
     backend = str(dist.get_backend(group))
@@ -471,7 +469,7 @@ class MergedReport(BaseReport):
 
     def summary(self, top: int = 10) -> str:
         """The per-rank table (:meth:`table`), then the job's ``top`` ops (an int >= 1, or None for all)."""
-        _check_int("MergedReport.summary", "top", top, 1, none=True)
+        top = _check_int("MergedReport.summary", "top", top, 1, none=True)
         text = self.table()
         job, note = self._job_or_note()
         return text + "\n\n" + (job.table(by="op", top=top) if job is not None else note)
@@ -485,7 +483,7 @@ class MergedReport(BaseReport):
         rank, then the job's ops (:meth:`job`) as :meth:`roofline.Report.to_html` shows a report's (``top`` ops).
         Written to ``path`` when given (as :meth:`to_json` writes a file); returns the text."""
         _export.check_path(path, "MergedReport.to_html")
-        _check_int("MergedReport.to_html", "top", top, 1)
+        top = _check_int("MergedReport.to_html", "top", top, 1)
         if title is not None and not isinstance(title, str):
             raise TypeError(f"MergedReport.to_html: title must be a str or None, got {type(title).__name__}")
         job, note = self._job_or_note()

@@ -50,6 +50,7 @@ from roofline.analysis import _rollup
 from roofline.capture import _sdpa
 from roofline.model import _records
 from roofline.model._records import ITEMSIZE, canonical_dtype
+from roofline.util import _ints
 
 __all__ = [
     "DecoderConfig", "CrossCheck", "param_count", "matmul_param_count", "forward_flops", "training_flops",
@@ -94,8 +95,7 @@ class DecoderConfig:
     def __post_init__(self):
         for name in ("hidden", "intermediate", "layers", "heads", "vocab"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise ValueError(f"DecoderConfig.{name} must be a positive int, got {v!r}")
+            object.__setattr__(self, name, _ints.count(v, name, "DecoderConfig", 1))
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.head_dim is None:
@@ -476,8 +476,8 @@ def count_step(config, batch: int = 1, seq_len: int = 2048, *, train: bool = Tru
 
 
 
-    batch = _check_int("batch", batch, 1)
-    seq_len = _check_int("seq_len", seq_len, 1)
+    batch = _check_int("batch", batch, 1, "count_step")
+    seq_len = _check_int("seq_len", seq_len, 1, "count_step")
     if not isinstance(train, bool):
         raise TypeError(f"count_step: train must be True or False, got {type(train).__name__}")
     if not (optimizer is None or isinstance(optimizer, str)) or optimizer not in (None, "adamw"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 import os
 
 import numpy as np
@@ -24,7 +23,7 @@ from roofline.model._records import (DTYPE_NAMES, RECORD_DTYPE,  # noqa: F401  (
                                      DerivedCounts)
 from roofline.plot import plot_report
 from roofline.render import _render, _svg, _tables, _trace
-from roofline.util import _safejson
+from roofline.util import _ints, _safejson
 from roofline.util._warn import warn
 
 SCHEMA_VERSION = _export.SCHEMA_VERSION
@@ -55,16 +54,9 @@ def _alternatives(allowed) -> str:
 
 
 def _check_int(where: str, name: str, v, lo: int, none: bool = False):
-    """``v`` as an int >= ``lo`` (None passes when ``none``): TypeError for anything but an int (a bool is not a
-    count), ValueError below ``lo``."""
-    if v is None and none:
-        return None
-    want = f"an int >= {lo}" + (" or None" if none else "")
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise TypeError(f"{where}: {name} must be {want}, got {v!r} ({type(v).__name__})")
-    if v < lo:
-        raise ValueError(f"{where}: {name} must be {want}, got {v!r}")
-    return int(v)
+    """``v`` as an int >= ``lo`` (None passes when ``none``), by the package's one rule
+    (:func:`roofline.util._ints.count`)."""
+    return _ints.count(v, name, where, lo, none=none)
 
 
 def _check_choice(where: str, name: str, v, allowed, none: bool = False):
@@ -78,12 +70,13 @@ def _check_choice(where: str, name: str, v, allowed, none: bool = False):
 def _check_grouping(where: str, by, depth, phase, allowed=("op", "module"), depth_lo: int = 1):
     """The ``by``, ``depth`` and ``phase`` of a roll-up: ``by`` one of ``allowed``, ``depth`` an int >= ``depth_lo``
     (0 in the roll-ups by module name: "Global" only) and only with ``by="module"``, ``phase`` one of the phases or
-    None."""
+    None. Returns ``depth`` as an int (or None)."""
     _check_choice(where, "by", by, allowed)
-    _check_int(where, "depth", depth, depth_lo, none=True)
+    depth = _check_int(where, "depth", depth, depth_lo, none=True)
     if depth is not None and by != "module":
         raise ValueError(f"{where}: depth applies to by='module' only, not by={by!r}")
     _check_choice(where, "phase", phase, _rollup.PHASES, none=True)
+    return depth
 
 
 class BaseReport:
@@ -136,7 +129,7 @@ class BaseReport:
         folder is an IsADirectoryError. :meth:`to_csv`, :meth:`to_chrome_trace`, :meth:`plot` and the chart's
         ``save`` write their files the same way. ``indent``: None (one line) or an int >= 0."""
         where = f"{self._NAME}.to_json"
-        _check_int(where, "indent", indent, 0, none=True)
+        indent = _check_int(where, "indent", indent, 0, none=True)
         _export.check_path(path, where)
         return _export.to_json(self.to_dict(), path, indent, where)
 
@@ -255,7 +248,7 @@ class Report(BaseReport, DerivedCounts):
     def module_path(self, module_id: int) -> str:
         """The innermost module of a module set (the deepest name; "Global" outside any module). ``module_id``: a
         value of ``records["module"]``, an int in ``[0, len(module_sets))``."""
-        _check_int("module_path", "module_id", module_id, 0)
+        module_id = _check_int("module_path", "module_id", module_id, 0)
         if module_id >= len(self.module_sets):
             raise ValueError(f"module_path: module_id must be below {len(self.module_sets)} (the report's module "
                              f"sets), got {module_id!r}")
@@ -300,7 +293,7 @@ class Report(BaseReport, DerivedCounts):
         deep (the root is 1; 0 keeps "Global" only).
         "Global" is the whole run. ``phase`` restricts to one phase ("forward", "backward", "optimizer",
         "recompute")."""
-        _check_grouping("by_module", "module", depth, phase, depth_lo=0)
+        depth = _check_grouping("by_module", "module", depth, phase, depth_lo=0)
         return _rollup.counts_by(self.records, self.op_names, self.module_sets, "module", depth, phase)
 
     def by_phase(self) -> dict[str, dict]:
@@ -440,7 +433,7 @@ class Report(BaseReport, DerivedCounts):
         would take at their own peaks over their measured time; its mbu is bytes / (measured time x DRAM
         bandwidth). ``depth`` (an int >= 0, as in :meth:`by_module`) applies to ``by="module"`` only; ``phase``:
         "forward", "backward", "optimizer", "recompute" or None (all)."""
-        _check_grouping("analysis", by, depth, phase, ("op", "op_shape", "module"), depth_lo=0)
+        depth = _check_grouping("analysis", by, depth, phase, ("op", "op_shape", "module"), depth_lo=0)
         sigs = self.signatures if by == "op_shape" and _groups.has_signatures(self) else None
         return _rollup.roofline_by(self.records, self.op_names, self.module_sets, self.classification(), by, depth,
                                    phase, sigs)
@@ -491,7 +484,7 @@ class Report(BaseReport, DerivedCounts):
         says whether the compiler took it, ``compiled`` ("taken", "partly", "not taken", or "unknown" when its ops
         cannot be matched to one kernel each), with ``compiled_saved_bytes`` (the intermediates' bytes the
         compiled kernels keep on chip) and ``compiled_kernels`` (each member's kernel); see docs/compiled.md."""
-        _check_int("fusion_opportunities", "min_ops", min_ops, 2)
+        min_ops = _check_int("fusion_opportunities", "min_ops", min_ops, 2)
         if compiled is not None and not (hasattr(compiled, "meta") and hasattr(compiled, "records")):
             raise TypeError(f"fusion_opportunities: compiled must be a roofline Report or None, got "
                             f"{type(compiled).__name__}")
@@ -521,8 +514,8 @@ class Report(BaseReport, DerivedCounts):
         every module; ``"kernel"``: the kernels ``torch.compile`` generated (see :attr:`kernels`). ``depth`` (an int
         >= 1) applies to ``by="module"`` only; ``phase``: "forward", "backward", "optimizer", "recompute" or None (all; not with
         ``by="kernel"``)."""
-        _check_grouping("table", by, depth, phase, ("op", "op_shape", "module", "kernel"))
-        _check_int("table", "top", top, 1, none=True)
+        depth = _check_grouping("table", by, depth, phase, ("op", "op_shape", "module", "kernel"))
+        top = _check_int("table", "top", top, 1, none=True)
         if by == "kernel" and phase is not None:
             raise ValueError("table: phase does not apply to by='kernel' (a kernel's calls are not split by phase)")
         if by == "kernel":
@@ -576,7 +569,7 @@ class Report(BaseReport, DerivedCounts):
         """The text ``print(r)`` shows: totals, phases, ceilings, achieved rates, MFU/MBU (against the wall time),
         unknown ops and errors, then the ``top`` ops by time (:meth:`table`, or by FLOPs without ceilings): an int
         >= 1, or None for all."""
-        _check_int("summary", "top", top, 1, none=True)
+        top = _check_int("summary", "top", top, 1, none=True)
         self._classifier.resolve(self.meta)
         self._note_busy_ceilings()
         text = _render.summary(self, top, ceilings_note=self._classifier.note)
@@ -603,7 +596,7 @@ class Report(BaseReport, DerivedCounts):
         :meth:`to_json` writes a file); returns the text. A report without per-op times (``timing="model"``) says
         so at its top and how to get them (``timing="op"``)."""
         _export.check_path(path, "Report.to_html")
-        _check_int("Report.to_html", "top", top, 1)
+        top = _check_int("Report.to_html", "top", top, 1)
         if title is not None and not isinstance(title, str):
             raise TypeError(f"Report.to_html: title must be a str or None, got {type(title).__name__}")
         self._classifier.resolve(self.meta)
@@ -717,7 +710,7 @@ class Report(BaseReport, DerivedCounts):
         >= 1 or None."""
         if name is not None and not isinstance(name, str):
             raise TypeError(f"project: name must be a str or None, got {type(name).__name__}")
-        _check_int("project", "gpus", gpus, 1, none=True)
+        gpus = _check_int("project", "gpus", gpus, 1, none=True)
 
         if isinstance(target, str):
             ceil, label = Ceilings.from_datasheet(devices.get(target)), devices.get(target).name
@@ -751,8 +744,8 @@ class Report(BaseReport, DerivedCounts):
         """Draw the roofline chart (matplotlib): see :func:`roofline.plot.plot_report`. ``by``: "op", "op_shape",
         "module" or "kernel"; ``top`` (points labelled) an int >= 0; ``depth`` an int >= 1, with ``by="module"``
         only."""
-        _check_grouping("plot", by, depth, None, ("op", "op_shape", "module", "kernel"))
-        _check_int("plot", "top", top, 0)
+        depth = _check_grouping("plot", by, depth, None, ("op", "op_shape", "module", "kernel"))
+        top = _check_int("plot", "top", top, 0)
 
         return plot_report(self, path=path, ax=ax, by=by, top=top, depth=depth, **kwargs)
 
@@ -765,8 +758,8 @@ class Report(BaseReport, DerivedCounts):
         ``.svg`` or ``.html`` file. ``backend="plotly"`` returns a plotly Figure instead (zoom, pan, the same hover
         text; needs plotly). ``top`` (an int >= 0): the points labelled, most time first."""
         _check_choice("roofline_chart", "backend", backend, ("svg", "plotly"))
-        _check_grouping("roofline_chart", by, depth, None, ("op", "op_shape", "module", "kernel"))
-        _check_int("roofline_chart", "top", top, 0)
+        depth = _check_grouping("roofline_chart", by, depth, None, ("op", "op_shape", "module", "kernel"))
+        top = _check_int("roofline_chart", "top", top, 0)
         if backend == "plotly":
             return _svg.roofline_plotly(self, by=by, depth=depth)
         if backend != "svg":
@@ -815,13 +808,13 @@ def load(source) -> "BaseReport":
     """Read a report written by ``to_json`` (:meth:`Report.to_json`, :meth:`roofline.SteadyReport.to_json`,
     :meth:`roofline.distributed.MergedReport.to_json`) and return it as the class that saved it, with its fields.
 
-    ``source`` is a path or the JSON text itself, told apart without looking at the disk: the text of a report is
-    a JSON object, so a str or bytes that starts with ``{`` and ends with ``}`` (white space aside) is the text and
-    any other str or bytes is a file name (``"{x}.json"`` and ``"[rank0].json"`` are file names; a file whose
-    name is itself ``{...}`` is read with ``pathlib.Path``). An ``os.PathLike`` is always a path; a bytearray or
-    memoryview is always the text (UTF-8). A str or bytes that can be neither (over 4096 characters, or holding a
-    NUL, without the braces of a JSON object) is a ValueError saying so; a missing file a FileNotFoundError;
-    anything else a TypeError.
+    ``source`` is a path or the JSON text itself, told apart without looking at the disk: a str or bytes that
+    starts with ``{`` or ``[`` and ends with ``}`` or ``]`` (white space aside) is the text (a report's is a JSON
+    object), any other str or bytes a file name: ``"{x}.json"`` and ``"[rank0].json"`` are file names (a file whose
+    name is itself bracketed, ``{x}``, is read with ``pathlib.Path("{x}")``). An ``os.PathLike`` is always a path,
+    a bytearray or memoryview always the text (UTF-8). A str or bytes that can be neither (over 4096 characters or
+    holding a NUL, without the brackets) is a ValueError saying so; a missing file a FileNotFoundError; anything
+    else a TypeError.
 
     The document is checked against its schema version before anything is built (see :meth:`Report.from_dict`):
     malformed JSON, nesting deeper than a report's, or any field of the wrong type or out of range raises
@@ -840,9 +833,9 @@ def _document_text(source, where: str):
     if isinstance(source, os.PathLike):
         name = source
     elif isinstance(source, (str, bytes)):
-        brace = ("{", "}") if isinstance(source, str) else (b"{", b"}")
         body = source.strip()
-        if body.startswith(brace[0]) and body.endswith(brace[1]):
+        brackets = ("{", "[", "}", "]") if isinstance(body, str) else (b"{", b"[", b"}", b"]")
+        if body[:1] in brackets[:2] and body[-1:] in brackets[2:]:  # JSON text (a report's: an object)
             return source
         nul = "\0" if isinstance(source, str) else b"\0"
         if len(source) > 4096 or nul in source:
@@ -883,7 +876,7 @@ class Comparison:
         for side, r in (("before", before), ("after", after)):
             if not isinstance(r, Report):
                 raise TypeError(f"compare: the {side} report must be a roofline Report, got {type(r).__name__}")
-        _check_grouping("compare", by, depth, None, depth_lo=0)
+        depth = _check_grouping("compare", by, depth, None, depth_lo=0)
         a = _rows(before, by, depth)
         b = _rows(after, by, depth)
         self.by = by

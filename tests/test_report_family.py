@@ -148,6 +148,8 @@ def test_load_tells_a_path_from_text_without_the_disk(ranks, tmp_path, monkeypat
     assert roofline.load(bytearray(text.encode())).matrix_flops == 1024
     with pytest.raises(FileNotFoundError):
         roofline.load("[missing].json")
+    with pytest.raises(ValueError, match="a JSON object is needed"):
+        roofline.load("[1, 2]")  # bracketed: JSON text
     with pytest.raises(ValueError, match="neither"):
         roofline.load("x" * 5000)
     with pytest.raises(TypeError, match="load: expected a path or the JSON text"):
