@@ -17,12 +17,13 @@ import statistics
 import numpy as np
 
 from roofline._measure import measure
+from roofline.model import _records
 from roofline.report import Report
 from roofline.util import _ints
 from roofline.util import _warn
 
 # count columns that must agree between repeats of the same step
-_COUNTS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
+_COUNTS = _records.COUNTS
 
 
 def _check_int(name: str, v, lo: int, where: str = "profile") -> int:

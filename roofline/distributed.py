@@ -30,7 +30,7 @@ from roofline.analysis._classification import BOUND_INTERCONNECT
 from roofline.hardware import _interconnect
 from roofline.model import _document
 from roofline.model._collectives import bus_factor  # noqa: F401  (public: roofline.distributed.bus_factor)
-from roofline.model._records import PHASES
+from roofline.model._records import COUNTS, PHASES
 from roofline.io import _export
 from roofline.render import _merged as _merged_views
 from roofline.report import SCHEMA_VERSION, BaseReport, Report, _check_int, register_reader
@@ -402,11 +402,10 @@ class MergedReport(BaseReport):
         """Sums over the ranks: ``calls``, ``matrix_flops``, ``vector_flops``, ``special_ops``, ``bytes_read``,
         ``bytes_written``, ``flops``, ``bytes``, ``collectives``, ``message_bytes``, ``bus_bytes`` (exact ints),
         plus ``ranks``."""
-        out = {k: 0 for k in ("calls", "matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written",
-                              "collectives", "message_bytes", "bus_bytes")}
+        out = {k: 0 for k in ("calls", *COUNTS, "collectives", "message_bytes", "bus_bytes")}
         for r in self.ranks:
             out["calls"] += int(len(r.records))
-            for k in ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written"):
+            for k in COUNTS:
                 out[k] += getattr(r, k)
             t = _document.collectives_table(r.meta, len(r.records))
             out["collectives"] += len(t["record"])

@@ -32,7 +32,7 @@ import torch
 
 from roofline.compiled import _fcm_tracker, _recover
 from roofline.compiled._fx_paths import module_path, node_chain, node_modules
-from roofline.model._records import BACKWARD, FORWARD, RECORD_DTYPE
+from roofline.model._records import BACKWARD, COUNTS, FORWARD, RECORD_DTYPE
 from roofline.util import _warn
 
 MIN_TORCH = (2, 6)  # the ignore_compile_internals protocol of dispatch modes
@@ -1184,7 +1184,7 @@ def _kernel_static(graph) -> dict:
     return {"kernels": kernels, "roots": roots, "modules": {}}
 
 
-_FIELDS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
+_FIELDS = COUNTS
 
 
 def _per_node_counts(recs, node_rows) -> dict:

@@ -23,7 +23,7 @@ import numpy as np
 
 from roofline.counting import _registry
 from roofline.model import _collectives
-from roofline.model._records import DTYPE_CODES, ITEMSIZE, PHASES, RECORD_DTYPE, OpInfo
+from roofline.model._records import COUNTS_AND_FLOP_COUNTER, DTYPE_CODES, ITEMSIZE, PHASES, RECORD_DTYPE, OpInfo
 from roofline.traces import _events, _ops
 from roofline.traces._events import _OP
 from roofline.util import _ints
@@ -355,8 +355,7 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
             coll["uncertain"].append(bool(uncertain))
             comm_t += kt[j]
         else:
-            for f in ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written",
-                      "flop_counter_flops"):
+            for f in COUNTS_AND_FLOP_COUNTER:
                 r[f] = int(getattr(c, f, 0) or 0)
             r["dtype"] = DTYPE_CODES.get(c.dtype or "unknown", 0)
             r["status"] = _STATUS_CODE.get(status, 2) if not (status == "unknown" and name in known) else 4
