@@ -96,18 +96,25 @@ class BaseReport:
 
     @classmethod
     def from_dict(cls, d: dict) -> "BaseReport":
+        """The report :meth:`to_dict` gave, rebuilt and checked field by field (ValueError naming the first that is
+        wrong)."""
         raise NotImplementedError
 
     def summary(self, top: int = 10) -> str:
+        """The text ``print(report)`` shows, with the ``top`` rows of its tables."""
         raise NotImplementedError
 
     def table(self, *args, **kwargs) -> str:
+        """A text table of the report (``by=`` says of what)."""
         raise NotImplementedError
 
     def plot(self, *args, **kwargs):
+        """The roofline chart (matplotlib): a Figure, saved to ``path`` when given."""
         raise NotImplementedError
 
     def to_html(self, path=None, title: str | None = None, top: int = 15) -> str:
+        """The report as a full, self-contained HTML page (the notebook view in a document titled ``title``),
+        written to ``path`` when given (as :meth:`to_json` writes a file); returns the text."""
         raise NotImplementedError
 
     def _repr_html_(self) -> str:
