@@ -459,6 +459,7 @@ class MergedReport(BaseReport):
         """``by="rank"`` (the default): the per-rank table, the totals and the slowest rank, as text. Any other
         ``by`` ("op", "op_shape", "module", "kernel"): the table of :meth:`roofline.Report.table` of the job's ops
         (:meth:`job`), or of one rank's report with ``rank``; ``depth``, ``top`` and ``phase`` as there."""
+        top = _check_int("MergedReport.table", "top", top, 1, none=True)
         if by == "rank" and rank is None:
             for name, v in (("depth", depth), ("phase", phase)):
                 if v is not None:
@@ -514,6 +515,9 @@ class MergedReport(BaseReport):
         checks one (ValueError naming the rank and the field), then merged as :func:`merge` merges."""
         if not isinstance(d, dict) or d.get("format") != _MERGED_FORMAT:
             raise ValueError(f"not a merged roofline report (format {_MERGED_FORMAT!r} expected)")
+        if d.get("schema", SCHEMA_VERSION) != SCHEMA_VERSION or isinstance(d.get("schema"), bool):
+            raise ValueError(f"not a merged roofline report of schema {SCHEMA_VERSION} (the document has schema "
+                             f"{_document.show(d.get('schema'))})")
         return cls(_rank_reports(d, "merged report"))
 
     def __str__(self):

@@ -811,11 +811,11 @@ def _back_to_back(t):
 
 
 
-def load(source) -> "BaseReport":
+def load(path) -> "BaseReport":
     """Read a report written by ``to_json`` (:meth:`Report.to_json`, :meth:`roofline.SteadyReport.to_json`,
     :meth:`roofline.distributed.MergedReport.to_json`) and return it as the class that saved it, with its fields.
 
-    ``source`` is a path or the JSON text itself, told apart without looking at the disk: a str or bytes that
+    ``path`` is a path or the JSON text itself, told apart without looking at the disk: a str or bytes that
     starts with ``{`` or ``[`` and ends with ``}`` or ``]`` (white space aside) is the text (a report's is a JSON
     object), any other str or bytes a file name: ``"{x}.json"`` and ``"[rank0].json"`` are file names (a file whose
     name is itself bracketed, ``{x}``, is read with ``pathlib.Path("{x}")``). An ``os.PathLike`` is always a path,
@@ -826,7 +826,7 @@ def load(source) -> "BaseReport":
     The document is checked against its schema version before anything is built (see :meth:`Report.from_dict`):
     malformed JSON, nesting deeper than a report's, or any field of the wrong type or out of range raises
     ValueError naming it. Checking is linear in the size of the text, whatever it holds."""
-    d = _safejson.loads(_document_text(source, "load"), "not a roofline report")
+    d = _safejson.loads(_document_text(path, "load"), "not a roofline report")
     fmt = d.get("format") if isinstance(d, dict) else None
     if isinstance(fmt, str) and fmt in _READERS:
         return _READERS[fmt](d)

@@ -102,10 +102,12 @@ def test_a_merged_report_round_trips(merged, ranks, tmp_path):
     merged.to_json(tmp_path / "m.json", indent=1)
     assert type(roofline.load(tmp_path / "m.json")) is rd.MergedReport
     assert rd.merge([tmp_path / "m.json"]).rank_ids == [0, 1]  # merge reads the same document
-    with pytest.raises(ValueError, match=r"ranks\[1\]"):
-        doc = merged.to_dict()
-        doc["ranks"][1]["n_records"] = "x"
+    doc = merged.to_dict()
+    doc["ranks"][1]["n_records"] = "x"
+    with pytest.raises(ValueError, match=r"ranks\[1\]: corrupt roofline report: n_records"):
         roofline.load(json.dumps(doc))
+    with pytest.raises(ValueError, match="schema 1"):
+        roofline.load(json.dumps(dict(merged.to_dict(), schema=2)))
 
 
 def test_the_job_of_a_merged_report_sums_the_ranks(merged):
