@@ -25,12 +25,12 @@ import roofline.plot
 from roofline._monitor import Monitor
 from roofline._schedule import Profiler, Schedule
 from roofline.hardware._ceilings import PeakChoice
-from roofline.report import Comparison
+from roofline.report import BaseReport, Comparison
 
 OUT = Path(__file__).resolve().parent / "api.md"
 
 # Classes listed without a constructor signature: users receive them, they do not build them.
-NOT_CONSTRUCTED = {roofline.Report, roofline.SteadyReport, Comparison, PeakChoice, roofline.CeilingNotAvailable,
+NOT_CONSTRUCTED = {BaseReport, roofline.Report, roofline.SteadyReport, Comparison, PeakChoice, roofline.CeilingNotAvailable,
                    Schedule, Profiler, Monitor}
 
 # Module-level constants, which carry no docstring of their own.
@@ -60,6 +60,7 @@ SECTIONS = [
         ("unregister", roofline.unregister),
         ("gather", roofline.gather),
         ("ceilings", roofline.ceilings),
+        ("report.BaseReport", BaseReport),
         ("Report", roofline.Report),
         ("SteadyReport", roofline.SteadyReport),
         ("_schedule.Schedule", Schedule),

@@ -22,9 +22,10 @@ from roofline._measure import measure
 from roofline._schedule import _check_count, _StepLoop
 from roofline._steady import _op_sequence
 from roofline.analysis import _rollup
+from roofline.model._records import COUNTS
 from roofline.util import _warn
 
-_SUMMED = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
+_SUMMED = COUNTS
 _MAX_DEPTH = 8  # nesting of the inputs read for the signature
 _MAX_TOKENS = 2**63 - 1  # a step's tokens (an int64; its tokens/s a finite float)
 

@@ -32,8 +32,8 @@ _DTYPES = {"float32": "float32", "fp32": "float32", "float": "float32", "float64
            "double": "float64", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
            "half": "float16"}
 _AUTOCAST = ("bfloat16", "float16")
-# what a count on meta assumes unless told: a GPU's dtype and attention kernel (see roofline.llm.PROJECTION_DEFAULTS)
-META_DEFAULTS = {"dtype": "bfloat16", "attention": "flash"}
+# what a count on meta assumes unless told: a GPU's dtype and attention kernel, as every projection does
+META_DEFAULTS = llm.PROJECTION_DEFAULTS
 
 
 def add_profile(subparsers: argparse._SubParsersAction, func) -> None:

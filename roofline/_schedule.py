@@ -19,7 +19,7 @@ import threading
 from roofline import _core
 from roofline._measure import measure
 from roofline._steady import SteadyReport
-from roofline.util._ints import as_index
+from roofline.util import _ints
 from roofline.util import _warn
 
 # what a schedule says about one step (torch.profiler.ProfilerAction's names, lower case)
@@ -29,26 +29,8 @@ _RECORDING = (RECORD, RECORD_AND_SAVE)
 
 
 def _check_count(where: str, name: str, v, lo: int, hi: int | None = None) -> int:
-    """``v`` as an int at least ``lo`` and at most ``hi`` (anything with ``__index__``, not a bool); ValueError
-    naming ``name``."""
-    n = as_index(v)
-    if n is None:
-        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {type(v).__name__} ({_short(v)})")
-    v = n
-    if v < lo:
-        raise ValueError(f"{where}: {name} must be an int >= {lo}, got {_short(v)}")
-    if hi is not None and v > hi:
-        raise ValueError(f"{where}: {name} must be an int <= {hi} (2**{hi.bit_length()} - 1), got {_short(v)}")
-    return v
-
-
-def _short(v) -> str:
-    """``repr(v)``, cut to 60 characters (a huge int has hundreds of digits)."""
-    try:
-        r = repr(v)
-    except ValueError:  # an int beyond sys.get_int_max_str_digits()
-        return f"an int of {v.bit_length()} bits"
-    return r if len(r) <= 60 else r[:57] + "..."
+    """``v`` as an int in ``[lo, hi]``, by the package's one rule (:func:`roofline.util._ints.count`)."""
+    return _ints.count(v, name, where, lo, hi)
 
 
 class Schedule:
@@ -107,7 +89,8 @@ def schedule(*, wait: int = 0, warmup: int = 1, active: int = 1, repeat: int = 0
     ``skip_first + c * p + wait + warmup`` to ``skip_first + (c + 1) * p - 1``. ``wait=2, warmup=1, active=3,
     repeat=2`` measures steps 3, 4, 5 and 9, 10, 11.
 
-    Every argument must be an int (ValueError naming it otherwise): ``active >= 1``, the others ``>= 0``. Unlike
+    Every argument must be an int (TypeError naming it otherwise; ValueError out of range): ``active >= 1``, the
+    others ``>= 0``. Unlike
     ``torch.profiler.schedule``, ``warmup=0`` gives no warning (the steps before it ran too, uncounted; a cycle
     starting at step 0 is labelled as measuring the first step). The returned :class:`Schedule` is a callable
     ``step -> action``; :func:`roofline.profiler` also takes ``torch.profiler.schedule(...)``'s callables.

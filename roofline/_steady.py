@@ -17,23 +17,18 @@ import statistics
 import numpy as np
 
 from roofline._measure import measure
+from roofline.model import _records
 from roofline.report import Report
-from roofline.util._ints import as_index
+from roofline.util import _ints
 from roofline.util import _warn
 
 # count columns that must agree between repeats of the same step
-_COUNTS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
+_COUNTS = _records.COUNTS
 
 
-def _check_int(name: str, v, lo: int) -> int:
-    """``v`` as an int (anything with ``__index__``, e.g. a NumPy integer; not a bool), at least ``lo``."""
-    n = as_index(v)
-    if n is None:
-        raise TypeError(f"profile: {name} must be an int, got {type(v).__name__}")
-    v = n
-    if v < lo:
-        raise ValueError(f"profile: {name} must be >= {lo}, got {v}")
-    return v
+def _check_int(name: str, v, lo: int, where: str = "profile") -> int:
+    """``v`` as an int >= ``lo``, by the package's one rule (:func:`roofline.util._ints.count`)."""
+    return _ints.count(v, name, where, lo)
 
 
 def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | None = "model",
@@ -151,9 +146,11 @@ class SteadyReport(Report):
     ``first_step`` is True when the cycle's first active step is the loop's step 0.
 
     The printed summary starts with a line saying what was run. Saved with :meth:`to_json`, it loads back as a
-    SteadyReport that keeps ``meta["steady"]`` (its ``spread["wall_time"]`` rebuilt from it; ``repeats`` empty).
+    SteadyReport that keeps ``meta["steady"]`` and ``spread`` (rebuilt from it: ``meta["steady"]["op_spread"]``
+    holds ``spread["ops"]``), a profiler cycle's ``steps`` and ``cycle``; ``repeats`` is empty (not saved).
     """
 
+    _NAME = "SteadyReport"
     repeats: list
     spread: dict
 
@@ -221,6 +218,8 @@ class SteadyReport(Report):
         steady = {"warmup": warmup, "repeat": len(runs), "wall_times": walls, "counts_agree": bool(agree),
                   "first_step": bool(first_step), "steps": [i + 1 for i in same],
                   "other_steps": [i + 1 for i in others]}
+        if ops:  # saved with the report (to_json): a loaded report keeps its spread
+            steady["op_spread"] = ops
         if step_numbers is not None:
             steady["step_numbers"] = names
         steady.update(extra or {})
@@ -235,16 +234,19 @@ class SteadyReport(Report):
         return out
 
     def _loaded(self) -> None:
-        """A SteadyReport read back by :func:`roofline.load`: ``spread["wall_time"]`` rebuilt from
-        ``meta["steady"]`` (the wall times of the aggregated steps); the per-step reports (``repeats``) and the per-op
-        spread are not saved, so ``repeats`` is empty and ``spread["ops"]`` too."""
+        """A SteadyReport read back by :func:`roofline.load`: ``spread`` rebuilt from ``meta["steady"]`` (the wall
+        times of the aggregated steps, and ``op_spread``, each op's), and a profiler cycle's ``steps`` and ``cycle``;
+        the per-step reports are not saved (each is a whole report), so ``repeats`` is empty."""
         s = self.meta.get("steady") or {}
+        if "cycle" in s and "step_numbers" in s:
+            self.steps, self.cycle = list(s["step_numbers"]), s["cycle"]
         walls, steps = list(s.get("wall_times") or []), list(s.get("steps") or [])
         values = [walls[i - 1] for i in steps if 0 < i <= len(walls)] if steps else walls
         finite = [w for w in values if w is not None]
         self.repeats = []
         self.spread = {"wall_time": {"min": min(finite) if finite else None, "median": _median(finite),
-                                     "max": max(finite) if finite else None, "values": values}, "ops": {}}
+                                     "max": max(finite) if finite else None, "values": values},
+                       "ops": {n: dict(v) for n, v in (s.get("op_spread") or {}).items()}}
 
     def steady_line(self) -> str:
         """One line saying what the report is: how many steps were warmed up and measured, and the spread."""

@@ -30,9 +30,11 @@ from roofline.analysis._classification import BOUND_INTERCONNECT
 from roofline.hardware import _interconnect
 from roofline.model import _document
 from roofline.model._collectives import bus_factor  # noqa: F401  (public: roofline.distributed.bus_factor)
-from roofline.model._records import PHASES
-from roofline.report import SCHEMA_VERSION, Report
-from roofline.util import _safejson
+from roofline.model._records import COUNTS, PHASES
+from roofline.io import _export
+from roofline.render import _merged as _merged_views
+from roofline.report import SCHEMA_VERSION, BaseReport, Report, _check_int, register_reader
+from roofline.util import _ints, _safejson, _warn
 from roofline.util._version import VERSION
 
 __all__ = ["MergedReport", "bus_factor", "collectives", "communication", "gather", "measure_interconnect", "merge"]
@@ -126,10 +128,9 @@ def measure_interconnect(sizes=_DEFAULT_SIZES, iters: int = 5, group=None) -> di
     from torch.utils._python_dispatch import _disable_current_modes
 
     _require_group("measure_interconnect")
-    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
-        raise ValueError(f"measure_interconnect: iters must be an int >= 1, got {iters!r}")
-    sizes = list(sizes)
-    if not sizes or any(not isinstance(s, int) or isinstance(s, bool) or s < 4 or s % 4 for s in sizes):
+    iters = _ints.count(iters, "iters", "measure_interconnect", 1)
+    sizes = [_ints.count(s, f"sizes[{i}]", "measure_interconnect", 4) for i, s in enumerate(sizes)]
+    if not sizes or any(s % 4 for s in sizes):
         raise ValueError(f"measure_interconnect: sizes must be byte counts, multiples of 4 and >= 4, got {sizes!r}")
     backend = str(dist.get_backend(group))
     n = dist.get_world_size(group)
@@ -210,8 +211,7 @@ def gather(report, dst: int = 0, timeout: float = 120.0, group=None):
                          f"{_document.show(timeout)}")
     dist = _require_group("gather")
     rank, n = dist.get_rank(group), dist.get_world_size(group)
-    if not isinstance(dst, int) or isinstance(dst, bool) or not 0 <= dst < n:
-        raise ValueError(f"gather: dst must be a rank in 0..{n - 1}, got {dst!r}")
+    dst = _ints.count(dst, "dst", "gather", 0, n - 1)  # a rank of the group
     payload, local_error = _payload(report, dist.get_rank())
     data = json.dumps(payload, separators=(",", ":"), allow_nan=True).encode()
     backend = str(dist.get_backend(group))
@@ -294,15 +294,8 @@ def merge(reports) -> "MergedReport":
             loaded.append(r)
             continue
         doc = _read_json(r)
-        if isinstance(doc, dict) and doc.get("format") == "roofline-merged":  # written by `merge -o`
-            ranks = doc.get("ranks")
-            if not isinstance(ranks, list):
-                raise ValueError(f"merge: {r}: ranks must be a list of reports, not {_document.kind(ranks)}")
-            for i, d in enumerate(ranks):
-                try:
-                    loaded.append(Report.from_dict(d))
-                except ValueError as e:
-                    raise ValueError(f"merge: {r}: ranks[{i}]: {e}") from None
+        if isinstance(doc, dict) and doc.get("format") == _MERGED_FORMAT:  # MergedReport.to_json, `merge -o`
+            loaded.extend(_rank_reports(doc, f"merge: {os.fsdecode(r)}"))
         else:
             try:
                 loaded.append(Report.from_dict(doc))
@@ -325,11 +318,34 @@ def _read_json(path):
         raise ValueError(f"merge: {os.fsdecode(path)}: {e}") from None
 
 
-class MergedReport:
-    """The reports of the ranks of one job, side by side (made by :func:`gather` or :func:`merge`).
+_MERGED_FORMAT = "roofline-merged"
+
+
+def _rank_reports(doc: dict, where: str) -> list:
+    """The rank reports of a merged report's document, each checked (ValueError naming ``where`` and the rank)."""
+    ranks = doc.get("ranks")
+    if not isinstance(ranks, list):
+        raise ValueError(f"{where}: ranks must be a list of reports, not {_document.kind(ranks)}")
+    out = []
+    for i, d in enumerate(ranks):
+        try:
+            out.append(Report.from_dict(d))
+        except ValueError as e:
+            raise ValueError(f"{where}: ranks[{i}]: {e}") from None
+    return out
+
+
+class MergedReport(BaseReport):
+    """The reports of the ranks of one job, side by side (made by :func:`gather` or :func:`merge`): a report of
+    the family of :class:`roofline.Report` (:class:`roofline.report.BaseReport`): it prints, plots, shows in a
+    notebook, writes a page and saves itself, and :func:`roofline.load` reads it back as a MergedReport.
 
     ``ranks``: the reports in rank order; ``rank_ids``: their ranks; ``world_size`` and ``backend`` (None when
-    the reports were measured outside a process group). ``str(merged)`` is the per-rank table and the totals."""
+    the reports were measured outside a process group). ``str(merged)`` is the per-rank table and the totals, then
+    the job's top ops. :meth:`job` is every rank's ops in one :class:`roofline.Report` (what :meth:`plot`,
+    :meth:`table` with ``by`` other than "rank" and the HTML views show)."""
+
+    _NAME = "MergedReport"
 
     def __init__(self, reports):
         reports = list(reports)
@@ -362,6 +378,7 @@ class MergedReport:
         self.rank_ids = [ids[i] for i in order]
         self.world_size = worlds.pop()
         self.backend = (self.ranks[0].meta.get("distributed") or {}).get("backend")
+        self._job = None
 
     def per_rank(self) -> list[dict]:
         """One row per rank: ``rank``, ``wall_time``, ``calls``, ``flops``, ``matrix_flops``, ``bytes``
@@ -385,11 +402,10 @@ class MergedReport:
         """Sums over the ranks: ``calls``, ``matrix_flops``, ``vector_flops``, ``special_ops``, ``bytes_read``,
         ``bytes_written``, ``flops``, ``bytes``, ``collectives``, ``message_bytes``, ``bus_bytes`` (exact ints),
         plus ``ranks``."""
-        out = {k: 0 for k in ("calls", "matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written",
-                              "collectives", "message_bytes", "bus_bytes")}
+        out = {k: 0 for k in ("calls", *COUNTS, "collectives", "message_bytes", "bus_bytes")}
         for r in self.ranks:
             out["calls"] += int(len(r.records))
-            for k in ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written"):
+            for k in COUNTS:
                 out[k] += getattr(r, k)
             t = _document.collectives_table(r.meta, len(r.records))
             out["collectives"] += len(t["record"])
@@ -419,41 +435,151 @@ class MergedReport:
             return max(rows, key=lambda r: r["wall_time"])["rank"]
         return max(rows, key=lambda r: np.nan_to_num(r["t_compute"]) + np.nan_to_num(r["t_comm"]))["rank"]
 
-    def to_dict(self) -> dict:
-        """``{"format": "roofline-merged", "ranks": [each report's to_dict()]}``; :func:`merge` reads the
-        reports back from :meth:`Report.to_dict` documents."""
-        return {"format": "roofline-merged", "ranks": [r.to_dict() for r in self.ranks]}
+    # ---- the job's ops ---------------------------------------------------------------------------------------
+    def job(self) -> Report:
+        """Every rank's records in one :class:`roofline.Report` (rank by rank, in rank order): its roll-ups by op,
+        by module and by phase sum the ranks (an op's calls, FLOPs, bytes and measured time over every rank), each
+        collective is judged against the interconnect as on its rank. Its ``wall_time`` is None (the ranks ran at
+        the same time: the job's wall time is a rank's, in :meth:`per_rank`), so its whole-run rates are NaN; the
+        per-op figures (each op's time is its own) stand. Judged against the ceilings of the ranks; when the ranks
+        carry different ceilings (each measured its own device), against the slowest rank's, with a warning.
+        ``meta["merged"]`` says which: ``ranks`` and ``ceilings_of_rank``. Made once and kept."""
+        if self._job is None:
+            self._job = _job(self)
+        return self._job
 
-    def table(self) -> str:
-        """The per-rank table, the totals and the slowest rank, as text."""
-        rows = self.per_rank()
-        head = (f"{len(rows)} ranks" + (f", world size {self.world_size}" if self.world_size else "")
-                + (f", backend {self.backend}" if self.backend else ""))
-        cols = ("rank", "wall s", "GFLOP", "mem MB", "colls", "msg MB", "bus MB", "t_comp ms", "t_comm ms", "comm %")
-        lines = [head, " ".join(f"{c:>10}" for c in cols)]
-        for r in rows:
-            cells = [str(r["rank"]), _f(r["wall_time"], 1, ".4f"), _f(r["flops"], 1e9, ".3f"),
-                     _f(r["bytes"], 1e6, ".2f"), str(r["collectives"]), _f(r["message_bytes"], 1e6, ".3f"),
-                     _f(r["bus_bytes"], 1e6, ".3f"), _f(r["t_compute"], 1e-3, ".3f"), _f(r["t_comm"], 1e-3, ".3f"),
-                     _f(r["comm_share"], 0.01, ".1f")]
-            lines.append(" ".join(f"{c:>10}" for c in cells))
-        t = self.totals()
-        low = " [INCOMPLETE: a lower bound]" if self.incomplete else ""
-        lines.append(f"total: {t['flops'] / 1e9:.3f} GFLOP, {t['bytes'] / 1e6:.2f} MB memory, {t['collectives']} "
-                     f"collectives, {t['message_bytes'] / 1e6:.3f} MB messages, {t['bus_bytes'] / 1e6:.3f} MB bus"
-                     f"{low}")
-        lines.extend(f"INCOMPLETE: {why}" for why in self.incomplete)
-        lines.append(f"slowest rank: {self.slowest_rank()}")
-        return "\n".join(lines)
+    def plot(self, path=None, ax=None, by: str = "op", top: int = 8, depth: int | None = None, rank=None, **kwargs):
+        """The roofline chart (matplotlib) of the job's ops (:meth:`job`: an op's point sums its calls over every
+        rank), or of one rank's report with ``rank`` (one of :attr:`rank_ids`); the arguments as in
+        :meth:`roofline.Report.plot`."""
+        return self._one(rank, "plot").plot(path=path, ax=ax, by=by, top=top, depth=depth, **kwargs)
+
+    def table(self, by: str = "rank", depth: int | None = None, top: int | None = 15, phase: str | None = None,
+              rank=None) -> str:
+        """``by="rank"`` (the default): the per-rank table, the totals and the slowest rank, as text. Any other
+        ``by`` ("op", "op_shape", "module", "kernel"): the table of :meth:`roofline.Report.table` of the job's ops
+        (:meth:`job`), or of one rank's report with ``rank``; ``depth``, ``top`` and ``phase`` as there."""
+        top = _check_int("MergedReport.table", "top", top, 1, none=True)
+        if by == "rank" and rank is None:
+            for name, v in (("depth", depth), ("phase", phase)):
+                if v is not None:
+                    raise ValueError(f"MergedReport.table: {name} does not apply to by='rank'")
+            return _merged_views.table(self)
+        return self._one(rank, "table").table(by=by, depth=depth, top=top, phase=phase)
+
+    def summary(self, top: int = 10) -> str:
+        """The per-rank table (:meth:`table`), then the job's ``top`` ops (an int >= 1, or None for all)."""
+        top = _check_int("MergedReport.summary", "top", top, 1, none=True)
+        text = self.table()
+        job, note = self._job_or_note()
+        return text + "\n\n" + (job.table(by="op", top=top) if job is not None else note)
+
+    def _repr_html_(self) -> str:
+        job, note = self._job_or_note()
+        return _merged_views.to_html(self, job, note)
+
+    def to_html(self, path=None, title: str | None = None, top: int = 15) -> str:
+        """The merged report as a full, self-contained HTML page: the per-rank table, the totals and the slowest
+        rank, then the job's ops (:meth:`job`) as :meth:`roofline.Report.to_html` shows a report's (``top`` ops).
+        Written to ``path`` when given (as :meth:`to_json` writes a file); returns the text."""
+        _export.check_path(path, "MergedReport.to_html")
+        top = _check_int("MergedReport.to_html", "top", top, 1)
+        if title is not None and not isinstance(title, str):
+            raise TypeError(f"MergedReport.to_html: title must be a str or None, got {type(title).__name__}")
+        job, note = self._job_or_note()
+        return _export.write(_merged_views.page(self, job, title, note, top), path, "MergedReport.to_html")
+
+    def _job_or_note(self):
+        """(the job's report, "") or (None, why there is none to judge: no rank has ceilings)."""
+        if all(r.ceilings is None for r in self.ranks):
+            return None, "(no rank has ceilings: the job's ops are not judged; project a rank onto a device)"
+        return self.job(), ""
+
+    def _one(self, rank, where: str) -> Report:
+        if rank is None:
+            return self.job()
+        if rank not in self.rank_ids or isinstance(rank, bool):
+            raise ValueError(f"MergedReport.{where}: rank must be one of the ranks {self.rank_ids} or None, "
+                             f"got {rank!r}")
+        return self.ranks[self.rank_ids.index(rank)]
+
+    # ---- saving ----------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """``{"format": "roofline-merged", "schema": ..., "ranks": [each report's to_dict()]}``;
+        :func:`roofline.load` (and :func:`merge`) read it back."""
+        return {"format": _MERGED_FORMAT, "schema": SCHEMA_VERSION, "ranks": [r.to_dict() for r in self.ranks]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MergedReport":
+        """Rebuild a merged report from :meth:`to_dict`: each rank's report checked as :meth:`Report.from_dict`
+        checks one (ValueError naming the rank and the field), then merged as :func:`merge` merges."""
+        if not isinstance(d, dict) or d.get("format") != _MERGED_FORMAT:
+            raise ValueError(f"not a merged roofline report (format {_MERGED_FORMAT!r} expected)")
+        if d.get("schema", SCHEMA_VERSION) != SCHEMA_VERSION or isinstance(d.get("schema"), bool):
+            raise ValueError(f"not a merged roofline report of schema {SCHEMA_VERSION} (the document has schema "
+                             f"{_document.show(d.get('schema'))})")
+        return cls(_rank_reports(d, "merged report"))
 
     def __str__(self):
-        return self.table()
+        return self.summary()
 
     def __repr__(self):
         return f"<MergedReport: {len(self.ranks)} ranks{', INCOMPLETE' if self.incomplete else ''}>"
 
 
-def _f(v, scale, fmt) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-"
-    return format(v / scale, fmt)
+
+def _job(merged: MergedReport) -> Report:
+    """Every rank's records in one report (see :meth:`MergedReport.job`)."""
+    ranks = merged.ranks
+    ops, op_index, module_sets, signatures, parts = [], {}, [], [], []
+    coll = {k: [] for k in _COLUMNS}
+    offset = 0
+    for r in ranks:
+        rec = r.records.copy()
+        ids = []
+        for o in r._ops:
+            key = (o.name, o.packet, o.kind)
+            if key not in op_index:
+                op_index[key] = len(ops)
+                ops.append(o)
+            ids.append(op_index[key])
+        if len(rec):
+            rec["op"] = np.asarray(ids, dtype=np.int64)[rec["op"].astype(np.intp)]
+            rec["module"] += len(module_sets)
+            rec["sig"] += len(signatures)
+        module_sets += r.module_sets
+        signatures += r.signatures or [""]
+        t = _document.collectives_table(r.meta, len(r.records))
+        for k in _COLUMNS:
+            coll[k] += [v + offset for v in t[k]] if k == "record" else list(t[k])
+        parts.append(rec)
+        offset += len(rec)
+    records = np.concatenate(parts)
+    # the ceilings: the ranks', or the slowest rank's when they differ
+    have = [(i, r.ceilings) for i, r in enumerate(ranks) if r.ceilings is not None]
+    which = None
+    if have:
+        docs = {json.dumps(c.to_dict(), sort_keys=True) for _, c in have}
+        which = have[0][0]
+        if len(docs) > 1 or len(have) < len(ranks):
+            slowest = merged.rank_ids.index(merged.slowest_rank())
+            which = slowest if ranks[slowest].ceilings is not None else which
+            _warn.warn(f"MergedReport: the ranks carry different ceilings (each measured its own device, or some "
+                       f"have none): the job's ops are judged against those of rank {merged.rank_ids[which]}")
+    first = ranks[0].meta
+    timings = {r.meta.get("timing") for r in ranks}
+    meta = {"timing": timings.pop() if len(timings) == 1 else None, "version": first.get("version"),
+            "devices": sorted({d for r in ranks for d in r.meta.get("devices") or ()}),
+            "incomplete": merged.incomplete,
+            "merged": {"ranks": list(merged.rank_ids),
+                       "ceilings_of_rank": None if which is None else merged.rank_ids[which]}}
+    if coll["record"]:
+        meta["collectives"] = coll
+    ceil = ranks[which].ceilings if which is not None else None
+    source = ranks[which].ceilings_source if which is not None else None
+    if source is not None:
+        meta["ceilings_source"] = source
+    return Report(records, ops, module_sets, None, meta, ceilings=ceil, signatures=signatures)
+
+
+register_reader(_MERGED_FORMAT, MergedReport.from_dict)

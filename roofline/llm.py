@@ -50,6 +50,7 @@ from roofline.analysis import _rollup
 from roofline.capture import _sdpa
 from roofline.model import _records
 from roofline.model._records import ITEMSIZE, canonical_dtype
+from roofline.util import _ints
 
 __all__ = [
     "DecoderConfig", "CrossCheck", "param_count", "matmul_param_count", "forward_flops", "training_flops",
@@ -61,7 +62,8 @@ __all__ = [
 _ATTENTION = ("causal", "full")
 
 #: What :func:`count_step` and :func:`predict_decode` assume unless told otherwise: the dtype of weights and
-#: activations and the attention kernel of a GPU training step.
+#: activations and the attention kernel of a GPU training step. The one home of these defaults: the command
+#: line's count on meta (``python -m roofline profile --device meta``) reads them here too.
 PROJECTION_DEFAULTS = {"dtype": "bfloat16", "attention": "flash"}
 
 
@@ -94,8 +96,7 @@ class DecoderConfig:
     def __post_init__(self):
         for name in ("hidden", "intermediate", "layers", "heads", "vocab"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise ValueError(f"DecoderConfig.{name} must be a positive int, got {v!r}")
+            object.__setattr__(self, name, _ints.count(v, name, "DecoderConfig", 1))
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.head_dim is None:
@@ -256,9 +257,8 @@ def _pairs(seq_len: int, attention: str) -> int:
 
 
 def _sequences(tokens: int, seq_len: int | None) -> tuple[int, int]:
-    if not isinstance(tokens, int) or tokens <= 0:
-        raise ValueError(f"tokens must be a positive int, got {tokens!r}")
-    seq_len = tokens if seq_len is None else seq_len
+    tokens = _ints.count(tokens, "tokens", "attention_flops", 1)
+    seq_len = tokens if seq_len is None else _ints.count(seq_len, "seq_len", "attention_flops", 1)
     if seq_len <= 0 or tokens % seq_len:
         raise ValueError(f"tokens {tokens} is not a whole number of sequences of length {seq_len}")
     return tokens // seq_len, seq_len
@@ -401,7 +401,8 @@ def cross_check(report, expected_flops, rel: float = 0.02, *, field: str = "matr
                       rel_diff=(measured - expected) / expected, tolerance=rel, field=field)
 
 
-def predict_decode(config, batch: int, context_len: int, device="H100 SXM", dtype: str = "bfloat16") -> dict:
+def predict_decode(config, batch: int, context_len: int, device="H100 SXM",
+                   dtype: str = PROJECTION_DEFAULTS["dtype"]) -> dict:
     """The roofline of an ideal decode step on a datasheet device: a prediction, not a measurement.
 
     Matrix FLOPs from :func:`decode_step_flops`, compulsory bytes from :func:`decode_step_bytes` (weights read
@@ -476,8 +477,8 @@ def count_step(config, batch: int = 1, seq_len: int = 2048, *, train: bool = Tru
 
 
 
-    batch = _check_int("batch", batch, 1)
-    seq_len = _check_int("seq_len", seq_len, 1)
+    batch = _check_int("batch", batch, 1, "count_step")
+    seq_len = _check_int("seq_len", seq_len, 1, "count_step")
     if not isinstance(train, bool):
         raise TypeError(f"count_step: train must be True or False, got {type(train).__name__}")
     if not (optimizer is None or isinstance(optimizer, str)) or optimizer not in (None, "adamw"):
@@ -555,8 +556,7 @@ def prefill(model, context_len: int, *, seed: int = 0):
     batch: the cost of a decode step depends on the cache's shape, not on what the prompt said."""
     import torch
 
-    if not isinstance(context_len, int) or context_len <= 0:
-        raise ValueError(f"context_len must be a positive int, got {context_len!r}")
+    context_len = _ints.count(context_len, "context_len", "prefill", 1)
     dev = _model_device(model)
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, model.config.vocab_size, (1, context_len), generator=g).to(dev)
@@ -572,8 +572,7 @@ def prefill(model, context_len: int, *, seed: int = 0):
 
 def repeat_cache(cache, batch: int):
     """A copy of a one-sequence ``cache`` holding ``batch`` sequences (the original is left as it is)."""
-    if not isinstance(batch, int) or batch <= 0:
-        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    batch = _ints.count(batch, "batch", "repeat_cache", 1)
     out = copy.deepcopy(cache)
     if batch > 1:
         out.batch_repeat_interleave(batch)
@@ -602,8 +601,8 @@ def time_step(step, repeats: int = 5, warmup: int = 1, statistic: str = "median"
     any instrumentation: the ``"median"`` run (default) or the fastest (``"min"``, the better estimate on a machine
     shared with other work, whose interference only ever adds time). CUDA work is synchronised before and after each
     run when CUDA is initialised."""
-    if repeats < 1 or warmup < 0:
-        raise ValueError("repeats must be >= 1 and warmup >= 0")
+    repeats = _ints.count(repeats, "repeats", "time_step", 1)
+    warmup = _ints.count(warmup, "warmup", "time_step", 0)
     if statistic not in ("median", "min"):
         raise ValueError(f"statistic must be 'median' or 'min', got {statistic!r}")
     sync = _cuda_sync()

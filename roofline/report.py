@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 import os
 
 import numpy as np
@@ -24,7 +23,7 @@ from roofline.model._records import (DTYPE_NAMES, RECORD_DTYPE,  # noqa: F401  (
                                      DerivedCounts)
 from roofline.plot import plot_report
 from roofline.render import _render, _svg, _tables, _trace
-from roofline.util import _safejson
+from roofline.util import _ints, _safejson
 from roofline.util._warn import warn
 
 SCHEMA_VERSION = _export.SCHEMA_VERSION
@@ -55,16 +54,9 @@ def _alternatives(allowed) -> str:
 
 
 def _check_int(where: str, name: str, v, lo: int, none: bool = False):
-    """``v`` as an int >= ``lo`` (None passes when ``none``): TypeError for anything but an int (a bool is not a
-    count), ValueError below ``lo``."""
-    if v is None and none:
-        return None
-    want = f"an int >= {lo}" + (" or None" if none else "")
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise TypeError(f"{where}: {name} must be {want}, got {v!r} ({type(v).__name__})")
-    if v < lo:
-        raise ValueError(f"{where}: {name} must be {want}, got {v!r}")
-    return int(v)
+    """``v`` as an int >= ``lo`` (None passes when ``none``), by the package's one rule
+    (:func:`roofline.util._ints.count`)."""
+    return _ints.count(v, name, where, lo, none=none)
 
 
 def _check_choice(where: str, name: str, v, allowed, none: bool = False):
@@ -78,15 +70,78 @@ def _check_choice(where: str, name: str, v, allowed, none: bool = False):
 def _check_grouping(where: str, by, depth, phase, allowed=("op", "module"), depth_lo: int = 1):
     """The ``by``, ``depth`` and ``phase`` of a roll-up: ``by`` one of ``allowed``, ``depth`` an int >= ``depth_lo``
     (0 in the roll-ups by module name: "Global" only) and only with ``by="module"``, ``phase`` one of the phases or
-    None."""
+    None. Returns ``depth`` as an int (or None)."""
     _check_choice(where, "by", by, allowed)
-    _check_int(where, "depth", depth, depth_lo, none=True)
+    depth = _check_int(where, "depth", depth, depth_lo, none=True)
     if depth is not None and by != "module":
         raise ValueError(f"{where}: depth applies to by='module' only, not by={by!r}")
     _check_choice(where, "phase", phase, _rollup.PHASES, none=True)
+    return depth
 
 
-class Report(DerivedCounts):
+class BaseReport:
+    """What every report of this package is: a :class:`Report` (one ``measure`` block), a
+    :class:`roofline.SteadyReport` (the median of repeated steps) and a :class:`roofline.distributed.MergedReport`
+    (the ranks of one job). Each one prints (``str``, :meth:`summary`), shows in a notebook (``_repr_html_``),
+    writes a self-contained page (:meth:`to_html`), draws its roofline chart (:meth:`plot`), gives text tables
+    (:meth:`table`), and saves itself (:meth:`to_dict`, :meth:`to_json`): :func:`roofline.load` gives back the class
+    that saved it, with its fields.
+    """
+
+    _NAME = "Report"  # how messages name the class's methods
+
+    def to_dict(self) -> dict:
+        """A JSON-compatible dict of the report; :meth:`from_dict` (and :func:`roofline.load`) read it back."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BaseReport":
+        """The report :meth:`to_dict` gave, rebuilt and checked field by field (ValueError naming the first that is
+        wrong)."""
+        raise NotImplementedError
+
+    def summary(self, top: int = 10) -> str:
+        """The text ``print(report)`` shows, with the ``top`` rows of its tables."""
+        raise NotImplementedError
+
+    def table(self, *args, **kwargs) -> str:
+        """A text table of the report (``by=`` says of what)."""
+        raise NotImplementedError
+
+    def plot(self, *args, **kwargs):
+        """The roofline chart (matplotlib): a Figure, saved to ``path`` when given."""
+        raise NotImplementedError
+
+    def to_html(self, path=None, title: str | None = None, top: int = 15) -> str:
+        """The report as a full, self-contained HTML page (the notebook view in a document titled ``title``),
+        written to ``path`` when given (as :meth:`to_json` writes a file); returns the text."""
+        raise NotImplementedError
+
+    def _repr_html_(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self):
+        return self.summary()
+
+    def to_json(self, path=None, indent: int | None = None) -> str:
+        """Everything (records bit for bit, op and module tables, ceilings, metadata) as JSON; written to ``path``
+        when given. :func:`roofline.load` reads it back as this class.
+
+        ``path`` is a file name (str, ``os.PathLike`` or bytes; anything else, such as an int, is a TypeError
+        before anything is written: ``to_json(2)`` is not an indent). A regular file is replaced atomically: the
+        text goes to a temporary file in the same folder, which is fsync-ed and renamed over it, so a failed write
+        (a full disk, Ctrl-C) leaves the old file as it was and no temporary file; the replaced file keeps its
+        permission bits. A symbolic link is written through (its target is replaced, the link stays; a dangling
+        link creates its target). A FIFO or device (``/dev/stdout``, ``/dev/null``) is written into directly. A
+        folder is an IsADirectoryError. :meth:`to_csv`, :meth:`to_chrome_trace`, :meth:`plot` and the chart's
+        ``save`` write their files the same way. ``indent``: None (one line) or an int >= 0."""
+        where = f"{self._NAME}.to_json"
+        indent = _check_int(where, "indent", indent, 0, none=True)
+        _export.check_path(path, where)
+        return _export.to_json(self.to_dict(), path, indent, where)
+
+
+class Report(BaseReport, DerivedCounts):
     """Counts of one ``measure`` block.
 
     ``records`` is a NumPy structured array with one row per op call (fields: ``matrix_flops``, ``vector_flops``,
@@ -200,7 +255,7 @@ class Report(DerivedCounts):
     def module_path(self, module_id: int) -> str:
         """The innermost module of a module set (the deepest name; "Global" outside any module). ``module_id``: a
         value of ``records["module"]``, an int in ``[0, len(module_sets))``."""
-        _check_int("module_path", "module_id", module_id, 0)
+        module_id = _check_int("module_path", "module_id", module_id, 0)
         if module_id >= len(self.module_sets):
             raise ValueError(f"module_path: module_id must be below {len(self.module_sets)} (the report's module "
                              f"sets), got {module_id!r}")
@@ -245,7 +300,7 @@ class Report(DerivedCounts):
         deep (the root is 1; 0 keeps "Global" only).
         "Global" is the whole run. ``phase`` restricts to one phase ("forward", "backward", "optimizer",
         "recompute")."""
-        _check_grouping("by_module", "module", depth, phase, depth_lo=0)
+        depth = _check_grouping("by_module", "module", depth, phase, depth_lo=0)
         return _rollup.counts_by(self.records, self.op_names, self.module_sets, "module", depth, phase)
 
     def by_phase(self) -> dict[str, dict]:
@@ -392,7 +447,7 @@ class Report(DerivedCounts):
         would take at their own peaks over their measured time; its mbu is bytes / (measured time x DRAM
         bandwidth). ``depth`` (an int >= 0, as in :meth:`by_module`) applies to ``by="module"`` only; ``phase``:
         "forward", "backward", "optimizer", "recompute" or None (all)."""
-        _check_grouping("analysis", by, depth, phase, ("op", "op_shape", "module"), depth_lo=0)
+        depth = _check_grouping("analysis", by, depth, phase, ("op", "op_shape", "module"), depth_lo=0)
         sigs = self.signatures if by == "op_shape" and _groups.has_signatures(self) else None
         return _rollup.roofline_by(self.records, self.op_names, self.module_sets, self.classification(), by, depth,
                                    phase, sigs)
@@ -443,7 +498,7 @@ class Report(DerivedCounts):
         says whether the compiler took it, ``compiled`` ("taken", "partly", "not taken", or "unknown" when its ops
         cannot be matched to one kernel each), with ``compiled_saved_bytes`` (the intermediates' bytes the
         compiled kernels keep on chip) and ``compiled_kernels`` (each member's kernel); see docs/compiled.md."""
-        _check_int("fusion_opportunities", "min_ops", min_ops, 2)
+        min_ops = _check_int("fusion_opportunities", "min_ops", min_ops, 2)
         if compiled is not None and not (hasattr(compiled, "meta") and hasattr(compiled, "records")):
             raise TypeError(f"fusion_opportunities: compiled must be a roofline Report or None, got "
                             f"{type(compiled).__name__}")
@@ -473,8 +528,8 @@ class Report(DerivedCounts):
         every module; ``"kernel"``: the kernels ``torch.compile`` generated (see :attr:`kernels`). ``depth`` (an int
         >= 1) applies to ``by="module"`` only; ``phase``: "forward", "backward", "optimizer", "recompute" or None (all; not with
         ``by="kernel"``)."""
-        _check_grouping("table", by, depth, phase, ("op", "op_shape", "module", "kernel"))
-        _check_int("table", "top", top, 1, none=True)
+        depth = _check_grouping("table", by, depth, phase, ("op", "op_shape", "module", "kernel"))
+        top = _check_int("table", "top", top, 1, none=True)
         if by == "kernel" and phase is not None:
             raise ValueError("table: phase does not apply to by='kernel' (a kernel's calls are not split by phase)")
         if by == "kernel":
@@ -528,7 +583,7 @@ class Report(DerivedCounts):
         """The text ``print(r)`` shows: totals, phases, ceilings, achieved rates, MFU/MBU (against the wall time),
         unknown ops and errors, then the ``top`` ops by time (:meth:`table`, or by FLOPs without ceilings): an int
         >= 1, or None for all."""
-        _check_int("summary", "top", top, 1, none=True)
+        top = _check_int("summary", "top", top, 1, none=True)
         self._classifier.resolve(self.meta)
         self._note_busy_ceilings()
         text = _render.summary(self, top, ceilings_note=self._classifier.note)
@@ -555,7 +610,7 @@ class Report(DerivedCounts):
         :meth:`to_json` writes a file); returns the text. A report without per-op times (``timing="model"``) says
         so at its top and how to get them (``timing="op"``)."""
         _export.check_path(path, "Report.to_html")
-        _check_int("Report.to_html", "top", top, 1)
+        top = _check_int("Report.to_html", "top", top, 1)
         if title is not None and not isinstance(title, str):
             raise TypeError(f"Report.to_html: title must be a str or None, got {type(title).__name__}")
         self._classifier.resolve(self.meta)
@@ -594,22 +649,6 @@ class Report(DerivedCounts):
                                self.overhead, c, self._classifier.source)
         doc.update(_export.capture_document(self.signatures, self.accesses))
         return doc
-
-    def to_json(self, path=None, indent: int | None = None) -> str:
-        """Everything (records bit for bit, op and module tables, ceilings, metadata) as JSON; written to ``path``
-        when given. :func:`roofline.load` reads it back.
-
-        ``path`` is a file name (str, ``os.PathLike`` or bytes; anything else, such as an int, is a TypeError
-        before anything is written: ``to_json(2)`` is not an indent). A regular file is replaced atomically: the
-        text goes to a temporary file in the same folder, which is fsync-ed and renamed over it, so a failed write
-        (a full disk, Ctrl-C) leaves the old file as it was and no temporary file; the replaced file keeps its
-        permission bits. A symbolic link is written through (its target is replaced, the link stays; a dangling
-        link creates its target). A FIFO or device (``/dev/stdout``, ``/dev/null``) is written into directly. A
-        folder is an IsADirectoryError. :meth:`to_csv`, :meth:`to_chrome_trace`, :meth:`plot` and the chart's
-        ``save`` write their files the same way. ``indent``: None (one line) or an int >= 0."""
-        _check_int("Report.to_json", "indent", indent, 0, none=True)
-        _export.check_path(path, "Report.to_json")
-        return _export.to_json(self.to_dict(), path, indent)
 
     def to_chrome_trace(self, path=None) -> str:
         """The run as a trace for Perfetto (ui.perfetto.dev) or chrome://tracing: phases, module runs and one slice
@@ -685,7 +724,7 @@ class Report(DerivedCounts):
         >= 1 or None."""
         if name is not None and not isinstance(name, str):
             raise TypeError(f"project: name must be a str or None, got {type(name).__name__}")
-        _check_int("project", "gpus", gpus, 1, none=True)
+        gpus = _check_int("project", "gpus", gpus, 1, none=True)
 
         if isinstance(target, str):
             ceil, label = Ceilings.from_datasheet(devices.get(target)), devices.get(target).name
@@ -719,8 +758,8 @@ class Report(DerivedCounts):
         """Draw the roofline chart (matplotlib): see :func:`roofline.plot.plot_report`. ``by``: "op", "op_shape",
         "module" or "kernel"; ``top`` (points labelled) an int >= 0; ``depth`` an int >= 1, with ``by="module"``
         only."""
-        _check_grouping("plot", by, depth, None, ("op", "op_shape", "module", "kernel"))
-        _check_int("plot", "top", top, 0)
+        depth = _check_grouping("plot", by, depth, None, ("op", "op_shape", "module", "kernel"))
+        top = _check_int("plot", "top", top, 0)
 
         return plot_report(self, path=path, ax=ax, by=by, top=top, depth=depth, **kwargs)
 
@@ -733,8 +772,8 @@ class Report(DerivedCounts):
         ``.svg`` or ``.html`` file. ``backend="plotly"`` returns a plotly Figure instead (zoom, pan, the same hover
         text; needs plotly). ``top`` (an int >= 0): the points labelled, most time first."""
         _check_choice("roofline_chart", "backend", backend, ("svg", "plotly"))
-        _check_grouping("roofline_chart", by, depth, None, ("op", "op_shape", "module", "kernel"))
-        _check_int("roofline_chart", "top", top, 0)
+        depth = _check_grouping("roofline_chart", by, depth, None, ("op", "op_shape", "module", "kernel"))
+        top = _check_int("roofline_chart", "top", top, 0)
         if backend == "plotly":
             return _svg.roofline_plotly(self, by=by, depth=depth)
         if backend != "svg":
@@ -779,34 +818,61 @@ def _back_to_back(t):
 
 
 
-def load(path) -> Report:
-    """Read a report written by :meth:`Report.to_json` (a path, or the JSON text itself).
+def load(path) -> "BaseReport":
+    """Read a report written by ``to_json`` (:meth:`Report.to_json`, :meth:`roofline.SteadyReport.to_json`,
+    :meth:`roofline.distributed.MergedReport.to_json`) and return it as the class that saved it, with its fields.
 
-    Which one ``path`` is: an ``os.PathLike`` is always a path. A str or bytes that names an existing file is that
-    file (``"[rank0].json"`` is a file name when the file exists). Any other str is JSON text when it starts with
-    ``{`` or ``[`` (after white space) or cannot be a file name (over 4096 characters, or holding a NUL), and a
-    path otherwise (FileNotFoundError when there is no such file); any other bytes or bytearray is JSON text
-    (UTF-8). TypeError for anything else.
+    ``path`` is a path or the JSON text itself, told apart without looking at the disk: a str or bytes that
+    starts with ``{`` or ``[`` and ends with ``}`` or ``]`` (white space aside) is the text (a report's is a JSON
+    object), any other str or bytes a file name: ``"{x}.json"`` and ``"[rank0].json"`` are file names (a file whose
+    name is itself bracketed, ``{x}``, is read with ``pathlib.Path("{x}")``). An ``os.PathLike`` is always a path,
+    a bytearray or memoryview always the text (UTF-8). A str or bytes that can be neither (over 4096 characters or
+    holding a NUL, without the brackets) is a ValueError saying so; a missing file a FileNotFoundError; anything
+    else a TypeError.
 
     The document is checked against its schema version before anything is built (see :meth:`Report.from_dict`):
     malformed JSON, nesting deeper than a report's, or any field of the wrong type or out of range raises
     ValueError naming it. Checking is linear in the size of the text, whatever it holds."""
-    if isinstance(path, os.PathLike):
-        is_file = True
-    elif isinstance(path, (str, bytes)):
-        # os.path.isfile is False (not an error) for text no file can be named: NUL bytes, too long
-        is_file = os.path.isfile(path) or (isinstance(path, str) and not path.lstrip().startswith(("{", "["))
-                                           and len(path) <= 4096 and "\0" not in path)
-    elif isinstance(path, bytearray):
-        is_file = False
+    d = _safejson.loads(_document_text(path, "load"), "not a roofline report")
+    fmt = d.get("format") if isinstance(d, dict) else None
+    if isinstance(fmt, str) and fmt in _READERS:
+        return _READERS[fmt](d)
+    return Report.from_dict(d)
+
+
+def _document_text(source, where: str):
+    """The JSON text :func:`load` reads from ``source`` (see there): the text itself, or the bytes of the file."""
+    if isinstance(source, (bytearray, memoryview)):
+        return bytes(source)
+    if isinstance(source, os.PathLike):
+        name = source
+    elif isinstance(source, (str, bytes)):
+        body = source.strip()
+        brackets = ("{", "[", "}", "]") if isinstance(body, str) else (b"{", b"[", b"}", b"]")
+        if body[:1] in brackets[:2] and body[-1:] in brackets[2:]:  # JSON text (a report's: an object)
+            return source
+        nul = "\0" if isinstance(source, str) else b"\0"
+        if len(source) > 4096 or nul in source:
+            raise ValueError(f"{where}: expected a path or a report's JSON text (a JSON object, from {{ to }}), got "
+                             f"a {type(source).__name__} of {len(source)} characters that is neither: "
+                             f"{source[:40]!r}...")
+        name = source
     else:
-        raise TypeError(f"load: expected a path or the JSON text of a report, got {type(path).__name__}")
-    if is_file:
-        with open(path, "rb") as f:
-            text = f.read()
-    else:
-        text = path
-    return Report.from_dict(_safejson.loads(text, "not a roofline report"))
+        raise TypeError(f"{where}: expected a path or the JSON text of a report, got {type(source).__name__}")
+    with open(name, "rb") as f:
+        return f.read()
+
+
+# Readers of the documents that are not one Report's (their ``format`` key names them): a merged report's, which
+# roofline.distributed registers (a floor above this one)
+_READERS: dict = {}
+
+
+def register_reader(fmt: str, read) -> None:
+    """Make :func:`load` read documents whose ``format`` is ``fmt`` with ``read(document)`` (once per format)."""
+    if _READERS.get(fmt, read) is not read:
+        raise ValueError(f"register_reader: documents of format {fmt!r} already have a reader")
+    _READERS[fmt] = read
 
 
 class Comparison:
@@ -824,7 +890,7 @@ class Comparison:
         for side, r in (("before", before), ("after", after)):
             if not isinstance(r, Report):
                 raise TypeError(f"compare: the {side} report must be a roofline Report, got {type(r).__name__}")
-        _check_grouping("compare", by, depth, None, depth_lo=0)
+        depth = _check_grouping("compare", by, depth, None, depth_lo=0)
         a = _rows(before, by, depth)
         b = _rows(after, by, depth)
         self.by = by

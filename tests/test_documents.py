@@ -388,7 +388,8 @@ def test_gather_refuses_a_timeout_it_cannot_wait_for():
 
 # ---- load: a path or the text ------------------------------------------------------------------------------------
 def test_load_reads_an_existing_file_whose_name_looks_like_json(docs, tmp_path, monkeypatch):
-    """load('[rank0].json') and load(b'r.json') of an existing file read the name as JSON text: "invalid JSON"."""
+    """load('[rank0].json'), load('{x}.json') and load(b'r.json') read the file: only the text of a JSON object
+    ({ to }) is read as the document."""
     text = _text(docs["model"])
     flops = roofline.load(text).total_flops
     monkeypatch.chdir(tmp_path)
@@ -405,8 +406,8 @@ def test_load_reads_an_existing_file_whose_name_looks_like_json(docs, tmp_path, 
         roofline.load("missing.json")
     with pytest.raises(FileNotFoundError):
         roofline.load(pathlib.Path("[missing].json"))  # a PathLike is always a path
-    with pytest.raises(ValueError, match="invalid JSON"):
-        roofline.load("[missing].json")  # no such file, so the text, which is not JSON
+    with pytest.raises(FileNotFoundError):
+        roofline.load("[missing].json")  # not a JSON object's text, so a file name
     with pytest.raises(TypeError, match="load: expected a path or the JSON text"):
         roofline.load(3)
 

@@ -197,9 +197,9 @@ def test_a_run_that_raises_leaves_its_block_to_close(tmp_path):
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(), ValueError, "nothing to do"),
     (dict(steps=(7, 5)), ValueError, "first <= last"),
-    (dict(steps=0), ValueError, "numbered from 1"),
+    (dict(steps=0), ValueError, "steps must be an int >= 1, got 0"),
     (dict(steps=(1, 2, 3)), ValueError, "a pair"),
-    (dict(steps=(1.0, 2)), TypeError, "steps must be ints"),
+    (dict(steps=(1.0, 2)), TypeError, r"steps must be an int >= 1, got 1.0 \(float\)"),
     (dict(steps=5, schedule=roofline.schedule()), ValueError, "not both"),
     (dict(schedule=5), TypeError, "schedule must be"),
     (dict(monitor="yes"), TypeError, "monitor must be"),

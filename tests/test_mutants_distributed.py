@@ -539,8 +539,11 @@ def test_gather_names_a_rank_that_sent_an_error(monkeypatch):
 
 def test_gather_checks_dst(monkeypatch):
     World(monkeypatch, rank=0, others=[b"", payload(rank1(rank=1, world=2), 1)])
-    for bad in (-1, 2, True, 1.0, None):
-        with pytest.raises(ValueError, match=r"gather: dst must be a rank in 0\.\.1"):
+    for bad in (-1, 2):  # a rank of the group
+        with pytest.raises(ValueError, match=r"^gather: dst must be an int in \[0, 1\], got "):
+            rd.gather(rank0(rank=0, world=2), dst=bad)
+    for bad in (True, 1.0, None):
+        with pytest.raises(TypeError, match=r"^gather: dst must be an int in \[0, 1\], got "):
             rd.gather(rank0(rank=0, world=2), dst=bad)
     assert rd.gather(rank0(rank=0, world=2), dst=1) is None
 
@@ -704,14 +707,21 @@ def test_measure_interconnect_zero_time_has_no_bandwidth(monkeypatch):
 @pytest.mark.parametrize("iters", [0, -1, True, 2.0, "3"])
 def test_measure_interconnect_refuses_bad_iters(monkeypatch, iters):
     World(monkeypatch)
-    with pytest.raises(ValueError, match="iters must be an int >= 1"):
+    exc = ValueError if type(iters) is int else TypeError  # the package's one int rule (roofline.util._ints)
+    with pytest.raises(exc, match="iters must be an int >= 1"):
         rd.measure_interconnect(sizes=[4], iters=iters)
 
 
-@pytest.mark.parametrize("sizes", [[], [0], [-4], [2], [3], [6], [10], [4.0], [True], [8, 5]])
-def test_measure_interconnect_refuses_bad_sizes(monkeypatch, sizes):
+@pytest.mark.parametrize("sizes,exc,match", [
+    ([], ValueError, "sizes must be byte counts"), ([0], ValueError, r"sizes\[0\] must be an int >= 4, got 0"),
+    ([-4], ValueError, r"sizes\[0\] must be an int >= 4"), ([2], ValueError, r"sizes\[0\] must be an int >= 4"),
+    ([3], ValueError, r"sizes\[0\] must be an int >= 4"), ([6], ValueError, "sizes must be byte counts, multiples of 4"),
+    ([10], ValueError, "sizes must be byte counts, multiples of 4"), ([4.0], TypeError, r"sizes\[0\] must be an int"),
+    ([True], TypeError, r"sizes\[0\] must be an int"), ([8, 5], ValueError, "sizes must be byte counts, multiples of 4"),
+])
+def test_measure_interconnect_refuses_bad_sizes(monkeypatch, sizes, exc, match):
     World(monkeypatch)
-    with pytest.raises(ValueError, match="sizes must be byte counts"):
+    with pytest.raises(exc, match=match):
         rd.measure_interconnect(sizes=sizes, iters=1)
 
 

@@ -428,7 +428,7 @@ def test_count_step_leaves_the_callers_config_alone_and_labels_a_step_without_op
     ({"train": "yes"}, TypeError, "train must be True or False"),
     ({"attention": "fast"}, ValueError, "count_step: attention"),
     ({"optimizer": "sgd"}, ValueError, "optimizer must be"),
-    ({"batch": 0}, ValueError, "batch must be >= 1"),
+    ({"batch": 0}, ValueError, "count_step: batch must be an int >= 1, got 0"),
     ({"seq_len": 2.0}, TypeError, "seq_len must be an int"),
     ({"ceilings": 3}, TypeError, "count_step: ceilings"),
 ])

@@ -16,10 +16,10 @@ import numpy as np
 
 from roofline import _core
 from roofline.counting._registry import FLOP_COUNTER_OPS
-from roofline.model._records import BOUND_INTERCONNECT, BOUNDS, PHASES, RECOMPUTE, OpInfo  # noqa: F401
+from roofline.model._records import BOUND_INTERCONNECT, BOUNDS, COUNTS, PHASES, RECOMPUTE, OpInfo  # noqa: F401
 
 # the count columns a roll-up sums (the FLOPs and bytes of a row are derived from them)
-SUMMED = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
+SUMMED = COUNTS
 
 
 # ---- exact counts ----------------------------------------------------------------------------------------------

@@ -35,7 +35,8 @@ from roofline.capture._dtypes import TORCH_DTYPES
 from roofline.compiled import _compiled
 from roofline.counting._spec import Cost
 from roofline.model import _tokens
-from roofline.model._records import BACKWARD, DTYPE_CODES, FORWARD, OPTIMIZER, OpInfo, accesses_from_raw
+from roofline.model._records import (BACKWARD, COUNTS, DTYPE_CODES, FORWARD, OPTIMIZER, OpInfo,
+                                     accesses_from_raw)
 from roofline.util import _warn
 
 _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
@@ -442,7 +443,7 @@ class _TimedMode(_Mode):
 
 
 _now = time.perf_counter
-_COUNT_KEYS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
+_COUNT_KEYS = COUNTS
 _MAX_COUNT = (1 << 64) - 1  # the records hold unsigned 64-bit counts
 
 

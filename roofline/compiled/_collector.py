@@ -16,7 +16,7 @@ from roofline.compiled._graph import _Graph, tensor_leaves
 from roofline.compiled._hooks import MIN_TORCH, CompiledViewUnavailable, _state, hooks_in_place, install
 from roofline.compiled._kernels import _bytes_of, _kernel_static
 from roofline.compiled._run import _hide_hooks, _remove_mode, _restore_mode, _timed_call
-from roofline.model._records import BACKWARD, FORWARD, RECOMPUTE, RECORD_DTYPE
+from roofline.model._records import BACKWARD, COUNTS, FORWARD, RECOMPUTE, RECORD_DTYPE
 from roofline.util import _warn
 
 
@@ -464,7 +464,7 @@ def _extent_bytes(t) -> int:
         return 0
 
 
-_FIELDS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
+_FIELDS = COUNTS
 
 
 def _per_node_counts(recs, node_rows) -> dict:

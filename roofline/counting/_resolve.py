@@ -9,12 +9,12 @@ overload (:func:`find`), and how an in-place variant falls back to its functiona
 
 from __future__ import annotations
 
-import operator
 import re
 from dataclasses import dataclass
 
 from roofline.counting import _registry
 from roofline.counting._registry import Entry, FormulaError, Schema
+from roofline.util import _ints
 
 USER = _registry.USER  # formulas added with register(): qualified name [".overload"] -> Entry or callable
 
@@ -147,17 +147,10 @@ def register(op, formula=None, *, kind=None, flops=0, special=0):
 
 
 def _per_element_count(key: str, name: str, value) -> int:
-    """``value`` as a per-element count for the C op table: an integer (bool and float refused: 2.7 FLOPs per element
-    cannot be stored, and truncating it would be a silently wrong count) in 0 .. 2**63-1."""
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise TypeError(f"register({key}): {name} must be an int (a count per element), got "
-                        f"{type(value).__name__} {value!r}")
-    n = operator.index(value)
-    if not 0 <= n <= _MAX_PER_ELEMENT:
-        raise (ValueError if n < 0 else OverflowError)(
-            f"register({key}): {name} must be >= 0, got {n}" if n < 0 else
-            f"register({key}): {name}={n} does not fit the per-element cost field (at most 2**63 - 1)")
-    return n
+    """``value`` as a per-element count for the C op table: an int (bool and float refused: 2.7 FLOPs per element
+    cannot be stored, and truncating it would be a silently wrong count) in 0 .. 2**63-1, by the package's one rule
+    (:func:`roofline.util._ints.count`)."""
+    return _ints.count(value, name, f"register({key})", 0, _MAX_PER_ELEMENT)
 
 
 def unregister(op) -> None:

@@ -19,7 +19,6 @@ import os
 import re
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
@@ -1475,33 +1474,20 @@ def _load_cache(path: str, fingerprint: str, need_thorough: bool) -> Ceilings | 
 
 
 def _store_cache(path: str, c: Ceilings) -> bool:
-    """Write `c` to `path` atomically (temporary file in the same directory + os.replace), in a directory only this
-    user can write. Never raises: a cache that cannot be written costs a re-measurement next time, with a warning
-    now. True when written."""
+    """Write `c` to `path` atomically (roofline.util._output.write: a temporary file in the same directory, fsync-ed
+    and renamed), in a directory only this user can write. Never raises: a cache that cannot be written costs a
+    re-measurement next time, with a warning now. True when written."""
     directory = os.path.dirname(path) or "."
-    tmp = None
     reason = ensure_private_dir(directory)
     if reason is not None:
         warn(f"cannot write the ceilings cache {path} ({reason})", RuntimeWarning)
         return False
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".ceilings-", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "w") as f:
-            f.write(c.to_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
+        _output.write(path, c.to_json(), where="the ceilings cache", newline="\n")
         return True
     except (OSError, ValueError) as e:  # ValueError: a result that is not valid JSON (NaN) is not cached
         warn(f"cannot write the ceilings cache {path} ({e})", RuntimeWarning)
         return False
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -25,12 +25,12 @@ import re
 import statistics
 import struct
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from roofline import _core
+from roofline.util import _output
 from roofline.util._cachedir import ensure_private_dir
 from roofline.util._warn import warn
 
@@ -342,20 +342,11 @@ def compile_source(source: str, name: str, arch: Any, options: Sequence[str] = (
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (in a directory already checked private) through a temporary file and a rename;
-    a cache that cannot be written is skipped silently (the cubin is still returned to the caller)."""
+    """Write ``data`` to ``path`` (in a directory already checked private) atomically
+    (:func:`roofline.util._output.write`); a cache that cannot be written is skipped silently (the cubin is still
+    returned to the caller)."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".cubin")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        _output.write(path, data, where="the kernel cache")
     except OSError:
         pass
 

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 
 import roofline
 from roofline._monitor import _leaf_signature
-from roofline.util import _output
+from roofline.util import _ints, _output
 from roofline.util._ints import as_index
 from roofline.util import _warn
 
@@ -115,15 +115,8 @@ def _check_steps(who, steps):
     if len(pair) != 2:
         raise ValueError(f"{who}: steps must be a step number or a pair (first, last), got {steps!r}")
     out = []
-    for v in pair:
-        n = as_index(v)
-        if n is None:
-            raise TypeError(f"{who}: steps must be ints, got {type(v).__name__} in {steps!r}")
-        v = n
-        if v < 1:
-            raise ValueError(f"{who}: steps are numbered from 1 (the trainer's global step after the step), got "
-                             f"{steps!r}")
-        out.append(v)
+    for v in pair:  # numbered from 1: the trainer's global step after the step
+        out.append(_ints.count(v, "steps", who, 1))
     if out[0] > out[1]:
         raise ValueError(f"{who}: steps=(first, last) needs first <= last, got {steps!r}")
     return tuple(out)

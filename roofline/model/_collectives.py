@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from roofline.util import _ints
+
 # collective -> its bus-bandwidth factor over n ranks (nccl-tests' convention: bus bytes = message bytes x factor)
 _FACTORS = {
     "all_reduce": lambda n: 2.0 * (n - 1) / n,
@@ -28,8 +30,7 @@ def bus_factor(collective: str, n: int) -> float:
     """nccl-tests' bus-bandwidth factor of ``collective`` over ``n`` ranks: ``2(n-1)/n`` for "all_reduce",
     ``(n-1)/n`` for "all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", 1 for "broadcast",
     "reduce", "send", "recv", "p2p", 0 for "barrier" and "wait". Bus bytes = message bytes x factor."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"bus_factor: the group size must be an int >= 1, got {n!r}")
+    n = _ints.count(n, "n", "bus_factor", 1)  # the group size
     if collective not in _FACTORS:
         raise ValueError(f"bus_factor: unknown collective {collective!r}")
     return _FACTORS[collective](n)

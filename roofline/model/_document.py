@@ -271,7 +271,10 @@ LOAD = Obj({"wall_s": Opt(Seconds), "process_cpu_s": Opt(Seconds), "cpu_per_wall
 # profile(): the steady-state runs (roofline._steady)
 STEADY = Obj({"warmup": Calls, "repeat": Int(1, _BIG), "wall_times": List(Opt(Seconds)), "counts_agree": Bool(),
               "first_step": Bool(), "steps": List(Int(1, _BIG)), "other_steps": List(Int(1, _BIG)),
-              "first_step_ops": Map(Calls), "no_warmup": Str()}, rest=Finite())
+              "first_step_ops": Map(Calls), "no_warmup": Str(), "step_numbers": List(Int(0, _BIG)),
+              "cycle": Int(0, _BIG), "partial": Bool(), "active": Int(1, _BIG),
+              "op_spread": Map(Obj({"min": Seconds, "median": Seconds, "max": Seconds},
+                                   required=("min", "median", "max")))}, rest=Finite())
 
 _BUFFERS = Map(Opt(Count))
 

@@ -8,17 +8,19 @@ import numpy as np
 
 from roofline import _core
 
+# The five counts of an op call, in record order: every list of them in the package is this one (the record
+# layout, roll-ups, merges, the steady repeats' agreement, the monitor, user formulas' keys, compiled kernels)
+COUNTS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written")
+# ... and FlopCounterMode's count for the call, beside them in a record
+COUNTS_AND_FLOP_COUNTER = COUNTS + ("flop_counter_flops",)
+
 # One row per op call. Mirrors rl_record in csrc/record.h field for field (checked below at import).
 # flop_counter_flops is FlopCounterMode's count for the call (rl_record.compat_flops); its earlier name,
 # "compat_flops", is kept as the field's title, so records["compat_flops"] still reads it. `sig` indexes the
 # report's signature table; `reserved` is zero (it keeps the record a multiple of 8 bytes with no gap, so that the
 # raw bytes of a copy are those of the original).
 RECORD_DTYPE = np.dtype([
-    ("matrix_flops", "<u8"),
-    ("vector_flops", "<u8"),
-    ("special_ops", "<u8"),
-    ("bytes_read", "<u8"),
-    ("bytes_written", "<u8"),
+    *[(name, "<u8") for name in COUNTS],
     (("compat_flops", "flop_counter_flops"), "<u8"),
     ("t_start", "<f8"),
     ("t_end", "<f8"),

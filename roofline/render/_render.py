@@ -564,9 +564,14 @@ def page(report, title: str | None = None, ceilings_note: str = "", top: int = 1
     if title is None:
         where = report.meta.get("projected_to")
         title = "roofline report" + (f" (projected onto {where})" if where else "")
+    return document(title, to_html(report, ceilings_note=ceilings_note, top=top))
+
+
+def document(title: str, body: str) -> str:
+    """A full HTML page titled ``title`` around ``body`` (HTML)."""
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>' + _e(title)
             + '</title><meta name="viewport" content="width=device-width, initial-scale=1"></head>\n<body>\n'
-            + to_html(report, ceilings_note=ceilings_note, top=top) + "\n</body></html>\n")
+            + body + "\n</body></html>\n")
 
 
 def comparison(cmp) -> str:

@@ -10,10 +10,10 @@ import numpy as np
 
 from roofline.analysis._rollup import times
 from roofline.io._export import check_path, write
-from roofline.model._records import BOUNDS, DTYPE_NAMES, PHASES
+from roofline.model._records import BOUNDS, COUNTS_AND_FLOP_COUNTER, DTYPE_NAMES, PHASES
 
 # the count columns of a per-call row, after op, module, phase and dtype
-COUNT_COLUMNS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written", "flop_counter_flops")
+COUNT_COLUMNS = COUNTS_AND_FLOP_COUNTER
 # the classification columns of a per-call row, after the measured time
 CLASS_COLUMNS = ("intensity", "t_min", "achieved_flops", "achieved_bytes", "efficiency", "mfu", "mbu")
 

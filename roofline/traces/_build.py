@@ -23,9 +23,10 @@ import numpy as np
 
 from roofline.counting import _registry
 from roofline.model import _collectives
-from roofline.model._records import DTYPE_CODES, ITEMSIZE, PHASES, RECORD_DTYPE, OpInfo
+from roofline.model._records import COUNTS_AND_FLOP_COUNTER, DTYPE_CODES, ITEMSIZE, PHASES, RECORD_DTYPE, OpInfo
 from roofline.traces import _events, _ops
 from roofline.traces._events import _OP
+from roofline.util import _ints
 from roofline.util._version import VERSION
 
 US = 1e-6  # trace times are microseconds
@@ -217,11 +218,13 @@ def choose_steps(model, steps):
     if steps == "all":
         return [None], (f"all {len(avail)} ProfilerSteps together" if avail else
                         "the whole trace (no ProfilerStep annotations)")
-    wanted = [steps] if isinstance(steps, int) and not isinstance(steps, bool) else steps
-    if (not isinstance(wanted, (list, tuple, range)) or not wanted
-            or any(isinstance(s, bool) or not isinstance(s, int) for s in wanted)):
+    if isinstance(steps, str) or (isinstance(steps, (list, tuple, range)) and not steps):
         raise ValueError(f"load_trace: steps must be None, 'median', 'all', a step number or a list of step numbers, "
                          f"got {steps!r}")
+    if isinstance(steps, (list, tuple, range)):
+        wanted = [_ints.count(s, f"steps[{i}]", "load_trace", 0) for i, s in enumerate(steps)]
+    else:  # one step number
+        wanted = [_ints.count(steps, "steps", "load_trace", 0)]
     missing = [s for s in wanted if s not in avail]
     if missing:
         raise ValueError(f"load_trace: step {missing[0]} is not in the trace; its ProfilerSteps are "
@@ -352,8 +355,7 @@ def build_report(calls: Calls, step, how: str, device_spec, device_note: str, ce
             coll["uncertain"].append(bool(uncertain))
             comm_t += kt[j]
         else:
-            for f in ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written",
-                      "flop_counter_flops"):
+            for f in COUNTS_AND_FLOP_COUNTER:
                 r[f] = int(getattr(c, f, 0) or 0)
             r["dtype"] = DTYPE_CODES.get(c.dtype or "unknown", 0)
             r["status"] = _STATUS_CODE.get(status, 2) if not (status == "unknown" and name in known) else 4

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from roofline import _core
 from roofline.counting import _formulas, _registry, _resolve, _spec
 from roofline.counting._spec import TensorSpec
-from roofline.model._records import DTYPE_CODES, DTYPE_NAMES, ITEMSIZE
+from roofline.model._records import COUNTS_AND_FLOP_COUNTER, DTYPE_CODES, DTYPE_NAMES, ITEMSIZE
 from roofline.traces import _ops_shapes
 from roofline.traces._ops_shapes import NoShape
 from roofline.traces._ops_table import CIA, KERNEL_CIA, NAMES, PY_CIA, TORCH_VERSION, TYPES
@@ -461,8 +461,7 @@ def _evaluate_python(name, overload, formula, key, packet_key, ov, functional, t
         raise NoShape(f"{functional}'s count depends on tensor values, which a trace does not record")
     if st != 0:
         raise ValueError(f"{functional}'s formula cannot count these arguments")
-    vals = [int(res.get(k, 0)) for k in ("matrix_flops", "vector_flops", "special_ops", "bytes_read",
-                                         "bytes_written", "flop_counter_flops")]
+    vals = [int(res.get(k, 0)) for k in COUNTS_AND_FLOP_COUNTER]
     if any(not 0 <= v < 1 << 64 for v in vals):
         raise OverflowError("a count does not fit in 64 bits")
     dtype = tensors[0].dtype if tensors else "unknown"

@@ -24,6 +24,7 @@ import numpy as np
 
 from roofline.distributed import MergedReport
 from roofline.traces import _load, _read
+from roofline.util import _ints
 
 __all__ = ["RankSummary", "RankSet", "load_ranks", "rank_files", "summarize_rank"]
 
@@ -252,6 +253,7 @@ def load_ranks(source, *, device=None, steps=None, executor: Executor | None = N
         if not paths:
             raise ValueError("load_ranks: no trace paths")
         where = None
+    max_workers = _ints.count(max_workers, "max_workers", "load_ranks", 1, none=True)
     fn = _Summarize(device, steps, load)
     if executor is None:
         workers = max_workers or min(os.cpu_count() or 1, len(paths))

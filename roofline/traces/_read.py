@@ -42,6 +42,8 @@ import zlib
 
 import numpy as np
 
+from roofline.util import _ints
+
 try:  # the fast decoders, optional (`pip install roofline[traces]` installs msgspec)
     import msgspec as _msgspec
 except ImportError:  # pragma: no cover - depends on the environment
@@ -589,12 +591,10 @@ def open_trace(source, *, decoder: str | None = None, chunk_bytes: int = CHUNK_B
     decoder = _default_decoder() if decoder is None else decoder
     if decoder not in DECODERS:
         raise ValueError(f"open_trace: decoder must be one of {sorted(DECODERS)}, got {decoder!r}")
-    for what, v, low in (("chunk_bytes", chunk_bytes, 1), ("max_event_bytes", max_event_bytes, 1),
-                         ("max_member_bytes", max_member_bytes, 1), ("max_depth", max_depth, 3)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < low:
-            raise ValueError(f"open_trace: {what} must be an int >= {low}, got {v!r}")
-    if max_depth > 512:
-        raise ValueError(f"open_trace: max_depth must be at most 512 (the decoders recurse), got {max_depth}")
+    chunk_bytes = _ints.count(chunk_bytes, "chunk_bytes", "open_trace", 1)
+    max_event_bytes = _ints.count(max_event_bytes, "max_event_bytes", "open_trace", 1)
+    max_member_bytes = _ints.count(max_member_bytes, "max_member_bytes", "open_trace", 1)
+    max_depth = _ints.count(max_depth, "max_depth", "open_trace", 3, 512)  # the decoders recurse
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         compressed = data[:2] == _GZIP_MAGIC
