@@ -54,9 +54,11 @@ def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str |
     ``step_time`` chooses the step's time, the one its MFU and roofline figures divide by: ``"median"`` (default),
     the median wall time; ``"min"``, the least wall time of the repeats (the least disturbed one); ``"unwaited"``,
     the median of each repeat's wall time with its threads' waits for a CPU held by other processes taken out
-    (Linux's scheduler statistics, ``meta["load"]["unwaited_s"]``; equal to the wall time on an idle machine, the
-    wall time where the statistics are missing). On a shared machine the last two keep MFU comparable between runs
-    (docs/training.md); the report says which (``meta["steady"]["step_time"]``, the first line of ``print(r)``).
+    (Linux's scheduler statistics: the step's wall time times ``meta["load"]["unwaited_s"] / meta["load"]["wall_s"]``
+    of its block; equal to the wall time on an idle machine, the wall time where the statistics are missing). On a
+    shared machine the last two keep MFU comparable between runs (docs/training.md); the report says which
+    (``meta["steady"]["step_time"]``, the first line of ``print(r)``). Per-op times (``timing="op"``) stay as
+    measured.
 
     ``warmup`` (default 1) steps run first, uncounted: optimizer state creation, lazy initialisation and the
     first-call costs of the allocator and of kernel selection stay out of the measured steps. ``warmup=0``
@@ -104,13 +106,19 @@ def _step_time(kind: str, runs: list, median_wall):
         return median_wall, {"kind": kind, "wall_median": median_wall}
     if kind == "min":
         return min(walls), {"kind": kind, "wall_median": median_wall}
-    values = []
+    values, known = [], 0
     for r in runs:
-        u = (r.meta.get("load") or {}).get("unwaited_s")
-        values.append(u if isinstance(u, (int, float)) and r.wall_time is not None and 0 < u <= r.wall_time
-                      else r.wall_time)
-    values = [v for v in values if v is not None]
-    known = sum(1 for r in runs if (r.meta.get("load") or {}).get("unwaited_s") is not None)
+        if r.wall_time is None:
+            continue
+        # the load's interval holds the step's timed window and the block's entry and exit around it: its share
+        # of unwaited time is applied to the step's own wall time
+        load = r.meta.get("load") or {}
+        u, w = load.get("unwaited_s"), load.get("wall_s")
+        if isinstance(u, (int, float)) and isinstance(w, (int, float)) and 0 < u <= w:
+            known += 1
+            values.append(r.wall_time * (u / w))
+        else:
+            values.append(r.wall_time)
     out = {"kind": kind, "wall_median": median_wall, "values": values}
     if known < len(runs):
         out["missing"] = ("no scheduler statistics for some steps: their wall time stands" if known else
