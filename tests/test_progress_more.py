@@ -170,11 +170,13 @@ def test_load_trace_reports_its_progress(trace_file):
     lines = []
     r = _load.load_trace(trace_file, progress=lines.append)
     assert r.total_flops == 2 * 64 * 32 * 16  # the mm: 2*M*N*K
-    size_mb = max(os.path.getsize(trace_file) >> 20, 1)
-    # every 16,384 events, the events read and the file's MB read so far (of its size)
-    read = [ln for ln in lines if ", MB read (" in ln]
+    size_kb = os.path.getsize(trace_file) >> 10  # about 1 MB: counted in KB (MB from 64 MB up)
+    # every 16,384 events, the events read and the file's KB read so far (of its size), growing
+    read = [ln for ln in lines if ", KB read (" in ln]
     assert [ln.split()[0] for ln in read] == ["16384", "32768"]
-    assert all(ln.endswith(f"/{size_mb})") for ln in read)
+    assert all(ln.endswith(f"/{size_kb})") for ln in read)
+    done = [int(ln.split("(")[1].split("/")[0]) for ln in read]
+    assert 0 < done[0] < done[1] <= size_kb
     assert "33002 events read; nesting the ops and linking the kernels" in lines
     assert lines[-1] == "building the report (0/1)"
 

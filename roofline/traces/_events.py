@@ -224,11 +224,12 @@ def build(raw, path: str = "", progress=None) -> TraceModel:
 
 
 def _report_read(progress, raw, events: int) -> None:
-    """A status line for ``progress``: the events read, and the share of the file (MB read of MB) when the reader
-    says where it is (``position`` and ``nbytes``)."""
+    """A status line for ``progress``: the events read, and the share of the file (MB read of MB; KB below 64 MB)
+    when the reader says where it is (``position`` and ``nbytes``)."""
     at, size = getattr(raw, "position", None), getattr(raw, "nbytes", None)
     if isinstance(at, int) and isinstance(size, int) and size > 0:
-        progress(f"{events} events, MB read ({at >> 20}/{max(size >> 20, 1)})")
+        shift, unit = (20, "MB") if size >= 64 << 20 else (10, "KB")
+        progress(f"{events} events, {unit} read ({at >> shift}/{max(size >> shift, 1)})")
     else:
         progress(f"{events} events read")
 
