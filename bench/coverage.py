@@ -1265,10 +1265,17 @@ def main(argv=None) -> int:
             print(f"# vlm/{name}: not in the family: {why}")
     t0 = time.perf_counter()
     results = []
+    # a bar on a terminal's stderr (nothing in a log or a pipe), the result lines printed above it
+    from roofline.util import _progress
+
+    bar = _progress.auto(f"coverage sweep, {len(entries)} models")
+    show = bar.above if bar is not None else (lambda text: print(text, flush=True))
     if args.jobs <= 1:
-        for fam, name in entries:
+        for i, (fam, name) in enumerate(entries):
+            if bar is not None:
+                bar(f"{fam}/{name} ({i}/{len(entries)})")
             res = run_model(fam, name, args.timeout)
-            print(line(res), flush=True)
+            show(line(res))
             results.append(res)
     else:
         chunks = [entries[i::args.jobs] for i in range(args.jobs)]
@@ -1301,14 +1308,18 @@ def main(argv=None) -> int:
                 open_workers -= 1
                 continue
             res = json.loads(raw)
-            print(line(res), flush=True)
+            show(line(res))
             results.append(res)
+            if bar is not None:
+                bar(f"{res['family']}/{res['name']} done ({len(results)}/{len(entries)})")
         for p in procs:
             p.wait()
         done = {(r["family"], r["name"]) for r in results}
         for fam, name in entries:  # a worker that died: its remaining models are reported as failed
             if (fam, name) not in done:
                 results.append({"family": fam, "name": name, "failed": "worker process exited", "covered": False})
+    if bar is not None:
+        bar.close(f"{len(results)} models")
     print(summary(results))
     print(f"# sweep time {time.perf_counter() - t0:.0f} s")
     if args.json:

@@ -1,20 +1,24 @@
-"""MFU of the same training step over several runs on a busy machine: the stable yardstick beside plain measured
-ceilings.
+"""MFU of the same training step over several runs on a busy machine: each choice of yardstick and step time side
+by side.
 
 Two busy-looping processes (``--hogs``) compete for the CPUs the whole time. Each run is a fresh process (as a
 user's new job is: a measurement under contention is never cached on disk) that measures the ceilings, profiles
-the same step (a small MLP's forward, backward and SGD update: ``roofline.profile``, one warm-up step, the median
-of 3) and reports its MFU twice from the same counts and times:
+the same step (a small MLP's forward, backward and SGD update: ``roofline.profile``, one warm-up step, ``--repeat``
+measured steps) and reports its MFU six times from the same counts and the same measured steps:
 
-* stable: judged as roofline does by default (``ceilings="measured"``): under contention, the last idle
-  measurement of this machine, else the CPU's theoretical peak (``meta["ceilings_yardstick"]`` says which);
-* plain: against the ceilings this run measured, contended as they are.
+* yardstick (the denominator's peak): ``stable``, judged as roofline does by default (``ceilings="measured"``):
+  under contention, the last idle measurement of this machine, else the CPU's theoretical peak
+  (``meta["ceilings_yardstick"]`` says which); ``plain``, the ceilings this run measured, contended as they are;
+* step time (the numerator's time, ``profile(step_time=...)``): ``median``, the median wall time (the default);
+  ``min``, the least wall time of the repeats; ``unwaited``, each step's wall time with its threads' waits for a
+  CPU taken out (Linux scheduler statistics), median over the repeats.
 
-The spread of each over the runs, (max - min) / median, and the largest deviation from the median are printed
-side by side: the target is the stable MFU within +-5% of its median. The MFU's numerator (FLOPs) is exact and the
-same each run, so what remains in the stable column is the step time's own variation under the load.
+Per run: the step times, how much of their runnable time the step's threads waited for a CPU, and the six MFUs.
+Then for each choice the spread over the runs, (max - min) / median, and the largest deviation from the median:
+the target is an MFU within +-5% of its median. The FLOPs are exact and the same each run, so with the stable
+yardstick what remains is the step time's own variation under the load.
 
-    python bench/mfu_stability.py [--runs 5] [--hogs 2] [--saved PATH]
+    python bench/mfu_stability.py [--runs 5] [--hogs 2] [--threads N] [--repeat 5] [--saved PATH]
 
 ``--saved PATH``: saved idle ceilings (``python -m roofline ceilings --save PATH`` on an idle machine) as this
 machine's yardstick; without it each run starts from an empty cache folder, so the theoretical peak stands in.
@@ -39,6 +43,7 @@ import json, sys, warnings
 warnings.simplefilter("ignore")
 import torch
 import roofline
+from roofline._steady import STEP_TIMES, SteadyReport
 from roofline.hardware import _ceilings
 from roofline.report import Report
 
@@ -56,18 +61,26 @@ def step():
 
 
 saved = sys.argv[2] or None
-r = roofline.profile(step, model, warmup=1, repeat=3, timing="model", ceilings=saved or "measured")
-stable = r.totals()["mfu"]
+repeat = int(sys.argv[3])
+r = roofline.profile(step, model, warmup=1, repeat=repeat, timing="model", ceilings=saved or "measured")
 plain_ceilings = _ceilings.ceilings("cpu")  # this run's own measurement (kept for the process, flagged)
-plain = Report(r.records, r._ops, r.module_sets, r.wall_time, dict(r.meta), ceilings=plain_ceilings,
-               overhead=r.overhead).totals()["mfu"]
-c = r.ceilings
-print(json.dumps({"stable": stable, "plain": plain, "wall": r.wall_time, "flops": r.total_flops,
-                  "yardstick": r.meta.get("ceilings_yardstick", {}).get("kind"),
-                  "peak_stable": c.peak("vector", "float32", r.ceilings_source),
-                  "peak_plain": plain_ceilings.peak("vector", "float32"),
-                  "contention": plain_ceilings.info.get("contention") or []}))
+r.totals()  # judged: meta["ceilings_yardstick"] says against what
+out = {"flops": r.total_flops, "yardstick": r.meta.get("ceilings_yardstick", {}).get("kind"),
+       "peak_stable": r.ceilings.peak("vector", "float32", r.ceilings_source),
+       "peak_plain": plain_ceilings.peak("vector", "float32"),
+       "contention": plain_ceilings.info.get("contention") or [],
+       "wait_share": [q.meta.get("load", {}).get("wait_share") for q in r.repeats],
+       "step_contention": sum(bool(q.meta.get("contention")) for q in r.repeats)}
+# the same measured steps, each step time: the package's own aggregation, judged against both yardsticks
+for st in STEP_TIMES:
+    s = SteadyReport._from_runs(r.repeats, warmup=1, ceilings=saved or "measured", step_time=st)
+    plain = Report(s.records, s._ops, s.module_sets, s.wall_time, dict(s.meta), ceilings=plain_ceilings,
+                   overhead=s.overhead)
+    out[st] = {"time": s.wall_time, "stable": s.totals()["mfu"], "plain": plain.totals()["mfu"]}
+print(json.dumps(out))
 """
+
+COMBOS = [(st, y) for st in ("median", "min", "unwaited") for y in ("stable", "plain")]
 
 
 def _hog() -> subprocess.Popen:
@@ -85,6 +98,7 @@ def main() -> int:
     ap.add_argument("--hogs", type=int, default=2, help="busy-looping processes competing for the CPUs")
     ap.add_argument("--saved", default="", help="saved idle ceilings to use as the yardstick")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads of the step")
+    ap.add_argument("--repeat", type=int, default=5, help="measured steps per run (profile's repeat)")
     args = ap.parse_args()
 
     hogs = [_hog() for _ in range(args.hogs)]
@@ -96,8 +110,8 @@ def main() -> int:
             env = dict(os.environ, ROOFLINE_CACHE_DIR=cache, PYTHONPATH=ROOT + os.pathsep
                        + os.environ.get("PYTHONPATH", ""), ROOFLINE_PROGRESS="0")
             try:
-                p = subprocess.run([sys.executable, "-c", RUN, str(args.threads), args.saved], env=env,
-                                   capture_output=True, text=True, timeout=900)
+                p = subprocess.run([sys.executable, "-c", RUN, str(args.threads), args.saved, str(args.repeat)],
+                                   env=env, capture_output=True, text=True, timeout=900)
             finally:
                 shutil.rmtree(cache, ignore_errors=True)
             if p.returncode != 0:
@@ -105,27 +119,36 @@ def main() -> int:
                 return 1
             row = json.loads(p.stdout.strip().splitlines()[-1])
             rows.append(row)
-            print(f"run {i + 1}: step {row['wall'] * 1e3:7.1f} ms  MFU stable {row['stable']:7.2%} "
-                  f"(yardstick {row['yardstick']}, {row['peak_stable'] / 1e9:6.1f} GFLOP/s)  plain "
-                  f"{row['plain']:7.2%} (measured {row['peak_plain'] / 1e9:6.1f} GFLOP/s"
-                  f"{', contended' if row['contention'] else ''})", flush=True)
+            waits = [w for w in row["wait_share"] if w is not None]
+            print(f"run {i + 1}: step median {row['median']['time'] * 1e3:7.1f} ms, min {row['min']['time'] * 1e3:7.1f}"
+                  f", unwaited {row['unwaited']['time'] * 1e3:7.1f}; threads waited "
+                  f"{statistics.median(waits) if waits else float('nan'):.0%} for a CPU (median), "
+                  f"{row['step_contention']}/{args.repeat} steps flagged; peak stable {row['peak_stable'] / 1e9:.1f} "
+                  f"({row['yardstick']}), plain {row['peak_plain'] / 1e9:.1f} GFLOP/s"
+                  f"{' (contended)' if row['contention'] else ''}", flush=True)
+            print("       MFU " + "  ".join(f"{st}/{y} {row[st][y]:6.2%}" for st, y in COMBOS), flush=True)
     finally:
         for h in hogs:
             h.kill()
             h.wait()
 
     print()
-    print(f"{args.runs} runs, {args.hogs} busy processes, {rows[0]['flops'] / 1e9:.3f} GFLOP per step")
-    for key, label in (("stable", "stable yardstick"), ("plain", "plain measured"), ("wall", "step time")):
-        vals = [r[key] for r in rows]
+    print(f"{args.runs} runs, {args.hogs} busy processes, {args.threads} torch threads, {args.repeat} measured steps "
+          f"per run, {rows[0]['flops'] / 1e9:.3f} GFLOP per step; load average now {os.getloadavg()[0]:.1f}")
+    print(f"{'step time / yardstick':<22}{'median':>9}{'min':>9}{'max':>9}{'(max-min)/med':>15}{'largest dev':>13}"
+          "  +-5%")
+    for st, y in COMBOS:
+        vals = [r[st][y] for r in rows]
         rng, dev = _spread(vals)
-        fmt = (lambda v: f"{v:.2%}") if key != "wall" else (lambda v: f"{v * 1e3:.1f} ms")
-        print(f"{label:<17} median {fmt(statistics.median(vals)):>9}  min {fmt(min(vals)):>9}  "
-              f"max {fmt(max(vals)):>9}  (max-min)/median {rng:6.1%}  largest deviation {dev:6.1%}")
+        print(f"{st + ' / ' + y:<22}{statistics.median(vals):>9.2%}{min(vals):>9.2%}{max(vals):>9.2%}"
+              f"{rng:>15.1%}{dev:>13.1%}  {'met' if dev <= 0.05 else 'NOT met'}")
+    for st in ("median", "min", "unwaited"):
+        vals = [r[st]["time"] for r in rows]
+        rng, dev = _spread(vals)
+        print(f"step time {st:<12}{statistics.median(vals) * 1e3:>7.1f} ms  min {min(vals) * 1e3:.1f}  max "
+              f"{max(vals) * 1e3:.1f}  (max-min)/median {rng:.1%}  largest deviation {dev:.1%}")
     peaks = [r["peak_plain"] for r in rows]
     print(f"measured float32 peak per run: {', '.join(f'{p / 1e9:.1f}' for p in peaks)} GFLOP/s")
-    _, dev = _spread([r["stable"] for r in rows])
-    print(f"target: stable MFU within +-5% of its median: {'met' if dev <= 0.05 else 'NOT met'} ({dev:.1%})")
     return 0
 
 

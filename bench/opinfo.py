@@ -225,6 +225,11 @@ def main(argv=None) -> int:
     tasks = [(n, a.samples, dtypes, not a.no_backward) for n in names]
     results = {}
     t0 = time.perf_counter()
+    # a bar on a terminal's stderr (nothing in a log or a pipe), the result lines printed above it
+    from roofline.util import _progress as progress_bar
+
+    bar = progress_bar.auto(f"OpInfo sweep, {len(tasks)} OpInfos")
+    show = bar.above if bar is not None else (lambda text: print(text, flush=True))
     if a.jobs > 1:
         import multiprocessing as mp
 
@@ -232,12 +237,18 @@ def main(argv=None) -> int:
             it = pool.imap_unordered(_worker, tasks)
             for i, (name, res) in enumerate(it, 1):
                 results[name] = res
-                _progress(i, len(tasks), name, res)
+                show(_progress(i, len(tasks), name, res))
+                if bar is not None:
+                    bar(f"{name} done ({i}/{len(tasks)})")
     else:
         for i, t in enumerate(tasks, 1):
+            if bar is not None:
+                bar(f"{t[0]} ({i - 1}/{len(tasks)})")
             name, res = _worker(t)
             results[name] = res
-            _progress(i, len(tasks), name, res)
+            show(_progress(i, len(tasks), name, res))
+    if bar is not None:
+        bar.close(f"{len(results)} OpInfos")
     _summary(results, time.perf_counter() - t0)
     if a.json:
         with open(a.json, "w") as f:
@@ -245,7 +256,8 @@ def main(argv=None) -> int:
     return 0 if all(fully_counted(r) or r["runs"] == 0 and not r["raised"] for r in results.values()) else 1
 
 
-def _progress(i, n, name, res):
+def _progress(i, n, name, res) -> str:
+    """The result line of OpInfo ``name``, the ``i``-th of ``n``."""
     if fully_counted(res):
         status = "ok"
     elif res["runs"] == 0 and not res["raised"]:
@@ -261,7 +273,7 @@ def _progress(i, n, name, res):
         if res["fcm"]:
             parts.append("fcm!= " + res["fcm"][0])
         status = "; ".join(parts)
-    print(f"[{i}/{n}] {name} ({res['runs']} runs, {res['seconds']} s): {status}", flush=True)
+    return f"[{i}/{n}] {name} ({res['runs']} runs, {res['seconds']} s): {status}"
 
 
 def _summary(results, seconds):

@@ -18,7 +18,7 @@ import threading
 
 from roofline import _core
 from roofline._measure import measure
-from roofline._steady import SteadyReport
+from roofline._steady import SteadyReport, _check_step_time
 from roofline.util import _ints
 from roofline.util import _warn
 
@@ -442,7 +442,7 @@ class Profiler(_StepLoop):
             extra["active"] = active
         report = SteadyReport._from_runs([r for _, r in runs], warmup=warm, ceilings=self._kwargs["ceilings"],
                                          first_step=numbers[0] == 0, step_numbers=numbers, extra=extra,
-                                         who="roofline.profiler")
+                                         who="roofline.profiler", step_time=getattr(self, "step_time", "median"))
         report.steps, report.cycle = numbers, self._cycle
         self._cycle += 1
         self.reports.append(report)
@@ -451,7 +451,7 @@ class Profiler(_StepLoop):
 
 
 def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = "model", ceilings="measured",
-             attention: str | None = None) -> Profiler:
+             attention: str | None = None, step_time: str = "median") -> Profiler:
     """Measure steps of a training loop you already have, as ``torch.profiler.profile(schedule=...)`` does:
     call ``prof.step()`` once at the end of each step; the steps ``schedule`` makes active are each counted inside
     a :func:`roofline.measure` block, and each cycle's active steps give one :class:`roofline.SteadyReport` (the
@@ -486,10 +486,13 @@ def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = 
     raises that error and the step runs unmeasured: the profiler goes on, and a cycle none of whose active steps
     was measured gives no report (a warning says so); ``start()`` raises it and the profiler does not start.
 
+    ``step_time`` (``"median"``, ``"min"`` or ``"unwaited"``) chooses each report's step time as in
+    :func:`roofline.profile`: ``"unwaited"`` keeps MFU comparable between runs on a shared machine.
+
     ``model``, ``timing``, ``ceilings`` and ``attention`` are passed to :func:`roofline.measure` and checked
-    now, with ``schedule`` (callable, TypeError; what it returns for step 0, ValueError) and ``on_report`` (None or
-    callable, TypeError). ``step()`` outside ``start()`` / ``stop()`` raises RuntimeError; so does calling it from
-    another thread, and starting a profiler twice (single use).
+    now, with ``step_time``, ``schedule`` (callable, TypeError; what it returns for step 0, ValueError) and
+    ``on_report`` (None or callable, TypeError). ``step()`` outside ``start()`` / ``stop()`` raises RuntimeError;
+    so does calling it from another thread, and starting a profiler twice (single use).
 
     >>> with roofline.profiler(model, schedule=roofline.schedule(wait=1, warmup=1, active=3),
     ...                        on_report=print) as prof:                    # doctest: +SKIP
@@ -507,5 +510,8 @@ def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = 
                         f"{type(on_report).__name__}")
     kwargs = {"timing": timing, "ceilings": ceilings, "attention": attention}
     measure(model, **kwargs)  # checks the arguments now
+    _check_step_time(step_time, "profiler")
     _action(schedule, 0)  # and what the schedule returns
-    return Profiler(model, schedule, on_report, kwargs)
+    prof = Profiler(model, schedule, on_report, kwargs)
+    prof.step_time = step_time
+    return prof

@@ -31,8 +31,11 @@ def _check_int(name: str, v, lo: int, where: str = "profile") -> int:
     return _ints.count(v, name, where, lo)
 
 
+STEP_TIMES = ("median", "min", "unwaited")
+
+
 def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | None = "model",
-            ceilings="measured", attention: str | None = None) -> "SteadyReport":
+            ceilings="measured", attention: str | None = None, step_time: str = "median") -> "SteadyReport":
     """Measure the steady state of ``step`` (a callable taking no arguments, e.g. one training step): run it
     ``warmup`` times uncounted, then ``repeat`` times each inside :func:`roofline.measure`, and return a
     :class:`SteadyReport` of the median step.
@@ -42,6 +45,15 @@ def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str |
     the median of that call's times over the repeats. :attr:`SteadyReport.spread` has the minimum, median and
     maximum of the wall time and of each op's time per step. ``model``, ``timing``, ``ceilings`` and ``attention``
     are passed to :func:`roofline.measure` (checked before anything runs).
+
+    ``step_time`` chooses the step's time, the one its MFU and roofline figures divide by: ``"median"`` (default),
+    the median wall time; ``"min"``, the least wall time of the repeats (the least disturbed one); ``"unwaited"``,
+    the median of each repeat's wall time with its threads' waits for a CPU held by other processes taken out
+    (Linux's scheduler statistics: the step's wall time times ``meta["load"]["unwaited_s"] / meta["load"]["wall_s"]``
+    of its block; equal to the wall time on an idle machine, the wall time where the statistics are missing). On a
+    shared machine the last two keep MFU comparable between runs (docs/training.md); the report says which
+    (``meta["steady"]["step_time"]``, the first line of ``print(r)``). Per-op times (``timing="op"``) stay as
+    measured.
 
     ``warmup`` (default 1) steps run first, uncounted: optimizer state creation, lazy initialisation and the
     first-call costs of the allocator and of kernel selection stay out of the measured steps. ``warmup=0``
@@ -61,6 +73,7 @@ def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str |
     _check_synchronous(step)
     warmup = _check_int("warmup", warmup, 0)
     repeat = _check_int("repeat", repeat, 1)
+    _check_step_time(step_time)
     measure(model, timing=timing, ceilings=ceilings, attention=attention)  # checks the arguments now
     for _ in range(warmup):
         _check_result(step())
@@ -69,7 +82,43 @@ def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str |
         with measure(model, timing=timing, ceilings=ceilings, attention=attention) as r:
             _check_result(step())
         runs.append(r)
-    return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings)
+    return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings, step_time=step_time)
+
+
+def _check_step_time(step_time, who: str = "profile") -> None:
+    if not isinstance(step_time, str):
+        raise TypeError(f"{who}: step_time must be one of {', '.join(map(repr, STEP_TIMES))}, got "
+                        f"{type(step_time).__name__}")
+    if step_time not in STEP_TIMES:
+        raise ValueError(f"{who}: step_time must be one of {', '.join(map(repr, STEP_TIMES))}, got {step_time!r}")
+
+
+def _step_time(kind: str, runs: list, median_wall):
+    """``(seconds, meta)`` of the step time ``kind`` (not "median") over the aggregated ``runs``: the time the
+    report divides by and what ``meta["steady"]["step_time"]`` says of it."""
+    walls = [r.wall_time for r in runs if r.wall_time is not None]
+    if not walls:
+        return median_wall, {"kind": kind, "wall_median": median_wall}
+    if kind == "min":
+        return min(walls), {"kind": kind, "wall_median": median_wall}
+    values, known = [], 0
+    for r in runs:
+        if r.wall_time is None:
+            continue
+        # the load's interval holds the step's timed window and the block's entry and exit around it: its share
+        # of unwaited time is applied to the step's own wall time
+        load = r.meta.get("load") or {}
+        u, w = load.get("unwaited_s"), load.get("wall_s")
+        if isinstance(u, (int, float)) and isinstance(w, (int, float)) and 0 < u <= w:
+            known += 1
+            values.append(r.wall_time * (u / w))
+        else:
+            values.append(r.wall_time)
+    out = {"kind": kind, "wall_median": median_wall, "values": values}
+    if known < len(runs):
+        out["missing"] = ("no scheduler statistics for some steps: their wall time stands" if known else
+                          "no scheduler statistics on this system: the wall time stands")
+    return _median(values), out
 
 
 def _check_synchronous(step):
@@ -156,13 +205,15 @@ class SteadyReport(Report):
 
     @classmethod
     def _from_runs(cls, runs: list, *, warmup: int, ceilings, first_step: bool | None = None,
-                   step_numbers: list | None = None, extra: dict | None = None, who: str = "roofline.profile") -> "SteadyReport":
+                   step_numbers: list | None = None, extra: dict | None = None, who: str = "roofline.profile",
+                   step_time: str = "median") -> "SteadyReport":
         """The report of measured steps ``runs`` (one :class:`roofline.Report` each, in order): shared by
         :func:`profile` and :func:`roofline.profiler`'s cycles. ``first_step`` (default: ``warmup == 0``): the
         first run is the program's first step, measured on purpose (its ops are the reference, no warning).
         ``step_numbers``: the loop's number of each run, for messages and ``meta["steady"]["step_numbers"]``
         (default: none, the runs are named 1, 2, ...). ``extra``: more keys for ``meta["steady"]``. ``who``: the caller
-        the warnings name (they point at the user's line: roofline.util._warn)."""
+        the warnings name (they point at the user's line: roofline.util._warn). ``step_time``: as in
+        :func:`profile`."""
         if first_step is None:
             first_step = warmup == 0
         names = [i + 1 for i in range(len(runs))] if step_numbers is None else list(step_numbers)
@@ -201,6 +252,9 @@ class SteadyReport(Report):
             d = np.nanmedian(np.stack([_durations(runs[i]) for i in same]), axis=0)
             records["t_end"] = records["t_start"] + d
         wall = _median([walls[i] for i in same])
+        time, chosen = wall, None  # the step's time, what the report divides by
+        if step_time != "median":
+            time, chosen = _step_time(step_time, [runs[i] for i in same], wall)
         ops = {}
         if b.timed:
             per = {}
@@ -222,13 +276,15 @@ class SteadyReport(Report):
             steady["op_spread"] = ops
         if step_numbers is not None:
             steady["step_numbers"] = names
+        if chosen is not None:
+            steady["step_time"] = chosen
         steady.update(extra or {})
         if first_step and len(runs) >= 2:
             first, last = runs[0].by_op(), runs[-1].by_op()
             more = {n: row["calls"] - last.get(n, {"calls": 0})["calls"] for n, row in first.items()}
             steady["first_step_ops"] = {n: c for n, c in more.items() if c > 0}
         meta = dict(b.meta, steady=steady)
-        out = cls(records, b._ops, b.module_sets, wall, meta, ceilings=ceilings, overhead=b.overhead,
+        out = cls(records, b._ops, b.module_sets, time, meta, ceilings=ceilings, overhead=b.overhead,
                   signatures=b.signatures, accesses=b.accesses)
         out.repeats, out.spread = runs, spread
         return out
@@ -266,6 +322,12 @@ class SteadyReport(Report):
             line += f"median of {n} measured step{'s' if n != 1 else ''}" if n > 1 else "1 measured step"
         if w.get("median") is not None and n > 1:
             line += (f" (wall {w['median'] * 1e3:.1f} ms, min {w['min'] * 1e3:.1f}, max {w['max'] * 1e3:.1f})")
+        t = s.get("step_time")
+        if isinstance(t, dict) and t.get("kind") in ("min", "unwaited") and self.wall_time is not None:
+            line += (f"; step time {self.wall_time * 1e3:.1f} ms: "
+                     + ("the least wall time" if t["kind"] == "min" else
+                        "UNWAITED (waits for a CPU held by other processes taken out"
+                        + (f"; {t['missing']}" if t.get("missing") else "") + ")"))
         if s.get("no_warmup"):
             line += f" ({s['no_warmup']})"
         if s.get("first_step"):

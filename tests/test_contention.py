@@ -270,8 +270,9 @@ def test_real_readings_are_well_formed():
     allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     assert s.cpus == allowed and s.machine_cpus == (os.cpu_count() or 1) and s.cpu >= 0
     r = _contention.readings(s, _contention.snapshot())
+    threads = {"threads_cpu_s", "threads_wait_s", "wait_share", "unwaited_s"} if s.threads else set()
     assert set(r) == {"wall_s", "process_cpu_s", "cpu_per_wall", "others_share", "steal_share", "runnable_others",
-                      "loadavg", "cpus", "machine_cpus"}
+                      "loadavg", "cpus", "machine_cpus"} | threads
     json.dumps(r)
     for key in ("others_share", "steal_share"):
         assert r[key] is None or 0.0 <= r[key] <= 1.0

@@ -20,6 +20,13 @@ slow for reasons that have nothing to do with the code measured. A block records
 - the hypervisor took at least 10% of the CPU time (steal);
 - at entry and at exit alike, at least as many other threads were runnable as there are CPUs.
 
+Where the kernel keeps scheduler statistics (``/proc/self/task/*/schedstat``: Linux), each reading also holds,
+per thread of this process, its time on a CPU and its time spent runnable but waiting for one (nanoseconds). Their
+change over the block gives ``threads_cpu_s``, ``threads_wait_s`` and ``wait_share`` (waiting / (waiting + on a
+CPU)): how much the block's own threads were held back by others, whatever the machine's totals say, and with it
+``unwaited_s``, the block's time with those waits taken out (:func:`unwaited`). A block counts as measured under
+contention when its threads waited at least a quarter of their runnable time (``WAIT_SHARE``) and at least 2 ms.
+
 The load averages are recorded but decide nothing: they trail by a minute. Where ``/proc`` is missing the readings
 are None and nothing is flagged. Everything here is cheap (a few small file reads) and never raises.
 A count-only block (``timing=None``, or ops on meta/fake tensors only) records the load but is never flagged: its
@@ -35,13 +42,16 @@ from typing import Any, NamedTuple
 OTHERS_SHARE = 0.5  # other processes' share of the machine's CPU time that counts as contention
 STEAL_SHARE = 0.1  # steal share of the CPU time that counts as contention
 MIN_WALL_S = 0.2  # shortest block whose /proc/stat tick counts are judged
+WAIT_SHARE = 0.25  # share of its threads' runnable time spent waiting for a CPU that counts as contention
+MIN_WAIT_S = 0.002  # and the least waiting that does (the kernel accounts waits at scheduling events)
 
 
 class Snapshot(NamedTuple):
     """One reading: ``wall`` (monotonic seconds), ``cpu`` (process CPU seconds), ``busy`` / ``steal`` (machine
     CPU seconds from /proc/stat, None without it), ``runnable_others`` (None without /proc), ``loadavg``
     (1, 5, 15 minutes; None where unavailable), ``cpus`` (the CPUs this process may run on: its affinity; busy and
-    steal are those CPUs'), ``machine_cpus`` (online CPUs)."""
+    steal are those CPUs'), ``machine_cpus`` (online CPUs), ``threads`` (thread id -> (nanoseconds on a CPU,
+    nanoseconds runnable and waiting for one) from the scheduler's statistics; None where unreadable)."""
 
     wall: float
     cpu: float
@@ -51,6 +61,7 @@ class Snapshot(NamedTuple):
     loadavg: tuple[float, float, float] | None
     cpus: int
     machine_cpus: int = 0
+    threads: dict | None = None
 
 
 def _ticks() -> int:
@@ -183,6 +194,22 @@ def _own_running_threads(tids: list[str] | None = None) -> int:
     return max(n, 1)
 
 
+def _schedstats(tids: list[str]) -> dict | None:
+    """Thread id -> (ns on a CPU, ns waiting for one) of this process's threads ``tids`` (``schedstat``), None where
+    the kernel does not keep them. A thread that ended between the listing and the read is left out."""
+    out = {}
+    for tid in tids:
+        text = _read(f"/proc/self/task/{tid}/schedstat")
+        if text is None:
+            continue
+        f = text.split()
+        try:
+            out[tid] = (int(f[0]), int(f[1]))
+        except (IndexError, ValueError):
+            continue
+    return out or None
+
+
 def _stat_cpu(pid: str) -> float:
     """utime + stime + cutime + cstime (seconds) of process ``pid``: its own CPU time and that of its children it
     has waited for; 0.0 where unreadable."""
@@ -244,7 +271,32 @@ def snapshot(count_own_threads: bool = True) -> Snapshot:
         load = None
     t = os.times()
     cpu = t.user + t.system + descendants_cpu(tids)
-    return Snapshot(time.monotonic(), cpu, busy, steal, others, load, len(cpus) if cpus else machine, machine)
+    return Snapshot(time.monotonic(), cpu, busy, steal, others, load, len(cpus) if cpus else machine, machine,
+                    _schedstats(tids))
+
+
+def thread_times(start: Snapshot, end: Snapshot) -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds waiting for one) of this process's threads between two snapshots, None without
+    scheduler statistics. A thread started in between counts from zero; one that ended is left out."""
+    if not start.threads or not end.threads:
+        return None
+    run = wait = 0
+    for tid, (r, w) in end.threads.items():
+        r0, w0 = start.threads.get(tid, (0, 0))
+        run += max(r - r0, 0)
+        wait += max(w - w0, 0)
+    return run * 1e-9, wait * 1e-9
+
+
+def unwaited(wall: float, cpu_s: float, wait_s: float, cpus: int) -> float:
+    """The time of a block of ``wall`` seconds had its threads never waited for a CPU: the wall time scaled by the
+    share of their runnable time they spent on one, ``wall * cpu / (cpu + wait)``, and never less than ``cpu /
+    cpus`` (all the CPUs busy with the block's own threads: waits for each other's CPU are not others' doing).
+    Equal to ``wall`` when nothing waited. An estimate: time a thread spent blocked (I/O, a device, a lock) is
+    scaled as if it were runnable, and a contended cache or memory bus slows the time on a CPU as well."""
+    if wall <= 0 or cpu_s + wait_s <= 0:
+        return wall
+    return min(wall, max(wall * cpu_s / (cpu_s + wait_s), cpu_s / max(cpus, 1)))
 
 
 def readings(start: Snapshot, end: Snapshot) -> dict[str, Any]:
@@ -271,7 +323,20 @@ def readings(start: Snapshot, end: Snapshot) -> dict[str, Any]:
                     None if end.loadavg is None else list(end.loadavg)],
         "cpus": end.cpus,
         "machine_cpus": end.machine_cpus or end.cpus,
+        **_thread_readings(start, end, wall),
     }
+
+
+def _thread_readings(start: Snapshot, end: Snapshot, wall: float) -> dict[str, Any]:
+    """The scheduler's view of the block's own threads (empty without it): ``threads_cpu_s``, ``threads_wait_s``,
+    ``wait_share`` and ``unwaited_s``."""
+    tt = thread_times(start, end)
+    if tt is None:
+        return {}
+    run, wait = tt
+    return {"threads_cpu_s": round(run, 6), "threads_wait_s": round(wait, 6),
+            "wait_share": round(wait / (run + wait), 4) if run + wait > 0 else 0.0,
+            "unwaited_s": round(unwaited(wall, run, wait, end.cpus), 6)}
 
 
 def judge(load: dict[str, Any]) -> list[str]:
@@ -286,6 +351,10 @@ def judge(load: dict[str, Any]) -> list[str]:
     steal = load.get("steal_share")
     if wall >= MIN_WALL_S and steal is not None and steal >= STEAL_SHARE:
         reasons.append(f"the hypervisor took {100 * steal:.0f}% of the CPU time (steal)")
+    share, waited = load.get("wait_share"), load.get("threads_wait_s")
+    if share is not None and waited is not None and share >= WAIT_SHARE and waited >= MIN_WAIT_S:
+        reasons.append(f"this process's threads waited {100 * share:.0f}% of their runnable time for a CPU "
+                       f"({1e3 * waited:.1f} ms)")
     runnable = [r for r in (load.get("runnable_others") or []) if r is not None]
     machine = load.get("machine_cpus") or cpus  # procs_running counts the whole machine's threads
     if len(runnable) == 2 and min(runnable) >= machine:

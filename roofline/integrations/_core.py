@@ -52,6 +52,7 @@ PROFILE_SCALARS = {"mfu": "mfu", "mbu": "mbu", "achieved_flops": "achieved_flops
 PREFIX = "roofline/"
 # the logged ceilings_code: which figures MFU and MBU were divided by (meta["ceilings_yardstick"]["kind"])
 CEILINGS_CODES = {"measured": 0, "idle": 1, "theoretical": 2, "datasheet": 3, "file": 4, "given": 5}
+STEP_TIME_CODES = {"median": 0, "min": 1, "unwaited": 2}
 _TOKEN_KEYS = ("input_ids", "attention_mask")
 _MAX_TOKENS = 2**63 - 1  # a step's tokens: an int64, its tokens/s a finite float
 _RUNS = weakref.WeakSet()  # the runs made and not yet stopped or aborted (one per thread at a time)
@@ -61,7 +62,7 @@ class Options:
     """The callback's arguments, checked once at construction (ValueError / TypeError naming the argument)."""
 
     def __init__(self, who, *, steps, schedule, monitor, output_dir, tokens, timing, ceilings, attention,
-                 gather_timeout, log):
+                 gather_timeout, log, step_time="median"):
         self.who = who
         self.steps = _check_steps(who, steps)
         if schedule is not None and not callable(schedule):
@@ -102,7 +103,8 @@ class Options:
         self.log = log
         self.measure_kwargs = {"timing": timing, "ceilings": ceilings, "attention": attention}
         # the profiler's and the monitor's own checks, now rather than when training starts
-        roofline.profiler(None, schedule=self.schedule, **self.measure_kwargs)
+        self.step_time = step_time  # the profiler's reports' step time (roofline.profile's step_time)
+        roofline.profiler(None, schedule=self.schedule, step_time=step_time, **self.measure_kwargs)
         if self.monitor is not None:
             roofline.monitor(None, ceilings=ceilings, attention=attention, **self.monitor)
 
@@ -273,7 +275,8 @@ class Run:
             sched = self._steps_schedule(*opts.steps)
         self.schedule = sched
         kw = opts.measure_kwargs
-        self.profiler = (roofline.profiler(model, schedule=_Planned(self), on_report=self._on_report, **kw)
+        self.profiler = (roofline.profiler(model, schedule=_Planned(self), on_report=self._on_report,
+                                           step_time=opts.step_time, **kw)
                          if sched is not None else None)
         self.monitor = None
         if opts.monitor is not None:
@@ -476,6 +479,11 @@ class Run:
         kind = (meta.get("ceilings_yardstick") or {}).get("kind")
         if kind in CEILINGS_CODES:
             vals[PREFIX + "profile/ceilings_code"] = float(CEILINGS_CODES[kind])
+        # which step time they divide by (roofline.profile's step_time): 0 the median wall time, 1 the least, 2 the
+        # unwaited time (the threads' waits for a CPU taken out)
+        chosen = ((meta.get("steady") or {}).get("step_time") or {}).get("kind", "median")
+        if chosen in STEP_TIME_CODES:
+            vals[PREFIX + "profile/step_time_code"] = float(STEP_TIME_CODES[chosen])
         wall = report.wall_time
         if _finite(wall) and wall > 0:
             vals[PREFIX + "profile/step_time"] = float(wall)

@@ -63,7 +63,8 @@ class RooflineCallback(_core.Outputs, TrainerCallback):
     are not counted; on CUDA, ``.item()`` in it synchronises every micro-batch). ``timing``, ``ceilings``,
     ``attention``: passed to :func:`roofline.measure` (the monitor takes ``ceilings`` and ``attention``).
     ``gather_timeout``: seconds :func:`roofline.gather` waits for the other ranks. ``log``: False to log nothing
-    (the reports are still written).
+    (the reports are still written). ``step_time``: the profiled reports' step time, as in :func:`roofline.profile`
+    (``"unwaited"`` on a shared machine; the logged ``profile/step_time_code`` says which).
 
     Attributes: ``reports`` (this rank's :class:`roofline.SteadyReport` s, every run), ``merged`` (the
     :class:`roofline.distributed.MergedReport` s, rank 0 of a distributed run), ``files`` (the paths written),
@@ -75,13 +76,13 @@ class RooflineCallback(_core.Outputs, TrainerCallback):
 
     def __init__(self, trainer=None, *, steps=None, schedule=None, monitor=False, output_dir=None, tokens=None,
                  timing: str | None = "model", ceilings="measured", attention: str | None = None,
-                 gather_timeout: float = 120.0, log: bool = True):
+                 gather_timeout: float = 120.0, log: bool = True, step_time: str = "median"):
         if trainer is not None and not isinstance(trainer, transformers.Trainer):
             raise TypeError(f"{_WHO}: trainer must be a transformers.Trainer or None, got {type(trainer).__name__}")
         self.trainer = trainer
         self.options = _core.Options(_WHO, steps=steps, schedule=schedule, monitor=monitor, output_dir=output_dir,
                                      tokens=tokens, timing=timing, ceilings=ceilings, attention=attention,
-                                     gather_timeout=gather_timeout, log=log)
+                                     gather_timeout=gather_timeout, log=log, step_time=step_time)
         if trainer is not None and output_dir is None:  # where the reports will go, checked now
             _core.check_output_dir(_WHO, "the report folder (args.output_dir/roofline)", self._folder(trainer.args))
         self._runs: list = []

@@ -65,7 +65,8 @@ class _Callback(_core.Outputs):
     ``batch -> number of tokens`` (run outside the measure blocks: its tensor ops are not counted). ``timing``,
     ``ceilings``, ``attention``: passed to :func:`roofline.measure` (the monitor takes ``ceilings`` and
     ``attention``). ``gather_timeout``: seconds :func:`roofline.gather` waits for the other ranks. ``log``: False to
-    log nothing (the reports are still written).
+    log nothing (the reports are still written). ``step_time``: the profiled reports' step time, as in
+    :func:`roofline.profile` (``"unwaited"`` on a shared machine; the logged ``profile/step_time_code`` says which).
 
     Attributes: ``reports`` (this rank's :class:`roofline.SteadyReport` s, every ``fit``), ``merged`` (the
     :class:`roofline.distributed.MergedReport` s, rank 0 of a distributed run), ``files`` (the paths written),
@@ -75,11 +76,11 @@ class _Callback(_core.Outputs):
 
     def __init__(self, *, steps=None, schedule=None, monitor=False, output_dir=None, tokens=None,
                  timing: str | None = "model", ceilings="measured", attention: str | None = None,
-                 gather_timeout: float = 120.0, log: bool = True):
+                 gather_timeout: float = 120.0, log: bool = True, step_time: str = "median"):
         super().__init__()
         self.options = _core.Options(_WHO, steps=steps, schedule=schedule, monitor=monitor, output_dir=output_dir,
                                      tokens=tokens, timing=timing, ceilings=ceilings, attention=attention,
-                                     gather_timeout=gather_timeout, log=log)
+                                     gather_timeout=gather_timeout, log=log, step_time=step_time)
         self._runs: list = []
         self._trainer = None
         self._inputs, self._counts, self._stepped = [], [], False

@@ -175,7 +175,9 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     if projected:
         head = f", projected onto {projected}: {dur(r.wall_time)} of roofline time (ops back to back, not measured)"
     else:
-        head = f", {dur(r.wall_time)} wall" if r.wall_time is not None else ""
+        kind = ((r.meta.get("steady") or {}).get("step_time") or {}).get("kind")  # profile(step_time=...)
+        label = {"min": "least wall", "unwaited": "unwaited step time"}.get(kind, "wall")
+        head = f", {dur(r.wall_time)} {label}" if r.wall_time is not None else ""
     lines = [f"roofline report: {len(r.records)} op calls" + head]
     incomplete = r.incomplete  # work that ran uncounted: said first, and on every total
     low = " [INCOMPLETE: a lower bound]" if incomplete else ""
@@ -436,6 +438,13 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
     busy = r.meta.get("ceilings_contention")
     if busy and not projected:
         out.append(("ceilings", "measured under contention: " + "; ".join(map(str, busy))))
+    st = (r.meta.get("steady") or {}).get("step_time")  # profile(step_time=...): what the figures divide by
+    if isinstance(st, dict) and st.get("kind") in ("min", "unwaited") and r.wall_time and not projected:
+        med = st.get("wall_median")
+        out.append(("step time", f"{dur(r.wall_time)}: " + ("the least wall time of the measured steps"
+                                                            if st["kind"] == "min" else
+                                                            "UNWAITED (the threads' waits for a CPU taken out)")
+                    + (f"; median wall time {dur(med)}" if isinstance(med, (int, float)) else "")))
     if attribution_line(r):
         out.append(("attribution", attribution_line(r).strip()))
     if tokens_line(r):

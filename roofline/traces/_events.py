@@ -128,9 +128,11 @@ def _is_module_event(name: str) -> bool:
     return name.startswith(_MODULE_PREFIX)
 
 
-def build(raw, path: str = "") -> TraceModel:
+def build(raw, path: str = "", progress=None) -> TraceModel:
     """Read the events of ``raw`` (a reader's ``RawTrace``: ``.events()`` and ``.header``) into a
-    :class:`TraceModel`: one pass over the events, then the per-thread trees, then the kernel links."""
+    :class:`TraceModel`: one pass over the events, then the per-thread trees, then the kernel links. ``progress``
+    (a callable taking a status line, or None) hears how much of the file has been read, every 16384 events, and
+    when the trees and links are being built."""
     per_thread: dict = {}     # thread key -> [(ts, -dur, order, kind, name, args, end)]
     launches: dict = {}       # correlation -> (thread key, ts)
     flows_s: dict = {}        # flow id -> (thread key, ts) of the launch side
@@ -141,7 +143,11 @@ def build(raw, path: str = "") -> TraceModel:
     has_shapes = False
     problems: list = []
     bad = 0
+    seen = 0
     for e in raw.events():
+        seen += 1
+        if progress is not None and not seen & 16383:
+            _report_read(progress, raw, seen)
         if not isinstance(e, dict):
             bad += 1
             continue
@@ -206,6 +212,8 @@ def build(raw, path: str = "") -> TraceModel:
         issues = [str(x) for x in (getattr(raw, "issues", None) or ())] or ["the file is incomplete"]
         problems[:0] = [f"the trace file is incomplete: {'; '.join(issues)}"]
 
+    if progress is not None:
+        progress(f"{seen} events read; nesting the ops and linking the kernels")
     nodes, roots, steps, has_modules = _trees(per_thread)
     per_thread.clear()
     _link(kernels, nodes, launches, flows_s, flows_f, problems)
@@ -213,6 +221,17 @@ def build(raw, path: str = "") -> TraceModel:
     attribute(nodes, kernels)
     return TraceModel(header, nodes, roots, kernels, steps, has_shapes, has_modules, problems, path,
                       getattr(raw, "complete", True) is not False)
+
+
+def _report_read(progress, raw, events: int) -> None:
+    """A status line for ``progress``: the events read, and the share of the file (MB read of MB; KB below 64 MB)
+    when the reader says where it is (``position`` and ``nbytes``)."""
+    at, size = getattr(raw, "position", None), getattr(raw, "nbytes", None)
+    if isinstance(at, int) and isinstance(size, int) and size > 0:
+        shift, unit = (20, "MB") if size >= 64 << 20 else (10, "KB")
+        progress(f"{events} events, {unit} read ({at >> shift}/{max(size >> shift, 1)})")
+    else:
+        progress(f"{events} events read")
 
 
 def _trees(per_thread):

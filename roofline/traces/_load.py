@@ -9,7 +9,7 @@ from roofline import devices
 from roofline.hardware._ceilings import Ceilings
 from roofline.report import Report
 from roofline.traces import _build, _events, _read
-from roofline.util import _warn
+from roofline.util import _progress, _warn
 
 
 # The reader of a directory of rank traces, ``f(path, *, device, steps)``: installed by roofline.traces._ranks when it
@@ -45,16 +45,17 @@ def _resolve_device(model, device):
     return spec, note
 
 
-def load_one(raw_or_path, *, device=None, steps=None):
+def load_one(raw_or_path, *, device=None, steps=None, progress=None):
     """The report of one trace file: ``raw_or_path`` a path (``.json`` or ``.json.gz``) or an open ``RawTrace``
-    of the reader. ``device`` and ``steps`` as in :func:`load_trace`. A list of reports when ``steps`` lists
-    steps, else one report."""
+    of the reader. ``device`` and ``steps`` as in :func:`load_trace`; ``progress``: None or a callable taking
+    status lines (:func:`load_trace` gives it a bar). A list of reports when ``steps`` lists steps, else one
+    report."""
     if isinstance(raw_or_path, (str, bytes, os.PathLike)):
         path = os.fspath(raw_or_path)
         path = path.decode() if isinstance(path, bytes) else path
         raw = _read.open_trace(path)
         try:
-            model = _events.build(raw, path)
+            model = _events.build(raw, path, progress)
         finally:
             close = getattr(raw, "close", None)
             if close is not None:
@@ -62,14 +63,16 @@ def load_one(raw_or_path, *, device=None, steps=None):
     else:
         raw = raw_or_path
         path = str(getattr(raw, "path", "") or "")
-        model = _events.build(raw, path)
+        model = _events.build(raw, path, progress)
     chosen, how = _build.choose_steps(model, steps)
     spec, note = _resolve_device(model, device)
     if spec is None:
         _warn.warn(f"roofline: {note}")
     calls = _build.Calls(model)
     out = []
-    for step in chosen:
+    for i, step in enumerate(chosen):
+        if progress is not None:
+            progress(f"building the report{'s' if len(chosen) > 1 else ''} ({i}/{len(chosen)})")
         ceil = Ceilings.from_datasheet(spec) if spec is not None else None
         out.append(_build.build_report(calls, step, how, spec, note, ceil, os.path.basename(path), Report))
     if not model.has_shapes and calls.nodes:
@@ -79,7 +82,7 @@ def load_one(raw_or_path, *, device=None, steps=None):
     return out if listed else out[0]
 
 
-def load_trace(source, *, device=None, steps=None):
+def load_trace(source, *, device=None, steps=None, progress=None):
     """A PyTorch profiler trace as a :class:`roofline.Report`: every recorded op with its FLOPs and bytes (from
     its recorded shapes, dtypes and arguments) and its measured GPU time (the kernels it launched), on the
     roofline of the device that recorded it. See docs/traces.md.
@@ -99,12 +102,19 @@ def load_trace(source, *, device=None, steps=None):
     and bytes), ``collective_time``, ``unknown_op_time`` (ops without a formula: ``r.unknown_ops``),
     ``uncounted_op_time`` (ops whose arguments the cost model could not use: ``r.errors``), ``zero_cost_op_time``,
     ``unattributed_time`` and ``unattributed`` (GPU work no op launched, by kernel name: calls, seconds),
-    ``step``, ``steps``, ``step_choice``, ``shapes``, ``modules`` and ``problems``."""
+    ``step``, ``steps``, ``step_choice``, ``shapes``, ``modules`` and ``problems``.
+
+    ``progress``: a callable that receives short status lines while the trace is read (how much of the file, then
+    the reports; for a directory, the ranks done); without it, a progress bar is drawn on stderr when stderr is a
+    terminal or a notebook (``ROOFLINE_PROGRESS=0`` turns it off), and nothing is printed otherwise."""
+    if progress is not None and not callable(progress):
+        raise TypeError(f"load_trace: progress must be a callable taking a str, or None, got "
+                        f"{type(progress).__name__}")
     if hasattr(source, "export_chrome_trace") and not isinstance(source, (str, bytes, os.PathLike)):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "trace.json")
             source.export_chrome_trace(path)
-            return load_one(path, device=device, steps=steps)
+            return _with_bar(load_one, path, "the profiler's trace", progress, device=device, steps=steps)
     if not isinstance(source, (str, bytes, os.PathLike)):
         raise TypeError(f"load_trace: source must be a path or a stopped torch.profiler.profile, got "
                         f"{type(source).__name__}")
@@ -113,7 +123,25 @@ def load_trace(source, *, device=None, steps=None):
         if directory_loader is None:
             raise ValueError(f"load_trace: {path} is a directory, and no reader of rank directories is installed: "
                              "pass one trace file")
-        return directory_loader(path, device=device, steps=steps)
+        return _with_bar(directory_loader, path, f"the rank traces of {os.path.basename(os.path.normpath(path))}",
+                         progress, device=device, steps=steps)
     if not os.path.exists(path):
         raise FileNotFoundError(f"load_trace: no such file: {path}")
-    return load_one(path, device=device, steps=steps)
+    return _with_bar(load_one, path, os.path.basename(path), progress, device=device, steps=steps)
+
+
+def _with_bar(load, path, what, progress, **kwargs):
+    """``load(path, progress=..., **kwargs)`` with ``progress``, or with a bar (``roofline.util._progress``) drawn
+    while it runs where stderr is a terminal or a notebook."""
+    if progress is not None:
+        return load(path, progress=progress, **kwargs)
+    bar = _progress.auto(f"reading {what}")
+    if bar is None:
+        return load(path, progress=None, **kwargs)
+    try:
+        out = load(path, progress=bar, **kwargs)
+    except BaseException:
+        bar.close("stopped")
+        raise
+    bar.close()
+    return out

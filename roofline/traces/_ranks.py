@@ -106,6 +106,14 @@ class _Tee:
         return self.raw.complete
 
     @property
+    def position(self):
+        return self.raw.position
+
+    @property
+    def nbytes(self):
+        return self.raw.nbytes
+
+    @property
     def issues(self):
         return self.raw.issues
 
@@ -222,10 +230,20 @@ def _with_header(s: RankSummary, header: dict) -> RankSummary:
     return RankSummary(**kw)
 
 
-def _run(executor, fn, paths):
-    if hasattr(executor, "map"):
-        return list(executor.map(fn, paths))
-    return [f.result() for f in [executor.submit(fn, p) for p in paths]]
+def _run(executor, fn, paths, progress=None):
+    """``fn`` of each path on ``executor`` (in order), ``progress`` told of each one done."""
+    if executor is None:  # here, one after the other
+        results = (fn(p) for p in paths)
+    elif hasattr(executor, "map"):
+        results = executor.map(fn, paths)
+    else:
+        results = (f.result() for f in [executor.submit(fn, p) for p in paths])
+    out = []
+    for s in results:
+        out.append(s)
+        if progress is not None:
+            progress(f"ranks read ({len(out)}/{len(paths)})")
+    return out
 
 
 class _Summarize:
@@ -239,12 +257,17 @@ class _Summarize:
 
 
 def load_ranks(source, *, device=None, steps=None, executor: Executor | None = None, max_workers: int | None = None,
-               load=None) -> "RankSet":
+               load=None, progress=None) -> "RankSet":
     """Summarise the rank traces of ``source`` (a directory, or a list of trace paths) in parallel: a
     :class:`RankSet`. ``executor``: where each rank runs (anything with ``map`` or ``submit``: a
     ``concurrent.futures`` executor, a Dask or Ray one); by default a local process pool of ``max_workers``
     (the CPU count) that is shut down afterwards. ``device`` and ``steps`` as in :func:`roofline.load_trace`;
-    ``load`` replaces the report maker (see :func:`summarize_rank`)."""
+    ``load`` replaces the report maker (see :func:`summarize_rank`). ``progress``: None or a callable told
+    ``"ranks read (i/n)"`` as each rank's summary arrives (in rank order; :func:`roofline.load_trace` of a directory
+    passes a progress bar)."""
+    if progress is not None and not callable(progress):
+        raise TypeError(f"load_ranks: progress must be a callable taking a str, or None, got "
+                        f"{type(progress).__name__}")
     if isinstance(source, (str, bytes, os.PathLike)):
         paths = rank_files(source)
         where = os.fspath(source)
@@ -258,12 +281,12 @@ def load_ranks(source, *, device=None, steps=None, executor: Executor | None = N
     if executor is None:
         workers = max_workers or min(os.cpu_count() or 1, len(paths))
         if workers <= 1 or len(paths) == 1:
-            summaries = [fn(p) for p in paths]
+            summaries = _run(None, fn, paths, progress)
         else:
             with ProcessPoolExecutor(max_workers=workers) as pool:
-                summaries = _run(pool, fn, paths)
+                summaries = _run(pool, fn, paths, progress)
     else:
-        summaries = _run(executor, fn, paths)
+        summaries = _run(executor, fn, paths, progress)
     for s in summaries:
         if not isinstance(s, RankSummary):
             raise TypeError(f"load_ranks: the executor returned a {type(s).__name__}, not a RankSummary")
@@ -428,8 +451,8 @@ def _ranges(nums) -> str:
     return ", ".join(out[:20]) + (f", ... ({len(out) - 20} more ranges)" if len(out) > 20 else "")
 
 
-def _directory_loader(path, *, device=None, steps=None) -> RankSet:
-    return load_ranks(path, device=device, steps=steps)
+def _directory_loader(path, *, device=None, steps=None, progress=None) -> RankSet:
+    return load_ranks(path, device=device, steps=steps, progress=progress)
 
 
 _load.directory_loader = _directory_loader

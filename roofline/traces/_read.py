@@ -237,6 +237,18 @@ class RawTrace:
     def __exit__(self, *exc):
         self.close()
 
+    @property
+    def position(self) -> int:
+        """Bytes of the source consumed so far, as stored (compressed bytes for gzip), out of ``nbytes``: what a
+        progress bar shows."""
+        f = self._file
+        if f is not None:
+            try:
+                return min(f.tell(), self.nbytes)
+            except (OSError, ValueError):
+                pass
+        return self.nbytes if self.header_complete else min(self.bytes_scanned, self.nbytes)
+
     def __repr__(self):
         state = "complete" if self.complete else ("incomplete" if self.header_complete else "being read")
         return (f"<RawTrace {self._name}: {self.nbytes} bytes{' gzip' if self.compressed else ''}, "
