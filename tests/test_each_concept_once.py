@@ -29,10 +29,10 @@ def test_the_readers_of_the_count_names_hold_the_table_itself():
     from roofline import _monitor, _steady
     from roofline.analysis import _rollup
     from roofline.capture import _torch
-    from roofline.compiled import _compiled
+    from roofline.compiled import _collector
     from roofline.render import _tables
 
-    for table in (_rollup.SUMMED, _steady._COUNTS, _monitor._SUMMED, _torch._COUNT_KEYS, _compiled._FIELDS):
+    for table in (_rollup.SUMMED, _steady._COUNTS, _monitor._SUMMED, _torch._COUNT_KEYS, _collector._FIELDS):
         assert table is _records.COUNTS
     assert _tables.COUNT_COLUMNS is _records.COUNTS_AND_FLOP_COUNTER
 
