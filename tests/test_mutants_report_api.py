@@ -188,7 +188,8 @@ def test_default_row_counts_of_the_views():
     assert _names_in(head, 16) == list(range(6, 16))
     # the HTML page's op table: 15 ops as rows (each op name appears once in its row's first cell)
     page = r.to_html()
-    assert _names_in(page.split("<h3>Top ops")[1] if "<h3>Top ops" in page else page, 16)[-15:] == list(range(1, 16))
+    assert "<b>top 15 ops by " in page
+    assert _names_in(page.split("<b>top 15 ops by ")[1], 16) == list(range(1, 16))
 
 
 def test_the_chart_labels_ten_points_by_default():
@@ -641,3 +642,55 @@ def test_comparison_of_empty_reports_takes_any_field_name():
     assert c.rows == {} and c.changed("anything") == {}
     with pytest.raises(ValueError, match="field must be one of the rows' fields"):
         c.changed(None)
+
+
+# ---- survivors of the first run: defaults and guards each shown by one call -------------------------------------------
+def test_useful_work_is_not_causal_by_default():
+    r = _two()
+    r = Report(r.records, r._ops, r.module_sets, ceilings=_ceil(), signatures=["", "f32[2,2,4]"],
+               meta={"tokens": {"batch": 2, "seq_len": 2, "lengths": [1, 2], "packed": False}})
+    r.records["sig"] = [1, 1]
+    assert r.useful_work()["causal"] is False
+
+
+def test_a_report_without_ceilings_keeps_its_saved_ceilings_notes():
+    # read back from a document: the note of the ceilings it was judged against when saved stays
+    for use in (lambda r: r.ceilings, lambda r: r.classification()):
+        r = _two(ceilings=False, meta={"ceilings_contention": ["saved"]})
+        use(r)
+        assert r.meta["ceilings_contention"] == ["saved"]
+
+
+def test_cache_analysis_defaults_to_the_reports_source():
+    r = _chain()
+    c = r.cache_analysis()
+    # DRAM only: add max(8 / 10, 96 / 5) = 19.2 s, mul max(0.8, 64 / 5) = 12.8 s
+    assert c["levels"][-1] == "DRAM"
+    assert c["t_min_dram"].tolist() == pytest.approx([19.2, 12.8])
+    assert c["t_min"].tolist() == pytest.approx([19.2, 12.8])
+
+
+def test_fusion_opportunities_are_timed_against_the_ceilings():
+    (o,) = _chain().fusion_opportunities()
+    # the 32-byte intermediate is written once and read once: 64 bytes at 5 B/s = 12.8 s saved
+    assert o.saved_bytes == 64
+    assert o.saved_s == pytest.approx(12.8)
+    r = _chain()
+    r._classifier = type(r._classifier)(None)
+    (o,) = r.fusion_opportunities()
+    assert o.saved_bytes == 64 and math.isnan(o.saved_s)
+
+
+def test_fusion_opportunities_refuse_a_compiled_without_records():
+    import types
+
+    with pytest.raises(TypeError, match=r"compiled must be a roofline Report or None, got SimpleNamespace$"):
+        _chain().fusion_opportunities(compiled=types.SimpleNamespace(meta={}))
+    with pytest.raises(TypeError, match=r"compiled must be a roofline Report or None, got SimpleNamespace$"):
+        _chain().fusion_opportunities(compiled=types.SimpleNamespace(records=[]))
+
+
+def test_a_phase_applies_to_the_op_table():
+    r = _two()
+    r.records["phase"] = [0, 1]
+    assert [ln.split()[0] for ln in r.table(phase="backward").splitlines()[1:-1]] == ["aten.add.Tensor"]

@@ -1,0 +1,253 @@
+"""The SVG roofline chart, number by number: the axes' ranges, the roofs, each point's place, size and tooltip, the
+labels' places and the legend, each worked out here from the layout the chart documents (a log-log plot of 510 x
+364 px inside margins of 70 left, 240 right, 30 top, 46 bottom; x from min(smallest intensity / 4, 0.05) to
+max(largest intensity x 4, peak / bandwidth x 4); y from the lowest point or peak / 5 to the highest x 3; a point's
+radius 3 + 14 sqrt(its share of the time)).
+
+The report: the hand-worked timed report of tests/test_mutants_render.py (ceilings: matrix 100 FLOP/s, vector
+10 FLOP/s, DRAM 5 B/s): the mm (intensity 400/30, 50 FLOP/s achieved over 8 s) and the add (intensity 1,
+10 FLOP/s over 2 s) are points; the copy (no FLOPs) is not."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
+from roofline.render._svg import place_labels, point_label
+from roofline.report import OpInfo, Report
+from test_mutants_render import _ceil, timed, untimed
+
+# the chart's frame
+ML, MT, PW, PH = 70, 30, 820 - 70 - 240, 440 - 30 - 46
+
+
+def _axes(x_lo, x_hi, y_lo, y_hi):
+    def X(x):
+        return ML + (math.log10(x) - math.log10(x_lo)) / (math.log10(x_hi) - math.log10(x_lo)) * PW
+
+    def Y(y):
+        return MT + (math.log10(y_hi) - math.log10(y)) / (math.log10(y_hi) - math.log10(y_lo)) * PH
+
+    return X, Y
+
+
+def _attrs(tag, svg):
+    return [dict(re.findall(r'([\w-]+)="([^"]*)"', m)) for m in re.findall(rf"<{tag} ([^>]*)>", svg)]
+
+
+def _near(got, want, tol=0.051):
+    assert len(got) == len(want), (got, want)
+    for g, w in zip(got, want):
+        assert abs(float(g) - w) <= tol, (got, want)
+
+
+def test_the_chart_of_a_timed_report():
+    svg = timed().roofline_chart().svg
+    # x: min(1 / 4, 0.05) = 0.05 .. max(13.33 x 4, 100 / 5 x 4) = 80; y: min(50, 10, 10, 100) / 5 = 2 .. 100 x 3
+    X, Y = _axes(0.05, 80.0, 2.0, 300.0)
+    assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg" width="820" height="440" viewBox="0 0 820 440"')
+    assert ">roofline on test (best): 2 ops</text>" in svg
+    assert '<rect x="70" y="30" width="510" height="364" fill="none" stroke="#bbb"/>' in svg
+    lines = _attrs("line", svg)
+    # the decade grid: x at 0.1, 1, 10; y at 10, 100
+    grid_x = [ln for ln in lines if ln.get("stroke") == "#eee" and ln["x1"] == ln["x2"]]
+    _near([ln["x1"] for ln in grid_x], [X(0.1), X(1), X(10)])
+    assert all((ln["y1"], ln["y2"]) == ("30", "394") for ln in grid_x)
+    grid_y = [ln for ln in lines if ln.get("stroke") == "#eee" and ln["y1"] == ln["y2"]]
+    _near([ln["y1"] for ln in grid_y], [Y(10), Y(100)])
+    assert re.findall(r'text-anchor="middle">([^<]*)</text>', svg)[:3] == ["0.1", "1", "10"]
+    assert re.findall(r'text-anchor="end">([^<]*)</text>', svg) == ["10", "100"]
+    _near([a["y"] for a in _attrs("text", svg) if a.get("text-anchor") == "end"], [Y(10) + 4, Y(100) + 4])
+    _near([a["x"] for a in _attrs("text", svg) if a.get("text-anchor") == "middle" and "x" in a][:3],
+          [X(0.1), X(1), X(10)])
+    assert '<text x="325.0" y="432" text-anchor="middle">arithmetic intensity' in svg
+    assert 'translate(14,212.0) rotate(-90)" text-anchor="middle">FLOP/s achieved</text>' in svg
+    # the DRAM roof from x = 0.05 up to the top peak's ridge 100 / 5 = 20; the vector roof from its ridge 10 / 5 = 2,
+    # the matrix one from 20, both to the right edge
+    roofs = [ln for ln in lines if ln.get("stroke") in ("#888", "#444") and "stroke-width" in ln
+             and ln["stroke-width"] in ("1.2", "1.5") and float(ln["x1"]) < 590]
+    _near([float(v) for ln in roofs for v in (ln["x1"], ln["y1"], ln["x2"], ln["y2"])],
+          [X(0.05), Y(5 * 0.05), X(20), Y(100),
+           X(2), Y(10), X(80), Y(10),
+           X(20), Y(100), X(80), Y(100)])
+    assert [ln.get("stroke-dasharray") for ln in roofs] == [None, "6,3", None]
+    assert re.findall(r"<title>([^<]*)</title></line>", svg) == ["DRAM bandwidth 5 B/s",
+                                                                 "peak vector/float32 10 FLOP/s",
+                                                                 "peak matrix/float32 100 FLOP/s"]
+    # points, largest first: shares of the measured time 8 / 10 and 2 / 10
+    pts = _attrs("circle", svg)[:2]
+    _near([float(v) for p in pts for v in (p["cx"], p["cy"], p["r"])],
+          [X(400 / 30), Y(50), 3 + 14 * math.sqrt(0.8), X(1), Y(10), 3 + 14 * math.sqrt(0.2)])
+    assert [p["fill"] for p in pts] == ["#2471a3", "#2471a3"]  # both memory-bound
+    titles = re.findall(r'class="rl-point"><title>([^<]*)</title>', svg)
+    assert titles == [
+        "aten.mm.default (1 calls)\nmodule: Net.fc\ndtype: float32\nFLOPs 400 FLOP, bytes 30 B, intensity 13.33 "
+        "FLOP/B\ntime 8.00 s, achieved 50 FLOP/s, 75.0% of roof\nroofline time 6.00 s, memory-bound",
+        "aten.add.Tensor (1 calls)\nmodule: Net\ndtype: float32\nFLOPs 20 FLOP, bytes 20 B, intensity 1.00 FLOP/B\n"
+        "time 2.00 s, achieved 10 FLOP/s, 200.0% of roof\nroofline time 4.00 s, memory-bound; 1 call(s) above the "
+        "ceiling (!)"]
+    # labels: up and to the right of each point (its first free place): x + r + 2 + 1, y - r - 2 - 12 + 12 - 2.5
+    labels = [a for a in _attrs("text", svg) if a.get("class") == "rl-label"]
+    assert re.findall(r'class="rl-label">([^<]*)<', svg) == ["mm", "add.Tensor"]
+    r0, r1 = 3 + 14 * math.sqrt(0.8), 3 + 14 * math.sqrt(0.2)
+    _near([float(v) for a in labels for v in (a["x"], a["y"])],
+          [X(400 / 30) + r0 + 3, Y(50) - r0 - 2 - 2.5, X(1) + r1 + 3, Y(10) - r1 - 2 - 2.5])
+    # the legend: one entry per roof, then the bound colours, 16 px apart from y = 40
+    legend = re.findall(r'<line x1="592" y1="(\d+)" x2="614" y2="(\d+)"', svg)
+    assert legend == [("40", "40"), ("56", "56"), ("72", "72")]
+    assert re.findall(r'<text x="618" y="(\d+)" font-size="10">([^<]*)</text>', svg) == [
+        ("44", "DRAM 5 B/s"), ("60", "peak vector/float32: 10 FLOP/s"), ("76", "peak matrix/float32: 100 FLOP/s"),
+        ("92", "compute-bound"), ("108", "memory-bound"), ("124", "mixed-bound")]
+    assert re.findall(r'<circle cx="603" cy="(\d+)" r="5" fill="([^"]*)"', svg) == [
+        ("88", "#c0392b"), ("104", "#2471a3"), ("120", "#7d3c98")]
+    assert '<text x="592" y="142" font-size="9" fill="#666">point area: share of time;</text>' in svg
+    assert '<text x="592" y="154" font-size="9" fill="#666">hover a point for details</text>' in svg
+
+
+def test_an_untimed_chart_places_points_at_their_attainable_rate():
+    svg = untimed().roofline_chart().svg
+    # attainable: mm 400 / 6 s = 66.7 FLOP/s, add 20 / 4 s = 5 FLOP/s; y from 5 / 5 = 1 to 100 x 3
+    X, Y = _axes(0.05, 80.0, 1.0, 300.0)
+    pts = _attrs("circle", svg)[:2]
+    # shares of the roofline time: 6 / 10 and 4 / 10
+    _near([float(v) for p in pts for v in (p["cx"], p["cy"], p["r"])],
+          [X(400 / 30), Y(400 / 6), 3 + 14 * math.sqrt(0.6), X(1), Y(5), 3 + 14 * math.sqrt(0.4)])
+    assert "FLOP/s attainable (not timed)</text>" in svg
+    titles = re.findall(r'class="rl-point"><title>([^<]*)</title>', svg)
+    assert titles[0].splitlines()[-2:] == ["FLOPs 400 FLOP, bytes 30 B, intensity 13.33 FLOP/B",
+                                           "roofline time 6.00 s, memory-bound"]
+
+
+def test_a_projected_chart():
+    p = timed().project(_ceil(), name="X")
+    svg = p.roofline_chart().svg
+    assert ">roofline on X: 2 ops (projected)</text>" in svg
+    titles = re.findall(r'class="rl-point"><title>([^<]*)</title>', svg)
+    # projected: each op at its roofline time, never flagged
+    assert titles[1].splitlines()[-2:] == ["projected time 4.00 s, achieved 5 FLOP/s, 100.0% of roof",
+                                           "roofline time 4.00 s, memory-bound"]
+
+
+def test_the_chart_by_module_and_by_op_shape():
+    r = timed()
+    svg = r.roofline_chart(by="module").svg
+    # no level has more than one node: the chain Net -> Net.fc is followed down to its leaf
+    assert ">roofline on test (best): 1 modules</text>" in svg
+    assert re.findall(r'class="rl-point"><title>([^<]*)</title>', svg)[0].splitlines()[:2] == [
+        "Net.fc", "dtype: float32"]
+    assert re.findall(r'class="rl-label">([^<]*)<', svg) == ["fc"]
+    rs = Report(r.records, r._ops, r.module_sets, wall_time=20.0, ceilings=_ceil(),
+                signatures=["", "f32[2,3]", "f32[3]"])
+    rs.records["sig"] = [1, 2, 0]
+    svg = rs.roofline_chart(by="op_shape").svg
+    assert re.findall(r'class="rl-label">([^<]*)<', svg) == ["mm [f32[2,3]]", "add.Tensor [f32[3]]"]
+    t = re.findall(r'class="rl-point"><title>([^<]*)</title>', svg)[0].splitlines()
+    assert t[:3] == ["aten.mm.default [f32[2,3]]", "module: Net.fc", "dtype: float32"]
+    # by op, the shapes are listed in the tooltip
+    t = re.findall(r'class="rl-point"><title>([^<]*)</title>', rs.roofline_chart().svg)[0].splitlines()
+    assert t[:3] == ["aten.mm.default (1 calls)", "module: Net.fc", "shapes: f32[2,3]"]
+
+
+def test_tooltips_list_three_modules_and_two_shapes_at_most():
+    n = 5
+    rec = np.zeros(n, dtype=RECORD_DTYPE)
+    rec["vector_flops"] = 10
+    rec["bytes_read"] = 4
+    rec["dtype"] = DTYPE_CODES["float32"]
+    rec["module"] = [1, 2, 3, 4, 4]
+    rec["sig"] = [1, 2, 3, 3, 3]
+    rec["t_start"] = [0, 1, 2, 3, 4]
+    rec["t_end"] = [1, 3, 4, 6, 9]   # times 1, 2, 2, 3, 5: module d 8 s, b and c 2 s each, a 1 s
+    sets = [("Global",), ("Global", "a"), ("Global", "b"), ("Global", "c"), ("Global", "d")]
+    r = Report(rec, [OpInfo("aten.add.Tensor", "aten.add", "ewise")], sets, wall_time=9.0, ceilings=_ceil(),
+               signatures=["", "f32[1]", "f32[2]", "f32[3]"])
+    t = re.findall(r'class="rl-point"><title>([^<]*)</title>', r.roofline_chart().svg)[0].splitlines()
+    assert t[1] == "module: d, b, c (+1 more)"
+    assert t[2] == "shapes: f32[3] | f32[1] (+1 more)"
+    assert t[3] == "dtype: float32"
+
+
+def test_a_report_with_points_but_no_ceilings_has_no_chart():
+    r = timed(ceilings=False)
+    from roofline.render._svg import roofline_svg
+
+    with pytest.raises(ValueError, match="no ceilings to draw"):
+        roofline_svg(r)
+
+
+def test_ticks_far_from_one_are_powers_of_ten():
+    r = timed()
+    # FLOPs x 1e6 and 1e-6 ... keep the points, move the peaks: a 1e9 FLOP/s matrix peak
+    import roofline
+
+    c = roofline.Ceilings(device="cpu", name="big", fingerprint="big",
+                          peaks={("matrix", "float32"): roofline.Ceiling(1e9),
+                                 ("vector", "float32"): roofline.Ceiling(10.0)},
+                          bandwidths={"DRAM": roofline.Ceiling(5.0)})
+    r = Report(r.records, r._ops, r.module_sets, wall_time=20.0, ceilings=c)
+    svg = r.roofline_chart().svg
+    # x up to 1e9 / 5 x 4 = 8e8: ticks 0.1 ... 1e4 as numbers, then 1e5 ... 1e8
+    ticks = re.findall(r'<text x="[\d.]+" y="408" text-anchor="middle">([^<]*)</text>', svg)
+    assert ticks == ["0.1", "1", "10", "100", "1000", "10000", "1e5", "1e6", "1e7", "1e8"]
+
+
+# ---- the pure helpers -------------------------------------------------------------------------------------------------
+def test_point_labels():
+    assert point_label("aten.mm.default", "op") == "mm"
+    assert point_label("Net.blocks.0", "module") == "blocks.0"
+    assert point_label("Net.fc", "module") == "fc"
+    assert point_label("Net", "module") == "Net"
+    assert point_label("extern_kernels.mm[buf2]", "kernel") == "mm[buf2]"
+    assert point_label("torch.ops.aten.addmm.default[op8]", "kernel") == "addmm[op8]"
+    assert point_label("k" * 40, "kernel") == "k" * 40
+    assert point_label("k" * 41, "kernel") == "k" * 37 + "..."
+    assert point_label("aten.mm.default [f32[2,3]]", "op_shape") == "mm [f32[2,3]]"
+    assert point_label("aten.mm.default", "op_shape") == "mm"
+
+
+def test_labels_take_the_first_free_place():
+    # a point at (100, 100) of radius 5; "ab": 0.62 x 10 x 2 + 2 = 14.4 px wide, 12 px high; d = 5 + 2 = 7
+    pts = [(100.0, 100.0, 5.0)]
+    out = place_labels(pts, [(0, "ab")], 10.0, (0, 0, 1000, 1000))
+    # up and right: (107, 100 - 7 - 12) .. (121.4, 93); drawn at x + 1, baseline at the bottom - 2.5
+    assert out[0][2] == pytest.approx((107.0, 81.0, 121.4, 93.0))
+    assert out[0][:2] == pytest.approx((108.0, 90.5))
+    # the top edge at 82: the first place is out; down and right: (107, 107) .. (121.4, 119)
+    out = place_labels(pts, [(0, "ab")], 10.0, (0, 82, 1000, 1000))
+    assert out[0][2] == pytest.approx((107.0, 107.0, 121.4, 119.0))
+    # the right edge at 121: both right places are out; up and left: (100 - 7 - 14.4, 81) .. (93, 93)
+    out = place_labels(pts, [(0, "ab")], 10.0, (0, 0, 121, 1000))
+    assert out[0][2] == pytest.approx((78.6, 81.0, 93.0, 93.0))
+    # a box exactly at the edge fits: right edge 121.4
+    assert place_labels(pts, [(0, "ab")], 10.0, (0, 0, 121.4, 1000))[0][2] == pytest.approx((107, 81, 121.4, 93))
+    # no room anywhere: left out
+    assert place_labels(pts, [(0, "ab")], 10.0, (95, 95, 105, 105)) == {}
+
+
+def test_labels_do_not_overlap_each_other_or_points():
+    # two points side by side; the second label cannot take the place of the first
+    pts = [(100.0, 100.0, 5.0), (100.0, 100.0, 5.0)]
+    out = place_labels(pts, [(0, "ab"), (1, "ab")], 10.0, (0, 0, 1000, 1000))
+    assert out[0][2] == pytest.approx((107.0, 81.0, 121.4, 93.0))
+    assert out[1][2] == pytest.approx((107.0, 107.0, 121.4, 119.0))
+    # a box touching another (sharing an edge) is free: a point whose box ends where the label's begins
+    pts = [(100.0, 100.0, 5.0), (150.0, 87.0, 28.6)]   # its box starts at x = 121.4
+    out = place_labels(pts, [(0, "ab")], 10.0, (0, 0, 1000, 1000))
+    assert out[0][2] == pytest.approx((107.0, 81.0, 121.4, 93.0))
+    # a point overlapping both right places by a little (its box from x = 121.3, y 58.3 .. 115.7) pushes the label
+    # to the third: up and left
+    pts = [(100.0, 100.0, 5.0), (150.0, 87.0, 28.7)]
+    out = place_labels(pts, [(0, "ab")], 10.0, (0, 0, 1000, 1000))
+    assert out[0][2] == pytest.approx((78.6, 81.0, 93.0, 93.0))
+
+
+def test_the_chart_saves_as_svg_or_html(tmp_path):
+    ch = timed().roofline_chart()
+    assert ch._repr_html_() == f"<div>{ch.svg}</div>"
+    ch.save(tmp_path / "c.svg")
+    assert (tmp_path / "c.svg").read_text() == ch.svg
+    ch.save(tmp_path / "c.HTML")
+    assert (tmp_path / "c.HTML").read_text() == (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>roofline"
+                                                 f"</title></head><body>{ch.svg}</body></html>")
