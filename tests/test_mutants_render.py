@@ -481,3 +481,36 @@ def test_the_page_wraps_the_view():
     p = r.to_html(title="a <b>")
     assert p.startswith('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>a &lt;b&gt;</title>')
     assert p.endswith("\n</body></html>\n")
+
+
+def test_an_ambiguous_token_dim_is_said_uncertain():
+    # the copy's argument is a 1-D float tensor of 2 elements: a weight-shaped dim equal to the sequence length 2
+    r = Report(timed().records, _ops(), timed().module_sets, wall_time=20.0, ceilings=_ceil(),
+               signatures=["", "f32[2,2,4]", "f32[2]"],
+               meta={"tokens": {"batch": 2, "seq_len": 2, "lengths": [1, 2], "packed": False}})
+    r.records["sig"] = [1, 1, 2]
+    line = [ln for ln in r.summary().splitlines() if ln.startswith("  tokens")][0]
+    assert line.endswith(" real (uncertain: dims [2] are also weight dims)")
+
+
+def test_the_op_shape_table():
+    r = Report(timed().records, _ops(), timed().module_sets, wall_time=20.0, ceilings=_ceil(),
+               signatures=["", "f32[2,2,4]", "f32[2]"])
+    r.records["sig"] = [1, 2, 0]
+    lines = r.table(by="op_shape").splitlines()
+    assert [ln[:30].rstrip() for ln in lines[:4]] == ["op", "aten.mm.default [f32[2,2,4]]", "aten.copy_.default",
+                                                      "aten.add.Tensor [f32[2]]"]
+    # the name column is as wide as the longest name (28 characters)
+    assert lines[1][29:] == OP_TABLE.splitlines()[1][19:]
+
+
+def test_unlinked_calls_name_four_ops_at_most():
+    # five ops, one unlinked call each: the first four by name
+    names = ["aten.a", "aten.b", "aten.c", "aten.d", "aten.e"]
+    rec = np.zeros(5, dtype=RECORD_DTYPE)
+    rec["op"] = np.arange(5)
+    rec["vector_flops"] = 1
+    r = Report(rec, [OpInfo(n, n, "ewise") for n in names], [("Global",)],
+               meta={"attribution": {"unlinked_rows": [4, 3, 2, 1, 0]}})
+    assert ("  backward calls not linked to the forward module that caused them: 5 (5 FLOP; aten.a x1, aten.b x1, "
+            "aten.c x1, aten.d x1): credited as torch's ModuleTracker credits them") in r.summary().splitlines()
