@@ -280,7 +280,7 @@ def test_the_trace_line():
     ({"kind": "idle", "measured_at": "2026-01-02"}, "the last idle measurement of this machine (2026-01-02)"),
     ({"kind": "idle", "contention": ["steal", 3]},
      "the last idle measurement of this machine (undated); this run's measurement was under contention (steal; 3)"),
-    ({"kind": "theoretical", "formula": ["a", "8 x 2 GHz"]},
+    ({"kind": "theoretical", "formula": ["a", "b", "8 x 2 GHz"]},
      "the CPU's theoretical peak (8 x 2 GHz); `python -m roofline ceilings --save` on an idle machine saves a "
      "measured yardstick"),
     ({"kind": "file", "path": "/c.json"}, "the saved ceilings /c.json (measured undated)"),
@@ -514,3 +514,29 @@ def test_unlinked_calls_name_four_ops_at_most():
                meta={"attribution": {"unlinked_rows": [4, 3, 2, 1, 0]}})
     assert ("  backward calls not linked to the forward module that caused them: 5 (5 FLOP; aten.a x1, aten.b x1, "
             "aten.c x1, aten.d x1): credited as torch's ModuleTracker credits them") in r.summary().splitlines()
+
+
+def test_busy_ceilings_are_said_in_the_summary_but_not_in_a_projection():
+    r = timed()
+    r._classifier = type(r._classifier)(_ceil(busy=True))
+    assert ("  ceilings measured under contention: flagged busy: peaks and bandwidths are low, bounds and shares "
+            "against them unreliable") in r.summary().splitlines()
+    p = r.project(_ceil(busy=True), name="X")
+    assert not any("contention" in ln for ln in p.summary().splitlines())
+
+
+def test_assumptions_are_printed_for_a_projection_only():
+    p = timed().project(_ceil(), name="X")
+    assert any(ln.startswith("  assumed: ") for ln in p.summary().splitlines())
+    r = timed(meta={"assumed": p.meta["assumed"]})
+    assert not any(ln.startswith("  assumed: ") for ln in r.summary().splitlines())
+
+
+def test_a_projection_has_no_yardstick_line_even_with_the_measured_runs_note():
+    r = timed()
+    r._classifier = type(r._classifier)(_ceil(yardstick={"kind": "idle", "measured_at": "d"}))
+    r.summary()
+    assert r.meta["ceilings_yardstick"]["kind"] == "idle"
+    p = r.project(_ceil(), name="X")
+    assert p.meta["ceilings_yardstick"]["kind"] == "idle"  # carried over with the rest of meta
+    assert not any("yardstick" in ln for ln in p.summary().splitlines())
