@@ -309,6 +309,9 @@ def test_the_parameters_line():
                     "bfloat16 1.00 K); 3 shared "
                     "parameters counted once (a.w = b.w, c.w = d.w, ...); 1 lazy parameter(s) not initialised yet, "
                     "not counted: a lower bound"]
+    p2 = dict(p, tied=[["a", "b"], ["c", "d"]], uninitialized=[])
+    line = [ln for ln in timed(meta={"parameters": p2}).summary().splitlines() if ln.startswith("  parameters")]
+    assert line[0].endswith("; 2 shared parameters counted once (a = b, c = d)")  # two: no "..."
     p1 = dict(p, by_dtype={"float32": 3000}, tied=[["a", "b"]], uninitialized=[])
     line = [ln for ln in timed(meta={"parameters": p1}).summary().splitlines() if ln.startswith("  parameters")]
     assert line == ["  parameters 3.00 K (3,000): trainable 2.00 K, frozen 1.00 K; 12.00 KB; 1 shared parameter counted once "
