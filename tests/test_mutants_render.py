@@ -543,3 +543,10 @@ def test_a_projection_has_no_yardstick_line_even_with_the_measured_runs_note():
     p = r.project(_ceil(), name="X")
     assert p.meta["ceilings_yardstick"]["kind"] == "idle"  # carried over with the rest of meta
     assert not any("yardstick" in ln for ln in p.summary().splitlines())
+
+
+def test_a_phase_that_took_no_time_has_no_bar():
+    r = timed()
+    r.records["t_end"][2] = r.records["t_start"][2]  # the backward copy: 0 s
+    bars = re.findall(r'<table class="rl-bars">.*?</table>', r._repr_html_())
+    assert re.findall(r'<td class="l">(\w+)</td><td class="l"><span', bars[0]) == ["forward"]
