@@ -550,3 +550,40 @@ def test_a_phase_that_took_no_time_has_no_bar():
     r.records["t_end"][2] = r.records["t_start"][2]  # the backward copy: 0 s
     bars = re.findall(r'<table class="rl-bars">.*?</table>', r._repr_html_())
     assert re.findall(r'<td class="l">(\w+)</td><td class="l"><span', bars[0]) == ["forward"]
+
+
+def test_bar_widths_are_proportional_and_one_pixel_at_least():
+    rec = np.zeros(4, dtype=RECORD_DTYPE)
+    rec["op"] = 0
+    rec["vector_flops"] = 10
+    rec["dtype"] = F32
+    rec["phase"] = [0, 1, 2, 3]
+    # forward 1 s; backward 300.45 / 320 s and optimizer 300.55 / 320 s (bars of 300.45 and 300.55 px, drawn 300 and
+    # 301); recompute 1 ms (0.32 px, drawn 1 px)
+    d = [1.0, 300.45 / 320, 300.55 / 320, 0.001]
+    rec["t_start"] = [0.0, 1.0, 2.0, 3.0]
+    rec["t_end"] = [0.0 + d[0], 1.0 + d[1], 2.0 + d[2], 3.0 + d[3]]
+    r = Report(rec, [OpInfo("aten.add.Tensor", "aten.add", "ewise")], [("Global",)], wall_time=4.0,
+               ceilings=_ceil())
+    bars = re.findall(r'<table class="rl-bars">.*?</table>', r._repr_html_())
+    assert re.findall(r'<td class="l">(\w+)</td><td class="l"><span class="rl-bar" style="width:(\d+)px', bars[0]) \
+        == [("forward", "320"), ("backward", "300"), ("optimizer", "301"), ("recompute", "1")]
+
+
+def test_bars_of_less_than_a_second_and_modules_without_times():
+    r = timed()
+    r.records["t_start"] *= 1e-3
+    r.records["t_end"] *= 1e-3  # 14 ms in all
+    bars = re.findall(r'<table class="rl-bars">.*?</table>', r._repr_html_())
+    assert len(bars) == 2
+    assert re.findall(r"<td>([^<]*)</td><td>([^<]*)</td></tr>", bars[0]) == [("10.0 ms", "71.4%"),
+                                                                             ("4.00 ms", "28.6%")]
+    # the mm (Net.fc's only call) untimed: Net.fc shows 0 s in the tree and has no bar
+    r = timed()
+    r.records["t_start"][0] = np.nan
+    r.records["t_end"][0] = np.nan
+    h = r._repr_html_()
+    assert re.findall(r'<span class="l" title="([^"]*)">.*?</span><span>(\d+)</span><span>[^<]*</span><span>[^<]*'
+                      r'</span><span>([^<]*)</span>', h) == [("Net", "2", "2.00 s"), ("Net.fc", "1", "0 s")]
+    bars = re.findall(r'<table class="rl-bars">.*?</table>', h)
+    assert len(bars) == 1
