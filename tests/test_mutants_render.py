@@ -524,15 +524,20 @@ def test_busy_ceilings_are_said_in_the_summary_but_not_in_a_projection():
     r._classifier = type(r._classifier)(_ceil(busy=True))
     assert ("  ceilings measured under contention: flagged busy: peaks and bandwidths are low, bounds and shares "
             "against them unreliable") in r.summary().splitlines()
+    assert re.findall(r'<td class="k">ceilings</td><td>([^<]*)</td>', r._repr_html_()) == [
+        "test (best figures): DRAM 5 B/s; peaks used 100 FLOP/s, 10 FLOP/s", "measured under contention: flagged busy"]
     p = r.project(_ceil(busy=True), name="X")
     assert not any("contention" in ln for ln in p.summary().splitlines())
+    assert "contention" not in p._repr_html_()
 
 
 def test_assumptions_are_printed_for_a_projection_only():
     p = timed().project(_ceil(), name="X")
     assert any(ln.startswith("  assumed: ") for ln in p.summary().splitlines())
+    assert _facts(p._repr_html_())["assumed"].startswith("attention ")
     r = timed(meta={"assumed": p.meta["assumed"]})
     assert not any(ln.startswith("  assumed: ") for ln in r.summary().splitlines())
+    assert "assumed" not in _facts(r._repr_html_())
 
 
 def test_a_projection_has_no_yardstick_line_even_with_the_measured_runs_note():
@@ -577,7 +582,7 @@ def test_bars_of_less_than_a_second_and_modules_without_times():
     bars = re.findall(r'<table class="rl-bars">.*?</table>', r._repr_html_())
     assert len(bars) == 2
     assert re.findall(r"<td>([^<]*)</td><td>([^<]*)</td></tr>", bars[0]) == [("10.0 ms", "71.4%"),
-                                                                             ("4.00 ms", "28.6%")]
+                                                                            ("4.0 ms", "28.6%")]
     # the mm (Net.fc's only call) untimed: Net.fc shows 0 s in the tree and has no bar
     r = timed()
     r.records["t_start"][0] = np.nan
