@@ -592,3 +592,21 @@ def test_bars_of_less_than_a_second_and_modules_without_times():
                       r'</span><span>([^<]*)</span>', h) == [("Net", "2", "2.00 s"), ("Net.fc", "1", "0 s")]
     bars = re.findall(r'<table class="rl-bars">.*?</table>', h)
     assert len(bars) == 1
+
+
+def test_the_ceilings_fact_names_the_four_highest_peaks_used():
+    c = roofline.Ceilings(device="cpu", name="c", fingerprint="c",
+                          peaks={("matrix", "float32"): roofline.Ceiling(100.0),
+                                 ("vector", "float32"): roofline.Ceiling(10.0),
+                                 ("matrix", "float16"): roofline.Ceiling(200.0),
+                                 ("matrix", "bfloat16"): roofline.Ceiling(300.0),
+                                 ("vector", "float64"): roofline.Ceiling(5.0)},
+                          bandwidths={"DRAM": roofline.Ceiling(5.0)})
+    rec = np.zeros(5, dtype=RECORD_DTYPE)
+    rec["matrix_flops"] = [1, 0, 1, 1, 0]
+    rec["vector_flops"] = [0, 1, 0, 0, 1]
+    rec["dtype"] = [DTYPE_CODES[d] for d in ("float32", "float32", "float16", "bfloat16", "float64")]
+    r = Report(rec, [OpInfo("aten.add.Tensor", "aten.add", "ewise")], [("Global",)], ceilings=c)
+    # five peaks in use: 300, 200, 100, 10, 5 FLOP/s; the four highest are named
+    assert _facts(r._repr_html_())["ceilings"] == ("c (best figures): DRAM 5 B/s; peaks used 300 FLOP/s, 200 FLOP/s, "
+                                                   "100 FLOP/s, 10 FLOP/s")
