@@ -610,3 +610,17 @@ def test_the_ceilings_fact_names_the_four_highest_peaks_used():
     # five peaks in use: 300, 200, 100, 10, 5 FLOP/s; the four highest are named
     assert _facts(r._repr_html_())["ceilings"] == ("c (best figures): DRAM 5 B/s; peaks used 300 FLOP/s, 200 FLOP/s, "
                                                    "100 FLOP/s, 10 FLOP/s")
+
+
+def test_the_notebook_view_lists_fifteen_ops_and_draws_the_chart():
+    n = 16
+    rec = np.zeros(n, dtype=RECORD_DTYPE)
+    rec["op"] = np.arange(n)
+    rec["vector_flops"] = 10 * np.arange(1, n + 1)
+    rec["bytes_read"] = 4
+    rec["dtype"] = F32
+    r = Report(rec, [OpInfo(f"aten.op{i:02d}.default", "x", "ewise") for i in range(n)], [("Global",)],
+               ceilings=_ceil())
+    h = r._repr_html_()
+    assert "<b>top 15 ops by roofline time</b>" in h
+    assert '<svg xmlns="http://www.w3.org/2000/svg"' in h
