@@ -624,3 +624,21 @@ def test_the_notebook_view_lists_fifteen_ops_and_draws_the_chart():
     h = r._repr_html_()
     assert "<b>top 15 ops by time</b>" in h  # zero times are measured times
     assert '<svg xmlns="http://www.w3.org/2000/svg"' in h
+
+
+def test_the_module_bars_show_twelve_modules():
+    # Net with 13 children, child i taking i + 1 seconds: bars for the 12 longest (m12 .. m1), m0 left out
+    n = 13
+    rec = np.zeros(n, dtype=RECORD_DTYPE)
+    rec["vector_flops"] = 10
+    rec["dtype"] = F32
+    rec["module"] = np.arange(1, n + 1)
+    d = np.arange(1, n + 1, dtype=float)
+    rec["t_start"] = np.concatenate(([0.0], np.cumsum(d)[:-1]))
+    rec["t_end"] = np.cumsum(d)
+    sets = [("Global",)] + [("Global", "Net", f"Net.m{i}") for i in range(n)]
+    r = Report(rec, [OpInfo("aten.add.Tensor", "aten.add", "ewise")], sets, wall_time=float(d.sum()),
+               ceilings=_ceil())
+    bars = re.findall(r'<table class="rl-bars">.*?</table>', r._repr_html_())
+    assert re.findall(r'<td class="l">([\w.]+)</td><td class="l"><span', bars[1]) == [f"Net.m{i}"
+                                                                                      for i in range(12, 0, -1)]
