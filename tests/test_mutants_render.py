@@ -642,3 +642,29 @@ def test_the_module_bars_show_twelve_modules():
     bars = re.findall(r'<table class="rl-bars">.*?</table>', r._repr_html_())
     assert re.findall(r'<td class="l">([\w.]+)</td><td class="l"><span', bars[1]) == [f"Net.m{i}"
                                                                                       for i in range(12, 0, -1)]
+
+
+def test_comparison_rows_of_a_removed_op_and_of_empty_reports():
+    a = timed()
+    b = timed(names=["aten.x", "aten.add.Tensor", "aten.copy_.default"])
+    lines = str(a.compare(b)).splitlines()
+    # the mm is gone after: 400 -> 0, ratio 0 / 400
+    mm = [ln for ln in lines if ln.startswith("aten.mm.default")][0]
+    assert mm.split()[1:4] == ["400", "0", "0.00"]
+    e = Report(np.zeros(0, dtype=RECORD_DTYPE), [], [("Global",)])
+    assert str(e.compare(e)).splitlines() == [
+        "comparison by op: FLOPs 0 -> 0, bytes 0 B -> 0 B",
+        "name        FLOPs before      after  ratio  bytes before      after time before    after"]
+
+
+def test_a_comparison_prints_25_rows():
+    names = [f"aten.op{i:02d}" for i in range(26)]
+    rec = np.zeros(26, dtype=RECORD_DTYPE)
+    rec["op"] = np.arange(26)
+    rec["vector_flops"] = np.arange(1, 27)
+    r = Report(rec, [OpInfo(n, n, "ewise") for n in names], [("Global",)])
+    r2 = Report(rec.copy(), [OpInfo(n, n, "ewise") for n in names], [("Global",)])
+    r2.records["vector_flops"] *= 2
+    lines = str(r.compare(r2)).splitlines()
+    # op i changes by i + 1 FLOPs: the largest 25 (op25 .. op01) are printed
+    assert [ln.split()[0] for ln in lines[2:]] == [f"aten.op{i:02d}" for i in range(25, 0, -1)]
