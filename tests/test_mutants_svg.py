@@ -10,6 +10,8 @@ The report: the hand-worked timed report of tests/test_mutants_render.py (ceilin
 
 import math
 import re
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -251,3 +253,76 @@ def test_the_chart_saves_as_svg_or_html(tmp_path):
     ch.save(tmp_path / "c.HTML")
     assert (tmp_path / "c.HTML").read_text() == (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>roofline"
                                                  f"</title></head><body>{ch.svg}</body></html>")
+
+
+# ---- the plotly figure, built against a stand-in for plotly that records what it is given ----------------------------
+class _Figure:
+    def __init__(self):
+        self.traces, self.layout = [], {}
+
+    def add_trace(self, t):
+        self.traces.append(t)
+
+    def update_layout(self, **kw):
+        self.layout.update(kw)
+
+
+@pytest.fixture
+def fake_plotly(monkeypatch):
+    go = types.ModuleType("plotly.graph_objects")
+    go.Figure = _Figure
+    go.Scatter = lambda **kw: kw
+    plotly = types.ModuleType("plotly")
+    plotly.graph_objects = go
+    monkeypatch.setitem(sys.modules, "plotly", plotly)
+    monkeypatch.setitem(sys.modules, "plotly.graph_objects", go)
+
+
+def test_the_plotly_figure(fake_plotly):
+    r = timed()
+    fig = r.roofline_chart(backend="plotly")
+    # x from 0.05 to 80 as in the SVG chart; the DRAM roof up to the top peak's ridge 100 / 5 = 20
+    assert fig.traces[:3] == [
+        {"x": [0.05, 20.0], "y": [5 * 0.05, 100.0], "mode": "lines", "name": "DRAM 5 B/s",
+         "line": {"color": "#888", "dash": "solid"}},
+        {"x": [0.05, 80.0], "y": [10.0, 10.0], "mode": "lines", "name": "peak vector/float32: 10 FLOP/s",
+         "line": {"color": "#444", "dash": "dash"}},
+        {"x": [0.05, 80.0], "y": [100.0, 100.0], "mode": "lines", "name": "peak matrix/float32: 100 FLOP/s",
+         "line": {"color": "#444", "dash": "solid"}}]
+    (pts,) = fig.traces[3:]
+    assert pts["x"] == [400 / 30, 1.0] and pts["y"] == [50.0, 10.0]
+    assert pts["mode"] == "markers" and pts["name"] == "memory-bound" and pts["hoverinfo"] == "text"
+    # sizes 6 + 40 sqrt(share of the measured time): 8 / 10 and 2 / 10
+    assert pts["marker"]["size"] == pytest.approx([6 + 40 * math.sqrt(0.8), 6 + 40 * math.sqrt(0.2)])
+    assert pts["marker"]["color"] == "#2471a3" and pts["marker"]["opacity"] == 0.75
+    assert pts["marker"]["line"] == {"width": 0.5, "color": "#222"}
+    assert pts["hovertext"][0].startswith("aten.mm.default (1 calls)<br>module: Net.fc<br>dtype: float32<br>")
+    assert fig.layout == {"title": "roofline on test (best)", "template": "plotly_white",
+                          "xaxis": {"type": "log", "title": "arithmetic intensity (FLOP / compulsory byte)"},
+                          "yaxis": {"type": "log", "title": "FLOP/s achieved"}}
+
+
+def test_the_plotly_figure_of_an_untimed_and_a_projected_report(fake_plotly):
+    r = untimed()
+    r.records["matrix_flops"][0] = 4000  # the mm: intensity 4000 / 30 = 133.3, compute-bound (40 s vs 6 s)
+    fig = r.roofline_chart(backend="plotly")
+    # x up to max(133.3 x 4, 20 x 4) = 533.3; shares of the roofline time 40 / 44 and 4 / 44
+    assert fig.traces[1]["x"] == [0.05, pytest.approx(4000 / 30 * 4)]
+    by_name = {t["name"]: t for t in fig.traces[3:]}
+    assert list(by_name) == ["compute-bound", "memory-bound"]
+    assert by_name["compute-bound"]["y"] == [100.0]  # attainable: 4000 FLOP / 40 s
+    assert by_name["compute-bound"]["marker"]["size"] == pytest.approx([6 + 40 * math.sqrt(40 / 44)])
+    assert by_name["memory-bound"]["marker"]["size"] == pytest.approx([6 + 40 * math.sqrt(4 / 44)])
+    assert fig.layout["yaxis"]["title"] == "FLOP/s attainable"
+    p = timed().project(_ceil(), name="X")
+    assert p.roofline_chart(backend="plotly").layout["title"] == "roofline on X"
+
+
+def test_the_plotly_figure_needs_plotly_and_ceilings(monkeypatch, fake_plotly):
+    from roofline.render._svg import roofline_plotly
+
+    with pytest.raises(ValueError, match="no ceilings to draw"):
+        roofline_plotly(timed(ceilings=False))
+    monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)
+    with pytest.raises(ImportError, match=r"^roofline_chart\(backend='plotly'\) needs plotly: pip install plotly$"):
+        timed().roofline_chart(backend="plotly")
