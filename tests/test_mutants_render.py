@@ -651,6 +651,10 @@ def test_comparison_rows_of_a_removed_op_and_of_empty_reports():
     # the mm is gone after: 400 -> 0, ratio 0 / 400
     mm = [ln for ln in lines if ln.startswith("aten.mm.default")][0]
     assert mm.split()[1:4] == ["400", "0", "0.00"]
+    a.records["vector_flops"][1] = 1  # the add: 1 FLOP before, gone after: ratio 0 / 1
+    b = timed(names=["aten.mm.default", "aten.y", "aten.copy_.default"])
+    add = [ln for ln in str(a.compare(b)).splitlines() if ln.startswith("aten.add.Tensor")][0]
+    assert add.split()[1:4] == ["1", "0", "0.00"]
     e = Report(np.zeros(0, dtype=RECORD_DTYPE), [], [("Global",)])
     assert str(e.compare(e)).splitlines() == [
         "comparison by op: FLOPs 0 -> 0, bytes 0 B -> 0 B",
