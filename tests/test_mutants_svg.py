@@ -326,3 +326,58 @@ def test_the_plotly_figure_needs_plotly_and_ceilings(monkeypatch, fake_plotly):
     monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)
     with pytest.raises(ImportError, match=r"^roofline_chart\(backend='plotly'\) needs plotly: pip install plotly$"):
         timed().roofline_chart(backend="plotly")
+
+
+# the places a label is tried at, in order, around a point of radius r (d = r + 2), for a label w wide and h high:
+# offsets of the label box's top-left corner from the point's centre
+def _places(d, w, h):
+    return [(d, -d - h), (d, d), (-d - w, -d - h), (-d - w, d), (-w / 2, -d - h), (-w / 2, d),
+            (d + 2, -h / 2), (-d - 2 - w, -h / 2), (d + 6, -d - h - 8), (-d - 6 - w, d + 8)]
+
+
+def _inside_only(box, other):
+    """A point strictly inside ``box`` and outside ``other`` (both (x0, y0, x1, y1)), or None."""
+    x0, y0, x1, y1 = box
+    for i in range(1, 40):
+        for j in range(1, 40):
+            x, y = x0 + (x1 - x0) * i / 40, y0 + (y1 - y0) * j / 40
+            if not (other[0] - 0.02 <= x <= other[2] + 0.02 and other[1] - 0.02 <= y <= other[3] + 0.02):
+                return x, y
+    return None
+
+
+def test_each_place_is_tried_in_turn():
+    x, y, r = 500.0, 500.0, 5.0
+    w, h = 0.62 * 10.0 * 2 + 2, 10.0 * 1.2
+    boxes = [(x + dx, y + dy, x + dx + w, y + dy + h) for dx, dy in _places(r + 2.0, w, h)]
+    for k, want in enumerate(boxes):
+        # a speck of radius 0.01 inside each earlier place, outside place k
+        inside = [_inside_only(b, want) for b in boxes[:k]]
+        assert None not in inside
+        specks = [(*xy, 0.01) for xy in inside]
+        out = place_labels([(x, y, r)] + specks, [(0, "ab")], 10.0, (0, 0, 1000, 1000))
+        assert out[0][2] == pytest.approx(want), k
+        assert out[0][:2] == pytest.approx((want[0] + 1, want[3] - 2.5))
+
+
+def test_a_points_box_spans_its_radius_on_every_side():
+    # place 1 of a label of the point (100, 100, r 5) is (107, 81) .. (121.4, 93)
+    p = (100.0, 100.0, 5.0)
+    # a point left of it reaching in by its radius (box to x = 112), one above it reaching down to y = 81.5,
+    # one right of it reaching left to x = 121.3, one below reaching up to 92.9
+    for q in [(100.0, 70.0, 12.0), (115.0, 70.0, 11.5), (133.3, 87.0, 12.0), (115.0, 104.9, 12.0)]:
+        out = place_labels([p, q], [(0, "ab")], 10.0, (0, 0, 1000, 1000))
+        assert out[0][2] != pytest.approx((107.0, 81.0, 121.4, 93.0)), q
+    # the same points a little further off leave place 1 free
+    for q in [(100.0, 70.0, 6.9), (115.0, 70.0, 10.9), (133.3, 87.0, 11.8), (115.0, 105.1, 12.0)]:
+        out = place_labels([p, q], [(0, "ab")], 10.0, (0, 0, 1000, 1000))
+        assert out[0][2] == pytest.approx((107.0, 81.0, 121.4, 93.0)), q
+
+
+def test_a_label_box_may_touch_the_bounds():
+    p = [(100.0, 100.0, 5.0)]
+    w = 0.62 * 10.0 * 2 + 2
+    first = (100.0 + 7.0, 100.0 - 7.0 - 12.0, 100.0 + 7.0 + w, 100.0 - 7.0 - 12.0 + 12.0)
+    for bounds in [(first[0], 0, 1000, 1000), (0, first[1], 1000, 1000), (0, 0, first[2], 1000),
+                   (0, 0, 1000, first[3])]:
+        assert place_labels(p, [(0, "ab")], 10.0, bounds)[0][2] == first, bounds
