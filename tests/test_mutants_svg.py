@@ -381,3 +381,64 @@ def test_a_label_box_may_touch_the_bounds():
     for bounds in [(first[0], 0, 1000, 1000), (0, first[1], 1000, 1000), (0, 0, first[2], 1000),
                    (0, 0, 1000, first[3])]:
         assert place_labels(p, [(0, "ab")], 10.0, bounds)[0][2] == first, bounds
+
+
+KERNELS = [{"name": "cpp_fused_add_relu_0", "phase": "forward", "calls": 2,
+            "ops": ["aten.add.Tensor", "aten.relu.default"], "vector_flops": 20, "bytes_read": 40,
+            "bytes_written": 20, "module": "Net", "time": 30.0, "dtype": "float32"},
+           {"name": "extern_kernels.mm", "phase": "backward", "calls": 1, "ops": [], "matrix_flops": 400,
+            "bytes_read": 30, "extern": True}]
+
+
+def test_the_chart_of_compiled_kernels():
+    r = timed(meta={"compiled": {"kernels": KERNELS}})
+    svg = r.roofline_chart(by="kernel").svg
+    assert ">roofline on test (best): 2 compiled kernels</text>" in svg
+    assert "FLOP/s achieved</text>" in svg  # a kernel has a time
+    # kernel 1: 20 FLOP, 60 B per call (intensity 1/3); roof max(20 / 10, 60 / 5) = 12 s per call, 24 s over its 2
+    # calls, measured 30 s: 80% of roof, 40 FLOP / 30 s achieved. Kernel 2 (untimed): 400 FLOP, 30 B, roof 6 s, at
+    # its attainable 400 / 6 FLOP/s. Shares of time: 30 / 36 and 6 / 36
+    X, Y = _axes(0.05, 80.0, (40 / 30) / 5, 300.0)
+    pts = _attrs("circle", svg)[:2]
+    _near([float(v) for p in pts for v in (p["cx"], p["cy"], p["r"])],
+          [X(1 / 3), Y(40 / 30), 3 + 14 * math.sqrt(30 / 36), X(400 / 30), Y(400 / 6), 3 + 14 * math.sqrt(6 / 36)])
+    assert re.findall(r"<title>([^<]*)</title></circle>", svg) == [
+        "cpp_fused_add_relu_0 (2 calls, forward)\nmodule: Net\nops: add.Tensor, relu\ndtype: float32\n"
+        "FLOPs 20 FLOP, bytes 60 B per call, intensity 0.33 FLOP/B\ntime 30.00 s, achieved 1 FLOP/s, 80.0% of roof\n"
+        "roofline time 12.00 s per call, memory-bound",
+        "extern_kernels.mm (1 calls, backward, extern)\nmodule: Global\nops: (no op of the graph: added by Inductor)\n"
+        "FLOPs 400 FLOP, bytes 30 B per call, intensity 13.33 FLOP/B\nroofline time 6.00 s per call, memory-bound"]
+    assert re.findall(r'class="rl-label">([^<]*)<', svg) == ["cpp_fused_add_relu_0", "mm"]
+
+
+def test_kernel_tooltips_cut_long_op_lists_and_flag_fast_kernels():
+    ops = [f"aten.op{i:02d}.default" for i in range(20)]  # "op00, op01, ...": 20 x 4 + 19 x 2 = 118 characters
+    k = dict(KERNELS[0], ops=ops, time=1.0)  # 24 s of roof in 1 s: above the ceiling
+    r = timed(meta={"compiled": {"kernels": [k]}})
+    (t,) = re.findall(r"<title>([^<]*)</title></circle>", r.roofline_chart(by="kernel").svg)
+    lines = t.splitlines()
+    assert lines[2] == "ops: " + ", ".join(f"op{i:02d}" for i in range(20))[:87] + "..."
+    assert lines[-1] == "roofline time 12.00 s per call, memory-bound; above the ceiling (!)"
+    # no time anywhere: attainable rates
+    r = timed(meta={"compiled": {"kernels": [dict(KERNELS[0], time=None), KERNELS[1]]}})
+    svg = r.roofline_chart(by="kernel").svg
+    assert "FLOP/s attainable (not timed)</text>" in svg
+    r = timed(meta={"compiled": {"kernels": [dict(KERNELS[0], time=0.0)]}})
+    assert "FLOP/s attainable (not timed)</text>" in r.roofline_chart(by="kernel").svg
+
+
+def test_chart_points_refuse_what_they_cannot_draw():
+    from roofline.render._svg import chart_points
+
+    r = timed()
+    with pytest.raises(ValueError, match=r"^by='kernel' needs a report of a block that ran torch.compile'd code"):
+        chart_points(r, "kernel")
+    with pytest.raises(ValueError, match=r"^depth applies to by='module' only, not by='kernel'$"):
+        chart_points(r, "kernel", 1)
+    with pytest.raises(ValueError, match=r"^depth applies to by='module' only, not by='op'$"):
+        chart_points(r, "op", 1)
+    with pytest.raises(ValueError, match=r"^by must be 'op', 'op_shape', 'module' or 'kernel', got 'x'$"):
+        chart_points(r, "x")
+    # a group with FLOPs but no bytes, or bytes but no FLOPs, is no point
+    r.records["bytes_read"][0] = 0
+    assert [n for n, _, _ in chart_points(r, "op")] == ["aten.add.Tensor"]
