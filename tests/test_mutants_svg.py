@@ -442,3 +442,14 @@ def test_chart_points_refuse_what_they_cannot_draw():
     # a group with FLOPs but no bytes, or bytes but no FLOPs, is no point
     r.records["bytes_read"][0] = 0
     assert [n for n, _, _ in chart_points(r, "op")] == ["aten.add.Tensor"]
+
+
+def test_a_label_may_touch_a_point_on_any_side():
+    # place 1 of the point (100, 100, r 5) is (107, 81) .. (121.4, 93); each point below has a box with one edge on
+    # one of its edges (and overlaps it along that edge)
+    p = (100.0, 100.0, 5.0)
+    for q in [(100.0, 87.0, 7.0),    # box 93 .. 107 wide: its right edge on the label's left
+              (115.0, 100.0, 7.0),   # box from y = 93: its top on the label's bottom
+              (115.0, 74.0, 7.0)]:   # box to y = 81: its bottom on the label's top
+        out = place_labels([p, q], [(0, "ab")], 10.0, (0, 0, 1000, 1000))
+        assert out[0][2] == pytest.approx((107.0, 81.0, 121.4, 93.0)), q
