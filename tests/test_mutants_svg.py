@@ -453,3 +453,47 @@ def test_a_label_may_touch_a_point_on_any_side():
               (115.0, 74.0, 7.0)]:   # box to y = 81: its bottom on the label's top
         out = place_labels([p, q], [(0, "ab")], 10.0, (0, 0, 1000, 1000))
         assert out[0][2] == pytest.approx((107.0, 81.0, 121.4, 93.0)), q
+
+
+def test_cache_roofs_and_peaks_shared_by_two_dtypes():
+    import roofline
+
+    c = roofline.Ceilings(device="cpu", name="t", fingerprint="t",
+                          peaks={("matrix", "float32"): roofline.Ceiling(100.0),
+                                 ("vector", "float32"): roofline.Ceiling(10.0),
+                                 ("vector", "float16"): roofline.Ceiling(10.0)},
+                          bandwidths={"L1": roofline.Ceiling(50.0), "L2": roofline.Ceiling(None, datasheet=20.0),
+                                      "DRAM": roofline.Ceiling(5.0)})
+    r = timed()
+    r = Report(r.records, r._ops, r.module_sets, wall_time=20.0, ceilings=c)
+    r.records["dtype"][2] = DTYPE_CODES["float16"]  # the copy: no FLOPs, no roof of its own
+    r.records["vector_flops"][2] = 10  # now a float16 vector op at the same 10 FLOP/s: no second vector roof
+    r.records["bytes_read"][2] = 20
+    svg = r.roofline_chart().svg
+    assert re.findall(r"<title>([^<]*)</title></line>", svg) == [
+        "L1 bandwidth 50 B/s", "L2 bandwidth 20 B/s", "DRAM bandwidth 5 B/s", "peak vector/float32 10 FLOP/s",
+        "peak matrix/float32 100 FLOP/s"]
+    # x up to max(13.33 x 4, 100 / 5 x 4) = 80; each bandwidth roof ends at the top peak's ridge 100 / bw or at 80
+    roofs = [ln for ln in _attrs("line", svg) if ln.get("stroke") == "#888" and ln.get("stroke-width") == "1.2"]
+    assert [ln.get("stroke-dasharray") for ln in roofs] == ["2,3", "2,3", None]
+    # points: mm 50 FLOP/s, add 10, the float16 op 10 FLOP / 4 s = 2.5: y from 2.5 / 5 = 0.5 to 300; x from 0.05
+    # (intensities 13.3, 1, 10 / 30) to 80. Each bandwidth roof from x = 0.05 to the top peak's ridge 100 / bw
+    X, Y = _axes(0.05, 80.0, 0.5, 300.0)
+    _near([float(v) for ln in roofs for v in (ln["x1"], ln["y1"], ln["x2"], ln["y2"])],
+          [X(0.05), Y(50 * 0.05), X(2), Y(100), X(0.05), Y(20 * 0.05), X(5), Y(100),
+           X(0.05), Y(5 * 0.05), X(20), Y(100)])
+    legend = re.findall(r'<text x="618" y="\d+" font-size="10">([^<]*)</text>', svg)
+    assert legend[:5] == ["L1 50 B/s", "L2 20 B/s", "DRAM 5 B/s", "peak vector/float32: 10 FLOP/s",
+                          "peak matrix/float32: 100 FLOP/s"]
+    # judged on measured figures only, the L2 roof (a datasheet figure) is not drawn
+    d = r.to_dict()
+    d["ceilings_source"] = "measured"
+    m = Report.from_dict(d)
+    assert re.findall(r"<title>([^<]*) bandwidth", m.roofline_chart().svg) == ["L1", "DRAM"]
+
+
+def test_tiny_ticks_are_powers_of_ten():
+    from roofline.render._svg import _tick
+
+    assert [_tick(v) for v in (1e-4, 1e-3, 0.01, 1.0, 99999.0, 1e5, 1e12)] == [
+        "1e-4", "0.001", "0.01", "1", "99999", "1e5", "1e12"]
