@@ -497,3 +497,81 @@ def test_tiny_ticks_are_powers_of_ten():
 
     assert [_tick(v) for v in (1e-4, 1e-3, 0.01, 1.0, 99999.0, 1e5, 1e12)] == [
         "1e-4", "0.001", "0.01", "1", "99999", "1e5", "1e12"]
+
+
+def _report(rows, ceilings=None, wall=10.0):
+    """One op per row: (name, matrix FLOPs, vector FLOPs, bytes read, t_start, t_end, dtype)."""
+    rec = np.zeros(len(rows), dtype=RECORD_DTYPE)
+    rec["op"] = np.arange(len(rows))
+    for f, k in (("matrix_flops", 1), ("vector_flops", 2), ("bytes_read", 3), ("t_start", 4), ("t_end", 5)):
+        rec[f] = [row[k] for row in rows]
+    rec["dtype"] = [DTYPE_CODES[row[6]] for row in rows]
+    ops = [OpInfo(row[0], row[0], "ewise") for row in rows]
+    return Report(rec, ops, [("Global",)], wall_time=wall, ceilings=ceilings or _ceil())
+
+
+def test_axes_reach_a_low_intensity_and_a_point_above_the_peaks():
+    # mm: 400 FLOP, 30 B in 1 s (400 FLOP/s, above the 100 FLOP/s peak); add: 20 FLOP, 500 B (intensity 0.04) in 2 s
+    r = _report([("aten.mm.default", 400, 0, 30, 0.0, 1.0, "float32"),
+                 ("aten.add.Tensor", 0, 20, 500, 1.0, 3.0, "float32")])
+    svg = r.roofline_chart().svg
+    # x from min(0.04 / 4, 0.05) = 0.01 to 80; y from min(400, 10, 10, 100) / 5 = 2 to 400 x 3
+    X, Y = _axes(0.01, 80.0, 2.0, 1200.0)
+    pts = _attrs("circle", svg)[:2]
+    # the add (2 of the 3 s) is larger, drawn first
+    _near([float(v) for p in pts for v in (p["cx"], p["cy"], p["r"])],
+          [X(0.04), Y(10.0), 3 + 14 * math.sqrt(2 / 3), X(400 / 30), Y(400.0), 3 + 14 * math.sqrt(1 / 3)])
+    dram = [ln for ln in _attrs("line", svg) if ln.get("stroke-width") == "1.2"][0]
+    _near([dram["x1"], dram["y1"], dram["x2"], dram["y2"]], [X(0.01), Y(5 * 0.01), X(20), Y(100)])
+    # the grid: decades 0.01 .. 10 and 10 .. 1000; the y labels right-aligned at x = 66
+    assert re.findall(r'y="408" text-anchor="middle">([^<]*)</text>', svg) == ["0.01", "0.1", "1", "10"]
+    assert [a["x"] for a in _attrs("text", svg) if a.get("text-anchor") == "end"] == ["66", "66", "66"]
+    assert '<clipPath id="rl-clip"><rect x="70" y="30" width="510" height="364"/></clipPath>' in svg
+    # a high intensity: 4000 FLOP over 10 B = 400 FLOP/B, x up to 1600
+    r = _report([("aten.mm.default", 4000, 0, 10, 0.0, 100.0, "float32")])
+    X, Y = _axes(0.05, 1600.0, 40.0 / 5, 300.0)
+    (p,) = _attrs("circle", r.roofline_chart().svg)[:1]
+    _near([p["cx"], p["cy"], p["r"]], [X(400.0), Y(40.0), 17.0])
+
+
+def test_a_chart_without_points():
+    # a copy only: no FLOPs, no point, no peak. x from 0.05 to max(1 x 4, 1e12 / 5 x 4); y from 1 / 5 to 1 x 3
+    r = _report([("aten.copy_.default", 0, 0, 20, 0.0, 4.0, "float32")])
+    svg = r.roofline_chart().svg
+    assert ">roofline on test (best): 0 ops</text>" in svg
+    X, Y = _axes(0.05, 8e11, 0.2, 3.0)
+    (dram,) = [ln for ln in _attrs("line", svg) if ln.get("stroke-width") == "1.2"]
+    # the DRAM roof ends at the default top peak's ridge 1e12 / 5
+    _near([dram["x1"], dram["y1"], dram["x2"], dram["y2"]], [X(0.05), Y(5 * 0.05), X(2e11), Y(1e12)], tol=0.1)
+    assert 'class="rl-point"' not in svg
+
+
+def test_peaks_without_a_dram_roof_start_at_the_left_edge():
+    import roofline
+
+    c = roofline.Ceilings(device="cpu", name="t", fingerprint="t",
+                          peaks={("vector", "float32"): roofline.Ceiling(10.0)}, bandwidths={})
+    r = _report([("aten.add.Tensor", 0, 20, 20, math.nan, math.nan, "float32")], ceilings=c)
+    svg = r.roofline_chart().svg
+    # untimed without a bandwidth: no roofline time, no point; x from 0.05 to max(1 x 4, 1); y from 10 / 5 to 10 x 3
+    X, Y = _axes(0.05, 4.0, 2.0, 30.0)
+    (peak,) = [ln for ln in _attrs("line", svg) if ln.get("stroke-width") == "1.5" and ln.get("stroke") == "#444"
+               and float(ln["x1"]) < 590]
+    _near([peak["x1"], peak["y1"], peak["x2"], peak["y2"]], [X(0.05), Y(10), X(4.0), Y(10)])
+    assert "bandwidth" not in re.findall(r"<title>([^<]*)</title></line>", svg)[0]
+
+
+def test_points_of_equal_zero_times_share_equally_and_unroofed_points_are_left_out():
+    r = _report([("aten.mm.default", 400, 0, 30, 1.0, 1.0, "float32"),
+                 ("aten.add.Tensor", 0, 20, 20, 2.0, 2.0, "float32")])
+    pts = _attrs("circle", r.roofline_chart().svg)[:2]
+    # both took 0 s: the time is shared equally
+    assert [float(p["r"]) for p in pts] == pytest.approx([3 + 14 * math.sqrt(0.5)] * 2, abs=0.051)
+    # without a DRAM bandwidth, untimed ops have no roofline time, so no height: not drawn
+    import roofline
+
+    c = roofline.Ceilings(device="cpu", name="t", fingerprint="t",
+                          peaks={("vector", "float32"): roofline.Ceiling(10.0)}, bandwidths={})
+    r = _report([("aten.add.Tensor", 0, 20, 20, math.nan, math.nan, "float32"),
+                 ("aten.sub.Tensor", 0, 20, 20, math.nan, math.nan, "float64")], ceilings=c)
+    assert ">roofline on t (best): 0 ops</text>" in r.roofline_chart().svg
