@@ -575,3 +575,16 @@ def test_points_of_equal_zero_times_share_equally_and_unroofed_points_are_left_o
     r = _report([("aten.add.Tensor", 0, 20, 20, math.nan, math.nan, "float32"),
                  ("aten.sub.Tensor", 0, 20, 20, math.nan, math.nan, "float64")], ceilings=c)
     assert ">roofline on t (best): 0 ops</text>" in r.roofline_chart().svg
+
+
+def test_the_notebook_views_chart_labels_ten_points():
+    n = 12
+    rec = np.zeros(n, dtype=RECORD_DTYPE)
+    rec["op"] = np.arange(n)
+    rec["vector_flops"] = 10 * 3 ** np.arange(n)  # intensities far apart: no label hides another
+    rec["bytes_read"] = 4
+    rec["dtype"] = DTYPE_CODES["float32"]
+    r = Report(rec, [OpInfo(f"aten.op{i:02d}.default", "x", "ewise") for i in range(n)], [("Global",)],
+               ceilings=_ceil())
+    # the ten with most roofline time: op02 .. op11
+    assert re.findall(r'class="rl-label">op(\d+)<', r._repr_html_()) == [f"{i:02d}" for i in range(11, 1, -1)]
