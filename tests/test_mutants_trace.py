@@ -132,3 +132,16 @@ def test_the_trace_is_written_to_a_file(tmp_path):
     assert (tmp_path / "t.json").read_text() == text
     with pytest.raises(TypeError, match="Report.to_chrome_trace"):
         r.to_chrome_trace(3)
+
+
+def test_ops_are_laid_out_in_time_order_and_an_index_module_keeps_its_parents_name():
+    r = timed()
+    r.module_sets = [("Global",), ("Global", "Net"), ("Global", "Net", "Net.0")]
+    # the add (record 1) ran first, at 100 s; the mm (record 0) from 105 s; the copy from 110 s
+    r.records["t_start"] = [105.0, 100.0, 110.0]
+    r.records["t_end"] = [106.0, 101.0, 111.0]
+    r.records["phase"] = 0
+    x = [(e["name"], e["ts"], e["dur"]) for e in json.loads(r.to_chrome_trace())["traceEvents"] if e["ph"] == "X"]
+    # Net runs around the add, then around the mm (in Net.0, named "Net.0": an index keeps its parent's name)
+    assert x == [("forward", 0.0, 11e6), ("Net", 0.0, 6e6), ("add.Tensor", 0.0, 1e6), ("Net.0", 5e6, 1e6),
+                 ("mm", 5e6, 1e6), ("copy_", 10e6, 1e6)]
