@@ -588,3 +588,22 @@ def test_the_notebook_views_chart_labels_ten_points():
                ceilings=_ceil())
     # the ten with most roofline time: op02 .. op11
     assert re.findall(r'class="rl-label">op(\d+)<', r._repr_html_()) == [f"{i:02d}" for i in range(11, 1, -1)]
+
+
+def test_tooltips_rank_modules_by_time_and_count_untimed_calls_after_them():
+    # one op in three modules: a (one call of 0.05 s), b (two untimed calls), c (one untimed call); shapes: two calls
+    # without tensor arguments, one of f32[2], one past the signature table
+    rec = np.zeros(4, dtype=RECORD_DTYPE)
+    rec["vector_flops"] = 10
+    rec["bytes_read"] = 4
+    rec["dtype"] = DTYPE_CODES["float32"]
+    rec["module"] = [1, 2, 2, 3]
+    rec["sig"] = [0, 0, 1, 9]
+    rec["t_start"] = [0.0, np.nan, np.nan, np.nan]
+    rec["t_end"] = [0.05, np.nan, np.nan, np.nan]
+    sets = [("Global",), ("Global", "a"), ("Global", "b"), ("Global", "c")]
+    r = Report(rec, [OpInfo("aten.add.Tensor", "aten.add", "ewise")], sets, wall_time=1.0, ceilings=_ceil(),
+               signatures=["", "f32[2]"])
+    t = re.findall(r'class="rl-point"><title>([^<]*)</title>', r.roofline_chart().svg)[0].splitlines()
+    assert t[1] == "module: a, b, c"
+    assert t[2] == "shapes: (no tensor inputs) | f32[2] (+1 more)"
