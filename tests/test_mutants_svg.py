@@ -592,13 +592,13 @@ def test_the_notebook_views_chart_labels_ten_points():
 
 def test_tooltips_rank_modules_by_time_and_count_untimed_calls_after_them():
     # one op in three modules: a (one call of 0.05 s), b (two untimed calls), c (one untimed call); shapes: two calls
-    # without tensor arguments, one of f32[2], one past the signature table
+    # without tensor arguments, one of f32[2], one just past the signature table (index 2 of 2)
     rec = np.zeros(4, dtype=RECORD_DTYPE)
     rec["vector_flops"] = 10
     rec["bytes_read"] = 4
     rec["dtype"] = DTYPE_CODES["float32"]
     rec["module"] = [1, 2, 2, 3]
-    rec["sig"] = [0, 0, 1, 9]
+    rec["sig"] = [0, 0, 1, 2]
     rec["t_start"] = [0.0, np.nan, np.nan, np.nan]
     rec["t_end"] = [0.05, np.nan, np.nan, np.nan]
     sets = [("Global",), ("Global", "a"), ("Global", "b"), ("Global", "c")]
@@ -607,3 +607,58 @@ def test_tooltips_rank_modules_by_time_and_count_untimed_calls_after_them():
     t = re.findall(r'class="rl-point"><title>([^<]*)</title>', r.roofline_chart().svg)[0].splitlines()
     assert t[1] == "module: a, b, c"
     assert t[2] == "shapes: (no tensor inputs) | f32[2] (+1 more)"
+
+    # two shapes: both listed, nothing more
+    r.records["sig"] = [0, 0, 1, 1]
+    t = re.findall(r'class="rl-point"><title>([^<]*)</title>', r.roofline_chart().svg)[0].splitlines()
+    assert t[2] == "shapes: (no tensor inputs) | f32[2]"  # two calls each: in the order first seen
+
+
+def test_kernel_op_lists_of_90_characters_are_kept_whole():
+    # 14 ops of 4 characters and one of 6, joined by ", ": 14 x 4 + 6 + 14 x 2 = 90 characters
+    ops = [f"aten.op{i:02d}.default" for i in range(14)] + ["aten.op1234.default"]
+    text = ", ".join([f"op{i:02d}" for i in range(14)] + ["op1234"])
+    assert len(text) == 90
+    r = timed(meta={"compiled": {"kernels": [dict(KERNELS[0], ops=ops)]}})
+    (t,) = re.findall(r"<title>([^<]*)</title></circle>", r.roofline_chart(by="kernel").svg)
+    assert t.splitlines()[2] == "ops: " + text
+    # one more character: cut to 87 and "..."
+    r = timed(meta={"compiled": {"kernels": [dict(KERNELS[0], ops=ops[:-1] + ["aten.op12345.default"])]}})
+    (t,) = re.findall(r"<title>([^<]*)</title></circle>", r.roofline_chart(by="kernel").svg)
+    assert t.splitlines()[2] == "ops: " + (text + "5")[:87] + "..."
+
+
+def test_a_roof_for_each_unit_and_dtype_with_flops_however_few():
+    import warnings
+
+    import roofline
+
+    c = roofline.Ceilings(device="cpu", name="t", fingerprint="t",
+                          peaks={("matrix", "float32"): roofline.Ceiling(100.0),
+                                 ("vector", "float16"): roofline.Ceiling(20.0),
+                                 ("matrix", "bfloat16"): roofline.Ceiling(300.0)},
+                          bandwidths={"DRAM": roofline.Ceiling(5.0)})
+    # a matrix op of 1 FLOP (float32), a vector op of 1 FLOP (float16), an op of 20 matrix + 20 vector FLOPs
+    # (bfloat16), and a float64 op: no float64 peak, no roof, and no warning about it
+    rec = np.zeros(4, dtype=RECORD_DTYPE)
+    rec["op"] = [0, 1, 2, 3]
+    rec["matrix_flops"] = [1, 0, 20, 0]
+    rec["vector_flops"] = [0, 1, 20, 5]
+    rec["bytes_read"] = 4
+    rec["dtype"] = [DTYPE_CODES[d] for d in ("float32", "float16", "bfloat16", "float64")]
+    r = Report(rec, [OpInfo(f"aten.op{i}.default", "x", "ewise") for i in range(4)], [("Global",)],
+               ceilings=c)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        svg = r.roofline_chart().svg
+    assert re.findall(r"<title>peak ([^<]*)</title></line>", svg) == [
+        "vector/float16 20 FLOP/s", "matrix/float32 100 FLOP/s", "matrix/bfloat16 300 FLOP/s"]
+
+
+def test_the_dram_roof_falls_back_on_the_bandwidth_the_ops_were_judged_with():
+    # judged on datasheet figures with only a measured DRAM bandwidth: the classification's bandwidth (5 B/s)
+    r = _report([("aten.add.Tensor", 0, 20, 20, 0.0, 1.0, "float32")])
+    d = r.to_dict()
+    d["ceilings_source"] = "datasheet"
+    m = Report.from_dict(d)
+    assert re.findall(r"<title>([^<]*)</title></line>", m.roofline_chart().svg) == ["DRAM bandwidth 5 B/s"]
