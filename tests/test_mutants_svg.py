@@ -528,10 +528,16 @@ def test_axes_reach_a_low_intensity_and_a_point_above_the_peaks():
     assert [a["x"] for a in _attrs("text", svg) if a.get("text-anchor") == "end"] == ["66", "66", "66"]
     assert '<clipPath id="rl-clip"><rect x="70" y="30" width="510" height="364"/></clipPath>' in svg
     # a high intensity: 4000 FLOP over 10 B = 400 FLOP/B, x up to 1600
-    r = _report([("aten.mm.default", 4000, 0, 10, 0.0, 100.0, "float32")])
+    r = _report([("aten.verylongname.default", 4000, 0, 10, 0.0, 100.0, "float32")])
     X, Y = _axes(0.05, 1600.0, 40.0 / 5, 300.0)
-    (p,) = _attrs("circle", r.roofline_chart().svg)[:1]
+    svg = r.roofline_chart().svg
+    (p,) = _attrs("circle", svg)[:1]
     _near([p["cx"], p["cy"], p["r"]], [X(400.0), Y(40.0), 17.0])
+    # its label (12 characters: 0.62 x 10 x 12 + 2 = 76.4 px) would pass the plot's right edge (x = 580) on the
+    # right: it goes up and to the left
+    (lab,) = [a for a in _attrs("text", svg) if a.get("class") == "rl-label"]
+    assert X(400.0) + 19 + 76.4 > 580
+    _near([lab["x"], lab["y"]], [X(400.0) - 19 - 76.4 + 1, Y(40.0) - 19 - 2.5])
 
 
 def test_a_chart_without_points():
