@@ -668,3 +668,34 @@ def test_the_dram_roof_falls_back_on_the_bandwidth_the_ops_were_judged_with():
     d["ceilings_source"] = "datasheet"
     m = Report.from_dict(d)
     assert re.findall(r"<title>([^<]*)</title></line>", m.roofline_chart().svg) == ["DRAM bandwidth 5 B/s"]
+
+
+def test_a_chart_of_sub_second_and_sub_unit_rates():
+    # the mm in 1 ms and the add in 2 ms: shares 1/3 and 2/3 of 3 ms
+    r = _report([("aten.mm.default", 400, 0, 30, 0.0, 0.001, "float32"),
+                 ("aten.add.Tensor", 0, 20, 500, 0.001, 0.003, "float32")])
+    radii = [float(p["r"]) for p in _attrs("circle", r.roofline_chart().svg)[:2]]
+    assert radii == pytest.approx([3 + 14 * math.sqrt(2 / 3), 3 + 14 * math.sqrt(1 / 3)], abs=0.051)
+    # an op of 1 FLOP over 2 s: 0.5 FLOP/s, drawn
+    r = _report([("aten.sub.Tensor", 0, 1, 4, 1.0, 3.0, "float32")])
+    assert ">roofline on test (best): 1 ops</text>" in r.roofline_chart().svg
+
+
+def test_the_x_axis_of_a_chart_whose_roofs_are_left_of_one():
+    import roofline
+
+    # a vector peak of 1 FLOP/s and DRAM 5 B/s: ridge 0.2; the one op has no bytes (no point)
+    c = roofline.Ceilings(device="cpu", name="t", fingerprint="t", peaks={("vector", "float32"): roofline.Ceiling(1.0)},
+                          bandwidths={"DRAM": roofline.Ceiling(5.0)})
+    r = _report([("aten.add.Tensor", 0, 20, 0, 0.0, 1.0, "float32")], ceilings=c)
+    svg = r.roofline_chart().svg
+    # x from 0.05 to max(1 x 4, 0.2 x 4) = 4: decades at 0.1 and 1
+    X, _ = _axes(0.05, 4.0, 0.2, 3.0)
+    grid_x = [ln for ln in _attrs("line", svg) if ln.get("stroke") == "#eee" and ln["x1"] == ln["x2"]]
+    _near([ln["x1"] for ln in grid_x], [X(0.1), X(1.0)])
+    # without any roof either: x from 0.05 to 4 still
+    c = roofline.Ceilings(device="cpu", name="t", fingerprint="t", peaks={("vector", "float32"): roofline.Ceiling(1.0)},
+                          bandwidths={})
+    svg = _report([("aten.add.Tensor", 0, 20, 0, 0.0, 1.0, "float32")], ceilings=c).roofline_chart().svg
+    grid_x = [ln for ln in _attrs("line", svg) if ln.get("stroke") == "#eee" and ln["x1"] == ln["x2"]]
+    _near([ln["x1"] for ln in grid_x], [X(0.1), X(1.0)])
