@@ -699,3 +699,22 @@ def test_the_x_axis_of_a_chart_whose_roofs_are_left_of_one():
     svg = _report([("aten.add.Tensor", 0, 20, 0, 0.0, 1.0, "float32")], ceilings=c).roofline_chart().svg
     grid_x = [ln for ln in _attrs("line", svg) if ln.get("stroke") == "#eee" and ln["x1"] == ln["x2"]]
     _near([ln["x1"] for ln in grid_x], [X(0.1), X(1.0)])
+
+
+def test_the_plotly_axes_at_their_limits(fake_plotly):
+    import roofline
+
+    # a point of intensity 20 / 500 = 0.04: x from 0.04 / 4 = 0.01
+    r = _report([("aten.mm.default", 400, 0, 30, 0.0, 1.0, "float32"),
+                 ("aten.add.Tensor", 0, 20, 500, 1.0, 3.0, "float32")])
+    fig = r.roofline_chart(backend="plotly")
+    assert fig.traces[0]["x"] == [pytest.approx(0.01), 20.0]
+    # no point and no peak: the DRAM roof runs to the default top peak's ridge 1e12 / 5
+    fig = _report([("aten.copy_.default", 0, 0, 20, 0.0, 4.0, "float32")]).roofline_chart(backend="plotly")
+    assert fig.traces[0]["x"] == [0.05, 1e12 / 5] and fig.traces[0]["y"] == [5 * 0.05, 1e12]
+    # no point, a peak of 1 FLOP/s, DRAM 5 B/s: x from min(1 / 4, 0.05) to max(1 x 4, 0.2 x 4) = 4
+    c = roofline.Ceilings(device="cpu", name="t", fingerprint="t", peaks={("vector", "float32"): roofline.Ceiling(1.0)},
+                          bandwidths={"DRAM": roofline.Ceiling(5.0)})
+    fig = _report([("aten.add.Tensor", 0, 20, 0, 0.0, 1.0, "float32")], ceilings=c).roofline_chart(backend="plotly")
+    assert fig.traces[1]["x"] == [0.05, 4.0] and fig.traces[1]["y"] == [1.0, 1.0]
+    assert fig.traces[0]["x"] == [0.05, 0.2]
