@@ -718,3 +718,29 @@ def test_the_plotly_axes_at_their_limits(fake_plotly):
     fig = _report([("aten.add.Tensor", 0, 20, 0, 0.0, 1.0, "float32")], ceilings=c).roofline_chart(backend="plotly")
     assert fig.traces[1]["x"] == [0.05, 4.0] and fig.traces[1]["y"] == [1.0, 1.0]
     assert fig.traces[0]["x"] == [0.05, 0.2]
+
+
+def test_the_plotly_marker_sizes(fake_plotly):
+    import roofline
+
+    def sizes(r):
+        return [s for t in r.roofline_chart(backend="plotly").traces[1:] if t.get("mode") == "markers"
+                for s in t["marker"]["size"]]
+
+    # both took 0 s: equal shares
+    r = _report([("aten.mm.default", 400, 0, 30, 1.0, 1.0, "float32"),
+                 ("aten.add.Tensor", 0, 20, 20, 2.0, 2.0, "float32")])
+    assert sizes(r) == pytest.approx([6 + 40 * math.sqrt(0.5)] * 2)
+    # 1 ms and 2 ms: shares of 3 ms
+    r = _report([("aten.mm.default", 400, 0, 30, 0.0, 0.001, "float32"),
+                 ("aten.add.Tensor", 0, 20, 500, 0.001, 0.003, "float32")])
+    assert sorted(sizes(r)) == pytest.approx([6 + 40 * math.sqrt(1 / 3), 6 + 40 * math.sqrt(2 / 3)])
+    # in a timed report, an untimed point weighs its roofline time: the mm 1 s, the add max(2, 4) = 4 s
+    r = _report([("aten.mm.default", 400, 0, 30, 0.0, 1.0, "float32"),
+                 ("aten.add.Tensor", 0, 20, 20, math.nan, math.nan, "float32")])
+    assert sorted(sizes(r)) == pytest.approx([6 + 40 * math.sqrt(0.2), 6 + 40 * math.sqrt(0.8)])
+    # no bandwidth, one timed point of intensity 10 / 20 = 0.5: x to max(0.5 x 4, 1 x 4) = 4
+    c = roofline.Ceilings(device="cpu", name="t", fingerprint="t", peaks={("vector", "float32"): roofline.Ceiling(1.0)},
+                          bandwidths={})
+    fig = _report([("aten.add.Tensor", 0, 10, 20, 0.0, 1.0, "float32")], ceilings=c).roofline_chart(backend="plotly")
+    assert fig.traces[0]["x"] == [0.05, 4.0]
