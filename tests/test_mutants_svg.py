@@ -744,3 +744,15 @@ def test_the_plotly_marker_sizes(fake_plotly):
                           bandwidths={})
     fig = _report([("aten.add.Tensor", 0, 10, 20, 0.0, 1.0, "float32")], ceilings=c).roofline_chart(backend="plotly")
     assert fig.traces[0]["x"] == [0.05, 4.0]
+
+
+def test_small_kernel_times_single_points_and_one_byte():
+    # a kernel measured at 0.5 s: the chart is of achieved rates
+    r = timed(meta={"compiled": {"kernels": [dict(KERNELS[0], time=0.5)]}})
+    assert "FLOP/s achieved</text>" in r.roofline_chart(by="kernel").svg
+    # one point that took 0 s: all the time is its own
+    r = _report([("aten.mm.default", 400, 0, 30, 1.0, 1.0, "float32")])
+    assert float(_attrs("circle", r.roofline_chart().svg)[0]["r"]) == pytest.approx(17.0, abs=0.051)
+    # an op reading 1 byte is a point
+    r = _report([("aten.mm.default", 400, 0, 1, 0.0, 1.0, "float32")])
+    assert ">roofline on test (best): 1 ops</text>" in r.roofline_chart().svg
