@@ -69,7 +69,7 @@ TARGETS = {
                    "roofline_by", "roofline_totals", "flop_counter_counts"],
     "analysis/_classification.py": ["resolve_ceilings", "peaks", "classify", "Classifier.__init__", "Classifier.resolve",
                            "Classifier.classification"],
-    "report.py": ["Report.module_path", "Report.total_flops", "Report.timed"],
+    "report.py": [ALL],
     "model/_records.py": ["DerivedCounts.bytes", "DerivedCounts.intensity", "intensity"],
     "counting/_formulas.py": [ALL],
     "counting/_spec.py": [ALL],
@@ -102,6 +102,13 @@ TARGETS = {
     "_monitor.py": [ALL],
     "_schedule.py": [ALL],
     "integrations/_core.py": [ALL],
+    "render/_render.py": [ALL],
+    "render/_svg.py": [ALL],
+    "render/_tables.py": [ALL],
+    "render/_trace.py": [ALL],
+    "render/_style.py": [ALL],
+    "compiled/_recover.py": [ALL],
+    "capture/_torch.py": [ALL],
 }
 _ROLLUP_TESTS = ["tests/test_mutants_rollup.py", "tests/test_rollups_exact.py", "tests/test_classify_exact.py"]
 # file under roofline/ -> the tests its mutants are judged by (paths or pytest node ids from the repository root),
@@ -110,7 +117,7 @@ K = "tests/test_mutant_killers.py::"
 TESTS = {
     "analysis/_rollup.py": _ROLLUP_TESTS,
     "analysis/_classification.py": _ROLLUP_TESTS,
-    "report.py": _ROLLUP_TESTS + ["tests/test_mutants_report.py"],
+    "report.py": ["tests/test_mutants_report_api.py", "tests/test_mutants_report.py"] + _ROLLUP_TESTS + ["tests/test_output.py"],
     "model/_records.py": _ROLLUP_TESTS,
     "counting/_formulas.py": [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "tests/test_formulas_sweep.py", "tests/test_quantized.py",
                               "tests/test_mutants_formulas.py"],
@@ -140,6 +147,13 @@ TESTS = {
     "_schedule.py": ["tests/test_schedule.py", "tests/test_monitor.py", "tests/test_hardening_loops.py"],
     "integrations/_core.py": ["tests/test_hardening_loops.py", "tests/test_integrations_hf.py",
                               "tests/test_integrations_lightning.py"],
+    "render/_render.py": ["tests/test_mutants_render.py", "tests/test_output.py"],
+    "render/_svg.py": ["tests/test_mutants_svg.py", "tests/test_output.py"],
+    "render/_tables.py": ["tests/test_mutants_render.py"],
+    "render/_trace.py": ["tests/test_mutants_trace.py", "tests/test_output.py"],
+    "render/_style.py": ["tests/test_mutants_render.py"],
+    "compiled/_recover.py": ["tests/test_mutants_recover.py", "tests/test_compiled_before.py"],
+    "capture/_torch.py": ["tests/test_mutants_session.py", "tests/test_recorder_capture.py"],
 }
 
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],
