@@ -32,6 +32,7 @@ from roofline.model import _document
 from roofline.model._units import PEAK_DTYPES as DTYPES, UNITS
 from roofline.util import _output, _progress, _safejson
 from roofline.util._cachedir import ensure_private_dir, untrusted_reason
+from roofline.util._format import fmt
 from roofline.util._warn import warn
 
 __all__ = [
@@ -47,7 +48,6 @@ SCHEMA = "roofline.ceilings/1"
 LEVELS = ("L1", "L2", "L3", "DRAM")
 SOURCES = ("measured", "datasheet", "best")
 # Bandwidth kernels in the order of Ceilings.rows (a CPU kernel not listed here follows in KERNELS order).
-_KERNEL_ROWS = ("", "read", "write", "copy", "triad")
 
 # Low-precision dtypes a CPU computes in float32 unless it has native instructions (which are not measured).
 _CPU_F32_FALLBACK = ("bfloat16", "float16", "tfloat32")
@@ -372,76 +372,18 @@ class Ceilings:
 
     __hash__ = None  # type: ignore[assignment]
 
-    # ---- display ----
+    # ---- display: written by the render floor (roofline.render._ceilings_table) ----
 
     def rows(self) -> list[tuple[str, float | None, float | None, float | None, str]]:
         """(label, measured, datasheet, ratio, unit) per ceiling, in display units (GFLOP/s; GOP/s for integer
-        products, where a multiply and an add count one operation each; GB/s)."""
-        out = []
-
-        def dtype_order(key):
-            unit, dtype = key
-            return (UNITS.index(unit), DTYPES.index(dtype) if dtype in DTYPES else len(DTYPES), dtype)
-
-        for key in sorted(self.peaks, key=dtype_order):
-            c = self.peaks[key]
-            unit = "GOP/s" if key[1].startswith(("int", "uint")) else "GFLOP/s"  # integer products: operations
-            out.append((f"{key[0]} {key[1]}", _scale(c.measured), _scale(c.datasheet), c.ratio, unit))
-
-        def level_order(level):
-            base, _, kernel = level.partition("_")
-            kernels = (*_KERNEL_ROWS, *(k for k in KERNELS if k not in _KERNEL_ROWS))
-            return (
-                LEVELS.index(base) if base in LEVELS else len(LEVELS),
-                kernels.index(kernel) if kernel in kernels else len(kernels),
-                level,
-            )
-
-        for level in sorted(self.bandwidths, key=level_order):
-            c = self.bandwidths[level]
-            out.append((f"bandwidth {level}", _scale(c.measured), _scale(c.datasheet), c.ratio, "GB/s"))
-        return out
+        products, where a multiply and an add count one operation each; GB/s):
+        :func:`roofline.render._ceilings_table.rows`."""
+        return _view().rows(self)
 
     def table(self, methods: bool = False) -> str:
-        """A text table: ceiling, measured, datasheet, measured/datasheet, unit (and the method with methods=True)."""
-        header = ("ceiling", "measured", "datasheet", "meas/data", "unit")
-        body = [
-            (label, _fmt(m), _fmt(s), "-" if r is None else f"{100 * r:.0f}%", unit)
-            for label, m, s, r, unit in self.rows()
-        ]
-        widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-        lines = [f"{self.name} ({self.device})"]
-        when = []
-        if self.timestamp:
-            when.append(f"measured {self.timestamp}")
-        if self.duration_s is not None:
-            when.append(f"in {self.duration_s:.2f} s" + (" (quick)" if self.quick else " (thorough)"))
-        if when:
-            lines.append(" ".join(when))
-
-        def fmt_row(row):
-            return "  ".join(
-                (cell.ljust(w) if i == 0 or i == len(row) - 1 else cell.rjust(w))
-                for i, (cell, w) in enumerate(zip(row, widths))
-            )
-
-        lines.append(fmt_row(header))
-        lines.append("  ".join("-" * w for w in widths))
-        lines.extend(fmt_row(row) for row in body)
-        if methods:
-            lines.append("")
-            for (u, d), c in self.peaks.items():
-                lines.append(f"{u} {d}: {c.method}")
-                if c.datasheet_source:
-                    lines.append(f"  datasheet: {c.datasheet_source}")
-            for level, c in self.bandwidths.items():
-                lines.append(f"bandwidth {level}: {c.method}")
-                if c.datasheet_source:
-                    lines.append(f"  datasheet: {c.datasheet_source}")
-        if self.notes:
-            lines.append("")
-            lines.extend(f"note: {n}" for n in self.notes)
-        return "\n".join(lines)
+        """A text table: ceiling, measured, datasheet, measured/datasheet (and the method with methods=True):
+        :func:`roofline.render._ceilings_table.table`."""
+        return _view().table(self, methods)
 
     def __str__(self) -> str:
         return self.table()
@@ -870,7 +812,7 @@ def _run_bandwidth(run: _CpuRun, bench: CpuBenchmark) -> None:
     headline_first = sorted(kernels, key=lambda k: _BW_KERNELS[k].suffix != "")
     for level, (lo, hi, values) in _plateaus(sizes, rates, run.caps, run.dram_size, kernels).items():
         n = len([s for s in sizes if lo <= s <= hi])
-        span = f"{_human(lo)}" if lo == hi else f"{_human(lo)} to {_human(hi)}"
+        span = fmt(lo, "B", binary=True) if lo == hi else f"{fmt(lo, 'B', binary=True)} to {fmt(hi, 'B', binary=True)}"
         nt_text = (
             "; stores are non-temporal (the working set exceeds the last-level cache)"
             if lo >= run.nt_min and run.simd != "neon" and run.simd != "scalar"
@@ -1562,19 +1504,11 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-def _scale(v: float | None) -> float | None:
-    return None if v is None else v / 1e9
+_VIEWS: list = []  # the module that writes ceilings as text: roofline.render._ceilings_table, installed on import
 
 
-def _fmt(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:,.1f}" if v < 1e5 else f"{v:,.0f}"
-
-
-def _human(n: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift:
-            v = n / (1 << shift)
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{n} B"
+def _view():
+    """The text view of ceilings, which the render floor installs (this floor writes no text)."""
+    if not _VIEWS:  # pragma: no cover - importing roofline installs it
+        raise RuntimeError("the ceilings' text view is not installed: import roofline")
+    return _VIEWS[-1]
