@@ -12,7 +12,7 @@ from roofline import _core, devices
 from roofline.analysis import _padding, _parameters
 from roofline.model import _tokens
 from roofline.capture import _sdpa
-from roofline.hardware._ceilings import Ceilings
+from roofline.hardware._ceilings_model import Ceilings
 from roofline.hardware import _choose
 from roofline.model._records import RECORD_DTYPE
 from roofline.report import Report

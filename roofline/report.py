@@ -14,7 +14,7 @@ from roofline.analysis import (_assumptions, _parameters, _cache_model, _compile
 from roofline.analysis._classification import BOUNDS  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
 from roofline.analysis._classification import Classifier, classify as _classify
 from roofline.hardware import _choose, _contention, _roofs
-from roofline.hardware._ceilings import Ceilings
+from roofline.hardware._ceilings_model import Ceilings
 from roofline.io import _export
 from roofline.model import _tokens
 from roofline.model._records import ACCESS_DTYPE  # the dataflow rows' layout

@@ -10,7 +10,7 @@ import numpy as np
 
 from roofline.analysis._classification import FLOAT_DTYPES
 from roofline.capture import _sdpa
-from roofline.hardware._ceilings import CeilingNotAvailable
+from roofline.hardware._ceilings_model import CeilingNotAvailable
 from roofline.model._records import DTYPE_NAMES
 
 # op-name fragment -> the attention kernel it is (first match wins)

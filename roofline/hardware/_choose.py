@@ -10,13 +10,13 @@ import os
 
 from roofline import devices
 from roofline.hardware import _ceilings as _ceil
-from roofline.hardware import _roofs
-from roofline.hardware._ceilings import CeilingNotAvailable
+from roofline.hardware import _roofs, _yardstick
+from roofline.hardware._ceilings_model import CeilingNotAvailable, Ceilings
 from roofline.util._warn import warn
 
 # what a ``ceilings=`` argument may name besides a device, a file or a Ceilings: one list for the checks, the
 # chooser and the messages
-YARDSTICKS = _ceil.YARDSTICKS
+YARDSTICKS = _yardstick.YARDSTICKS
 
 
 def roofs(spec, meta: dict) -> _roofs.Roofs:
@@ -34,7 +34,7 @@ def choose(spec, meta: dict):
     """``(ceilings or None, source, note)`` for a report whose ``meta`` names the devices its ops ran on.
 
     ``spec``: ``"measured"`` (the figures of the device the ops ran on: when a CPU's measurement in this run is
-    under contention, the stable yardstick instead, :func:`roofline.hardware._ceilings.stable`: the last idle
+    under contention, the stable yardstick instead, :func:`roofline.hardware._yardstick.stable`: the last idle
     measurement of this machine, else its theoretical peak), ``"datasheet"`` (a GPU's datasheet; a CPU's measured
     figures), ``"theoretical"`` (a CPU's theoretical peak from its cores, clock and SIMD width; a GPU's datasheet),
     the path of saved ceilings (``python -m roofline ceilings --save PATH``, ``Ceilings.to_json``), a device name
@@ -42,13 +42,13 @@ def choose(spec, meta: dict):
     default "best"). None of a device's own for meta or fake tensors (``note`` says why). ``source`` is which
     figures of the ceilings the roofline uses ("measured" when there are none); the ceilings' ``info["yardstick"]``
     says what a stand-in is. TypeError for anything else."""
-    if isinstance(spec, _ceil.Ceilings):
+    if isinstance(spec, Ceilings):
         return spec, meta.get("ceilings_source", "best"), ""
     devs = meta.get("devices") or []
     device = next((d for d in devs if d.startswith("cuda")), "cpu" if "cpu" in devs else None)
     if "meta" in devs or "fake" in devs:
         device = None  # counted without running: only a projection has ceilings
-    if spec in _ceil.YARDSTICKS:
+    if spec in _yardstick.YARDSTICKS:
         if device is None:
             return None, "measured", (f"ops ran on {', '.join(devs) or 'no device'}: no ceilings to judge them "
                                       "against; use r.project('<device>')")
@@ -60,10 +60,10 @@ def choose(spec, meta: dict):
             if ds is None:
                 warn(f"roofline: no datasheet entry for {name!r}; using measured ceilings")
             else:
-                return _ceil.Ceilings.from_datasheet(ds, device=device), "datasheet", ""
+                return Ceilings.from_datasheet(ds, device=device), "datasheet", ""
         if spec == "theoretical":
             try:
-                return _ceil.theoretical(), "best", ""
+                return _yardstick.theoretical(), "best", ""
             except CeilingNotAvailable as e:
                 return None, "measured", f"no theoretical ceilings: {e}"
         try:
@@ -72,7 +72,7 @@ def choose(spec, meta: dict):
             return None, "measured", f"ceilings of {device} unavailable: {e}"
         if spec == "measured" and device == "cpu" and measured.info.get("busy"):
             try:
-                stand_in = _ceil.stable(measured)
+                stand_in = _yardstick.stable(measured)
             except CeilingNotAvailable:
                 stand_in = measured  # no clock to compute a peak from: the contended figures, flagged
             return stand_in, "best" if stand_in.info.get("yardstick", {}).get("kind") == "theoretical" else \
@@ -82,13 +82,13 @@ def choose(spec, meta: dict):
         if device is None:
             return None, "measured", (f"ops ran on {', '.join(devs) or 'no device'}: no ceilings to judge them "
                                       "against; use r.project('<device>')")
-        saved = _ceil.load_file(spec)
+        saved = _yardstick.load_file(spec)
         if saved is None:
             return None, "measured", f"the saved ceilings {spec} could not be read"
         saved.info["yardstick"] = {"kind": "file", "path": spec, "measured_at": saved.timestamp}
         return saved, "best", ""
     if isinstance(spec, str):
-        return _ceil.Ceilings.from_datasheet(devices.get(spec)), "datasheet", ""
+        return Ceilings.from_datasheet(devices.get(spec)), "datasheet", ""
     raise TypeError(f"ceilings must be 'measured', 'datasheet', 'theoretical', the path of saved ceilings, a device "
                     f"name or a Ceilings, got {spec!r}")
 
@@ -97,7 +97,7 @@ def check_spec(spec) -> None:
     """Check a ``ceilings=`` argument before a block runs: "measured", "datasheet", "theoretical", a Ceilings, the
     path of an existing saved-ceilings file, or a datasheet device name (KeyError with close matches); TypeError
     for anything else."""
-    if isinstance(spec, _ceil.Ceilings) or spec in _ceil.YARDSTICKS:
+    if isinstance(spec, Ceilings) or spec in _yardstick.YARDSTICKS:
         return
     if not isinstance(spec, str):
         raise TypeError(f"ceilings must be 'measured', 'datasheet', 'theoretical', the path of saved ceilings, a "

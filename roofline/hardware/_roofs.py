@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from roofline import devices
-from roofline.hardware._ceilings import CeilingNotAvailable, Ceilings
+from roofline.hardware._ceilings_model import CeilingNotAvailable, Ceilings
 from roofline.model._units import PEAK_DTYPES, UNITS
 
 LEVELS = ("L1", "L2", "L3", "DRAM")

@@ -22,7 +22,7 @@ import numpy as np
 
 from roofline import _core
 from roofline.counting._registry import KIND_NAMES
-from roofline.hardware._ceilings import Ceilings
+from roofline.hardware._ceilings_model import Ceilings
 from roofline.model import _document
 from roofline.model._records import ACCESS_DTYPE, DTYPE_NAMES, PHASES, RECORD_DTYPE, OpInfo, records_from_bytes
 from roofline.util import _output

@@ -1,16 +1,16 @@
 """Ceilings as text: the table ``python -m roofline ceilings`` prints, ``str(c)`` and ``c.table()`` show.
-Installed into :mod:`roofline.hardware._ceilings` when imported, so that the hardware floor writes no text."""
+Installed into :mod:`roofline.hardware._ceilings_model` when imported, so that the hardware floor writes no text."""
 
 from __future__ import annotations
 
 import sys
 
-from roofline.hardware import _ceilings
-from roofline.hardware._ceilings import KERNELS, LEVELS, Ceilings
+from roofline.hardware import _ceilings_model
+from roofline.hardware._ceilings_model import LEVELS, Ceilings
 from roofline.model._units import PEAK_DTYPES, UNITS
 from roofline.util._format import fmt
 
-_KERNEL_ROWS = ("", "read", "write", "copy", "triad")  # the order of a level's per-kernel bandwidths
+_KERNEL_ROWS = ("", "read", "write", "copy", "triad")  # a level's per-kernel bandwidths in this order, others after
 
 
 def _entries(c: Ceilings):
@@ -23,9 +23,8 @@ def _entries(c: Ceilings):
 
     def level_order(level):
         base, _, kernel = level.partition("_")
-        kernels = (*_KERNEL_ROWS, *(k for k in KERNELS if k not in _KERNEL_ROWS))
         return (LEVELS.index(base) if base in LEVELS else len(LEVELS),
-                kernels.index(kernel) if kernel in kernels else len(kernels), level)
+                _KERNEL_ROWS.index(kernel) if kernel in _KERNEL_ROWS else len(_KERNEL_ROWS), level)
 
     out = [(f"{u} {d}", c.peaks[(u, d)], "OP/s" if d.startswith(("int", "uint")) else "FLOP/s")
            for u, d in sorted(c.peaks, key=dtype_order)]
@@ -81,4 +80,4 @@ def table(c: Ceilings, methods: bool = False) -> str:
     return "\n".join(lines)
 
 
-_ceilings._VIEWS.append(sys.modules[__name__])  # Ceilings.table, rows and str() write through this module
+_ceilings_model._VIEWS.append(sys.modules[__name__])  # Ceilings.table, rows and str() write through this module

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from roofline.render import _chart, _style, _svg
+from roofline.render import _chart, _style
 from roofline.util import _output
 
 

@@ -6,7 +6,7 @@ import os
 import tempfile
 
 from roofline import devices
-from roofline.hardware._ceilings import Ceilings
+from roofline.hardware._ceilings_model import Ceilings
 from roofline.report import Report
 from roofline.traces import _build, _events, _read
 from roofline.util import _warn
