@@ -36,7 +36,7 @@ def _resolve_device(model, device):
     known = {n: s for n, s in found.items() if s is not None}
     if not known:
         return None, (f"no datasheet entry for {', '.join(repr(n) for n in found)}: pass device='<name>' "
-                      f"(python -m roofline.devices lists the table)")
+                      f"(python -m roofline devices lists them)")
     specs = {s.name for s in known.values()}
     name, spec = next(iter(known.items()))
     note = f"{name!r} from deviceProperties"
