@@ -12,7 +12,7 @@ from roofline import _core, devices
 from roofline.analysis import _padding, _parameters
 from roofline.model import _tokens
 from roofline.capture import _sdpa
-from roofline.hardware._ceilings_model import Ceilings
+from roofline.hardware._ceilings_model import YARDSTICKS, Ceilings
 from roofline.hardware import _choose
 from roofline.model._records import RECORD_DTYPE
 from roofline.report import Report
@@ -182,7 +182,7 @@ class _Measure(_core.Block):
         session.finish()
         timing, ceilings = self._timing, self._ceilings
         meta = {"timing": timing, "devices": sorted(session.devices), "version": VERSION,
-                "ceilings_source": (ceilings if ceilings in ("measured", "datasheet", "theoretical") else
+                "ceilings_source": (ceilings if ceilings in YARDSTICKS else
                                     "measured" if isinstance(ceilings, str) and os.path.isfile(ceilings) else
                                     "datasheet" if isinstance(ceilings, str) else "best")}
         meta.update(_torch._collectives.meta(session))  # rank, world size, backend; collectives' network bytes

@@ -14,14 +14,14 @@ from roofline.analysis import (_assumptions, _parameters, _cache_model, _compile
 from roofline.analysis._classification import BOUNDS  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
 from roofline.analysis._classification import Classifier, classify as _classify
 from roofline.hardware import _choose, _contention, _roofs
-from roofline.hardware._ceilings_model import Ceilings
+from roofline.hardware._ceilings_model import FIGURE_SOURCES, SOURCES, Ceilings
 from roofline.io import _export
 from roofline.model import _tokens
 from roofline.model._records import ACCESS_DTYPE  # the dataflow rows' layout
 from roofline.model._records import OpInfo  # noqa: F401  (the op table's entries, built by roofline.capture._torch)
 from roofline.model._records import (DTYPE_NAMES, RECORD_DTYPE,  # noqa: F401  (RECORD_DTYPE: the records' layout)
                                      DerivedCounts)
-from roofline.render import _kernels, _matplotlib, _plotly, _render, _svg, _tables, _text, _trace
+from roofline.render import _advice, _kernels, _matplotlib, _plotly, _render, _svg, _tables, _text, _trace
 from roofline.util import _safejson
 from roofline.util._warn import warn
 
@@ -41,7 +41,6 @@ def _summed(field: str, doc: str) -> property:
 
 # ---- argument checks: every public method of Report and Comparison checks its arguments with these before any
 # work, and names the method, the argument and what it accepts
-_CEILINGS_SOURCES = ("measured", "datasheet", "best")
 
 
 def _alternatives(allowed) -> str:
@@ -422,7 +421,7 @@ class Report(DerivedCounts):
         ``above_level`` (timed calls faster than the roof of their level). ``source``: which ceilings figures
         (default: the report's). The default classification (DRAM only) is unchanged. ValueError without an
         access table or ceilings."""
-        _check_choice("cache_analysis", "source", source, _CEILINGS_SOURCES, none=True)
+        _check_choice("cache_analysis", "source", source, SOURCES, none=True)
 
         c = self.classification()
         return _cache_model.analysis(self.records, _dataflow.report_accesses(self), c, self.ceilings,
@@ -450,7 +449,7 @@ class Report(DerivedCounts):
                                               _dataflow.report_accesses(self), min_ops)
         if compiled is not None:
             _fusion_compiled.mark(opps, self, compiled)
-        return opps
+        return _advice.described(opps)
 
     def hints(self, min_share: float = 0.01) -> list:
         """What to change, ranked by estimated time saved at the roof. Each hint has ``kind`` ("sdpa",
@@ -459,7 +458,7 @@ class Report(DerivedCounts):
         ``evidence`` (the figures it rests on), ``records``, ``ops`` and ``modules``; ``str(hint)`` is one line.
         ``min_share``: leave out hints saving less than this share of the roofline time (of the bytes, without
         ceilings), a number in [0, 1]. Rules that need the dataflow are skipped for a report without an access table."""
-        return _hints.hints(self, _dataflow.report_accesses(self), min_share)
+        return _advice.written(_hints.hints(self, _dataflow.report_accesses(self), min_share))
 
     # ---- display ----------------------------------------------------------------------------------------------
     def table(self, by: str = "op", depth: int | None = None, top: int | None = 15, phase: str | None = None) -> str:
@@ -572,8 +571,7 @@ class Report(DerivedCounts):
             self.meta["ceilings_yardstick"] = _jsonable_yardstick(yard)
         elif c is not None and not self.meta.get("projected_to"):
             # this run's measurement, a device's datasheet, or a Ceilings the caller gave
-            self.meta["ceilings_yardstick"] = {"kind": {"measured": "measured", "datasheet": "datasheet"}.get(
-                roofs.source, "given")}
+            self.meta["ceilings_yardstick"] = {"kind": roofs.source if roofs.source in FIGURE_SOURCES else "given"}
 
     # ---- export -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:

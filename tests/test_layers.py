@@ -222,8 +222,6 @@ TEXT_OUTSIDE_RENDER: dict[str, str] = {
     "roofline._profile_cmd": "the command line prints what it does",
     "roofline._trace_cmd": "the command line prints what it does",
     "roofline.hardware._cpu_bench": "progress lines while the benchmarks run",
-    "roofline.analysis._hints": "each rule still writes its hint's message (Hint.message, Hint.__str__)",
-    "roofline.analysis._dataflow": "an opportunity's describe() still writes its sentence",
 }
 
 # Names of number formatters a module might define for itself (with or without a leading underscore).

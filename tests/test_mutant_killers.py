@@ -2191,18 +2191,19 @@ class TestDataflow:
 
     def test_describe(self):
         from roofline.analysis._dataflow import FusionOpportunity
+        from roofline.render._advice import describe
 
         f = FusionOpportunity(records=[0, 1], ops=["aten.mm.default", "aten.add_.Tensor"], modules=["a", "a"],
                               kind="epilogue", intermediates=1, bytes=4000, saved_bytes=1000, t_before=3e-6,
                               t_after=1e-6, saved_s=2e-6)
-        assert f.describe() == "mm -> add_ in a: saves 1.00 KB of 4.00 KB, 2.00 us at the roof"
+        assert describe(f) == "mm -> add_ in a: saves 1.00 KB of 4.00 KB, 2.00 us at the roof"
         f.modules = ["a", "b", "c"]
         f.saved_s = float("nan")
-        assert f.describe() == "mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB"
+        assert describe(f) == "mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB"
         f.compiled = "partly"
-        assert f.describe() == "mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB; compiled: partly"
+        assert describe(f) == "mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB; compiled: partly"
         f.compiled_saved_bytes = 500
-        assert f.describe() == ("mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB; compiled: partly (keeps 500 B of "
+        assert describe(f) == ("mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB; compiled: partly (keeps 500 B of "
                                 "1.00 KB on chip)")
 
     def test_a_chain_of_two_calls_by_default(self):

@@ -24,7 +24,12 @@ SCHEMA = "roofline.ceilings/1"
 LEVELS = ("L1", "L2", "L3", "DRAM")
 
 
-SOURCES = ("measured", "datasheet", "best")
+# The one list of ceilings sources. A figure is "measured" or from a "datasheet"; "best" is the measured figure where
+# there is one, else the datasheet's; a ``ceilings=`` argument may name a yardstick (the figures of this run, of a
+# datasheet, or the theoretical peak), besides a device, a file or a Ceilings.
+FIGURE_SOURCES = ("measured", "datasheet")
+SOURCES = (*FIGURE_SOURCES, "best")
+YARDSTICKS = (*FIGURE_SOURCES, "theoretical")
 
 
 # Low-precision dtypes a CPU computes in float32 unless it has native instructions (which are not measured).
@@ -154,7 +159,7 @@ class Ceilings:
             entry = self.peaks.get((u, d))
             if entry is None:
                 continue
-            for src in (("measured", "datasheet") if source == "best" else (source,)):
+            for src in (FIGURE_SOURCES if source == "best" else (source,)):
                 value = entry.measured if src == "measured" else entry.datasheet
                 if value is not None:
                     note = "" if i == 0 else self._fallback_note(unit, dtype, u, d)
@@ -178,7 +183,7 @@ class Ceilings:
         _check_source(source)
         entry = self.bandwidths.get(level)
         if entry is not None:
-            for src in (("measured", "datasheet") if source == "best" else (source,)):
+            for src in (FIGURE_SOURCES if source == "best" else (source,)):
                 value = entry.measured if src == "measured" else entry.datasheet
                 if value is not None:
                     return float(value)

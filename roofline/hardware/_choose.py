@@ -11,12 +11,9 @@ import os
 from roofline import devices
 from roofline.hardware import _ceilings as _ceil
 from roofline.hardware import _roofs, _yardstick
-from roofline.hardware._ceilings_model import CeilingNotAvailable, Ceilings
+from roofline.hardware._ceilings_model import YARDSTICKS, CeilingNotAvailable, Ceilings
 from roofline.util._warn import warn
 
-# what a ``ceilings=`` argument may name besides a device, a file or a Ceilings: one list for the checks, the
-# chooser and the messages
-YARDSTICKS = _yardstick.YARDSTICKS
 
 
 def roofs(spec, meta: dict) -> _roofs.Roofs:
@@ -48,7 +45,7 @@ def choose(spec, meta: dict):
     device = next((d for d in devs if d.startswith("cuda")), "cpu" if "cpu" in devs else None)
     if "meta" in devs or "fake" in devs:
         device = None  # counted without running: only a projection has ceilings
-    if spec in _yardstick.YARDSTICKS:
+    if spec in YARDSTICKS:
         if device is None:
             return None, "measured", (f"ops ran on {', '.join(devs) or 'no device'}: no ceilings to judge them "
                                       "against; use r.project('<device>')")
@@ -97,7 +94,7 @@ def check_spec(spec) -> None:
     """Check a ``ceilings=`` argument before a block runs: "measured", "datasheet", "theoretical", a Ceilings, the
     path of an existing saved-ceilings file, or a datasheet device name (KeyError with close matches); TypeError
     for anything else."""
-    if isinstance(spec, Ceilings) or spec in _yardstick.YARDSTICKS:
+    if isinstance(spec, Ceilings) or spec in YARDSTICKS:
         return
     if not isinstance(spec, str):
         raise TypeError(f"ceilings must be 'measured', 'datasheet', 'theoretical', the path of saved ceilings, a "

@@ -8,7 +8,8 @@ import re
 from typing import Any
 
 from roofline.hardware._ceilings_cache import _MAX_CACHE_BYTES, _store_cache, cache_dir
-from roofline.hardware._ceilings_model import Ceiling, CeilingNotAvailable, Ceilings, _jsonable, _parse_device, _version
+from roofline.hardware._ceilings_model import (YARDSTICKS, Ceiling, CeilingNotAvailable,  # noqa: F401  (YARDSTICKS:
+                                              Ceilings, _jsonable, _parse_device, _version)  # named here too)
 from roofline.hardware._cpu_bench import _theoretical
 from roofline.hardware._cpu_info import _cpu_fingerprint, _cpu_info
 from roofline.util import _output
@@ -16,7 +17,6 @@ from roofline.util._cachedir import untrusted_reason
 from roofline.util._warn import warn
 
 
-YARDSTICKS = ("measured", "datasheet", "theoretical")
 
 
 def reference_path(kind: str, fingerprint: str) -> str:
