@@ -6,6 +6,7 @@ maps this model to its own drawing calls and computes nothing of the roofline it
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from roofline.analysis import _compiled_view, _groups
 from roofline.model._records import DTYPE_NAMES
 from roofline.render import _style
+from roofline.util import _format
 from roofline.util._format import fmt, op_label
 
 CHAR_W = 0.62  # a conservative width of one character of a sans-serif font, in font sizes
@@ -43,7 +45,8 @@ class Roof:
 class Point:
     """One point: ``name`` (the op, module or kernel), ``label`` (its short label), ``row`` (its figures),
     ``mask`` (its records; None for a kernel), ``x`` (intensity, FLOP/byte), ``y`` (FLOP/s), ``time`` (the
-    seconds that size it), ``share`` (of the chart's time), ``bound`` and ``color``."""
+    seconds that size it), ``share`` (of the chart's time), ``bound``, ``color`` and ``tooltip`` (the hover text: what it is, where it
+    ran, its shapes and dtypes, its counts and times)."""
 
     name: str
     label: str
@@ -55,6 +58,7 @@ class Point:
     share: float
     bound: str
     color: str
+    tooltip: str = ""
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,58 @@ def roof_figures(report):
     return pairs, levels
 
 
+def tooltip(report, name, row, mask, by) -> str:
+    """The hover text of one point: what it is, where it ran, its shapes and dtypes, its counts and times."""
+
+    if by == "kernel":
+        return _kernel_tooltip(report, row)
+    rec = report.records[mask]
+    t = rec["t_end"] - rec["t_start"]
+    w = np.where(np.isfinite(t), t, 0.0)
+    lines = [name if by != "op" else f"{name} ({row['calls']} calls)"]
+    if by != "module":
+        mods = Counter()
+        for m, wt in zip(rec["module"].tolist(), w.tolist()):
+            mods[report.module_path(m)] += wt or 1e-30
+        top = [m for m, _ in mods.most_common(3)]
+        lines.append("module: " + ", ".join(top) + (f" (+{len(mods) - 3} more)" if len(mods) > 3 else ""))
+    sigs = getattr(report, "signatures", None)
+    if _groups.has_signatures(report) and by != "op_shape":
+        cnt = Counter(rec["sig"].tolist())
+        shown = [sigs[s] or "(no tensor inputs)" for s, _ in cnt.most_common(2) if s < len(sigs)]
+        if shown:
+            lines.append("shapes: " + " | ".join(shown) + (f" (+{len(cnt) - 2} more)" if len(cnt) > 2 else ""))
+    dts = sorted({DTYPE_NAMES.get(d, "unknown") for d in rec["dtype"].tolist()})
+    lines.append("dtype: " + ", ".join(dts))
+    lines.append(f"FLOPs {_format.fmt(row['flops'], 'FLOP')}, bytes {_format.fmt(row['bytes'], 'B')}, "
+                 f"intensity {row['intensity']:.2f} FLOP/B")
+    proj = bool(report.meta.get("projected_to"))
+    if math.isfinite(row["time"]):
+        lines.append(f"{'projected ' if proj else ''}time {_format.dur(row['time'])}, achieved "
+                     f"{_format.fmt(row['achieved_flops'], 'FLOP/s')}, {_format.pct(row['efficiency'])} of roof")
+    lines.append(f"roofline time {_format.dur(row['t_min'])}, {row['bound']}-bound"
+                 + (f"; {row['above_ceiling']} call(s) above the ceiling (!)" if row["above_ceiling"] and not proj
+                    else ""))
+    return "\n".join(lines)
+
+
+def _kernel_tooltip(report, k) -> str:
+
+    ops = ", ".join(op_label(o) for o in k.get("ops", ())) or "(no op of the graph: added by Inductor)"
+    lines = [f"{k['name']} ({k['calls']} calls, {k['phase']}{', extern' if k.get('extern') else ''})",
+             f"module: {k.get('module', 'Global')}", "ops: " + (ops if len(ops) <= 90 else ops[:87] + "...")]
+    if k.get("dtype"):
+        lines.append(f"dtype: {k['dtype']}")
+    lines.append(f"FLOPs {_format.fmt(k['flops'], 'FLOP')}, bytes {_format.fmt(k['bytes'], 'B')} per call, "
+                 f"intensity {k['intensity']:.2f} FLOP/B")
+    if math.isfinite(k["time"]):
+        lines.append(f"time {_format.dur(k['time'])}, achieved {_format.fmt(k['achieved_flops'], 'FLOP/s')}, "
+                     f"{_format.pct(k['efficiency'])} of roof")
+    lines.append(f"roofline time {_format.dur(k['t_min'])} per call, {k['bound']}-bound"
+                 + ("; above the ceiling (!)" if k["above_ceiling"] else ""))
+    return "\n".join(lines)
+
+
 def chart(report, by: str = "op", depth: int | None = None, title: str | None = None) -> Chart:
     """The chart model of ``report`` (see the module's docstring). ValueError when the report has no ceilings."""
     if report.ceilings is None:
@@ -199,7 +255,7 @@ def chart(report, by: str = "op", depth: int | None = None, title: str | None = 
     tt = np.where(np.isfinite(tt), tt, 0.0)
     share = tt / tt.sum() if len(tt) and tt.sum() > 0 else np.full(len(groups), 1.0 / max(len(groups), 1))
     points = tuple(Point(name, point_label(name, by), row, mask, x, y, float(t), float(s), row["bound"],
-                         _style.bound_color(row["bound"]))
+                         _style.bound_color(row["bound"]), tooltip(report, name, row, mask, by))
                    for (name, row, mask), x, y, t, s in zip(groups, xs, ys, tt.tolist(), share.tolist()))
     projected = bool(report.meta.get("projected_to"))
     where = report.meta.get("projected_to") or f"{report.ceilings.name} ({report.ceilings_source})"

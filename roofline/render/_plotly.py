@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from roofline.render import _chart, _style
-from roofline.render._svg import tooltip
 
 
 def roofline_plotly(report, by: str = "op", depth: int | None = None):
     """The roofline chart as a plotly Figure (ImportError naming plotly without it): log axes, the roofs and
     bandwidth lines, and one marker per point whose hover text is the tooltip of
-    :func:`roofline.render._svg.tooltip`."""
+    :func:`roofline.render._chart.tooltip`."""
     try:
         import plotly.graph_objects as go
     except ImportError:
@@ -32,7 +31,7 @@ def roofline_plotly(report, by: str = "op", depth: int | None = None):
             x=[p.x for p in sel], y=[p.y for p in sel], mode="markers", name=f"{bound}-bound",
             marker={"color": _style.bound_color(bound), "opacity": 0.75,
                     "size": [6 + 40 * p.share ** 0.5 for p in sel], "line": {"width": 0.5, "color": "#222"}},
-            hovertext=[tooltip(report, p.name, p.row, p.mask, model.by).replace("\n", "<br>") for p in sel],
+            hovertext=[p.tooltip.replace("\n", "<br>") for p in sel],
             hoverinfo="text"))
     fig.update_layout(title=model.title, template="plotly_white",
                       xaxis={"type": "log", "title": model.x_label}, yaxis={"type": "log", "title": model.y_label})

@@ -9,68 +9,11 @@ from __future__ import annotations
 
 import html
 import math
-from collections import Counter
 
-import numpy as np
-
-from roofline.analysis import _groups
-from roofline.model._records import DTYPE_NAMES
 from roofline.render import _chart, _style
+from roofline.render._chart import chart_points, place_labels, point_label  # noqa: F401  (their former home)
+from roofline.render._plotly import roofline_plotly  # noqa: F401  (its former home)
 from roofline.util import _format, _output
-from roofline.util._format import op_label
-
-
-# ---- what a point is ---------------------------------------------------------------------------------------------
-def tooltip(report, name, row, mask, by) -> str:
-    """The hover text of one point: what it is, where it ran, its shapes and dtypes, its counts and times."""
-
-    if by == "kernel":
-        return _kernel_tooltip(report, row)
-    rec = report.records[mask]
-    t = rec["t_end"] - rec["t_start"]
-    w = np.where(np.isfinite(t), t, 0.0)
-    lines = [name if by != "op" else f"{name} ({row['calls']} calls)"]
-    if by != "module":
-        mods = Counter()
-        for m, wt in zip(rec["module"].tolist(), w.tolist()):
-            mods[report.module_path(m)] += wt or 1e-30
-        top = [m for m, _ in mods.most_common(3)]
-        lines.append("module: " + ", ".join(top) + (f" (+{len(mods) - 3} more)" if len(mods) > 3 else ""))
-    sigs = getattr(report, "signatures", None)
-    if _groups.has_signatures(report) and by != "op_shape":
-        cnt = Counter(rec["sig"].tolist())
-        shown = [sigs[s] or "(no tensor inputs)" for s, _ in cnt.most_common(2) if s < len(sigs)]
-        if shown:
-            lines.append("shapes: " + " | ".join(shown) + (f" (+{len(cnt) - 2} more)" if len(cnt) > 2 else ""))
-    dts = sorted({DTYPE_NAMES.get(d, "unknown") for d in rec["dtype"].tolist()})
-    lines.append("dtype: " + ", ".join(dts))
-    lines.append(f"FLOPs {_format.fmt(row['flops'], 'FLOP')}, bytes {_format.fmt(row['bytes'], 'B')}, "
-                 f"intensity {row['intensity']:.2f} FLOP/B")
-    proj = bool(report.meta.get("projected_to"))
-    if math.isfinite(row["time"]):
-        lines.append(f"{'projected ' if proj else ''}time {_format.dur(row['time'])}, achieved "
-                     f"{_format.fmt(row['achieved_flops'], 'FLOP/s')}, {_format.pct(row['efficiency'])} of roof")
-    lines.append(f"roofline time {_format.dur(row['t_min'])}, {row['bound']}-bound"
-                 + (f"; {row['above_ceiling']} call(s) above the ceiling (!)" if row["above_ceiling"] and not proj
-                    else ""))
-    return "\n".join(lines)
-
-
-def _kernel_tooltip(report, k) -> str:
-
-    ops = ", ".join(op_label(o) for o in k.get("ops", ())) or "(no op of the graph: added by Inductor)"
-    lines = [f"{k['name']} ({k['calls']} calls, {k['phase']}{', extern' if k.get('extern') else ''})",
-             f"module: {k.get('module', 'Global')}", "ops: " + (ops if len(ops) <= 90 else ops[:87] + "...")]
-    if k.get("dtype"):
-        lines.append(f"dtype: {k['dtype']}")
-    lines.append(f"FLOPs {_format.fmt(k['flops'], 'FLOP')}, bytes {_format.fmt(k['bytes'], 'B')} per call, "
-                 f"intensity {k['intensity']:.2f} FLOP/B")
-    if math.isfinite(k["time"]):
-        lines.append(f"time {_format.dur(k['time'])}, achieved {_format.fmt(k['achieved_flops'], 'FLOP/s')}, "
-                     f"{_format.pct(k['efficiency'])} of roof")
-    lines.append(f"roofline time {_format.dur(k['t_min'])} per call, {k['bound']}-bound"
-                 + ("; above the ceiling (!)" if k["above_ceiling"] else ""))
-    return "\n".join(lines)
 
 
 # ---- the SVG -----------------------------------------------------------------------------------------------------
@@ -78,11 +21,11 @@ def roofline_svg(report, by: str = "op", depth: int | None = None, top: int = 10
                  height: int = 440) -> str:
     """The roofline chart of ``report`` as an SVG element (see the module's docstring). ValueError when the report
     has no ceilings."""
-    return draw(report, _chart.chart(report, by, depth), top, width, height)
+    return draw(_chart.chart(report, by, depth), top, width, height)
 
 
-def draw(report, model: _chart.Chart, top: int = 10, width: int = 820, height: int = 440) -> str:
-    """The chart ``model`` as an SVG element, its ``top`` points by time labelled; ``report`` gives the tooltips."""
+def draw(model: _chart.Chart, top: int = 10, width: int = 820, height: int = 440) -> str:
+    """The chart ``model`` as an SVG element, its ``top`` points by time labelled."""
     (x_lo, x_hi), (y_lo, y_hi) = model.x_range, model.y_range
     pts = model.points
     ml, mr, mt, mb = 70, 240, 30, 46
@@ -131,7 +74,7 @@ def draw(report, model: _chart.Chart, top: int = 10, width: int = 820, height: i
         p = pts[i]
         x, y, r = px[i]
         out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" fill="{p.color}" fill-opacity="0.7" stroke="#222" '
-                   f'stroke-width="0.6" class="rl-point"><title>{e(tooltip(report, p.name, p.row, p.mask, model.by))}'
+                   f'stroke-width="0.6" class="rl-point"><title>{e(p.tooltip)}'
                    '</title></circle>')
     placed = _chart.place_labels(px, [(i, pts[i].label) for i in model.by_time[:top]], 10.0,
                                  (ml, mt, ml + pw, mt + ph))
