@@ -14,6 +14,7 @@ from roofline._steady import SteadyReport, profile
 from roofline.counting import _resolve
 from roofline.counting._spec import Cost, TensorSpec, cost
 from roofline.hardware._ceilings import Ceiling, CeilingNotAvailable, Ceilings, ceilings
+from roofline.render import _ceilings_table  # noqa: F401  (installs the text view of Ceilings: table, str)
 from roofline.report import Report, load
 from roofline.traces import _ranks  # noqa: F401  (installs the reader of rank directories into load_trace)
 from roofline.traces._load import load_trace

@@ -9,10 +9,11 @@ import os
 import numpy as np
 
 from roofline import _core, devices
-from roofline.analysis import _classification, _padding, _parameters
+from roofline.analysis import _padding, _parameters
 from roofline.model import _tokens
 from roofline.capture import _sdpa
-from roofline.hardware._ceilings import Ceilings
+from roofline.hardware._ceilings_model import YARDSTICKS, Ceilings
+from roofline.hardware import _choose
 from roofline.model._records import RECORD_DTYPE
 from roofline.report import Report
 from roofline.util._version import VERSION
@@ -85,7 +86,7 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     if timing not in ("model", "op", None):
         raise ValueError(f"measure: timing must be 'model', 'op' or None, got {timing!r}")
     try:  # 'measured', 'datasheet', 'theoretical', saved ceilings, a device name or a Ceilings: fail now, not after
-        _classification.check_spec(ceilings)
+        _choose.check_spec(ceilings)
     except TypeError as e:
         raise TypeError(f"measure: {e}") from None
     _sdpa.check(attention)
@@ -183,7 +184,7 @@ class _Measure(_core.Block):
         session.finish()
         timing, ceilings = self._timing, self._ceilings
         meta = {"timing": timing, "devices": sorted(session.devices), "version": VERSION,
-                "ceilings_source": (ceilings if ceilings in ("measured", "datasheet", "theoretical") else
+                "ceilings_source": (ceilings if ceilings in YARDSTICKS else
                                     "measured" if isinstance(ceilings, str) and os.path.isfile(ceilings) else
                                     "datasheet" if isinstance(ceilings, str) else "best")}
         meta.update(_torch._collectives.meta(session))  # rank, world size, backend; collectives' network bytes

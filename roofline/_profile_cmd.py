@@ -21,6 +21,7 @@ import traceback
 from dataclasses import dataclass, field
 
 from roofline import devices, llm
+from roofline.hardware._ceilings_model import FIGURE_SOURCES
 from roofline.util import _output
 from roofline.util._format import fmt
 
@@ -320,7 +321,7 @@ def plan(args: argparse.Namespace) -> Plan:
             raise ValueError(f"gpt2 has 1024 positions: {'--kv-len' if args.decode else '--seq'} is too long")
     if args.project:
         _device_name("--project", args.project)
-    if args.ceilings not in ("measured", "datasheet"):
+    if args.ceilings not in FIGURE_SOURCES:
         _device_name("--ceilings", args.ceilings)
     if args.plot is not None:
         check_output("--plot", args.plot, PLOT_EXTENSIONS)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import html
 import os
 import sys
 
 from roofline._profile_cmd import PLOT_EXTENSIONS, check_output
 from roofline.report import Report
 from roofline.traces._load import load_trace
-from roofline.util import _output
 from roofline.util._format import dur
 
 
@@ -24,7 +22,7 @@ def add_trace(subparsers: argparse._SubParsersAction, func) -> None:
         "No GPU and no torch are needed.")
     p.add_argument("path", help="the trace file (.json or .json.gz), or a directory of rank traces")
     p.add_argument("--device", metavar="NAME", help="judge the ops against this datasheet device instead of the "
-                   "one the trace names, e.g. 'H100 SXM' (python -m roofline.devices lists them)")
+                   "one the trace names, e.g. 'H100 SXM' (python -m roofline devices lists them)")
     p.add_argument("--steps", default=None, metavar="STEPS", help="'median' (default: the ProfilerStep of median "
                    "duration), 'all' (every step in one report), a step number, or step numbers separated by commas "
                    "(one report each; --json, --html and --plot then write the first)")
@@ -116,10 +114,7 @@ def run(args: argparse.Namespace) -> int:
         r.to_json(args.json)
         print(f"report written to {args.json}", file=sys.stderr)
     if args.html:
-        title = html.escape(f"roofline: {os.path.basename(args.path)}")
-        page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head><body>"
-                f"{r._repr_html_()}</body></html>\n")
-        _output.write(args.html, page, where="--html")
+        r.to_html(args.html, title=f"roofline: {os.path.basename(args.path)}")
         print(f"HTML written to {args.html}", file=sys.stderr)
     if args.plot:
         report.plot(args.plot)

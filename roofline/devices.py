@@ -804,62 +804,6 @@ def lookup(name: str) -> DeviceSpec | None:
     return candidates[0] if len(candidates) == 1 else None
 
 
-def _render_table() -> str:
-    """The table of docs/devices.md, rendered from DEVICES (peaks in TFLOP/s, TOP/s for INT8)."""
-
-    def fmt(value: float | None, scale: float) -> str:
-        return "-" if value is None else f"{value / scale:g}"
-
-    def peak(spec: DeviceSpec, unit: str, *dtypes: str) -> str:
-        for dtype in dtypes:
-            if (unit, dtype) in spec.peaks:
-                return fmt(spec.peaks[(unit, dtype)], _T) + ("*" if dtype.endswith("fnuz") else "")
-        return "-"
-
-    header = (
-        "| Device | Vendor | SMs/CUs | Clock MHz | L2 MiB | Memory GiB | DRAM TB/s | FP64 vec | FP64 mat | "
-        "FP32 vec | FP32 mat | TF32 | BF16 | FP16 | FP8 | INT8 | Ridge BF16 |"
-    )
-    lines = [header, "|" + "---|" * (header.count("|") - 1)]
-    for spec in _ALL:
-        ridge = f"{spec.ridge_point('matrix', 'bfloat16'):.0f}" if ("matrix", "bfloat16") in spec.peaks else "-"
-        cells = [
-            spec.name,
-            spec.vendor,
-            "-" if spec.sm_count is None else str(spec.sm_count),
-            fmt(spec.boost_clock_hz, 1e6),
-            fmt(spec.l2_bytes, _MiB),
-            fmt(spec.memory_bytes, _GiB),
-            fmt(spec.memory_bandwidth, 1e12),
-            peak(spec, "vector", "float64"),
-            peak(spec, "matrix", "float64"),
-            peak(spec, "vector", "float32"),
-            peak(spec, "matrix", "float32"),
-            peak(spec, "matrix", "tfloat32"),
-            peak(spec, "matrix", "bfloat16"),
-            peak(spec, "matrix", "float16"),
-            peak(spec, "matrix", "float8_e4m3fn", "float8_e4m3fnuz"),
-            peak(spec, "matrix", "int8"),
-            ridge,
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _render_sources() -> str:
-    """The source list of docs/devices.md: each document, and the devices and figures taken from it."""
-    by_source: dict[str, dict[str, list[str]]] = {}
-    for spec in _ALL:
-        for key, source in spec.sources.items():
-            figure = key[len("peaks.") :].replace(".", " ") if key.startswith("peaks.") else key
-            by_source.setdefault(source, {}).setdefault(spec.name, []).append(figure)
-    lines = []
-    for source, per_device in by_source.items():
-        used = "; ".join(f"{device}: {', '.join(figures)}" for device, figures in per_device.items())
-        lines.append(f"- {source}\n  ({used})")
-    return "\n".join(lines) + "\n"
-
-
 def get(name: str) -> DeviceSpec:
     """Like :func:`lookup`, but raise KeyError, listing the closest known names, when nothing matches."""
     spec = lookup(name)
@@ -872,8 +816,3 @@ def get(name: str) -> DeviceSpec:
     close = difflib.get_close_matches(_normalise(str(name)), list(known), n=5, cutoff=0.5)
     hint = "; close matches: " + ", ".join(repr(known[c]) for c in close) if close else ""
     raise KeyError(f"no datasheet entry for device {name!r}{hint}. Known devices: {', '.join(DEVICES)}")
-
-
-if __name__ == "__main__":  # python -m roofline.devices: print the tables of docs/devices.md
-    print(_render_table())
-    print(_render_sources())

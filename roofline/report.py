@@ -12,17 +12,15 @@ from roofline.analysis import (_assumptions, _parameters, _cache_model, _compile
                                _network, _padding, _rollup)
 from roofline.analysis._classification import BOUNDS  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
 from roofline.analysis._classification import Classifier, classify as _classify
-from roofline.analysis._hints import advice_text
-from roofline.hardware import _contention
-from roofline.hardware._ceilings import Ceilings
+from roofline.hardware import _choose, _contention, _roofs
+from roofline.hardware._ceilings_model import FIGURE_SOURCES, SOURCES, Ceilings
 from roofline.io import _export
 from roofline.model import _tokens
 from roofline.model._records import ACCESS_DTYPE  # the dataflow rows' layout
 from roofline.model._records import OpInfo  # noqa: F401  (the op table's entries, built by roofline.capture._torch)
 from roofline.model._records import (DTYPE_NAMES, RECORD_DTYPE,  # noqa: F401  (RECORD_DTYPE: the records' layout)
                                      DerivedCounts)
-from roofline.plot import plot_report
-from roofline.render import _render, _svg, _tables, _trace
+from roofline.render import _advice, _kernels, _matplotlib, _plotly, _render, _svg, _tables, _text, _trace
 from roofline.util import _ints, _safejson
 from roofline.util._warn import warn
 
@@ -42,7 +40,6 @@ def _summed(field: str, doc: str) -> property:
 
 # ---- argument checks: every public method of Report and Comparison checks its arguments with these before any
 # work, and names the method, the argument and what it accepts
-_CEILINGS_SOURCES = ("measured", "datasheet", "best")
 
 
 def _alternatives(allowed) -> str:
@@ -200,7 +197,9 @@ class Report(BaseReport, DerivedCounts):
         self.wall_time = wall_time
         self.meta = dict(meta or {})
         self.overhead = dict(overhead or {})
-        self._classifier = Classifier(ceilings)
+        self._roofs_spec = ceilings  # what measure was given; chosen into self._roofs on first use
+        self._roofs = None
+        self._classifier = Classifier()
 
     @classmethod
     def _pending_block(cls) -> "Report":
@@ -388,18 +387,26 @@ class Report(BaseReport, DerivedCounts):
         run has no device with ceilings (e.g. counted on meta: use :meth:`project`). When this run's CPU
         measurement was under contention, the stable yardstick stands in (the last idle measurement of this
         machine, else its theoretical peak): ``meta["ceilings_yardstick"]`` says which, and why."""
-        first = self._classifier.ceilings is None
-        c = self._classifier.resolve(self.meta)
-        if first and c is not None:
-            self._note_busy_ceilings()
-        return c
+        return self.roofs.ceilings
+
+    @property
+    def roofs(self):
+        """The figures this report's ops are judged against (:class:`roofline.hardware._roofs.Roofs`: peaks per
+        unit and dtype, bandwidth per memory level and interconnect, their sources, the contention flags), chosen
+        once, on first use, from what ``measure`` was given: choosing may measure the machine's ceilings. The
+        classification and every chart read them."""
+        if self._roofs is None:
+            spec, self._roofs_spec = self._roofs_spec, None  # chosen once, failure or not
+            self._roofs = _choose.roofs(spec, self.meta)
+            if self._roofs.ceilings is not None:
+                self._note_busy_ceilings()  # meta says what the records are judged against, however it was asked
+        return self._roofs
 
     @property
     def ceilings_source(self) -> str:
         """Which figures of :attr:`ceilings` the roofline uses: "measured", "datasheet", or "best" (measured where
         present, else datasheet: for a :class:`roofline.Ceilings` passed to ``measure`` or ``project``)."""
-        self._classifier.resolve(self.meta)
-        return self._classifier.source
+        return self.roofs.source
 
     @property
     def parameters(self) -> dict | None:
@@ -428,11 +435,7 @@ class Report(BaseReport, DerivedCounts):
         bus bytes (in ``bytes``) against ``link_bw``, the interconnect bandwidth (NaN for the other records). A
         record is "matrix" when it has matrix FLOPs; all its FLOPs are then judged
         against the matrix peak of its dtype."""
-        first = self._classifier.ceilings is None
-        out = self._classifier.classification(self.records, self.meta)
-        if first and self._classifier.ceilings is not None:
-            self._note_busy_ceilings()  # meta says what the records were judged against, however it was asked
-        return out
+        return self._classifier.classification(self.records, self.roofs, self.meta)
 
     # ---- grouped analysis ------------------------------------------------------------------------------------
     def analysis(self, by: str = "op", depth: int | None = None, phase: str | None = None) -> dict[str, dict]:
@@ -480,7 +483,7 @@ class Report(BaseReport, DerivedCounts):
         ``above_level`` (timed calls faster than the roof of their level). ``source``: which ceilings figures
         (default: the report's). The default classification (DRAM only) is unchanged. ValueError without an
         access table or ceilings."""
-        _check_choice("cache_analysis", "source", source, _CEILINGS_SOURCES, none=True)
+        _check_choice("cache_analysis", "source", source, SOURCES, none=True)
 
         c = self.classification()
         return _cache_model.analysis(self.records, _dataflow.report_accesses(self), c, self.ceilings,
@@ -508,7 +511,7 @@ class Report(BaseReport, DerivedCounts):
                                               _dataflow.report_accesses(self), min_ops)
         if compiled is not None:
             _fusion_compiled.mark(opps, self, compiled)
-        return opps
+        return _advice.described(opps)
 
     def hints(self, min_share: float = 0.01) -> list:
         """What to change, ranked by estimated time saved at the roof. Each hint has ``kind`` ("sdpa",
@@ -517,7 +520,7 @@ class Report(BaseReport, DerivedCounts):
         ``evidence`` (the figures it rests on), ``records``, ``ops`` and ``modules``; ``str(hint)`` is one line.
         ``min_share``: leave out hints saving less than this share of the roofline time (of the bytes, without
         ceilings), a number in [0, 1]. Rules that need the dataflow are skipped for a report without an access table."""
-        return _hints.hints(self, _dataflow.report_accesses(self), min_share)
+        return _advice.written(_hints.hints(self, _dataflow.report_accesses(self), min_share))
 
     # ---- display ----------------------------------------------------------------------------------------------
     def table(self, by: str = "op", depth: int | None = None, top: int | None = 15, phase: str | None = None) -> str:
@@ -533,7 +536,7 @@ class Report(BaseReport, DerivedCounts):
         if by == "kernel" and phase is not None:
             raise ValueError("table: phase does not apply to by='kernel' (a kernel's calls are not split by phase)")
         if by == "kernel":
-            return _compiled_view.table(self, top)
+            return _kernels.table(self, top)
         return _render.table(self, by, depth, top, phase)
 
     # ---- compiled models (torch.compile) ------------------------------------------------------------------------
@@ -584,12 +587,9 @@ class Report(BaseReport, DerivedCounts):
         unknown ops and errors, then the ``top`` ops by time (:meth:`table`, or by FLOPs without ceilings): an int
         >= 1, or None for all."""
         top = _check_int("summary", "top", top, 1, none=True)
-        self._classifier.resolve(self.meta)
+        self.roofs
         self._note_busy_ceilings()
-        text = _render.summary(self, top, ceilings_note=self._classifier.note)
-
-        advice = advice_text(self)
-        return text + "\n\n" + advice if advice else text
+        return _text.report_text(self, top)
 
     def __str__(self):
         return self.summary()
@@ -598,9 +598,9 @@ class Report(BaseReport, DerivedCounts):
         return _render.short(self)
 
     def _repr_html_(self):
-        self._classifier.resolve(self.meta)
+        self.roofs
         self._note_busy_ceilings()
-        return _render.to_html(self, ceilings_note=self._classifier.note)
+        return _render.to_html(self, ceilings_note=self.roofs.note)
 
     def to_html(self, path=None, title: str | None = None, top: int = 15) -> str:
         """The report as a full, self-contained HTML page (no script, no external file): the notebook view
@@ -613,28 +613,27 @@ class Report(BaseReport, DerivedCounts):
         top = _check_int("Report.to_html", "top", top, 1)
         if title is not None and not isinstance(title, str):
             raise TypeError(f"Report.to_html: title must be a str or None, got {type(title).__name__}")
-        self._classifier.resolve(self.meta)
+        self.roofs
         self._note_busy_ceilings()
-        text = _render.page(self, title, ceilings_note=self._classifier.note, top=top)
+        text = _render.page(self, title, ceilings_note=self.roofs.note, top=top)
         return _export.write(text, path, "Report.to_html")
 
     def _note_busy_ceilings(self):
         """``meta["ceilings_contention"]``: why the ceilings this report is judged against look measured under
         contention (their ``info["contention"]``), when they do; the summary's header says so."""
-        c = self._classifier.ceilings
-        info = getattr(c, "info", None) or {}
-        if info.get("busy") or info.get("contention"):
-            self.meta["ceilings_contention"] = [str(x) for x in (info.get("contention") or ["flagged busy"])]
+        roofs = self._roofs
+        c = roofs.ceilings
+        if roofs.contention:
+            self.meta["ceilings_contention"] = list(roofs.contention)
         else:
             self.meta.pop("ceilings_contention", None)
-        yard = info.get("yardstick")
-        if isinstance(yard, dict) and yard.get("kind") and not self.meta.get("projected_to"):
+        yard = dict(roofs.yardstick)
+        if yard.get("kind") and not self.meta.get("projected_to"):
             # a stand-in for this run's measurement (or ceilings given as a file): which, and why
             self.meta["ceilings_yardstick"] = _jsonable_yardstick(yard)
         elif c is not None and not self.meta.get("projected_to"):
             # this run's measurement, a device's datasheet, or a Ceilings the caller gave
-            self.meta["ceilings_yardstick"] = {"kind": {"measured": "measured", "datasheet": "datasheet"}.get(
-                self._classifier.source, "given")}
+            self.meta["ceilings_yardstick"] = {"kind": roofs.source if roofs.source in FIGURE_SOURCES else "given"}
 
     # ---- export -------------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -646,7 +645,7 @@ class Report(BaseReport, DerivedCounts):
         if type(self) is not Report:  # loads back as this class (from_dict)
             meta = dict(meta, report_class=type(self).__name__)
         doc = _export.document(self.records, self._ops, self.module_sets, self.wall_time, meta,
-                               self.overhead, c, self._classifier.source)
+                               self.overhead, c, self.roofs.source)
         doc.update(_export.capture_document(self.signatures, self.accesses))
         return doc
 
@@ -690,7 +689,7 @@ class Report(BaseReport, DerivedCounts):
         is "op" or "kernel"."""
         _check_choice("to_dataframe", "by", by, ("op", "kernel"))
         if by == "kernel":
-            return _compiled_view.dataframe(self)
+            return _kernels.dataframe(self)
         return _tables.to_dataframe(_tables.columns(self))
 
     def to_csv(self, path=None) -> str:
@@ -738,7 +737,8 @@ class Report(BaseReport, DerivedCounts):
         meta.pop("ceilings_contention", None)  # nor the measured ceilings' flag: it is judged against `target`'s
         if gpus is not None:  # collectives over `gpus` ranks, on the target's interconnect
             meta = _network.rescaled(meta, gpus, len(self.records))
-        t_min = _classify(self.records, ceil, meta["ceilings_source"], meta)[0]["t_min"]
+        roofs = _roofs.of(ceil, meta["ceilings_source"], meta)  # the projection's roofs, chosen here once
+        t_min = _classify(self.records, roofs, meta=meta)[0]["t_min"]
 
         meta["assumed"] = _assumptions.describe(self, ceil, meta["ceilings_source"])
         if meta["assumed"]["no_peak_flop_share"] >= 1e-3:  # always in the summary; warned when it weighs
@@ -749,8 +749,8 @@ class Report(BaseReport, DerivedCounts):
         records["t_start"] = starts
         records["t_end"] = ends
         wall_time = float(ends[-1]) if len(ends) else 0.0
-        # the projected report resolves `ceil` with meta["ceilings_source"] when first used
-        return Report(records, self._ops, self.module_sets, wall_time, meta, ceilings=ceil,
+        # the projected report is judged against the roofs chosen above
+        return Report(records, self._ops, self.module_sets, wall_time, meta, ceilings=roofs,
                       signatures=self.signatures, accesses=self.accesses)
 
     # ---- plotting -------------------------------------------------------------------------------------------
@@ -761,7 +761,7 @@ class Report(BaseReport, DerivedCounts):
         depth = _check_grouping("plot", by, depth, None, ("op", "op_shape", "module", "kernel"))
         top = _check_int("plot", "top", top, 0)
 
-        return plot_report(self, path=path, ax=ax, by=by, top=top, depth=depth, **kwargs)
+        return _matplotlib.plot_report(self, path=path, ax=ax, by=by, top=top, depth=depth, **kwargs)
 
     def roofline_chart(self, by: str = "op", depth: int | None = None, top: int = 10, backend: str = "svg"):
         """The roofline chart as self-contained SVG for a notebook (no matplotlib, no JavaScript): hovering a
@@ -775,7 +775,7 @@ class Report(BaseReport, DerivedCounts):
         depth = _check_grouping("roofline_chart", by, depth, None, ("op", "op_shape", "module", "kernel"))
         top = _check_int("roofline_chart", "top", top, 0)
         if backend == "plotly":
-            return _svg.roofline_plotly(self, by=by, depth=depth)
+            return _plotly.roofline_plotly(self, by=by, depth=depth)
         if backend != "svg":
             raise ValueError(f"backend must be 'svg' or 'plotly', got {backend!r}")
         return _svg.Chart(_svg.roofline_svg(self, by=by, depth=depth, top=top))

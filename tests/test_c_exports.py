@@ -123,7 +123,7 @@ def test_the_type_stub_declares_exactly_the_public_names():
 
 def test_peak_units_and_dtypes_have_one_table():
     from roofline import devices
-    from roofline.hardware import _ceilings
+    from roofline.hardware import _ceilings_model as _ceilings
     from roofline.model import _units
 
     assert devices.UNITS is _ceilings.UNITS is _units.UNITS

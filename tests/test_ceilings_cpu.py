@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import glob
-import importlib
 import json
 import os
 import stat
@@ -29,7 +28,7 @@ from roofline import _core, cli
 from roofline.hardware._ceilings import CeilingNotAvailable, Ceilings, ceilings
 
 # The module itself, even where the package re-exports the function under the same name.
-ceilings_mod = importlib.import_module("roofline.hardware._ceilings")
+from _ceilings_modules import ceilings_mod  # noqa: E402  (the ceilings modules as one)
 
 
 @pytest.fixture(scope="module")

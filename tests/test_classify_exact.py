@@ -135,8 +135,9 @@ def test_outputs_have_the_length_and_types_of_the_input():
 import sys  # noqa: E402
 import types  # noqa: E402
 
-from roofline.hardware import _ceilings as ceil_mod  # noqa: E402
+from _ceilings_modules import ceilings_mod as ceil_mod  # noqa: E402  (the ceilings modules as one)
 from roofline.analysis import _classification as cls  # noqa: E402
+from roofline.hardware import _choose, _roofs  # noqa: E402
 from roofline.model._records import DTYPE_CODES, RECORD_DTYPE  # noqa: E402
 
 
@@ -240,13 +241,13 @@ def test_classify_arrays_of_the_records():
 
 def test_resolve_ceilings(monkeypatch):
     given = hand_ceilings()
-    assert cls.resolve_ceilings(given, {}) == (given, "best", "")
-    assert cls.resolve_ceilings(given, {"ceilings_source": "datasheet"}) == (given, "datasheet", "")
+    assert _choose.choose(given, {}) == (given, "best", "")
+    assert _choose.choose(given, {"ceilings_source": "datasheet"}) == (given, "datasheet", "")
     for devs, where in ((["meta"], "meta"), (["cpu", "fake"], "cpu, fake"), ([], "no device")):
-        got = cls.resolve_ceilings("measured", {"devices": devs})
+        got = _choose.choose("measured", {"devices": devs})
         assert got == (None, "measured", f"ops ran on {where}: no ceilings to judge them against; "
                                          "use r.project('<device>')")
-    assert cls.resolve_ceilings("datasheet", {})[0] is None
+    assert _choose.choose("datasheet", {})[0] is None
     asked = []
 
     def fake_ceilings(device):
@@ -256,17 +257,17 @@ def test_resolve_ceilings(monkeypatch):
         return given
 
     monkeypatch.setattr(ceil_mod, "ceilings", fake_ceilings)
-    assert cls.resolve_ceilings("measured", {"devices": ["cpu"]}) == (given, "measured", "")
-    assert cls.resolve_ceilings("datasheet", {"devices": ["cpu"]}) == (given, "datasheet", "")
-    assert cls.resolve_ceilings("measured", {"devices": ["cpu", "cuda:1"]}) == (given, "measured", "")
+    assert _choose.choose("measured", {"devices": ["cpu"]}) == (given, "measured", "")
+    assert _choose.choose("datasheet", {"devices": ["cpu"]}) == (given, "datasheet", "")
+    assert _choose.choose("measured", {"devices": ["cpu", "cuda:1"]}) == (given, "measured", "")
     assert asked == ["cpu", "cpu", "cuda:1"]  # a GPU among the devices is the one judged
-    assert cls.resolve_ceilings("measured", {"devices": ["cuda:3"]}) == (None, "measured",
+    assert _choose.choose("measured", {"devices": ["cuda:3"]}) == (None, "measured",
                                                                         "ceilings of cuda:3 unavailable: no NVRTC")
-    ds = cls.resolve_ceilings("H100 SXM", {"devices": ["cpu"]})
+    ds = _choose.choose("H100 SXM", {"devices": ["cpu"]})
     assert ds[1:] == ("datasheet", "") and ds[0].peaks[("matrix", "bfloat16")].datasheet == 989e12
     assert asked == ["cpu", "cpu", "cuda:1", "cuda:3"]  # a device name never measures
     with pytest.raises(TypeError, match="ceilings must be"):
-        cls.resolve_ceilings(3, {"devices": ["cpu"]})
+        _choose.choose(3, {"devices": ["cpu"]})
 
 
 def test_resolve_ceilings_datasheet_of_a_gpu(monkeypatch):
@@ -278,40 +279,54 @@ def test_resolve_ceilings_datasheet_of_a_gpu(monkeypatch):
                                                                   or name["value"]))
     monkeypatch.setitem(sys.modules, "torch", fake_torch)
     monkeypatch.setattr(ceil_mod, "ceilings", lambda device: hand_ceilings())
-    got, source, note = cls.resolve_ceilings("datasheet", {"devices": ["cpu", "cuda:0"]})
+    got, source, note = _choose.choose("datasheet", {"devices": ["cpu", "cuda:0"]})
     assert (source, note) == ("datasheet", "") and got.device == "cuda:0"
     assert got.peaks[("matrix", "bfloat16")].datasheet == 989e12 and asked == [("device", "cuda:0")]
     name["value"] = "an unknown GPU"
     with pytest.warns(UserWarning, match="no datasheet entry for 'an unknown GPU'; using measured ceilings"):
-        got, source, note = cls.resolve_ceilings("datasheet", {"devices": ["cuda:0"]})
+        got, source, note = _choose.choose("datasheet", {"devices": ["cuda:0"]})
     assert (got.name, source, note) == ("hand", "datasheet", "")
 
 
-def test_classifier_resolves_once_and_classifies_once(monkeypatch):
+def test_roofs_are_chosen_once_and_classified_once(monkeypatch):
+    from roofline.report import Report
+
     calls = []
-    real = cls.resolve_ceilings
+    real = _choose.choose
 
     def counting(spec, meta):
         calls.append(spec)
         return real(spec, meta)
 
-    monkeypatch.setattr(cls, "resolve_ceilings", counting)
-    k = cls.Classifier("measured")
-    assert (k.ceilings, k.source, k.note, k.peak_notes) == (None, "measured", "", [])
-    assert k.resolve({"devices": ["meta"]}) is None
-    assert k.note.startswith("ops ran on meta") and k.resolve({"devices": ["meta"]}) is None
-    assert calls == ["measured"]  # resolved once, failure or not
+    monkeypatch.setattr(_choose, "choose", counting)
+    r = Report(hand_records(), [], [("Global",)], meta={"devices": ["meta"]}, ceilings="measured")
+    assert r.roofs.ceilings is None and r.roofs.note.startswith("ops ran on meta")
+    assert r.ceilings is None and r.ceilings_source == "measured" and r.classification() is r.classification()
+    assert calls == ["measured"]  # chosen once, failure or not
     given = hand_ceilings()
-    k2 = cls.Classifier(given)
-    assert k2.resolve({}) is given and k2.source == "best" and k2.resolve({}) is given
-    rec = hand_records()
-    first = k2.classification(rec, {})
-    assert first is k2.classification(rec[:1], {})  # computed once
+    r2 = Report(hand_records(), [], [("Global",)], ceilings=given)
+    assert r2.roofs is r2.roofs and r2.ceilings is given and r2.ceilings_source == "best"
+    assert calls == ["measured", given]
+    first = r2.classification()
+    assert first is r2.classification()  # computed once
     # source "best": the bf16 record finds the datasheet figure of vector/bf16 (30)
-    assert eq_nan(first["peak"], [100.0, 10.0, 10.0, NAN, 30.0, 10.0]) and len(k2.peak_notes) == 2
-    none = cls.Classifier(None)
-    assert none.resolve({"devices": ["cpu"]}) is None and none.note == ""
-    assert eq_nan(none.classification(rec, {})["peak"], [NAN] * 6) and none.peak_notes == []
+    assert eq_nan(first["peak"], [100.0, 10.0, 10.0, NAN, 30.0, 10.0]) and len(r2._classifier.peak_notes) == 2
+    none = _choose.roofs(None, {"devices": ["cpu"]})
+    assert none.ceilings is None and none.note == ""
+    k = cls.Classifier()
+    assert eq_nan(k.classification(hand_records(), none, {})["peak"], [NAN] * 6) and k.peak_notes == []
+
+
+def test_roofs_value_figures():
+    """The roofs of hand-made ceilings: each figure with its source and fallback note, read once."""
+    roofs = _roofs.of(hand_ceilings(), "measured")
+    assert roofs.peak("matrix", "float32") == _roofs.Figure(100.0, "measured", "")
+    assert roofs.bandwidth("DRAM").value == 5.0 and roofs.levels()[-1][0] == "DRAM"
+    assert math.isnan(roofs.peak("matrix", "no such dtype").value)
+    # integer element-wise work is judged against the float32 vector rate (10)
+    assert roofs.judged_peak("vector", "int64").value == 10.0
+    with pytest.raises(TypeError):
+        roofs.peaks[("matrix", "float32")] = None  # frozen: a mapping nobody can change
 
 
 def test_unknown_gpu_warning_blames_the_caller(monkeypatch):
@@ -325,7 +340,7 @@ def test_unknown_gpu_warning_blames_the_caller(monkeypatch):
     monkeypatch.setattr(ceil_mod, "ceilings", lambda device: hand_ceilings())
     meta = {"devices": ["cuda:0"]}
     with pytest.warns(UserWarning, match="no datasheet entry") as w:
-        cls.resolve_ceilings("datasheet", meta)
+        _choose.choose("datasheet", meta)
     assert w[0].filename == __file__
     with pytest.warns(UserWarning, match="no datasheet entry") as w:
         Report(hand_records(), [], [("Global",)], meta=meta, ceilings="datasheet").ceilings

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import glob
-import importlib
 import json
 import os
 import subprocess
@@ -26,7 +25,7 @@ from roofline.hardware import _contention
 from roofline.hardware._ceilings import Ceiling, Ceilings, ceilings
 from roofline.report import Report
 
-ceilings_mod = importlib.import_module("roofline.hardware._ceilings")
+from _ceilings_modules import ceilings_mod  # noqa: E402  (the ceilings modules as one)
 
 linux_only = pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs /proc/stat (Linux)")
 

@@ -11,6 +11,7 @@ import pathlib
 import pytest
 
 from roofline import devices
+from roofline.render import _devices_table
 from roofline.devices import DEVICES, DTYPES, UNITS, DeviceSpec
 
 T = 1e12
@@ -453,7 +454,7 @@ def test_doc_lists_every_device():
 
 
 def test_doc_table_and_sources_match_the_data():
-    # Regenerate with: python -m roofline.devices
+    # Regenerate with: python -m roofline.render._devices_table
     text = DOC.read_text(encoding="utf-8")
-    assert _between(text, "devices-table") == devices._render_table()
-    assert _between(text, "devices-sources") == devices._render_sources()
+    assert _between(text, "devices-table") == _devices_table.table()
+    assert _between(text, "devices-sources") == _devices_table.sources()

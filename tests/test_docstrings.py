@@ -80,7 +80,7 @@ OBJECTS = public_objects()
 def test_the_walk_finds_the_api():
     names = {name for name, _ in OBJECTS}
     for expected in ("roofline.measure", "roofline.cost", "roofline.report.Report.analysis",
-                     "roofline.hardware._ceilings.Ceilings.peak", "roofline.devices.lookup", "roofline.llm.forward_flops",
+                     "roofline.hardware._ceilings_model.Ceilings.peak", "roofline.devices.lookup", "roofline.llm.forward_flops",
                      "roofline.llm.DecoderConfig.from_hf", "roofline.plot.plot_report", "roofline.cli.main"):
         assert expected in names
     assert len(OBJECTS) > 100

@@ -205,3 +205,180 @@ def test_a_cycle_on_one_floor_is_caught():
     sources["roofline.analysis._rollup"] += "\nfrom roofline.analysis import _groups\n"  # _groups imports _rollup
     problems = check(sources)
     assert any(p.startswith("import cycle:") and "roofline.analysis._rollup" in p for p in problems), problems
+
+
+# ---- who writes views, who measures (docs/design.md, "Layers") ------------------------------------------------------
+# The hardware modules that hold figures and measure nothing: the data model of ceilings, a report's roofs, the
+# interconnect figure measured earlier in this process. Every other hardware module measures the machine (or chooses
+# ceilings, which may measure): roofline.hardware._ceilings (the entry point), _cpu_bench, _cpu_info, _sweep,
+# _cpu_contention, _yardstick, _ceilings_cache, _gpu, _contention, _choose.
+HARDWARE_DATA = {"roofline.hardware._ceilings_model", "roofline.hardware._roofs", "roofline.hardware._interconnect"}
+
+# The number formatters of roofline.util._format: what writes a figure for a reader.
+FORMATTERS = {"fmt", "dur", "ms", "pct", "cell"}
+
+# Modules outside roofline/render/ that still format figures into text, and why each may.
+TEXT_OUTSIDE_RENDER: dict[str, str] = {
+    "roofline._profile_cmd": "the command line prints what it does",
+    "roofline._trace_cmd": "the command line prints what it does",
+    "roofline.hardware._cpu_bench": "progress lines while the benchmarks run",
+}
+
+# Names of number formatters a module might define for itself (with or without a leading underscore).
+OWN_FORMATTERS = FORMATTERS | {"human", "scale", "fmt_row", "format_number", "si"}
+
+VIEW_PACKAGES = {"html", "matplotlib", "plotly", "pandas"}
+_TAG = __import__("re").compile(r"<(div|svg|table|tr|td|th|li|ul|span|details|summary|text|circle|line|b)[ >/]")
+
+
+@functools.lru_cache(maxsize=None)
+def _tree(source: str) -> ast.Module:
+    return ast.parse(source)
+
+
+@functools.lru_cache(maxsize=None)
+def _strings_of(source: str) -> tuple:
+    return tuple(_strings(source))
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+@functools.lru_cache(maxsize=None)
+def _imported_names(module: str, source: str) -> list[tuple[str, str, int]]:
+    """(module imported from, name, line) of every ``from X import name`` in ``source``, relative imports resolved."""
+    out = []
+    for node in ast.walk(_tree(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = module.split(".")[:-1][:len(module.split(".")) - node.level]
+                base = ".".join(pkg + ([base] if base else []))
+            out += [(base, a.name, node.lineno) for a in node.names]
+    return out
+
+
+def _strings(source: str):
+    """(line, text) of the string constants of ``source`` that are not docstrings."""
+    tree = _tree(source)
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body and \
+                isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant):
+            docs.add(id(node.body[0].value))
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def view_problems(sources: dict[str, str]) -> list[str]:
+    """Every module outside roofline/render/ that builds a view: imports a view library (html, matplotlib, plotly,
+    pandas), holds an HTML tag, or formats figures with the number formatters (TEXT_OUTSIDE_RENDER excepted)."""
+    problems = []
+    for module, source in sources.items():
+        if _in(module, "roofline.render") or _in(module, "roofline.util._format"):
+            continue
+        for target, _inside, line in imports(module, source, sources):
+            if target.split(".")[0] in VIEW_PACKAGES:
+                problems.append(f"{module}:{line} imports {target}: a view, which belongs in roofline/render/")
+        for line, text in _strings_of(source):
+            if _TAG.search(text):
+                problems.append(f"{module}:{line} writes HTML ({text[:40]!r}): a view, which belongs in "
+                                "roofline/render/")
+        if module not in TEXT_OUTSIDE_RENDER:
+            for base, name, line in _imported_names(module, source):
+                if base == "roofline.util._format" and name in FORMATTERS:
+                    problems.append(f"{module}:{line} imports the formatter {name}: it writes a view, which "
+                                    "belongs in roofline/render/")
+        for node in ast.walk(_tree(source)):  # one number formatter: roofline.util._format's
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.lstrip("_") in OWN_FORMATTERS:
+                problems.append(f"{module}:{node.lineno} defines its own number formatter {node.name}: use "
+                                "roofline.util._format")
+    return problems
+
+
+def analysis_problems(sources: dict[str, str]) -> list[str]:
+    """Every analysis module that imports the render floor, writes HTML or text, or imports a hardware module
+    that measures (HARDWARE_DATA excepted)."""
+    problems = []
+    for module, source in sources.items():
+        if not _in(module, "roofline.analysis"):
+            continue
+        for target, _inside, line in imports(module, source, sources):
+            if _in(target, "roofline.render"):
+                problems.append(f"{module}:{line} imports {target}: analysis returns data, render writes it")
+            if target == "html":
+                problems.append(f"{module}:{line} imports html: analysis writes no HTML")
+            if _in(target, "roofline.hardware") and target not in HARDWARE_DATA and target != "roofline.hardware":
+                problems.append(f"{module}:{line} imports {target}, which measures the machine: analysis reads "
+                                "the report's roofs (roofline.hardware._roofs) and never measures")
+        if module not in TEXT_OUTSIDE_RENDER:
+            for base, name, line in _imported_names(module, source):
+                if base == "roofline.util._format" and name in FORMATTERS:
+                    problems.append(f"{module}:{line} imports the formatter {name}: analysis writes no text")
+    return problems
+
+
+def render_problems(sources: dict[str, str]) -> list[str]:
+    """Every render module that imports a hardware module that measures, or looks a figure up in a report's
+    Ceilings instead of its roofs (``c.bandwidth(level, source)``, ``c.resolve_peak(...)``, ``c.peak(u, d,
+    source)``): a chart reads the roofs chosen once for the report."""
+    problems = []
+    for module, source in sources.items():
+        if not (_in(module, "roofline.render") or module == "roofline.plot"):
+            continue
+        for target, _inside, line in imports(module, source, sources):
+            if _in(target, "roofline.hardware") and target not in HARDWARE_DATA and target != "roofline.hardware":
+                problems.append(f"{module}:{line} imports {target}, which measures the machine")
+        for node in ast.walk(_tree(source)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                name, n_args = node.func.attr, len(node.args) + len(node.keywords)
+                if name == "resolve_peak" or (name == "bandwidth" and n_args >= 2) or (name == "peak" and n_args >= 3):
+                    problems.append(f"{module}:{node.lineno} looks a figure up in the ceilings ({name}): read "
+                                    "report.roofs")
+    return problems
+
+
+def test_analysis_imports_no_render_writes_no_view_and_never_measures():
+    problems = analysis_problems(package_sources())
+    assert not problems, "\n".join(problems)
+
+
+def test_render_reads_the_roofs_and_imports_no_measurement():
+    problems = render_problems(package_sources())
+    assert not problems, "\n".join(problems)
+
+
+def test_no_module_outside_render_builds_a_view():
+    problems = view_problems(package_sources())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_text_allow_list_names_only_modules_that_format():
+    """An entry of TEXT_OUTSIDE_RENDER whose module no longer formats is removed, so the list stays the list of
+    views still written outside roofline/render/."""
+    sources = package_sources()
+    formatting = {m for m, s in sources.items()
+                  if any(b == "roofline.util._format" and n in FORMATTERS for b, n, _ in _imported_names(m, s))}
+    assert set(TEXT_OUTSIDE_RENDER) <= formatting, sorted(set(TEXT_OUTSIDE_RENDER) - formatting)
+
+
+@pytest.mark.parametrize("module, added, check_fn, expected", [
+    ("roofline.analysis._rollup", "import html\n", "analysis", "analysis writes no HTML"),
+    ("roofline.analysis._rollup", "from roofline.util._format import fmt\n", "analysis", "analysis writes no text"),
+    ("roofline.analysis._rollup", "from roofline.hardware import _ceilings\n", "analysis", "measures the machine"),
+    ("roofline.analysis._groups", "from roofline.hardware._cpu_bench import cpu_benchmarks\n", "analysis",
+     "measures the machine"),
+    ("roofline.render._chart", "from roofline.hardware import _choose\n", "render", "measures the machine"),
+    ("roofline.render._svg", "def f(c):\n    return c.bandwidth('DRAM', 'best')\n", "render", "read report.roofs"),
+    ("roofline.report", "def f():\n    import matplotlib\n", "view", "a view, which belongs in roofline/render/"),
+    ("roofline.report", "X = '<div class=\"x\">'\n", "view", "writes HTML"),
+    ("roofline.hardware._ceilings_model", "from roofline.util._format import fmt\n", "view", "formatter fmt"),
+    ("roofline.hardware._ceilings_model", "def _human(n):\n    return f'{n} B'\n", "view", "own number formatter"),
+])
+def test_a_view_or_a_measurement_in_the_wrong_floor_is_caught(module, added, check_fn, expected):
+    fn = {"analysis": analysis_problems, "render": render_problems, "view": view_problems}[check_fn]
+    sources = package_sources()
+    assert not fn(sources)
+    sources[module] = sources[module] + "\n" + added
+    assert any(expected in p for p in fn(sources)), fn(sources)

@@ -450,16 +450,17 @@ class TestHints:
 
     def test_notebook_advice_lists_the_hints_and_is_empty_without_any(self):
         from roofline.analysis import _hints
+        from roofline.render import _advice
 
         r = _state_init_report(204)  # one hint (2% of the roofline time), no fusion opportunity
-        html = _hints.advice_html(r)
+        html = _advice.advice_html(r)
         assert "what to change" in html and "optimizer_state_init" in html
         assert html.count("<li>") == 1
         assert "what to change" in r._repr_html_()
         quiet = _state_init_report(50)  # its hint is below 1%: nothing to say
-        assert _hints.advice_html(quiet) == ""
-        assert _hints.advice_text(quiet) == ""
-        assert "optimizer_state_init" in _hints.advice_text(r)
+        assert _advice.advice_html(quiet) == ""
+        assert _advice.advice_text(quiet) == ""
+        assert "optimizer_state_init" in _advice.advice_text(r)
 
     @pytest.mark.parametrize("t,text", [(5e-6, "5.00 us"), (-5e-6, "-5.00 us"), (2e-5, "20.0 us"), (1e-3, "1.0 ms"),
                                         (0.0012, "1.2 ms"), (0.5, "500.0 ms"), (1.0, "1.00 s"), (2.5, "2.50 s"),
@@ -473,6 +474,7 @@ class TestHints:
 
     def test_op_name_base(self):
         from roofline.analysis import _hints
+        from roofline.render import _advice
 
         assert _hints._is("relu", "relu") and _hints._is("aten.relu.default", "relu")
         assert not _hints._is("aten.relu.default", "aten") and not _hints._is("relu_", "relu")
@@ -572,15 +574,16 @@ class TestHints:
 
     def test_advice_text_lists_five_hints(self):
         from roofline.analysis import _hints
+        from roofline.render import _advice
 
         from _graph import six_hints
 
         g = six_hints()
         hs = g.report().hints()
         assert len(hs) >= 6, [h.kind for h in hs]
-        text = _hints.advice_text(g.report())
+        text = _advice.advice_text(g.report())
         assert len([ln for ln in text.splitlines() if ln.startswith("  - [")]) == 5
-        assert len([ln for ln in _hints.advice_text(g.report(), top=2).splitlines() if ln.startswith("  - [")]) == 2
+        assert len([ln for ln in _advice.advice_text(g.report(), top=2).splitlines() if ln.startswith("  - [")]) == 2
 
 
     def test_hint_evidence_names_the_input_shapes(self):
@@ -609,23 +612,24 @@ class TestHints:
         from _graph import ACT, chain
 
         from roofline.analysis import _hints
+        from roofline.render import _advice
 
         r = chain().report()
         assert 10 * ACT == 327680
-        lines = _hints.advice_text(r).splitlines()
+        lines = _advice.advice_text(r).splitlines()
         assert lines[0] == ("fusion opportunities: 1 chain could each run as one kernel, avoiding 327.68 KB and 3.28 us "
                             "at the roof")
         assert lines[1] == ("     1 x mm -> add -> gelu -> native_dropout -> add -> native_layer_norm (epilogue, "
                             "forward): saves 327.68 KB, 3.28 us; in mlp.fc, mlp, mlp.act, ...")
         assert lines[2] == "" and lines[3] == "hints (most time saved first):"
         assert [ln[:16] for ln in lines[4:]] == ["  - [small_gemm]", "  - [dropout_mas"]
-        assert len(_hints.advice_text(r, top=1).splitlines()) == 5
-        html = _hints.advice_html(r)
+        assert len(_advice.advice_text(r, top=1).splitlines()) == 5
+        html = _advice.advice_html(r)
         assert ("<li><b>fuse</b> 1 &times; mm &rarr; add &rarr; gelu &rarr; native_dropout &rarr; add &rarr; "
                 "native_layer_norm (forward): saves 327.68 KB, 3.28 us at the roof; in mlp.fc, mlp, ...</li>") in html
-        assert html.count("<li>") == 3 and _hints.advice_html(r, top=1).count("<li>") == 2
-        assert _hints._modules_list({"modules": ["a", "b"]}, 2) == "a, b"
-        assert _hints._chain_names({"ops": ["aten.add.Tensor", "relu"]}) == ["add", "relu"]
+        assert html.count("<li>") == 3 and _advice.advice_html(r, top=1).count("<li>") == 2
+        assert _advice._modules_list({"modules": ["a", "b"]}, 2) == "a, b"
+        assert _advice._chain_names({"ops": ["aten.add.Tensor", "relu"]}) == ["add", "relu"]
 
     def test_advice_says_what_failed(self):
         """An access table that names a record the report does not have: the opportunity finder and the hints both
@@ -633,19 +637,20 @@ class TestHints:
         import numpy as np
 
         from roofline.analysis import _hints
+        from roofline.render import _advice
         from roofline.analysis._dataflow import ACCESS_DTYPE
         from roofline.report import Report
 
         r = _state_init_report(204)
         bad = Report(r.records, r._ops, r.module_sets, meta=r.meta, ceilings=r.ceilings,
                      accesses=np.array([(0, 1, 10, 0), (7, 2, 10, 1)], dtype=ACCESS_DTYPE))
-        text = _hints.advice_text(bad)
+        text = _advice.advice_text(bad)
         assert text.splitlines()[0].startswith("fusion opportunities unavailable: ValueError: accesses refer to "
                                                "record 7")
         assert text.splitlines()[1].startswith("hints unavailable: ValueError: accesses refer to record 7")
-        assert "hints unavailable" in _hints.advice_html(bad)
+        assert "hints unavailable" in _advice.advice_html(bad)
         empty = Report(r.records[:0], r._ops, r.module_sets, meta=r.meta, ceilings=r.ceilings)
-        assert _hints.advice_text(empty) == "" and _hints.advice_html(empty) == ""
+        assert _advice.advice_text(empty) == "" and _advice.advice_html(empty) == ""
 
 
     def test_no_hints_for_an_empty_report(self):
@@ -702,6 +707,7 @@ class TestHints:
 
     def test_op_base_of_a_two_part_name(self):
         from roofline.analysis import _hints
+        from roofline.render import _advice
 
         assert _hints._is("aten.relu", "relu") and not _hints._is("aten.relu", "aten")
 
@@ -1024,11 +1030,12 @@ class TestAssumptions:
 
     def test_assumption_lines_of_a_projection(self):
         from roofline.analysis import _assumptions
+        from roofline.render import _assumptions as _assumed
 
         r = _assumptions_report(MIXED, MIXED_OPS)
         a = _assumptions.describe(r, _assumptions_ceilings(*RICH), "best")
         assert set(a) == {"attention", "matrix_dtypes", "no_peak", "no_peak_flop_share", "vector_fallback"}
-        lines = _assumptions.line(a, "T")
+        lines = _assumed.line(a, "T")
         assert lines[0] == ("  assumed: attention none; matrix FLOPs in float32 38%, bfloat16 25%, int8 25%, float16 6%, "
                             "uint8 6%")
         assert lines[1] == ("  no peak of their dtype on T: aten.mm.default (float16) 1 call: judged against the "
@@ -1036,7 +1043,7 @@ class TestAssumptions:
                             "time; aten.mul.Tensor (int32) 1 call: judged against the vector/float32 peak")
         assert lines[2] == "  element-wise work in float16 judged against the vector/float32 peak (a lower bound on the rate)"
         assert len(lines) == 3
-        assert _assumptions.line({}, "T") == ["  assumed: attention ?; matrix FLOPs in none"]
+        assert _assumed.line({}, "T") == ["  assumed: attention ?; matrix FLOPs in none"]
 
     def test_assumptions_count_a_single_flop(self):
         """A record with one FLOP has FLOPs: the tests of "> 0" are not "> 1"."""
@@ -2088,9 +2095,9 @@ class TestCompiledView:
         assert x["bound"] == y["bound"] == "compute"
 
     def test_kernel_table(self):
-        from roofline.analysis import _compiled_view as cv
+        from roofline.render import _kernels
 
-        lines = cv.table(self.report()).splitlines()
+        lines = _kernels.table(self.report()).splitlines()
         assert lines[0].split()[:8] == ["kernel", "phase", "calls", "FLOPs", "bytes", "FLOP/B", "roof", "ms"]
         assert "time ms" in lines[0] and "% roof" in lines[0]
         # most time first (4 ns, 1 ns), then the untimed ones by bytes (1000, 40)
@@ -2099,10 +2106,10 @@ class TestCompiledView:
         assert lines[3].endswith("  add.Tensor, relu.default")
         assert lines[4].endswith("...") and len(lines[4].split("  ")[-1]) == 70
         assert lines[-1] == "2 compiled graphs (3 calls), 1 graph breaks"
-        assert len(cv.table(self.report(), top=2).splitlines()) == 1 + 2 + 1
-        assert cv.table(self.report(kernels=[])) == "(no compiled kernels)"
+        assert len(_kernels.table(self.report(), top=2).splitlines()) == 1 + 2 + 1
+        assert _kernels.table(self.report(kernels=[])) == "(no compiled kernels)"
         untimed = [dict(k, time=None) for k in self.KERNELS[:2]]
-        assert "time ms" not in cv.table(self.report(kernels=untimed)).splitlines()[0]
+        assert "time ms" not in _kernels.table(self.report(kernels=untimed)).splitlines()[0]
 
     def test_fusion_figures(self):
         from roofline.analysis import _compiled_view as cv
@@ -2186,18 +2193,19 @@ class TestDataflow:
 
     def test_describe(self):
         from roofline.analysis._dataflow import FusionOpportunity
+        from roofline.render._advice import describe
 
         f = FusionOpportunity(records=[0, 1], ops=["aten.mm.default", "aten.add_.Tensor"], modules=["a", "a"],
                               kind="epilogue", intermediates=1, bytes=4000, saved_bytes=1000, t_before=3e-6,
                               t_after=1e-6, saved_s=2e-6)
-        assert f.describe() == "mm -> add_ in a: saves 1.00 KB of 4.00 KB, 2.00 us at the roof"
+        assert describe(f) == "mm -> add_ in a: saves 1.00 KB of 4.00 KB, 2.00 us at the roof"
         f.modules = ["a", "b", "c"]
         f.saved_s = float("nan")
-        assert f.describe() == "mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB"
+        assert describe(f) == "mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB"
         f.compiled = "partly"
-        assert f.describe() == "mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB; compiled: partly"
+        assert describe(f) == "mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB; compiled: partly"
         f.compiled_saved_bytes = 500
-        assert f.describe() == ("mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB; compiled: partly (keeps 500 B of "
+        assert describe(f) == ("mm -> add_ in a .. c: saves 1.00 KB of 4.00 KB; compiled: partly (keeps 500 B of "
                                 "1.00 KB on chip)")
 
     def test_a_chain_of_two_calls_by_default(self):

@@ -7,6 +7,7 @@ import math
 
 from _graph import Graph
 from roofline.analysis import _compiled_view as cv
+from roofline.render import _kernels
 
 
 def _report(kernels, **extra):
@@ -51,33 +52,33 @@ def test_fusion_missing_calls_and_counts_are_zero():
 
 def test_table_shows_fifteen_kernels_by_default():
     kernels = [_kernel(f"k{i:02d}", bytes_read=100 + i) for i in range(16)]
-    lines = cv.table(_report(kernels)).splitlines()
+    lines = _kernels.table(_report(kernels)).splitlines()
     # header, 15 kernels, the graph summary
     assert len(lines) == 1 + 15 + 1
-    assert len(cv.table(_report(kernels[:14])).splitlines()) == 1 + 14 + 1
-    assert len(cv.table(_report(kernels), top=None).splitlines()) == 1 + 16 + 1
+    assert len(_kernels.table(_report(kernels[:14])).splitlines()) == 1 + 14 + 1
+    assert len(_kernels.table(_report(kernels), top=None).splitlines()) == 1 + 16 + 1
 
 
 def test_table_name_of_exactly_the_column_width_is_not_cut():
     # the column is as wide as the longest name (here 6 characters): that name is printed whole
-    (line,) = _body(cv.table(_report([_kernel("abcdef")])))
+    (line,) = _body(_kernels.table(_report([_kernel("abcdef")])))
     assert line.split()[0] == "abcdef"
     # 48 characters is the widest column: a 48-character name still fits, a 49-character one is cut to 45 + "..."
-    (line,) = _body(cv.table(_report([_kernel("n" * 48)])))
+    (line,) = _body(_kernels.table(_report([_kernel("n" * 48)])))
     assert line.split()[0] == "n" * 48
-    (line,) = _body(cv.table(_report([_kernel("n" * 49)])))
+    (line,) = _body(_kernels.table(_report([_kernel("n" * 49)])))
     assert line.split()[0] == "n" * 45 + "..."
 
 
 def test_table_fused_ops_cut_past_seventy_characters():
     # one op whose name (less "aten.") is 70 characters: printed whole
-    (line,) = _body(cv.table(_report([_kernel("k", ops=["aten." + "x" * 70])])))
+    (line,) = _body(_kernels.table(_report([_kernel("k", ops=["aten." + "x" * 70])])))
     assert line.endswith("  " + "x" * 70)
     # 71 characters: cut to 67 and "..."
-    (line,) = _body(cv.table(_report([_kernel("k", ops=["aten." + "y" * 71])])))
+    (line,) = _body(_kernels.table(_report([_kernel("k", ops=["aten." + "y" * 71])])))
     assert line.endswith("  " + "y" * 67 + "...")
     # 69 characters: whole
-    (line,) = _body(cv.table(_report([_kernel("k", ops=["z" * 69])])))
+    (line,) = _body(_kernels.table(_report([_kernel("k", ops=["z" * 69])])))
     assert line.endswith("  " + "z" * 69)
 
 
@@ -85,11 +86,11 @@ def test_table_untimed_kernels_after_timed_ones_even_at_zero_time():
     # a kernel timed at 0 s still comes before an untimed one, whatever their bytes (untimed: 10000 B, timed: 2 B)
     timed = _kernel("timed0", bytes_read=1, bytes_written=1, time=0.0)
     untimed = _kernel("untimed", bytes_read=9000, bytes_written=1000)
-    names = [ln.split()[0] for ln in _body(cv.table(_report([untimed, timed])))]
+    names = [ln.split()[0] for ln in _body(_kernels.table(_report([untimed, timed])))]
     assert names == ["timed0", "untimed"]
     # a slow kernel (3 s) comes first, then a fast one (1 ms), then the untimed one
     slow = _kernel("slow", time=3.0)
     fast = _kernel("fast", time=1e-3)
-    names = [ln.split()[0] for ln in _body(cv.table(_report([untimed, fast, slow])))]
+    names = [ln.split()[0] for ln in _body(_kernels.table(_report([untimed, fast, slow])))]
     assert names == ["slow", "fast", "untimed"]
     assert math.isnan(cv.kernel_rows(_report([untimed]))[0]["time"])

@@ -13,6 +13,7 @@ import pytest
 from _graph import BH, L, QKV, SCORES, Graph, ceilings, chain, six_hints
 
 from roofline.analysis import _hints
+from roofline.render import _advice
 from roofline.hardware._ceilings import Ceiling, Ceilings
 from roofline.report import Report
 
@@ -128,14 +129,14 @@ def test_notebook_advice_shows_three_hints_by_default():
     its two fusion opportunities (the forward copy chain, the optimizer's add_ calls)."""
     r = _six_hints()
     assert len(r.hints()) == 6
-    items = re.findall(r"<li>(.*?)</li>", _hints.advice_html(r))
+    items = re.findall(r"<li>(.*?)</li>", _advice.advice_html(r))
     fuse = [i for i in items if i.startswith("<b>fuse</b>")]
     hint_kinds = [re.match(r"\[(\w+)\]", i).group(1) for i in items if i.startswith("[")]
     assert len(items) == 5 and len(fuse) == 2
     assert hint_kinds[0] == "small_gemm" and sorted(hint_kinds[1:]) == ["cast_pingpong", "optimizer_fused"]
     assert items[2] == html.escape(str(r.hints()[0]))
     # the default is three, not all: an explicit top of 3 gives the same view
-    assert _hints.advice_html(r) == _hints.advice_html(r, top=3)
+    assert _advice.advice_html(r) == _advice.advice_html(r, top=3)
 
 
 # ---- fusion opportunities: the phase of a chain ------------------------------------------------------------------------

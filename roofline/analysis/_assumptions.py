@@ -10,7 +10,7 @@ import numpy as np
 
 from roofline.analysis._classification import FLOAT_DTYPES
 from roofline.capture import _sdpa
-from roofline.hardware._ceilings import CeilingNotAvailable
+from roofline.hardware._ceilings_model import CeilingNotAvailable
 from roofline.model._records import DTYPE_NAMES
 
 # op-name fragment -> the attention kernel it is (first match wins)
@@ -138,16 +138,3 @@ def describe(report, ceilings, source: str) -> dict:
     return {"attention": attention(report), "matrix_dtypes": matrix_dtypes(report),
             "no_peak": missing, "no_peak_flop_share": no_peak_share(report, missing),
             "vector_fallback": vector_fallback(report, ceilings, source)}
-
-
-def line(assumed: dict, target: str) -> list[str]:
-    """The summary lines of a projection's assumptions."""
-    dt = ", ".join(f"{k} {v:.0%}" for k, v in assumed.get("matrix_dtypes", {}).items()) or "none"
-    out = [f"  assumed: attention {assumed.get('attention', '?')}; matrix FLOPs in {dt}"]
-    if assumed.get("no_peak"):
-        items = "; ".join(f"{k} {v}" for k, v in assumed["no_peak"].items())
-        out.append(f"  no peak of their dtype on {target}: {items}")
-    if assumed.get("vector_fallback"):
-        items = "; ".join(f"{k} {v}" for k, v in assumed["vector_fallback"].items())
-        out.append(f"  element-wise work in {items}")
-    return out

@@ -1,5 +1,6 @@
-"""The compiled part of a report (``report.meta["compiled"]``, written by roofline.compiled._compiled): kernel rows, the
-kernel table and the fusion figures. NumPy only: a report read back from JSON has them too."""
+"""The compiled part of a report (``report.meta["compiled"]``, written by roofline.compiled._compiled): kernel rows (with
+their roofline figures, against the report's roofs) and the fusion figures; the views are in
+roofline.render._kernels. NumPy only: a report read back from JSON has them too."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import math
 import numpy as np
 
 from roofline import _core
-from roofline.analysis._classification import BOUNDS, dram_bandwidth
-from roofline.model._records import intensity
-from roofline.util._format import fmt, ms, pct
+from roofline.model._records import BOUNDS, intensity
 
 
 def compiled(report) -> dict | None:
@@ -25,10 +24,8 @@ def kernel_rows(report) -> list[dict]:
     "memory", "bandwidth" for a kernel without FLOPs, or "unknown" without a ceiling), ``above_ceiling`` (1 when
     it ran faster than its roof); classified as op records are (``_core.classify``)."""
     c = compiled(report) or {}
-    peak = bw = math.nan
-    ceil = report.ceilings
-    if ceil is not None:  # the bandwidth op records are judged against (a CPU's measured one for "datasheet")
-        bw, _ = dram_bandwidth(ceil, report.ceilings_source)
+    roofs = report.roofs
+    bw = roofs.bandwidth("DRAM").value  # the bandwidth op records are judged against
     rows, peaks, ftot, btot, times = [], [], [], [], []
     for k in c.get("kernels", ()):
         r = dict(k)
@@ -36,13 +33,7 @@ def kernel_rows(report) -> list[dict]:
         nbytes = int(k.get("bytes_read", 0)) + int(k.get("bytes_written", 0))
         r["flops"], r["bytes"] = flops, nbytes
         r["intensity"] = intensity(flops, nbytes)
-        p = peak
-        if ceil is not None:
-            try:
-                unit = "matrix" if k.get("matrix_flops") else "vector"
-                p = ceil.peak(unit, k.get("dtype") or "float32", source=report.ceilings_source)
-            except Exception:  # noqa: BLE001
-                p = math.nan
+        p = roofs.peak("matrix" if k.get("matrix_flops") else "vector", k.get("dtype") or "float32").value
         t = k.get("time")
         r["time"] = float(t) if t is not None else math.nan
         calls = max(int(k.get("calls", 0)), 1)
@@ -67,36 +58,6 @@ def kernel_rows(report) -> list[dict]:
         r["bound"] = "unknown" if int(res["flags"][i]) & _core.FLAG_NO_CEILING else BOUNDS[int(res["bound"][i])]
         r["above_ceiling"] = int(bool(int(res["flags"][i]) & above))
     return rows
-
-
-def table(report, top: int | None = 15) -> str:
-    rows = kernel_rows(report)
-    if not rows:
-        return "(no compiled kernels)"
-    rows.sort(key=lambda r: (-(r["time"] if not math.isnan(r["time"]) else -1), -r["bytes"]))
-    if top is not None:
-        rows = rows[:top]
-
-    timed = any(not math.isnan(r["time"]) for r in rows)
-    w = min(max(len(r["name"]) for r in rows), 48)
-    hdr = f"{'kernel':<{w}} {'phase':>8} {'calls':>5} {'FLOPs':>9} {'bytes':>9} {'FLOP/B':>7} {'roof ms':>8}"
-    if timed:
-        hdr += f" {'time ms':>8} {'% roof':>7}"
-    hdr += "  fused ops"
-    lines = [hdr]
-    for r in rows:
-        n = r["name"] if len(r["name"]) <= w else r["name"][: w - 3] + "..."
-        line = (f"{n:<{w}} {r['phase']:>8} {r['calls']:>5} {fmt(r['flops']):>9} {fmt(r['bytes'], 'B'):>9} "
-                f"{r['intensity']:>7.2f} {ms(r['t_min']):>8}")
-        if timed:
-            line += f" {ms(r['time']):>8} {pct(r['efficiency']):>7}"
-        ops = ", ".join(o.replace("aten.", "") for o in r.get("ops", ()))
-        line += "  " + (ops if len(ops) <= 70 else ops[:67] + "...")
-        lines.append(line)
-    c = compiled(report) or {}
-    lines.append(f"{c.get('graphs', 0)} compiled graphs ({c.get('graph_calls', 0)} calls), "
-                 f"{c.get('graph_breaks', 0)} graph breaks")
-    return "\n".join(lines)
 
 
 def fusion(report) -> dict:
@@ -130,14 +91,3 @@ def fusion(report) -> dict:
         unfused = int(c["aten_bytes"])
     return {"unfused_bytes": unfused, "compiled_bytes": compiled_bytes, "saved_bytes": unfused - compiled_bytes,
             "added_bytes": added, "aten_bytes": int(c.get("aten_bytes", 0)), "by_module": per_module}
-
-
-def dataframe(report):
-    import pandas as pd
-
-    cols = ("name", "graph", "phase", "calls", "module", "ops", "matrix_flops", "vector_flops", "flops",
-            "bytes_read", "bytes_written", "bytes", "unfused_bytes", "intensity", "t_min", "time", "achieved_flops",
-            "achieved_bytes", "efficiency", "extern", "bytes_known")
-    rows = kernel_rows(report)
-    return pd.DataFrame([{c: (", ".join(r[c]) if c == "ops" else r.get(c)) for c in cols} for r in rows],
-                        columns=list(cols))

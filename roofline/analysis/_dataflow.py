@@ -18,7 +18,7 @@ import numpy as np
 
 from roofline.model._records import ACCESS_DTYPE  # (record, storage, nbytes, write)
 from roofline.model._records import PHASES
-from roofline.util._format import dur, fmt, op_name
+from roofline.util._format import op_name
 
 EDGE_DTYPE = np.dtype([("producer", "<u4"), ("consumer", "<u4"), ("storage", "<u8"), ("nbytes", "<u8"),
                        ("written", "<u8")])
@@ -112,18 +112,13 @@ class FusionOpportunity:
     compiled_saved_bytes: int | None = None
     compiled_kernels: list = field(default_factory=list)
 
-    def describe(self) -> str:
-        """One line: the op chain, where, and what fusing saves."""
+    line: str = field(default="", repr=False, compare=False)  # describe(), written by roofline.render._advice
 
-        chain = " -> ".join(op_name(o) for o in self.ops)
-        where = self.modules[0] if len(set(self.modules)) == 1 else f"{self.modules[0]} .. {self.modules[-1]}"
-        text = (f"{chain} in {where}: saves {fmt(self.saved_bytes, 'B')} of {fmt(self.bytes, 'B')}"
-                + (f", {dur(self.saved_s)} at the roof" if math.isfinite(self.saved_s) else ""))
-        if self.compiled is not None:
-            text += f"; compiled: {self.compiled}"
-            if self.compiled_saved_bytes is not None:
-                text += f" (keeps {fmt(self.compiled_saved_bytes, 'B')} of {fmt(self.saved_bytes, 'B')} on chip)"
-        return text
+    def describe(self) -> str:
+        """One line: the op chain, where, and what fusing saves (written by
+        :func:`roofline.render._advice.describe` for the opportunities :meth:`roofline.Report.fusion_opportunities`
+        returns)."""
+        return self.line or " -> ".join(op_name(o) for o in self.ops)
 
 
 def active(records) -> np.ndarray:

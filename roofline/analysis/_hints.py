@@ -9,7 +9,6 @@ prediction of the measured time.
 
 from __future__ import annotations
 
-import html
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -18,14 +17,14 @@ import numpy as np
 
 from roofline.analysis import _dataflow
 from roofline.model._records import DTYPE_NAMES
-from roofline.util._format import dur, fmt
 
 
 @dataclass
 class Hint:
     """One suggested change. ``kind``: the rule ("sdpa", "matmul_precision", "small_gemm", "layout_copies",
     "cast_pingpong", "optimizer_fused", "optimizer_state_init", "dropout_mask", "op_overhead"); ``message``: what to
-    do and why, with the figures; ``saved_s``: estimated seconds saved at the roof (NaN without ceilings);
+    do and why, with the figures (written by :mod:`roofline.render._advice` from ``kind`` and ``evidence``:
+    :meth:`roofline.Report.hints` returns hints with it; a rule leaves it empty); ``saved_s``: estimated seconds saved at the roof (NaN without ceilings);
     ``saved_bytes``: compulsory bytes the change avoids (0 when it avoids none: a faster unit, say); ``evidence``:
     the figures the estimate rests on; ``records``: the calls concerned; ``ops`` and ``modules``: their op names and
     innermost modules (distinct, in order)."""
@@ -38,15 +37,10 @@ class Hint:
     records: list[int] = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)
+    line: str = field(default="", repr=False, compare=False)  # str(hint), written with the message
 
     def __str__(self):
-
-        saved = f"saves ~{dur(self.saved_s)}" if math.isfinite(self.saved_s) else "time saved unknown"
-        if self.saved_bytes:
-            saved += f", {fmt(self.saved_bytes, 'B')}"
-        return f"[{self.kind}] {self.message} ({saved})"
-
-
+        return self.line or f"[{self.kind}] {self.message}"
 
 
 def _distinct(xs):
@@ -142,7 +136,6 @@ _ATTN_MIDDLE = ("mul", "div", "add", "sub", "masked_fill", "masked_fill_", "wher
                 "mul_", "div_", "add_", "clone", "contiguous", "_masked_scale", "bernoulli_", "bernoulli")
 
 
-
 def _walk_to_bmm(x, start, edges, end, steps, forward_only):
     """From the op ``start`` along the dataflow (``edges``: op -> its edges; ``end``: the edge's field naming the op
     reached), through scale / mask ops (``_ATTN_MIDDLE``), at most ``steps`` ops deep, to a batched product:
@@ -213,11 +206,8 @@ def _rule_sdpa(x: _Ctx):
     if x.sig(found[0][4]):
         ev["score_product_inputs"] = x.sig(found[0][4])
 
-    msg = (f"attention runs as separate products and softmax ({len(found)} times; score matrix "
-           f"{fmt(scores, 'B')} written and re-read): use torch.nn.functional.scaled_dot_product_attention, whose "
-           f"fused kernels keep scores on chip, avoiding {fmt(saved_b, 'B')}")
     x.attention = set(members)
-    return [Hint("sdpa", msg, before - after, saved_b, ev, members, x.ops(members), x.modules(members))]
+    return [Hint("sdpa", "", before - after, saved_b, ev, members, x.ops(members), x.modules(members))]
 
 
 _FASTER = (("tfloat32", "torch.set_float32_matmul_precision('high') (TF32 matrix units)", 1.0),
@@ -261,10 +251,8 @@ def _rule_matmul_precision(x: _Ctx):
     ev = {"calls": int(len(idx)), "compute_bound_calls": compute, "flops": float(flops.sum()),
           "float32_matrix_peak": p32, f"{dt}_matrix_peak": value, "t_before_s": _t_sum(x.t_min[idx]),
           "t_after_s": _t_sum(x.t_min[idx]) - saved}
-    msg = (f"{len(idx)} float32 matrix products ({compute} compute-bound) run at the float32 peak "
-           f"{fmt(p32, 'FLOP/s')} (the recorder cannot see whether TF32 is already allowed); this device's {dt} "
-           f"matrix peak is {fmt(value, 'FLOP/s')}: {how}")
-    return [Hint("matmul_precision", msg, saved, saved_b, ev, idx.tolist(), x.ops(idx), x.modules(idx))]
+    ev["dtype"], ev["how"] = dt, how  # the faster dtype and how to use it
+    return [Hint("matmul_precision", "", saved, saved_b, ev, idx.tolist(), x.ops(idx), x.modules(idx))]
 
 
 def _rule_small_gemm(x: _Ctx):
@@ -285,11 +273,7 @@ def _rule_small_gemm(x: _Ctx):
     shapes = _distinct(s for s in (x.sig(i) for i in idx[:50]) if s)
     if shapes:
         ev["shapes"] = shapes[:5]
-    msg = (f"{len(idx)} matrix products are memory-bound (median intensity {ev['median_intensity']:.1f} FLOP/B, "
-           f"ridge {ridge:.1f}): they are too small to reach the peak; batch them (a larger batch, or stack "
-           f"same-weight calls into one product). At the peak they would take {dur(ev['t_at_peak_s'])} "
-           f"instead of {dur(ev['t_roof_s'])} (an upper bound on the saving)")
-    return [Hint("small_gemm", msg, saved, 0, ev, idx.tolist(), x.ops(idx), x.modules(idx))]
+    return [Hint("small_gemm", "", saved, 0, ev, idx.tolist(), x.ops(idx), x.modules(idx))]
 
 
 _LAYOUT = ("clone", "contiguous", "copy_", "copy", "cat", "stack", "permute_copy", "transpose_copy", "t_copy",
@@ -309,12 +293,8 @@ def _rule_layout(x: _Ctx, share: float = 0.10):
     for i in idx:
         by[str(x.names[i])] = by.get(str(x.names[i]), 0) + int(x.nbytes[i])
 
-    top = ", ".join(f"{k} {fmt(v, 'B')}" for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:4])
-    msg = (f"layout copies move {fmt(b, 'B')}, {frac * 100:.0f}% of all bytes ({top}): keep tensors in the layout "
-           "their consumers read (avoid .contiguous() after transposes, preallocate instead of torch.cat, use "
-           "channels_last end to end)")
     ev = {"calls": int(len(idx)), "bytes": b, "share_of_bytes": frac, "by_op": by, "t_roof_s": t}
-    return [Hint("layout_copies", msg, t, b, ev, list(map(int, idx)), x.ops(idx), x.modules(idx))]
+    return [Hint("layout_copies", "", t, b, ev, list(map(int, idx)), x.ops(idx), x.modules(idx))]
 
 
 def _rule_cast_pingpong(x: _Ctx):
@@ -340,11 +320,9 @@ def _rule_cast_pingpong(x: _Ctx):
     t = _t_sum(x.t_min[idx]) if x.ceil is not None else math.nan
     names = {DTYPE_NAMES.get(int(x.rec["dtype"][p]), "?") + " -> " + DTYPE_NAMES.get(int(x.rec["dtype"][q]), "?")
              + " -> back" for p, q in pairs}
-
-    msg = (f"{len(pairs)} tensors are cast to another dtype and straight back ({', '.join(sorted(names))}), "
-           f"moving {fmt(b, 'B')}: keep them in one dtype (check .float()/.half() calls and autocast regions)")
-    ev = {"pairs": len(pairs), "bytes": b, "t_roof_s": t, "casts": [(int(p), int(q)) for p, q in pairs[:10]]}
-    return [Hint("cast_pingpong", msg, t, b, ev, idx, x.ops(idx), x.modules(idx))]
+    ev = {"pairs": len(pairs), "bytes": b, "t_roof_s": t, "casts": [(int(p), int(q)) for p, q in pairs[:10]],
+          "conversions": sorted(names)}
+    return [Hint("cast_pingpong", "", t, b, ev, idx, x.ops(idx), x.modules(idx))]
 
 
 def _rule_optimizer(x: _Ctx):
@@ -381,12 +359,8 @@ def _rule_optimizer(x: _Ctx):
         return []
     foreach = any("_foreach_" in n for n in names)
 
-    msg = (f"the optimizer step runs {len(opt)} {'foreach' if foreach else 'per-parameter'} kernels moving "
-           f"{fmt(b, 'B')}; a fused step reads and writes each parameter, gradient and state once "
-           f"({fmt(minimal, 'B')}): pass fused=True to the optimizer (Adam/AdamW/SGD)"
-           + ("" if foreach else " or at least foreach=True"))
     ev = {"calls": int(len(opt)), "bytes": b, "fused_bytes": minimal, "foreach": foreach}
-    return [Hint("optimizer_fused", msg, x.t_of_bytes(saved), saved, ev, opt.tolist(), x.ops(opt),
+    return [Hint("optimizer_fused", "", x.t_of_bytes(saved), saved, ev, opt.tolist(), x.ops(opt),
                  x.modules(opt))]
 
 
@@ -398,11 +372,8 @@ def _rule_state_init(x: _Ctx):
     b = int(x.rec["bytes_written"][idx].sum())
     t = _t_sum(x.t_min[idx]) if x.ceil is not None else math.nan
 
-    msg = (f"the measured optimizer step creates its state ({len(idx)} calls of {', '.join(x.ops(idx)[:3])} "
-           f"writing {fmt(b, 'B')}): that happens once, on the first step; run a warm-up step before measuring "
-           "so the report shows a steady-state step")
     ev = {"calls": int(len(idx)), "bytes_written": b, "t_roof_s": t}
-    return [Hint("optimizer_state_init", msg, t, b, ev, idx.tolist(), x.ops(idx), x.modules(idx))]
+    return [Hint("optimizer_state_init", "", t, b, ev, idx.tolist(), x.ops(idx), x.modules(idx))]
 
 
 def _rule_dropout(x: _Ctx):
@@ -431,11 +402,8 @@ def _rule_dropout(x: _Ctx):
     if not saved:
         return []
 
-    msg = (f"{len(idx)} dropout calls materialise their masks ({fmt(mask_bytes, 'B')} written, {fmt(reread, 'B')} "
-           "read back): a fused kernel regenerates the mask from the random seed instead (torch.compile; "
-           "dropout_p of scaled_dot_product_attention inside attention)")
     ev = {"calls": int(len(idx)), "mask_bytes": mask_bytes, "mask_reread_bytes": reread}
-    return [Hint("dropout_mask", msg, x.t_of_bytes(saved), saved, ev, list(map(int, idx)), x.ops(idx),
+    return [Hint("dropout_mask", "", x.t_of_bytes(saved), saved, ev, list(map(int, idx)), x.ops(idx),
                  x.modules(idx))]
 
 
@@ -457,13 +425,9 @@ def _rule_overhead(x: _Ctx, min_calls: int = 50, tiny_s: float = 10e-6):
     per_op = gap / len(act)
     if wall <= 0 or gap < 0.5 * wall or not med < tiny_s or not med < per_op:
         return []
-    msg = (f"{len(act)} op calls with a median roofline time of {dur(med)} take {dur(wall)} of wall time "
-           f"(instrumentation removed), of which {dur(gap)} is outside the ops' measured times: "
-           f"~{dur(per_op)} per call goes to launch and framework "
-           "overhead; fewer, larger ops (a larger batch, torch.compile, CUDA graphs) recover it")
     ev = {"calls": int(len(act)), "median_t_min_s": med, "wall_s": wall, "ops_time_s": inside,
           "instrumentation_s": instr, "overhead_per_call_s": per_op}
-    return [Hint("op_overhead", msg, gap, 0, ev, [], [], [])]
+    return [Hint("op_overhead", "", gap, 0, ev, [], [], [])]
 
 
 RULES = (_rule_sdpa, _rule_matmul_precision, _rule_small_gemm, _rule_layout, _rule_cast_pingpong, _rule_optimizer,
@@ -495,80 +459,3 @@ def hints(report, accesses=None, min_share: float = 0.01) -> list[Hint]:
     out.sort(key=lambda h: (not math.isfinite(h.saved_s), -h.saved_s if math.isfinite(h.saved_s) else 0.0,
                             -h.saved_bytes))
     return out
-
-
-def _advice_parts(report) -> tuple[list, list, list[str]]:
-    """What the advice sections show, gathered once for the text and the HTML view: (fusion-opportunity groups,
-    hints, problems). A failing opportunity finder or hint rule becomes a problem line: the report prints whatever
-    a rule does, and says what failed."""
-    groups: list = []
-    hs: list = []
-    problems: list[str] = []
-    if _dataflow.report_accesses(report) is not None:
-        try:
-            groups = _dataflow.group_opportunities(report.fusion_opportunities())
-        except Exception as exc:  # noqa: BLE001 - reported, see above
-            problems.append(f"fusion opportunities unavailable: {type(exc).__name__}: {exc}")
-    try:
-        hs = report.hints()
-    except Exception as exc:  # noqa: BLE001 - reported, see above
-        problems.append(f"hints unavailable: {type(exc).__name__}: {exc}")
-    return groups, hs, problems
-
-
-def _chain_names(group: dict) -> list[str]:
-    """The ops of an opportunity group without their namespace (``aten.add`` -> ``add``)."""
-    return [o.split(".")[1] if "." in o else o for o in group["ops"]]
-
-
-def _modules_list(group: dict, most: int) -> str:
-    return ", ".join(group["modules"][:most]) + (", ..." if len(group["modules"]) > most else "")
-
-
-def advice_text(report, top: int = 5) -> str:
-    """The section ``print(r)`` adds after the op table: the largest fusion opportunities (grouped by op chain) and
-    hints; empty when the report has neither (no records, or no access table and no hint)."""
-    if not len(report.records):
-        return ""
-
-    groups, hs, problems = _advice_parts(report)
-    lines = list(problems)
-    if groups:
-        saved_b = sum(g["saved_bytes"] for g in groups)
-        saved_t = sum(g["saved_s"] for g in groups if math.isfinite(g["saved_s"]))
-        n = sum(g["count"] for g in groups)
-        lines.append(f"fusion opportunities: {n} {'chain' if n == 1 else 'chains'} could each run as one "
-                     f"kernel, avoiding {fmt(saved_b, 'B')}" + (f" and {dur(saved_t)} at the roof"
-                                                               if saved_t else ""))
-        for g in groups[:top]:
-            t = f", {dur(g['saved_s'])}" if math.isfinite(g["saved_s"]) else ""
-            lines.append(f"  {g['count']:>4} x {' -> '.join(_chain_names(g))} ({g['kind']}, {g['phase']}): saves "
-                         f"{fmt(g['saved_bytes'], 'B')}{t}; in {_modules_list(g, 3)}")
-    if hs:
-        if lines:
-            lines.append("")
-        lines.append("hints (most time saved first):")
-        lines.extend(f"  - {h}" for h in hs[:top])
-    return "\n".join(lines)
-
-
-def advice_html(report, top: int = 3) -> str:
-    """The notebook view's section of :func:`advice_text`: the ``top`` fusion opportunities (grouped by op chain)
-    and hints, with their bytes and time at the roof; empty when the report has neither."""
-    if not len(report.records):
-        return ""
-
-    groups, hs, problems = _advice_parts(report)
-    items = [html.escape(p) for p in problems]
-    for g in groups[:top]:
-        chain = " &rarr; ".join(html.escape(o) for o in _chain_names(g))
-        t = f", {dur(g['saved_s'])} at the roof" if math.isfinite(g["saved_s"]) else ""
-        items.append(f"<b>fuse</b> {g['count']} &times; {chain} ({html.escape(g['phase'])}): saves "
-                     f"{fmt(g['saved_bytes'], 'B')}{t}; in {html.escape(_modules_list(g, 2))}")
-    items.extend(html.escape(str(h)) for h in hs[:top])
-    if not items:
-        return ""
-    lis = "".join(f"<li>{x}</li>" for x in items)
-    return (f'<div class="rl-advice"><b>what to change</b> (fusion opportunities, then hints; most time '
-            f'saved first in each)'
-            f'<ul style="margin:.2em 0">{lis}</ul></div>')

@@ -3,40 +3,24 @@ which records they are."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from roofline import devices
+from roofline.hardware import _roofs
 from roofline.model import _collectives, _document
 
 
 def link(meta: dict, ceilings, source: str):
-    """``(bytes/s, note)``: the interconnect bandwidth collectives are judged against. A projection or a
-    datasheet roofline uses the device's datasheet link; otherwise the bus bandwidth measured by
-    :func:`roofline.distributed.measure_interconnect` before the block (meta.distributed.interconnect), else the
-    datasheet link of the device, else NaN (and a note)."""
-    spec = devices.lookup(ceilings.name) if ceilings is not None and getattr(ceilings, "name", None) else None
-    datasheet = spec.interconnect_bandwidth if spec is not None else None
-    dist_meta = meta.get("distributed")
-    link_meta = dist_meta.get("interconnect") if isinstance(dist_meta, dict) else None
-    measured = link_meta.get("busbw") if isinstance(link_meta, dict) else None
-    if meta.get("projected_to") or source == "datasheet":
-        if datasheet:
-            return float(datasheet), ""
-    elif isinstance(measured, (int, float)) and measured > 0:
-        return float(measured), ""
-    elif datasheet:
-        return float(datasheet), "collectives judged against the datasheet interconnect bandwidth"
-    return math.nan, ("no interconnect bandwidth for the collectives: call roofline.distributed."
-                      "measure_interconnect() under the process group before measuring, or project to a device")
+    """``(bytes/s, note)``: the interconnect bandwidth collectives are judged against
+    (:func:`roofline.hardware._roofs.link`)."""
+    f = _roofs.link(meta, ceilings, source)
+    return f.value, f.note
 
 
-def network_view(meta: dict, ceilings, source: str, n_records: int):
+def network_view(meta: dict, roofs, n_records: int):
     """For the classification: ``(record indices of the collectives, interconnect bytes/s, note, record indices
-    of the asynchronous ones)``."""
+    of the asynchronous ones)``; the bandwidth is the roofs' interconnect."""
     t = _document.collectives_table(meta, n_records)
-    bw, note = link(meta, ceilings, source)
+    bw, note = roofs.interconnect.value, roofs.interconnect.note
     launched = [r for r, a in zip(t["record"], t["async_op"]) if a]
     return np.asarray(t["record"], dtype=np.int64), bw, note, np.asarray(launched, dtype=np.int64)
 

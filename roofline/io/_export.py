@@ -22,7 +22,7 @@ import numpy as np
 
 from roofline import _core
 from roofline.counting._registry import KIND_NAMES
-from roofline.hardware._ceilings import Ceilings
+from roofline.hardware._ceilings_model import SOURCES, Ceilings
 from roofline.model import _document
 from roofline.model._records import ACCESS_DTYPE, DTYPE_NAMES, PHASES, RECORD_DTYPE, OpInfo, records_from_bytes
 from roofline.util import _output
@@ -85,7 +85,6 @@ def to_json(doc: dict, path=None, indent: int | None = None, where: str = "Repor
 
 # ---- reading a report back: the schema, checked field by field ------------------------------------------------
 _OP_KINDS = None  # the kind names a report's op table may hold (built on first use)
-_CEILINGS_SOURCES = ("measured", "datasheet", "best")
 
 
 def _bad(field: str, problem: str):
@@ -200,8 +199,8 @@ def read_document(d):
         if v is None:
             _bad(_document.key("overhead", k), "must be a number of seconds, not null")
     source = d.get("ceilings_source", "measured")
-    if source not in _CEILINGS_SOURCES:
-        _bad("ceilings_source", f"is {_document.show(source)}, not one of {_CEILINGS_SOURCES}")
+    if source not in SOURCES:
+        _bad("ceilings_source", f"is {_document.show(source)}, not one of {SOURCES}")
     ceil = None
     if d.get("ceilings") is not None:
         try:

@@ -9,10 +9,10 @@ import math
 import numpy as np
 
 from roofline.analysis import _parameters, _rollup
-from roofline.analysis._assumptions import line as _assumed_lines
 from roofline.analysis._groups import module_tree, op_groups
-from roofline.analysis._hints import advice_html
 from roofline.render import _style, _svg
+from roofline.render._advice import advice_html
+from roofline.render._assumptions import line as _assumed_lines
 from roofline.util._format import cell, dur, fmt, ms, pct
 
 LEGEND = {

@@ -6,7 +6,7 @@ import os
 import tempfile
 
 from roofline import devices
-from roofline.hardware._ceilings import Ceilings
+from roofline.hardware._ceilings_model import Ceilings
 from roofline.report import Report
 from roofline.traces import _build, _events, _read
 from roofline.util import _progress, _warn
@@ -36,7 +36,7 @@ def _resolve_device(model, device):
     known = {n: s for n, s in found.items() if s is not None}
     if not known:
         return None, (f"no datasheet entry for {', '.join(repr(n) for n in found)}: pass device='<name>' "
-                      f"(python -m roofline.devices lists the table)")
+                      f"(python -m roofline devices lists them)")
     specs = {s.name for s in known.values()}
     name, spec = next(iter(known.items()))
     note = f"{name!r} from deviceProperties"

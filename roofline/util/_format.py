@@ -6,9 +6,12 @@ from __future__ import annotations
 import math
 
 
-def fmt(n: float, unit: str = "") -> str:
-    """``n`` with a metric prefix and two decimals (``"1.50 GFLOP/s"``); plain below a thousand."""
-    for scale, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+def fmt(n: float, unit: str = "", binary: bool = False) -> str:
+    """``n`` with a metric prefix and two decimals (``"1.50 GFLOP/s"``); plain below a thousand. ``binary``:
+    powers of 1024 (``"16.00 KiB"``), for sizes in bytes. The one number formatter of the package."""
+    prefixes = ((1 << 50, "Pi"), (1 << 40, "Ti"), (1 << 30, "Gi"), (1 << 20, "Mi"), (1 << 10, "Ki")) if binary else \
+        ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"))
+    for scale, suffix in prefixes:
         if abs(n) >= scale:
             return f"{n / scale:.2f} {suffix}{unit}"
     return f"{n:.0f} {unit}".rstrip()
