@@ -51,7 +51,7 @@ def test_integers_are_checked_by_one_validator():
     # what is left is listed so that a new one is a decision: values inside an op's
     # description (TensorSpec entries, an op's int arguments, a trace's recorded arguments); an environment variable;
     # two private helpers whose public callers (Report.plot / table / project) check the count first
-    assert found == ["analysis/_groups.py", "analysis/_network.py", "counting/_spec.py", "hardware/_ceilings.py",
+    assert found == ["analysis/_groups.py", "analysis/_network.py", "counting/_spec.py", "hardware/_cpu_bench.py",
                      "traces/_ops_shapes.py"], found
 
 
