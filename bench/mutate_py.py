@@ -10,8 +10,9 @@ assumptions (_assumptions.py), the contention reading (_contention.py), the comp
 (_fusion_compiled.py, _compiled_view.py), the SDPA backend rules (_sdpa.py), the padding analysis and the token
 masks it reads (_padding.py, _tokens.py), the report document's writer and reader (_export.py), the module tree and
 groups of the tables and charts (_groups.py), the network view (_network.py), and the step loops: the monitor
-(_monitor.py), the profiler and its schedule (_schedule.py) and the trainer callbacks' shared run
-(integrations/_core.py).
+(_monitor.py), the profiler and its schedule (_schedule.py), the trainer callbacks' shared run
+(integrations/_core.py) and the Hugging Face and Lightning callbacks (integrations/huggingface.py,
+integrations/lightning.py).
 
 Each mutant changes one node of the syntax tree inside one of the functions of TARGETS:
 
@@ -102,6 +103,8 @@ TARGETS = {
     "_monitor.py": [ALL],
     "_schedule.py": [ALL],
     "integrations/_core.py": [ALL],
+    "integrations/huggingface.py": [ALL],
+    "integrations/lightning.py": [ALL],
 }
 _ROLLUP_TESTS = ["tests/test_mutants_rollup.py", "tests/test_rollups_exact.py", "tests/test_classify_exact.py"]
 # file under roofline/ -> the tests its mutants are judged by (paths or pytest node ids from the repository root),
@@ -138,8 +141,12 @@ TESTS = {
     "analysis/_network.py": ["tests/test_mutants_network.py", "tests/test_one_definition.py", "tests/test_distributed.py"],
     "_monitor.py": ["tests/test_monitor.py", "tests/test_hardening_loops.py"],
     "_schedule.py": ["tests/test_schedule.py", "tests/test_monitor.py", "tests/test_hardening_loops.py"],
-    "integrations/_core.py": ["tests/test_hardening_loops.py", "tests/test_integrations_hf.py",
-                              "tests/test_integrations_lightning.py"],
+    "integrations/_core.py": ["tests/test_mutants_loops.py", "tests/test_hardening_loops.py",
+                              "tests/test_integrations_hf.py", "tests/test_integrations_lightning.py"],
+    "integrations/huggingface.py": ["tests/test_mutants_loops.py", "tests/test_integrations_hf.py",
+                                    "tests/test_hardening_loops.py"],
+    "integrations/lightning.py": ["tests/test_mutants_loops.py", "tests/test_integrations_lightning.py",
+                                  "tests/test_hardening_loops.py"],
 }
 
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],
