@@ -73,3 +73,140 @@ def test_the_trainers_names_are_kept_for_the_latest_steps_and_the_steps_with_tok
         assert run.trainer_step(0) == 100 + 6144 + (0 - 6144 + 1) * 1
     finally:
         run.stop()
+
+
+# ---- the callbacks' arguments ------------------------------------------------------------------------------------
+def _options(**kw):
+    return _core.Options("cb", **{**dict(steps=None, schedule=None, monitor=True, output_dir=None, tokens=None,
+                                         timing="model", ceilings=CEIL, attention=None, gather_timeout=10.0,
+                                         log=True), **kw})
+
+
+@pytest.mark.parametrize("value", [True, False, "10", None])
+def test_gather_timeout_must_be_a_number_not_a_bool(value):
+    with pytest.raises(TypeError, match=f"cb: gather_timeout must be a number of seconds, got {type(value).__name__}"):
+        _options(gather_timeout=value)
+
+
+@pytest.mark.parametrize("value", [0, 0.0, -1, float("inf"), float("nan")])
+def test_gather_timeout_must_be_finite_and_positive(value):
+    with pytest.raises(ValueError, match="cb: gather_timeout must be a finite number of seconds > 0"):
+        _options(gather_timeout=value)
+
+
+def test_gather_timeout_is_kept_as_a_float():
+    o = _options(gather_timeout=3)
+    assert o.gather_timeout == 3.0 and type(o.gather_timeout) is float
+    assert _options(gather_timeout=1e-9).gather_timeout == 1e-9  # any time > 0
+
+
+def test_tokens_false_none_or_a_callable():
+    assert _options(tokens=False).tokens is False
+    assert _options(tokens=None).tokens is None
+    assert _options(tokens=len).tokens is len
+    for bad in (True, 0, "input_ids"):
+        with pytest.raises(TypeError, match=f"cb: tokens must be None .* got {type(bad).__name__}"):
+            _options(tokens=bad)
+
+
+def _no_write(monkeypatch):
+    """os.access as for a folder this process may read and search but not write."""
+    import os
+
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: not (mode & os.W_OK) and real(path, mode))
+
+
+def test_a_folder_that_is_not_writable_is_refused_naming_it(tmp_path, monkeypatch):
+    _no_write(monkeypatch)
+    with pytest.raises(PermissionError) as e:
+        _core.check_output_dir("cb", "output_dir", str(tmp_path))
+    assert str(e.value) == (f"cb: output_dir {str(tmp_path)!r}: the folder is not writable: the reports could not "
+                            "be written there")
+    below = tmp_path / "a" / "b"  # not made yet: the folder it would be made in is named
+    with pytest.raises(PermissionError) as e:
+        _core.check_output_dir("cb", "output_dir", str(below))
+    assert str(e.value) == (f"cb: output_dir {str(below)!r}: the folder ({str(tmp_path)!r}, where it would be made) "
+                            "is not writable: the reports could not be written there")
+
+
+def test_a_writable_folder_is_accepted_as_its_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert _core.check_output_dir("cb", "output_dir", "x/y") == str(tmp_path / "x" / "y")
+    assert not (tmp_path / "x").exists()  # checked, nothing made
+
+
+# ---- what a batch looks like in the monitor's signature ------------------------------------------------------------
+def test_describe_reads_tensors_by_shape_dtype_device_and_plain_values_by_value():
+    import types
+
+    assert _core.describe(torch.zeros(2, 3)) == ("T", (2, 3), "torch.float32", "cpu")
+    # a shape and a dtype without a device, or a shape and a device without a dtype: by type
+    assert _core.describe(types.SimpleNamespace(shape=(2, 3), dtype="f4")) == "SimpleNamespace"
+    assert _core.describe(types.SimpleNamespace(shape=(2, 3), device="cpu")) == "SimpleNamespace"
+    assert _core.describe(types.SimpleNamespace(shape=(2,), dtype="f4", device="dev")) == ("T", (2,), "f4", "dev")
+    assert _core.describe(None) is None
+    assert _core.describe(True) is True and _core.describe(7) == 7 and _core.describe("ids") == "ids"
+    assert _core.describe(2.5) == "float"  # a learning rate: by type
+    assert _core.describe({1: torch.ones(4, dtype=torch.int64), "n": (3, None)}) == (
+        "M", (("1", ("T", (4,), "torch.int64", "cpu")), ("n", ("tuple", (3, None)))))
+    assert _core.describe([torch.ones(1)]) == ("list", (("T", (1,), "torch.float32", "cpu"),))
+
+
+def test_describe_reads_eight_levels_of_containers():
+    """Lists nested 9 deep around an int: the lists at depths 0 to 7 are read, the one at depth 8 by its type."""
+    x = 5
+    for _ in range(9):
+        x = [x]
+    expected = "list"
+    for _ in range(8):
+        expected = ("list", (expected,))
+    assert _core.describe(x) == expected
+    y = 5
+    for _ in range(8):
+        y = {"k": y}
+    expected = 5  # 8 mappings: all read, the int inside by value
+    for _ in range(8):
+        expected = ("M", (("k", expected),))
+    assert _core.describe(y) == expected
+
+
+# ---- tokens ----------------------------------------------------------------------------------------------------------
+class _Numel:
+    def __init__(self, n):
+        self.n = n
+
+    def numel(self):
+        return self.n
+
+
+def test_batch_tokens_from_input_ids_or_the_attention_mask():
+    assert _core.batch_tokens({"input_ids": torch.ones(2, 3), "attention_mask": torch.ones(5)}) == 2 * 3
+    assert _core.batch_tokens({"input_ids": None, "attention_mask": torch.ones(4, 2)}) == 4 * 2
+    assert _core.batch_tokens({"input_ids": [1, 2, 3], "attention_mask": torch.ones(7)}) == 7  # a list: no numel
+    assert _core.batch_tokens({"input_ids": [1, 2, 3]}) is None
+    assert _core.batch_tokens([torch.ones(3)]) is None  # not a mapping
+    assert _core.batch_tokens({"input_ids": _Numel(2**63 - 1)}) == 2**63 - 1  # the largest int64
+    assert _core.batch_tokens({"input_ids": _Numel(2**63)}) is None
+
+
+def test_user_tokens_bounds():
+    assert _core.user_tokens("cb", lambda b: 0, {}) == 0
+    assert _core.user_tokens("cb", lambda b: 2**63 - 1, {}) == 2**63 - 1
+    assert _core.user_tokens("cb", lambda b: None, {}) is None
+    assert _core.user_tokens("cb", lambda b: torch.tensor(5), {}) == 5  # anything with __index__
+    with pytest.raises(ValueError, match=r"^cb: tokens\(batch\) must return an int >= 0 or None, got -1$"):
+        _core.user_tokens("cb", lambda b: -1, {})
+    with pytest.raises(ValueError, match=r"^cb: tokens\(batch\) must return an int <= 2\*\*63 - 1 or None, got an "
+                                         r"int of 64 bits$"):
+        _core.user_tokens("cb", lambda b: 2**63, {})
+    for bad in (True, 2.0, "3"):
+        with pytest.raises(TypeError, match=f"cb: tokens\\(batch\\) must return an int >= 0 or None, got "
+                                            f"{type(bad).__name__}"):
+            _core.user_tokens("cb", lambda b, bad=bad: bad, {})
+
+
+def test_finite_is_a_finite_int_or_float_not_a_bool():
+    assert _core._finite(0) and _core._finite(2.5) and _core._finite(-1e300)
+    for v in (True, False, None, "1", float("nan"), float("inf"), -float("inf")):
+        assert not _core._finite(v), v
