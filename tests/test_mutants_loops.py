@@ -210,3 +210,207 @@ def test_finite_is_a_finite_int_or_float_not_a_bool():
     assert _core._finite(0) and _core._finite(2.5) and _core._finite(-1e300)
     for v in (True, False, None, "1", float("nan"), float("inf"), -float("inf")):
         assert not _core._finite(v), v
+
+
+# ---- step numbers ----------------------------------------------------------------------------------------------------
+def test_a_run_expects_the_global_step_to_move_by_at_least_one(tmp_path):
+    """delta (how far one step is expected to move the trainer's global step) is at least 1: before any step, step
+    p is expected to end at offset + (p + 1) * max(1, delta)."""
+    assert _run(tmp_path, lambda p: "none", offset=10, delta=0).trainer_step(0) == 10 + 1
+    assert _run(tmp_path, lambda p: "none", offset=10, delta=0).trainer_step(2) == 10 + 3
+    assert _run(tmp_path, lambda p: "none", offset=10, delta=3).trainer_step(2) == 10 + 3 * 3
+    assert _run(tmp_path, lambda p: "none", offset=10).trainer_step(4) == 10 + 5  # default 1
+
+
+# ---- a distributed run ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("world, expected", [(None, None), ((0, 1), None), ((1, 2), (1, 2)), ((0, 3), (0, 3))])
+def test_a_run_is_distributed_with_two_ranks_or_more(tmp_path, monkeypatch, world, expected):
+    monkeypatch.setattr(_core, "_world", lambda: world)
+    assert _run(tmp_path, lambda p: "none").world == expected
+
+
+class _Merged:
+    def to_dict(self):
+        return {"merged": 1}
+
+    def table(self):
+        return "the merged table"
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_each_rank_writes_its_files_and_rank_0_the_merged_ones(tmp_path, monkeypatch, rank):
+    import json
+    import os
+
+    gathered = []
+
+    def gather(report, dst, timeout):
+        gathered.append((report, dst, timeout))
+        return _Merged() if rank == 0 else None
+
+    monkeypatch.setattr(_core, "_world", lambda: (rank, 2))
+    monkeypatch.setattr(roofline, "gather", gather)
+    out = tmp_path / "out"
+    run = _run(out, None, steps=(2, 2), gather_timeout=7.5)
+    a, b = torch.randn(4, 8), torch.randn(8, 2)
+    run.start()
+    try:
+        for p in range(3):
+            torch.mm(a, b)
+            run.step(global_step=p + 1)
+    finally:
+        run.stop()
+    (r,) = run.reports
+    assert r.steps == [2] and gathered == [(r, 0, 7.5)]
+    names = [f"step2.rank{rank}.json", f"step2.rank{rank}.html"]
+    if rank == 0:
+        names += ["step2.merged.json", "step2.merged.txt"]
+        assert json.loads((out / "step2.merged.json").read_text()) == {"merged": 1}
+        assert (out / "step2.merged.txt").read_text() == "the merged table\n"
+        assert [type(m) for m in run.merged] == [_Merged]
+    else:
+        assert run.merged == []
+    assert run.files == [str(out / n) for n in names] and sorted(os.listdir(out)) == sorted(names)
+
+
+def test_a_run_in_progress_on_another_thread_does_not_refuse_this_threads(tmp_path):
+    """One run per thread at a time: a run started on another thread and not stopped is no reason to refuse."""
+    import threading
+
+    made, started, release, errors = [], threading.Event(), threading.Event(), []
+
+    def elsewhere():
+        try:
+            made.append(_run(tmp_path / "a", roofline.schedule(warmup=0, active=1)))  # a run is its thread's
+            made[0].start()
+            started.set()
+            release.wait(30)
+            made[0].stop()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+            started.set()
+
+    t = threading.Thread(target=elsewhere)
+    t.start()
+    try:
+        assert started.wait(30) and not errors
+        other = made[0]
+        mine = _run(tmp_path / "b", roofline.schedule(warmup=0, active=1))
+        mine.start()
+        mine.step()
+        mine.stop()
+        assert [r.steps for r in mine.reports] == [[1]] and other.running and not other.stopped
+    finally:
+        release.set()
+        t.join(30)
+    assert not errors and other.stopped and [r.steps for r in other.reports] == []
+
+
+def test_the_monitor_may_count_step_0_only_when_the_profiler_does_not(tmp_path):
+    sched = roofline.schedule(warmup=0, active=1)  # the profiler measures step 0
+    assert _run(tmp_path, sched, monitor={}).monitor._warmup == 1  # default warmup 1: the monitor counts step 1
+    with pytest.raises(ValueError, match="cb: monitor warmup=0 counts step 0, which the profiler measures"):
+        _run(tmp_path, sched, monitor={"warmup": 0})
+    later = roofline.schedule(wait=1, warmup=0, active=1)  # step 0 unmeasured: the monitor may count it
+    assert _run(tmp_path, later, monitor={"warmup": 0}).monitor._warmup == 0
+
+
+def test_steps_before_the_start_of_training_are_not_profiled(tmp_path):
+    with pytest.warns(UserWarning, match=r"^cb: steps 3-5 are not profiled: training starts after step 5$"):
+        run = _run(tmp_path, None, offset=5, steps=(3, 5))
+    assert run.schedule is None and run.profiler is None
+    with pytest.warns(UserWarning, match=r"^cb: training starts after step 5: steps 6-7 are profiled, not 5-7$"):
+        run = _run(tmp_path, None, offset=5, steps=(5, 7))
+    assert (run.schedule.first, run.schedule.last) == (6, 7)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run = _run(tmp_path, None, offset=5, steps=(6, 6))  # the first step of training: as asked
+    assert (run.schedule.first, run.schedule.last) == (6, 6)
+
+
+def test_a_run_whose_loop_fails_to_start_is_over(tmp_path, monkeypatch):
+    run = _run(tmp_path, roofline.schedule(warmup=0, active=1), monitor=True)
+
+    def fail():
+        raise RuntimeError("no start")
+
+    monkeypatch.setattr(run.monitor, "start", fail)  # the profiler starts first, then the monitor fails
+    with pytest.raises(RuntimeError, match="no start"):
+        run.start()
+    assert run.started and run.stopped and not run.running and not run.profiler.running
+    again = _run(tmp_path, roofline.schedule(warmup=0, active=1))  # not refused: the failed run is over
+    again.start()
+    again.stop()
+
+
+def test_a_global_step_that_did_not_move_names_the_step_as_expected(tmp_path):
+    """The trainer's count stayed at 1 after step 1: nothing learnt, the step is named 1 + 1 (one per step)."""
+    run = _run(tmp_path, lambda p: "none")
+    run.start()
+    try:
+        run.step(global_step=1)
+        run.step(global_step=1)
+        assert (run.trainer_step(0), run.trainer_step(1), run.trainer_step(2)) == (1, 2, 3)
+        run.step(global_step=7)  # moved by 7 - 2 = 5: the next step is expected at 7 + 5
+        assert run.trainer_step(2) == 7 and run.trainer_step(3) == 12
+        run.step()  # not given: as expected
+        assert run.trainer_step(3) == 12
+    finally:
+        run.stop()
+
+
+def test_stop_is_done_once(tmp_path):
+    import warnings
+
+    run = _run(tmp_path, None, steps=(5, 6))
+    run.start()
+    run.step(global_step=1)
+    with pytest.warns(UserWarning, match=r"^cb: steps 5-6 were not profiled: training ended after step 1$"):
+        run.stop()
+    assert run.stopped and not run.running
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run.stop()  # nothing more
+    assert run.stopped
+
+
+# ---- the monitor's figures handed to the trainer's loggers ------------------------------------------------------------
+def _monitored(tmp_path, tokens, steps=5, **monitor):
+    """A run with the monitor only (warmup 1: step 0 timed only, step 1 counted, the later steps given its counts),
+    ``steps`` steps of one 4 x 8 by 8 x 2 product (2 * 4 * 8 * 2 = 128 FLOPs); (run, figures taken at the end)."""
+    run = _run(tmp_path, None, monitor={"recount_every": 0, **monitor})
+    a, b = torch.randn(4, 8), torch.randn(8, 2)
+    run.start()
+    try:
+        for p in range(steps):
+            torch.mm(a, b)
+            run.step(tokens=tokens[p] if tokens else None, global_step=10 + p)
+    finally:
+        run.stop()
+    return run, run.take_monitor_figures()
+
+
+def test_the_monitor_figures_are_totals_over_the_steps_whose_time_includes_no_counting(tmp_path):
+    run, (step, fig) = _monitored(tmp_path, [4, 4, 4, 5, 6])
+    h = run.monitor.history
+    assert [m["recounted"] for m in h] == [False, True, False, False, False] and h[0]["flops"] is None
+    logged = h[2:]  # step 0 has no figures, step 1's time includes its counting
+    t = sum(m["time_s"] for m in logged)
+    assert step == 10 + 4  # the latest step's name
+    assert fig == pytest.approx({
+        "roofline/monitor/mfu": sum(m["mfu"] * m["time_s"] for m in logged) / t,
+        "roofline/monitor/mbu": sum(m["mbu"] * m["time_s"] for m in logged) / t,
+        "roofline/monitor/achieved_flops": 3 * 128 / t,
+        "roofline/monitor/achieved_bytes": sum(m["bytes"] for m in logged) / t,
+        "roofline/monitor/step_time": t / 3,
+        "roofline/monitor/tokens_per_s": (4 + 5 + 6) / t}, rel=1e-12)
+    assert run.take_monitor_figures() is None  # taken: nothing new
+
+
+def test_the_monitor_figures_have_no_tokens_rate_when_a_step_has_no_tokens(tmp_path):
+    _, (_, fig) = _monitored(tmp_path, [4, 4, 4, None, 6])
+    assert "roofline/monitor/tokens_per_s" not in fig and "roofline/monitor/step_time" in fig
+    _, (_, fig) = _monitored(tmp_path, None)
+    assert "roofline/monitor/tokens_per_s" not in fig
