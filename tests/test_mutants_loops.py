@@ -414,3 +414,49 @@ def test_the_monitor_figures_have_no_tokens_rate_when_a_step_has_no_tokens(tmp_p
     assert "roofline/monitor/tokens_per_s" not in fig and "roofline/monitor/step_time" in fig
     _, (_, fig) = _monitored(tmp_path, None)
     assert "roofline/monitor/tokens_per_s" not in fig
+
+
+def test_a_step_without_a_positive_finite_time_is_not_logged(tmp_path):
+    run = _run(tmp_path, None, monitor=True)
+    base = {"step": 3, "flops": 100.0, "bytes": 10.0, "mfu": 0.5, "mbu": 0.25, "recounted": False, "tokens": 2}
+    for t in (0.0, -1.0, float("nan"), float("inf"), None):
+        run._on_step({**base, "time_s": t})
+    assert run.take_monitor_figures() is None
+    run._on_step({**base, "time_s": 2.0})  # one step: its own figures
+    step, fig = run.take_monitor_figures()
+    assert step == 0 + 3 + 1 and fig == {  # named before it ran: offset 0 + (3 + 1) steps of 1
+        "roofline/monitor/mfu": 0.5, "roofline/monitor/mbu": 0.25, "roofline/monitor/achieved_flops": 100.0 / 2.0,
+        "roofline/monitor/achieved_bytes": 10.0 / 2.0, "roofline/monitor/step_time": 2.0,
+        "roofline/monitor/tokens_per_s": 2 / 2.0}
+
+
+# ---- the profiler cycle's logged scalars -----------------------------------------------------------------------------
+def _cycle(totals, meta, wall):
+    import types
+
+    return types.SimpleNamespace(totals=lambda: dict(totals), meta=meta, wall_time=wall)
+
+
+def test_the_profile_figures_of_a_cycle():
+    totals = {"mfu": 0.5, "mbu": 0.25, "achieved_flops": 1e9, "achieved_bytes": 2e9, "compute_share": 0.75}
+    r = _cycle(totals, {"ceilings_yardstick": {"kind": "idle"}, "ceilings_contention": True}, 0.5)
+    assert _core.Run.profile_figures(r, [3, 5, 4]) == {
+        "roofline/profile/mfu": 0.5, "roofline/profile/mbu": 0.25, "roofline/profile/achieved_flops": 1e9,
+        "roofline/profile/achieved_bytes": 2e9, "roofline/profile/compute_share": 0.75,
+        "roofline/profile/contention": 1.0, "roofline/profile/ceilings_code": 1.0,  # idle: code 1
+        "roofline/profile/step_time": 0.5, "roofline/profile/tokens_per_s": 4 / 0.5}  # the median of 3, 5, 4
+
+
+def test_the_profile_figures_leave_out_what_is_not_known():
+    totals = {"mfu": float("nan"), "mbu": None, "achieved_flops": 1e9, "achieved_bytes": True}
+    for meta, contention, code in (({"contention": True, "ceilings_yardstick": {"kind": "given"}}, 1.0, 5.0),
+                                   ({"ceilings_yardstick": {"kind": "guessed"}}, 0.0, None),
+                                   ({"ceilings_yardstick": None}, 0.0, None), ({}, 0.0, None)):
+        for wall, tokens in ((0.0, [1]), (float("nan"), [1]), (None, [1]), (2.0, [1, None]), (2.0, []),
+                             (2.0, None)):
+            want = {"roofline/profile/achieved_flops": 1e9, "roofline/profile/contention": contention}
+            if code is not None:
+                want["roofline/profile/ceilings_code"] = code
+            if wall == 2.0:
+                want["roofline/profile/step_time"] = 2.0
+            assert _core.Run.profile_figures(_cycle(totals, meta, wall), tokens) == want, (meta, wall, tokens)
