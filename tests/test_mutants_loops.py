@@ -460,3 +460,33 @@ def test_the_profile_figures_leave_out_what_is_not_known():
             if wall == 2.0:
                 want["roofline/profile/step_time"] = 2.0
             assert _core.Run.profile_figures(_cycle(totals, meta, wall), tokens) == want, (meta, wall, tokens)
+
+
+# ---- what a callback made over its runs ------------------------------------------------------------------------------
+def test_the_outputs_are_those_of_every_run_and_the_loops_those_of_the_latest():
+    import types
+
+    class Made(_core.Outputs):
+        def __init__(self, runs):
+            self._runs = runs
+
+    none = Made([])
+    assert (none.reports, none.merged, none.files, none.profiler, none.monitor) == ([], [], [], None, None)
+    runs = [types.SimpleNamespace(reports=["r1"], merged=[], files=["a", "b"], profiler="p1", monitor="m1"),
+            types.SimpleNamespace(reports=["r2", "r3"], merged=["m"], files=["c"], profiler="p2", monitor="m2")]
+    made = Made(runs)
+    assert (made.reports, made.merged, made.files) == (["r1", "r2", "r3"], ["m"], ["a", "b", "c"])
+    assert (made.profiler, made.monitor) == ("p2", "m2")
+
+
+def test_the_profilers_schedule_describes_the_runs(tmp_path):
+    sched = roofline.schedule(wait=1, warmup=2, active=3)
+    planned = _run(tmp_path, sched).profiler.schedule
+    assert planned.as_dict() == {"wait": 1, "warmup": 2, "active": 3, "repeat": 0, "skip_first": 0}
+    assert planned.active == 3 and repr(planned) == repr(sched)
+    with pytest.raises(AttributeError):
+        planned.period  # noqa: B018 - only as_dict and active are the schedule's
+    plain = _run(tmp_path, lambda p: "none").profiler.schedule
+    with pytest.raises(AttributeError):
+        plain.as_dict  # noqa: B018 - a plain callable has none
+    assert not hasattr(plain, "active")
