@@ -145,7 +145,7 @@ TESTS = {
                               "tests/test_integrations_hf.py", "tests/test_integrations_lightning.py"],
     "integrations/huggingface.py": ["tests/test_mutants_loops.py", "tests/test_integrations_hf.py",
                                     "tests/test_hardening_loops.py"],
-    "integrations/lightning.py": ["tests/test_mutants_loops.py", "tests/test_integrations_lightning.py",
+    "integrations/lightning.py": ["tests/test_mutants_lightning.py", "tests/test_integrations_lightning.py",
                                   "tests/test_hardening_loops.py"],
 }
 

@@ -163,9 +163,9 @@ def test_describe_reads_eight_levels_of_containers():
         expected = ("list", (expected,))
     assert _core.describe(x) == expected
     y = 5
-    for _ in range(8):
+    for _ in range(9):
         y = {"k": y}
-    expected = 5  # 8 mappings: all read, the int inside by value
+    expected = "dict"  # 9 mappings: the one at depth 8 by its type
     for _ in range(8):
         expected = ("M", (("k", expected),))
     assert _core.describe(y) == expected

@@ -1,0 +1,152 @@
+"""The Lightning callback's small branches (roofline/integrations/lightning.py) that tests/test_integrations_lightning.py
+leaves open: figures logged every ``log_every_n_steps`` other than 1, at the logger step before the global step; the
+report folder when the logger has no folder; the expected step of manual optimisation with one optimizer; the
+callbacks acting in ``fit`` only. Tiny fits (a Linear(8, 4) on 3-row batches), shared by the file."""
+
+from __future__ import annotations
+
+import os
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+try:
+    import lightning.pytorch as pl
+except ImportError:
+    pl = pytest.importorskip("pytorch_lightning")
+
+from _graph import ceilings  # noqa: E402
+from roofline.integrations import lightning as integration  # noqa: E402
+
+CEIL = ceilings(vector=1e12, matrix=2e12, dram=1e11)
+
+
+class Recorder(pl.loggers.Logger):
+    """A logger without a folder (save_dir None) that keeps every log_metrics call."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    @property
+    def name(self):
+        return "recorder"
+
+    @property
+    def version(self):
+        return 0
+
+    @property
+    def save_dir(self):
+        return None
+
+    def log_hyperparams(self, *args, **kwargs):
+        pass
+
+    def log_metrics(self, metrics, step=None):
+        self.calls.append((step, dict(metrics)))
+
+
+class Auto(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Linear(8, 4, bias=False)
+
+    def training_step(self, batch, batch_idx):
+        return self.net(batch).sum()
+
+    def validation_step(self, batch, batch_idx):
+        return self.net(batch).sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class Manual(Auto):
+    """Manual optimisation with one optimizer: the global step moves by 1 per batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        opt = self.optimizers()
+        opt.zero_grad()
+        self.manual_backward(self.net(batch).sum())
+        opt.step()
+
+
+def _trainer(root, callbacks, logger=False, steps=8, every=3):
+    return pl.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=logger, callbacks=callbacks,
+                      log_every_n_steps=every, enable_checkpointing=False, enable_progress_bar=False,
+                      enable_model_summary=False, default_root_dir=str(root), num_sanity_val_steps=0,
+                      limit_val_batches=0)
+
+
+def _loader(n=8):
+    torch.manual_seed(0)
+    return torch.utils.data.DataLoader([torch.randn(3, 8) for _ in range(n)], batch_size=None)
+
+
+@pytest.fixture(scope="module")
+def fit(tmp_path_factory):
+    """Steps 3-4 profiled (step 2 the warm-up), the monitor on (recount_every 0), figures logged every 3 steps."""
+    root = tmp_path_factory.mktemp("lightning-every-3")
+    cb = integration.RooflineCallback(steps=(3, 4), monitor={"recount_every": 0}, tokens=lambda b: b.shape[0],
+                                      ceilings=CEIL)
+    logger = Recorder()
+    trainer = _trainer(root, [cb], logger=logger)
+    trainer.fit(Auto(), _loader())
+    return types.SimpleNamespace(root=root, cb=cb, logger=logger, trainer=trainer)
+
+
+def test_the_report_goes_to_the_default_root_dir_when_the_logger_has_no_folder(fit):
+    assert fit.trainer.global_step == 8
+    (r,) = fit.cb.reports
+    assert r.steps == [3, 4] and r.meta["steady"]["warmup"] == 1 and r.meta["trainer"]["tokens"] == [3, 3]
+    assert sorted(os.listdir(fit.root / "roofline")) == ["steps3-4.html", "steps3-4.json"]
+
+
+def test_figures_are_logged_every_log_every_n_steps_at_the_step_before(fit):
+    """Profile figures at the cycle's last step (4), logger step 4 - 1. Monitor figures when the global step after
+    a step is a multiple of 3: after step 3 none are waiting (steps 1-4: the monitor's warm-up and the profiler's
+    steps), after step 6 those of step 6 (step 5 was the monitor's count): logger step 6 - 1; after steps 7 and 8
+    nothing is logged (8 is not a multiple of 3)."""
+    (r,) = fit.cb.reports
+    h = {m["step"] + 1: m for m in fit.cb.monitor.history}  # by global step
+    assert [m["recounted"] for m in (h[5], h[6])] == [True, False]
+    steps = [(step, sorted(k.split("/")[1] for k in values)) for step, values in fit.logger.calls]
+    assert steps == [(4 - 1, ["profile"] * len(fit.logger.calls[0][1])),
+                     (6 - 1, ["monitor"] * len(fit.logger.calls[1][1]))]
+    monitor = fit.logger.calls[1][1]
+    assert monitor["roofline/monitor/step_time"] == pytest.approx(h[6]["time_s"], rel=1e-12)
+    assert monitor["roofline/monitor/tokens_per_s"] == pytest.approx(3 / h[6]["time_s"], rel=1e-12)
+    assert fit.logger.calls[0][1]["roofline/profile/step_time"] == r.wall_time
+
+
+def test_manual_optimisation_with_one_optimizer_expects_one_step_per_batch(tmp_path):
+    """The first batch is step 1 (the global step moves by 1 per batch from the start): steps=(1, 1) profiles it."""
+    cb = integration.RooflineCallback(steps=(1, 1), ceilings=CEIL)
+    trainer = _trainer(tmp_path, [cb], steps=3)
+    trainer.fit(Manual(), _loader(3))
+    assert trainer.global_step == 3 and [r.steps for r in cb.reports] == [[1]]
+
+
+def test_two_callbacks_are_accepted_outside_fit(tmp_path):
+    """The callbacks act in fit only: validating with two of them is not refused."""
+    cbs = [integration.RooflineCallback(steps=(1, 1), ceilings=CEIL),
+           integration.RooflineCallback(monitor=True, ceilings=CEIL)]
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, callbacks=list(cbs), enable_progress_bar=False,
+                         enable_model_summary=False, default_root_dir=str(tmp_path), limit_val_batches=2)
+    trainer.validate(Auto(), _loader(2), verbose=False)
+    assert all(cb.reports == [] and cb._runs == [] for cb in cbs)
+
+
+def test_callback_class_takes_the_short_package_name():
+    if pl.__name__ != "lightning.pytorch":
+        with pytest.raises(ImportError):
+            integration.callback_class("lightning")  # "lightning" means lightning.pytorch, not installed here
+    else:
+        assert integration.callback_class("lightning") is integration.RooflineCallback
+    assert integration.callback_class() is integration.RooflineCallback
