@@ -490,3 +490,39 @@ def test_the_profilers_schedule_describes_the_runs(tmp_path):
     with pytest.raises(AttributeError):
         plain.as_dict  # noqa: B018 - a plain callable has none
     assert not hasattr(plain, "active")
+
+
+# ---- a steady report read back ---------------------------------------------------------------------------------------
+class TestSteadyLoaded:
+    """SteadyReport._loaded: the wall-time spread of a report read back, rebuilt from meta["steady"] (the wall times
+    of every measured step and the 1-based positions of those aggregated)."""
+
+    @staticmethod
+    def _loaded(steady):
+        import types
+
+        from roofline._steady import SteadyReport
+
+        r = types.SimpleNamespace(meta={"steady": steady} if steady is not None else {})
+        SteadyReport._loaded(r)
+        return r
+
+    def test_the_aggregated_steps_wall_times(self):
+        r = self._loaded({"wall_times": [1.0, 2.0, 3.0, 4.0], "steps": [2, 4]})
+        assert r.repeats == [] and r.spread == {
+            "wall_time": {"min": 2.0, "median": (2.0 + 4.0) / 2, "max": 4.0, "values": [2.0, 4.0]}, "ops": {}}
+
+    def test_positions_outside_the_wall_times_are_left_out(self):
+        # positions 0 and 5 name no step of 4: only 1 and 4 are read
+        r = self._loaded({"wall_times": [1.0, 2.0, 3.0, 4.0], "steps": [0, 1, 4, 5]})
+        assert r.spread["wall_time"] == {"min": 1.0, "median": 2.5, "max": 4.0, "values": [1.0, 4.0]}
+
+    def test_without_steps_every_wall_time_and_untimed_steps_left_out_of_the_spread(self):
+        r = self._loaded({"wall_times": [3.0, None, 1.0]})
+        assert r.spread["wall_time"] == {"min": 1.0, "median": 2.0, "max": 3.0, "values": [3.0, None, 1.0]}
+
+    def test_nothing_saved(self):
+        empty = {"wall_time": {"min": None, "median": None, "max": None, "values": []}, "ops": {}}
+        assert self._loaded(None).spread == empty
+        assert self._loaded({"wall_times": None, "steps": None}).spread == empty
+        assert self._loaded({"steps": [1]}).spread == empty

@@ -1,0 +1,80 @@
+"""The Hugging Face callback's small branches (roofline/integrations/huggingface.py) that
+tests/test_integrations_hf.py leaves open: figures logged only at the steps the Trainer logs (``logging_steps`` 3),
+the tokens of the model's inputs (positional, evaluation mode, ``tokens=False`` or a callable). One tiny Trainer run
+(a one-layer GPT-2, 6 steps of 2 x 8 tokens) for the file."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from _graph import ceilings  # noqa: E402
+from roofline.integrations.huggingface import RooflineCallback  # noqa: E402
+
+CEIL = ceilings(vector=1e12, matrix=2e12, dram=1e11)
+B, S = 2, 8
+
+
+def _model():
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=32,
+                                                                n_positions=S))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hf-every-3")
+    data = [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, 32, (6 * B, S))]
+    args = transformers.TrainingArguments(output_dir=str(out), max_steps=6, per_device_train_batch_size=B,
+                                          use_cpu=True, save_strategy="no", disable_tqdm=True, report_to=[],
+                                          logging_steps=3)
+    trainer = transformers.Trainer(model=_model(), args=args, train_dataset=data)
+    cb = RooflineCallback(trainer, steps=(2, 3), monitor={"recount_every": 0}, ceilings=CEIL)
+    trainer.add_callback(cb)
+    trainer.train()
+    return types.SimpleNamespace(trainer=trainer, cb=cb)
+
+
+def test_the_profiled_steps_and_their_tokens(run):
+    (r,) = run.cb.reports
+    assert r.steps == [2, 3] and r.meta["steady"]["warmup"] == 1 and r.meta["trainer"]["tokens"] == [B * S, B * S]
+
+
+def test_figures_are_logged_only_at_the_steps_the_trainer_logs(run):
+    """Profile figures at the cycle's last step, 3. Monitor figures at the Trainer's logged steps (3 and 6): at 3
+    none are waiting (step 1 its warm-up, 2-3 the profiler's), at 6 those of steps 5 and 6 (4 was its count)."""
+    (r,) = run.cb.reports
+    logged = [(e["step"], sorted({k.split("/")[1] for k in e if k.startswith("roofline/")}))
+              for e in run.trainer.state.log_history if any(k.startswith("roofline/") for k in e)]
+    assert logged == [(3, ["profile"]), (6, ["monitor"])]
+    h = {m["step"] + 1: m for m in run.cb.monitor.history}  # by global step
+    assert [h[g]["recounted"] for g in (4, 5, 6)] == [True, False, False]
+    monitor = next(e for e in run.trainer.state.log_history if "roofline/monitor/step_time" in e)
+    assert monitor["roofline/monitor/step_time"] == pytest.approx((h[5]["time_s"] + h[6]["time_s"]) / 2, rel=1e-9)
+    assert monitor["roofline/monitor/tokens_per_s"] == pytest.approx(2 * B * S / (h[5]["time_s"] + h[6]["time_s"]),
+                                                                     rel=1e-9)
+
+
+def test_the_tokens_of_the_models_inputs():
+    model = _model()
+    ids = torch.ones(3, 5, dtype=torch.int64)
+    cb = RooflineCallback(monitor=True, ceilings=CEIL)
+    model.train()
+    cb._on_forward(model, (ids,), {})  # positional: the model's main input
+    cb._on_forward(model, (), {"attention_mask": torch.ones(2, 4)})
+    model.eval()
+    cb._on_forward(model, (ids,), {})  # evaluation inside the run: not the step's batch
+    assert cb._counts == [3 * 5, 2 * 4]
+    assert cb._inputs[0] == (("M", (("input_ids", ("T", (3, 5), "torch.int64", "cpu")),)))
+    off = RooflineCallback(monitor=True, tokens=False, ceilings=CEIL)
+    model.train()
+    off._on_forward(model, (ids,), {})
+    assert off._counts == [None] and len(off._inputs) == 1
+    seen = []
+    mine = RooflineCallback(monitor=True, tokens=lambda batch: seen.append(sorted(batch)) or 7, ceilings=CEIL)
+    mine._on_forward(model, (ids,), {"labels": ids})
+    assert mine._counts == [7] and seen == [["input_ids", "labels"]]
