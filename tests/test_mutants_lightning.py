@@ -1,12 +1,11 @@
 """The Lightning callback's small branches (roofline/integrations/lightning.py) that tests/test_integrations_lightning.py
 leaves open: figures logged every ``log_every_n_steps`` other than 1, at the logger step before the global step; the
 report folder when the logger has no folder; the expected step of manual optimisation with one optimizer; the
-callbacks acting in ``fit`` only. Tiny fits (a Linear(8, 4) on 3-row batches), shared by the file."""
+callbacks acting in ``fit`` only. Tiny fits (a Linear(8, 4) on 3-row batches); each test's checks are those of its own fit."""
 
 from __future__ import annotations
 
 import os
-import types
 
 import pytest
 
@@ -89,40 +88,30 @@ def _loader(n=8):
     return torch.utils.data.DataLoader([torch.randn(3, 8) for _ in range(n)], batch_size=None)
 
 
-@pytest.fixture(scope="module")
-def fit(tmp_path_factory):
-    """Steps 3-4 profiled (step 2 the warm-up), the monitor on (recount_every 0), figures logged every 3 steps."""
-    root = tmp_path_factory.mktemp("lightning-every-3")
+def test_a_fit_logging_every_3_steps_with_a_logger_without_a_folder(tmp_path):
+    """Steps 3-4 profiled (step 2 the warm-up), the monitor on (recount_every 0), figures logged every 3 steps (one
+    test: the checks of one fit). The report goes to default_root_dir/roofline (the logger has no folder). Profile
+    figures at the cycle's last step (4), logger step 4 - 1. Monitor figures when the global step after a step is a
+    multiple of 3: after step 3 none are waiting (steps 1-4: the monitor's warm-up and the profiler's steps), after
+    step 6 those of step 6 (step 5 was the monitor's count): logger step 6 - 1; after steps 7 and 8 nothing is
+    logged (8 is not a multiple of 3)."""
     cb = integration.RooflineCallback(steps=(3, 4), monitor={"recount_every": 0}, tokens=lambda b: b.shape[0],
                                       ceilings=CEIL)
     logger = Recorder()
-    trainer = _trainer(root, [cb], logger=logger)
+    trainer = _trainer(tmp_path, [cb], logger=logger)
     trainer.fit(Auto(), _loader())
-    return types.SimpleNamespace(root=root, cb=cb, logger=logger, trainer=trainer)
-
-
-def test_the_report_goes_to_the_default_root_dir_when_the_logger_has_no_folder(fit):
-    assert fit.trainer.global_step == 8
-    (r,) = fit.cb.reports
+    assert trainer.global_step == 8
+    (r,) = cb.reports
     assert r.steps == [3, 4] and r.meta["steady"]["warmup"] == 1 and r.meta["trainer"]["tokens"] == [3, 3]
-    assert sorted(os.listdir(fit.root / "roofline")) == ["steps3-4.html", "steps3-4.json"]
-
-
-def test_figures_are_logged_every_log_every_n_steps_at_the_step_before(fit):
-    """Profile figures at the cycle's last step (4), logger step 4 - 1. Monitor figures when the global step after
-    a step is a multiple of 3: after step 3 none are waiting (steps 1-4: the monitor's warm-up and the profiler's
-    steps), after step 6 those of step 6 (step 5 was the monitor's count): logger step 6 - 1; after steps 7 and 8
-    nothing is logged (8 is not a multiple of 3)."""
-    (r,) = fit.cb.reports
-    h = {m["step"] + 1: m for m in fit.cb.monitor.history}  # by global step
+    assert sorted(os.listdir(tmp_path / "roofline")) == ["steps3-4.html", "steps3-4.json"]
+    h = {m["step"] + 1: m for m in cb.monitor.history}  # by global step
     assert [m["recounted"] for m in (h[5], h[6])] == [True, False]
-    steps = [(step, sorted(k.split("/")[1] for k in values)) for step, values in fit.logger.calls]
-    assert steps == [(4 - 1, ["profile"] * len(fit.logger.calls[0][1])),
-                     (6 - 1, ["monitor"] * len(fit.logger.calls[1][1]))]
-    monitor = fit.logger.calls[1][1]
+    steps = [(step, sorted({k.split("/")[1] for k in values})) for step, values in logger.calls]
+    assert steps == [(4 - 1, ["profile"]), (6 - 1, ["monitor"])]
+    monitor = logger.calls[1][1]
     assert monitor["roofline/monitor/step_time"] == pytest.approx(h[6]["time_s"], rel=1e-12)
     assert monitor["roofline/monitor/tokens_per_s"] == pytest.approx(3 / h[6]["time_s"], rel=1e-12)
-    assert fit.logger.calls[0][1]["roofline/profile/step_time"] == r.wall_time
+    assert logger.calls[0][1]["roofline/profile/step_time"] == r.wall_time
 
 
 def test_manual_optimisation_with_one_optimizer_expects_one_step_per_batch(tmp_path):
@@ -150,3 +139,21 @@ def test_callback_class_takes_the_short_package_name():
     else:
         assert integration.callback_class("lightning") is integration.RooflineCallback
     assert integration.callback_class() is integration.RooflineCallback
+
+
+def test_a_step_of_accumulated_batches_runs_from_its_first_batch_to_the_next_steps(tmp_path):
+    """accumulate_grad_batches=2 over batches of 1 to 6 rows: steps (1, 2), (3, 4), (5, 6) rows; step 2 (the 2nd
+    optimizer step) holds 3 + 4 = 7 rows, step 3 5 + 6 = 11."""
+    cb = integration.RooflineCallback(steps=(2, 3), tokens=lambda b: b.shape[0], ceilings=CEIL)
+    trainer = pl.Trainer(max_steps=3, accumulate_grad_batches=2, accelerator="cpu", devices=1, logger=False,
+                         callbacks=[cb], enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, default_root_dir=str(tmp_path))
+    loader = torch.utils.data.DataLoader([torch.randn(b, 8) for b in range(1, 7)], batch_size=None)
+    with pytest.warns(UserWarning, match="roofline.profiler: the measured steps"):  # 7 and 11 rows, the last step
+        trainer.fit(Auto(), loader)  # ends at the end of training
+    (r,) = cb.reports
+    assert r.steps == [2, 3] and r.meta["trainer"]["tokens"] == [3 + 4, 5 + 6]
+
+
+def test_the_default_gather_timeout_is_120_seconds():
+    assert integration.RooflineCallback(monitor=True).options.gather_timeout == 120.0
