@@ -144,7 +144,8 @@ def test_callback_class_takes_the_short_package_name():
 def test_a_step_of_accumulated_batches_runs_from_its_first_batch_to_the_next_steps(tmp_path):
     """accumulate_grad_batches=2 over batches of 1 to 6 rows: steps (1, 2), (3, 4), (5, 6) rows; step 2 (the 2nd
     optimizer step) holds 3 + 4 = 7 rows, step 3 5 + 6 = 11."""
-    cb = integration.RooflineCallback(steps=(2, 3), tokens=lambda b: b.shape[0], ceilings=CEIL)
+    cb = integration.RooflineCallback(steps=(2, 3), tokens=lambda b: b.shape[0], monitor={"recount_every": 0},
+                                      ceilings=CEIL)
     trainer = pl.Trainer(max_steps=3, accumulate_grad_batches=2, accelerator="cpu", devices=1, logger=False,
                          callbacks=[cb], enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, default_root_dir=str(tmp_path))
@@ -153,7 +154,69 @@ def test_a_step_of_accumulated_batches_runs_from_its_first_batch_to_the_next_ste
         trainer.fit(Auto(), loader)  # ends at the end of training
     (r,) = cb.reports
     assert r.steps == [2, 3] and r.meta["trainer"]["tokens"] == [3 + 4, 5 + 6]
+    # the batches are the monitor's inputs: each step's shapes differ from the previous step's
+    assert [m["changed"] for m in cb.monitor.history] == [False, True, True]
 
 
 def test_the_default_gather_timeout_is_120_seconds():
     assert integration.RooflineCallback(monitor=True).options.gather_timeout == 120.0
+
+
+class Dicts(Auto):
+    """Manual optimisation over mapping batches; the optimizer steps on the first two batches only."""
+
+    def __init__(self):
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        opt = self.optimizers()
+        opt.zero_grad()
+        self.manual_backward(self.net(batch["input_ids"]).sum())
+        if batch_idx < 2:
+            opt.step()
+
+
+def test_a_last_batch_without_an_optimizer_step_ends_no_step_and_tokens_false_counts_none(tmp_path):
+    """Three batches, the optimizer stepped after the first two: steps 1 and 2 end; the third batch never ends a
+    step (the trainer's global step did not move): the monitor has figures of steps 0 and 1 only. tokens=False:
+    none read, though the batches hold input_ids."""
+    cb = integration.RooflineCallback(steps=(1, 1), monitor={"recount_every": 0}, tokens=False, ceilings=CEIL)
+    trainer = _trainer(tmp_path, [cb], steps=-1, every=1)
+    trainer.fit_loop.max_epochs = 1
+    trainer.fit(Dicts(), torch.utils.data.DataLoader([{"input_ids": torch.randn(3, 8)} for _ in range(3)],
+                                                     batch_size=None))
+    assert trainer.global_step == 2
+    (r,) = cb.reports
+    assert r.steps == [1] and r.meta["trainer"]["tokens"] == [None]
+    assert [m["step"] for m in cb.monitor.history] == [0, 1]
+
+
+class _FakeRun:
+    def __init__(self, stopped):
+        self.stopped, self.aborted = stopped, []
+
+    def abort(self, exc):
+        self.aborted.append(exc)
+        self.stopped = True
+
+
+def test_an_exception_and_a_new_fit_close_the_latest_run_if_open():
+    cb = integration.RooflineCallback(monitor=True, ceilings=CEIL)
+    assert cb._current() is None
+    cb.on_exception(None, None, ValueError("x"))  # no run: nothing to do
+    cb._close_previous()
+    runs = cb._runs = [_FakeRun(False), _FakeRun(True), _FakeRun(False)]
+    assert cb._current() is runs[2]
+    error = ValueError("the training step raised")
+    cb.on_exception(None, None, error)
+    assert runs[2].aborted == [error] and runs[0].aborted == runs[1].aborted == []
+    cb.on_exception(None, None, error)  # stopped now: not again
+    assert runs[2].aborted == [error]
+    runs.append(_FakeRun(False))
+    cb._close_previous()
+    (e,) = runs[3].aborted
+    assert isinstance(e, RuntimeError) and str(e) == "RooflineCallback: the previous training run did not end"
+    assert runs[0].aborted == runs[1].aborted == [] and runs[2].aborted == [error]
+    cb._close_previous()  # stopped: nothing more
+    assert len(runs[3].aborted) == 1
