@@ -78,3 +78,60 @@ def test_the_tokens_of_the_models_inputs():
     mine = RooflineCallback(monitor=True, tokens=lambda batch: seen.append(sorted(batch)) or 7, ceilings=CEIL)
     mine._on_forward(model, (ids,), {"labels": ids})
     assert mine._counts == [7] and seen == [["input_ids", "labels"]]
+
+
+class _FakeRun:
+    """What the callback calls of a run: step, stop, abort, running, stopped, monitor."""
+
+    def __init__(self, running=True, stopped=False):
+        self.running, self.stopped, self.monitor = running, stopped, None
+        self.steps, self.aborted = [], []
+
+    def step(self, inputs, tokens, global_step):
+        self.steps.append((inputs, tokens, global_step))
+
+    def stop(self):
+        self.running, self.stopped = False, True
+
+    def abort(self, exc):
+        self.aborted.append(exc)
+        self.running, self.stopped = False, True
+
+
+def _callback(runs, inputs, counts, global_step=5):
+    import types
+
+    cb = RooflineCallback(monitor=True, ceilings=CEIL)
+    cb._runs, cb._inputs, cb._counts = runs, list(inputs), list(counts)
+    cb._state = types.SimpleNamespace(global_step=global_step, log_history=[])
+    return cb
+
+
+def test_the_end_of_training_ends_the_step_in_progress_of_the_latest_run():
+    """When the Trainer had not planned to stop at the last step's on_step_end, on_train_end ends it: its inputs
+    and tokens (the sum over its micro-batches), named by the Trainer's global step."""
+    old, run = _FakeRun(running=False, stopped=True), _FakeRun()
+    cb = _callback([old, run], [("a",), ("b",)], [3, 4], global_step=5)
+    cb.on_train_end(None, None, None)
+    assert run.steps == [((("a",), ("b",)), 3 + 4, 5)] and run.stopped and old.steps == []
+    assert cb._inputs == [] and cb._counts == []
+
+
+@pytest.mark.parametrize("counts", [[3, None], [None], []])
+def test_a_step_with_a_micro_batch_of_unknown_tokens_has_none(counts):
+    run = _FakeRun()
+    cb = _callback([run], [], counts)
+    cb.on_train_end(None, None, None)
+    assert run.steps == [(None, None, 5)]  # no inputs seen: None, not an empty tuple
+
+
+def test_close_aborts_the_latest_run_if_it_did_not_end():
+    first, latest = _FakeRun(running=False, stopped=True), _FakeRun()
+    cb = _callback([first, latest], [], [])
+    assert cb._current() is latest
+    cb.close()
+    (e,) = latest.aborted
+    assert isinstance(e, RuntimeError) and str(e) == "RooflineCallback: the training run did not end (it raised)"
+    assert first.aborted == []
+    cb.close()  # ended now: nothing more
+    assert len(latest.aborted) == 1
