@@ -135,3 +135,17 @@ def test_close_aborts_the_latest_run_if_it_did_not_end():
     assert first.aborted == []
     cb.close()  # ended now: nothing more
     assert len(latest.aborted) == 1
+
+
+def test_without_the_trainer_the_monitor_figures_go_to_the_log_history_at_their_step():
+    run = _FakeRun()
+    run.monitor = object()  # a monitor is running
+    run.take_monitor_figures = lambda: (7, {"roofline/monitor/mfu": 0.5})
+    cb = _callback([run], [], [])
+    cb._log_due = True  # the Trainer logs this step
+    cb._end_step(run)
+    assert cb._state.log_history == [{"roofline/monitor/mfu": 0.5, "step": 7}]
+    cb._end_step(run)  # the next step is not logged (on_step_end has not said so)
+    assert len(cb._state.log_history) == 1
+    cb._log({}, 8)  # nothing to log: no entry
+    assert len(cb._state.log_history) == 1

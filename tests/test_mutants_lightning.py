@@ -220,3 +220,15 @@ def test_an_exception_and_a_new_fit_close_the_latest_run_if_open():
     assert runs[0].aborted == runs[1].aborted == [] and runs[2].aborted == [error]
     cb._close_previous()  # stopped: nothing more
     assert len(runs[3].aborted) == 1
+
+
+def test_figures_go_to_every_logger_at_the_step_before_and_nothing_empty():
+    import types
+
+    cb = integration.RooflineCallback(monitor=True, ceilings=CEIL)
+    cb._log({"a": 1.0}, 5)  # before a fit: no trainer, nothing to log to
+    loggers = [Recorder(), Recorder()]
+    cb._trainer = types.SimpleNamespace(loggers=loggers)
+    cb._log({}, 5)
+    cb._log({"a": 1.0}, 5)
+    assert [lg.calls for lg in loggers] == [[(5 - 1, {"a": 1.0})]] * 2
