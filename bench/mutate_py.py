@@ -10,8 +10,9 @@ assumptions (_assumptions.py), the contention reading (_contention.py), the comp
 (_fusion_compiled.py, _compiled_view.py), the SDPA backend rules (_sdpa.py), the padding analysis and the token
 masks it reads (_padding.py, _tokens.py), the report document's writer and reader (_export.py), the module tree and
 groups of the tables and charts (_groups.py), the network view (_network.py), and the step loops: the monitor
-(_monitor.py), the profiler and its schedule (_schedule.py) and the trainer callbacks' shared run
-(integrations/_core.py).
+(_monitor.py), the profiler and its schedule (_schedule.py), the trainer callbacks' shared run
+(integrations/_core.py) and the Hugging Face and Lightning callbacks (integrations/huggingface.py,
+integrations/lightning.py).
 
 Each mutant changes one node of the syntax tree inside one of the functions of TARGETS:
 
@@ -109,6 +110,8 @@ TARGETS = {
     "render/_style.py": [ALL],
     "compiled/_recover.py": [ALL],
     "capture/_torch.py": [ALL],
+    "integrations/huggingface.py": [ALL],
+    "integrations/lightning.py": [ALL],
 }
 _ROLLUP_TESTS = ["tests/test_mutants_rollup.py", "tests/test_rollups_exact.py", "tests/test_classify_exact.py"]
 # file under roofline/ -> the tests its mutants are judged by (paths or pytest node ids from the repository root),
@@ -127,7 +130,8 @@ TESTS = {
                               "tests/test_mutants_hints.py"],
     "analysis/_cache_model.py": [K + "TestCacheModel", "tests/test_dataflow.py"],
     "analysis/_hints.py": [K + "TestHints", "tests/test_hints.py", "tests/test_dataflow.py", "tests/test_mutants_hints.py"],
-    "_steady.py": [K + "TestSteady", "tests/test_steady.py", "tests/test_mutants_steady.py"],
+    "_steady.py": [K + "TestSteady", "tests/test_steady.py", "tests/test_mutants_steady.py",
+                   "tests/test_mutants_loops.py::TestSteadyLoaded"],
     "capture/_collectives.py": ["tests/test_mutants_collectives.py", "tests/test_distributed.py"],
     "distributed.py": ["tests/test_mutants_distributed.py", "tests/test_distributed.py"],
     "llm.py": [K + "TestLLM", "tests/test_mutants_llm.py", "tests/test_llm.py"],
@@ -145,8 +149,12 @@ TESTS = {
     "analysis/_network.py": ["tests/test_mutants_network.py", "tests/test_one_definition.py", "tests/test_distributed.py"],
     "_monitor.py": ["tests/test_monitor.py", "tests/test_hardening_loops.py"],
     "_schedule.py": ["tests/test_schedule.py", "tests/test_monitor.py", "tests/test_hardening_loops.py"],
-    "integrations/_core.py": ["tests/test_hardening_loops.py", "tests/test_integrations_hf.py",
-                              "tests/test_integrations_lightning.py"],
+    "integrations/_core.py": ["tests/test_mutants_loops.py", "tests/test_hardening_loops.py",
+                              "tests/test_integrations_hf.py", "tests/test_integrations_lightning.py"],
+    "integrations/huggingface.py": ["tests/test_mutants_hf.py", "tests/test_integrations_hf.py",
+                                    "tests/test_hardening_loops.py"],
+    "integrations/lightning.py": ["tests/test_mutants_lightning.py", "tests/test_integrations_lightning.py",
+                                  "tests/test_hardening_loops.py"],
     "render/_render.py": ["tests/test_mutants_render.py", "tests/test_output.py"],
     "render/_svg.py": ["tests/test_mutants_svg.py", "tests/test_output.py"],
     "render/_tables.py": ["tests/test_mutants_render.py"],
