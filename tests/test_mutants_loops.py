@@ -444,7 +444,8 @@ def test_the_profile_figures_of_a_cycle():
         "roofline/profile/mfu": 0.5, "roofline/profile/mbu": 0.25, "roofline/profile/achieved_flops": 1e9,
         "roofline/profile/achieved_bytes": 2e9, "roofline/profile/compute_share": 0.75,
         "roofline/profile/contention": 1.0, "roofline/profile/ceilings_code": 1.0,  # idle: code 1
-        "roofline/profile/step_time": 0.5, "roofline/profile/tokens_per_s": 4 / 0.5}  # the median of 3, 5, 4
+        "roofline/profile/step_time": 0.5, "roofline/profile/tokens_per_s": 4 / 0.5,  # the median of 3, 5, 4
+        "roofline/profile/step_time_code": 0.0}  # no step_time= chosen: the median (docs/training.md: 0)
 
 
 def test_the_profile_figures_leave_out_what_is_not_known():
@@ -454,7 +455,8 @@ def test_the_profile_figures_leave_out_what_is_not_known():
                                    ({"ceilings_yardstick": None}, 0.0, None), ({}, 0.0, None)):
         for wall, tokens in ((0.0, [1]), (float("nan"), [1]), (None, [1]), (2.0, [1, None]), (2.0, []),
                              (2.0, None)):
-            want = {"roofline/profile/achieved_flops": 1e9, "roofline/profile/contention": contention}
+            want = {"roofline/profile/achieved_flops": 1e9, "roofline/profile/contention": contention,
+                    "roofline/profile/step_time_code": 0.0}  # no step_time= chosen: the median (docs/training.md: 0)
             if code is not None:
                 want["roofline/profile/ceilings_code"] = code
             if wall == 2.0:
