@@ -3,6 +3,7 @@ tests/test_mutants_render.py (mm in Net.fc 0 .. 8 s, add in Net 8 .. 10 s, both 
 10 .. 14 s, backward): every slice's nesting, times and arguments, and the counter tracks, written out here."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -158,3 +159,15 @@ def test_a_module_slice_covers_its_longest_op_and_a_longer_op_comes_first():
     # at 2 s the longer add first, then the copy
     assert x == [("forward", 0.0, 10e6), ("Net", 0.0, 10e6), ("fc", 0.0, 10e6), ("mm", 0.0, 10e6),
                  ("add.Tensor", 2e6, 1e6), ("copy_", 2e6, 0.0)]
+
+
+def test_nanosecond_durations_and_strict_json():
+    r = timed()
+    r.records["t_start"] = [0.0, 1.0, 2.0]
+    r.records["t_end"] = [1e-9, 1.0 + 2e-9, 2.0]  # 1 ns and 2 ns: 0.001 and 0.002 us
+    ops = [e for e in json.loads(r.to_chrome_trace())["traceEvents"] if e.get("cat") == "op"]
+    assert [(e["ts"], e["dur"]) for e in ops] == [(0.0, 0.001), (1e6, 0.002), (2e6, 0.0)]
+    # the format is strict JSON: a figure that is not a number is refused, never written as NaN
+    bad = timed(wall=math.nan)
+    with pytest.raises(ValueError):
+        bad.to_chrome_trace()
