@@ -11,7 +11,8 @@ assumptions (_assumptions.py), the contention reading (_contention.py), the comp
 masks it reads (_padding.py, _tokens.py), the report document's writer and reader (_export.py), the module tree and
 groups of the tables and charts (_groups.py), the network view (_network.py), and the step loops: the monitor
 (_monitor.py), the profiler and its schedule (_schedule.py) and the trainer callbacks' shared run
-(integrations/_core.py).
+(integrations/_core.py), every method of the report (report.py), the text, HTML, SVG and trace views (render/*),
+the recovery of graphs compiled before a block (compiled/_recover.py) and the capture session (capture/_torch.py).
 
 Each mutant changes one node of the syntax tree inside one of the functions of TARGETS:
 
