@@ -12,7 +12,8 @@ masks it reads (_padding.py, _tokens.py), the report document's writer and reade
 groups of the tables and charts (_groups.py), the network view (_network.py), and the step loops: the monitor
 (_monitor.py), the profiler and its schedule (_schedule.py), the trainer callbacks' shared run
 (integrations/_core.py) and the Hugging Face and Lightning callbacks (integrations/huggingface.py,
-integrations/lightning.py).
+integrations/lightning.py), every method of the report (report.py), the text, HTML, SVG and trace views (render/*),
+the recovery of graphs compiled before a block (compiled/_recover.py) and the capture session (capture/_torch.py).
 
 Each mutant changes one node of the syntax tree inside one of the functions of TARGETS:
 

@@ -756,3 +756,33 @@ def test_small_kernel_times_single_points_and_one_byte():
     # an op reading 1 byte is a point
     r = _report([("aten.mm.default", 400, 0, 1, 0.0, 1.0, "float32")])
     assert ">roofline on test (best): 1 ops</text>" in r.roofline_chart().svg
+
+
+def test_a_shape_past_the_signature_table_is_not_listed():
+    # the commonest index (2, twice) is one past the table of 2 signatures: left out, and counted among the others
+    rec = np.zeros(4, dtype=RECORD_DTYPE)
+    rec["vector_flops"] = 10
+    rec["bytes_read"] = 4
+    rec["dtype"] = DTYPE_CODES["float32"]
+    rec["sig"] = [2, 2, 0, 1]
+    r = Report(rec, [OpInfo("aten.add.Tensor", "aten.add", "ewise")], [("Global",)], ceilings=_ceil(),
+               signatures=["", "f32[2]"])
+    t = re.findall(r'class="rl-point"><title>([^<]*)</title>', r.roofline_chart().svg)[0].splitlines()
+    assert t[2] == "shapes: (no tensor inputs) (+1 more)"
+
+
+def test_a_timed_point_left_of_one_without_a_bandwidth(fake_plotly):
+    import roofline
+
+    # intensity 10 / 20 = 0.5, timed: drawn at its achieved 10 FLOP/s; x from 0.05 to max(0.5 x 4, 1 x 4) = 4
+    c = roofline.Ceilings(device="cpu", name="t", fingerprint="t", peaks={("vector", "float32"): roofline.Ceiling(1.0)},
+                          bandwidths={})
+    r = _report([("aten.add.Tensor", 0, 10, 20, 0.0, 1.0, "float32")], ceilings=c)
+    svg = r.roofline_chart().svg
+    X, _ = _axes(0.05, 4.0, 0.2, 30.0)
+    grid_x = [ln for ln in _attrs("line", svg) if ln.get("stroke") == "#eee" and ln["x1"] == ln["x2"]]
+    _near([ln["x1"] for ln in grid_x], [X(0.1), X(1.0)])
+    # one point that took 0 s: all the time is its own (plotly marker 6 + 40 x 1)
+    r = _report([("aten.mm.default", 400, 0, 30, 1.0, 1.0, "float32")])
+    (pts,) = [t for t in r.roofline_chart(backend="plotly").traces if t.get("mode") == "markers"]
+    assert pts["marker"]["size"] == pytest.approx([46.0])

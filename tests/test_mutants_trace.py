@@ -3,6 +3,7 @@ tests/test_mutants_render.py (mm in Net.fc 0 .. 8 s, add in Net 8 .. 10 s, both 
 10 .. 14 s, backward): every slice's nesting, times and arguments, and the counter tracks, written out here."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -113,7 +114,7 @@ def test_devices_shapes_and_index_module_names():
     assert [e["name"] for e in x][:5] == ["forward", "Net", "blocks", "blocks.0", "mm"]
     assert x[4]["args"]["shapes"] == "f32[2,3]" and x[5]["args"]["shapes"] == ""
     r._signatures = ["", "f32[2,3]"]
-    r.records["sig"] = [5, 0, 0]
+    r.records["sig"] = [2, 0, 0]  # one past the table of 2
     x = [e for e in json.loads(r.to_chrome_trace())["traceEvents"] if e.get("cat") == "op"]
     assert x[0]["args"]["shapes"] == "?"
 
@@ -145,3 +146,28 @@ def test_ops_are_laid_out_in_time_order_and_an_index_module_keeps_its_parents_na
     # Net runs around the add, then around the mm (in Net.0, named "Net.0": an index keeps its parent's name)
     assert x == [("forward", 0.0, 11e6), ("Net", 0.0, 6e6), ("add.Tensor", 0.0, 1e6), ("Net.0", 5e6, 1e6),
                  ("mm", 5e6, 1e6), ("copy_", 10e6, 1e6)]
+
+
+def test_a_module_slice_covers_its_longest_op_and_a_longer_op_comes_first():
+    r = timed()
+    r.records["module"] = [2, 2, 2]
+    r.records["phase"] = 0
+    # the mm 0 .. 10 s; the add inside its time, 2 .. 3 s; the copy starting with the add, taking no time
+    r.records["t_start"] = [0.0, 2.0, 2.0]
+    r.records["t_end"] = [10.0, 3.0, 2.0]
+    x = [(e["name"], e["ts"], e["dur"]) for e in json.loads(r.to_chrome_trace())["traceEvents"] if e["ph"] == "X"]
+    # at 2 s the longer add first, then the copy
+    assert x == [("forward", 0.0, 10e6), ("Net", 0.0, 10e6), ("fc", 0.0, 10e6), ("mm", 0.0, 10e6),
+                 ("add.Tensor", 2e6, 1e6), ("copy_", 2e6, 0.0)]
+
+
+def test_nanosecond_durations_and_strict_json():
+    r = timed()
+    r.records["t_start"] = [0.0, 1.0, 2.0]
+    r.records["t_end"] = [1e-9, 1.0 + 2e-9, 2.0]  # 1 ns and 2 ns: 0.001 and 0.002 us
+    ops = [e for e in json.loads(r.to_chrome_trace())["traceEvents"] if e.get("cat") == "op"]
+    assert [(e["ts"], e["dur"]) for e in ops] == [(0.0, 0.001), (1e6, 0.002), (2e6, 0.0)]
+    # the format is strict JSON: a figure that is not a number is refused, never written as NaN
+    bad = timed(wall=math.nan)
+    with pytest.raises(ValueError):
+        bad.to_chrome_trace()
