@@ -114,7 +114,10 @@ class OpTable:
             # parts are counted.
             self.op_index[func] = _DECOMPOSE
             return _DECOMPOSE
-        info = OpInfo(name=str(func), packet=_packet_name(func), kind=res.kind, packet_obj=func._overloadpacket)
+        # a built-in Python formula (roofline/counting/_formulas.py) counts the calls it can, the entry the others
+        builtin = None if res.registered else _resolve.builtin_formula(func._schema.name, schema.names)
+        info = OpInfo(name=str(func), packet=_packet_name(func), kind=res.kind if builtin is None or res.spec else
+                      "python", packet_obj=func._overloadpacket)
         if res.formula is not None:
             # a formula of the user's gives the counts; the argument layout and the arguments written in place are
             # for the dataflow rows (attach)
@@ -136,9 +139,8 @@ class OpTable:
         spec["name"] = info.name  # error messages from the recorder name the op
         idx = self.recorder.add_op(**spec)
         self.ops.append(info)
-        # a built-in Python formula (roofline/counting/_formulas.py) counts the calls it can, the entry the others
-        self.op_index[func] = idx if res.builtin is None else ("formula", idx, res.builtin)
-        if res.builtin is None and res.error is None:
+        self.op_index[func] = idx if builtin is None else ("formula", idx, builtin)
+        if builtin is None and res.error is None:
             # the recorder entry as add_op's positional arguments: a later block's add_op then parses no keywords
             entry = (spec["kind"], spec.get("p1"), spec.get("p2"), spec.get("noread_mask", 0),
                      spec.get("write_mask", 0), spec.get("flags", 0), spec["kwnames"], spec["kwpos"], spec["name"],

@@ -177,8 +177,8 @@ def compile_op(qualified: str, entry: Entry, schema: Schema) -> dict:
 class Resolved:
     """An op resolved against its schema. ``kind``: the kind's name, ``"python"`` (a user's :class:`Formula`, in
     ``formula``) or ``"unknown"`` (no formula, or one that does not fit the schema: ``error`` says why).
-    ``spec``: the ``Recorder.add_op`` keyword arguments, None unless a kind was compiled. ``builtin``: the op's
-    built-in Python formula (counts a call, or leaves it to ``spec``), for an op without a formula of the user's."""
+    ``spec``: the ``Recorder.add_op`` keyword arguments, None unless a kind was compiled. The op's built-in Python
+    formula, if any, is looked up apart (:func:`builtin_formula`): a block's op table keeps resolutions, not it."""
 
     kind: str
     spec: dict | None = None
@@ -186,7 +186,6 @@ class Resolved:
     entry: Entry | None = None
     registered: bool = False
     error: str | None = None
-    builtin: Formula | None = None
     scoped: bool = False
 
 
@@ -195,15 +194,13 @@ def resolve(qualified: str, overload: str, schema: Schema, scoped=None) -> Resol
     f = find(qualified, overload, scoped)
     if f.formula is not None:
         return Resolved("python", formula=f.formula, registered=True, scoped=f.scoped)
-    builtin = None if f.registered else builtin_formula(qualified, schema.names)
     if f.entry is None:
-        return Resolved("unknown" if builtin is None else "python", builtin=builtin)
+        return Resolved("unknown")
     try:
         spec = compile_op(qualified, f.entry, schema)
     except FormulaError as e:
-        return Resolved("unknown" if builtin is None else "python", entry=f.entry, registered=f.registered,
-                        error=str(e), builtin=builtin)
-    return Resolved(f.entry.kind, spec=spec, entry=f.entry, registered=f.registered, builtin=builtin)
+        return Resolved("unknown", entry=f.entry, registered=f.registered, error=str(e))
+    return Resolved(f.entry.kind, spec=spec, entry=f.entry, registered=f.registered)
 
 
 def scoped_formulas(formulas) -> dict:
