@@ -443,7 +443,7 @@ def _tracker(register):
 
 
 def test_gradient_hooks_registered_in_c_are_what_register_hook_makes():
-    """The tracker takes Tensor.register_hook's steps itself for plain tensors (csrc/binding_track.c, register_arm):
+    """The tracker takes Tensor.register_hook's steps itself for plain tensors (csrc/track_tracker.c, register_arm):
     the hook dict torch's method creates (its type, registered with the tensor's grad_fn so backward calls it), an id
     from torch's own counter (a handle made later gets another), the hook called in backward; remove_hooks takes out
     only its own hooks, and skips a tensor that is gone. The twin tensor is hooked by torch's method: the oracle."""
