@@ -88,7 +88,7 @@ class Seed:
         return len(self.tensors) - 1
 
     def arg(self, v) -> bytes:
-        """convert_arg (csrc/binding_cost.c) in the fuzzer's encoding."""
+        """convert_arg (csrc/cost_describe.c) in the fuzzer's encoding."""
         if v is None:
             return bytes([ARG_NONE])
         if self.is_tensor(v):

@@ -46,7 +46,7 @@ def global_state() -> dict:
     import torch.optim.optimizer as oo
     import torch.utils._python_dispatch as pd
 
-    from roofline.capture import _collectives, _sdpa, _torch
+    from roofline.capture import _collectives, _sdpa, _torch, _tracking
     from roofline.compiled import _compiled
 
     def ids(xs):
@@ -74,8 +74,8 @@ def global_state() -> dict:
                             if k.startswith("_global_optimizer") and isinstance(v, dict)},
         "F.scaled_dot_product_attention": id(F.__dict__.get("scaled_dot_product_attention")),
         "compile settings": config,
-        "roofline module trackers": ids(_torch._MODULE_HOOKS.trackers)
-        + ids(getattr(f, "__self__", f) for f in _torch._MODULE_HOOKS.pre + _torch._MODULE_HOOKS.post),
+        "roofline module trackers": ids(_tracking._MODULE_HOOKS.trackers)
+        + ids(getattr(f, "__self__", f) for f in _tracking._MODULE_HOOKS.pre + _tracking._MODULE_HOOKS.post),
         "roofline open blocks (context)": ids(_torch._OPEN.get()),
         "roofline mode flag holders": ids(_torch._FLAG_HOLDERS),
         "roofline attention modes": ids(_sdpa._HOLDERS) + ids(getattr(_sdpa._LOCAL, "modes", ())),

@@ -12,7 +12,7 @@
  *    reentrant checkpoint's node was made where the function was called);
  *  - nodes made inside a backward (a double backward's graph) belong to no forward module, and those a recomputation
  *    makes to the set recomputed.
- * The binding (binding_track.c) supplies the observations as callbacks and keeps the Python objects (module names,
+ * The binding (track_link.c) supplies the observations as callbacks and keeps the Python objects (module names,
  * interned sets). */
 #ifndef RL_ATTRIBUTION_H
 #define RL_ATTRIBUTION_H

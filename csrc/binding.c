@@ -3,14 +3,14 @@
  * Multi-phase initialisation (PEP 489). Each binding file (binding_cost.c, binding_cpu.c, binding_gpu.c) owns its
  * method table and an exec hook; this file assembles the module, owns its state (rl_state in rl_module.h: exception
  * classes and interned strings, reached with PyType_GetModuleByDef from types) and imports the NumPy C API. The pure C
- * layers (cost.c, classify.c, cpu.c, gpu.c) never include Python.h. */
+ * layers (cost.c, classify.c, cpu_*.c, gpu.c) never include Python.h. */
 #define RL_NUMPY_IMPORT
 #include "rl_module.h"
 #include "rl_numpy.h"
 
 #include <stdarg.h>
 
-extern PyMethodDef rl_track_methods[]; /* binding_track.c: module tracking and the per-op dispatch path */
+extern PyMethodDef rl_track_methods[]; /* binding_track.c (track_*.c): module tracking, dispatch, block */
 int rl_track_exec(PyObject *module);
 
 /* Error helpers in the style of psutil's errors.c: set the exception and return NULL. */

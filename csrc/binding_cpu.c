@@ -1,4 +1,4 @@
-/* Python binding of the CPU ceiling benchmarks (cpu.c).
+/* Python binding of the CPU ceiling benchmarks (cpu_info.c, cpu_kernels.c, cpu_runs.c).
  *
  * Each exported function parses and validates its arguments, then calls an `_impl` that does the work with the
  * GIL released around the pure C measurement and converts the result. Argument errors raise ValueError or
@@ -19,7 +19,7 @@
 
 /* ---- shared argument converters ---- */
 
-/* Name of the i-th FMA dtype / bandwidth kernel of cpu.c's tables. */
+/* Name of the i-th FMA dtype / bandwidth kernel of cpu_kernels.c's tables. */
 static const char *rl_fma_name(int i) { return rl_dtype_name(rl_cpu_fma_dtype(i)); }
 static const char *rl_bw_name(int i) { return rl_cpu_bw_kernel_name(i); }
 

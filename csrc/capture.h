@@ -1,6 +1,6 @@
 /* What the recorder captures per op call besides its counts: the call's signature (the dtypes and shapes of its
  * tensor arguments, interned into a small integer) and its dataflow (the storages it read and wrote, rl_access
- * rows). Pure C: no Python.h; the binding (binding_cost.c) turns allocation failures into MemoryError.
+ * rows). Pure C: no Python.h; the binding (cost_describe.c) turns allocation failures into MemoryError.
  *
  * Signature key: the tensor arguments in argument order, encoded as int64 words: a tensor is (dtype, ndim,
  * size[0..ndim)); a tensor list is (RL_SIG_LIST, count) followed by its tensors. The key of a call without tensor

@@ -24,7 +24,7 @@ typedef enum {
     RL_SIMD_COUNT = 5
 } rl_simd;
 
-/* Bandwidth kernels: an index into the kernel table of cpu.c (rl_cpu_bw_kernel_count() entries; find one by
+/* Bandwidth kernels: an index into the kernel table of cpu_kernels.c (rl_cpu_bw_kernel_count() entries; find one by
  * name with rl_cpu_bw_kernel_find). Working set w bytes is split evenly over the threads; the arrays of one thread
  * are contiguous. Bytes counted per pass equal the working set: read touches one array of N doubles (N*8 bytes),
  * copy b[i] = a[i] two arrays (2*N*8: read + write), triad a[i] = b[i] + s*c[i] three arrays (3*N*8). The
@@ -84,7 +84,7 @@ int rl_cpu_simd_has_fma(rl_simd simd);
 /* Independent accumulators (vector registers) the FMA kernel of `simd` keeps in flight. */
 int rl_cpu_fma_accumulators(rl_simd simd);
 
-/* The FMA kernels are a table in cpu.c, one entry per element type: rl_cpu_fma_dtype(i) for 0 <= i <
+/* The FMA kernels are a table in cpu_kernels.c, one entry per element type: rl_cpu_fma_dtype(i) for 0 <= i <
  * rl_cpu_fma_dtype_count() lists them (float64 and float32 first). */
 int rl_cpu_fma_dtype_count(void);
 rl_dtype rl_cpu_fma_dtype(int i);
@@ -164,12 +164,12 @@ rl_bw_kernel rl_cpu_bw_kernel_find(const char *name);
  * Instructions that multiply narrow types and accumulate wider ones, used by matrix products: AVX512-BF16
  * vdpbf16ps (pairs of bf16 products into fp32), AVX512-FP16 vfmadd231ph (fp16 FMA), AVX512-VNNI vpdpbusd (quads
  * of u8 x s8 products into int32), and the AMX tile instructions tdpbf16ps / tdpbssd (16x16 fp32 / int32 tiles +=
- * 16x32 bf16 x 32x16 bf16 / 16x64 int8 x 64x16 int8). Each is an entry of a table in cpu.c; whether one runs
+ * 16x32 bf16 x 32x16 bf16 / 16x64 int8 x 64x16 int8). Each is an entry of a table in cpu_kernels.c; whether one runs
  * depends on the build (the compiler must emit it), the CPU (cpuid), the OS (XCR0 state enabled through XSAVE)
  * and, for AMX, the kernel's permission for the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM). Nothing is
  * assumed: rl_cpu_lowp_check says which of these failed. */
-/* A kernel: an index into cpu.c's table of them, 0 .. rl_cpu_lowp_count() - 1 (rl_cpu_lowp_find gives the index of
- * a name). The table is the only list of the kernels: a new one is a function and a row in cpu.c. */
+/* A kernel: an index into cpu_kernels.c's table of them, 0 .. rl_cpu_lowp_count() - 1 (rl_cpu_lowp_find gives the
+ * index of a name). The table is the only list of the kernels: a new one is a function and a row in cpu_kernels.c. */
 typedef int rl_lowp;
 
 /* How many kernels the table has (whether or not this build or machine can run them). */

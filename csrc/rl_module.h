@@ -12,9 +12,9 @@
  *   gpu_error .. nvrtc_error  exception classes of the GPU layer, created in rl_gpu_exec (binding_gpu.c), also
  *                             module attributes;
  *   s_shape, s_stride, s_dtype  interned attribute names a Recorder reads from every tensor it describes
- *                             (binding_cost.c); s_is_mkldnn, read of a tensor whose strides say it is broadcast;
+ *                             (cost_describe.c); s_is_mkldnn, read of a tensor whose strides say it is broadcast;
  *   s_enter, s_exit           "__enter__" / "__exit__": the Dispatch re-enters its mode around an op's
- *                             decomposition (binding_track.c); the strings are made in binding.c. */
+ *                             decomposition (track_dispatch.c); the strings are made in binding.c. */
 #define RL_STATE_OBJECTS(X)                                                                                        \
     X(gpu_error) X(cuda_unavailable_error) X(cuda_error) X(nvrtc_error) X(s_shape) X(s_stride) X(s_dtype)           \
     X(s_is_mkldnn) X(s_enter) X(s_exit)

@@ -61,4 +61,9 @@ entering ``measure``: a block resolves an op's formula the first time it meets t
 torch (``roofline.cost`` evaluates it too); a ``formula`` callable needs torch (ImportError without it). Returns None.
 
 ``roofline.register(torch.ops.mylib.op, lambda x, out=None: {"vector_flops": x.numel()})`` or
-``roofline.register("mylib::op", kind="ewise", flops=2)``."""
+``roofline.register("mylib::op", kind="ewise", flops=2)``.
+
+A formula for one block only (like ``FlopCounterMode``'s ``custom_mapping``): ``roofline.measure(model,
+formulas={torch.ops.mylib.op: formula})``, with the same keys and the same ``formula`` callables as here. Inside
+that block it takes precedence over a registered formula and a built-in one; the registration (and every other
+block) is untouched. Its keys and values are checked when ``measure`` is called (TypeError)."""

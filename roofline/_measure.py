@@ -14,13 +14,14 @@ from roofline.model import _tokens
 from roofline.capture import _sdpa
 from roofline.hardware._ceilings_model import YARDSTICKS, Ceilings
 from roofline.hardware import _choose
+from roofline.counting import _resolve
 from roofline.model._records import RECORD_DTYPE
 from roofline.report import Report
 from roofline.util._version import VERSION
 from roofline.util import _warn
 
 
-def measure(model=None, *, timing="model", ceilings="measured", attention=None, tokens=None):
+def measure(model=None, *, timing="model", ceilings="measured", attention=None, tokens=None, formulas=None):
     """Count every aten op that runs inside the block: FLOPs (matrix and vector) and compulsory bytes, per op call,
     with the module that ran it and the phase (forward, backward, optimizer).
 
@@ -46,6 +47,14 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     token dims no call of the block has (a mask of another batch) is flagged (``meta["tokens"]["matched"]`` false)
     and a RuntimeWarning says so: its token figures are not the step's. A meta or fake ``tokens`` tensor, or counts
     out of range, are a ValueError naming ``tokens``.
+
+    ``formulas``: cost formulas for this block only, ``{op: formula}`` (like ``FlopCounterMode``'s
+    ``custom_mapping``): ``op`` as :func:`roofline.register` takes it (``torch.ops.mylib.op``, an overload such as
+    ``torch.ops.aten.mm.default``, or a name ``"mylib::op"``), ``formula`` a callable as ``register``'s
+    ``formula=`` (``formula(*args, out=..., **kwargs)`` returning a :class:`roofline.Cost` or a dict of counts). Inside
+    the block they take precedence over formulas registered with :func:`roofline.register` and over the built-in ones
+    (an overload's before its whole op's); other blocks, before and after, are not affected. A key that is no op or
+    a value that is not callable is a TypeError here, a malformed name a ValueError.
 
     For the steady state of a step (warm-up steps uncounted, the median of several), see :func:`profile`.
 
@@ -91,12 +100,13 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
         raise TypeError(f"measure: {e}") from None
     _sdpa.check(attention)
     layout = _tokens.token_layout(tokens) if tokens is not None else None
+    scoped = _resolve.scoped_formulas(formulas)
     from roofline.capture import _torch  # needs torch
 
     if model is not None and not isinstance(model, _torch.torch.nn.Module):
         hint = " (a model's name is not enough: pass the model object)" if isinstance(model, str) else ""
         raise TypeError(f"measure: model must be a torch.nn.Module or None, got {type(model).__name__}{hint}")
-    return _Measure(model, timing, ceilings, attention, layout)
+    return _Measure(model, timing, ceilings, attention, layout, scoped)
 
 
 _REFUSED = ("roofline.measure: this block was entered while another measure block on this thread was being "
@@ -114,10 +124,12 @@ class _Measure(_core.Block):
     dispatch mode, hook or global behind: whatever ``_enter`` installed is undone by ``_abort``, and ``_unwind``
     runs to completion (repeated if interrupted) before the interrupt propagates."""
 
-    __slots__ = ("_model", "_timing", "_ceilings", "_attention", "_mode", "_session", "_report", "_tokens")
+    __slots__ = ("_model", "_timing", "_ceilings", "_attention", "_mode", "_session", "_report", "_tokens",
+                 "_formulas")
 
-    def __init__(self, model, timing, ceilings, attention=None, tokens=None):
+    def __init__(self, model, timing, ceilings, attention=None, tokens=None, formulas=None):
         self._model, self._timing, self._ceilings, self._tokens = model, timing, ceilings, tokens
+        self._formulas = formulas or {}
         self._attention, self._mode = attention, None
         self._session = self._report = None
 
@@ -143,7 +155,7 @@ class _Measure(_core.Block):
     def _prepare(self):  # nothing global yet: the session, the pending report, the device synchronised
         from roofline.capture import _torch  # needs torch
 
-        self._session = _torch.Session(self._model, timing=self._timing, tokens=self._tokens)
+        self._session = _torch.Session(self._model, timing=self._timing, tokens=self._tokens, formulas=self._formulas)
         if self._attention is not None:
             self._mode = _sdpa.mode(self._attention)
         self._report = Report._pending_block()  # before the clock starts: its load reading is not in the wall time

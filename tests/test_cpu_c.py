@@ -1,4 +1,5 @@
-"""Build csrc/cpu.c with its C unit tests (tests/c/test_cpu.c) under AddressSanitizer and UBSan, and run them."""
+"""Build the CPU benchmark sources (csrc/cpu_info.c, cpu_kernels.c, cpu_runs.c) with their C unit tests
+(tests/c/test_cpu.c) under AddressSanitizer and UBSan, and run them."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import subprocess
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CPU_SOURCES = [os.path.join(REPO, "csrc", f"cpu_{part}.c") for part in ("info", "kernels", "runs")]
 FLAGS = ["-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror"]
 pytestmark = pytest.mark.python_independent  # pure C: built and run without Python (tests/conftest.py)
 
 
 def test_cpu_c_unit_tests(sanitized_cc, tmp_path):
-    exe = sanitized_cc.build([os.path.join(REPO, "csrc", "cpu.c"), os.path.join(REPO, "tests", "c", "test_cpu.c")],
+    exe = sanitized_cc.build([*CPU_SOURCES, os.path.join(REPO, "tests", "c", "test_cpu.c")],
                              tmp_path / "test_cpu", libs=["-lpthread", "-lm"])
     p = sanitized_cc.run(exe, timeout=120)
     print(p.stdout)
@@ -34,7 +36,7 @@ def test_cpu_c_unit_tests_aarch64_neon(tmp_path):
         "-static",
         "-I",
         os.path.join(REPO, "csrc"),
-        os.path.join(REPO, "csrc", "cpu.c"),
+        *CPU_SOURCES,
         os.path.join(REPO, "tests", "c", "test_cpu.c"),
         "-o",
         str(exe),

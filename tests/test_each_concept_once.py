@@ -28,11 +28,11 @@ def test_the_five_count_names_are_listed_once():
 def test_the_readers_of_the_count_names_hold_the_table_itself():
     from roofline import _monitor, _steady
     from roofline.analysis import _rollup
-    from roofline.capture import _torch
+    from roofline.counting import _resolve
     from roofline.compiled import _collector
     from roofline.render import _tables
 
-    for table in (_rollup.SUMMED, _steady._COUNTS, _monitor._SUMMED, _torch._COUNT_KEYS, _collector._FIELDS):
+    for table in (_rollup.SUMMED, _steady._COUNTS, _monitor._SUMMED, _resolve.COUNT_KEYS, _collector._FIELDS):
         assert table is _records.COUNTS
     assert _tables.COUNT_COLUMNS is _records.COUNTS_AND_FLOP_COUNTER
 

@@ -435,24 +435,24 @@ def test_torch_internals_the_gradient_gate_relies_on():
 
 
 def _tracker(register):
-    from roofline.capture import _torch
+    from roofline.capture import _tracking
 
-    return _core.ModuleTracker(None, len, len, _torch._leaves, _torch._grad_accumulator,
+    return _core.ModuleTracker(None, len, len, _tracking._leaves, _tracking._grad_accumulator,
                                torch._C._current_graph_task_id, torch._C._will_engine_execute_node, lambda: None,
                                torch.Tensor, torch.nn.Parameter, {}, set(), register=register)
 
 
 def test_gradient_hooks_registered_in_c_are_what_register_hook_makes():
-    """The tracker takes Tensor.register_hook's steps itself for plain tensors (csrc/binding_track.c, register_arm):
+    """The tracker takes Tensor.register_hook's steps itself for plain tensors (csrc/track_tracker.c, register_arm):
     the hook dict torch's method creates (its type, registered with the tensor's grad_fn so backward calls it), an id
     from torch's own counter (a handle made later gets another), the hook called in backward; remove_hooks takes out
     only its own hooks, and skips a tensor that is gone. The twin tensor is hooked by torch's method: the oracle."""
     from torch.utils.hooks import RemovableHandle
 
-    from roofline.capture import _torch
+    from roofline.capture import _tracking
 
-    assert _torch._REGISTER is not None  # this torch has the shape register_arm mirrors
-    t = _tracker(_torch._REGISTER)
+    assert _tracking._REGISTER is not None  # this torch has the shape register_arm mirrors
+    t = _tracker(_tracking._REGISTER)
     mod = torch.nn.Identity()
     t.name(mod)
     x = torch.randn(3, requires_grad=True)
@@ -484,11 +484,11 @@ def test_gradient_hooks_registered_in_c_on_a_leaf_fire_in_backward():
     """A leaf (a model's input that requires grad, a Parameter) has no grad_fn: its hook dict is set on the tensor,
     which registers it with the leaf's gradient accumulator (torch's setter, as the method relies on). The module
     must leave the set once the leaf's gradient is computed, as with torch's method on a twin leaf."""
-    from roofline.capture import _torch
+    from roofline.capture import _tracking
 
     mod = torch.nn.Identity()
     for leaf in (torch.randn(3, requires_grad=True), torch.nn.Parameter(torch.randn(3))):
-        t = _tracker(_torch._REGISTER)
+        t = _tracker(_tracking._REGISTER)
         t.name(mod)
         twin = leaf.detach().clone().requires_grad_()
         calls = []
@@ -509,7 +509,7 @@ def test_gradient_hooks_go_through_register_hook_under_a_torch_function_mode():
     the tracker calls the method, as ModuleTracker does; without `register` it always does."""
     from torch.overrides import TorchFunctionMode
 
-    from roofline.capture import _torch
+    from roofline.capture import _tracking
 
     class Seen(TorchFunctionMode):
         def __init__(self):
@@ -521,7 +521,7 @@ def test_gradient_hooks_go_through_register_hook_under_a_torch_function_mode():
             return func(*args, **(kwargs or {}))
 
     mod = torch.nn.Identity()
-    for register in (_torch._REGISTER, None):
+    for register in (_tracking._REGISTER, None):
         t = _tracker(register)
         y = torch.randn(2, requires_grad=True) * 2
         with Seen() as seen:

@@ -255,10 +255,8 @@ class Collector:
                     record(idx, mid, phase, op.args, op.kwargs or None, op.out)
                 elif idx[0] == "hop":
                     rec.append(idx[1], mid, phase, 0, 0, 0, 0, 0, 0, 0)
-                elif idx[0] == "builtin":  # a built-in Python formula (roofline/counting/_formulas.py)
-                    s.record_builtin(idx, mid, phase, op.args, op.kwargs or {}, op.out)
-                else:
-                    s._record_python(idx[1], idx[2], op.args, op.kwargs, op.out, where=(mid, phase))
+                else:  # ("formula", index, Formula): a formula computed in Python (roofline/counting/_resolve.py)
+                    s.record_formula(idx, mid, phase, op.args, op.kwargs, op.out)
                 if fcm is not None:
                     for row in range(r0, len(rec)):
                         note(row, fcm, False)

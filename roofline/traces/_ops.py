@@ -442,7 +442,7 @@ def _as_formula_value(v):
 
 def _evaluate_python(name, overload, formula, key, packet_key, ov, functional, types, dims, strides, concrete,
                      list_dtype):
-    """A call of an op with a built-in Python formula, as ``measure`` counts it (``record_builtin``)."""
+    """A call of an op with a built-in Python formula, as ``measure`` counts it (``Session.record_formula``)."""
     names = NAMES[key].split()
     codes = dict(_OVERLOADS[packet_key])[ov]
     args, tensors, scalars, assumed = _arguments(names, codes, "python", functional, types, dims, strides, concrete,
