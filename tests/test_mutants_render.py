@@ -289,7 +289,7 @@ def test_the_trace_line():
 ])
 def test_the_yardstick_line(yard, line):
     r = timed()
-    r._classifier = type(r._classifier)(_ceil(yardstick=yard))
+    r._roofs_spec, r._roofs = _ceil(yardstick=yard), None
     assert "  yardstick: " + line in r.summary().splitlines()
     facts = re.findall(r'<td class="k">yardstick</td><td>([^<]*)</td>', r.to_html())
     assert facts == [line.replace("'", "&#x27;")]
@@ -523,7 +523,7 @@ def test_unlinked_calls_name_four_ops_at_most():
 
 def test_busy_ceilings_are_said_in_the_summary_but_not_in_a_projection():
     r = timed()
-    r._classifier = type(r._classifier)(_ceil(busy=True))
+    r._roofs_spec, r._roofs = _ceil(busy=True), None
     assert ("  ceilings measured under contention: flagged busy: peaks and bandwidths are low, bounds and shares "
             "against them unreliable") in r.summary().splitlines()
     assert re.findall(r'<td class="k">ceilings</td><td>([^<]*)</td>', r._repr_html_()) == [
@@ -544,7 +544,7 @@ def test_assumptions_are_printed_for_a_projection_only():
 
 def test_a_projection_has_no_yardstick_line_even_with_the_measured_runs_note():
     r = timed()
-    r._classifier = type(r._classifier)(_ceil(yardstick={"kind": "idle", "measured_at": "d"}))
+    r._roofs_spec, r._roofs = _ceil(yardstick={"kind": "idle", "measured_at": "d"}), None
     r.summary()
     assert r.meta["ceilings_yardstick"]["kind"] == "idle"
     p = r.project(_ceil(), name="X")

@@ -353,11 +353,11 @@ def test_first_use_of_the_ceilings_notes_what_they_are():
 
 def test_busy_ceilings_are_flagged_with_their_reasons():
     r = _two()
-    r._classifier = type(r._classifier)(_ceil(busy=True))
+    r._roofs_spec, r._roofs = _ceil(busy=True), None
     r.summary()
     assert r.meta["ceilings_contention"] == ["flagged busy"]
     r = _two()
-    r._classifier = type(r._classifier)(_ceil(contention=["steal 30%", 7]))
+    r._roofs_spec, r._roofs = _ceil(contention=["steal 30%", 7]), None
     r.to_html()
     assert r.meta["ceilings_contention"] == ["steal 30%", "7"]
     r = _two()
@@ -370,13 +370,13 @@ def test_a_yardstick_is_kept_as_strings_and_lists_of_strings():
     yard = {"kind": "idle", "measured_at": "2026-01-01", "path": "/x", "by_version": 3, "dram": "stream",
             "contention": ["a", 2], "formula": "not a list", "other": "dropped"}
     r = _two()
-    r._classifier = type(r._classifier)(_ceil(yardstick=yard))
+    r._roofs_spec, r._roofs = _ceil(yardstick=yard), None
     r.to_dict()
     assert r.meta["ceilings_yardstick"] == {"kind": "idle", "measured_at": "2026-01-01", "path": "/x",
                                             "dram": "stream", "contention": ["a", "2"]}
     # a yardstick without a kind is not one: the ceilings are the given ones
     r = _two()
-    r._classifier = type(r._classifier)(_ceil(yardstick={"kind": ""}))
+    r._roofs_spec, r._roofs = _ceil(yardstick={"kind": ""}), None
     r.summary()
     assert r.meta["ceilings_yardstick"] == {"kind": "given"}
 
@@ -386,7 +386,7 @@ def test_a_projection_notes_no_yardstick():
     p.summary()
     p.to_dict()
     assert "ceilings_yardstick" not in p.meta
-    p._classifier = type(p._classifier)(_ceil(yardstick={"kind": "idle"}))
+    p._roofs_spec, p._roofs = _ceil(yardstick={"kind": "idle"}), None
     p.summary()
     assert "ceilings_yardstick" not in p.meta
 
@@ -569,10 +569,10 @@ def test_load_tells_a_path_from_the_text(tmp_path):
         roofline.load(str(tmp_path / "missing.json"))
     with pytest.raises(FileNotFoundError):
         roofline.load(tmp_path / "missing.json")
-    # text no file can be named is JSON text: a NUL, or over 4096 characters
-    with pytest.raises(ValueError, match="not a roofline report"):
+    # text that is neither a path nor JSON text (a NUL, or over 4096 characters, without the brackets): said so
+    with pytest.raises(ValueError, match="expected a path or a report's JSON text .* that is neither"):
         roofline.load("x\0y")
-    with pytest.raises(ValueError, match="not a roofline report"):
+    with pytest.raises(ValueError, match="expected a path or a report's JSON text .* that is neither"):
         roofline.load("x" * 4097)
     with pytest.raises(OSError):  # a path (too long for this system, or missing), not JSON text
         roofline.load("d/" * 2048)
@@ -676,7 +676,7 @@ def test_fusion_opportunities_are_timed_against_the_ceilings():
     assert o.saved_bytes == 64
     assert o.saved_s == pytest.approx(12.8)
     r = _chain()
-    r._classifier = type(r._classifier)(None)
+    r._roofs_spec, r._roofs = None, None
     (o,) = r.fusion_opportunities()
     assert o.saved_bytes == 64 and math.isnan(o.saved_s)
 

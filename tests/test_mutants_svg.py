@@ -50,7 +50,7 @@ def test_the_chart_of_a_timed_report():
     # x: min(1 / 4, 0.05) = 0.05 .. max(13.33 x 4, 100 / 5 x 4) = 80; y: min(50, 10, 10, 100) / 5 = 2 .. 100 x 3
     X, Y = _axes(0.05, 80.0, 2.0, 300.0)
     assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg" width="820" height="440" viewBox="0 0 820 440"')
-    assert ">roofline on test (best): 2 ops</text>" in svg
+    assert ">roofline on test (best): 2 ops (1 without FLOPs not shown)</text>" in svg  # the copy has no FLOPs
     assert '<rect x="70" y="30" width="510" height="364" fill="none" stroke="#bbb"/>' in svg
     lines = _attrs("line", svg)
     # the decade grid: x at 0.1, 1, 10; y at 10, 100
@@ -125,7 +125,7 @@ def test_an_untimed_chart_places_points_at_their_attainable_rate():
 def test_a_projected_chart():
     p = timed().project(_ceil(), name="X")
     svg = p.roofline_chart().svg
-    assert ">roofline on X: 2 ops (projected)</text>" in svg
+    assert ">roofline on X (projected): 2 ops (1 without FLOPs not shown)</text>" in svg
     titles = re.findall(r'class="rl-point"><title>([^<]*)</title>', svg)
     # projected: each op at its roofline time, never flagged
     assert titles[1].splitlines()[-2:] == ["projected time 4.00 s, achieved 5 FLOP/s, 100.0% of roof",
@@ -136,7 +136,7 @@ def test_the_chart_by_module_and_by_op_shape():
     r = timed()
     svg = r.roofline_chart(by="module").svg
     # no level has more than one node: the chain Net -> Net.fc is followed down to its leaf
-    assert ">roofline on test (best): 1 modules</text>" in svg
+    assert ">roofline on test (best): 1 modules at depth 2</text>" in svg
     assert re.findall(r'class="rl-point"><title>([^<]*)</title>', svg)[0].splitlines()[:2] == [
         "Net.fc", "dtype: float32"]
     assert re.findall(r'class="rl-label">([^<]*)<', svg) == ["fc"]
@@ -285,9 +285,10 @@ def test_the_plotly_figure(fake_plotly):
     assert fig.traces[:3] == [
         {"x": [0.05, 20.0], "y": [5 * 0.05, 100.0], "mode": "lines", "name": "DRAM 5 B/s",
          "line": {"color": "#888", "dash": "solid"}},
-        {"x": [0.05, 80.0], "y": [10.0, 10.0], "mode": "lines", "name": "peak vector/float32: 10 FLOP/s",
+        # the peaks start on the DRAM slope: at 10 / 5 = 2 and 100 / 5 = 20
+        {"x": [2.0, 80.0], "y": [10.0, 10.0], "mode": "lines", "name": "peak vector/float32: 10 FLOP/s",
          "line": {"color": "#444", "dash": "dash"}},
-        {"x": [0.05, 80.0], "y": [100.0, 100.0], "mode": "lines", "name": "peak matrix/float32: 100 FLOP/s",
+        {"x": [20.0, 80.0], "y": [100.0, 100.0], "mode": "lines", "name": "peak matrix/float32: 100 FLOP/s",
          "line": {"color": "#444", "dash": "solid"}}]
     (pts,) = fig.traces[3:]
     assert pts["x"] == [400 / 30, 1.0] and pts["y"] == [50.0, 10.0]
@@ -297,7 +298,8 @@ def test_the_plotly_figure(fake_plotly):
     assert pts["marker"]["color"] == "#2471a3" and pts["marker"]["opacity"] == 0.75
     assert pts["marker"]["line"] == {"width": 0.5, "color": "#222"}
     assert pts["hovertext"][0].startswith("aten.mm.default (1 calls)<br>module: Net.fc<br>dtype: float32<br>")
-    assert fig.layout == {"title": "roofline on test (best)", "template": "plotly_white",
+    # the same title as the SVG chart's
+    assert fig.layout == {"title": "roofline on test (best): 2 ops (1 without FLOPs not shown)", "template": "plotly_white",
                           "xaxis": {"type": "log", "title": "arithmetic intensity (FLOP / compulsory byte)"},
                           "yaxis": {"type": "log", "title": "FLOP/s achieved"}}
 
@@ -307,15 +309,15 @@ def test_the_plotly_figure_of_an_untimed_and_a_projected_report(fake_plotly):
     r.records["matrix_flops"][0] = 4000  # the mm: intensity 4000 / 30 = 133.3, compute-bound (40 s vs 6 s)
     fig = r.roofline_chart(backend="plotly")
     # x up to max(133.3 x 4, 20 x 4) = 533.3; shares of the roofline time 40 / 44 and 4 / 44
-    assert fig.traces[1]["x"] == [0.05, pytest.approx(4000 / 30 * 4)]
+    assert fig.traces[1]["x"] == [10 / 5, pytest.approx(4000 / 30 * 4)]  # the vector peak from the DRAM slope
     by_name = {t["name"]: t for t in fig.traces[3:]}
     assert list(by_name) == ["compute-bound", "memory-bound"]
     assert by_name["compute-bound"]["y"] == [100.0]  # attainable: 4000 FLOP / 40 s
     assert by_name["compute-bound"]["marker"]["size"] == pytest.approx([6 + 40 * math.sqrt(40 / 44)])
     assert by_name["memory-bound"]["marker"]["size"] == pytest.approx([6 + 40 * math.sqrt(4 / 44)])
-    assert fig.layout["yaxis"]["title"] == "FLOP/s attainable"
+    assert fig.layout["yaxis"]["title"] == "FLOP/s attainable (not timed)"
     p = timed().project(_ceil(), name="X")
-    assert p.roofline_chart(backend="plotly").layout["title"] == "roofline on X"
+    assert p.roofline_chart(backend="plotly").layout["title"] == "roofline on X (projected): 2 ops (1 without FLOPs not shown)"
 
 
 def test_the_plotly_figure_needs_plotly_and_ceilings(monkeypatch, fake_plotly):
@@ -544,7 +546,7 @@ def test_a_chart_without_points():
     # a copy only: no FLOPs, no point, no peak. x from 0.05 to max(1 x 4, 1e12 / 5 x 4); y from 1 / 5 to 1 x 3
     r = _report([("aten.copy_.default", 0, 0, 20, 0.0, 4.0, "float32")])
     svg = r.roofline_chart().svg
-    assert ">roofline on test (best): 0 ops</text>" in svg
+    assert ">roofline on test (best): 0 ops (1 without FLOPs not shown)</text>" in svg
     X, Y = _axes(0.05, 8e11, 0.2, 3.0)
     (dram,) = [ln for ln in _attrs("line", svg) if ln.get("stroke-width") == "1.2"]
     # the DRAM roof ends at the default top peak's ridge 1e12 / 5
@@ -716,7 +718,7 @@ def test_the_plotly_axes_at_their_limits(fake_plotly):
     c = roofline.Ceilings(device="cpu", name="t", fingerprint="t", peaks={("vector", "float32"): roofline.Ceiling(1.0)},
                           bandwidths={"DRAM": roofline.Ceiling(5.0)})
     fig = _report([("aten.add.Tensor", 0, 20, 0, 0.0, 1.0, "float32")], ceilings=c).roofline_chart(backend="plotly")
-    assert fig.traces[1]["x"] == [0.05, 4.0] and fig.traces[1]["y"] == [1.0, 1.0]
+    assert fig.traces[1]["x"] == [1 / 5, 4.0] and fig.traces[1]["y"] == [1.0, 1.0]  # from the DRAM slope
     assert fig.traces[0]["x"] == [0.05, 0.2]
 
 
