@@ -1266,7 +1266,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     results = []
     # a bar on a terminal's stderr (nothing in a log or a pipe), the result lines printed above it
-    from roofline.util import _progress
+    from roofline._util import _progress
 
     bar = _progress.auto(f"coverage sweep, {len(entries)} models")
     show = bar.above if bar is not None else (lambda text: print(text, flush=True))

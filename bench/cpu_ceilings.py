@@ -77,7 +77,7 @@ def main() -> int:
     args = parser.parse_args()
 
     import roofline
-    from roofline.hardware._ceilings import ceilings
+    from roofline._hardware._ceilings import ceilings
 
     rounds = []
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():

@@ -7,7 +7,7 @@ named parameters, the masks and flags, a pool of tensors, a pool of ints, the ar
 come from
 
 * analytic calls (no torch needed) for every cost kind, compiled exactly as ``roofline.cost`` compiles them (the
-  registry entry against the built-in schema, roofline.counting._resolve): attention with sq != sk, dq != dv, both causal
+  registry entry against the built-in schema, roofline._counting._resolve): attention with sq != sk, dq != dv, both causal
   alignments and the (batch, seq, heads, dim) layout, convolution backward, transposed, grouped and depthwise
   convolutions, the four layouts of _grouped_mm, pooling, NLL, fused multi-head attention, BatchNorm in training and
   in evaluation, in-place and out= variants, broadcast (stride-0) operands, sizes on the edge of 64-bit counts, and a
@@ -29,9 +29,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from roofline.counting import _registry, _resolve  # noqa: E402
-from roofline.model._records import DTYPE_CODES, canonical_dtype  # noqa: E402
-from roofline.counting._spec import TensorSpec  # noqa: E402
+from roofline._counting import _registry, _resolve  # noqa: E402
+from roofline._datamodel._records import DTYPE_CODES, canonical_dtype  # noqa: E402
+from roofline._counting._cost import TensorSpec  # noqa: E402
 
 MAX_TENSORS, MAX_INTS, MAX_ARGS, MAX_OUTS, MAX_SETS = 24, 64, 40, 6, 16
 ARG_ABSENT, ARG_NONE, ARG_TENSOR, ARG_TENSORLIST, ARG_INT, ARG_FLOAT, ARG_BOOL, ARG_INTLIST, ARG_BOOLLIST, ARG_OTHER = (
@@ -141,7 +141,7 @@ _ABSENT = object()  # an argument not passed (the schema default applies)
 
 
 def analytic_spec(op: str) -> dict:
-    """Recorder.add_op arguments for `op` as roofline.cost compiles them without torch: its entry (roofline.counting._resolve)
+    """Recorder.add_op arguments for `op` as roofline.cost compiles them without torch: its entry (roofline._counting._resolve)
     against the built-in schema, or, for an op the schema table lacks, positional argument names."""
     qualified, overload = _resolve.split_name(op)
     found = _resolve.find(qualified, overload)

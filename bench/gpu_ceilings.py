@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from roofline import _core  # noqa: E402
-from roofline.hardware import _gpu
+from roofline._hardware import _gpu
 
 T = 1e12
 # Dense datasheet figures (TFLOP/s, TOPS for int8, TB/s) from docs/reference: shared/reference/gpu-datasheet.md.

@@ -1,5 +1,5 @@
 """Hostile and damaged traces too big for the test suite, read by roofline's trace reader
-(roofline/traces/_read.py): each case is generated into --tmp, read in a child process of its own with a time limit,
+(roofline/_traces/_read.py): each case is generated into --tmp, read in a child process of its own with a time limit,
 and judged: the expected outcome (a TraceError, or events with the reader's issues saying what was skipped or cut),
 within the time limit, and a peak memory (VmHWM, the child's own high-water RSS) that stays bounded whatever the
 file's size. The small versions of these cases are in tests/test_trace_read.py.
@@ -23,7 +23,7 @@ MB = 1 << 20
 CHILD = r"""
 import json, os, sys, time
 sys.path.insert(0, os.environ["ROOFLINE_ROOT"])
-from roofline.traces._read import open_trace, TraceError
+from roofline._traces._read import open_trace, TraceError
 
 
 def hwm():

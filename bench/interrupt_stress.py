@@ -46,8 +46,8 @@ def global_state() -> dict:
     import torch.optim.optimizer as oo
     import torch.utils._python_dispatch as pd
 
-    from roofline.capture import _collectives, _sdpa, _torch, _tracking
-    from roofline.compiled import _compiled
+    from roofline._capture import _collectives, _sdpa, _session, _tracking
+    from roofline._compiled import _view
 
     def ids(xs):
         return tuple(id(x) for x in xs)
@@ -76,12 +76,12 @@ def global_state() -> dict:
         "compile settings": config,
         "roofline module trackers": ids(_tracking._MODULE_HOOKS.trackers)
         + ids(getattr(f, "__self__", f) for f in _tracking._MODULE_HOOKS.pre + _tracking._MODULE_HOOKS.post),
-        "roofline open blocks (context)": ids(_torch._OPEN.get()),
-        "roofline mode flag holders": ids(_torch._FLAG_HOLDERS),
+        "roofline open blocks (context)": ids(_session._OPEN.get()),
+        "roofline mode flag holders": ids(_session._FLAG_HOLDERS),
         "roofline attention modes": ids(_sdpa._HOLDERS) + ids(getattr(_sdpa._LOCAL, "modes", ())),
         "roofline saved sdpa": ids(_sdpa._ORIGINAL),
         "roofline DTensor guard holders": (ids(_collectives._holders), ids(_collectives._wrapped)),
-        "roofline compiled collectors": ids(_compiled._ACTIVE) + ids(_compiled._CONFIG_SAVED),
+        "roofline compiled collectors": ids(_view._ACTIVE) + ids(_view._CONFIG_SAVED),
         "grad enabled": torch.is_grad_enabled(),
     }
 

@@ -46,7 +46,7 @@ _spec.loader.exec_module(_stress)
 global_state, differences = _stress.global_state, _stress.differences
 
 KINDS = ("monitor", "profiler", "run", "two runs")
-_LOOP_FILES = ("_schedule.py", "_monitor.py", "_steady.py", os.path.join("integrations", "_core.py"))
+_LOOP_FILES = ("_loops/_schedule.py", "_loops/_monitor.py", "_loops/_steady.py", os.path.join("integrations", "_run.py"))
 
 
 def _where(exc) -> str:
@@ -118,13 +118,13 @@ class _Loops:
             prof._stopped_from_callback = False
             return {"kind": kind, "loop": prof, "steps": steps, "handed": handed, "ended": -1, "stopped": False,
                     "sched": sched}
-        from roofline.integrations import _core
+        from roofline.integrations import _run
 
         def run(**kw):
-            opts = _core.Options("stress", **{**dict(steps=None, schedule=None, monitor=False, output_dir=None,
+            opts = _run.Options("stress", **{**dict(steps=None, schedule=None, monitor=False, output_dir=None,
                                                      tokens=None, timing="model", ceilings=self.ceil,
                                                      attention=None, gather_timeout=10.0, log=True), **kw})
-            return _core.Run(opts, self.model, offset=0, output_dir=self.out_dir, framework="stress",
+            return _run.Run(opts, self.model, offset=0, output_dir=self.out_dir, framework="stress",
                              log=lambda values, step: None, delta=rng.randint(1, 2))
 
         first = rng.randint(1, 3)

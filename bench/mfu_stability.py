@@ -43,8 +43,8 @@ import json, sys, warnings
 warnings.simplefilter("ignore")
 import torch
 import roofline
-from roofline._steady import STEP_TIMES, SteadyReport
-from roofline.hardware import _ceilings
+from roofline._loops._steady import STEP_TIMES, SteadyReport
+from roofline._hardware import _ceilings
 from roofline.report import Report
 
 torch.manual_seed(0)

@@ -1,7 +1,7 @@
 """Mutation testing of the package's Python formulas and analyses: how many small faults do the tests catch?
 
 The modules mutated (TARGETS, each with the functions whose bodies are mutated, and TESTS, the pytest subset that
-judges its mutants): the report roll-ups and the classification (roofline/analysis/_rollup.py, roofline/analysis/_classification.py
+judges its mutants): the report roll-ups and the classification (roofline/_analysis/_rollup.py, roofline/_analysis/_classification.py
 and what roofline/report.py still computes itself), the Python cost formulas (_formulas.py), ``roofline.cost``'s
 argument handling and shape inference (_spec.py), the dataflow and fusion opportunities (_dataflow.py), the cache
 model (_cache_model.py), the hints (_hints.py), the steady-state profile (_steady.py), the collectives' counts and
@@ -11,9 +11,9 @@ assumptions (_assumptions.py), the contention reading (_contention.py), the comp
 masks it reads (_padding.py, _tokens.py), the report document's writer and reader (_export.py), the module tree and
 groups of the tables and charts (_groups.py), the network view (_network.py), and the step loops: the monitor
 (_monitor.py), the profiler and its schedule (_schedule.py), the trainer callbacks' shared run
-(integrations/_core.py) and the Hugging Face and Lightning callbacks (integrations/huggingface.py,
+(integrations/_run.py) and the Hugging Face and Lightning callbacks (integrations/huggingface.py,
 integrations/lightning.py), every method of the report (report.py), the text, HTML, SVG and trace views (render/*),
-the recovery of graphs compiled before a block (compiled/_recover.py) and the capture session (capture/_torch.py).
+the recovery of graphs compiled before a block (_compiled/_recover.py) and the capture session (_capture/_session.py).
 
 Each mutant changes one node of the syntax tree inside one of the functions of TARGETS:
 
@@ -66,20 +66,20 @@ from mutate_c import ROOT, load_equivalent, progress, report  # noqa: E402
 # method of the module (module level and one class level deep)
 ALL = "*"
 TARGETS = {
-    "analysis/_rollup.py": ["exact_sum", "count_totals", "times", "unknown_ops", "errors", "phase_mask", "module_members",
+    "_analysis/_rollup.py": ["exact_sum", "count_totals", "times", "unknown_ops", "errors", "phase_mask", "module_members",
                    "group_masks", "counts_by", "counts_by_phase", "peak_time", "group_bound", "roofline_row",
                    "roofline_by", "roofline_totals", "flop_counter_counts"],
-    "analysis/_classification.py": ["resolve_ceilings", "peaks", "classify", "Classifier.__init__", "Classifier.resolve",
+    "_analysis/_classification.py": ["resolve_ceilings", "peaks", "classify", "Classifier.__init__", "Classifier.resolve",
                            "Classifier.classification"],
     "report.py": [ALL],
-    "model/_records.py": ["DerivedCounts.bytes", "DerivedCounts.intensity", "intensity"],
-    "counting/_formulas.py": [ALL],
-    "counting/_spec.py": [ALL],
-    "analysis/_dataflow.py": [ALL],
-    "analysis/_cache_model.py": [ALL],
-    "analysis/_hints.py": [ALL],
-    "_steady.py": [ALL],
-    "capture/_collectives.py": [ALL],
+    "_datamodel/_records.py": ["DerivedCounts.bytes", "DerivedCounts.intensity", "intensity"],
+    "_counting/_formulas.py": [ALL],
+    "_counting/_cost.py": [ALL],
+    "_analysis/_dataflow.py": [ALL],
+    "_analysis/_cache_model.py": [ALL],
+    "_analysis/_hints.py": [ALL],
+    "_loops/_steady.py": [ALL],
+    "_capture/_collectives.py": [ALL],
     "distributed.py": [ALL],
     # the closed-form counts and the step counting; not the functions that run a transformers model (prefill,
     # repeat_cache, decode_step, time_step, _cuda_sync, _model_device, _cache_argument: device work, no formula)
@@ -91,26 +91,26 @@ TARGETS = {
                "decode_step_bytes", "decode_step_flops", "tokens_per_second", "CrossCheck.ok", "CrossCheck.__bool__",
                "CrossCheck.__str__", "cross_check", "predict_decode", "_hf_config", "count_step",
                "step_utilization"],
-    "analysis/_assumptions.py": [ALL],
-    "hardware/_contention.py": [ALL],
-    "analysis/_fusion_compiled.py": [ALL],
-    "analysis/_compiled_view.py": [ALL],
-    "capture/_sdpa.py": [ALL],
-    "analysis/_padding.py": [ALL],
-    "model/_tokens.py": [ALL],
-    "io/_export.py": [ALL],
-    "analysis/_groups.py": [ALL],
-    "analysis/_network.py": [ALL],
-    "_monitor.py": [ALL],
-    "_schedule.py": [ALL],
-    "integrations/_core.py": [ALL],
+    "_analysis/_assumptions.py": [ALL],
+    "_hardware/_contention.py": [ALL],
+    "_analysis/_fusion_compiled.py": [ALL],
+    "_analysis/_compiled_view.py": [ALL],
+    "_capture/_sdpa.py": [ALL],
+    "_analysis/_padding.py": [ALL],
+    "_datamodel/_tokens.py": [ALL],
+    "_io/_export.py": [ALL],
+    "_analysis/_groups.py": [ALL],
+    "_analysis/_network.py": [ALL],
+    "_loops/_monitor.py": [ALL],
+    "_loops/_schedule.py": [ALL],
+    "integrations/_run.py": [ALL],
     "render/_render.py": [ALL],
     "render/_svg.py": [ALL],
     "render/_tables.py": [ALL],
     "render/_trace.py": [ALL],
     "render/_style.py": [ALL],
-    "compiled/_recover.py": [ALL],
-    "capture/_torch.py": [ALL],
+    "_compiled/_recover.py": [ALL],
+    "_capture/_session.py": [ALL],
     "integrations/huggingface.py": [ALL],
     "integrations/lightning.py": [ALL],
 }
@@ -119,38 +119,38 @@ _ROLLUP_TESTS = ["tests/test_mutants_rollup.py", "tests/test_rollups_exact.py", 
 # the quick killers first (-x stops at the first failure)
 K = "tests/test_mutant_killers.py::"
 TESTS = {
-    "analysis/_rollup.py": _ROLLUP_TESTS,
-    "analysis/_classification.py": _ROLLUP_TESTS,
+    "_analysis/_rollup.py": _ROLLUP_TESTS,
+    "_analysis/_classification.py": _ROLLUP_TESTS,
     "report.py": ["tests/test_mutants_report_api.py", "tests/test_mutants_report.py"] + _ROLLUP_TESTS + ["tests/test_output.py"],
-    "model/_records.py": _ROLLUP_TESTS,
-    "counting/_formulas.py": [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "tests/test_formulas_sweep.py", "tests/test_quantized.py",
+    "_datamodel/_records.py": _ROLLUP_TESTS,
+    "_counting/_formulas.py": [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "tests/test_formulas_sweep.py", "tests/test_quantized.py",
                               "tests/test_mutants_formulas.py"],
-    "counting/_spec.py": [K + "TestSpec", "tests/test_cost_table.py", "tests/test_cost_branches.py", "tests/test_cost_reentry.py",
+    "_counting/_cost.py": [K + "TestSpec", "tests/test_cost_table.py", "tests/test_cost_branches.py", "tests/test_cost_reentry.py",
                  "tests/test_arguments.py"],
-    "analysis/_dataflow.py": [K + "TestDataflow", "tests/test_dataflow.py", "tests/test_hints.py", K + "TestHints",
+    "_analysis/_dataflow.py": [K + "TestDataflow", "tests/test_dataflow.py", "tests/test_hints.py", K + "TestHints",
                               "tests/test_mutants_hints.py"],
-    "analysis/_cache_model.py": [K + "TestCacheModel", "tests/test_dataflow.py"],
-    "analysis/_hints.py": [K + "TestHints", "tests/test_hints.py", "tests/test_dataflow.py", "tests/test_mutants_hints.py"],
-    "_steady.py": [K + "TestSteady", "tests/test_steady.py", "tests/test_mutants_steady.py",
+    "_analysis/_cache_model.py": [K + "TestCacheModel", "tests/test_dataflow.py"],
+    "_analysis/_hints.py": [K + "TestHints", "tests/test_hints.py", "tests/test_dataflow.py", "tests/test_mutants_hints.py"],
+    "_loops/_steady.py": [K + "TestSteady", "tests/test_steady.py", "tests/test_mutants_steady.py",
                    "tests/test_mutants_loops.py::TestSteadyLoaded"],
-    "capture/_collectives.py": ["tests/test_mutants_collectives.py", "tests/test_distributed.py"],
+    "_capture/_collectives.py": ["tests/test_mutants_collectives.py", "tests/test_distributed.py"],
     "distributed.py": ["tests/test_mutants_distributed.py", "tests/test_distributed.py"],
     "llm.py": [K + "TestLLM", "tests/test_mutants_llm.py", "tests/test_llm.py"],
-    "analysis/_assumptions.py": [K + "TestAssumptions", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
-    "hardware/_contention.py": [K + "TestContention", "tests/test_mutants_contention.py", "tests/test_contention.py"],
-    "analysis/_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
-    "analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_mutants_compiled_view.py", "tests/test_compiled.py"],
-    "capture/_sdpa.py": ["tests/test_mutants_sdpa.py", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
-    "analysis/_padding.py": ["tests/test_mutants_padding.py", "tests/test_padding.py", "tests/test_hardening_tokens.py"],
-    "model/_tokens.py": ["tests/test_mutants_tokens.py", "tests/test_hardening_tokens.py", "tests/test_padding.py"],
-    "io/_export.py": ["tests/test_hardening_export.py", "tests/test_hardening_tokens.py", "tests/test_documents.py",
+    "_analysis/_assumptions.py": [K + "TestAssumptions", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
+    "_hardware/_contention.py": [K + "TestContention", "tests/test_mutants_contention.py", "tests/test_contention.py"],
+    "_analysis/_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
+    "_analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_mutants_compiled_view.py", "tests/test_compiled.py"],
+    "_capture/_sdpa.py": ["tests/test_mutants_sdpa.py", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
+    "_analysis/_padding.py": ["tests/test_mutants_padding.py", "tests/test_padding.py", "tests/test_hardening_tokens.py"],
+    "_datamodel/_tokens.py": ["tests/test_mutants_tokens.py", "tests/test_hardening_tokens.py", "tests/test_padding.py"],
+    "_io/_export.py": ["tests/test_hardening_export.py", "tests/test_hardening_tokens.py", "tests/test_documents.py",
                       "tests/test_report.py"],
-    "analysis/_groups.py": ["tests/test_mutants_groups.py", "tests/test_one_definition.py", "tests/test_html.py", "tests/test_rollups_exact.py",
+    "_analysis/_groups.py": ["tests/test_mutants_groups.py", "tests/test_one_definition.py", "tests/test_html.py", "tests/test_rollups_exact.py",
                             "tests/test_report.py"],
-    "analysis/_network.py": ["tests/test_mutants_network.py", "tests/test_one_definition.py", "tests/test_distributed.py"],
-    "_monitor.py": ["tests/test_monitor.py", "tests/test_hardening_loops.py"],
-    "_schedule.py": ["tests/test_schedule.py", "tests/test_monitor.py", "tests/test_hardening_loops.py"],
-    "integrations/_core.py": ["tests/test_mutants_loops.py", "tests/test_hardening_loops.py",
+    "_analysis/_network.py": ["tests/test_mutants_network.py", "tests/test_one_definition.py", "tests/test_distributed.py"],
+    "_loops/_monitor.py": ["tests/test_monitor.py", "tests/test_hardening_loops.py"],
+    "_loops/_schedule.py": ["tests/test_schedule.py", "tests/test_monitor.py", "tests/test_hardening_loops.py"],
+    "integrations/_run.py": ["tests/test_mutants_loops.py", "tests/test_hardening_loops.py",
                               "tests/test_integrations_hf.py", "tests/test_integrations_lightning.py"],
     "integrations/huggingface.py": ["tests/test_mutants_hf.py", "tests/test_integrations_hf.py",
                                     "tests/test_hardening_loops.py"],
@@ -161,8 +161,8 @@ TESTS = {
     "render/_tables.py": ["tests/test_mutants_render.py"],
     "render/_trace.py": ["tests/test_mutants_trace.py", "tests/test_output.py"],
     "render/_style.py": ["tests/test_mutants_render.py"],
-    "compiled/_recover.py": ["tests/test_mutants_recover.py", "tests/test_compiled_before.py"],
-    "capture/_torch.py": ["tests/test_mutants_session.py", "tests/test_recorder_capture.py"],
+    "_compiled/_recover.py": ["tests/test_mutants_recover.py", "tests/test_compiled_before.py"],
+    "_capture/_session.py": ["tests/test_mutants_session.py", "tests/test_recorder_capture.py"],
 }
 
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],
@@ -436,7 +436,7 @@ class _Lines:
 # Targets whose tests run the code in interpreters of their own (tests/test_distributed.py starts its ranks with
 # subprocess): a child also hands the mutant to those (`_SITECUSTOMIZE`), and judges it by the file's whole test
 # subset (the line tracer sees only this process).
-SUBPROCESS_TARGETS = {"capture/_collectives.py", "distributed.py"}
+SUBPROCESS_TARGETS = {"_capture/_collectives.py", "distributed.py"}
 
 # Imported at the start of every interpreter that finds it on sys.path (the tests pass PYTHONPATH on to the processes
 # they start): it makes `import <name>` execute the mutated text instead of the file.

@@ -226,7 +226,7 @@ def main(argv=None) -> int:
     results = {}
     t0 = time.perf_counter()
     # a bar on a terminal's stderr (nothing in a log or a pipe), the result lines printed above it
-    from roofline.util import _progress as progress_bar
+    from roofline._util import _progress as progress_bar
 
     bar = progress_bar.auto(f"OpInfo sweep, {len(tasks)} OpInfos")
     show = bar.above if bar is not None else (lambda text: print(text, flush=True))

@@ -65,7 +65,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 import roofline
-from roofline.capture import _torch
+from roofline._capture import _session
 
 
 def resnet50_meta_forward():
@@ -147,11 +147,11 @@ class _NoCapture:
         self.m = roofline.measure(model)
 
     def __enter__(self):
-        _torch.CAPTURE = False
+        _session.CAPTURE = False
         try:
             return self.m.__enter__()
         finally:
-            _torch.CAPTURE = True
+            _session.CAPTURE = True
 
     def __exit__(self, *exc):
         return self.m.__exit__(*exc)
@@ -202,7 +202,7 @@ def record_cost(run, model, capture, repeats=5):
     import types
 
     calls, sessions = [], []
-    init = _torch.Session.__init__
+    init = _session.Session.__init__
 
     def spy_init(self, *a, **k):  # the session's C dispatch, with a recorder that also keeps each call
         init(self, *a, **k)
@@ -212,19 +212,19 @@ def record_cost(run, model, capture, repeats=5):
             calls.append(args)
             return rec(*args)
 
-        self.dispatch = _torch._core.Dispatch(self.tracker.c, record, _torch._graph_task_id,
-                                              _torch._Mode.__torch_dispatch__, rows=self.recorder)
+        self.dispatch = _session._core.Dispatch(self.tracker.c, record, _session._graph_task_id,
+                                              _session._Mode.__torch_dispatch__, rows=self.recorder)
         self.mode.__torch_dispatch__ = types.MethodType(self.dispatch, self.mode)
         sessions.append(self)
 
-    _torch.Session.__init__ = spy_init
-    _torch.CAPTURE = capture
+    _session.Session.__init__ = spy_init
+    _session.CAPTURE = capture
     try:
         with roofline.measure(model):
             run()
     finally:
-        _torch.Session.__init__ = init
-        _torch.CAPTURE = True
+        _session.Session.__init__ = init
+        _session.CAPTURE = True
     rec = sessions[0].recorder
     best = float("inf")
     for _ in range(repeats):

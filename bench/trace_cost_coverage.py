@@ -1,4 +1,4 @@
-"""Breadth check of the trace op costing (roofline/traces/_ops.py) against measure, over torch's OpInfo samples.
+"""Breadth check of the trace op costing (roofline/_traces/_ops.py) against measure, over torch's OpInfo samples.
 
 For every OpInfo of torch's test suite (``op_db``) with a float32 CPU sample, the first sample is run once under
 ``roofline.measure`` and once under ``torch.profiler`` (record_shapes); the trace's counted events are costed with
@@ -42,7 +42,7 @@ def main():
 
     import roofline
     import test_trace_cost as T
-    from roofline.traces import _ops
+    from roofline._traces import _ops
 
     torch.set_num_threads(1)
     tmp = tempfile.mkdtemp()

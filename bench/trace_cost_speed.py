@@ -1,4 +1,4 @@
-"""Speed of the trace op costing (roofline/traces/_ops.py): events per second of ``counted`` and ``cost_event`` on the
+"""Speed of the trace op costing (roofline/_traces/_ops.py): events per second of ``counted`` and ``cost_event`` on the
 H100 traces of tests/data/traces/tracelens_h100, the cost cache empty (cold) and full (warm), and on a synthetic
 trace of a million op events made by repeating one of them (a real job's trace repeats its steps).
 
@@ -23,7 +23,7 @@ def main():
     ap.add_argument("--events", type=int, default=1_000_000, help="op events of the synthetic trace")
     opts = ap.parse_args()
 
-    from roofline.traces import _ops
+    from roofline._traces import _ops
 
     folder = os.path.join(_ROOT, "tests", "data", "traces", "tracelens_h100")
     biggest = None

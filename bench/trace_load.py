@@ -9,7 +9,7 @@ high-water RSS (VmHWM; imports included: "base" is the RSS after the imports), u
 shared machine into swap).
 
 Methods:
-  reader/<decoder>   roofline.traces._read.open_trace: every event decoded and dropped (msgspec, orjson, json)
+  reader/<decoder>   roofline._traces._read.open_trace: every event decoded and dropped (msgspec, orjson, json)
   whole/orjson       the naive way: the whole document decoded by orjson at once (gc paused), then dropped
   ijson              ijson's C backend (yajl2_c) streaming traceEvents items (what HTA's fast path builds on)
   load_trace         roofline.load_trace: the reader, the event model and the report
@@ -62,7 +62,7 @@ import gzip
 n = 0
 # imports first, outside the timing (each method's own: roofline with NumPy, orjson, ijson, HTA with pandas)
 if method.startswith("reader/"):
-    from roofline.traces._read import open_trace
+    from roofline._traces._read import open_trace
 elif method == "whole/orjson":
     import orjson
 elif method == "ijson":
@@ -221,7 +221,7 @@ import json, os, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 sys.path.insert(0, os.environ["ROOFLINE_ROOT"])
 from concurrent.futures import ProcessPoolExecutor
-from roofline.traces._ranks import load_ranks
+from roofline._traces._ranks import load_ranks
 d, workers = sys.argv[1], int(sys.argv[2])
 t0 = time.perf_counter()
 with ProcessPoolExecutor(workers) as ex:
@@ -261,7 +261,7 @@ def main():
         print("HTA skipped: no --hta-python given (a Python with holistictraceanalysis installed)")
     if not hta:
         methods = [m for m in methods if not m.startswith("hta/")]
-    from roofline.traces._read import DECODERS
+    from roofline._traces._read import DECODERS
     for m in [m for m in methods if m.startswith("reader/") and m.split("/")[1] not in DECODERS]:
         print(f"{m} skipped: {m.split('/')[1]} is not installed")
         methods.remove(m)

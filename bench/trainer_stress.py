@@ -138,7 +138,7 @@ def _caused_by_interrupt(exc) -> bool:
 
 
 def _in_report(exc) -> bool:
-    """Whether the interrupt landed while a run handed over a report (integrations/_core.py's Run._on_report: the
+    """Whether the interrupt landed while a run handed over a report (integrations/_run.py's Run._on_report: the
     report kept, its files being written), from its traceback and those of the exceptions it caused or replaced."""
     seen = set()
     while exc is not None and id(exc) not in seen:

@@ -123,7 +123,7 @@ int rl_cost_exec(PyObject *module) {
         return -1;
     }
     /* The record and access-row layouts, field by field: (name, offset, size, kind 'u' unsigned int / 'f' float).
-     * roofline/model/_records.py checks its dtypes against them at import. */
+     * roofline/_datamodel/_records.py checks its dtypes against them at import. */
     typedef struct {
         const char *name;
         size_t offset, size;

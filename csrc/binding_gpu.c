@@ -1,6 +1,6 @@
 /* Python binding of the GPU layer (gpu.c): library loading, device queries, NVRTC compilation, timed launches.
  *
- * These are private building blocks for roofline/hardware/_gpu.py, which owns the policy (where to look for the
+ * These are private building blocks for roofline/_hardware/_gpu.py, which owns the policy (where to look for the
  * libraries, which kernels to run, how to count their work, the cubin cache). Each function parses its
  * arguments, then calls an `_impl` that does the work with the interpreter lock released where the work is pure
  * C (loading, compiling, running kernels).
@@ -11,7 +11,7 @@
  *   CudaUnavailableError(GpuError)   a library is missing or unusable, or no GPU is usable
  *   CudaError(GpuError)              a driver call failed; attributes `call` and `code` (the CUresult)
  *   NvrtcError(GpuError)             an NVRTC call failed; attributes `call`, `code` and `log` (compile log)
- * They are named roofline.hardware._gpu.* because that module re-exports them as the public spelling. */
+ * They are named roofline._hardware._gpu.* because that module re-exports them as the public spelling. */
 #include "rl_module.h"
 
 #include "gpu.h"
@@ -567,21 +567,21 @@ PyMethodDef rl_gpu_methods[] = {
  * module. */
 int rl_gpu_exec(PyObject *module) {
     rl_state *st = rl_state_of(module);
-    st->gpu_error = PyErr_NewExceptionWithDoc("roofline.hardware._gpu.GpuError", "Base class of roofline's GPU errors.",
+    st->gpu_error = PyErr_NewExceptionWithDoc("roofline._hardware._gpu.GpuError", "Base class of roofline's GPU errors.",
                                               PyExc_RuntimeError, NULL);
     if (st->gpu_error == NULL) {
         return -1;
     }
     st->cuda_unavailable_error = PyErr_NewExceptionWithDoc(
-        "roofline.hardware._gpu.CudaUnavailableError",
+        "roofline._hardware._gpu.CudaUnavailableError",
         "CUDA cannot be used here: the driver library (libcuda) or NVRTC is missing or unusable, or no GPU is "
         "visible. The message says what is missing and how to fix it.",
         st->gpu_error, NULL);
     st->cuda_error = PyErr_NewExceptionWithDoc(
-        "roofline.hardware._gpu.CudaError", "A CUDA driver call failed. `call` names it; `code` is the CUresult.",
+        "roofline._hardware._gpu.CudaError", "A CUDA driver call failed. `call` names it; `code` is the CUresult.",
         st->gpu_error, NULL);
     st->nvrtc_error = PyErr_NewExceptionWithDoc(
-        "roofline.hardware._gpu.NvrtcError",
+        "roofline._hardware._gpu.NvrtcError",
         "An NVRTC call failed. `call` names it, `code` is the nvrtcResult, `log` holds the compile log.",
         st->gpu_error, NULL);
     /* on failure the state keeps what was made; the module's m_clear releases it */

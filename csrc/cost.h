@@ -65,7 +65,7 @@ typedef struct {
 
 /* ---- the op-kind vocabulary ------------------------------------------------------------------------------
  * The one definition of the cost kinds and of their named parameters. The binding exports it
- * (roofline._core.kind_table(), the K_* constants) and roofline/counting/_registry.py builds on that, so a kind or a
+ * (roofline._core.kind_table(), the K_* constants) and roofline/_counting/_registry.py builds on that, so a kind or a
  * parameter is added here and nowhere else.
  *
  * Parameter types: RL_PT_COUNT, a count the registry entry gives (0 .. INT64_MAX); RL_PT_FLAG, 0 or 1;
@@ -220,7 +220,7 @@ typedef enum {
     RL_E_DIMS = 5,     /* a tensor has a negative size or an unsupported number of dimensions */
     RL_E_VALUE = 6,    /* an integer argument is out of range (a kernel size or stride <= 0, a negative padding) */
     RL_E_DATA = 7      /* the count depends on tensor values that cannot be read (meta or fake tensors); set by the
-                        * built-in Python formulas of roofline/counting/_formulas.py, never by rl_cost_eval */
+                        * built-in Python formulas of roofline/_counting/_formulas.py, never by rl_cost_eval */
 } rl_status;
 
 /* Human-readable text of a status. Static storage. */

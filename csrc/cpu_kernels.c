@@ -229,7 +229,7 @@ RL_VECTOR_FMA(RL_ATTR_NEON, rl_fma_neon_f32, RL_REP16)
 #endif /* RL_ARM64 */
 
 /* The FMA kernel table: one entry per element type, a kernel per SIMD set (NULL where there is none). A new
- * dtype is a kernel per ISA above and one row here; the Python side lists it in roofline/hardware/_ceilings.py. */
+ * dtype is a kernel per ISA above and one row here; the Python side lists it in roofline/_hardware/_ceilings.py. */
 typedef double (*rl_fma_fn)(int64_t iters);
 
 #define RL_FMA_FNS(SUF)                                                                                            \
@@ -904,7 +904,7 @@ typedef double (*rl_bw_fn)(double *x0, double *x1, double *x2, int64_t n, int64_
     }
 
 /* The bandwidth kernel table, in rl_bw_kernel order (read, copy, triad fixed first). A new kernel is a kernel per
- * ISA above, its entries, and one row here; the Python side lists it in roofline/hardware/_ceilings.py (KERNELS). */
+ * ISA above, its entries, and one row here; the Python side lists it in roofline/_hardware/_ceilings.py (KERNELS). */
 static const struct {
     const char *name;
     int arrays;

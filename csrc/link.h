@@ -4,7 +4,7 @@
  * is created just before the op's kernel runs). The measure block writes down, each time the set of running modules
  * changes (a module's forward starts or ends), the counter's value and the new set: node n was created under the
  * set of the last entry at or below n. A backward op runs inside the node it computes, so its module is the one
- * whose forward created that node: the exact attribution of backward work (roofline/capture/_torch.py). An entry
+ * whose forward created that node: the exact attribution of backward work (roofline/_capture/_session.py). An entry
  * may say "no module" (RL_LINK_NONE): nodes created from then on (inside a backward, for a double backward) are not
  * the forward's, and their backward work is reported as not linked. */
 #ifndef RL_LINK_H

@@ -1,5 +1,5 @@
 /* One op call as the recorder stores it, and the storages it read and wrote. Pure C; the layouts are mirrored by
- * roofline/model/_records.py (RECORD_DTYPE, ACCESS_RAW_DTYPE): change both together. 88 and 24 bytes, no implicit
+ * roofline/_datamodel/_records.py (RECORD_DTYPE, ACCESS_RAW_DTYPE): change both together. 88 and 24 bytes, no implicit
  * padding. */
 #ifndef RL_RECORD_H
 #define RL_RECORD_H

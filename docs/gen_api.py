@@ -22,9 +22,9 @@ import roofline.devices
 import roofline.distributed
 import roofline.llm
 import roofline.plot
-from roofline._monitor import Monitor
-from roofline._schedule import Profiler, Schedule
-from roofline.hardware._ceilings import PeakChoice
+from roofline._loops._monitor import Monitor
+from roofline._loops._schedule import Profiler, Schedule
+from roofline._hardware._ceilings import PeakChoice
 from roofline.report import BaseReport, Comparison
 
 OUT = Path(__file__).resolve().parent / "api.md"
@@ -197,7 +197,7 @@ def render() -> str:
         "Every public function, class, method and property, with its signature (annotations as written in the "
         "source) and its docstring. Counting conventions and the definitions of MFU and MBU are in "
         "[concepts.md](concepts.md); a guided tour is in [quickstart.md](quickstart.md); the command line is in "
-        "[cli.md](cli.md). The GPU benchmark module `roofline.hardware._gpu` is described in [gpu.md](gpu.md).",
+        "[cli.md](cli.md). The GPU benchmark module `roofline._hardware._gpu` is described in [gpu.md](gpu.md).",
         "",
         "Contents: " + ", ".join(f"[`{heading}`](#{heading.replace('.', '')})" for heading, _, _ in SECTIONS),
         "",

@@ -6,19 +6,20 @@
 from __future__ import annotations
 
 from roofline import _core  # noqa: F401  (the C extension; fails early if the build is broken)
-from roofline import devices, distributed
+from roofline._hardware import _devices as devices
+from roofline import distributed
 from roofline._measure import measure
-from roofline._monitor import monitor
-from roofline._schedule import profiler, schedule
-from roofline._steady import SteadyReport, profile
-from roofline.counting import _resolve
-from roofline.counting._spec import Cost, TensorSpec, cost
-from roofline.hardware._ceilings import Ceiling, CeilingNotAvailable, Ceilings, ceilings
+from roofline._loops._monitor import monitor
+from roofline._loops._schedule import profiler, schedule
+from roofline._loops._steady import SteadyReport, profile
+from roofline._counting import _resolve
+from roofline._counting._cost import Cost, TensorSpec, cost
+from roofline._hardware._ceilings import Ceiling, CeilingNotAvailable, Ceilings, ceilings
 from roofline.render import _ceilings_table  # noqa: F401  (installs the text view of Ceilings: table, str)
 from roofline.report import Report, load
-from roofline.traces import _ranks  # noqa: F401  (installs the reader of rank directories into load_trace)
-from roofline.traces._load import load_trace
-from roofline.util._version import VERSION as __version__
+from roofline._traces import _ranks  # noqa: F401  (installs the reader of rank directories into load_trace)
+from roofline._traces._load import load_trace
+from roofline._util._version import VERSION as __version__
 
 __all__ = ["measure", "profile", "SteadyReport", "schedule", "profiler", "monitor", "gather", "cost", "Cost", "TensorSpec", "Report", "register", "unregister",
            "load", "load_trace", "ceilings", "Ceilings", "Ceiling", "CeilingNotAvailable", "devices", "__version__"]
@@ -49,7 +50,7 @@ register.__doc__ = """Add a cost formula for an op that has none (your custom op
   unknown keys raise);
 * ``kind``: the name of a built-in formula evaluated in C (``"ewise"`` with ``flops`` / ``special`` per element of
   the result, ``"ewise_in"`` per element of the first tensor argument, ``"foreach"`` per element of the first
-  tensor list, ``"zero"``, ``"copy"``, ``"mm"``, ``"bmm"``, ...; see ``roofline.counting._registry.KINDS``.
+  tensor list, ``"zero"``, ``"copy"``, ``"mm"``, ``"bmm"``, ...; see ``roofline._counting._registry.KINDS``.
   The attention, pooling and NLL kinds need argument positions this form cannot give).
 
 Every argument is checked at the call, and an error names the op: ``flops`` and ``special`` must be ints (a

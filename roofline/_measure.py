@@ -1,5 +1,5 @@
 """``roofline.measure``: one block, one report. The block's entry and exit are C (``roofline._core.Block``) around
-the steps below; the torch side (``roofline.capture._torch``) is imported when a block is made, so that
+the steps below; the torch side (``roofline._capture._session``) is imported when a block is made, so that
 ``import roofline`` needs no torch."""
 
 from __future__ import annotations
@@ -8,17 +8,18 @@ import os
 
 import numpy as np
 
-from roofline import _core, devices
-from roofline.analysis import _padding, _parameters
-from roofline.model import _tokens
-from roofline.capture import _sdpa
-from roofline.hardware._ceilings_model import YARDSTICKS, Ceilings
-from roofline.hardware import _choose
-from roofline.counting import _resolve
-from roofline.model._records import RECORD_DTYPE
+from roofline import _core
+from roofline._hardware import _devices as devices
+from roofline._analysis import _padding, _parameters
+from roofline._datamodel import _tokens
+from roofline._capture import _sdpa
+from roofline._hardware._ceilings_model import YARDSTICKS, Ceilings
+from roofline._hardware import _choose
+from roofline._counting import _resolve
+from roofline._datamodel._records import RECORD_DTYPE
 from roofline.report import Report
-from roofline.util._version import VERSION
-from roofline.util import _warn
+from roofline._util._version import VERSION
+from roofline._util import _warn
 
 
 def measure(model=None, *, timing="model", ceilings="measured", attention=None, tokens=None, formulas=None):
@@ -35,7 +36,7 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     runs (on the meta device or fake tensors): ``"flash"``, ``"efficient"`` or ``"math"``; None (default) counts
     what runs, which on meta is the math path (the full ``S x S`` scores, causal mask applied afterwards). Calls on
     real tensors are never redirected. The report records the choice in ``meta["attention"]`` (see
-    docs/concepts.md and :mod:`roofline.capture._sdpa`).
+    docs/concepts.md and :mod:`roofline._capture._sdpa`).
 
     ``tokens``: which token positions of the step's batch are real, for the useful-work figures (FLOPs spent on
     padding, real tokens per second: :meth:`roofline.Report.useful_work`): an attention mask ``(B, S)`` (1 on real
@@ -101,9 +102,9 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     _sdpa.check(attention)
     layout = _tokens.token_layout(tokens) if tokens is not None else None
     scoped = _resolve.scoped_formulas(formulas)
-    from roofline.capture import _torch  # needs torch
+    from roofline._capture import _session  # needs torch
 
-    if model is not None and not isinstance(model, _torch.torch.nn.Module):
+    if model is not None and not isinstance(model, _session.torch.nn.Module):
         hint = " (a model's name is not enough: pass the model object)" if isinstance(model, str) else ""
         raise TypeError(f"measure: model must be a torch.nn.Module or None, got {type(model).__name__}{hint}")
     return _Measure(model, timing, ceilings, attention, layout, scoped)
@@ -153,9 +154,9 @@ class _Measure(_core.Block):
         return False
 
     def _prepare(self):  # nothing global yet: the session, the pending report, the device synchronised
-        from roofline.capture import _torch  # needs torch
+        from roofline._capture import _session  # needs torch
 
-        self._session = _torch.Session(self._model, timing=self._timing, tokens=self._tokens, formulas=self._formulas)
+        self._session = _session.Session(self._model, timing=self._timing, tokens=self._tokens, formulas=self._formulas)
         if self._attention is not None:
             self._mode = _sdpa.mode(self._attention)
         self._report = Report._pending_block()  # before the clock starts: its load reading is not in the wall time
@@ -191,7 +192,7 @@ class _Measure(_core.Block):
             raise RuntimeError(session.interleaved)
         if exc_type is not None:
             return False  # propagate unchanged
-        from roofline.capture import _torch  # needs torch
+        from roofline._capture import _session  # needs torch
 
         session.finish()
         timing, ceilings = self._timing, self._ceilings
@@ -199,15 +200,15 @@ class _Measure(_core.Block):
                 "ceilings_source": (ceilings if ceilings in YARDSTICKS else
                                     "measured" if isinstance(ceilings, str) and os.path.isfile(ceilings) else
                                     "datasheet" if isinstance(ceilings, str) else "best")}
-        meta.update(_torch._collectives.meta(session))  # rank, world size, backend; collectives' network bytes
+        meta.update(_session._collectives.meta(session))  # rank, world size, backend; collectives' network bytes
         if mode is not None:
             meta["attention"] = {"backend": mode.backend, "calls": dict(mode.calls)}
-        if session.compiled_summary:  # torch.compile'd code ran in the block (roofline.compiled._compiled)
+        if session.compiled_summary:  # torch.compile'd code ran in the block (roofline._compiled._view)
             meta["compiled"] = session.compiled_summary
             incomplete = session.compiled_summary.pop("incomplete", None)  # why graph calls went uncounted
             if incomplete:
                 meta["incomplete"] = incomplete
-        meta["attribution"] = _torch.attribution_meta(session)
+        meta["attribution"] = _session.attribution_meta(session)
         if session.tokens is not None:
             meta["tokens"] = dict(session.tokens)
         elif session.tokens_unknown is not None:
@@ -215,11 +216,11 @@ class _Measure(_core.Block):
         if session.model is not None:
             meta["parameters"] = _parameters.count(session.model)
         records = np.frombuffer(session.recorder.records_bytes(), dtype=RECORD_DTYPE).copy()
-        if session.fix_records is not None:  # compiled graphs' decomposed and recomputed ops (roofline.compiled)
+        if session.fix_records is not None:  # compiled graphs' decomposed and recomputed ops (roofline._compiled)
             records = session.fix_records(records)
         report._complete(records, session.ops,
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
-                         overhead=_torch.instrumentation_overhead(timing) if timing is not None else None,
+                         overhead=_session.instrumentation_overhead(timing) if timing is not None else None,
                          **dict(zip(("signatures", "accesses"), session.captured())))
         if mode is not None:
             _sdpa.warn_if_unredirected(meta["attention"], report.op_names)

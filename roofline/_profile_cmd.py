@@ -20,10 +20,11 @@ import sysconfig
 import traceback
 from dataclasses import dataclass, field
 
-from roofline import devices, llm
-from roofline.hardware._ceilings_model import FIGURE_SOURCES
-from roofline.util import _output
-from roofline.util._format import fmt
+from roofline._hardware import _devices as devices
+from roofline import llm
+from roofline._hardware._ceilings_model import FIGURE_SOURCES
+from roofline._util import _output
+from roofline._util._format import fmt
 
 BUILTIN_MODELS = ("resnet50", "vit_b_16", "gpt2", "llama")
 LLMS = ("gpt2", "llama")
@@ -137,7 +138,7 @@ def check_device(device: str) -> str:
 
 
 def check_output(flag: str, path: str, extensions=None) -> None:
-    """``path`` can be written (:func:`roofline.util._output.check_writable`, which never creates, truncates or opens
+    """``path`` can be written (:func:`roofline._util._output.check_writable`, which never creates, truncates or opens
     the file itself: a FIFO's reader sees no end of file, a dangling link stays a link): its folder exists and takes
     a new file, it is not a folder, an existing file, FIFO or device is writable, and (for a chart) its extension is
     one of ``extensions``. ``-`` (stdout) is accepted where there are no ``extensions``."""

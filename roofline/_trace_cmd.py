@@ -8,8 +8,8 @@ import sys
 
 from roofline._profile_cmd import PLOT_EXTENSIONS, check_output
 from roofline.report import Report
-from roofline.traces._load import load_trace
-from roofline.util._format import dur
+from roofline._traces._load import load_trace
+from roofline._util._format import dur
 
 
 def add_trace(subparsers: argparse._SubParsersAction, func) -> None:

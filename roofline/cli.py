@@ -26,11 +26,12 @@ import traceback
 import warnings
 from typing import Sequence, TextIO
 
-from roofline import _profile_cmd, _trace_cmd, devices, distributed
+from roofline import _profile_cmd, _trace_cmd, distributed
+from roofline._hardware import _devices as devices
 from roofline._profile_cmd import BUILTIN_MODELS, user_frame  # noqa: F401  (BUILTIN_MODELS: the built-in model names)
-from roofline.hardware import _ceilings as _ceil
-from roofline.hardware._ceilings import ceilings
-from roofline.util import _output
+from roofline._hardware import _ceilings as _ceil
+from roofline._hardware._ceilings import ceilings
+from roofline._util import _output
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,7 +2,7 @@
 
 Inside ``roofline.measure`` every collective that reaches the dispatcher is recorded with its message bytes, group
 size and bus bytes (nccl-tests convention), and is judged against the interconnect bandwidth, not DRAM; DTensor ops
-are counted at the local shards each rank computes (see ``roofline/capture/_collectives.py`` and docs/distributed.md).
+are counted at the local shards each rank computes (see ``roofline/_capture/_collectives.py`` and docs/distributed.md).
 
 This module reads those records and brings the ranks together:
 
@@ -26,16 +26,16 @@ import time
 
 import numpy as np
 
-from roofline.analysis._classification import BOUND_INTERCONNECT
-from roofline.hardware import _interconnect
-from roofline.model import _document
-from roofline.model._collectives import bus_factor  # noqa: F401  (public: roofline.distributed.bus_factor)
-from roofline.model._records import COUNTS, PHASES
-from roofline.io import _export
+from roofline._analysis._classification import BOUND_INTERCONNECT
+from roofline._hardware import _interconnect
+from roofline._datamodel import _document
+from roofline._datamodel._collectives import bus_factor  # noqa: F401  (public: roofline.distributed.bus_factor)
+from roofline._datamodel._records import COUNTS, PHASES
+from roofline._io import _export
 from roofline.render import _merged as _merged_views
 from roofline.report import SCHEMA_VERSION, BaseReport, Report, _check_int, register_reader
-from roofline.util import _ints, _safejson, _warn
-from roofline.util._version import VERSION
+from roofline._util import _ints, _safejson, _warn
+from roofline._util._version import VERSION
 
 __all__ = ["MergedReport", "bus_factor", "collectives", "communication", "gather", "measure_interconnect", "merge"]
 

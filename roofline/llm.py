@@ -44,13 +44,14 @@ import sys
 import time
 from dataclasses import dataclass
 
-from roofline import _core, devices
-from roofline._steady import _check_int, profile
-from roofline.analysis import _rollup
-from roofline.capture import _sdpa
-from roofline.model import _records
-from roofline.model._records import ITEMSIZE, canonical_dtype
-from roofline.util import _ints
+from roofline import _core
+from roofline._hardware import _devices as devices
+from roofline._loops._steady import _check_int, profile
+from roofline._analysis import _rollup
+from roofline._capture import _sdpa
+from roofline._datamodel import _records
+from roofline._datamodel._records import ITEMSIZE, canonical_dtype
+from roofline._util import _ints
 
 __all__ = [
     "DecoderConfig", "CrossCheck", "param_count", "matmul_param_count", "forward_flops", "training_flops",
@@ -631,7 +632,7 @@ def step_utilization(report, seconds: float) -> dict:
     model's short ops).
 
     ``report.totals()`` with ``seconds`` in place of the report's wall time (one definition,
-    ``roofline.analysis._rollup.roofline_totals``): MFU is the time every op's FLOPs would take at the peak of its
+    ``roofline._analysis._rollup.roofline_totals``): MFU is the time every op's FLOPs would take at the peak of its
     own unit and dtype, summed, over ``seconds``; MBU is the compulsory DRAM bytes over ``seconds x`` DRAM
     bandwidth, collectives' bus bytes left out (they cross the interconnect: ``network_bytes``, present when the
     step ran collectives). Returns ``{"time", "flops", "bytes", "intensity", "achieved_flops", "achieved_bytes",

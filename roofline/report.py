@@ -7,22 +7,22 @@ import os
 
 import numpy as np
 
-from roofline import devices
-from roofline.analysis import (_assumptions, _parameters, _cache_model, _compiled_view, _dataflow, _fusion_compiled, _groups, _hints,
+from roofline._hardware import _devices as devices
+from roofline._analysis import (_assumptions, _parameters, _cache_model, _compiled_view, _dataflow, _fusion_compiled, _groups, _hints,
                                _network, _padding, _rollup)
-from roofline.analysis._classification import BOUNDS  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
-from roofline.analysis._classification import Classifier, classify as _classify
-from roofline.hardware import _choose, _contention, _roofs
-from roofline.hardware._ceilings_model import FIGURE_SOURCES, SOURCES, Ceilings
-from roofline.io import _export
-from roofline.model import _tokens
-from roofline.model._records import ACCESS_DTYPE  # the dataflow rows' layout
-from roofline.model._records import OpInfo  # noqa: F401  (the op table's entries, built by roofline.capture._torch)
-from roofline.model._records import (DTYPE_NAMES, RECORD_DTYPE,  # noqa: F401  (RECORD_DTYPE: the records' layout)
+from roofline._analysis._classification import BOUNDS  # noqa: F401  (BOUNDS: documented as roofline.report.BOUNDS)
+from roofline._analysis._classification import Classifier, classify as _classify
+from roofline._hardware import _choose, _contention, _roofs
+from roofline._hardware._ceilings_model import FIGURE_SOURCES, SOURCES, Ceilings
+from roofline._io import _export
+from roofline._datamodel import _tokens
+from roofline._datamodel._records import ACCESS_DTYPE  # the dataflow rows' layout
+from roofline._datamodel._records import OpInfo  # noqa: F401  (the op table's entries, built by roofline._capture._session)
+from roofline._datamodel._records import (DTYPE_NAMES, RECORD_DTYPE,  # noqa: F401  (RECORD_DTYPE: the records' layout)
                                      DerivedCounts)
 from roofline.render import _advice, _kernels, _matplotlib, _plotly, _render, _svg, _tables, _text, _trace
-from roofline.util import _ints, _safejson
-from roofline.util._warn import warn
+from roofline._util import _ints, _safejson
+from roofline._util._warn import warn
 
 SCHEMA_VERSION = _export.SCHEMA_VERSION
 
@@ -52,7 +52,7 @@ def _alternatives(allowed) -> str:
 
 def _check_int(where: str, name: str, v, lo: int, none: bool = False):
     """``v`` as an int >= ``lo`` (None passes when ``none``), by the package's one rule
-    (:func:`roofline.util._ints.count`)."""
+    (:func:`roofline._util._ints.count`)."""
     return _ints.count(v, name, where, lo, none=none)
 
 
@@ -336,7 +336,7 @@ class Report(BaseReport, DerivedCounts):
         """How much of the block's work ran on padded token positions: ``executed_flops``, ``padding_flops``,
         ``useful_flops``, ``padding_share``, ``real_tokens``, ``positions`` (batch x sequence length),
         ``real_tokens_per_s`` (over the wall time), ``by_kind`` (per-token work, attention, other), ``by_op`` and
-        ``ambiguous`` (see roofline/analysis/_padding.py for how calls are told apart, from their shapes).
+        ``ambiguous`` (see roofline/_analysis/_padding.py for how calls are told apart, from their shapes).
         ``tokens``: which positions are real, as :func:`roofline.measure` takes it (an attention mask ``(B, S)``,
         ``{"lengths": [...], "seq_len": S}``, ``{"cu_seqlens": [...]}`` for a packed batch); default: the layout the
         block was given or saw (``meta["tokens"]``); ValueError when there is none. ``causal``: the attention
@@ -391,7 +391,7 @@ class Report(BaseReport, DerivedCounts):
 
     @property
     def roofs(self):
-        """The figures this report's ops are judged against (:class:`roofline.hardware._roofs.Roofs`: peaks per
+        """The figures this report's ops are judged against (:class:`roofline._hardware._roofs.Roofs`: peaks per
         unit and dtype, bandwidth per memory level and interconnect, their sources, the contention flags), chosen
         once, on first use, from what ``measure`` was given: choosing may measure the machine's ceilings. The
         classification and every chart read them."""
@@ -411,7 +411,7 @@ class Report(BaseReport, DerivedCounts):
     @property
     def parameters(self) -> dict | None:
         """The model's parameter counts when the report holds them (``meta["parameters"]``, made by
-        ``roofline.analysis._parameters.count(model)``): ``total``, ``trainable``, ``frozen`` (elements), ``bytes``,
+        ``roofline._analysis._parameters.count(model)``): ``total``, ``trainable``, ``frozen`` (elements), ``bytes``,
         ``by_dtype``, ``tied`` (the names of each parameter held by more than one module, counted once),
         ``uninitialized`` and ``modules`` (module name -> the same four figures for its subtree). None otherwise.
         ``print(r)``, the module table and the HTML module tree show them."""
@@ -465,7 +465,7 @@ class Report(BaseReport, DerivedCounts):
         are lower than the per-op figures of :meth:`analysis`."""
         return _rollup.roofline_totals(self.records, self.classification(), self.wall_time)
 
-    # ---- dataflow, cache model, fusion, hints (roofline/analysis/_dataflow.py, _cache_model.py, _hints.py) --------------
+    # ---- dataflow, cache model, fusion, hints (roofline/_analysis/_dataflow.py, _cache_model.py, _hints.py) --------------
     def edges(self):
         """Producer -> consumer edges between op calls (a NumPy structured array: ``producer``, ``consumer`` record
         indices, ``storage``, ``nbytes`` read by the consumer, ``written`` by the producer), from

@@ -1,4 +1,4 @@
-"""The modules that measure and hold a machine's ceilings (roofline/hardware/_ceilings.py and the modules it is
+"""The modules that measure and hold a machine's ceilings (roofline/_hardware/_ceilings.py and the modules it is
 split into), seen as one: a test stubs a name (``_core``, ``_cpu_info``, ``_QUICK``, ...) with
 ``monkeypatch.setattr(ceilings_mod, name, stub)`` and every module that looks the name up sees the stub."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = tuple(importlib.import_module(f"roofline.hardware.{m}") for m in (
+MODULES = tuple(importlib.import_module(f"roofline._hardware.{m}") for m in (
     "_ceilings", "_ceilings_model", "_ceilings_cache", "_yardstick", "_cpu_bench", "_cpu_info", "_sweep",
     "_cpu_contention"))
 

@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from roofline.hardware._ceilings import Ceiling, Ceilings
-from roofline.analysis._dataflow import ACCESS_DTYPE
-from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
+from roofline._hardware._ceilings import Ceiling, Ceilings
+from roofline._analysis._dataflow import ACCESS_DTYPE
+from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
 from roofline.report import OpInfo, Report
 
 F32 = DTYPE_CODES["float32"]

@@ -7,7 +7,7 @@ def two_op_report():
     import numpy as np
 
     import roofline
-    from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
+    from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
     from roofline.report import OpInfo, Report
 
     c = roofline.Ceilings(device="cpu", name="test", fingerprint="test",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import roofline
-from roofline.model._records import ACCESS_DTYPE, DTYPE_CODES, RECORD_DTYPE
+from roofline._datamodel._records import ACCESS_DTYPE, DTYPE_CODES, RECORD_DTYPE
 from roofline.report import Comparison, OpInfo, Report
 
 F32 = DTYPE_CODES["float32"]
@@ -186,7 +186,7 @@ def test_comparison_refuses_a_field_no_row_has(r):
 
 def test_a_steady_report_summary_checks_top_too():
     """SteadyReport.summary prints its line and then Report.summary's text: the same check applies."""
-    from roofline._steady import SteadyReport
+    from roofline._loops._steady import SteadyReport
 
     r = _report()
     s = SteadyReport(r.records, r._ops, r.module_sets, r.wall_time, dict(r.meta, steady={"repeat": 1}),

@@ -344,7 +344,7 @@ def test_the_compiled_view_is_summarised_once_after_the_block_lock_and_its_warni
     undo step the block repeats while it raises: with warnings as errors, the summary is built once and the warning
     raised once, and nothing is left behind (before the fix, the summary was rebuilt and the warning raised 16 times,
     in the step under the block lock)."""
-    from roofline.compiled import _collector
+    from roofline._compiled import _collector
 
     calls = []
     summary = _collector.Collector.summary
@@ -367,7 +367,7 @@ def test_the_attention_kernel_probe_runs_before_the_block_lock(monkeypatch):
     block lock (``_prepare``), not in ``_enter`` under it, where every other block's entry and exit would wait."""
     import inspect
 
-    from roofline.capture import _sdpa
+    from roofline._capture import _sdpa
 
     steps = []
     probe = _sdpa._efficient_takes_gqa
@@ -510,7 +510,7 @@ def test_attention_wrapper_put_back_by_a_patch_after_its_block_closed_is_not_wra
     not the wrapper (before the fix, the wrapper wrapped itself: every call raised RecursionError)."""
     from unittest import mock
 
-    from roofline.capture import _sdpa
+    from roofline._capture import _sdpa
 
     original = F.__dict__["scaled_dot_product_attention"]
     q = torch.empty(1, 2, 16, 8, device="meta", dtype=torch.float16)

@@ -15,7 +15,7 @@ from torch import nn  # noqa: E402
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack  # noqa: E402
 
 import roofline  # noqa: E402
-from roofline.counting import _registry  # noqa: E402
+from roofline._counting import _registry  # noqa: E402
 from roofline.report import Report  # noqa: E402
 
 

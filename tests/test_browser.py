@@ -63,7 +63,7 @@ FIXED = roofline.Ceilings(device="cpu", name="fixed", fingerprint="fixed",
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
     """file:// URLs of the pages: a measured report (per-op times) and a callback's page (timing="model")."""
-    from roofline.integrations import _core as callbacks
+    from roofline.integrations import _run as callbacks
 
     torch.manual_seed(0)
     model, x = Net(), torch.randn(16, 64)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from roofline import _core
-from roofline.model import _records
+from roofline._datamodel import _records
 
 
 def test_phases_come_from_c_and_recompute_is_appended():
@@ -86,7 +86,7 @@ def test_python_formulas_and_llm_use_the_c_count(monkeypatch):
     """Both call roofline._core.attention_pairs: replaced, their results follow it."""
     pytest.importorskip("torch")
     from roofline import llm
-    from roofline.counting import _formulas
+    from roofline._counting import _formulas
 
     calls = []
 
@@ -123,8 +123,8 @@ def test_the_type_stub_declares_exactly_the_public_names():
 
 def test_peak_units_and_dtypes_have_one_table():
     from roofline import devices
-    from roofline.hardware import _ceilings_model as _ceilings
-    from roofline.model import _units
+    from roofline._hardware import _ceilings_model as _ceilings
+    from roofline._datamodel import _units
 
     assert devices.UNITS is _ceilings.UNITS is _units.UNITS
     assert devices.DTYPES is _ceilings.DTYPES is _units.PEAK_DTYPES

@@ -25,7 +25,7 @@ import pytest
 
 import roofline
 from roofline import _core, cli
-from roofline.hardware._ceilings import CeilingNotAvailable, Ceilings, ceilings
+from roofline._hardware._ceilings import CeilingNotAvailable, Ceilings, ceilings
 
 # The module itself, even where the package re-exports the function under the same name.
 from _ceilings_modules import ceilings_mod  # noqa: E402  (the ceilings modules as one)
@@ -576,7 +576,7 @@ def test_cuda_without_gpu_raises_clear_error(cache):
 
 
 def test_cuda_result_conversion_with_stand_in(cache, monkeypatch):
-    gpu = types.ModuleType("roofline.hardware._gpu")
+    gpu = types.ModuleType("roofline._hardware._gpu")
 
     class CudaUnavailableError(RuntimeError):
         pass
@@ -617,7 +617,7 @@ def test_cuda_result_conversion_with_stand_in(cache, monkeypatch):
 
 
 def test_cuda_unavailable_error_propagates(cache, monkeypatch):
-    gpu = types.ModuleType("roofline.hardware._gpu")
+    gpu = types.ModuleType("roofline._hardware._gpu")
 
     class CudaUnavailableError(RuntimeError):
         pass
@@ -627,7 +627,7 @@ def test_cuda_unavailable_error_propagates(cache, monkeypatch):
 
     gpu.measure = measure
     gpu.CudaUnavailableError = CudaUnavailableError
-    monkeypatch.setitem(sys.modules, "roofline.hardware._gpu", gpu)
+    monkeypatch.setitem(sys.modules, "roofline._hardware._gpu", gpu)
     monkeypatch.setattr(roofline, "_gpu", gpu, raising=False)
     with pytest.raises(RuntimeError, match="libcuda"):
         ceilings("cuda")
@@ -652,7 +652,7 @@ def test_cpu_ceilings_when_cuda_libraries_fail_to_load(tmp_path):
         except OSError:
             pass
         import roofline
-        from roofline.hardware._ceilings import ceilings
+        from roofline._hardware._ceilings import ceilings
         c = ceilings("cpu")
         assert c.peak("vector", "float32") > 0 and c.bandwidth("DRAM") > 0
         try:
@@ -1036,8 +1036,8 @@ def test_bf16_matmul_is_judged_against_the_bf16_peak(monkeypatch):
     stub = _LowpStub()
     monkeypatch.setattr(ceilings_mod, "_core", stub)
     c = ceilings_mod._measure_cpu(quick=True, progress=None, info=_lowp_info(avx512_bf16=True))
-    from roofline.analysis import _classification
-    from roofline.model._records import DTYPE_NAMES, RECORD_DTYPE
+    from roofline._analysis import _classification
+    from roofline._datamodel._records import DTYPE_NAMES, RECORD_DTYPE
 
     code = {v: k for k, v in DTYPE_NAMES.items()}
     rec = np.zeros(3, dtype=RECORD_DTYPE)

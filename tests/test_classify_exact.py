@@ -130,15 +130,15 @@ def test_outputs_have_the_length_and_types_of_the_input():
     assert res["t_min"].tolist() == [max(0 / 2, 1 / 4), max(1 / 2, 1 / 4), max(2 / 2, 1 / 4), 3 / 2, 4 / 2]
 
 
-# ---- roofline/analysis/_classification.py: which ceilings, which peak per record, the arrays --------------------------------
+# ---- roofline/_analysis/_classification.py: which ceilings, which peak per record, the arrays --------------------------------
 
 import sys  # noqa: E402
 import types  # noqa: E402
 
 from _ceilings_modules import ceilings_mod as ceil_mod  # noqa: E402  (the ceilings modules as one)
-from roofline.analysis import _classification as cls  # noqa: E402
-from roofline.hardware import _choose, _roofs  # noqa: E402
-from roofline.model._records import DTYPE_CODES, RECORD_DTYPE  # noqa: E402
+from roofline._analysis import _classification as cls  # noqa: E402
+from roofline._hardware import _choose, _roofs  # noqa: E402
+from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE  # noqa: E402
 
 
 def hand_ceilings(bandwidths=None):

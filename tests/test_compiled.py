@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch._inductor")
 
 import roofline  # noqa: E402
-from roofline.compiled import _fx_paths, _graph, _hooks, _run  # noqa: E402
+from roofline._compiled import _fx_paths, _graph, _hooks, _run  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 B, D_IN, D_H, D_OUT = 4, 16, 32, 8
@@ -384,7 +384,7 @@ def test_graph_calls_that_are_not_operators_are_named():
 
     import torch.fx as fx
 
-    from roofline.compiled._graph import snapshot
+    from roofline._compiled._graph import snapshot
 
     g = fx.Graph()
     a = g.placeholder("a")
@@ -665,7 +665,7 @@ class Residual(torch.nn.Module):
 def test_backward_modules_follow_the_eager_tracker_rule():
     """FlopCounterMode's tracker keeps ``down`` active from its output's gradient until its input's is complete,
     which happens only after the main branch's backward: the main branch's products are credited to ``down`` as
-    well. The compiled view replays that rule (roofline/compiled/_fcm_tracker.py): the structure equals FlopCounterMode's on
+    well. The compiled view replays that rule (roofline/_compiled/_tracker_replay.py): the structure equals FlopCounterMode's on
     the eager step, module by module, and no problem is reported."""
     torch._dynamo.reset()
     torch.manual_seed(0)

@@ -1,5 +1,5 @@
 """A model compiled before a measure block (warm-up steps, or a job measured at step N) is counted inside the block
-as if it had been compiled there: its graphs are compiled again privately (roofline/compiled/_recover.py, see
+as if it had been compiled there: its graphs are compiled again privately (roofline/_compiled/_recover.py, see
 docs/compiled.md), the user's compiled frames untouched. A graph that cannot be recovered leaves the report marked
 incomplete wherever it is read."""
 
@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 import roofline  # noqa: E402
 from roofline import Report  # noqa: E402
-from roofline.compiled import _hooks  # noqa: E402
+from roofline._compiled import _hooks  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
 if _hooks._torch_version() < _hooks.MIN_TORCH:
@@ -243,7 +243,7 @@ def test_incomplete_from_an_older_document(unrecoverable):
 
 
 def test_source_key_ignores_node_names_and_the_aot_id_but_not_code():
-    from roofline.compiled import _recover
+    from roofline._compiled import _recover
 
     a = ("# AOT ID: ['0_inference']\nx = 1\n        # Topologically Sorted Source Nodes: [linear], Original ATen: "
          "[aten.addmm]\n#pragma omp parallel num_threads(2)\n")

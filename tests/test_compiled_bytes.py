@@ -1,4 +1,4 @@
-"""Compulsory bytes of compiled graphs against the eager step (roofline/compiled/_graph.py decomposition_io,
+"""Compulsory bytes of compiled graphs against the eager step (roofline/_compiled/_graph.py decomposition_io,
 Collector.fix).
 
 A graph handed to Inductor holds many ops decomposed (``silu`` as ``neg``, ``exp``, ``add``, ``div``; ``layer_norm`` as
@@ -15,7 +15,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import roofline  # noqa: E402
-from roofline.model._records import PHASES  # noqa: E402
+from roofline._datamodel._records import PHASES  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile is not available")
 

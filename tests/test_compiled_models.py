@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch._inductor")
 
 import roofline  # noqa: E402
-from roofline.compiled import _hooks  # noqa: E402
+from roofline._compiled import _hooks  # noqa: E402
 
 if _hooks._torch_version() < _hooks.MIN_TORCH:
     pytest.skip("the compiled view needs a newer torch", allow_module_level=True)

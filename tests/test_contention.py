@@ -21,8 +21,8 @@ import warnings
 import numpy as np
 import pytest
 
-from roofline.hardware import _contention
-from roofline.hardware._ceilings import Ceiling, Ceilings, ceilings
+from roofline._hardware import _contention
+from roofline._hardware._ceilings import Ceiling, Ceilings, ceilings
 from roofline.report import Report
 
 from _ceilings_modules import ceilings_mod  # noqa: E402  (the ceilings modules as one)

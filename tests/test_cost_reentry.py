@@ -18,7 +18,7 @@ import pytest
 
 import roofline
 from roofline import TensorSpec
-from roofline.counting import _spec
+from roofline._counting import _cost
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_kill") or not hasattr(signal, "SIGUSR1"),
                                 reason="POSIX signals needed")
@@ -153,7 +153,7 @@ def test_cost_from_a_shape_entry_index():
 
 def _at_every_line(action):
     """A trace function that runs `action()` at every line of cost and of the functions it runs under its lock."""
-    codes = {f.__code__ for f in (_spec.cost, getattr(_spec, "_evaluate", None), getattr(_spec, "_record_one", None))
+    codes = {f.__code__ for f in (_cost.cost, getattr(_cost, "_evaluate", None), getattr(_cost, "_record_one", None))
              if f is not None}
 
     def local(frame, event, arg):

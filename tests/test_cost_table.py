@@ -145,7 +145,7 @@ def test_table_has_at_least_40_cases():
     every cost kind covered except those the CPU does not run through these calls (convolution backward and the
     fused multi-head attention have their own tests below; attention backward and _scaled_mm are covered by
     tests/c/test_cost_branches.c)."""
-    from roofline.counting import _registry
+    from roofline._counting import _registry
 
     ids = [c[0] for c in CASES]
     assert len(set(ids)) == len(ids), [i for i in ids if ids.count(i) > 1]
@@ -196,7 +196,7 @@ def test_causal_attention_flop_counter_counts_full():
 def test_kind_codes_are_stable():
     """Kind codes are stored in records and saved reports: RL_KINDS in csrc/cost.h only ever appends."""
     from roofline import _core
-    from roofline.counting import _registry
+    from roofline._counting import _registry
 
     names = [name for _, name, _ in _core.kind_table()]
     assert [code for code, _, _ in _core.kind_table()] == list(range(len(names)))
@@ -208,10 +208,10 @@ def test_kind_codes_are_stable():
 
 
 def test_every_registry_entry_compiles_and_the_recorder_accepts_it():
-    """The registry's parameters (named in roofline/counting/_registry.py) are the C kind's (RL_PARAMS): every entry, compiled
+    """The registry's parameters (named in roofline/_counting/_registry.py) are the C kind's (RL_PARAMS): every entry, compiled
     against every overload of its op and of its in-place variant, is accepted by Recorder.add_op."""
     from roofline import _core
-    from roofline.counting import _registry, _resolve, _schemas
+    from roofline._counting import _registry, _resolve, _schemas
 
     rec = _core.Recorder(roofline.TensorSpec, {})
     compiled = 0
@@ -249,7 +249,7 @@ def test_every_registry_entry_compiles_and_the_recorder_accepts_it():
     ("mm", {}),
 ])
 def test_compiled_parameters_are_schema_positions(op, params):
-    from roofline.counting import _registry, _resolve
+    from roofline._counting import _registry, _resolve
 
     qualified = f"aten::{op}"
     spec = _resolve.compile_op(qualified, _resolve.find(qualified).entry, _registry.schema(qualified))
@@ -286,7 +286,7 @@ def test_add_op_checks_every_parameter():
 
 
 def test_in_place_names_resolve_to_the_functional_op():
-    from roofline.counting import _registry
+    from roofline._counting import _registry
 
     assert [_registry.functional_name(n) for n in ("add_", "__iand__", "mylib::op_", "add")] == [
         "add", "__iand__", "mylib::op", "add"]

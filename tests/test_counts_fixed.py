@@ -3,7 +3,7 @@
 * Training BatchNorm writes its output, the saved mean and inverse std, and the running statistics (updated in place,
   so also read); evaluation only reads the running statistics; backward in training does not read them.
 * roofline.cost() answers the same with and without torch: schemas come from the built-in table
-  (roofline/counting/_schemas.py), checked here against the installed torch; out= overloads write their destination.
+  (roofline/_counting/_schemas.py), checked here against the installed torch; out= overloads write their destination.
 * Convolution output shapes follow each op's own argument layout.
 * Impossible shapes and arguments are clear errors naming what is wrong, found before any work proportional to them.
 
@@ -20,7 +20,7 @@ import pytest
 
 import roofline
 from roofline import TensorSpec
-from roofline.counting import _registry, _schemas
+from roofline._counting import _registry, _schemas
 
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
@@ -123,7 +123,7 @@ def _same_torch_minor():
 @pytest.mark.skipif(not _same_torch_minor(), reason="the schema table was generated from another torch release")
 def test_schema_table_matches_the_installed_torch():
     rows, default = _registry.schemas_from_torch()
-    assert rows == _schemas.SCHEMAS, "regenerate with roofline.counting._registry.write_schema_table()"
+    assert rows == _schemas.SCHEMAS, "regenerate with roofline._counting._registry.write_schema_table()"
     assert default == _schemas.DEFAULT_OVERLOAD
 
 
@@ -137,7 +137,7 @@ def test_every_op_with_a_formula_has_its_schema_in_the_table():
             for ov in packet.overloads():
                 if _registry.schema(f"{ns or 'aten'}::{name}", ov) is None:
                     missing.append(f"{key}.{ov}")
-    assert missing == [], "a formula was added: regenerate the table with roofline.counting._registry.write_schema_table()"
+    assert missing == [], "a formula was added: regenerate the table with roofline._counting._registry.write_schema_table()"
 
 
 def test_results_are_new_rule_agrees_with_every_schema():

@@ -145,7 +145,7 @@ def test_fused_cells_pointwise():
         torch.ops.aten._thnn_fused_lstm_cell(ig, hg, cx, b20, b20)
     assert counts(r, "aten._thnn_fused_lstm_cell.default")[1:3] == (15 * 14 + 2 * 4 * 15, 75)
     # the GRU cell has no meta kernel: its formula, called as measure() calls it
-    from roofline.counting import _formulas
+    from roofline._counting import _formulas
 
     gru = _formulas.OPS["aten::_thnn_fused_gru_cell"]
     c = gru(dict(input_gates=ig3, hidden_gates=hg3, hx=hx, input_bias=b15, hidden_bias=b15), (m(3, 5), m(3, 25)))
@@ -401,7 +401,7 @@ def test_cudnn_rnn_formula():
     input 8, hidden 16 (64 gate rows), weights with biases (stride 4): 2*15*64*(8 + 16) = 46080 matrix FLOPs;
     15*16 units x 14 + biases 2*15*64 = 5280 vector; 15*16 x 5 = 1200 special. Backward: twice the products and
     vector FLOPs. Projections (proj_size > 0) are refused."""
-    from roofline.counting import _formulas
+    from roofline._counting import _formulas
 
     def m(*shape):
         return torch.empty(*shape, device="meta")
@@ -418,7 +418,7 @@ def test_cudnn_rnn_formula():
 def test_a_formula_that_cannot_count_gives_an_error_record(monkeypatch):
     """Inside measure() a built-in formula's ValueError becomes an error record (zero counts), not an exception in
     the user's step and not a guess."""
-    from roofline.counting import _formulas
+    from roofline._counting import _formulas
 
     def refuse(b, out):
         raise ValueError("cannot count this call")
@@ -433,7 +433,7 @@ def test_a_formula_that_cannot_count_gives_an_error_record(monkeypatch):
 def test_flex_attention_backward_formula(flex):
     """flex_attention_backward (no CPU kernel: its formula called as measure() calls it, with the higher-order op's
     arguments): the causal 8 x 8-block mask's 36 blocks of 128 x 128 pairs per head, 2*(3*16 + 2*16) FLOPs each."""
-    from roofline.counting import _formulas
+    from roofline._counting import _formulas
 
     q = torch.empty(1, 2, 1024, 16)
     bm = flex.create_block_mask(_causal, None, None, 1024, 1024, device="cpu").as_tuple()

@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from roofline.analysis import _cache_model, _dataflow
-from roofline.analysis._dataflow import ACCESS_DTYPE
+from roofline._analysis import _cache_model, _dataflow
+from roofline._analysis._dataflow import ACCESS_DTYPE
 
 from _graph import ACT, MASK, SCORES, VEC, W, T, D, attention, ceilings, chain
 
@@ -313,7 +313,7 @@ def test_saved_and_loaded_report_keeps_its_opportunities():
 
 
 def test_summary_says_when_an_analysis_fails(monkeypatch):
-    from roofline.analysis import _hints
+    from roofline._analysis import _hints
 
     def broken(x):
         raise RuntimeError("rule failed")

@@ -327,7 +327,7 @@ def test_no_link_bandwidth_is_flagged_not_dram():
         torch.ones(3) * 2
     r.meta["collectives"] = {"record": [0], "collective": ["all_reduce"], "group_size": [2], "message_bytes": [12],
                              "bus_bytes": [12], "async_op": [False], "uncertain": [False]}
-    from roofline.analysis._classification import classify
+    from roofline._analysis._classification import classify
 
     c, notes = classify(r.records, r.ceilings, "measured", r.meta)  # measured: nothing measured, datasheet link
     assert roofline.report.BOUNDS[int(c["bound"][0])] == "interconnect" and c["link_bw"][0] == 450e9
@@ -383,7 +383,7 @@ def test_a_torch_without_the_propagation_lock_warns_only_when_a_dtensor_is_met(m
     DTensor op of a block warns once."""
     import warnings
 
-    from roofline.capture import _collectives
+    from roofline._capture import _collectives
 
     prop = pytest.importorskip("torch.distributed.tensor._sharding_prop")
     if "_fake_mode_lock" in prop.ShardingPropagator.__dict__:

@@ -15,7 +15,7 @@ import roofline.cli
 import roofline.devices
 import roofline.llm
 import roofline.plot
-from roofline.hardware._ceilings import PeakChoice
+from roofline._hardware._ceilings import PeakChoice
 from roofline.report import Comparison
 
 # Classes whose public methods and properties are part of the API (beyond the classes exported by __all__ lists).
@@ -80,7 +80,7 @@ OBJECTS = public_objects()
 def test_the_walk_finds_the_api():
     names = {name for name, _ in OBJECTS}
     for expected in ("roofline.measure", "roofline.cost", "roofline.report.Report.analysis",
-                     "roofline.hardware._ceilings_model.Ceilings.peak", "roofline.devices.lookup", "roofline.llm.forward_flops",
+                     "roofline._hardware._ceilings_model.Ceilings.peak", "roofline.devices.lookup", "roofline.llm.forward_flops",
                      "roofline.llm.DecoderConfig.from_hf", "roofline.plot.plot_report", "roofline.cli.main"):
         assert expected in names
     assert len(OBJECTS) > 100

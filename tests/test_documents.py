@@ -1,4 +1,4 @@
-"""The document schema (roofline/model/_document.py) every loader uses: reports (``roofline.load``,
+"""The document schema (roofline/_datamodel/_document.py) every loader uses: reports (``roofline.load``,
 ``Report.from_dict``), merged reports (``roofline.distributed.merge``, ``gather``), ceilings documents
 (``Ceilings.from_json``) and the ceilings cache.
 
@@ -36,9 +36,9 @@ from hypothesis import strategies as st  # noqa: E402
 
 import roofline  # noqa: E402
 import roofline.distributed as rd  # noqa: E402
-from roofline.util import _safejson  # noqa: E402
-from roofline.hardware._ceilings import Ceiling, Ceilings, _load_cache  # noqa: E402
-from roofline.model._records import RECORD_DTYPE  # noqa: E402
+from roofline._util import _safejson  # noqa: E402
+from roofline._hardware._ceilings import Ceiling, Ceilings, _load_cache  # noqa: E402
+from roofline._datamodel._records import RECORD_DTYPE  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 _N = os.environ.get("ROOFLINE_FUZZ_EXAMPLES")
@@ -70,7 +70,7 @@ def _cpu_ceilings() -> Ceilings:
                     notes=["made by the test"])
 
 
-_COMPILED = {  # the compiled section of a report, one kernel, as roofline.compiled._collector writes it
+_COMPILED = {  # the compiled section of a report, one kernel, as roofline._compiled._collector writes it
     "graphs": 1, "graph_calls": 1, "uncounted_graph_calls": 0, "graph_breaks": 0, "aten_bytes": 1024,
     "eager_fallback": None, "problems": [], "recovered_graphs": 1, "recovery_time": 0.5,
     "graph_list": [{"graph": 0, "phase": "forward", "calls": 1, "ops": 2, "kernels": 1}],
@@ -154,7 +154,7 @@ def _refused(text, field):
 _LINEAR_CHECK = r"""
 import json, os, sys, time, warnings
 import roofline, roofline.distributed as rd
-from roofline.hardware._ceilings import Ceilings, _load_cache
+from roofline._hardware._ceilings import Ceilings, _load_cache
 text = '{"meta": "' + '\\"' * 150_000        # 300 KB: one string of escaped quotes, never closed
 path = os.path.join(sys.argv[1], "bad.json")
 open(path, "w").write(text)

@@ -6,7 +6,7 @@ import pathlib
 import re
 
 import roofline
-from roofline.model import _records
+from roofline._datamodel import _records
 
 ROOT = pathlib.Path(roofline.__file__).resolve().parent
 
@@ -22,14 +22,14 @@ def test_the_five_count_names_are_listed_once():
     # the five names written out one after another, in any quoting: only in the table itself
     five = re.compile(r"""["']matrix_flops["'],\s*["']vector_flops["'],\s*["']special_ops["'],\s*["']bytes_read["'],"""
                       r"""\s*["']bytes_written["']""")
-    assert [name for name, text in _sources() if five.search(text)] == ["model/_records.py"]
+    assert [name for name, text in _sources() if five.search(text)] == ["_datamodel/_records.py"]
 
 
 def test_the_readers_of_the_count_names_hold_the_table_itself():
-    from roofline import _monitor, _steady
-    from roofline.analysis import _rollup
-    from roofline.counting import _resolve
-    from roofline.compiled import _collector
+    from roofline._loops import _monitor, _steady
+    from roofline._analysis import _rollup
+    from roofline._counting import _resolve
+    from roofline._compiled import _collector
     from roofline.render import _tables
 
     for table in (_rollup.SUMMED, _steady._COUNTS, _monitor._SUMMED, _resolve.COUNT_KEYS, _collector._FIELDS):
@@ -38,21 +38,21 @@ def test_the_readers_of_the_count_names_hold_the_table_itself():
 
 
 def test_files_are_replaced_by_one_writer():
-    """Only roofline/util/_output.py makes a temporary file and renames it over another."""
+    """Only roofline/_util/_output.py makes a temporary file and renames it over another."""
     writers = re.compile(r"\bos\.replace\(|\bos\.rename\(|\bmkstemp\(|NamedTemporaryFile\(")
-    assert [name for name, text in _sources() if writers.search(text)] == ["util/_output.py"]
+    assert [name for name, text in _sources() if writers.search(text)] == ["_util/_output.py"]
 
 
 def test_integers_are_checked_by_one_validator():
     """No module tests for an int and a bool side by side to refuse a count itself (the pattern of the four
-    validators the int rule replaced); a module that needs a count calls roofline.util._ints.count."""
+    validators the int rule replaced); a module that needs a count calls roofline._util._ints.count."""
     own = re.compile(r"raise \w+Error\(f?[\"'][^\"']*must be (an int|a positive int)")
     found = sorted(name for name, text in _sources() if own.search(text))
     # what is left is listed so that a new one is a decision: values inside an op's
     # description (TensorSpec entries, an op's int arguments, a trace's recorded arguments); an environment variable;
     # two private helpers whose public callers (Report.plot / table / project) check the count first
-    assert found == ["analysis/_groups.py", "analysis/_network.py", "counting/_spec.py", "hardware/_cpu_bench.py",
-                     "traces/_ops_shapes.py"], found
+    assert found == ["_analysis/_groups.py", "_analysis/_network.py", "_counting/_cost.py", "_hardware/_cpu_bench.py",
+                     "_traces/_ops_shapes.py"], found
 
 
 def test_projection_defaults_have_one_home():

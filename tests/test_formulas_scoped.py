@@ -1,14 +1,14 @@
 """Formulas scoped to one block (``roofline.measure(model, formulas={op: formula})``, like FlopCounterMode's
 ``custom_mapping``): used inside that block only, ahead of a global ``roofline.register`` and of the built-in formula;
 a registered formula still counts in the blocks around it; bad keys and values are refused when ``measure`` is called.
-Also the one calling convention of Python formulas (``roofline.counting._resolve.Formula``)."""
+Also the one calling convention of Python formulas (``roofline._counting._resolve.Formula``)."""
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import roofline  # noqa: E402
-from roofline.counting import _resolve  # noqa: E402
+from roofline._counting import _resolve  # noqa: E402
 
 
 def _counts_of(r, name):

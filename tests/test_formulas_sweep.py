@@ -1,7 +1,7 @@
 """Formulas for the ops the OpInfo sweep (bench/opinfo.py) and the new model families found without one: shifts,
 special functions, logaddexp, gated activations, pixel shuffles, cumulative max, padding backward, segment reductions,
 distances, sampling grids, CTC, sequence packing, fake quantization, prims, sparse products and linear algebra (the
-standard LAPACK counts, roofline/counting/_formulas.py). Every expected count is arithmetic written in the row's
+standard LAPACK counts, roofline/_counting/_formulas.py). Every expected count is arithmetic written in the row's
 comment: fp32 = 4 bytes, int64 = 8, int32 = 4, bool = 1.
 """
 

@@ -32,7 +32,7 @@ def _clang() -> str | None:
 
 def _kinds() -> list[str]:
     """The cost kinds in code order (roofline._core.kind_table(), the table of csrc/cost.h)."""
-    from roofline.counting import _registry
+    from roofline._counting import _registry
 
     return [_registry.KIND_NAMES[code] for code in sorted(_registry.KIND_NAMES)]
 

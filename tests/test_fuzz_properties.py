@@ -40,7 +40,7 @@ from hypothesis import HealthCheck, Phase, assume, example, given, settings  # n
 from hypothesis import strategies as st  # noqa: E402
 
 import roofline  # noqa: E402
-from roofline.counting import _registry  # noqa: E402
+from roofline._counting import _registry  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 _N = os.environ.get("ROOFLINE_FUZZ_EXAMPLES")
@@ -444,7 +444,7 @@ def test_register_arbitrary_arguments_raise_only_documented_errors(kind, flops, 
 # ---- load(): JSON documents and mutated reports -----------------------------------------------------------------
 
 def _valid_report(data):
-    from roofline.model._records import RECORD_DTYPE
+    from roofline._datamodel._records import RECORD_DTYPE
     from roofline.report import OpInfo, Report
 
     n = data.draw(st.integers(0, 6))
@@ -528,7 +528,7 @@ def test_load_mutated_reports_raises_only_documented_errors(data):
 
 def _valid_ceilings():
     from roofline import devices
-    from roofline.hardware._ceilings import Ceilings
+    from roofline._hardware._ceilings import Ceilings
 
     c = Ceilings.from_datasheet(devices.get("H100 SXM"))
     d = c.to_dict()
@@ -540,7 +540,7 @@ def _valid_ceilings():
 @FUZZ
 @given(data=st.data(), mode=st.sampled_from(["bytes", "json", "mutated"]))
 def test_ceilings_cache_reader_ignores_corrupt_files(tmp_path_factory, data, mode):
-    from roofline.hardware._ceilings import Ceilings, _load_cache
+    from roofline._hardware._ceilings import Ceilings, _load_cache
 
     if mode == "bytes":
         raw = data.draw(st.binary(max_size=200))
@@ -721,7 +721,7 @@ def test_out_overloads_and_transposed_conv_are_the_same_without_torch(batch):
 @pytest.mark.parametrize("text", ["[" * 100_000, '{"sweep": {"sizes": [1e30]}}', '{"sweep": {"sizes": [null]}}',
                                   '{"sweep": {"bandwidth": [{}]}}'])
 def test_ceilings_cache_reader_ignores_pathological_files(tmp_path, text):
-    from roofline.hardware._ceilings import _load_cache
+    from roofline._hardware._ceilings import _load_cache
 
     doc = _valid_ceilings()
     if text.startswith('{"sweep"'):  # a valid document whose sweep is replaced

@@ -15,7 +15,7 @@ import pytest
 
 import roofline
 from roofline import _core
-from roofline.hardware import _gpu
+from roofline._hardware import _gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted(_gpu.kernel_sources())
@@ -419,7 +419,7 @@ def _run_with_fake(parts, fake_libcuda, **env):
     preamble = f"""
         import ctypes, json
         from roofline import _core
-        from roofline.hardware import _gpu
+        from roofline._hardware import _gpu
         FAKE = {fake_libcuda!r}
     """
     parts = [parts] if isinstance(parts, str) else parts
@@ -766,7 +766,7 @@ def test_import_works_and_measure_names_libcuda_when_cuda_is_missing():
     code = """
         import roofline
         from roofline import _core
-        from roofline.hardware import _gpu
+        from roofline._hardware import _gpu
         assert _core.gpu_loaded() == {"driver": None, "nvrtc": None}, "a library was loaded at import"
         try:
             _gpu.measure()
@@ -787,7 +787,7 @@ def test_import_works_and_measure_names_libcuda_when_cuda_is_missing():
 
 def test_compile_names_nvrtc_when_it_is_missing():
     code = """
-        from roofline.hardware import _gpu
+        from roofline._hardware import _gpu
         try:
             _gpu.compile("bandwidth", "sm_80")
         except _gpu.CudaUnavailableError as exc:
@@ -801,7 +801,7 @@ def test_compile_names_nvrtc_when_it_is_missing():
 def test_device_functions_raise_cleanly_without_a_driver():
     proc = _run_python(
         """
-        from roofline.hardware import _gpu
+        from roofline._hardware import _gpu
         for f in (_gpu.device_count, _gpu.device_info):
             try:
                 f()
@@ -1231,7 +1231,7 @@ def test_unsupported_gpu_peaks_fall_back_to_the_datasheet():
     Ceilings keep the datasheet figure for it instead of failing."""
     import importlib
 
-    ceil = importlib.import_module("roofline.hardware._ceilings")
+    ceil = importlib.import_module("roofline._hardware._ceilings")
     result = {
         "device": {"name": "NVIDIA A100-SXM4-80GB", "index": 0, "sm_count": 108, "compute_capability": [8, 0],
                    "clock_hz": 1410000000, "memory_bandwidth_theoretical": None, "fingerprint": "x"},

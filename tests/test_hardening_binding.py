@@ -19,7 +19,7 @@ import pytest
 
 import roofline
 from roofline import TensorSpec, _core
-from roofline.model._records import RECORD_DTYPE
+from roofline._datamodel._records import RECORD_DTYPE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(roofline.__file__)))
 UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
@@ -28,7 +28,7 @@ PRELUDE = '''
 import json
 import numpy as np
 from roofline import _core, TensorSpec
-from roofline.model._records import RECORD_DTYPE
+from roofline._datamodel._records import RECORD_DTYPE
 
 FIELDS = ("matrix_flops", "vector_flops", "special_ops", "bytes_read", "bytes_written", "status", "dtype", "op")
 

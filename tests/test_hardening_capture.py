@@ -238,10 +238,10 @@ def test_a_block_inside_another_blocks_entry_or_exit_is_refused_and_the_other_ke
     """What a signal handler landing in the middle of a block's entry (``_hook_optimizer``) or exit (the release
     steps) does, made deterministic: the handler's block is refused without touching the other block's half-made
     state, and says so; the other block keeps its full report. (It raised IndexError there and lost its report.)"""
-    from roofline.capture import _torch
+    from roofline._capture import _session
 
     inner = []
-    original = getattr(_torch.Session, step)
+    original = getattr(_session.Session, step)
 
     def handler_block(self):
         if not inner:
@@ -255,7 +255,7 @@ def test_a_block_inside_another_blocks_entry_or_exit_is_refused_and_the_other_ke
     x = torch.randn(3, 4)
     with roofline.measure(m, timing=None) as alone:
         m(x)
-    monkeypatch.setattr(_torch.Session, step, handler_block)
+    monkeypatch.setattr(_session.Session, step, handler_block)
     with roofline.measure(m, timing=None) as r:
         m(x)
     monkeypatch.undo()

@@ -1,4 +1,4 @@
-"""The report document's writer and reader (roofline/io/_export.py) under hostile use: what ``to_json`` writes
+"""The report document's writer and reader (roofline/_io/_export.py) under hostile use: what ``to_json`` writes
 loads back, what it cannot write is refused when written, and the loader's messages name the field and its type
 (killers of the mutants bench/mutate_py.py made of _export.py)."""
 
@@ -90,7 +90,7 @@ def _doc_with(**fields):
 
     import numpy as np
 
-    from roofline.model._records import RECORD_DTYPE
+    from roofline._datamodel._records import RECORD_DTYPE
 
     d = json.loads(_report().to_json())
     rec = np.frombuffer(base64.b64decode(d["records"]), dtype=RECORD_DTYPE).copy()
@@ -112,7 +112,7 @@ def test_record_references_one_past_their_tables_are_refused():
     n_ops, n_sets, n_sigs = len(d["ops"]), len(d["module_sets"]), len(d["signatures"])
     _refused(_doc_with(op=n_ops), f"records[1].op is {n_ops}, but the report lists {n_ops} ops")
     _refused(_doc_with(module=n_sets), f"records[1].module is {n_sets}, but the report lists {n_sets} module sets")
-    from roofline.model._records import PHASES
+    from roofline._datamodel._records import PHASES
 
     _refused(_doc_with(phase=len(PHASES)), f"records[1].phase is {len(PHASES)}, not a phase ("
              + ", ".join(f"{i} {p}" for i, p in enumerate(PHASES)) + ")")
@@ -130,7 +130,7 @@ def test_a_signature_index_without_signatures_is_refused():
 
     import numpy as np
 
-    from roofline.model._records import RECORD_DTYPE
+    from roofline._datamodel._records import RECORD_DTYPE
 
     rec = np.frombuffer(base64.b64decode(d["records"]), dtype=RECORD_DTYPE).copy()
     rec["sig"][0] = 0  # only record 1 refers to a signature
@@ -139,7 +139,7 @@ def test_a_signature_index_without_signatures_is_refused():
 
 
 def test_clock_readings_up_to_the_limit_load():
-    from roofline.model import _document
+    from roofline._datamodel import _document
 
     t = _document.MAX_SECONDS
     back = roofline.load(json.dumps(_doc_with(t_start=t, t_end=t)))
@@ -153,7 +153,7 @@ def _accesses(d, record=None, write=None, text=None):
 
     import numpy as np
 
-    from roofline.model._records import ACCESS_DTYPE
+    from roofline._datamodel._records import ACCESS_DTYPE
 
     acc = np.frombuffer(base64.b64decode(d["accesses"]), dtype=ACCESS_DTYPE).copy()
     assert len(acc) >= 2

@@ -16,8 +16,8 @@ torch = pytest.importorskip("torch")
 
 import roofline  # noqa: E402
 from _graph import ceilings  # noqa: E402
-from roofline import _monitor, _schedule  # noqa: E402
-from roofline.integrations import _core  # noqa: E402
+from roofline._loops import _monitor, _schedule  # noqa: E402
+from roofline.integrations import _run as _core  # noqa: E402
 
 _PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "interrupt_stress.py")
 _spec = importlib.util.spec_from_file_location("roofline_bench_interrupt_stress", _PATH)
@@ -149,7 +149,7 @@ def test_a_callback_that_always_stops_is_harmless_when_stop_flushes(clean):
 _HANDOVER = {"_open_block", "_close_block", "enter", "exit", "start", "stop", "_release", "step", "_begin",
              "_on_start", "_prepare", "_enter", "_abort", "_closing", "_leave", "_unwind", "_finish", "_on_stop",
              "_close_cycle", "_flush", "_call_back"}
-_FILES = (os.path.join("roofline", "_schedule.py"), os.path.join("roofline", "_monitor.py"))
+_FILES = (os.path.join("roofline", "_loops", "_schedule.py"), os.path.join("roofline", "_loops", "_monitor.py"))
 
 
 class _InterruptAt:

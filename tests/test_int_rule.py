@@ -1,6 +1,6 @@
 """The int rule: every public argument that is a count accepts an int or any object with ``__index__``, refuses a
 bool, a str and a float with one TypeError shape, and an out-of-range value with one ValueError shape, both naming
-the function and the argument (roofline.util._ints.count)."""
+the function and the argument (roofline._util._ints.count)."""
 
 import re
 
@@ -12,8 +12,8 @@ torch = pytest.importorskip("torch")
 import roofline  # noqa: E402
 import roofline.distributed as rd  # noqa: E402
 from roofline import llm  # noqa: E402
-from roofline.traces import _read  # noqa: E402
-from roofline.util import _ints  # noqa: E402
+from roofline._traces import _read  # noqa: E402
+from roofline._util import _ints  # noqa: E402
 
 
 class Idx:

@@ -223,18 +223,18 @@ def test_importing_the_integrations_package_imports_no_framework():
     assert out.stdout.split() == ["[]"]
 
 
-# ---- the shared machinery (roofline/integrations/_core.py), driven by a plain loop --------------------------------
+# ---- the shared machinery (roofline/integrations/_run.py), driven by a plain loop --------------------------------
 def _loop_run(tmp_path, offset, **kwargs):
-    from roofline.integrations import _core
+    from roofline.integrations import _run
 
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 4)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     logged = []
-    opts = _core.Options("cb", **{**dict(steps=None, schedule=None, monitor=False, output_dir=None, tokens=None,
+    opts = _run.Options("cb", **{**dict(steps=None, schedule=None, monitor=False, output_dir=None, tokens=None,
                                          timing="model", ceilings=CEIL, attention=None, gather_timeout=10.0,
                                          log=True), **kwargs})
-    run = _core.Run(opts, model, offset=offset, output_dir=str(tmp_path), framework="loop",
+    run = _run.Run(opts, model, offset=offset, output_dir=str(tmp_path), framework="loop",
                     log=lambda values, step: logged.append((step, values)))
     return run, model, opt, logged
 
@@ -298,14 +298,14 @@ def test_the_monitor_never_counts_a_step_the_profiler_measures(tmp_path):
 
 
 def test_a_tokens_callable_runs_uncounted():
-    from roofline.integrations import _core
+    from roofline.integrations import _run
 
     batch = {"attention_mask": torch.ones(2, 5, dtype=torch.long)}
     with roofline.measure(ceilings=CEIL) as r:
-        n = _core.user_tokens("cb", lambda b: b["attention_mask"].sum(), batch)
+        n = _run.user_tokens("cb", lambda b: b["attention_mask"].sum(), batch)
     assert n == 10 and len(r.records) == 0
     with pytest.raises(ValueError, match="int >= 0 or None, got -1"):
-        _core.user_tokens("cb", lambda b: -1, batch)
+        _run.user_tokens("cb", lambda b: -1, batch)
     with pytest.raises(TypeError, match="got float"):
-        _core.user_tokens("cb", lambda b: 2.5, batch)
-    assert _core.batch_tokens({"input_ids": torch.zeros(3, 7)}) == 21 and _core.batch_tokens((1, 2)) is None
+        _run.user_tokens("cb", lambda b: 2.5, batch)
+    assert _run.batch_tokens({"input_ids": torch.zeros(3, 7)}) == 21 and _run.batch_tokens((1, 2)) is None

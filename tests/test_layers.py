@@ -19,16 +19,16 @@ PACKAGE = Path(__file__).resolve().parent.parent / "roofline"
 # The floors, lowest first. A module belongs to the floor of the longest prefix that names it.
 FLOORS = [
     ("extension", ["roofline._core", "roofline.cuda"]),
-    ("util", ["roofline.util"]),
-    ("model", ["roofline.model"]),
-    ("counting and hardware", ["roofline.counting", "roofline.hardware", "roofline.devices"]),
-    ("io", ["roofline.io"]),
-    ("capture", ["roofline.capture", "roofline.compiled", "roofline.traces"]),
-    ("analysis", ["roofline.analysis"]),
+    ("util", ["roofline._util"]),
+    ("model", ["roofline._datamodel"]),
+    ("counting and hardware", ["roofline._counting", "roofline._hardware", "roofline.devices"]),
+    ("io", ["roofline._io"]),
+    ("capture", ["roofline._capture", "roofline._compiled", "roofline._traces"]),
+    ("analysis", ["roofline._analysis"]),
     ("render", ["roofline.render", "roofline.plot"]),
     ("report", ["roofline.report"]),
-    ("above the report", ["roofline._measure", "roofline._steady", "roofline._schedule", "roofline._monitor", "roofline.distributed", "roofline.llm",
-                           "roofline.traces._load", "roofline.traces._ranks"]),
+    ("above the report", ["roofline._measure", "roofline._loops._steady", "roofline._loops._schedule", "roofline._loops._monitor", "roofline.distributed", "roofline.llm",
+                           "roofline._traces._load", "roofline._traces._ranks"]),
     ("package face", ["roofline"]),
     ("integrations", ["roofline.integrations"]),
     ("command line", ["roofline.cli", "roofline._profile_cmd", "roofline._trace_cmd", "roofline.__main__"]),
@@ -40,7 +40,7 @@ OPTIONAL_PACKAGES = {"torch", "torchvision", "timm", "transformers", "matplotlib
 
 # The roofline modules imported inside a function, and why each must be: (importing module, imported module).
 IMPORTS_IN_FUNCTIONS: dict[tuple[str, str], str] = {
-    ("roofline._measure", "roofline.capture._torch"): "the dispatch session imports torch: made when a block is",
+    ("roofline._measure", "roofline._capture._session"): "the dispatch session imports torch: made when a block is",
 }
 
 
@@ -183,11 +183,11 @@ def test_the_allow_list_names_only_imports_that_exist():
 
 @pytest.mark.parametrize("module, added, expected", [
     # the data model reaching up to the report
-    ("roofline.model._records", "from roofline.report import Report\n", "a floor above it (model -> report)"),
+    ("roofline._datamodel._records", "from roofline.report import Report\n", "a floor above it (model -> report)"),
     # an analysis importing the text renderer (what closed the old import cycle)
-    ("roofline.analysis._hints", "from roofline.render import _render\n", "a floor above it (analysis -> render)"),
+    ("roofline._analysis._hints", "from roofline.render import _render\n", "a floor above it (analysis -> render)"),
     # the same import hidden in a function: still upward, and not on the allow-list
-    ("roofline.analysis._rollup", "def f():\n    from roofline.render import _render\n", "inside a function"),
+    ("roofline._analysis._rollup", "def f():\n    from roofline.render import _render\n", "inside a function"),
     # a standard-library import inside a function
     ("roofline.report", "def f():\n    import json\n", "imports json inside a function"),
 ])
@@ -202,26 +202,26 @@ def test_an_upward_or_hidden_import_is_caught(module, added, expected):
 def test_a_cycle_on_one_floor_is_caught():
     """Two modules of one floor may import each other's floor, but not each other in a loop."""
     sources = package_sources()
-    sources["roofline.analysis._rollup"] += "\nfrom roofline.analysis import _groups\n"  # _groups imports _rollup
+    sources["roofline._analysis._rollup"] += "\nfrom roofline._analysis import _groups\n"  # _groups imports _rollup
     problems = check(sources)
-    assert any(p.startswith("import cycle:") and "roofline.analysis._rollup" in p for p in problems), problems
+    assert any(p.startswith("import cycle:") and "roofline._analysis._rollup" in p for p in problems), problems
 
 
 # ---- who writes views, who measures (docs/design.md, "Layers") ------------------------------------------------------
 # The hardware modules that hold figures and measure nothing: the data model of ceilings, a report's roofs, the
 # interconnect figure measured earlier in this process. Every other hardware module measures the machine (or chooses
-# ceilings, which may measure): roofline.hardware._ceilings (the entry point), _cpu_bench, _cpu_info, _sweep,
+# ceilings, which may measure): roofline._hardware._ceilings (the entry point), _cpu_bench, _cpu_info, _sweep,
 # _cpu_contention, _yardstick, _ceilings_cache, _gpu, _contention, _choose.
-HARDWARE_DATA = {"roofline.hardware._ceilings_model", "roofline.hardware._roofs", "roofline.hardware._interconnect"}
+HARDWARE_DATA = {"roofline._hardware._ceilings_model", "roofline._hardware._roofs", "roofline._hardware._interconnect"}
 
-# The number formatters of roofline.util._format: what writes a figure for a reader.
+# The number formatters of roofline._util._format: what writes a figure for a reader.
 FORMATTERS = {"fmt", "dur", "ms", "pct", "cell"}
 
 # Modules outside roofline/render/ that still format figures into text, and why each may.
 TEXT_OUTSIDE_RENDER: dict[str, str] = {
     "roofline._profile_cmd": "the command line prints what it does",
     "roofline._trace_cmd": "the command line prints what it does",
-    "roofline.hardware._cpu_bench": "progress lines while the benchmarks run",
+    "roofline._hardware._cpu_bench": "progress lines while the benchmarks run",
 }
 
 # Names of number formatters a module might define for itself (with or without a leading underscore).
@@ -276,7 +276,7 @@ def view_problems(sources: dict[str, str]) -> list[str]:
     pandas), holds an HTML tag, or formats figures with the number formatters (TEXT_OUTSIDE_RENDER excepted)."""
     problems = []
     for module, source in sources.items():
-        if _in(module, "roofline.render") or _in(module, "roofline.util._format"):
+        if _in(module, "roofline.render") or _in(module, "roofline._util._format"):
             continue
         for target, _inside, line in imports(module, source, sources):
             if target.split(".")[0] in VIEW_PACKAGES:
@@ -287,13 +287,13 @@ def view_problems(sources: dict[str, str]) -> list[str]:
                                 "roofline/render/")
         if module not in TEXT_OUTSIDE_RENDER:
             for base, name, line in _imported_names(module, source):
-                if base == "roofline.util._format" and name in FORMATTERS:
+                if base == "roofline._util._format" and name in FORMATTERS:
                     problems.append(f"{module}:{line} imports the formatter {name}: it writes a view, which "
                                     "belongs in roofline/render/")
-        for node in ast.walk(_tree(source)):  # one number formatter: roofline.util._format's
+        for node in ast.walk(_tree(source)):  # one number formatter: roofline._util._format's
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.lstrip("_") in OWN_FORMATTERS:
                 problems.append(f"{module}:{node.lineno} defines its own number formatter {node.name}: use "
-                                "roofline.util._format")
+                                "roofline._util._format")
     return problems
 
 
@@ -302,19 +302,19 @@ def analysis_problems(sources: dict[str, str]) -> list[str]:
     that measures (HARDWARE_DATA excepted)."""
     problems = []
     for module, source in sources.items():
-        if not _in(module, "roofline.analysis"):
+        if not _in(module, "roofline._analysis"):
             continue
         for target, _inside, line in imports(module, source, sources):
             if _in(target, "roofline.render"):
                 problems.append(f"{module}:{line} imports {target}: analysis returns data, render writes it")
             if target == "html":
                 problems.append(f"{module}:{line} imports html: analysis writes no HTML")
-            if _in(target, "roofline.hardware") and target not in HARDWARE_DATA and target != "roofline.hardware":
+            if _in(target, "roofline._hardware") and target not in HARDWARE_DATA and target != "roofline._hardware":
                 problems.append(f"{module}:{line} imports {target}, which measures the machine: analysis reads "
-                                "the report's roofs (roofline.hardware._roofs) and never measures")
+                                "the report's roofs (roofline._hardware._roofs) and never measures")
         if module not in TEXT_OUTSIDE_RENDER:
             for base, name, line in _imported_names(module, source):
-                if base == "roofline.util._format" and name in FORMATTERS:
+                if base == "roofline._util._format" and name in FORMATTERS:
                     problems.append(f"{module}:{line} imports the formatter {name}: analysis writes no text")
     return problems
 
@@ -328,7 +328,7 @@ def render_problems(sources: dict[str, str]) -> list[str]:
         if not (_in(module, "roofline.render") or module == "roofline.plot"):
             continue
         for target, _inside, line in imports(module, source, sources):
-            if _in(target, "roofline.hardware") and target not in HARDWARE_DATA and target != "roofline.hardware":
+            if _in(target, "roofline._hardware") and target not in HARDWARE_DATA and target != "roofline._hardware":
                 problems.append(f"{module}:{line} imports {target}, which measures the machine")
         for node in ast.walk(_tree(source)):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -359,22 +359,22 @@ def test_the_text_allow_list_names_only_modules_that_format():
     views still written outside roofline/render/."""
     sources = package_sources()
     formatting = {m for m, s in sources.items()
-                  if any(b == "roofline.util._format" and n in FORMATTERS for b, n, _ in _imported_names(m, s))}
+                  if any(b == "roofline._util._format" and n in FORMATTERS for b, n, _ in _imported_names(m, s))}
     assert set(TEXT_OUTSIDE_RENDER) <= formatting, sorted(set(TEXT_OUTSIDE_RENDER) - formatting)
 
 
 @pytest.mark.parametrize("module, added, check_fn, expected", [
-    ("roofline.analysis._rollup", "import html\n", "analysis", "analysis writes no HTML"),
-    ("roofline.analysis._rollup", "from roofline.util._format import fmt\n", "analysis", "analysis writes no text"),
-    ("roofline.analysis._rollup", "from roofline.hardware import _ceilings\n", "analysis", "measures the machine"),
-    ("roofline.analysis._groups", "from roofline.hardware._cpu_bench import cpu_benchmarks\n", "analysis",
+    ("roofline._analysis._rollup", "import html\n", "analysis", "analysis writes no HTML"),
+    ("roofline._analysis._rollup", "from roofline._util._format import fmt\n", "analysis", "analysis writes no text"),
+    ("roofline._analysis._rollup", "from roofline._hardware import _ceilings\n", "analysis", "measures the machine"),
+    ("roofline._analysis._groups", "from roofline._hardware._cpu_bench import cpu_benchmarks\n", "analysis",
      "measures the machine"),
-    ("roofline.render._chart", "from roofline.hardware import _choose\n", "render", "measures the machine"),
+    ("roofline.render._chart", "from roofline._hardware import _choose\n", "render", "measures the machine"),
     ("roofline.render._svg", "def f(c):\n    return c.bandwidth('DRAM', 'best')\n", "render", "read report.roofs"),
     ("roofline.report", "def f():\n    import matplotlib\n", "view", "a view, which belongs in roofline/render/"),
     ("roofline.report", "X = '<div class=\"x\">'\n", "view", "writes HTML"),
-    ("roofline.hardware._ceilings_model", "from roofline.util._format import fmt\n", "view", "formatter fmt"),
-    ("roofline.hardware._ceilings_model", "def _human(n):\n    return f'{n} B'\n", "view", "own number formatter"),
+    ("roofline._hardware._ceilings_model", "from roofline._util._format import fmt\n", "view", "formatter fmt"),
+    ("roofline._hardware._ceilings_model", "def _human(n):\n    return f'{n} B'\n", "view", "own number formatter"),
 ])
 def test_a_view_or_a_measurement_in_the_wrong_floor_is_caught(module, added, check_fn, expected):
     fn = {"analysis": analysis_problems, "render": render_problems, "view": view_problems}[check_fn]

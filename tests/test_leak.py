@@ -53,8 +53,8 @@ COST = RSS + textwrap.dedent("""
     import sys
     sys.modules["torch"] = None  # the analytic path, as without torch
     import roofline
-    from roofline.counting import _spec
-    from roofline.counting._spec import TensorSpec
+    from roofline._counting import _cost
+    from roofline._counting._cost import TensorSpec
 
     a, b, out = TensorSpec((64, 32)), TensorSpec((32, 16), "bf16"), TensorSpec((64, 16))
     calls = [("mm", [(8, 4), (4, 2)], {}), ("add", [(4, 1, 8), (3, 8)], {}),
@@ -70,7 +70,7 @@ COST = RSS + textwrap.dedent("""
             except (ValueError, TypeError, OverflowError):
                 pass
 
-    rec = _spec._get_recorder()
+    rec = _cost._get_recorder()
     mm = rec.add_op(roofline._core.K_MM)
     ew = rec.add_op(roofline._core.K_EWISE, 1, 0)
     args_mm, args_ew = (a, b), ([a, out], [1, 2, 3], 2.5, None, True, "x", 2**70)

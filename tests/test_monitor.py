@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 import roofline  # noqa: E402
 from _graph import ceilings  # noqa: E402
-from roofline import _monitor  # noqa: E402
+from roofline._loops import _monitor  # noqa: E402
 
 D_IN, D_H, D_OUT = 16, 32, 4
 VECTOR_PEAK, MATRIX_PEAK, DRAM = 1e12, 2e12, 1e11  # the test device's float32 peaks and bandwidth

@@ -1,7 +1,7 @@
 """Small faults the other tests let through: each test here fails on at least one small change of the code (a
 constant, an operator, a bound; see bench/mutate_py.py), with the expected figure written out in the test. One class
 per module (bench/mutate_py.py judges each module's mutants by its class first): the attention pairs of the Python
-formulas (variable-length sequences, roofline/counting/_formulas.py) for every mask and both Sq <= Sk and Sq > Sk; the LLM
+formulas (variable-length sequences, roofline/_counting/_formulas.py) for every mask and both Sq <= Sk and Sq > Sk; the LLM
 formulas on cases small enough to count by hand; the hints (their default share threshold, order, evidence); a
 projection's assumptions; which fusions the compiler took; the cache model; the steady-state report."""
 
@@ -41,13 +41,13 @@ def _state_init_report(fill_bytes, other_bytes=10_000):
     return g.report(ceil=ceilings(dram=1e9))
 
 
-# ---- a projection's assumptions (roofline/analysis/_assumptions.py) ----------------------------------------------------------
+# ---- a projection's assumptions (roofline/_analysis/_assumptions.py) ----------------------------------------------------------
 
 def _assumptions_report(rows, op_names, meta=None):
     """rows: (op index, dtype name, matrix FLOPs, vector FLOPs); 100 bytes each, untimed."""
     import numpy as np
 
-    from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
+    from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
     from roofline.report import OpInfo, Report
 
     rec = np.zeros(len(rows), RECORD_DTYPE)
@@ -60,7 +60,7 @@ def _assumptions_report(rows, op_names, meta=None):
 
 
 def _assumptions_ceilings(*peaks):
-    from roofline.hardware._ceilings import Ceiling, Ceilings
+    from roofline._hardware._ceilings import Ceiling, Ceilings
 
     return Ceilings(device="cpu", name="t", fingerprint="t", peaks={k: Ceiling(v) for k, v in peaks},
                     bandwidths={"DRAM": Ceiling(1e10)})
@@ -81,7 +81,7 @@ MIXED_TOTAL = 1000 + 1000 + 3000 + 500 + 40 + 60 + 7 + 3 + 2000 + 500 + 100  # 8
 MATRIX_TOTAL = 2000 + 3000 + 500 + 2000 + 500  # 8000
 
 
-# ---- which fusions the compiler took (roofline/analysis/_fusion_compiled.py) ---------------------------------------------
+# ---- which fusions the compiler took (roofline/_analysis/_fusion_compiled.py) ---------------------------------------------
 
 
 def _eager_chain():
@@ -98,7 +98,7 @@ def _eager_chain():
 def _marked(kernels, records=(0, 1, 2), edges=((0, 1, 1000), (1, 2, 2000))):
     import types
 
-    from roofline.analysis import _fusion_compiled
+    from roofline._analysis import _fusion_compiled
 
     opp = types.SimpleNamespace(records=list(records), edges=list(edges))
     comp = types.SimpleNamespace(meta={"compiled": {"kernels": kernels}}, records=None)
@@ -110,7 +110,7 @@ def K(name, ops=(), phase="forward", module="blk"):
     return {"name": name, "ops": list(ops), "phase": phase, "module": module}
 
 
-# ---- the cache model (roofline/analysis/_cache_model.py) -------------------------------------------------------------------
+# ---- the cache model (roofline/_analysis/_cache_model.py) -------------------------------------------------------------------
 
 def _sysfs(tmp_path, cpu, entries):
     """A fake /sys/devices/system/cpu: entries {index dir: {file: text}}."""
@@ -138,7 +138,7 @@ class _FakeCeilings:
 INF = float("inf")
 
 
-# ---- hints (roofline/analysis/_hints.py) -----------------------------------------------------------------------------------
+# ---- hints (roofline/_analysis/_hints.py) -----------------------------------------------------------------------------------
 
 def _overhead_ops(n, t=2.0 ** -20):
     g = Graph()
@@ -150,7 +150,7 @@ def _overhead_ops(n, t=2.0 ** -20):
 def _no_ceilings(g):
     import numpy as np
 
-    from roofline.analysis._dataflow import ACCESS_DTYPE
+    from roofline._analysis._dataflow import ACCESS_DTYPE
     from roofline.report import Report
 
     r = g.report()
@@ -158,7 +158,7 @@ def _no_ceilings(g):
                   accesses=np.array(g.acc, dtype=ACCESS_DTYPE))
 
 
-# ---- the steady-state report (roofline/_steady.py) ------------------------------------------------------------------
+# ---- the steady-state report (roofline/_loops/_steady.py) ------------------------------------------------------------------
 
 def _step(vector=10, t_add=1e-6, t_mul=2e-6, wall=1.0, ops=("add", "mul")):
     """One measured step: the ops of ``ops`` (add, mul, ...) with their times, and its wall time."""
@@ -178,7 +178,7 @@ def _hf(**kw):
 
 
 class TestAttentionPairs:
-    """The Python attention formulas of variable-length sequences (roofline/counting/_formulas.py)."""
+    """The Python attention formulas of variable-length sequences (roofline/_counting/_formulas.py)."""
 
     def test_hand_counts_agree_with_the_row_by_row_rule(self):
         for mask, total in PAIRS.items():
@@ -241,7 +241,7 @@ class TestAttentionPairs:
         special per unit, GRU 12 and 3; biases 2 adds per gate element; backward twice the FLOPs plus the bias
         gradients, from the workspace (LSTM 4 values per unit, GRU 5)."""
         torch = pytest.importorskip("torch")
-        from roofline.counting import _formulas
+        from roofline._counting import _formulas
 
         def t(*shape):
             return torch.empty(*shape, device="meta")
@@ -293,7 +293,7 @@ class TestAttentionPairs:
         a region at least one pixel high and wide unless aligned; 3 channels, 8 FLOPs per sample evaluation and one
         division per bin element. A region 0.5 px high and 3 px wide in one bin: 1 x 3 samples."""
         torch = pytest.importorskip("torch")
-        from roofline.counting import _formulas
+        from roofline._counting import _formulas
 
         x = torch.empty(1, 3, 8, 8, device="meta")
         f = _formulas.OPS["torchvision::roi_align"]
@@ -311,7 +311,7 @@ class TestAttentionPairs:
     def test_quantized_product_of_a_vector(self):
         """A 1-d activation of K = 8 times a quantized (4, 8) weight: M = 1, 2 x 1 x 4 x 8 matrix FLOPs."""
         torch = pytest.importorskip("torch")
-        from roofline.counting import _formulas
+        from roofline._counting import _formulas
 
         f = _formulas.OPS["aten::_weight_int8pack_mm"]
         b = {"self": torch.empty(8, device="meta"), "mat2": torch.empty(4, 8, dtype=torch.int8, device="meta"),
@@ -322,7 +322,7 @@ class TestAttentionPairs:
             f(dict(b, self=torch.empty((), device="meta")), torch.empty(4, device="meta"))
 
     def test_clog2(self):
-        from roofline.counting import _formulas
+        from roofline._counting import _formulas
 
         assert [_formulas._clog2(n) for n in (0, 1, 2, 3, 4, 5, 8, 9, 16, 17)] == [0, 0, 1, 2, 2, 3, 3, 4, 4, 5]
 
@@ -400,7 +400,7 @@ class TestLLM:
 
 
 class TestHints:
-    """The hints (roofline/analysis/_hints.py)."""
+    """The hints (roofline/_analysis/_hints.py)."""
 
     def test_hint_at_two_percent_is_kept_by_the_default_threshold(self):
         # 204 / (204 + 10000) = 2.0% of the roofline time: above the default 1%, below 10%
@@ -410,7 +410,7 @@ class TestHints:
         hs = [h for h in r.hints() if h.kind == "optimizer_state_init"]
         assert len(hs) == 1 and hs[0].saved_s == pytest.approx(204 / 1e9, rel=1e-12)
         assert [h.kind for h in r.hints(min_share=0.03)] == []
-        from roofline.analysis import _hints, _dataflow
+        from roofline._analysis import _hints, _dataflow
 
         assert [h.kind for h in _hints.hints(r, _dataflow.report_accesses(r))] == ["optimizer_state_init"]
         assert "optimizer state" in r.summary() or "creates its state" in r.summary()
@@ -419,7 +419,7 @@ class TestHints:
         # 50 / 10050 = 0.5%: below the default 1%
         r = _state_init_report(50)
         assert [h.kind for h in r.hints()] == []
-        from roofline.analysis import _hints, _dataflow
+        from roofline._analysis import _hints, _dataflow
 
         assert _hints.hints(r, _dataflow.report_accesses(r)) == []
         assert [h.kind for h in r.hints(min_share=0.004)] == ["optimizer_state_init"]
@@ -449,7 +449,7 @@ class TestHints:
             assert hs[0].saved_s > hs[1].saved_s
 
     def test_notebook_advice_lists_the_hints_and_is_empty_without_any(self):
-        from roofline.analysis import _hints
+        from roofline._analysis import _hints
         from roofline.render import _advice
 
         r = _state_init_report(204)  # one hint (2% of the roofline time), no fusion opportunity
@@ -467,13 +467,13 @@ class TestHints:
                                         (5e-9, "5.00 ns"), (0.0, "0 s"), (float("nan"), "-"), (float("inf"), "-"),
                                         (None, "-")])
     def test_durations_in_hints_and_tables(self, t, text):
-        """The one duration format of print(r), the tables and the hints (roofline/util/_format.py)."""
-        from roofline.util import _format
+        """The one duration format of print(r), the tables and the hints (roofline/_util/_format.py)."""
+        from roofline._util import _format
 
         assert _format.dur(t) == text
 
     def test_op_name_base(self):
-        from roofline.analysis import _hints
+        from roofline._analysis import _hints
         from roofline.render import _advice
 
         assert _hints._is("relu", "relu") and _hints._is("aten.relu.default", "relu")
@@ -563,7 +563,7 @@ class TestHints:
 
         g = chain()
         g.call("aten.zeros_like.default", "fill", [], [(40, MASK // 2)], phase=2)
-        from roofline.hardware._ceilings import Ceiling, Ceilings
+        from roofline._hardware._ceilings import Ceiling, Ceilings
 
         ceil = Ceilings(device="cpu", name="t", fingerprint="t", peaks={("vector", "float32"): Ceiling(1e12),
                                                                          ("matrix", "float32"): Ceiling(2e12)},
@@ -573,7 +573,7 @@ class TestHints:
         assert all(h.saved_s != h.saved_s for h in hs) and hs[0].saved_bytes > hs[1].saved_bytes
 
     def test_advice_text_lists_five_hints(self):
-        from roofline.analysis import _hints
+        from roofline._analysis import _hints
         from roofline.render import _advice
 
         from _graph import six_hints
@@ -611,7 +611,7 @@ class TestHints:
         hints (small GEMM, dropout mask)."""
         from _graph import ACT, chain
 
-        from roofline.analysis import _hints
+        from roofline._analysis import _hints
         from roofline.render import _advice
 
         r = chain().report()
@@ -636,9 +636,9 @@ class TestHints:
         fail; the advice says so instead of raising."""
         import numpy as np
 
-        from roofline.analysis import _hints
+        from roofline._analysis import _hints
         from roofline.render import _advice
-        from roofline.analysis._dataflow import ACCESS_DTYPE
+        from roofline._analysis._dataflow import ACCESS_DTYPE
         from roofline.report import Report
 
         r = _state_init_report(204)
@@ -656,7 +656,7 @@ class TestHints:
     def test_no_hints_for_an_empty_report(self):
         import numpy as np
 
-        from roofline.analysis._dataflow import ACCESS_DTYPE
+        from roofline._analysis._dataflow import ACCESS_DTYPE
         from roofline.report import Report
 
         r = Graph().report()
@@ -706,7 +706,7 @@ class TestHints:
         assert [h.kind for h in hs] == ["dropout_mask"] and hs[0].saved_s != hs[0].saved_s
 
     def test_op_base_of_a_two_part_name(self):
-        from roofline.analysis import _hints
+        from roofline._analysis import _hints
         from roofline.render import _advice
 
         assert _hints._is("aten.relu", "relu") and not _hints._is("aten.relu", "aten")
@@ -744,7 +744,7 @@ class TestHints:
         assert "tfloat32_matrix_peak" in h.evidence and "TF32" in h.message and h.saved_bytes == 0
 
     def test_matmul_precision_needs_a_unit_over_five_percent_faster(self):
-        from roofline.hardware._ceilings import Ceiling
+        from roofline._hardware._ceilings import Ceiling
 
         g = Graph()
         self._mm(g, 8 * 10 ** 9, 3 * 10 ** 6)
@@ -874,7 +874,7 @@ class TestHints:
         assert overhead(10 ** 6 - 2, 1e11, 0.01) != []
 
     def test_min_share_checks_and_the_bytes_rule(self):
-        from roofline.hardware._ceilings import Ceiling, Ceilings
+        from roofline._hardware._ceilings import Ceiling, Ceilings
 
         r = _state_init_report(204)
         for bad in (True, "1%", None):
@@ -944,10 +944,10 @@ class TestHints:
 
 
 class TestAssumptions:
-    """A projection's assumptions (roofline/analysis/_assumptions.py)."""
+    """A projection's assumptions (roofline/_analysis/_assumptions.py)."""
 
     def test_matrix_dtype_shares_largest_first(self):
-        from roofline.analysis import _assumptions
+        from roofline._analysis import _assumptions
 
         r = _assumptions_report(MIXED, MIXED_OPS)
         shares = _assumptions.matrix_dtypes(r)
@@ -960,7 +960,7 @@ class TestAssumptions:
         assert _assumptions.matrix_dtypes(_assumptions_report([(0, "bfloat16", 8, 0)], MIXED_OPS)) == {"bfloat16": 1.0}
 
     def test_no_peak_lists_each_op_and_dtype_with_its_verdict(self):
-        from roofline.analysis import _assumptions
+        from roofline._analysis import _assumptions
 
         r = _assumptions_report(MIXED, MIXED_OPS)
         rich = _assumptions.no_peak(r, _assumptions_ceilings(*RICH), "best")
@@ -987,7 +987,7 @@ class TestAssumptions:
         assert _assumptions.no_peak_share(empty, {"aten.view.default (float64)": "1 call"}) == 0.0
 
     def test_vector_fallback_per_low_precision_dtype(self):
-        from roofline.analysis import _assumptions
+        from roofline._analysis import _assumptions
 
         r = _assumptions_report(MIXED, MIXED_OPS)
         assert _assumptions.vector_fallback(r, _assumptions_ceilings(*RICH), "best") == {
@@ -1011,13 +1011,13 @@ class TestAssumptions:
         ([], "none"),
     ])
     def test_attention_kernel_from_the_op_names(self, names, expected):
-        from roofline.analysis import _assumptions
+        from roofline._analysis import _assumptions
 
         r = _assumptions_report([], names)
         assert _assumptions.attention(r) == expected
 
     def test_attention_kernel_chosen_at_count_time(self):
-        from roofline.analysis import _assumptions
+        from roofline._analysis import _assumptions
 
         chosen = {"backend": "flash", "calls": {"flash": 3}}
         r = _assumptions_report([], ["aten.bmm.default", "aten._softmax.default"], meta={"attention": chosen})
@@ -1029,7 +1029,7 @@ class TestAssumptions:
         assert _assumptions.attention(r).startswith("math")
 
     def test_assumption_lines_of_a_projection(self):
-        from roofline.analysis import _assumptions
+        from roofline._analysis import _assumptions
         from roofline.render import _assumptions as _assumed
 
         r = _assumptions_report(MIXED, MIXED_OPS)
@@ -1047,7 +1047,7 @@ class TestAssumptions:
 
     def test_assumptions_count_a_single_flop(self):
         """A record with one FLOP has FLOPs: the tests of "> 0" are not "> 1"."""
-        from roofline.analysis import _assumptions
+        from roofline._analysis import _assumptions
 
         r = _assumptions_report([(0, "float16", 1, 0), (1, "float64", 0, 1)], MIXED_OPS)
         assert _assumptions.matrix_dtypes(r) == {"float16": 1.0}
@@ -1061,12 +1061,12 @@ class TestAssumptions:
 
 
 class TestFusionCompiled:
-    """Which fusions the compiler took (roofline/analysis/_fusion_compiled.py)."""
+    """Which fusions the compiler took (roofline/_analysis/_fusion_compiled.py)."""
 
     @pytest.mark.parametrize("op,short", [("aten.add_.Tensor", "add"), ("aten.add.Tensor", "add"), ("aten.relu", "relu"),
                                           ("aten.__iand__.Tensor", "__iand__"), ("relu_", "relu"), ("gelu", "gelu")])
     def test_short_op_names(self, op, short):
-        from roofline.util import _format
+        from roofline._util import _format
 
         assert _format.op_base(op) == short
 
@@ -1085,12 +1085,12 @@ class TestFusionCompiled:
         ({}, set()),
     ])
     def test_kernel_names(self, kernel, names):
-        from roofline.analysis import _fusion_compiled
+        from roofline._analysis import _fusion_compiled
 
         assert _fusion_compiled._kernel_names(kernel) == names
 
     def test_names_op_and_under(self):
-        from roofline.analysis import _fusion_compiled as fc
+        from roofline._analysis import _fusion_compiled as fc
 
         assert fc._names_op({"relu"}, "relu") and not fc._names_op({"relu"}, "elu")
         assert fc._names_op({"_add_native_layer_norm_"}, "native_layer_norm")
@@ -1133,7 +1133,7 @@ class TestFusionCompiled:
         """A record whose phase code is none of forward, backward, optimizer matches no kernel: unknown."""
         import types
 
-        from roofline.analysis import _fusion_compiled
+        from roofline._analysis import _fusion_compiled
 
         g = Graph()
         g.call("aten.add.Tensor", "ewise", [(1, 100)], [(2, 100)], vector=25, module="blk", phase=3)
@@ -1146,7 +1146,7 @@ class TestFusionCompiled:
     def test_mark_refuses_a_report_without_kernels(self):
         import types
 
-        from roofline.analysis import _fusion_compiled
+        from roofline._analysis import _fusion_compiled
 
         with pytest.raises(TypeError, match="compiled must be a roofline Report, got int"):
             _fusion_compiled.mark([], _eager_chain(), 3)
@@ -1162,10 +1162,10 @@ class TestFusionCompiled:
 
 
 class TestCacheModel:
-    """The cache model (roofline/analysis/_cache_model.py)."""
+    """The cache model (roofline/_analysis/_cache_model.py)."""
 
     def test_sysfs_caches_reads_data_and_unified_levels(self, tmp_path):
-        from roofline.analysis import _cache_model
+        from roofline._analysis import _cache_model
 
         root = _sysfs(tmp_path, 0, {
             "index0": {"level": "1", "type": "Data", "size": "32K", "shared_cpu_list": "0-1"},
@@ -1190,18 +1190,18 @@ class TestCacheModel:
     @pytest.mark.parametrize("text,n", [("32K", 32 << 10), ("64k", 64 << 10), ("3M", 3 << 20), ("2G", 2 << 30),
                                         (" 512 ", 512), ("1", 1)])
     def test_parse_size(self, text, n):
-        from roofline.analysis import _cache_model
+        from roofline._analysis import _cache_model
 
         assert _cache_model._parse_size(text) == n
 
     @pytest.mark.parametrize("text,n", [("0-3,8-11", 8), ("5", 1), ("0,2,4", 3), ("0-1,", 2), ("", 1), ("2-2", 1)])
     def test_count_cpus(self, text, n):
-        from roofline.analysis import _cache_model
+        from roofline._analysis import _cache_model
 
         assert _cache_model._count_cpus(text) == n
 
     def test_hierarchy_gpu_l2(self):
-        from roofline.analysis import _cache_model
+        from roofline._analysis import _cache_model
 
         assert _cache_model.hierarchy(None) == []
         c = _FakeCeilings("cuda:0", {"l2_cache_bytes": 50 << 20}, {"L2": 7e12, "DRAM": 3e12})
@@ -1213,7 +1213,7 @@ class TestCacheModel:
     def test_hierarchy_cpu_capacities_order_and_bandwidths(self):
         import math
 
-        from roofline.analysis import _cache_model
+        from roofline._analysis import _cache_model
 
         # measured capacities, one of them 0 (unknown); L10 sorts after L2 (by number, not by text)
         c = _FakeCeilings("cpu", {"cache_capacity_bytes": {"L10": 64 << 20, "L2": 2 << 20, "L1": 64 << 10, "L3": 0}},
@@ -1236,7 +1236,7 @@ class TestCacheModel:
     def test_hierarchy_fills_missing_bandwidths_from_the_next_outer_level(self):
         import math
 
-        from roofline.analysis import _cache_model
+        from roofline._analysis import _cache_model
 
         caps = {"L1": 1 << 15, "L2": 1 << 20, "L3": 1 << 25}
         c = _FakeCeilings("cpu", {"cache_capacity_bytes": caps}, {"L3": 4e11, "DRAM": 1e11})
@@ -1255,8 +1255,8 @@ class TestCacheModel:
         cache level: everything from DRAM."""
         import numpy as np
 
-        from roofline.analysis import _cache_model
-        from roofline.analysis._dataflow import ACCESS_DTYPE
+        from roofline._analysis import _cache_model
+        from roofline._analysis._dataflow import ACCESS_DTYPE
 
         one = np.array([(0, 5, 64, 0)], dtype=ACCESS_DTYPE)
         assert _cache_model.replay(one, 1, [100]).tolist() == [[0.0, 64.0]]
@@ -1281,8 +1281,8 @@ class TestCacheModel:
         storage read fit a 100-byte L1 exactly; a capacity of one byte is a capacity."""
         import numpy as np
 
-        from roofline.analysis import _cache_model
-        from roofline.analysis._dataflow import ACCESS_DTYPE
+        from roofline._analysis import _cache_model
+        from roofline._analysis._dataflow import ACCESS_DTYPE
 
         call = np.array([(0, 1, 0, 0), (0, 2, 100, 1)], dtype=ACCESS_DTYPE)
         assert _cache_model.replay(call, 1, [100]).tolist() == [[100.0, 0.0]]
@@ -1310,14 +1310,14 @@ class TestCacheModel:
         """A one-byte storage read again from L1; a call without access rows on a three-level hierarchy: all its
         bytes from DRAM (the last level, not the second); a float64 copy (no float64 peak) whose roofline time is
         its memory time; a level whose bandwidth is unknown is not where the data "comes from"."""
-        from roofline.hardware._ceilings import Ceiling, Ceilings
+        from roofline._hardware._ceilings import Ceiling, Ceilings
 
         g = Graph()
         g.call("aten.add.Tensor", "ewise", [(1, 1)], [(2, 4)], vector=1)
         g.call("aten.sum.default", "ewise", [(1, 1)], [], vector=1)  # reads 1 byte, writes nothing counted
         g.call("aten.neg.Tensor", "ewise", [(7, 30)], [(8, 30)])
         g.call("aten.copy_.default", "copy", [(9, 400)], [(10, 400)], dtype=__import__(
-            "roofline.model._records", fromlist=["DTYPE_CODES"]).DTYPE_CODES["float64"])
+            "roofline._datamodel._records", fromlist=["DTYPE_CODES"]).DTYPE_CODES["float64"])
         r = g.report(ceil=ceilings(dram=1e11, bandwidths={"L1": 1e12, "L2": 5e11},
                                    info={"cache_capacity_bytes": {"L1": 8, "L2": 16}}))
         r.accesses = r.accesses[r.accesses["record"] != 2]  # the neg call: no access rows
@@ -1333,7 +1333,7 @@ class TestCacheModel:
         assert g.report(ceil=no_dram).cache_analysis()["level"].tolist() == ["L1"]
 
     def test_hierarchy_from_sysfs_scales_private_caches(self, monkeypatch):
-        from roofline.analysis import _cache_model
+        from roofline._analysis import _cache_model
 
         caches = {"L1": {"bytes": 32 << 10, "shared_cpus": 1}, "L2": {"bytes": 1 << 20, "shared_cpus": 2},
                   "L3": {"bytes": 16 << 20, "shared_cpus": 8}}
@@ -1397,12 +1397,12 @@ class TestCacheModel:
 
 
 class TestSteady:
-    """The steady-state report (roofline/_steady.py)."""
+    """The steady-state report (roofline/_loops/_steady.py)."""
 
     def test_steady_report_takes_the_median_step(self):
         import warnings
 
-        from roofline._steady import SteadyReport
+        from roofline._loops._steady import SteadyReport
 
         # four repeats of the same ops with different counts and walls 4, 1, 3, 2 s: the base step is the lower median
         # wall's (2 s: repeat 4, vector FLOPs 40 per op), the wall time the median of the four (2.5 s)
@@ -1421,7 +1421,7 @@ class TestSteady:
         assert r0.meta["steady"]["first_step"] and r0.meta["steady"]["first_step_ops"] == {}
 
     def test_steady_report_times_are_the_median_per_call(self):
-        from roofline._steady import SteadyReport
+        from roofline._loops._steady import SteadyReport
 
         runs = [_step(t_add=1e-6, t_mul=4e-6, wall=1.0), _step(t_add=3e-6, t_mul=2e-6, wall=3.0)]
         r = SteadyReport._from_runs(runs, warmup=1, ceilings=ceilings())
@@ -1433,7 +1433,7 @@ class TestSteady:
         assert (one.records["t_end"] - one.records["t_start"]).tolist() == pytest.approx([3e-6, 2e-6], rel=1e-12)
 
     def test_steady_report_leaves_out_steps_of_other_ops(self):
-        from roofline._steady import SteadyReport
+        from roofline._loops._steady import SteadyReport
 
         a, b = ("add", "mul"), ("add", "neg")
         runs = [_step(ops=b, wall=5.0), _step(ops=a, wall=1.0), _step(ops=a, wall=2.0), _step(ops=b, wall=9.0),
@@ -1456,7 +1456,7 @@ class TestSteady:
         assert "(first step only: aten.mul.Tensor x1)" in r0.steady_line()
 
     def test_steady_line_wording(self):
-        from roofline._steady import SteadyReport
+        from roofline._loops._steady import SteadyReport
 
         r = SteadyReport._from_runs([_step(wall=0.002), _step(wall=0.004), _step(wall=0.003)], warmup=2,
                                     ceilings=ceilings())
@@ -1470,7 +1470,7 @@ class TestSteady:
         """The line a steady report's summary starts with, clause by clause, from its meta and spread."""
         import warnings
 
-        from roofline._steady import SteadyReport
+        from roofline._loops._steady import SteadyReport
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
@@ -1492,7 +1492,7 @@ class TestSteady:
     def test_steady_report_base_step_and_majority(self):
         import warnings
 
-        from roofline._steady import SteadyReport
+        from roofline._loops._steady import SteadyReport
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
@@ -1514,7 +1514,7 @@ class TestSteady:
         import inspect
         import warnings
 
-        from roofline._steady import SteadyReport
+        from roofline._loops._steady import SteadyReport
 
         # three steps of different counts, walls 3, 1, 2 s: the median wall's (2 s), the third, is the base
         with warnings.catch_warnings():
@@ -1522,7 +1522,7 @@ class TestSteady:
             r = SteadyReport._from_runs([_step(vector=10 * (i + 1), wall=w) for i, w in enumerate((3.0, 1.0, 2.0))],
                                         warmup=1, ceilings=ceilings())
         assert r.vector_flops == 2 * 30
-        # the warning points at the first frame outside the package (roofline.util._warn): the line that called
+        # the warning points at the first frame outside the package (roofline._util._warn): the line that called
         # _from_runs, here in this file
 
         def profile_like(runs):
@@ -1557,7 +1557,7 @@ class TestSteady:
         assert r0.meta["steady"]["first_step_ops"] == {"aten.mul.Tensor": 1}
 
     def test_steady_summary_shows_ten_ops_by_default(self):
-        from roofline._steady import SteadyReport
+        from roofline._loops._steady import SteadyReport
 
         names = ["add", "mul", "neg", "relu", "sub", "div", "exp", "log", "sin", "cos", "tan", "abs"]
         r = SteadyReport._from_runs([_step(ops=tuple(names))], warmup=1, ceilings=ceilings())
@@ -1616,7 +1616,7 @@ class TestSteady:
 
 
 class TestSpec:
-    """roofline.cost's tensors and argument handling (roofline/counting/_spec.py)."""
+    """roofline.cost's tensors and argument handling (roofline/_counting/_cost.py)."""
 
     def test_tensor_spec_shape_checks(self):
         from roofline import TensorSpec
@@ -1902,7 +1902,7 @@ class TestSpec:
 
 
 class TestContention:
-    """The load readings and the contention verdict (roofline/hardware/_contention.py), on /proc texts written here."""
+    """The load readings and the contention verdict (roofline/_hardware/_contention.py), on /proc texts written here."""
 
     STAT = ("cpu  100 5 30 1000 20 3 2 7 0 0\n"
             "cpu0 60 5 10 500 10 1 1 4 0 0\n"
@@ -1913,7 +1913,7 @@ class TestContention:
             "procs_blocked 0\n")
 
     def test_cpu_fields(self):
-        from roofline.hardware import _contention as c
+        from roofline._hardware import _contention as c
 
         hz = c._HZ
         assert c._cpu_fields("100 5 30 1000 20 3 2 7".split()) == ((100 + 5 + 30 + 3 + 2) / hz, 7 / hz)
@@ -1922,7 +1922,7 @@ class TestContention:
         assert c._cpu_fields("100 x 30".split()) is None
 
     def test_parse_stat(self):
-        from roofline.hardware import _contention as c
+        from roofline._hardware import _contention as c
 
         hz = c._HZ
         assert c._parse_stat(self.STAT) == (140 / hz, 7 / hz, 3)
@@ -1935,7 +1935,7 @@ class TestContention:
         assert c._parse_stat("intr 1 2\ncpu0 1 2 3 4 5 6 7 8\n", [0]) == (None, None, None)  # cpu lines come first
 
     def test_running_and_process_times(self, monkeypatch):
-        from roofline.hardware import _contention as c
+        from roofline._hardware import _contention as c
 
         assert c._running("123 (a) b) R 1 2") and not c._running("123 (a) S 1 2")
         assert not c._running(None) and not c._running("")
@@ -1954,7 +1954,7 @@ class TestContention:
     def test_descendants_are_counted_once_and_bounded(self, monkeypatch):
         import os
 
-        from roofline.hardware import _contention as c
+        from roofline._hardware import _contention as c
 
         # 1 -> 2, 3; 2 -> 3 (3 listed twice); each process 1 s of CPU
         tree = {"self": ["1"], "1": ["2", "3"], "2": ["3"], "3": []}
@@ -1971,7 +1971,7 @@ class TestContention:
     def test_snapshot_counts_other_runnable_threads(self, monkeypatch):
         import os
 
-        from roofline.hardware import _contention as c
+        from roofline._hardware import _contention as c
 
         monkeypatch.setattr(c, "_proc_stat", lambda cpus=None: (5.0, 1.0, 10))
         monkeypatch.setattr(c, "_own_running_threads", lambda tids=None: 3)
@@ -1992,7 +1992,7 @@ class TestContention:
     def test_ticks(self, monkeypatch):
         import os
 
-        from roofline.hardware import _contention as c
+        from roofline._hardware import _contention as c
 
         monkeypatch.setattr(os, "sysconf", lambda name: 250)
         assert c._ticks() == 250
@@ -2000,7 +2000,7 @@ class TestContention:
         assert c._ticks() == 100
 
     def test_readings(self):
-        from roofline.hardware import _contention as c
+        from roofline._hardware import _contention as c
 
         s = c.Snapshot(wall=10.0, cpu=1.0, busy=100.0, steal=2.0, runnable_others=1, loadavg=(0.5, 0.25, 0.125),
                        cpus=4, machine_cpus=8)
@@ -2022,7 +2022,7 @@ class TestContention:
         assert unknown["others_share"] is None and unknown["steal_share"] is None
 
     def test_judge_at_the_thresholds(self):
-        from roofline.hardware import _contention as c
+        from roofline._hardware import _contention as c
 
         base = {"wall_s": 0.2, "cpus": 4, "machine_cpus": 8, "others_share": 0.5, "steal_share": 0.1,
                 "runnable_others": [8, 9]}
@@ -2040,7 +2040,7 @@ class TestContention:
 
 
 class TestCompiledView:
-    """Kernel rows, the kernel table and the fusion figures of a compiled run (roofline/analysis/_compiled_view.py), on a
+    """Kernel rows, the kernel table and the fusion figures of a compiled run (roofline/_analysis/_compiled_view.py), on a
     report whose compiled part is written here. Ceilings: matrix 2e12, vector 1e12 FLOP/s, DRAM 1e11 B/s."""
 
     KERNELS = [
@@ -2070,7 +2070,7 @@ class TestCompiledView:
     def test_kernel_rows(self):
         import math
 
-        from roofline.analysis import _compiled_view as cv
+        from roofline._analysis import _compiled_view as cv
 
         rows = cv.kernel_rows(self.report())
         a, b, c, d = rows
@@ -2112,7 +2112,7 @@ class TestCompiledView:
         assert "time ms" not in _kernels.table(self.report(kernels=untimed)).splitlines()[0]
 
     def test_fusion_figures(self):
-        from roofline.analysis import _compiled_view as cv
+        from roofline._analysis import _compiled_view as cv
 
         f = cv.fusion(self.report())
         # compiled bytes per kernel: 400 x 2, the totals 900 + 500, 100 x 0 calls, 10 x 3
@@ -2133,21 +2133,21 @@ class TestCompiledView:
 
 class TestDataflow:
     """Access checks, producer -> consumer edges, fusion opportunities and their one-line description
-    (roofline/analysis/_dataflow.py)."""
+    (roofline/_analysis/_dataflow.py)."""
 
     @staticmethod
     def acc(rows):
         import numpy as np
 
-        from roofline.analysis._dataflow import ACCESS_DTYPE
+        from roofline._analysis._dataflow import ACCESS_DTYPE
 
         return np.array(rows, dtype=ACCESS_DTYPE)
 
     def test_check_accesses(self):
         import numpy as np
 
-        from roofline.analysis import _dataflow
-        from roofline.analysis._dataflow import ACCESS_DTYPE
+        from roofline._analysis import _dataflow
+        from roofline._analysis._dataflow import ACCESS_DTYPE
 
         wide = np.array([(0, 5, 64, 0), (1, 5, 64, 1)], dtype=[("record", "<i8"), ("storage", "<i8"),
                                                                  ("nbytes", "<i8"), ("write", "<i8")])
@@ -2164,7 +2164,7 @@ class TestDataflow:
             _dataflow.check_accesses(None, 2)
 
     def test_edges_without_a_record_count(self):
-        from roofline.analysis import _dataflow
+        from roofline._analysis import _dataflow
 
         big = 2 ** 31 + 5  # record indices are 32-bit unsigned: any of them is valid without a count
         e = _dataflow.edges(self.acc([(big, 7, 64, 1), (big + 1, 7, 32, 0), (big + 1, 8, 16, 0)]))
@@ -2176,10 +2176,10 @@ class TestDataflow:
     def test_short_and_active(self):
         import numpy as np
 
-        from roofline.analysis import _dataflow
-        from roofline.model._records import RECORD_DTYPE
+        from roofline._analysis import _dataflow
+        from roofline._datamodel._records import RECORD_DTYPE
 
-        from roofline.util._format import op_label, op_name
+        from roofline._util._format import op_label, op_name
 
         assert [op_name(n) for n in ("aten.add_.Tensor", "aten.relu", "relu")] == ["add_", "relu", "relu"]
         assert [op_label(n) for n in ("aten.addmm.default", "aten.add.Tensor", "mylib.op.default")] == [
@@ -2192,7 +2192,7 @@ class TestDataflow:
         assert len(_dataflow.data_edges(rec, self.acc([]))) == 0
 
     def test_describe(self):
-        from roofline.analysis._dataflow import FusionOpportunity
+        from roofline._analysis._dataflow import FusionOpportunity
         from roofline.render._advice import describe
 
         f = FusionOpportunity(records=[0, 1], ops=["aten.mm.default", "aten.add_.Tensor"], modules=["a", "a"],
@@ -2209,7 +2209,7 @@ class TestDataflow:
                                 "1.00 KB on chip)")
 
     def test_a_chain_of_two_calls_by_default(self):
-        from roofline.analysis import _dataflow
+        from roofline._analysis import _dataflow
 
         g = Graph()
         g.call("aten.add.Tensor", "ewise", [(1, 400)], [(2, 400)], vector=100)
@@ -2280,7 +2280,7 @@ class TestDataflow:
     def test_a_member_without_flops_and_without_a_peak(self):
         """A chain whose last member is a float64 copy (no FLOPs; no float64 peak on these ceilings): it adds no
         compute time, so the chain's saving is known."""
-        from roofline.model._records import DTYPE_CODES
+        from roofline._datamodel._records import DTYPE_CODES
 
         g = Graph()
         g.call("aten.add.Tensor", "ewise", [(1, 400)], [(2, 400)], vector=100)
@@ -2292,9 +2292,9 @@ class TestDataflow:
         """Two add -> relu chains of equal cost, interleaved (records [0, 3] and [1, 2]): ordered by their first
         call. A larger chain first. A float64 chain (no float64 peak: its time is unknown) after those with a time.
         Grouped by op chain: counts, bytes and savings summed."""
-        from roofline.analysis import _dataflow
+        from roofline._analysis import _dataflow
 
-        from roofline.model._records import DTYPE_CODES
+        from roofline._datamodel._records import DTYPE_CODES
 
         f64 = DTYPE_CODES["float64"]
         g = Graph()
@@ -2318,8 +2318,8 @@ class TestDataflow:
         assert groups[0]["saved_s"] == pytest.approx(2 * 800 / 1e11)
 
     def test_group_opportunities_sums(self):
-        from roofline.analysis import _dataflow
-        from roofline.analysis._dataflow import FusionOpportunity
+        from roofline._analysis import _dataflow
+        from roofline._analysis._dataflow import FusionOpportunity
 
         def opp(ops, saved_s, saved_bytes, nbytes, modules):
             return FusionOpportunity(records=[0, 1], ops=ops, modules=modules, kind="elementwise", intermediates=1,

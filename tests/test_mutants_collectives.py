@@ -1,7 +1,7 @@
 """Collectives inside ``measure``, in one process: the rows of the collectives table (message bytes, bus bytes,
 group size, async flag, uncertain flag), the records of the collectives and of the ``fsdp::`` copies (no counts,
 their dtype, their times with ``timing="op"``), the rank metadata, and the guard around DTensor's sharding
-propagation (roofline/capture/_collectives.py).
+propagation (roofline/_capture/_collectives.py).
 
 The collectives really run, on a gloo process group of one rank (a HashStore: no port, no file, no subprocess),
 made and destroyed by each test that needs it so that no group outlives its test (tests/test_distributed.py and
@@ -32,10 +32,10 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as mode_stack  # noqa: E402
 
 import roofline  # noqa: E402
-import roofline.capture._torch  # noqa: E402,F401 - the first measure imports it (torch._dynamo: seconds); here, once
+import roofline._capture._session  # noqa: E402,F401 - the first measure imports it (torch._dynamo: seconds); here, once
 from roofline import distributed as rd  # noqa: E402
-from roofline.capture import _collectives as coll  # noqa: E402
-from roofline.hardware import _interconnect  # noqa: E402
+from roofline._capture import _collectives as coll  # noqa: E402
+from roofline._hardware import _interconnect  # noqa: E402
 
 # all_gather_into_tensor and reduce_scatter_tensor are deprecated names in recent torch, still the ones older torch has
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.distributed.* is deprecated:FutureWarning")
@@ -412,7 +412,7 @@ class _Seen(TorchDispatchMode):
 
 
 def _roofline_modes():
-    return [m for m in mode_stack() if type(m).__module__ == "roofline.capture._torch"]
+    return [m for m in mode_stack() if type(m).__module__ == "roofline._capture._session"]
 
 
 def _in_new_thread(fn):

@@ -1,4 +1,4 @@
-"""The compiled-kernel views (roofline/analysis/_compiled_view.py) on kernel rows written here: the defaults of a
+"""The compiled-kernel views (roofline/_analysis/_compiled_view.py) on kernel rows written here: the defaults of a
 kernel that lacks a field, the table's default length, its truncation boundaries and the order of untimed kernels."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from _graph import Graph
-from roofline.analysis import _compiled_view as cv
+from roofline._analysis import _compiled_view as cv
 from roofline.render import _kernels
 
 

@@ -1,4 +1,4 @@
-"""The contention reading's details (roofline/hardware/_contention.py) that the broader tests leave open: the
+"""The contention reading's details (roofline/_hardware/_contention.py) that the broader tests leave open: the
 fallbacks where the system says nothing (no clock-tick rate, no CPU count, no affinity), the edges of the /proc/stat
 parser (a first line of exactly four counters, an old kernel's seven-field line, an empty procs_running value, a
 ninth field that is not a number), the 64 KiB read of a /proc file, the process's CPU time summed over its threads,
@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from roofline.hardware import _contention as c
+from roofline._hardware import _contention as c
 
 HZ = c._HZ
 _TIMES = type(os.times())  # os.times_result, taken before any test replaces os.times

@@ -26,11 +26,11 @@ import pytest
 import roofline
 from roofline import devices
 from roofline import distributed as rd
-from roofline.analysis._rollup import OpInfo
-from roofline.hardware import _interconnect
-from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
+from roofline._analysis._rollup import OpInfo
+from roofline._hardware import _interconnect
+from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
 from roofline.report import SCHEMA_VERSION, Report
-from roofline.util._version import VERSION
+from roofline._util._version import VERSION
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
@@ -197,7 +197,7 @@ def test_untimed_report_has_no_measured_split():
 def test_comm_share_of_an_infinite_compute_time_is_unknown():
     # a DRAM bandwidth so small that the add's roofline time overflows: the share of a finite communication time in
     # an infinite total is not 0, it is unknown
-    from roofline.hardware._ceilings import Ceiling
+    from roofline._hardware._ceilings import Ceiling
 
     tiny = dataclasses.replace(H100, bandwidths={"DRAM": Ceiling(measured=None, datasheet=5e-324, method="test")})
     row = rd.MergedReport([report([(AR, 400, 400, 0, 0, 0.0, 1.0), (ADD, 1000, 0, 0, 0, 1.0, 2.0)],
@@ -707,7 +707,7 @@ def test_measure_interconnect_zero_time_has_no_bandwidth(monkeypatch):
 @pytest.mark.parametrize("iters", [0, -1, True, 2.0, "3"])
 def test_measure_interconnect_refuses_bad_iters(monkeypatch, iters):
     World(monkeypatch)
-    exc = ValueError if type(iters) is int else TypeError  # the package's one int rule (roofline.util._ints)
+    exc = ValueError if type(iters) is int else TypeError  # the package's one int rule (roofline._util._ints)
     with pytest.raises(exc, match="iters must be an int >= 1"):
         rd.measure_interconnect(sizes=[4], iters=iters)
 

@@ -1,4 +1,4 @@
-"""Exact counts of the Python formulas (roofline/counting/_formulas.py) on small hand-built arguments.
+"""Exact counts of the Python formulas (roofline/_counting/_formulas.py) on small hand-built arguments.
 
 Each expected value is computed here a second way: (query, key) pairs by a double loop over positions, the blocks of a
 FlexAttention mask by walking the blocks one by one, comparisons of a search from ceil(log2 n) written as a loop over
@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from roofline.counting import _formulas as F  # noqa: E402
+from roofline._counting import _formulas as F  # noqa: E402
 
 F32 = 4
 
@@ -654,7 +654,7 @@ def test_a_built_in_formula_failing_is_an_error_record_not_a_failed_step(monkeyp
     """Whatever a built-in Python formula raises on inputs it did not foresee, the op is recorded with an error status
     (r.errors, zero counts) and the user's step goes on; ROOFLINE_DEBUG=1 raises it instead, for a bug report."""
     import roofline
-    from roofline.counting import _formulas
+    from roofline._counting import _formulas
 
     def boom(*a, **k):
         raise RuntimeError("a formula bug")

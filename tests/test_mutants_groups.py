@@ -1,4 +1,4 @@
-"""Tests that pin how the module tree is cut into one level (roofline/analysis/_groups.py ``module_level``: the
+"""Tests that pin how the module tree is cut into one level (roofline/_analysis/_groups.py ``module_level``: the
 default level, the accepted depths) and when a report counts as carrying shape signatures.
 
 These tests pin behaviours that mutation testing found unpinned.
@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 import roofline
-from roofline.analysis import _groups
-from roofline.analysis._rollup import OpInfo
-from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
+from roofline._analysis import _groups
+from roofline._analysis._rollup import OpInfo
+from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
 from roofline.report import Report
 
 OPS = [OpInfo("aten.add.Tensor", "aten.add", "ewise"), OpInfo("aten.mul.Tensor", "aten.mul", "ewise")]

@@ -12,9 +12,9 @@ import pytest
 
 from _graph import BH, L, QKV, SCORES, Graph, ceilings, chain, six_hints
 
-from roofline.analysis import _hints
+from roofline._analysis import _hints
 from roofline.render import _advice
-from roofline.hardware._ceilings import Ceiling, Ceilings
+from roofline._hardware._ceilings import Ceiling, Ceilings
 from roofline.report import Report
 
 

@@ -23,7 +23,7 @@ def _flash_attention_forward(seq_len):
 @pytest.mark.parametrize("field", ["hidden", "intermediate", "layers", "heads", "vocab"])
 @pytest.mark.parametrize("bad", [0, -1, True, 8.0])
 def test_decoder_config_refuses_a_size_that_is_not_a_positive_int(field, bad):
-    exc = ValueError if type(bad) is int else TypeError  # the package's one int rule (roofline.util._ints)
+    exc = ValueError if type(bad) is int else TypeError  # the package's one int rule (roofline._util._ints)
     with pytest.raises(exc, match=rf"DecoderConfig: {field} must be an int >= 1, got {bad}"):
         llm.DecoderConfig(**{**TINY, field: bad})
 
@@ -65,7 +65,7 @@ def test_an_object_with_only_one_of_a_modules_methods_is_read_as_a_config():
 # ---- tokens and sequences ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("tokens, seq_len", [(0, None), (0, 4), (-4, None), (4.0, None), (4.0, 2)])
 def test_tokens_must_be_a_positive_int(tokens, seq_len):
-    exc = ValueError if type(tokens) is int else TypeError  # the package's one int rule (roofline.util._ints)
+    exc = ValueError if type(tokens) is int else TypeError  # the package's one int rule (roofline._util._ints)
     with pytest.raises(exc, match="attention_flops: tokens must be an int >= 1"):
         llm.attention_flops(TINY, tokens, seq_len=seq_len)
 

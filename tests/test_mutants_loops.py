@@ -1,5 +1,5 @@
-"""Details of the step loops and the trainer callbacks' shared run (roofline/_monitor.py, roofline/_schedule.py,
-roofline/integrations/_core.py, huggingface.py, lightning.py) that the broader tests leave open: the bounds on
+"""Details of the step loops and the trainer callbacks' shared run (roofline/_loops/_monitor.py, roofline/_loops/_schedule.py,
+roofline/integrations/_run.py, huggingface.py, lightning.py) that the broader tests leave open: the bounds on
 what a long run keeps (the plan of each step's action, the trainer's names of the steps), and the small branches of
 the callbacks. Expected values are the arithmetic written beside them."""
 
@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 import roofline  # noqa: E402
 from _graph import ceilings  # noqa: E402
-from roofline.integrations import _core  # noqa: E402
+from roofline.integrations import _run as _core  # noqa: E402
 
 CEIL = ceilings(vector=1e12, matrix=2e12, dram=1e11)
 
@@ -503,7 +503,7 @@ class TestSteadyLoaded:
     def _loaded(steady):
         import types
 
-        from roofline._steady import SteadyReport
+        from roofline._loops._steady import SteadyReport
 
         r = types.SimpleNamespace(meta={"steady": steady} if steady is not None else {})
         SteadyReport._loaded(r)

@@ -1,5 +1,5 @@
 """Tests that pin the network view's link choice and the rescaling of collectives to another rank count
-(roofline/analysis/_network.py): when a projection or a datasheet roofline overrides the measured bus bandwidth,
+(roofline/_analysis/_network.py): when a projection or a datasheet roofline overrides the measured bus bandwidth,
 which measured bandwidths count, and which rank counts ``gpus`` accepts.
 
 These tests pin behaviours that mutation testing found unpinned.
@@ -14,9 +14,9 @@ import pytest
 
 import roofline
 from roofline import devices
-from roofline.analysis import _network
-from roofline.analysis._rollup import OpInfo
-from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
+from roofline._analysis import _network
+from roofline._analysis._rollup import OpInfo
+from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
 from roofline.report import Report
 
 H100_LINK = 900e9 / 2  # NVLink 4, per direction

@@ -1,4 +1,4 @@
-"""The padding analysis (roofline/analysis/_padding.py) on hand-built shapes and records: which calls count as per
+"""The padding analysis (roofline/_analysis/_padding.py) on hand-built shapes and records: which calls count as per
 token, attention or other, and the useful_work figures, each expected value written out as arithmetic. No model
 runs here: every record is made by hand, so each case isolates one rule of the classification."""
 
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from roofline.analysis import _padding
-from roofline.model._records import BACKWARD, FORWARD, OPTIMIZER, RECORD_DTYPE
-from roofline.model._tokens import token_layout
+from roofline._analysis import _padding
+from roofline._datamodel._records import BACKWARD, FORWARD, OPTIMIZER, RECORD_DTYPE
+from roofline._datamodel._tokens import token_layout
 
 SDPA = "aten._scaled_dot_product_flash_attention_for_cpu.default"
 

@@ -13,7 +13,7 @@ import torch
 import torch._dynamo.convert_frame  # noqa: F401  (imported once here: the tests below look it up)
 import torch._inductor.compile_fx  # noqa: F401
 
-from roofline.compiled import _recover
+from roofline._compiled import _recover
 
 
 def _sha(text):

@@ -5,7 +5,7 @@ IndexError from the list underneath)."""
 import numpy as np
 import pytest
 
-from roofline.model._records import RECORD_DTYPE
+from roofline._datamodel._records import RECORD_DTYPE
 from roofline.report import OpInfo, Report
 
 # the innermost module of each set: the name with the most dots, the greater name among equally deep ones

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import roofline
-from roofline.hardware import _contention
-from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
+from roofline._hardware import _contention
+from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
 from roofline.report import Comparison, OpInfo, Report
 
 F32 = DTYPE_CODES["float32"]
@@ -421,7 +421,7 @@ def test_the_summary_ends_with_the_advice_after_a_blank_line():
 
 
 def test_hints_default_share_is_one_percent(monkeypatch):
-    from roofline.analysis import _hints
+    from roofline._analysis import _hints
 
     seen = []
     real = _hints.hints

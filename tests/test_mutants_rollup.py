@@ -1,4 +1,4 @@
-"""Tests that pin the report roll-ups of roofline/analysis/_rollup.py where mutation testing found them unpinned:
+"""Tests that pin the report roll-ups of roofline/_analysis/_rollup.py where mutation testing found them unpinned:
 the module tree's implied containers, the op-and-shape groups (their packed op/signature key, their names, their
 phase restriction, the refusal without signatures), the interconnect share of a group's bound, the bandwidth a
 group's MBU is taken against, and the whole-run model FLOPs and network-aware intensity.
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from roofline import _core
-from roofline.analysis._rollup import group_bound, group_masks, module_members, roofline_row, roofline_totals
-from roofline.model._records import RECORD_DTYPE, RECORD_DTYPE_V1, RECOMPUTE
+from roofline._analysis._rollup import group_bound, group_masks, module_members, roofline_row, roofline_totals
+from roofline._datamodel._records import RECORD_DTYPE, RECORD_DTYPE_V1, RECOMPUTE
 
 NAN = float("nan")
 C, M, BW, I = _core.BOUND_COMPUTE, _core.BOUND_MEMORY, _core.BOUND_BANDWIDTH, _core.BOUND_INTERCONNECT

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import roofline  # noqa: E402
-from roofline.capture import _sdpa  # noqa: E402
+from roofline._capture import _sdpa  # noqa: E402
 
 F = torch.nn.functional
 BF16 = dict(device="meta", dtype=torch.bfloat16)

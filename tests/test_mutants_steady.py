@@ -1,4 +1,4 @@
-"""The steady-state report's details (roofline/_steady.py) that the broader tests leave open: the step-number ranges
+"""The steady-state report's details (roofline/_loops/_steady.py) that the broader tests leave open: the step-number ranges
 of a profiler cycle's line, which step is the base when no wall time was measured, the times of a single step and of
 untimed steps, ``step_numbers`` in the meta, and the mapping of left-out steps to the loop's step numbers."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from _graph import Graph, ceilings
-from roofline._steady import SteadyReport, _ranges
+from roofline._loops._steady import SteadyReport, _ranges
 
 
 def _step(vector=10, t=(1e-6, 2e-6), wall=1.0, ops=("add", "mul")):

@@ -16,7 +16,7 @@ import types
 import numpy as np
 import pytest
 
-from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
+from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
 from roofline.render._svg import place_labels, point_label
 from roofline.report import OpInfo, Report
 from test_mutants_render import _ceil, timed, untimed

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import roofline
-from roofline.model._tokens import token_layout
+from roofline._datamodel._tokens import token_layout
 
 
 def _layout(batch, seq_len, lengths, packed=False):

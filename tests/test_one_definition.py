@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 import roofline  # noqa: E402
 from roofline import llm  # noqa: E402
 from roofline.render import _style  # noqa: E402
-from roofline.util import _format  # noqa: E402
+from roofline._util import _format  # noqa: E402
 
 H100_DRAM = 3.35e12  # bytes/s, docs/devices.md
 
@@ -66,7 +66,7 @@ def test_one_duration_format_in_the_summary_and_the_hints():
     assert _format.dur(0.0012) == "1.2 ms"
     assert _format.dur(5e-6) == "5.00 us"  # below 10 us: two decimals
     assert _format.dur(2.5) == "2.50 s"
-    from roofline.analysis import _dataflow, _hints
+    from roofline._analysis import _dataflow, _hints
 
     assert not hasattr(_hints, "secs") and not hasattr(_dataflow, "secs")
 
@@ -106,7 +106,7 @@ def test_one_module_grouping_in_the_roll_ups_the_table_and_the_chart():
     assert shown == set(rows) - {"Global"}
     assert rows["_Blocks.blocks"]["flops"] == mods["_Blocks.blocks"]["flops"] > one + two  # + the bias adds
     # the chart's module points are the same groups, with the same rows
-    from roofline.analysis import _groups
+    from roofline._analysis import _groups
 
     level = {n.name: n for n in _groups.module_level(r, 2)}
     assert set(level) == {"_Blocks.blocks", "_Blocks.head"}

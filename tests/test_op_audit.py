@@ -1,8 +1,8 @@
-"""The overload audit (roofline/counting/_audit.py): every aten and prims overload torch registers has a decision, the
-generated table (roofline/counting/_decisions.py) agrees with the code, and a decision is what measure() does.
+"""The overload audit (roofline/_counting/_audit.py): every aten and prims overload torch registers has a decision, the
+generated table (roofline/_counting/_decisions.py) agrees with the code, and a decision is what measure() does.
 
 A new torch release's new ops fail ``test_every_registered_overload_has_a_decision``: give each a formula or a decision
-in ``_audit.HAND``, then regenerate the table (``python -m roofline.counting._audit``)."""
+in ``_audit.HAND``, then regenerate the table (``python -m roofline._counting._audit``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import roofline  # noqa: E402
-from roofline.counting import _audit, _decisions, _registry  # noqa: E402
+from roofline._counting import _audit, _decisions, _registry  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -24,19 +24,19 @@ def audit():
 def test_every_registered_overload_has_a_decision(audit):
     _, undecided = audit
     assert not undecided, (f"{len(undecided)} registered overloads have no cost decision (add a formula, or a decision "
-                           f"in roofline/counting/_audit.py HAND, then python -m roofline.counting._audit): "
+                           f"in roofline/_counting/_audit.py HAND, then python -m roofline._counting._audit): "
                            f"{undecided[:40]}")
 
 
 def test_the_generated_table_matches_the_code(audit):
     decisions, _ = audit
     stale = {k: (v, _decisions.DECISIONS.get(k)) for k, v in decisions.items() if _decisions.DECISIONS.get(k) != v}
-    assert not stale, (f"roofline/counting/_decisions.py is out of date for {len(stale)} overloads (regenerate it: "
-                       f"python -m roofline.counting._audit): {list(stale.items())[:10]}")
+    assert not stale, (f"roofline/_counting/_decisions.py is out of date for {len(stale)} overloads (regenerate it: "
+                       f"python -m roofline._counting._audit): {list(stale.items())[:10]}")
 
 
 def test_the_zero_set_is_the_tables_views_and_metadata():
-    from roofline.counting import _zero
+    from roofline._counting import _zero
 
     assert _zero.ZERO == {k for k, (cls, _, _) in _decisions.DECISIONS.items() if cls in _audit.ZERO_CLASSES}
 
@@ -55,7 +55,7 @@ def test_counts_by_class_cover_every_overload(audit):
 def test_every_estimate_names_an_op_with_a_formula():
     """ESTIMATES lists formulas that are estimates: each name has a formula (a stale name would be a claim about
     nothing)."""
-    from roofline.counting import _formulas
+    from roofline._counting import _formulas
 
     missing = [n for n in _audit.ESTIMATES if _registry.table_lookup(n if "::" in n else f"aten::{n}") is None
                and _formulas.OPS.get(n if "::" in n else f"aten::{n}") is None]

@@ -129,7 +129,7 @@ def test_bytes_read_cover_the_inputs(property_records):
     """bytes read >= each distinct tensor argument not written (the op's inputs), at its touched size; a fill reads
     nothing. Arguments the registry marks as shape-only (``noread``: a backward's ``self`` giving the size) are
     left out of the bound."""
-    from roofline.counting import _resolve
+    from roofline._counting import _resolve
 
     bad = []
     for where, kind, bound, written, out, rec, func in property_records:
@@ -169,7 +169,7 @@ def test_flops_per_element_from_the_table(property_records):
     """vector FLOPs and special functions = the registry's per-element cost x the elements the kind counts: the
     result's for ewise and fill, the first tensor argument's (or the one the entry names) for ewise_in; copy kinds
     count none."""
-    from roofline.counting import _resolve
+    from roofline._counting import _resolve
 
     bad = []
     for where, kind, bound, written, out, rec, func in property_records:

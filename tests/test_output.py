@@ -1,4 +1,4 @@
-"""Every file the package writes goes through roofline.util._output.write: a regular file is replaced atomically (a
+"""Every file the package writes goes through roofline._util._output.write: a regular file is replaced atomically (a
 failed write leaves the old file and no temporary file), a symbolic link is written through, a FIFO or a descriptor
 is written into, and anything that is not a path (an int, which ``open`` takes for a descriptor) is a TypeError.
 The command line's early checks never create, truncate or open the target."""
@@ -15,7 +15,7 @@ import pytest
 
 import roofline
 from roofline import cli
-from roofline.util import _output
+from roofline._util import _output
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "report_schema1.json")
 OLD = b"the old content, kept\n"

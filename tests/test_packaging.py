@@ -160,7 +160,7 @@ def test_the_version_has_one_source_and_every_report_carries_it():
     import re
 
     import roofline
-    from roofline.util import _version
+    from roofline._util import _version
 
     v = _pyproject_version()
     assert roofline.__version__ == v

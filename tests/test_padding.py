@@ -145,7 +145,7 @@ def test_attention_mask_seen_on_the_models_first_call():
 def test_calls_over_other_sequences_and_integer_dims():
     """A vision tower's attention over its patches (not the batch's token sequence) has no padding; an integer
     position vector of length S is no weight, so S is not ambiguous."""
-    from roofline.analysis import _padding
+    from roofline._analysis import _padding
 
     b, s = 4, 56
     tower = _padding.shapes("f32[4,2,16,16], f32[4,2,16,16], f32[4,2,16,16]")

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import roofline  # noqa: E402
-from roofline.analysis import _parameters  # noqa: E402
+from roofline._analysis import _parameters  # noqa: E402
 
 V, D, H = 50, 8, 16  # vocabulary, width, MLP width
 

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from roofline.traces import _load, _ranks
-from roofline.util import _progress
+from roofline._traces import _load, _ranks
+from roofline._util import _progress
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

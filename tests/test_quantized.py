@@ -196,7 +196,7 @@ def test_torchao_mlp_on_meta():
 
 def test_dyn_quant_block_arithmetic_and_bad_block():
     """Blocks of 16 along K = 64: 4 partial sums per output element, each rescaled (a multiply and an add)."""
-    from roofline.counting import _formulas
+    from roofline._counting import _formulas
 
     f = _formulas.OPS["aten::_dyn_quant_matmul_4bit"]
     meta = dict(device="meta")
@@ -230,7 +230,7 @@ def test_out_dtype_int8_mm(device):
 
 
 def test_out_dtype_other_ops_refused():
-    from roofline.counting import _formulas
+    from roofline._counting import _formulas
 
     f = _formulas.HOPS["out_dtype"]
     x = torch.empty(4, 4, dtype=torch.int8, device="meta")
@@ -271,7 +271,7 @@ def test_coverage_sweep_torchao_family():
 def test_weight_int4pack_mm_cuda_layout_formula():
     """The CUDA int4 kernel's packed layout [N/8, K/(16 t), 32, t/2] int32 (t = inner K tiles; here N = 32, K = 64,
     t = 2), counted by calling the formula on meta tensors (no GPU): half a byte per weight element."""
-    from roofline.counting import _formulas
+    from roofline._counting import _formulas
 
     f = _formulas.OPS["aten::_weight_int4pack_mm"]
     meta = dict(device="meta")

@@ -13,8 +13,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import roofline  # noqa: E402
 from roofline import _core  # noqa: E402
-from roofline.capture import _torch
-from roofline.model._records import ACCESS_DTYPE, RECORD_DTYPE  # noqa: E402
+from roofline._capture import _session
+from roofline._datamodel._records import ACCESS_DTYPE, RECORD_DTYPE  # noqa: E402
 
 F32 = 4
 
@@ -44,15 +44,15 @@ def test_storage_id_is_the_storage_impl_and_views_share_it(device):
     a = torch.empty(8, 8, device=device)
     b = torch.empty(8, 8, device=device)
     v, t = a[2:], a.t()
-    assert _torch._storage_id(a) == sid(a) == _torch._storage_id(v) == _torch._storage_id(t) != 0
-    assert _torch._storage_id(b) == sid(b) != _torch._storage_id(a)
+    assert _session._storage_id(a) == sid(a) == _session._storage_id(v) == _session._storage_id(t) != 0
+    assert _session._storage_id(b) == sid(b) != _session._storage_id(a)
     if device == "meta":  # why data_ptr cannot be the id: every meta tensor has the same (null) base pointer
         assert a.data_ptr() == b.data_ptr() == 0
 
 
 def test_the_storage_fallback_reads_the_same_id():
     a = torch.ones(3)
-    assert (lambda t: t.untyped_storage()._cdata)(a[1:]) == _torch._storage_id(a)
+    assert (lambda t: t.untyped_storage()._cdata)(a[1:]) == _session._storage_id(a)
 
 
 # ---- dataflow: a linear -> gelu -> add chain -----------------------------------------------------------------------
@@ -223,7 +223,7 @@ def test_signature_texts_are_made_when_first_read_and_survive_copying():
 
 def test_a_released_recorder_records_again():
     """clear(release=True) frees the records' memory; the recorder still works, and keeps its signatures."""
-    rec = _core.Recorder(torch.Tensor, _torch.TORCH_DTYPES, storage=_torch._storage_id, signatures=True)
+    rec = _core.Recorder(torch.Tensor, _session.TORCH_DTYPES, storage=_session._storage_id, signatures=True)
     i = rec.add_op(_core.K_EWISE, 1, 0)
     a = torch.ones(2, 3)
     rec.record(i, 0, 0, (a,), None, a)
@@ -295,11 +295,11 @@ def test_capture_off_changes_no_count():
         return r
 
     on = run()
-    _torch.CAPTURE = False
+    _session.CAPTURE = False
     try:
         off = run()
     finally:
-        _torch.CAPTURE = True
+        _session.CAPTURE = True
     assert off.signatures == [] and len(off.accesses) == 0
     fields = [n for n in RECORD_DTYPE.names if n not in ("t_start", "t_end", "sig")]
     assert on.records[fields].tolist() == off.records[fields].tolist()
@@ -309,7 +309,7 @@ def test_capture_off_changes_no_count():
 def test_recorder_arguments_are_checked():
     with pytest.raises(TypeError, match="storage"):
         _core.Recorder(torch.Tensor, {}, storage=3)
-    rec = _core.Recorder(torch.Tensor, {torch.float32: 2}, storage=_torch._storage_id, signatures=True)
+    rec = _core.Recorder(torch.Tensor, {torch.float32: 2}, storage=_session._storage_id, signatures=True)
     with pytest.raises(ValueError, match="no record"):
         rec.attach((), None, None)
     with pytest.raises(TypeError, match="args must be a tuple"):
@@ -334,7 +334,7 @@ def test_recorder_rows_by_hand():
     a, b = torch.ones(2, 3), torch.ones(2, 3)
     out = a + b
     rec.record(i, 0, 0, (a, b), None, out)
-    from roofline.model._records import accesses_from_raw
+    from roofline._datamodel._records import accesses_from_raw
 
     got = accesses_from_raw(rec.accesses_bytes())
     assert got.tolist() == [(0, 1, 24, 0), (0, 2, 24, 0), (0, 3, 24, 1)]
@@ -347,7 +347,7 @@ def test_replay_equals_recording_the_calls_again():
     """replay(start, stop, phase) must leave the recorder as recording the same calls again would: the same
     records (op, module, counts, status, kind, signature; the new phase; new call order numbers; no times) and
     the same dataflow rows pointing at the new records. The second recorder records them for real."""
-    from roofline.model._records import RECORD_DTYPE, accesses_from_raw
+    from roofline._datamodel._records import RECORD_DTYPE, accesses_from_raw
 
     def records_from_raw(raw):
         return np.frombuffer(raw, dtype=RECORD_DTYPE)
@@ -389,7 +389,7 @@ def test_replay_equals_recording_the_calls_again():
 
 
 def test_replay_refuses_bad_ranges_and_changes_nothing():
-    rec = _core.Recorder(torch.Tensor, {torch.float32: 2}, storage=_torch._storage_id, signatures=True)
+    rec = _core.Recorder(torch.Tensor, {torch.float32: 2}, storage=_session._storage_id, signatures=True)
     i = rec.add_op(_core.K_EWISE, p1=1)
     x = torch.ones(4)
     rec.record(i, 0, 0, (x,), None, x + 1)
@@ -409,7 +409,7 @@ def test_replay_refuses_bad_ranges_and_changes_nothing():
 
 
 def test_ops_with_a_built_in_python_formula_get_their_dataflow_rows():
-    """torch.sort is counted by a built-in Python formula (roofline/counting/_formulas.py); its call still has a signature
+    """torch.sort is counted by a built-in Python formula (roofline/_counting/_formulas.py); its call still has a signature
     and read/write rows: the 4 x 8 float32 input read (128 bytes), values (128) and int64 indices (256) written."""
     x = torch.randn(4, 8)
     with roofline.measure(timing=None) as r:
@@ -427,7 +427,7 @@ def test_a_onednn_layout_tensor_is_not_taken_for_a_broadcast():
     such a tensor is not described from its strides (an error row says so) where a real broadcast is counted once."""
     if not torch.backends.mkldnn.is_available():
         pytest.skip("this torch has no oneDNN")
-    from roofline.counting import _formulas
+    from roofline._counting import _formulas
 
     x = torch.randn(2, 3, 4, 5)
     m = x.to_mkldnn()

@@ -7,7 +7,7 @@ import pytest
 
 import roofline
 from roofline import _core
-from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
+from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
 from roofline.report import OpInfo, Report
 
 NAN = float("nan")

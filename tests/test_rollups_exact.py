@@ -24,8 +24,8 @@ import pytest
 
 import roofline
 from roofline import _core
-from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
-from roofline.analysis._rollup import OpInfo, exact_sum, group_bound, peak_time
+from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
+from roofline._analysis._rollup import OpInfo, exact_sum, group_bound, peak_time
 from roofline.report import Report
 
 NAN = float("nan")
@@ -412,7 +412,7 @@ def test_errors_count_calls_and_keep_the_last_reason():
 
 
 def test_flop_counter_counts_by_module_and_op():
-    from roofline.analysis._rollup import flop_counter_counts
+    from roofline._analysis._rollup import flop_counter_counts
 
     # keys given (packet_obj) so that no torch lookup is involved; "aten.add" and "custom.mm" have no
     # FlopCounterMode formula, "aten.mm" and "aten.bmm" do

@@ -189,7 +189,7 @@ def test_an_exception_in_the_loop_leaves_torch_as_it_was_and_reports_nothing():
     (dict(warmup=None), "warmup", TypeError),
 ])
 def test_bad_schedule_arguments_name_the_argument(kwargs, name, exc):
-    # the package's one int rule (roofline.util._ints): not an int is a TypeError, out of range a ValueError
+    # the package's one int rule (roofline._util._ints): not an int is a TypeError, out of range a ValueError
     with pytest.raises(exc, match=rf"schedule: {name} must be an int >= [01], got"):
         roofline.schedule(**kwargs)
 

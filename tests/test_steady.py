@@ -155,7 +155,7 @@ def test_attention_backend_on_meta_counts_the_chosen_kernel(backend):
     names = " ".join(r.op_names)
     if backend in ("flash", "efficient"):
         assert f"_scaled_dot_product_{backend}_attention_backward" in names
-        from roofline.capture import _sdpa
+        from roofline._capture import _sdpa
 
         label = backend
         if backend == "efficient" and not _sdpa._efficient_takes_gqa():  # older torch: K/V repeated, and said so

@@ -1,5 +1,5 @@
 """A step time that holds still on a shared machine: the scheduler's per-thread statistics in a block's load
-(roofline.hardware._contention: time on a CPU, time waiting for one), the contention reason they give, the
+(roofline._hardware._contention: time on a CPU, time waiting for one), the contention reason they give, the
 "unwaited" time, and ``profile(step_time=...)`` / ``profiler(step_time=...)`` choosing the time the report divides
 by. Expected values are arithmetic on the inputs, written out in the comments."""
 
@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 import roofline  # noqa: E402
 from roofline import SteadyReport  # noqa: E402
-from roofline.hardware import _contention as C  # noqa: E402
+from roofline._hardware import _contention as C  # noqa: E402
 
 
 def _snap(wall, threads, cpus=2):
@@ -141,18 +141,18 @@ def test_the_profiler_takes_a_step_time(step):
 def test_the_callbacks_take_a_step_time_and_log_which():
     import types
 
-    from roofline.integrations import _core
+    from roofline.integrations import _run
 
     kw = dict(steps=(2, 4), schedule=None, monitor=False, output_dir=None, tokens=None, timing="model",
               ceilings="measured", attention=None, gather_timeout=10.0, log=True)
-    assert _core.Options("cb", **kw, step_time="unwaited").step_time == "unwaited"
-    assert _core.Options("cb", **kw).step_time == "median"
+    assert _run.Options("cb", **kw, step_time="unwaited").step_time == "unwaited"
+    assert _run.Options("cb", **kw).step_time == "median"
     with pytest.raises(ValueError, match="step_time must be one of"):
-        _core.Options("cb", **kw, step_time="fastest")
+        _run.Options("cb", **kw, step_time="fastest")
 
     def figures(meta):
         totals = {"mfu": 0.25, "mbu": 0.5, "achieved_flops": 1e9, "achieved_bytes": 2e9, "compute_share": 0.75}
-        return _core.Run.profile_figures(types.SimpleNamespace(totals=lambda: totals, wall_time=0.5, meta=meta), None)
+        return _run.Run.profile_figures(types.SimpleNamespace(totals=lambda: totals, wall_time=0.5, meta=meta), None)
 
     # the codes as docs/training.md lists them: 0 the median wall time, 1 the least, 2 the unwaited time
     assert figures({})["roofline/profile/step_time_code"] == 0.0

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import roofline
-from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
+from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
 from roofline.report import OpInfo, Report
 
 F32 = DTYPE_CODES["float32"]

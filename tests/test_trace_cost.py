@@ -1,4 +1,4 @@
-"""The cost of a trace's op events (``roofline.traces._ops``): the overload chosen from the recorded arguments, the
+"""The cost of a trace's op events (``roofline._traces._ops``): the overload chosen from the recorded arguments, the
 results derived from the inputs, the counts of the cost model, which events of the op tree are counted; and the
 oracle: a training step recorded by ``torch.profiler`` on this CPU gives, op by op, the FLOPs and bytes ``measure``
 counts for the same step.
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from roofline.traces import _ops, _ops_shapes
-from roofline.traces._ops import cost_event, counted
+from roofline._traces import _ops, _ops_shapes
+from roofline._traces._ops import cost_event, counted
 
 ROOT = Path(__file__).resolve().parent.parent
 BREADTH = os.environ.get("ROOFLINE_BREADTH", "") not in ("", "0")
@@ -259,7 +259,7 @@ def test_no_torch_needed():
         "        if name == 'torch' or name.startswith('torch.'):\n"
         "            raise ImportError('torch is blocked')\n"
         "sys.meta_path.insert(0, Block())\n"
-        "from roofline.traces import _ops\n"
+        "from roofline._traces import _ops\n"
         "c = _ops.cost_event('aten::mm', {'Input type': ['float', 'float'], 'Input Dims': [[2, 3], [3, 4]]})\n"
         "assert (c.status, c.matrix_flops) == ('ok', 48), c\n"
         "assert _ops.counted(['aten::linear', 'aten::addmm'], [-1, 0]) == [False, True]\n"
@@ -273,16 +273,16 @@ def test_no_torch_needed():
 
 def test_table_matches_installed_torch():
     """The generated table against the installed torch, collected in a fresh interpreter as the generator is run
-    (``python -m roofline.traces._ops_gen``): what other modules register when imported (torchvision's ops, the
+    (``python -m roofline._traces._ops_gen``): what other modules register when imported (torchvision's ops, the
     legacy functional collectives) is not torch's own table."""
     pytest.importorskip("torch")
-    from roofline.traces import _ops_table
+    from roofline._traces import _ops_table
 
-    code = "import json; from roofline.traces import _ops_gen; print(json.dumps(_ops_gen.collect()))"
+    code = "import json; from roofline._traces import _ops_gen; print(json.dumps(_ops_gen.collect()))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     t = json.loads(out.stdout)
-    assert t["types"] == _ops_table.TYPES, "regenerate: python -m roofline.traces._ops_gen"
+    assert t["types"] == _ops_table.TYPES, "regenerate: python -m roofline._traces._ops_gen"
     assert t["names"] == _ops_table.NAMES and "topk.default" in _ops_table.NAMES
     assert frozenset(t["cia"]) == _ops_table.CIA and frozenset(t["py_cia"]) == _ops_table.PY_CIA
     assert frozenset(t["kernel_cia"]) == _ops_table.KERNEL_CIA and "silu_backward.default" in _ops_table.KERNEL_CIA
@@ -751,7 +751,7 @@ def test_builtin_python_formulas():
 
 def test_more_result_shapes():
     from roofline import cost
-    from roofline.counting._spec import TensorSpec
+    from roofline._counting._cost import TensorSpec
 
     # a real FFT of 8 points keeps 8 // 2 + 1 = 5 complex64 results: 40 bytes written
     c = cost_event("aten::_fft_r2c", ev(["float", "ScalarList", "Scalar", "Scalar"], [[8], [], [], []],

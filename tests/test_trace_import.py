@@ -22,7 +22,7 @@ import pytest
 
 import roofline
 from roofline import devices
-from roofline.model._records import PHASES
+from roofline._datamodel._records import PHASES
 
 DATA = Path(__file__).resolve().parent / "data" / "traces" / "tracelens_h100"
 TRACES = {
@@ -209,7 +209,7 @@ def test_no_op_above_its_datasheet_roof(h100, name):
     nbytes = rec["bytes_read"].astype(float) + rec["bytes_written"].astype(float)
     timed = np.isfinite(t) & (t > 0)
     # each bf16 matrix product is judged against the H100's dense bf16 tensor peak, 989 TFLOP/s
-    bf16_mm = (rec["matrix_flops"] > 0) & (rec["dtype"] == roofline.model._records.DTYPE_CODES["bfloat16"])
+    bf16_mm = (rec["matrix_flops"] > 0) & (rec["dtype"] == roofline._datamodel._records.DTYPE_CODES["bfloat16"])
     assert bf16_mm.any()
     assert (c["peak"][bf16_mm] == H100.peak("matrix", "bfloat16")).all()
     rate = np.where(timed, flops / np.where(timed, t, 1.0), 0.0)
@@ -401,7 +401,7 @@ def test_collectives_go_on_the_interconnect(tmp_path):
     coll = r.meta["collectives"]
     assert coll["collective"] == ["all_reduce"] and coll["message_bytes"] == [2 << 20]
     assert coll["bus_bytes"] == [round((2 << 20) * 2 * 7 / 8)]
-    assert r.classification()["bound"][coll["record"][0]] == roofline.model._records.BOUND_INTERCONNECT
+    assert r.classification()["bound"][coll["record"][0]] == roofline._datamodel._records.BOUND_INTERCONNECT
 
 
 def test_a_rank_trace_carries_its_rank(tmp_path):

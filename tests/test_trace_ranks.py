@@ -1,4 +1,4 @@
-"""A directory of rank traces (roofline/traces/_ranks.py): per-rank summaries through an executor, the job's summary
+"""A directory of rank traces (roofline/_traces/_ranks.py): per-rank summaries through an executor, the job's summary
 (percentiles, outlier ranks), the per-rank reports and their merge. The traces are made here, small, with GPU
 intervals placed by hand so that each rank's communication and exposed communication are known by arithmetic. The
 1,000-rank directory is in bench/trace_load.py."""
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from roofline.distributed import MergedReport
-from roofline.traces import _load, _ranks
-from roofline.traces._ranks import RankSet, RankSummary, load_ranks, summarize_rank, union_length
+from roofline._traces import _load, _ranks
+from roofline._traces._ranks import RankSet, RankSummary, load_ranks, summarize_rank, union_length
 
 N = 16
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"

@@ -1,4 +1,4 @@
-"""The trace reader (roofline/traces/_read.py): a Kineto JSON trace, plain or gzip, as its header and a stream of
+"""The trace reader (roofline/_traces/_read.py): a Kineto JSON trace, plain or gzip, as its header and a stream of
 events, checked against the standard library's ``json.loads`` of the same text (an independent whole-document parser),
 and on damaged or hostile files: a TraceError naming the file and the byte, or a result marked incomplete; never a
 hang. Big files and the one huge event are in bench/hostile_traces.py."""
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roofline.traces import _read
-from roofline.traces._read import DECODERS, RawTrace, TraceError, open_trace
+from roofline._traces import _read
+from roofline._traces._read import DECODERS, RawTrace, TraceError, open_trace
 
 # strings that stress the scanner: quotes, backslash runs, brackets and commas inside strings, non-ASCII
 NASTY = ['a"b', "a\\", "\\\\", '\\"', "{[,]}", "é€😀", "", ",", '"', "]}", "\\\\\\\"x"]
@@ -307,6 +307,6 @@ def test_the_reader_imports_no_torch():
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert "torch" not in names and names <= {"__future__", "gc", "io", "json", "os", "re", "zlib", "numpy",
                                               "msgspec", "orjson", "roofline"}, names
-    # of the package, the int rule only (roofline.util._ints imports nothing but the standard library)
+    # of the package, the int rule only (roofline._util._ints imports nothing but the standard library)
     assert {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith(
-        "roofline")} == {"roofline.util"}
+        "roofline")} == {"roofline._util"}

@@ -435,7 +435,7 @@ def test_torch_internals_the_gradient_gate_relies_on():
 
 
 def _tracker(register):
-    from roofline.capture import _tracking
+    from roofline._capture import _tracking
 
     return _core.ModuleTracker(None, len, len, _tracking._leaves, _tracking._grad_accumulator,
                                torch._C._current_graph_task_id, torch._C._will_engine_execute_node, lambda: None,
@@ -449,7 +449,7 @@ def test_gradient_hooks_registered_in_c_are_what_register_hook_makes():
     only its own hooks, and skips a tensor that is gone. The twin tensor is hooked by torch's method: the oracle."""
     from torch.utils.hooks import RemovableHandle
 
-    from roofline.capture import _tracking
+    from roofline._capture import _tracking
 
     assert _tracking._REGISTER is not None  # this torch has the shape register_arm mirrors
     t = _tracker(_tracking._REGISTER)
@@ -484,7 +484,7 @@ def test_gradient_hooks_registered_in_c_on_a_leaf_fire_in_backward():
     """A leaf (a model's input that requires grad, a Parameter) has no grad_fn: its hook dict is set on the tensor,
     which registers it with the leaf's gradient accumulator (torch's setter, as the method relies on). The module
     must leave the set once the leaf's gradient is computed, as with torch's method on a twin leaf."""
-    from roofline.capture import _tracking
+    from roofline._capture import _tracking
 
     mod = torch.nn.Identity()
     for leaf in (torch.randn(3, requires_grad=True), torch.nn.Parameter(torch.randn(3))):
@@ -509,7 +509,7 @@ def test_gradient_hooks_go_through_register_hook_under_a_torch_function_mode():
     the tracker calls the method, as ModuleTracker does; without `register` it always does."""
     from torch.overrides import TorchFunctionMode
 
-    from roofline.capture import _tracking
+    from roofline._capture import _tracking
 
     class Seen(TorchFunctionMode):
         def __init__(self):
@@ -597,19 +597,19 @@ def test_an_error_leaving_the_mode_after_a_failed_decomposition_chains_the_first
     """As in a with statement: when leaving the mode raises while the decomposition's error propagates, that error
     propagates with the decomposition's as its __context__, and the stack is left as it was. ``__exit__``: a mode
     class overriding it is left through it; ``pop``: the stack call that leaves a mode without overrides."""
-    from roofline.capture import _torch
+    from roofline._capture import _session
 
     op, refuse = decomposed_op
     fail = [False]
     if leave == "__exit__":
-        plain_exit = _torch._Mode.__exit__
+        plain_exit = _session._Mode.__exit__
 
         def exit_(self, *exc):
             plain_exit(self, *exc)
             if fail[0]:
                 raise KeyError("leaving failed")
 
-        monkeypatch.setattr(_torch._Mode, "__exit__", exit_)
+        monkeypatch.setattr(_session._Mode, "__exit__", exit_)
     else:
         plain_pop = torch._C._pop_torch_dispatch_stack
 
@@ -638,10 +638,10 @@ def test_the_stack_calls_that_reenter_the_mode_leave_the_stack_as_enter_and_exit
     """The C path re-enters the block's mode around a decomposition with torch's stack calls instead of the mode's
     __enter__/__exit__; this pins that they push and pop exactly what those methods do (fails when torch changes
     what TorchDispatchMode.__enter__ puts on the stack)."""
-    from roofline.capture import _torch
+    from roofline._capture import _session
 
-    mode = _torch._Mode(None)
-    calls = _torch._reentry(mode)
+    mode = _session._Mode(None)
+    calls = _session._reentry(mode)
     assert set(calls) == {"push", "pop"}
 
     def stack():
@@ -661,18 +661,18 @@ def test_the_stack_calls_that_reenter_the_mode_leave_the_stack_as_enter_and_exit
 
 
 def test_a_mode_overriding_enter_or_exit_is_reentered_through_them():
-    from roofline.capture import _torch
+    from roofline._capture import _session
 
-    class Entering(_torch._Mode):
+    class Entering(_session._Mode):
         def __enter__(self):
             return super().__enter__()
 
-    class Exiting(_torch._Mode):
+    class Exiting(_session._Mode):
         def __exit__(self, *exc):
             return super().__exit__(*exc)
 
-    assert _torch._reentry(Entering(None)) == {} and _torch._reentry(Exiting(None)) == {}
-    assert set(_torch._reentry(_torch._Mode(None))) == {"push", "pop"}
+    assert _session._reentry(Entering(None)) == {} and _session._reentry(Exiting(None)) == {}
+    assert set(_session._reentry(_session._Mode(None))) == {"push", "pop"}
 
 
 def test_a_call_listing_plain_tensor_among_its_types_takes_the_c_path(monkeypatch):
@@ -680,10 +680,10 @@ def test_a_call_listing_plain_tensor_among_its_types_takes_the_c_path(monkeypatc
     scaled_dot_product_attention): no subclass, so the C path counts it; a real subclass still goes to Python."""
     from torch.utils._python_dispatch import _pop_mode_temporarily
 
-    from roofline.capture import _torch
+    from roofline._capture import _session
 
     python_path = []
-    plain = _torch._Mode.__torch_dispatch__
+    plain = _session._Mode.__torch_dispatch__
 
     def counting(self, func, types, args=(), kwargs=None):
         python_path.append(types)
@@ -692,7 +692,7 @@ def test_a_call_listing_plain_tensor_among_its_types_takes_the_c_path(monkeypatc
     class Sub(torch.Tensor):
         pass
 
-    monkeypatch.setattr(_torch._Mode, "__torch_dispatch__", counting)
+    monkeypatch.setattr(_session._Mode, "__torch_dispatch__", counting)
     a, b = torch.ones(4), torch.ones(4)
     with roofline.measure(timing=None) as r:
         torch.add(a, b)  # the first call puts the op in the C table (on the Python path, or adopted in C)
@@ -710,16 +710,16 @@ def test_an_op_resolved_in_an_earlier_block_takes_the_c_path_from_its_first_call
     """The first call of an op in a block goes to the Python handler only when no earlier block resolved the op: a
     later block adopts it in C (its Python frames cost several times a recorded call), with the same row and the
     device noted as the Python path notes it."""
-    from roofline.capture import _torch
+    from roofline._capture import _session
 
     python_path = []
-    plain = _torch._Mode.__torch_dispatch__
+    plain = _session._Mode.__torch_dispatch__
 
     def counting(self, func, types, args=(), kwargs=None):
         python_path.append(str(func))
         return plain(self, func, types, args, kwargs)
 
-    monkeypatch.setattr(_torch._Mode, "__torch_dispatch__", counting)
+    monkeypatch.setattr(_session._Mode, "__torch_dispatch__", counting)
     a = torch.ones(3, 5)
     with roofline.measure(timing=None) as first:
         torch.sub(a, a)
@@ -863,8 +863,8 @@ def test_add_op_takes_none_as_a_parameter_not_given():
     same entry as the keywords: 1 FLOP per element from params, not an error on None."""
     import numpy as np
 
-    from roofline.capture._torch import TORCH_DTYPES
-    from roofline.model._records import RECORD_DTYPE
+    from roofline._capture._session import TORCH_DTYPES
+    from roofline._datamodel._records import RECORD_DTYPE
 
     rec = _core.Recorder(torch.Tensor, TORCH_DTYPES)
     by_kw = rec.add_op(_core.K_EWISE, params={"flops": 3}, kwpos=2, name="aten.mul.Tensor")
@@ -879,16 +879,16 @@ def test_add_op_takes_none_as_a_parameter_not_given():
 def test_an_op_adopt_declined_is_not_asked_again_in_the_block(monkeypatch):
     """An op the C path cannot adopt (a Python formula: torch.searchsorted's built-in one) goes to the Python path
     on every call; adopt is asked once per block, not per call, and the counts stay those of each call."""
-    from roofline.capture import _torch
+    from roofline._capture import _session
 
     asked = []
-    plain = _torch.Session.adopt
+    plain = _session.Session.adopt
 
     def counting(self, func, args):
         asked.append(str(func))
         return plain(self, func, args)
 
-    monkeypatch.setattr(_torch.Session, "adopt", counting)
+    monkeypatch.setattr(_session.Session, "adopt", counting)
     seq, v = torch.arange(16.0), torch.tensor([2.5, 7.0, 11.5])
     with roofline.measure(timing=None):
         torch.searchsorted(seq, v)

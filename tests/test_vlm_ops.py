@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 
 import roofline  # noqa: E402
 from roofline import TensorSpec  # noqa: E402
-from roofline.counting import _formulas  # noqa: E402
+from roofline._counting import _formulas  # noqa: E402
 
 
 def counts(r, name):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import roofline
-from roofline.util import _warn
+from roofline._util import _warn
 
 from _ceilings_modules import ceilings_mod  # noqa: E402  (the ceilings modules as one)
 HERE = os.path.abspath(__file__)
@@ -122,16 +122,16 @@ def test_frames_of_the_package_and_of_torch_are_skipped(monkeypatch):
 
 
 def test_no_module_of_the_package_warns_past_the_helper():
-    """Every warning of the package goes through roofline.util._warn.warn; the modules listed here still call
+    """Every warning of the package goes through roofline._util._warn.warn; the modules listed here still call
     warnings.warn with a hand-counted stacklevel and are to move to the helper."""
-    pending = set()  # every module warns through roofline.util._warn
+    pending = set()  # every module warns through roofline._util._warn
     direct = set()
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE.parent).as_posix()
-        if rel == "roofline/util/_warn.py":
+        if rel == "roofline/_util/_warn.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "warn"
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "warnings"):
                 direct.add(rel)
-    assert direct <= pending, f"warnings.warn called directly (use roofline.util._warn.warn): {direct - pending}"
+    assert direct <= pending, f"warnings.warn called directly (use roofline._util._warn.warn): {direct - pending}"

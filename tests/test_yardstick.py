@@ -18,10 +18,10 @@ import pytest
 
 import roofline
 from roofline import cli
-from roofline.hardware import _choose
-from roofline.model._records import DTYPE_CODES, RECORD_DTYPE
+from roofline._hardware import _choose
+from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
 from roofline.report import OpInfo, Report
-from roofline.util import _progress
+from roofline._util import _progress
 
 from _ceilings_modules import ceilings_mod as C  # noqa: E402  (the ceilings modules as one)
 G = 1e9

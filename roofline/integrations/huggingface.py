@@ -36,13 +36,13 @@ import os
 import transformers
 from transformers import TrainerCallback
 
-from roofline.integrations import _core
-from roofline.util import _warn
+from roofline.integrations import _run
+from roofline._util import _warn
 
 _WHO = "RooflineCallback"
 
 
-class RooflineCallback(_core.Outputs, TrainerCallback):
+class RooflineCallback(_run.Outputs, TrainerCallback):
     """Profile steps of a ``transformers.Trainer`` run with :func:`roofline.profiler`, optionally time every step
     with :func:`roofline.monitor`, write the reports and log their figures.
 
@@ -80,11 +80,11 @@ class RooflineCallback(_core.Outputs, TrainerCallback):
         if trainer is not None and not isinstance(trainer, transformers.Trainer):
             raise TypeError(f"{_WHO}: trainer must be a transformers.Trainer or None, got {type(trainer).__name__}")
         self.trainer = trainer
-        self.options = _core.Options(_WHO, steps=steps, schedule=schedule, monitor=monitor, output_dir=output_dir,
+        self.options = _run.Options(_WHO, steps=steps, schedule=schedule, monitor=monitor, output_dir=output_dir,
                                      tokens=tokens, timing=timing, ceilings=ceilings, attention=attention,
                                      gather_timeout=gather_timeout, log=log, step_time=step_time)
         if trainer is not None and output_dir is None:  # where the reports will go, checked now
-            _core.check_output_dir(_WHO, "the report folder (args.output_dir/roofline)", self._folder(trainer.args))
+            _run.check_output_dir(_WHO, "the report folder (args.output_dir/roofline)", self._folder(trainer.args))
         self._runs: list = []
         self._hook = None
         self._state = None
@@ -109,10 +109,10 @@ class RooflineCallback(_core.Outputs, TrainerCallback):
                                  "be opened and closed at the same step boundaries, out of order; use one callback "
                                  "with steps= (or schedule=) and monitor= together")
         out = self.options.output_dir or self._folder(args)
-        _core.check_output_dir(_WHO, "output_dir" if self.options.output_dir else
+        _run.check_output_dir(_WHO, "output_dir" if self.options.output_dir else
                                "the report folder (args.output_dir/roofline)", out)
         self._state = state
-        run = _core.Run(self.options, model, offset=state.global_step, output_dir=out,
+        run = _run.Run(self.options, model, offset=state.global_step, output_dir=out,
                         framework=f"transformers {transformers.__version__}", log=self._log, close=self.close)
         self._runs.append(run)
         self._inputs, self._counts, self._log_due = [], [], False
@@ -193,9 +193,9 @@ class RooflineCallback(_core.Outputs, TrainerCallback):
         if args:
             batch.setdefault(getattr(module, "main_input_name", "input_ids"), args[0])
         fn = self.options.tokens
-        n = None if fn is False else _core.user_tokens(_WHO, fn, batch) if callable(fn) else _core.batch_tokens(batch)
+        n = None if fn is False else _run.user_tokens(_WHO, fn, batch) if callable(fn) else _run.batch_tokens(batch)
         self._counts.append(n)
-        self._inputs.append(_core.describe(batch))
+        self._inputs.append(_run.describe(batch))
         return None
 
     def _log(self, values: dict, step: int):

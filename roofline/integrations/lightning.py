@@ -34,7 +34,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from roofline.integrations import _core
+from roofline.integrations import _run
 
 _WHO = "RooflineCallback"
 
@@ -49,7 +49,7 @@ except ImportError:
                           "pytorch-lightning)") from e
 
 
-class _Callback(_core.Outputs):
+class _Callback(_run.Outputs):
     """Profile steps of a Lightning ``Trainer`` run with :func:`roofline.profiler`, optionally time every step with
     :func:`roofline.monitor`, write the reports and log their figures (the class of each package is made by
     :func:`callback_class` from this body).
@@ -78,7 +78,7 @@ class _Callback(_core.Outputs):
                  timing: str | None = "model", ceilings="measured", attention: str | None = None,
                  gather_timeout: float = 120.0, log: bool = True, step_time: str = "median"):
         super().__init__()
-        self.options = _core.Options(_WHO, steps=steps, schedule=schedule, monitor=monitor, output_dir=output_dir,
+        self.options = _run.Options(_WHO, steps=steps, schedule=schedule, monitor=monitor, output_dir=output_dir,
                                      tokens=tokens, timing=timing, ceilings=ceilings, attention=attention,
                                      gather_timeout=gather_timeout, log=log, step_time=step_time)
         self._runs: list = []
@@ -88,7 +88,7 @@ class _Callback(_core.Outputs):
 
     # ---- Lightning hooks ---------------------------------------------------------------------------------------
     def setup(self, trainer, pl_module, stage):
-        # before anything runs: one roofline callback per Trainer (see roofline.integrations._core); the callbacks
+        # before anything runs: one roofline callback per Trainer (see roofline.integrations._run); the callbacks
         # act in fit only
         if str(getattr(stage, "value", stage)) != "fit":
             return
@@ -103,14 +103,14 @@ class _Callback(_core.Outputs):
         out = self.options.output_dir
         if out is None:  # trainer.log_dir is a collective (broadcast from rank 0): every rank reads it here
             out = os.path.join(trainer.log_dir or trainer.default_root_dir, "roofline")
-        _core.check_output_dir(_WHO, "output_dir" if self.options.output_dir else
+        _run.check_output_dir(_WHO, "output_dir" if self.options.output_dir else
                                "the report folder (trainer.log_dir/roofline)", out)
         self._trainer = trainer
         self._inputs, self._counts, self._stepped = [], [], False
         self._last_step = trainer.global_step
         # manual optimisation: the global step moves once per optimizer.step() call (likely one per optimizer)
         delta = 1 if pl_module.automatic_optimization else max(1, len(trainer.optimizers))
-        run = _core.Run(self.options, pl_module, offset=trainer.global_step, output_dir=out, delta=delta,
+        run = _run.Run(self.options, pl_module, offset=trainer.global_step, output_dir=out, delta=delta,
                         framework=f"{_PACKAGE.__name__.split('.')[0]} {_PACKAGE.__version__}", log=self._log,
                         close=self._close_previous)
         self._runs.append(run)
@@ -126,9 +126,9 @@ class _Callback(_core.Outputs):
         elif self._stepped and run.running:
             self._end_step(run, trainer)
         fn = self.options.tokens
-        n = None if fn is False else _core.user_tokens(_WHO, fn, batch) if callable(fn) else _core.batch_tokens(batch)
+        n = None if fn is False else _run.user_tokens(_WHO, fn, batch) if callable(fn) else _run.batch_tokens(batch)
         self._counts.append(n)
-        self._inputs.append(_core.describe(batch))
+        self._inputs.append(_run.describe(batch))
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if trainer.global_step != self._last_step:  # the optimizer stepped: the step's last batch

@@ -1,18 +1,18 @@
 """The advice a report prints: the largest fusion opportunities (grouped by op chain) and the hints, as the text
 section of ``print(r)`` (:func:`advice_text`) and the notebook view's list (:func:`advice_html`). The findings are
-the analyses' (:mod:`roofline.analysis._hints`, :mod:`roofline.analysis._dataflow`); this module only writes them."""
+the analyses' (:mod:`roofline._analysis._hints`, :mod:`roofline._analysis._dataflow`); this module only writes them."""
 
 from __future__ import annotations
 
 import html
 import math
 
-from roofline.analysis import _dataflow
-from roofline.util._format import dur, fmt, op_name
+from roofline._analysis import _dataflow
+from roofline._util._format import dur, fmt, op_name
 
 
 def describe(f) -> str:
-    """One line of a fusion opportunity (:class:`roofline.analysis._dataflow.FusionOpportunity`): the op chain,
+    """One line of a fusion opportunity (:class:`roofline._analysis._dataflow.FusionOpportunity`): the op chain,
     where, and what fusing saves (and whether a compiled run took it)."""
     chain = " -> ".join(op_name(o) for o in f.ops)
     where = f.modules[0] if len(set(f.modules)) == 1 else f"{f.modules[0]} .. {f.modules[-1]}"
@@ -101,7 +101,7 @@ def _op_overhead(h) -> str:
             "fewer, larger ops (a larger batch, torch.compile, CUDA graphs) recover it")
 
 
-# a hint's kind -> how its message is written from its evidence (a new rule of roofline/analysis/_hints.py adds one)
+# a hint's kind -> how its message is written from its evidence (a new rule of roofline/_analysis/_hints.py adds one)
 MESSAGES = {"sdpa": _sdpa, "matmul_precision": _matmul_precision, "small_gemm": _small_gemm,
             "layout_copies": _layout_copies, "cast_pingpong": _cast_pingpong, "optimizer_fused": _optimizer_fused,
             "optimizer_state_init": _optimizer_state_init, "dropout_mask": _dropout_mask,
@@ -123,7 +123,7 @@ def line(h) -> str:
 
 
 def written(hints: list) -> list:
-    """``hints`` (of :func:`roofline.analysis._hints.hints`) with their message and line written."""
+    """``hints`` (of :func:`roofline._analysis._hints.hints`) with their message and line written."""
     for h in hints:
         h.message = message(h)
         h.line = line(h)

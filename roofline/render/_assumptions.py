@@ -1,5 +1,5 @@
 """The summary lines of what a projection assumes (``meta["assumed"]``, made by
-:func:`roofline.analysis._assumptions.describe`)."""
+:func:`roofline._analysis._assumptions.describe`)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
 """Ceilings as text: the table ``python -m roofline ceilings`` prints, ``str(c)`` and ``c.table()`` show.
-Installed into :mod:`roofline.hardware._ceilings_model` when imported, so that the hardware floor writes no text."""
+Installed into :mod:`roofline._hardware._ceilings_model` when imported, so that the hardware floor writes no text."""
 
 from __future__ import annotations
 
 import sys
 
-from roofline.hardware import _ceilings_model
-from roofline.hardware._ceilings_model import LEVELS, Ceilings
-from roofline.model._units import PEAK_DTYPES, UNITS
-from roofline.util._format import fmt
+from roofline._hardware import _ceilings_model
+from roofline._hardware._ceilings_model import LEVELS, Ceilings
+from roofline._datamodel._units import PEAK_DTYPES, UNITS
+from roofline._util._format import fmt
 
 _KERNEL_ROWS = ("", "read", "write", "copy", "triad")  # a level's per-kernel bandwidths in this order, others after
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.analysis import _compiled_view, _groups
-from roofline.model._records import DTYPE_NAMES
+from roofline._analysis import _compiled_view, _groups
+from roofline._datamodel._records import DTYPE_NAMES
 from roofline.render import _style
-from roofline.util import _format
-from roofline.util._format import fmt, op_label
+from roofline._util import _format
+from roofline._util._format import fmt, op_label
 
 CHAR_W = 0.62  # a conservative width of one character of a sans-serif font, in font sizes
 WHAT = {"op": "ops", "op_shape": "op shapes", "module": "modules", "kernel": "compiled kernels"}
@@ -107,8 +107,8 @@ def point_label(name: str, by: str) -> str:
 def chart_points(report, by: str = "op", depth: int | None = None):
     """The groups a roofline chart can show: [(name, row, mask)] of those with FLOPs and bytes. ``by``: "op",
     "op_shape" (when the report has shape signatures), "module" (the modules of one level of the tree,
-    :func:`roofline.analysis._groups.module_level`) or "kernel" (the kernels of compiled graphs,
-    :func:`roofline.analysis._compiled_view.kernel_rows`; mask None)."""
+    :func:`roofline._analysis._groups.module_level`) or "kernel" (the kernels of compiled graphs,
+    :func:`roofline._analysis._compiled_view.kernel_rows`; mask None)."""
     return _groups_of(report, by, depth)[0]
 
 

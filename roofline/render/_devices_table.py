@@ -3,7 +3,7 @@ from :data:`roofline.devices.DEVICES`."""
 
 from __future__ import annotations
 
-from roofline import devices
+from roofline._hardware import _devices as devices
 
 
 def table() -> str:

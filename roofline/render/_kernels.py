@@ -1,12 +1,12 @@
 """The compiled kernels of a report as views: the text table of ``r.table(by="kernel")`` and the DataFrame of
-``r.to_dataframe(by="kernel")``; the rows are :func:`roofline.analysis._compiled_view.kernel_rows`."""
+``r.to_dataframe(by="kernel")``; the rows are :func:`roofline._analysis._compiled_view.kernel_rows`."""
 
 from __future__ import annotations
 
 import math
 
-from roofline.analysis._compiled_view import compiled, kernel_rows
-from roofline.util._format import fmt, ms, pct
+from roofline._analysis._compiled_view import compiled, kernel_rows
+from roofline._util._format import fmt, ms, pct
 
 
 def table(report, top: int | None = 15) -> str:

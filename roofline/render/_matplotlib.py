@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from roofline.render import _chart, _style
-from roofline.util import _output
+from roofline._util import _output
 
 
 def plot_report(report, path=None, ax=None, by: str = "op", top: int = 8, title: str | None = None,

@@ -8,12 +8,12 @@ import math
 
 import numpy as np
 
-from roofline.analysis import _parameters, _rollup
-from roofline.analysis._groups import module_tree, op_groups
+from roofline._analysis import _parameters, _rollup
+from roofline._analysis._groups import module_tree, op_groups
 from roofline.render import _style, _svg
 from roofline.render._advice import advice_html
 from roofline.render._assumptions import line as _assumed_lines
-from roofline.util._format import cell, dur, fmt, ms, pct
+from roofline._util._format import cell, dur, fmt, ms, pct
 
 LEGEND = {
     "!": "the achieved rate is above the ceiling it is judged against (the ceiling is too low for this op, or the "

@@ -13,7 +13,7 @@ import math
 from roofline.render import _chart, _style
 from roofline.render._chart import chart_points, place_labels, point_label  # noqa: F401  (their former home)
 from roofline.render._plotly import roofline_plotly  # noqa: F401  (its former home)
-from roofline.util import _format, _output
+from roofline._util import _format, _output
 
 
 # ---- the SVG -----------------------------------------------------------------------------------------------------

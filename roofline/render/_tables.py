@@ -8,9 +8,9 @@ import io
 
 import numpy as np
 
-from roofline.analysis._rollup import times
-from roofline.io._export import check_path, write
-from roofline.model._records import BOUNDS, COUNTS_AND_FLOP_COUNTER, DTYPE_NAMES, PHASES
+from roofline._analysis._rollup import times
+from roofline._io._export import check_path, write
+from roofline._datamodel._records import BOUNDS, COUNTS_AND_FLOP_COUNTER, DTYPE_NAMES, PHASES
 
 # the count columns of a per-call row, after op, module, phase and dtype
 COUNT_COLUMNS = COUNTS_AND_FLOP_COUNTER

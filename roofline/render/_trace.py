@@ -8,10 +8,10 @@ import math
 import numpy as np
 
 from roofline import _core
-from roofline.analysis import _groups
-from roofline.io._export import check_path, write
-from roofline.model._records import BOUNDS, DTYPE_NAMES, PHASES
-from roofline.util._format import op_label
+from roofline._analysis import _groups
+from roofline._io._export import check_path, write
+from roofline._datamodel._records import BOUNDS, DTYPE_NAMES, PHASES
+from roofline._util._format import op_label
 
 
 def chrome_trace(report) -> dict:

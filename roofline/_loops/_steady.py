@@ -1,0 +1,354 @@
+"""Steady-state measurement: :func:`roofline.profile` runs a step function a few times uncounted (warm-up), then
+``repeat`` times inside :func:`roofline.measure`, and reports the median step with the spread over the repeats.
+
+A ``with`` block runs once, so repeating needs the work as a function: ``profile(step)``. The first call of a
+training step does work that later steps do not (the optimizer creates its state: ``aten.zeros_like`` for every
+parameter; lazy modules and caches initialise); the warm-up steps absorb it, so the measured step is the one a
+training loop repeats. ``warmup=0`` measures the first step on purpose, and the report says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import statistics
+
+import numpy as np
+
+from roofline._measure import measure
+from roofline._datamodel import _records
+from roofline.report import Report
+from roofline._util import _ints
+from roofline._util import _warn
+
+# count columns that must agree between repeats of the same step
+_COUNTS = _records.COUNTS
+
+
+def _check_int(name: str, v, lo: int, where: str = "profile") -> int:
+    """``v`` as an int >= ``lo``, by the package's one rule (:func:`roofline._util._ints.count`)."""
+    return _ints.count(v, name, where, lo)
+
+
+STEP_TIMES = ("median", "min", "unwaited")
+
+
+def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | None = "model",
+            ceilings="measured", attention: str | None = None, step_time: str = "median") -> "SteadyReport":
+    """Measure the steady state of ``step`` (a callable taking no arguments, e.g. one training step): run it
+    ``warmup`` times uncounted, then ``repeat`` times each inside :func:`roofline.measure`, and return a
+    :class:`SteadyReport` of the median step.
+
+    The report's counts are those of the step: the steps that ran the most common op sequence are aggregated (a
+    warning names the others, left out), its ``wall_time`` is the median of those steps' wall times and, with ``timing="op"``, each op call's time is
+    the median of that call's times over the repeats. :attr:`SteadyReport.spread` has the minimum, median and
+    maximum of the wall time and of each op's time per step. ``model``, ``timing``, ``ceilings`` and ``attention``
+    are passed to :func:`roofline.measure` (checked before anything runs).
+
+    ``step_time`` chooses the step's time, the one its MFU and roofline figures divide by: ``"median"`` (default),
+    the median wall time; ``"min"``, the least wall time of the repeats (the least disturbed one); ``"unwaited"``,
+    the median of each repeat's wall time with its threads' waits for a CPU held by other processes taken out
+    (Linux's scheduler statistics: the step's wall time times ``meta["load"]["unwaited_s"] / meta["load"]["wall_s"]``
+    of its block; equal to the wall time on an idle machine, the wall time where the statistics are missing). On a
+    shared machine the last two keep MFU comparable between runs (docs/training.md); the report says which
+    (``meta["steady"]["step_time"]``, the first line of ``print(r)``). Per-op times (``timing="op"``) stay as
+    measured.
+
+    ``warmup`` (default 1) steps run first, uncounted: optimizer state creation, lazy initialisation and the
+    first-call costs of the allocator and of kernel selection stay out of the measured steps. ``warmup=0``
+    measures the first step on purpose: the report is then labelled (``r.meta["steady"]["first_step"]``), and with
+    ``repeat >= 2`` the ops the first step ran more often than the last are listed in
+    ``r.meta["steady"]["first_step_ops"]``.
+
+    ``step`` runs synchronously: a generator function or an ``async def`` function (whose call only creates a
+    generator or coroutine, running none of its body) is refused with TypeError, and so is a step that returns a
+    generator, coroutine or other awaitable.
+
+    >>> r = roofline.profile(lambda: train_step(batch), model, warmup=2, repeat=5)   # doctest: +SKIP
+    >>> print(r)                                                                     # doctest: +SKIP
+    """
+    if not callable(step):
+        raise TypeError(f"profile: step must be a callable taking no arguments, got {type(step).__name__}")
+    _check_synchronous(step)
+    warmup = _check_int("warmup", warmup, 0)
+    repeat = _check_int("repeat", repeat, 1)
+    _check_step_time(step_time)
+    measure(model, timing=timing, ceilings=ceilings, attention=attention)  # checks the arguments now
+    for _ in range(warmup):
+        _check_result(step())
+    runs = []
+    for _ in range(repeat):
+        with measure(model, timing=timing, ceilings=ceilings, attention=attention) as r:
+            _check_result(step())
+        runs.append(r)
+    return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings, step_time=step_time)
+
+
+def _check_step_time(step_time, who: str = "profile") -> None:
+    if not isinstance(step_time, str):
+        raise TypeError(f"{who}: step_time must be one of {', '.join(map(repr, STEP_TIMES))}, got "
+                        f"{type(step_time).__name__}")
+    if step_time not in STEP_TIMES:
+        raise ValueError(f"{who}: step_time must be one of {', '.join(map(repr, STEP_TIMES))}, got {step_time!r}")
+
+
+def _step_time(kind: str, runs: list, median_wall):
+    """``(seconds, meta)`` of the step time ``kind`` (not "median") over the aggregated ``runs``: the time the
+    report divides by and what ``meta["steady"]["step_time"]`` says of it."""
+    walls = [r.wall_time for r in runs if r.wall_time is not None]
+    if not walls:
+        return median_wall, {"kind": kind, "wall_median": median_wall}
+    if kind == "min":
+        return min(walls), {"kind": kind, "wall_median": median_wall}
+    values, known = [], 0
+    for r in runs:
+        if r.wall_time is None:
+            continue
+        # the load's interval holds the step's timed window and the block's entry and exit around it: its share
+        # of unwaited time is applied to the step's own wall time
+        load = r.meta.get("load") or {}
+        u, w = load.get("unwaited_s"), load.get("wall_s")
+        if isinstance(u, (int, float)) and isinstance(w, (int, float)) and 0 < u <= w:
+            known += 1
+            values.append(r.wall_time * (u / w))
+        else:
+            values.append(r.wall_time)
+    out = {"kind": kind, "wall_median": median_wall, "values": values}
+    if known < len(runs):
+        out["missing"] = ("no scheduler statistics for some steps: their wall time stands" if known else
+                          "no scheduler statistics on this system: the wall time stands")
+    return _median(values), out
+
+
+def _check_synchronous(step):
+    """TypeError for a step whose call would only create a generator or coroutine (its body never running)."""
+    fn = step if inspect.isfunction(step) or inspect.ismethod(step) or isinstance(step, functools.partial) \
+        else getattr(type(step), "__call__", None)
+    for test, what, made, hint in (
+            (inspect.iscoroutinefunction, "a coroutine function (async def)", "a coroutine",
+             ", e.g. lambda: asyncio.run(step())"),
+            (inspect.isasyncgenfunction, "an asynchronous generator function", "an asynchronous generator", ""),
+            (inspect.isgeneratorfunction, "a generator function", "a generator", ", e.g. lambda: list(step())")):
+        if fn is not None and test(fn):
+            raise TypeError(f"profile: step is {what}: calling it only creates {made}, which runs none of its body; "
+                            f"pass a function that runs one step{hint}")
+
+
+def _check_result(out):
+    """TypeError for a step that returned a generator, coroutine or other awaitable (closed first, so that Python
+    does not warn that a coroutine was never awaited): the step's work never ran."""
+    if inspect.isgenerator(out) or inspect.isasyncgen(out) or inspect.isawaitable(out):
+        if inspect.isgenerator(out) or inspect.iscoroutine(out):
+            out.close()
+        raise TypeError(f"profile: step() returned a {type(out).__name__}: the work it stands for has not run; pass a "
+                        "function that runs one step, not one that returns a generator or coroutine")
+
+
+def _op_sequence(r: Report) -> list[str]:
+    names = r.op_names
+    return [names[i] for i in r.records["op"].tolist()]
+
+
+def _durations(r: Report) -> np.ndarray:
+    return r.records["t_end"] - r.records["t_start"]
+
+
+def _ranges(numbers) -> str:
+    """``[3, 4, 5, 9]`` -> ``"3-5, 9"``."""
+    out, start, prev = [], None, None
+    for x in list(numbers) + [None]:
+        if start is not None and (x is None or x != prev + 1):
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if start is None:
+            start = x
+        prev = x
+    return ", ".join(out)
+
+
+def _median(xs):
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    return statistics.median(xs) if xs else None
+
+
+class SteadyReport(Report):
+    """The report :func:`roofline.profile` returns: a :class:`roofline.Report` of the median step, plus
+
+    * ``repeats``: the reports of every measured step, in order;
+    * ``spread``: ``{"wall_time": {"min", "median", "max", "values"}, "ops": {op name: {"min", "median", "max"}}}``
+      in seconds, over the aggregated steps: the wall time of each step and each op's total time per step (``ops``
+      is empty unless ``timing="op"``);
+    * ``meta["steady"]``: ``warmup``, ``repeat``, ``wall_times``, ``counts_agree`` (every repeat counted the same),
+      ``first_step`` (True when ``warmup=0``: the report is then that of the first step, with its one-off work, and of
+      the repeats that ran the same ops) and
+      ``first_step_ops`` (op name -> extra calls of the first step over the last, when ``warmup=0`` and
+      ``repeat >= 2``), ``steps`` (the 1-based steps aggregated: those that ran the most common op sequence, or
+      with ``warmup=0`` the first step's) and ``other_steps`` (the steps left out, named in a warning).
+
+    A cycle of :func:`roofline.profiler` gives the same report, with ``steps`` (the loop's step numbers of the
+    cycle's active steps) and ``cycle`` (0-based) attributes; its ``meta["steady"]`` says ``warmup`` (warm-up
+    steps counted and discarded in the cycle) and adds ``step_numbers`` (the loop's number of each measured
+    step; ``steps`` and ``other_steps`` stay positions 1, 2, ... among them), ``cycle``, ``schedule`` (the
+    arguments of :func:`roofline.schedule`, or the text of another schedule), ``active`` (the schedule's active
+    steps per cycle) and ``partial`` (True when the profiler stopped before the cycle's last active step);
+    ``first_step`` is True when the cycle's first active step is the loop's step 0.
+
+    The printed summary starts with a line saying what was run. Saved with :meth:`to_json`, it loads back as a
+    SteadyReport that keeps ``meta["steady"]`` and ``spread`` (rebuilt from it: ``meta["steady"]["op_spread"]``
+    holds ``spread["ops"]``), a profiler cycle's ``steps`` and ``cycle``; ``repeats`` is empty (not saved).
+    """
+
+    _NAME = "SteadyReport"
+    repeats: list
+    spread: dict
+
+    @classmethod
+    def _from_runs(cls, runs: list, *, warmup: int, ceilings, first_step: bool | None = None,
+                   step_numbers: list | None = None, extra: dict | None = None, who: str = "roofline.profile",
+                   step_time: str = "median") -> "SteadyReport":
+        """The report of measured steps ``runs`` (one :class:`roofline.Report` each, in order): shared by
+        :func:`profile` and :func:`roofline.profiler`'s cycles. ``first_step`` (default: ``warmup == 0``): the
+        first run is the program's first step, measured on purpose (its ops are the reference, no warning).
+        ``step_numbers``: the loop's number of each run, for messages and ``meta["steady"]["step_numbers"]``
+        (default: none, the runs are named 1, 2, ...). ``extra``: more keys for ``meta["steady"]``. ``who``: the caller
+        the warnings name (they point at the user's line: roofline._util._warn). ``step_time``: as in
+        :func:`profile`."""
+        if first_step is None:
+            first_step = warmup == 0
+        names = [i + 1 for i in range(len(runs))] if step_numbers is None else list(step_numbers)
+        walls = [r.wall_time for r in runs]
+        seqs = [tuple(_op_sequence(r)) for r in runs]
+        # the steps aggregated: when the first step is measured on purpose, those that ran its ops; else those
+        # that ran the most common op sequence (ties: the one of the latest step), so an outlier step never
+        # becomes the report
+        if first_step:
+            ref = seqs[0]
+        else:
+            counts = {}
+            for q in seqs:
+                counts[q] = counts.get(q, 0) + 1
+            top = max(counts.values())
+            ref = next(q for q in reversed(seqs) if counts[q] == top)
+        same = [i for i, q in enumerate(seqs) if q == ref]
+        others = [i for i in range(len(runs)) if i not in same]
+        # the base step: the one with the median wall time among the aggregated steps
+        timed_walls = [(walls[i], i) for i in same if walls[i] is not None]
+        base = sorted(timed_walls)[(len(timed_walls) - 1) // 2][1] if timed_walls else same[-1]
+        b = runs[base]
+        records = b.records.copy()
+        agree = not others and all(
+            np.array_equal(runs[i].records[c], b.records[c]) for i in same for c in _COUNTS)
+        if others and not first_step:
+            _warn.warn(f"{who}: the measured steps did not all run the same ops; the report is the "
+                       f"median of {len(same)} of {len(runs)} steps (those that ran the most common op "
+                       f"sequence); step{'s' if len(others) != 1 else ''} "
+                       f"{', '.join(str(names[i]) for i in others)} ran other ops and "
+                       f"{'are' if len(others) != 1 else 'is'} left out")
+        elif not agree and not first_step:
+            _warn.warn(f"{who}: the measured steps ran the same ops with different counts (shapes "
+                       "changed between steps); the report is the median step's counts")
+        if len(same) > 1 and b.timed:
+            d = np.nanmedian(np.stack([_durations(runs[i]) for i in same]), axis=0)
+            records["t_end"] = records["t_start"] + d
+        wall = _median([walls[i] for i in same])
+        time, chosen = wall, None  # the step's time, what the report divides by
+        if step_time != "median":
+            time, chosen = _step_time(step_time, [runs[i] for i in same], wall)
+        ops = {}
+        if b.timed:
+            per = {}
+            for i in same:
+                r = runs[i]
+                d = np.nan_to_num(_durations(r), nan=0.0)
+                sums = np.bincount(r.records["op"].astype(np.intp), weights=d, minlength=len(r.op_names))
+                for j in np.unique(r.records["op"]).tolist():
+                    per.setdefault(r.op_names[j], []).append(float(sums[j]))
+            ops = {n: {"min": min(v), "median": statistics.median(v), "max": max(v)} for n, v in per.items()}
+        finite = [walls[i] for i in same if walls[i] is not None]
+        spread = {"wall_time": {"min": min(finite) if finite else None, "median": wall,
+                                "max": max(finite) if finite else None, "values": [walls[i] for i in same]},
+                  "ops": ops}
+        steady = {"warmup": warmup, "repeat": len(runs), "wall_times": walls, "counts_agree": bool(agree),
+                  "first_step": bool(first_step), "steps": [i + 1 for i in same],
+                  "other_steps": [i + 1 for i in others]}
+        if ops:  # saved with the report (to_json): a loaded report keeps its spread
+            steady["op_spread"] = ops
+        if step_numbers is not None:
+            steady["step_numbers"] = names
+        if chosen is not None:
+            steady["step_time"] = chosen
+        steady.update(extra or {})
+        if first_step and len(runs) >= 2:
+            first, last = runs[0].by_op(), runs[-1].by_op()
+            more = {n: row["calls"] - last.get(n, {"calls": 0})["calls"] for n, row in first.items()}
+            steady["first_step_ops"] = {n: c for n, c in more.items() if c > 0}
+        meta = dict(b.meta, steady=steady)
+        out = cls(records, b._ops, b.module_sets, time, meta, ceilings=ceilings, overhead=b.overhead,
+                  signatures=b.signatures, accesses=b.accesses)
+        out.repeats, out.spread = runs, spread
+        return out
+
+    def _loaded(self) -> None:
+        """A SteadyReport read back by :func:`roofline.load`: ``spread`` rebuilt from ``meta["steady"]`` (the wall
+        times of the aggregated steps, and ``op_spread``, each op's), and a profiler cycle's ``steps`` and ``cycle``;
+        the per-step reports are not saved (each is a whole report), so ``repeats`` is empty."""
+        s = self.meta.get("steady") or {}
+        if "cycle" in s and "step_numbers" in s:
+            self.steps, self.cycle = list(s["step_numbers"]), s["cycle"]
+        walls, steps = list(s.get("wall_times") or []), list(s.get("steps") or [])
+        values = [walls[i - 1] for i in steps if 0 < i <= len(walls)] if steps else walls
+        finite = [w for w in values if w is not None]
+        self.repeats = []
+        self.spread = {"wall_time": {"min": min(finite) if finite else None, "median": _median(finite),
+                                     "max": max(finite) if finite else None, "values": values},
+                       "ops": {n: dict(v) for n, v in (s.get("op_spread") or {}).items()}}
+
+    def steady_line(self) -> str:
+        """One line saying what the report is: how many steps were warmed up and measured, and the spread."""
+        s = self.meta.get("steady", {})
+        n, k = s.get("repeat", 1), s.get("warmup", 0)
+        w = self.spread["wall_time"] if hasattr(self, "spread") else {}
+        numbers = s.get("step_numbers")  # a profiler cycle's: the loop's step numbers of the measured steps
+        if "cycle" in s and numbers:
+            line = (f"profiler cycle {s['cycle']}, loop step{'s' if len(numbers) != 1 else ''} "
+                    f"{_ranges(numbers)}: {k} warm-up step{'s' if k != 1 else ''} counted and discarded, ")
+        else:
+            line = f"steady state: {k} warm-up step{'s' if k != 1 else ''} uncounted, "
+        used = len(s.get("steps", ())) or n
+        if used < n:
+            line += f"median of {used} of {n} measured steps"
+        else:
+            line += f"median of {n} measured step{'s' if n != 1 else ''}" if n > 1 else "1 measured step"
+        if w.get("median") is not None and n > 1:
+            line += (f" (wall {w['median'] * 1e3:.1f} ms, min {w['min'] * 1e3:.1f}, max {w['max'] * 1e3:.1f})")
+        t = s.get("step_time")
+        if isinstance(t, dict) and t.get("kind") in ("min", "unwaited") and self.wall_time is not None:
+            line += (f"; step time {self.wall_time * 1e3:.1f} ms: "
+                     + ("the least wall time" if t["kind"] == "min" else
+                        "UNWAITED (waits for a CPU held by other processes taken out"
+                        + (f"; {t['missing']}" if t.get("missing") else "") + ")"))
+        if s.get("no_warmup"):
+            line += f" ({s['no_warmup']})"
+        if s.get("first_step"):
+            line += ("; the FIRST step is measured (warm-up 0): it includes one-off work such as optimizer state "
+                     "creation and lazy initialisation")
+            extra = s.get("first_step_ops")
+            if extra:
+                line += " (first step only: " + ", ".join(f"{n} x{c}" for n, c in sorted(extra.items())) + ")"
+        if s.get("other_steps"):
+            o = s["other_steps"]
+            if numbers and all(0 < i <= len(numbers) for i in o):
+                o = [numbers[i - 1] for i in o]
+            line += (f"; step{'s' if len(o) != 1 else ''} {', '.join(map(str, o))} ran other ops and "
+                     f"{'are' if len(o) != 1 else 'is'} left out")
+        elif not s.get("counts_agree", True) and not s.get("first_step"):
+            line += "; the repeats did not count the same ops"
+        if s.get("partial"):
+            line += (f"; PARTIAL cycle: {n} of its {s.get('active', n)} active steps ran before the profiler "
+                     "stopped")
+        return line
+
+    def summary(self, top: int = 10) -> str:
+        """:meth:`steady_line`, then the report's summary (:meth:`roofline.Report.summary`)."""
+        return self.steady_line() + "\n" + super().summary(top)
