@@ -32,7 +32,7 @@ import traceback
 PHASES = ("before", "enter", "body", "exit", "report", "after")
 
 # where an interrupt landed, from the innermost frame of roofline's block code in its traceback
-# (the steps of roofline/_measure.py's _Measure, which roofline._core.Block calls)
+# (the steps of roofline/_measure.py's Measure, which roofline._core.Block calls)
 _STEPS = {"_prepare": "enter", "_enter": "enter", "_abort": "enter", "_closing": "exit", "_unwind": "exit",
           "_finish": "report"}
 

@@ -22,16 +22,14 @@ import roofline.devices
 import roofline.distributed
 import roofline.llm
 import roofline.plot
-from roofline._loops._monitor import Monitor
-from roofline._loops._schedule import Profiler, Schedule
-from roofline._hardware._ceilings import PeakChoice
+from roofline import Monitor, PeakChoice, Profiler, Schedule
 from roofline.report import BaseReport, Comparison
 
 OUT = Path(__file__).resolve().parent / "api.md"
 
 # Classes listed without a constructor signature: users receive them, they do not build them.
 NOT_CONSTRUCTED = {BaseReport, roofline.Report, roofline.SteadyReport, Comparison, PeakChoice, roofline.CeilingNotAvailable,
-                   Schedule, Profiler, Monitor}
+                   Schedule, Profiler, Monitor, roofline.Measure, roofline.ProfilerAction}
 
 # Module-level constants, which carry no docstring of their own.
 CONSTANTS = {
@@ -49,10 +47,11 @@ CONSTANTS = {
 SECTIONS = [
     ("roofline", roofline, [
         ("measure", roofline.measure),
+        ("steady", roofline.steady),
         ("profile", roofline.profile),
         ("schedule", roofline.schedule),
-        ("profiler", roofline.profiler),
         ("monitor", roofline.monitor),
+        ("profiler", roofline.profiler),
         ("cost", roofline.cost),
         ("load", roofline.load),
         ("load_trace", roofline.load_trace),
@@ -63,15 +62,17 @@ SECTIONS = [
         ("report.BaseReport", BaseReport),
         ("Report", roofline.Report),
         ("SteadyReport", roofline.SteadyReport),
-        ("_schedule.Schedule", Schedule),
-        ("_schedule.Profiler", Profiler),
-        ("_monitor.Monitor", Monitor),
+        ("Measure", roofline.Measure),
+        ("Profiler", Profiler),
+        ("Schedule", Schedule),
+        ("ProfilerAction", roofline.ProfilerAction),
+        ("Monitor", Monitor),
         ("report.Comparison", Comparison),
         ("Cost", roofline.Cost),
         ("TensorSpec", roofline.TensorSpec),
         ("Ceilings", roofline.Ceilings),
         ("Ceiling", roofline.Ceiling),
-        ("_ceilings.PeakChoice", PeakChoice),
+        ("PeakChoice", PeakChoice),
         ("CeilingNotAvailable", roofline.CeilingNotAvailable),
         ("__version__", "roofline.__version__"),
     ]),
@@ -90,6 +91,38 @@ SECTIONS = [
     ("roofline.plot", roofline.plot, [("plot_report", roofline.plot.plot_report)]),
     ("roofline.cli", roofline.cli, [("main", roofline.cli.main), ("build_parser", roofline.cli.build_parser)]),
 ]
+
+# The names that changed, written here (not generated): what a user of 0.4 reads first.
+CHANGED = """## What changed in 0.5
+
+New names (the old spellings still work in 0.5, with a `DeprecationWarning`, and go in 0.6):
+
+| 0.4 | 0.5 | why |
+|---|---|---|
+| `roofline.profile(step, model, warmup=, repeat=)` | `roofline.steady(step, model, warmup=, repeat=)` | the steady repeat of a step function is not what torch calls a profile |
+| `roofline.profiler(model, schedule=...)` | `roofline.profile(model, schedule=...)` | the name and arguments of `torch.profiler.profile`: code ported from torch runs |
+| `Monitor.step(tokens=n)` | `Monitor.step(token_count=n)` | `tokens` is which positions are real (`measure(tokens=...)`, `useful_work(tokens=...)`) |
+| the monitor's per-step `metrics["tokens"]` | `metrics["token_count"]` (both present in 0.5) | the same |
+| `meta["trainer"]["tokens"]` | `meta["trainer"]["token_counts"]` (both present in 0.5) | the same |
+| `RooflineCallback(tokens=...)` (both trainers) | `RooflineCallback(token_count=...)` | the same |
+
+`roofline.profile` tells the two forms apart by their arguments: a step function (not an `nn.Module`) first, a second
+positional argument, `warmup` or `repeat` is the 0.4 form. Arguments of `torch.profiler.profile` that have no
+meaning here (`activities`, `on_trace_ready`, ...) are a `TypeError` saying what to use instead. The command line
+keeps `python -m roofline profile MODEL`: a command that profiles a model by name, as `nsys profile` does (it runs
+`roofline.steady`).
+
+Types that public functions return, now importable from `roofline` and documented here: `Measure` (what `measure`
+returns), `Profiler`, `Schedule`, `ProfilerAction` (what a schedule returns: an enum whose values are
+`torch.profiler.ProfilerAction`'s names in lower case, `"none"`, `"warmup"`, `"record"`, `"record_and_save"`, each equal
+to its string), `Monitor`, `PeakChoice`. Before, `Profiler`, `Schedule` and `Monitor` were documented at private paths.
+
+The subpackages are private: `roofline._analysis`, `_capture`, `_compiled`, `_counting`, `_datamodel` (was
+`roofline.model`), `_hardware`, `_io`, `_traces`, `_util`, and the step loops' `roofline._loops`; their modules were
+never part of the API, and some were renamed for what they hold (`_counting._cost`, `_capture._session`,
+`_compiled._collector`, `_compiled._tracker_replay`, `integrations._run`). `roofline.devices` stays the public name
+of the datasheet table (`python -m roofline.devices` too); `import roofline` no longer shows `model`, `io`, `util`
+or `annotations` as attributes."""
 
 _ROLE = re.compile(r":(?:func|meth|class|attr|data|mod|exc):`~?([^`]+)`")
 
@@ -199,7 +232,10 @@ def render() -> str:
         "[concepts.md](concepts.md); a guided tour is in [quickstart.md](quickstart.md); the command line is in "
         "[cli.md](cli.md). The GPU benchmark module `roofline._hardware._gpu` is described in [gpu.md](gpu.md).",
         "",
-        "Contents: " + ", ".join(f"[`{heading}`](#{heading.replace('.', '')})" for heading, _, _ in SECTIONS),
+        "Contents: [What changed in 0.5](#what-changed-in-05), " +
+        ", ".join(f"[`{heading}`](#{heading.replace('.', '')})" for heading, _, _ in SECTIONS),
+        "",
+        CHANGED,
         "",
     ]
     for heading, module, entries in SECTIONS:

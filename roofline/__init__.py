@@ -1,28 +1,35 @@
 """roofline: FLOPs and bytes of every PyTorch op, the machine's ceilings, and where each op sits on the roofline.
 
 ``import roofline`` needs only NumPy; torch is imported when a torch feature is used.
-"""
 
-from __future__ import annotations
+Every type a public function returns is importable from here (or from the public module that returns it:
+``roofline.devices``, ``roofline.llm``, ``roofline.distributed``, ``roofline.report``). The subpackages are private
+(``roofline._capture``, ...): only the names below, those public modules and ``roofline.integrations`` are the API.
+Deprecated since 0.5, removed in 0.6: ``roofline.profiler`` (now :func:`profile`) and ``roofline.profile(step,
+model, warmup=, repeat=)`` (now :func:`steady`).
+"""
 
 from roofline import _core  # noqa: F401  (the C extension; fails early if the build is broken)
 from roofline._hardware import _devices as devices
 from roofline import distributed
-from roofline._measure import measure
-from roofline._loops._monitor import monitor
-from roofline._loops._schedule import profiler, schedule
-from roofline._loops._steady import SteadyReport, profile
+from roofline._measure import Measure, measure
+from roofline._loops._monitor import Monitor, monitor
+from roofline._loops._schedule import Profiler, ProfilerAction, Schedule, profile, profiler, schedule
+from roofline._loops._steady import SteadyReport, steady
 from roofline._counting import _resolve
 from roofline._counting._cost import Cost, TensorSpec, cost
-from roofline._hardware._ceilings import Ceiling, CeilingNotAvailable, Ceilings, ceilings
+from roofline._hardware._ceilings import Ceiling, CeilingNotAvailable, Ceilings, PeakChoice, ceilings
 from roofline.render import _ceilings_table  # noqa: F401  (installs the text view of Ceilings: table, str)
 from roofline.report import Report, load
 from roofline._traces import _ranks  # noqa: F401  (installs the reader of rank directories into load_trace)
 from roofline._traces._load import load_trace
 from roofline._util._version import VERSION as __version__
 
-__all__ = ["measure", "profile", "SteadyReport", "schedule", "profiler", "monitor", "gather", "cost", "Cost", "TensorSpec", "Report", "register", "unregister",
-           "load", "load_trace", "ceilings", "Ceilings", "Ceiling", "CeilingNotAvailable", "devices", "__version__"]
+__all__ = ["measure", "Measure", "steady", "SteadyReport", "profile", "Profiler", "schedule", "Schedule",
+           "ProfilerAction", "monitor", "Monitor", "gather", "cost", "Cost", "TensorSpec", "Report", "register",
+           "unregister", "load", "load_trace", "ceilings", "Ceilings", "Ceiling", "CeilingNotAvailable", "PeakChoice",
+           "devices", "__version__"]
+# deprecated (0.5), not in __all__: profiler
 
 
 def register(op, formula=None, *, kind=None, flops=0, special=0):

@@ -57,7 +57,7 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     (an overload's before its whole op's); other blocks, before and after, are not affected. A key that is no op or
     a value that is not callable is a TypeError here, a malformed name a ValueError.
 
-    For the steady state of a step (warm-up steps uncounted, the median of several), see :func:`profile`.
+    For the steady state of a step (warm-up steps uncounted, the median of several), see :func:`roofline.steady`.
 
     ``model`` (optional): a ``torch.nn.Module``, whose modules are then named from its root, e.g.
     ``"ResNet.layer1.0.conv1"`` (the naming ``FlopCounterMode`` uses), also when the step calls submodules without
@@ -107,7 +107,7 @@ def measure(model=None, *, timing="model", ceilings="measured", attention=None, 
     if model is not None and not isinstance(model, _session.torch.nn.Module):
         hint = " (a model's name is not enough: pass the model object)" if isinstance(model, str) else ""
         raise TypeError(f"measure: model must be a torch.nn.Module or None, got {type(model).__name__}{hint}")
-    return _Measure(model, timing, ceilings, attention, layout, scoped)
+    return Measure(model, timing, ceilings, attention, layout, scoped)
 
 
 _REFUSED = ("roofline.measure: this block was entered while another measure block on this thread was being "
@@ -117,8 +117,9 @@ _REFUSED = ("roofline.measure: this block was entered while another measure bloc
             "another block is open, not while it is being entered or left")
 
 
-class _Measure(_core.Block):
-    """The context manager :func:`measure` returns: one block, one report.
+class Measure(_core.Block):
+    """The context manager :func:`roofline.measure` returns: one block, one report (``with roofline.measure(model)
+    as r:``: ``r``, a :class:`roofline.Report`, is filled in when the block is left). Single use.
 
     Its ``__enter__`` and ``__exit__`` are :class:`roofline._core.Block`'s, in C: they call the steps below, so that
     an interrupt (Ctrl-C, a signal handler's exception) landing anywhere in entering or leaving the block leaves no

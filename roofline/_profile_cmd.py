@@ -3,7 +3,7 @@
 Every option is checked by :func:`plan` before anything is built or run: numbers, the device, dtypes, the
 attention backend, output paths (writable, a known chart extension), datasheet device names and the model name
 (with close matches when it is unknown). Then :func:`run` builds the model, runs the warm-up steps uncounted and the
-measured steps under :func:`roofline.profile`, and prints the report.
+measured steps under :func:`roofline.steady`, and prints the report.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def add_profile(subparsers: argparse._SubParsersAction, func) -> None:
         "profile",
         help="count, time and classify a model's ops and print the roofline report",
         description="Build a model (random weights, nothing downloaded) or your own callable, run warm-up steps "
-        "uncounted, then measure steps under roofline.profile and print the report of the median step. MODEL is "
+        "uncounted, then measure steps under roofline.steady and print the report of the median step. MODEL is "
         f"one of {', '.join(BUILTIN_MODELS)}, a torchvision or timm classification model name (e.g. resnet18, "
         "mobilenetv3_small_100), 'module:callable' or 'path/to/file.py:callable' naming a function that takes "
         "(device, batch, seq, train) and returns (model, step) where step() runs the work. Every option is "
@@ -485,8 +485,8 @@ def run(args: argparse.Namespace) -> int:
             with torch.autocast(dev_type, dtype=getattr(torch, p.autocast)):
                 inner()
 
-    r = roofline.profile(step, model, warmup=p.warmup, repeat=p.repeat, timing=p.timing, ceilings=args.ceilings,
-                         attention=p.attention)
+    r = roofline.steady(step, model, warmup=p.warmup, repeat=p.repeat, timing=p.timing, ceilings=args.ceilings,
+                        attention=p.attention)
     if p.dtype:
         r.meta["dtype"] = p.dtype
     report = r

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from roofline import _core
 from roofline._hardware import _devices as devices
-from roofline._loops._steady import _check_int, profile
+from roofline._loops._steady import _check_int, steady
 from roofline._analysis import _rollup
 from roofline._capture import _sdpa
 from roofline._datamodel import _records
@@ -469,7 +469,7 @@ def count_step(config, batch: int = 1, seq_len: int = 2048, *, train: bool = Tru
     ``scaled_dot_product_attention`` is counted as the kernel ``attention`` (default ``"flash"``; ``"efficient"``,
     ``"math"``, or None for what meta runs: the math path; see :func:`roofline.measure`). With ``train`` (default)
     the step is the language-model loss on ``batch x seq_len`` random tokens, its backward pass and, with
-    ``optimizer="adamw"``, an AdamW step; one warm-up step runs uncounted first (:func:`roofline.profile`), so the
+    ``optimizer="adamw"``, an AdamW step; one warm-up step runs uncounted first (:func:`roofline.steady`), so the
     optimizer's state creation is not in the count. Without ``train``: a forward pass under ``no_grad``.
     ``r.meta["attention"]`` and ``r.meta["dtype"]`` record what was assumed.
     """
@@ -524,7 +524,7 @@ def count_step(config, batch: int = 1, seq_len: int = 2048, *, train: bool = Tru
             with torch.no_grad():
                 model(ids)
 
-    r = profile(step, model, warmup=1 if opt is not None else 0, repeat=1, timing=None, ceilings=ceilings,
+    r = steady(step, model, warmup=1 if opt is not None else 0, repeat=1, timing=None, ceilings=ceilings,
                 attention=attention)
     if opt is None:  # no optimizer state to create: the first step is the steady one, and not labelled otherwise
         r.meta["steady"]["first_step"] = False

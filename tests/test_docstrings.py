@@ -15,12 +15,11 @@ import roofline.cli
 import roofline.devices
 import roofline.llm
 import roofline.plot
-from roofline._hardware._ceilings import PeakChoice
 from roofline.report import Comparison
 
 # Classes whose public methods and properties are part of the API (beyond the classes exported by __all__ lists).
 MEMBER_CLASSES = [
-    roofline.Report, Comparison, roofline.Ceilings, roofline.Ceiling, PeakChoice, roofline.devices.DeviceSpec,
+    roofline.Report, Comparison, roofline.Ceilings, roofline.Ceiling, roofline.PeakChoice, roofline.devices.DeviceSpec,
     roofline.TensorSpec, roofline.Cost, roofline.llm.DecoderConfig, roofline.llm.CrossCheck,
 ]
 MODULES = [roofline, roofline.llm, roofline.devices, roofline.plot, roofline.cli, roofline.report]
@@ -30,12 +29,17 @@ def _doc(obj) -> str:
     return (obj.__doc__ or "").strip()
 
 
+def _public_name(module) -> str:
+    """The name users import ``module`` by (``roofline.devices`` is ``roofline._hardware._devices``)."""
+    return "roofline.devices" if module is roofline.devices else module.__name__
+
+
 def _exported(module):
     """(qualified name, object) for each function or class in ``module.__all__``."""
     for name in module.__all__:
         obj = getattr(module, name)
         if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj):
-            yield f"{module.__name__}.{name}", obj
+            yield f"{_public_name(module)}.{name}", obj
 
 
 def _members(cls):
@@ -59,7 +63,7 @@ def public_objects():
             out.append((name, obj))
 
     for module in MODULES:
-        add(module.__name__, module)
+        add(_public_name(module), module)
     for module in (roofline, roofline.llm, roofline.devices):
         for name, obj in _exported(module):
             add(name, obj)

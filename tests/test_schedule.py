@@ -114,7 +114,7 @@ def test_warmup_steps_are_counted_and_discarded():
 def test_active_steps_running_other_ops_are_named_not_averaged():
     model, step, _ = _train()
     x = torch.randn(B, D_IN)
-    with pytest.warns(UserWarning, match=r"roofline\.profiler: .*median of 2 of 3 steps .* step 4 ran other ops"):
+    with pytest.warns(UserWarning, match=r"roofline\.profile: .*median of 2 of 3 steps .* step 4 ran other ops"):
         with roofline.profiler(model, schedule=roofline.schedule(wait=1, warmup=1, active=3, repeat=1),
                                ceilings="datasheet") as prof:
             for n in range(6):

@@ -324,7 +324,7 @@ def _efficient_takes_gqa() -> bool:
 
 def mode(backend: str):
     """A fresh :class:`AttentionBackend` mode for ``backend`` (one of :data:`BACKENDS`). Called before the block is
-    entered (``_Measure._prepare``, outside the block lock): the memory-efficient kernel's grouped-query support is
+    entered (``Measure._prepare``, outside the block lock): the memory-efficient kernel's grouped-query support is
     probed here, before any op of the block can be recorded."""
     global _CLASS
     if _CLASS is None:

@@ -17,6 +17,7 @@ import itertools
 import math
 import sys
 import time
+import warnings
 
 from roofline._measure import measure
 from roofline._loops._schedule import _check_count, _StepLoop
@@ -243,19 +244,29 @@ class Monitor(_StepLoop):
         if self._warmup == 0:
             self._open_block(self._model, **self._kwargs)
 
-    def step(self, inputs=None, tokens=None) -> None:
+    def step(self, inputs=None, token_count=None, *, tokens=None) -> None:
         """End the step in progress (call it once at the end of each step of the loop) and hand its figures to
         ``on_step`` and ``history``.
 
         ``inputs`` (optional): what defines the step's shapes, e.g. the batch (a tensor, or tuples, lists and
         mappings of them; nested tensors too): its tensors' shapes, dtypes and devices are part of the step's
-        signature. ``tokens`` (optional, an int from 0 to 2**63 - 1): tokens the step processed, for
-        ``tokens_per_s``. RuntimeError outside :meth:`start` / :meth:`stop`, from another thread or from inside
-        ``on_step``; ValueError for a bad ``tokens`` (raised before anything is done: the step is still in
-        progress)."""
-        self._check_running("step")
+        signature. ``token_count`` (optional, an int from 0 to 2**63 - 1): how many tokens the step processed, for
+        ``tokens_per_s``. (``tokens=`` is its name before 0.5, deprecated: ``tokens`` elsewhere is which positions
+        are real, as :func:`roofline.measure` takes it.) RuntimeError outside :meth:`start` / :meth:`stop`, from
+        another thread or from inside ``on_step``; ValueError for a bad ``token_count`` (raised before anything is
+        done: the step is still in progress)."""
         if tokens is not None:
-            tokens = _check_count("monitor.step", "tokens", tokens, 0, _MAX_TOKENS)
+            warnings.warn("Monitor.step(tokens=n) is deprecated since 0.5 and will be removed in 0.6: use "
+                          "token_count=n (tokens is which positions are real, as roofline.measure takes it)",
+                          DeprecationWarning, stacklevel=2)
+            if token_count is not None:
+                raise TypeError("monitor.step: give token_count only (tokens= is its deprecated name)")
+            token_count = tokens
+        self._check_running("step")
+        if token_count is not None:  # named as the caller named it
+            token_count = _check_count("monitor.step", "token_count" if tokens is None else "tokens", token_count, 0,
+                                       _MAX_TOKENS)
+        tokens = token_count
         clock, n = self._clock, self._step_num
         end = clock.mark()
         report = self._close_block(None, None, None)
@@ -361,7 +372,7 @@ class Monitor(_StepLoop):
     def _metrics(n, seconds, counts, recounted, changed, tokens) -> dict:
         out = {"step": n, "time_s": seconds, "flops": None, "bytes": None, "mfu": None, "hfu": None, "mbu": None,
                "achieved_flops": None, "achieved_bytes": None, "recounted": recounted,
-               "counts_from": None, "changed": changed, "tokens": tokens,
+               "counts_from": None, "changed": changed, "token_count": tokens, "tokens": tokens,
                "tokens_per_s": tokens / seconds if tokens is not None and seconds and seconds > 0 else None}
         if counts is not None:
             g = _rollup.roofline_totals(counts.report.records, counts.classes, seconds)
@@ -382,19 +393,20 @@ class Monitor(_StepLoop):
 def monitor(model=None, *, on_step=None, ceilings="measured", warmup: int = 1, recount_every: int | None = 500,
             history_size: int = 10000, max_signatures: int = 64, attention: str | None = None) -> Monitor:
     """Counted MFU, MBU and achieved FLOP/s and bytes/s of every step of your training loop, for almost nothing:
-    call ``mon.step()`` (or ``mon.step(inputs=batch, tokens=n)``) once at the end of each step. A step is counted
+    call ``mon.step()`` (or ``mon.step(inputs=batch, token_count=n)``) once at the end of each step. A step is counted
     inside a :func:`roofline.measure` block now and then; every step is timed at the step boundary, and its
     figures are the counted work of a step with the same signature over its own measured time, against the
     ceilings' peaks (:meth:`roofline.Report.totals`' formula).
 
     Per step, ``on_step(metrics)`` gets (and ``mon.history`` keeps) a dict: ``step`` (0-based, as
-    :func:`roofline.profiler`'s), ``time_s``, ``flops`` and ``bytes`` (the counted work), ``mfu`` (the model's
+    :func:`roofline.profile`'s), ``time_s``, ``flops`` and ``bytes`` (the counted work), ``mfu`` (the model's
     FLOPs, each counted once), ``hfu`` (every FLOP executed: above ``mfu`` by activation checkpointing's
     recomputation), ``mbu``, ``achieved_flops``, ``achieved_bytes`` (per second of ``time_s``), ``recounted`` (this step ran inside a
     measure block: its counts are its own and its time includes the counting, so its rates are lower),
     ``counts_from`` (the step whose counts were used), ``changed`` (its signature differs from the previous step's,
-    or its recount found other ops than an earlier count of the same signature), ``tokens`` and ``tokens_per_s``
-    (None unless ``step(tokens=...)``). Where no step with the same signature has been counted, ``flops`` to
+    or its recount found other ops than an earlier count of the same signature), ``token_count`` and ``tokens_per_s``
+    (None unless ``step(token_count=...)``; ``tokens``, the same count under its name before 0.5, is deprecated
+    and goes in 0.6). Where no step with the same signature has been counted, ``flops`` to
     ``achieved_bytes`` and ``counts_from`` are None: never a figure of other work.
 
     A step's time runs from the previous ``step()`` call (or ``start()``) to its own, so it includes the loop's own
@@ -429,7 +441,7 @@ def monitor(model=None, *, on_step=None, ceilings="measured", warmup: int = 1, r
     ``ceilings`` and ``attention`` are passed to the measure blocks (``timing="model"``), and checked now with
     ``model``; ``warmup`` and ``max_signatures`` (ints, >= 0 and >= 1), ``recount_every`` (None or an int >= 0),
     ``history_size`` (int from 1 to ``sys.maxsize``) and ``on_step`` (None or callable) too. ``start`` /
-    ``stop`` / ``with`` and their errors are :func:`roofline.profiler`'s: ``step()`` outside them raises RuntimeError, and an exception in the
+    ``stop`` / ``with`` and their errors are :func:`roofline.profile`'s: ``step()`` outside them raises RuntimeError, and an exception in the
     loop leaves torch as it was (the step being counted is dropped, figures not yet handed over too). ``on_step``
     runs inside ``step()`` (or ``stop()``), outside the monitor's measure blocks: ``mon.stop()`` from it stops the
     monitor there (the figures of steps already ended still go to ``on_step``; no further step is counted), and

@@ -1,30 +1,57 @@
 """Step N of a training loop the user already runs: :func:`schedule` says which steps are measured, in
-``torch.profiler``'s conventions, and :func:`profiler` measures them, one :class:`roofline.SteadyReport` per cycle.
+``torch.profiler``'s conventions, and :func:`profile` measures them (as ``torch.profiler.profile(schedule=...)``
+does), one :class:`roofline.SteadyReport` per cycle.
 
 The loop calls ``prof.step()`` once at the end of each step; the profiler keeps a 0-based step counter
 (``step_num``, as ``torch.profiler``'s) and asks the schedule what to do with each step before it runs: nothing,
 count it and discard the result (warm-up), or count it and keep it (active). Each active step runs inside its own
 :func:`roofline.measure` block, opened by the ``step()`` call that ends the step before it (or by ``start()``) and
 closed by the ``step()`` call that ends it; a cycle's active steps become one report through the machinery
-:func:`roofline.profile` uses (:meth:`SteadyReport._from_runs`).
+:func:`roofline.steady` uses (:meth:`SteadyReport._from_runs`).
+
+``roofline.profiler`` (this module's :func:`profile` before 0.5) and ``roofline.profile(step, model, warmup=,
+repeat=)`` (now :func:`roofline.steady`) are kept for one release, with a DeprecationWarning.
 """
 
 from __future__ import annotations
 
 import collections
+import enum
 import functools
 import operator
+import sys
 import threading
+import warnings
 
 from roofline import _core
 from roofline._measure import measure
-from roofline._loops._steady import SteadyReport, _check_step_time
+from roofline._loops._steady import SteadyReport, _check_step_time, steady
 from roofline._util import _ints
 from roofline._util import _warn
 
-# what a schedule says about one step (torch.profiler.ProfilerAction's names, lower case)
-NONE, WARMUP, RECORD, RECORD_AND_SAVE = "none", "warmup", "record", "record_and_save"
-ACTIONS = (NONE, WARMUP, RECORD, RECORD_AND_SAVE)
+
+class ProfilerAction(str, enum.Enum):
+    """What a schedule says about one step: the members of ``torch.profiler.ProfilerAction``, with their names in
+    lower case as values. A member is a ``str`` and equals its value (``ProfilerAction.RECORD == "record"``), so
+    code comparing a schedule's answer with the strings keeps working.
+
+    ``NONE``: the step runs unmeasured. ``WARMUP``: counted, its result discarded. ``RECORD``: counted and kept.
+    ``RECORD_AND_SAVE``: the last active step of a cycle: counted and kept, then the cycle's report is made."""
+
+    NONE = "none"
+    WARMUP = "warmup"
+    RECORD = "record"
+    RECORD_AND_SAVE = "record_and_save"
+
+    def __str__(self) -> str:  # the value, as a str of it prints (Python 3.11's mixed-in enums print the name)
+        return self.value
+
+    __format__ = str.__format__
+
+
+NONE, WARMUP, RECORD, RECORD_AND_SAVE = (ProfilerAction.NONE, ProfilerAction.WARMUP, ProfilerAction.RECORD,
+                                         ProfilerAction.RECORD_AND_SAVE)
+ACTIONS = tuple(ProfilerAction)
 _RECORDING = (RECORD, RECORD_AND_SAVE)
 
 
@@ -34,11 +61,12 @@ def _check_count(where: str, name: str, v, lo: int, hi: int | None = None) -> in
 
 
 class Schedule:
-    """Which steps of a loop :func:`roofline.profiler` measures: what :func:`roofline.schedule` returns.
+    """Which steps of a loop :func:`roofline.profile` measures: what :func:`roofline.schedule` returns.
 
-    Calling it with a step number (0-based) gives that step's action: ``"none"`` (runs unmeasured),
-    ``"warmup"`` (counted, result discarded), ``"record"`` (counted and kept) or ``"record_and_save"`` (the last
-    active step of a cycle: counted and kept, then the cycle's report is made). Its fields are the arguments of
+    Calling it with a step number (0-based) gives that step's action, a :class:`roofline.ProfilerAction` (equal to
+    its string): ``NONE`` / ``"none"`` (runs unmeasured), ``WARMUP`` / ``"warmup"`` (counted, result discarded),
+    ``RECORD`` / ``"record"`` (counted and kept) or ``RECORD_AND_SAVE`` / ``"record_and_save"`` (the last active
+    step of a cycle: counted and kept, then the cycle's report is made). Its fields are the arguments of
     :func:`roofline.schedule`; :attr:`period` is ``wait + warmup + active``."""
 
     __slots__ = ("wait", "warmup", "active", "repeat", "skip_first")
@@ -52,7 +80,7 @@ class Schedule:
         """Steps in one cycle: ``wait + warmup + active``."""
         return self.wait + self.warmup + self.active
 
-    def __call__(self, step: int) -> str:
+    def __call__(self, step: int) -> ProfilerAction:
         step = _check_count("schedule", "step", step, 0)
         k = step - self.skip_first
         if k < 0 or (self.repeat and k >= self.repeat * self.period):
@@ -78,7 +106,7 @@ class Schedule:
 
 
 def schedule(*, wait: int = 0, warmup: int = 1, active: int = 1, repeat: int = 0, skip_first: int = 0) -> Schedule:
-    """Which steps :func:`roofline.profiler` measures, with the meaning of ``torch.profiler.schedule``'s arguments:
+    """Which steps :func:`roofline.profile` measures, with the meaning of ``torch.profiler.schedule``'s arguments:
     the first ``skip_first`` steps run unmeasured; then each cycle is ``wait`` steps unmeasured, ``warmup`` steps
     counted and discarded, ``active`` steps counted and kept (one report per cycle); ``repeat`` cycles, or cycles
     until the profiler stops when ``repeat=0``.
@@ -93,7 +121,8 @@ def schedule(*, wait: int = 0, warmup: int = 1, active: int = 1, repeat: int = 0
     others ``>= 0``. Unlike
     ``torch.profiler.schedule``, ``warmup=0`` gives no warning (the steps before it ran too, uncounted; a cycle
     starting at step 0 is labelled as measuring the first step). The returned :class:`Schedule` is a callable
-    ``step -> action``; :func:`roofline.profiler` also takes ``torch.profiler.schedule(...)``'s callables.
+    ``step -> action`` (a :class:`roofline.ProfilerAction`); :func:`roofline.profile` also takes
+    ``torch.profiler.schedule(...)``'s callables.
 
     >>> s = roofline.schedule(wait=2, warmup=1, active=3, repeat=2)
     >>> [n for n in range(14) if s(n) in ("record", "record_and_save")]
@@ -104,16 +133,17 @@ def schedule(*, wait: int = 0, warmup: int = 1, active: int = 1, repeat: int = 0
                     _check_count("schedule", "skip_first", skip_first, 0))
 
 
-def _action(sched, step: int) -> str:
-    """The action ``sched`` gives ``step``: one of :data:`ACTIONS`, from a :class:`Schedule`, a string or a
-    ``torch.profiler.ProfilerAction`` (by name)."""
+def _action(sched, step: int) -> ProfilerAction:
+    """The action ``sched`` gives ``step``: a :class:`ProfilerAction`, from a :class:`Schedule`, one of its
+    strings or a ``torch.profiler.ProfilerAction`` (by name)."""
     a = sched(step)
     if isinstance(a, str) and a in ACTIONS:
-        return a
+        return ProfilerAction(a)
     name = getattr(a, "name", None)
     if isinstance(name, str) and name.lower() in ACTIONS:
-        return name.lower()
-    raise ValueError(f"profiler: schedule({step}) returned {a!r}: a schedule must return one of {ACTIONS} or a "
+        return ProfilerAction(name.lower())
+    raise ValueError(f"profile: schedule({step}) returned {a!r}: a schedule must return a roofline.ProfilerAction "
+                     f"(or its value: {', '.join(repr(x.value) for x in ACTIONS)}) or a "
                      "torch.profiler.ProfilerAction NONE, WARMUP, RECORD or RECORD_AND_SAVE")
 
 
@@ -179,7 +209,7 @@ class _StepLoop(_core.Block):
     ``stop()`` of a loop already stopping does nothing), and ``step()`` is refused with RuntimeError: the callback
     runs inside a ``step()`` (or ``stop()``) call, which ends the step it was called for."""
 
-    _who = "profiler"
+    _who = "profile"
     _callback_name = "on_report"
     # the C driver lets a block be entered inside this block's _enter under the lock (step 0's measure block): any
     # other block's steps refuse a block entered in their middle (csrc/binding_track.c, _refused)
@@ -367,13 +397,13 @@ class _StepLoop(_core.Block):
 
 
 class Profiler(_StepLoop):
-    """What :func:`roofline.profiler` returns: call :meth:`step` once at the end of each step of the loop,
+    """What :func:`roofline.profile` returns: call :meth:`step` once at the end of each step of the loop,
     between :meth:`start` and :meth:`stop` (or inside a ``with`` block).
 
     Attributes: ``reports`` (one :class:`roofline.SteadyReport` per cycle, in order), ``schedule``,
     :attr:`step_num`, :attr:`running`."""
 
-    _who = "profiler"
+    _who = "profile"
     start, stop, step_num, running = _StepLoop.start, _StepLoop.stop, _StepLoop.step_num, _StepLoop.running
 
     def __init__(self, model, sched, on_report, measure_kwargs):
@@ -429,7 +459,7 @@ class Profiler(_StepLoop):
         runs, warm = self._runs, self._warmups
         self._runs, self._warmups = [], 0
         if not runs:  # none of the cycle's active steps was measured (opening their blocks failed)
-            _warn.warn(f"roofline.profiler: cycle {self._cycle} has no report: none of its active steps was "
+            _warn.warn(f"roofline.profile: cycle {self._cycle} has no report: none of its active steps was "
                        "measured (opening their measure blocks failed)")
             self._cycle += 1
             return
@@ -442,7 +472,7 @@ class Profiler(_StepLoop):
             extra["active"] = active
         report = SteadyReport._from_runs([r for _, r in runs], warmup=warm, ceilings=self._kwargs["ceilings"],
                                          first_step=numbers[0] == 0, step_numbers=numbers, extra=extra,
-                                         who="roofline.profiler", step_time=getattr(self, "step_time", "median"))
+                                         who="roofline.profile", step_time=getattr(self, "step_time", "median"))
         report.steps, report.cycle = numbers, self._cycle
         self._cycle += 1
         self.reports.append(report)
@@ -450,16 +480,17 @@ class Profiler(_StepLoop):
             self._call_back(self._on_report, report)
 
 
-def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = "model", ceilings="measured",
+def profile(model=None, *, schedule=None, on_report=None, timing: str | None = "model", ceilings="measured",
              attention: str | None = None, step_time: str = "median") -> Profiler:
-    """Measure steps of a training loop you already have, as ``torch.profiler.profile(schedule=...)`` does:
+    """Measure steps of a training loop you already have, as ``torch.profiler.profile(schedule=...)`` does (the
+    same name, the same ``schedule`` and ``step()``):
     call ``prof.step()`` once at the end of each step; the steps ``schedule`` makes active are each counted inside
     a :func:`roofline.measure` block, and each cycle's active steps give one :class:`roofline.SteadyReport` (the
-    counts of one step, the median wall time, the spread over the active steps: what :func:`roofline.profile`
+    counts of one step, the median wall time, the spread over the active steps: what :func:`roofline.steady`
     gives), passed to ``on_report(report)`` at the end of the cycle and kept in ``prof.reports``.
 
     ``schedule``: a :func:`roofline.schedule` (default ``roofline.schedule(warmup=1, active=5, repeat=1)``: step
-    0 counted and discarded, steps 1 to 5 measured, one report, as ``roofline.profile(warmup=1, repeat=5)``), or
+    0 counted and discarded, steps 1 to 5 measured, one report, as ``roofline.steady(step, warmup=1, repeat=5)``), or
     any callable ``step -> action`` such as ``torch.profiler.schedule(...)``'s. Steps are numbered from 0 (the
     profiler's ``step_num``: the step running before the first ``step()`` call is step 0); see
     :func:`roofline.schedule` for which numbers are active. Warm-up steps run inside a measure block too, and their
@@ -468,7 +499,7 @@ def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = 
     Each report says what it covers: ``report.steps`` (the loop's step numbers of its active steps),
     ``report.cycle`` (0-based), and ``report.meta["steady"]``: ``step_numbers``, ``cycle``, ``schedule``,
     ``warmup`` (warm-up steps counted and discarded in the cycle), ``partial`` and the keys of
-    :func:`roofline.profile`'s reports. When the active steps of a cycle did not all run the same ops (another
+    :func:`roofline.steady`'s reports. When the active steps of a cycle did not all run the same ops (another
     branch, other shapes), the report is that of the steps that ran the most common op sequence: the others are
     named in ``meta["steady"]["other_steps"]`` (1-based positions in the cycle; the summary's first line gives their
     step numbers) and in a warning; same ops with other counts set ``counts_agree`` False with a warning. A cycle
@@ -494,7 +525,13 @@ def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = 
     ``on_report`` (None or callable, TypeError). ``step()`` outside ``start()`` / ``stop()`` raises RuntimeError;
     so does calling it from another thread, and starting a profiler twice (single use).
 
-    >>> with roofline.profiler(model, schedule=roofline.schedule(wait=1, warmup=1, active=3),
+    Arguments of ``torch.profiler.profile`` that have no meaning here (``activities``, ``on_trace_ready``,
+    ``record_shapes``, ...) are refused with a TypeError that says what to use instead. Before 0.5 this function
+    was ``roofline.profiler`` (still there, deprecated), and ``roofline.profile`` was the steady repeat of a step
+    function, now :func:`roofline.steady`: ``roofline.profile(step, model, warmup=..., repeat=...)`` (a step
+    function, not a module, first; or ``warmup`` / ``repeat``) still calls it, with a DeprecationWarning.
+
+    >>> with roofline.profile(model, schedule=roofline.schedule(wait=1, warmup=1, active=3),
     ...                        on_report=print) as prof:                    # doctest: +SKIP
     ...     for batch in loader:
     ...         train_step(batch)
@@ -503,15 +540,68 @@ def profiler(model=None, *, schedule=None, on_report=None, timing: str | None = 
     if schedule is None:
         schedule = Schedule(wait=0, warmup=1, active=5, repeat=1, skip_first=0)
     elif not callable(schedule):
-        raise TypeError(f"profiler: schedule must be a roofline.schedule(...) or a callable step -> action, got "
+        raise TypeError(f"profile: schedule must be a roofline.schedule(...) or a callable step -> action, got "
                         f"{type(schedule).__name__}")
     if on_report is not None and not callable(on_report):
-        raise TypeError(f"profiler: on_report must be None or a callable taking the report, got "
+        raise TypeError(f"profile: on_report must be None or a callable taking the report, got "
                         f"{type(on_report).__name__}")
     kwargs = {"timing": timing, "ceilings": ceilings, "attention": attention}
     measure(model, **kwargs)  # checks the arguments now
-    _check_step_time(step_time, "profiler")
+    _check_step_time(step_time, "profile")
     _action(schedule, 0)  # and what the schedule returns
     prof = Profiler(model, schedule, on_report, kwargs)
     prof.step_time = step_time
     return prof
+
+
+_profile = profile
+
+# torch.profiler.profile's arguments that roofline.profile does not take, and what to use instead
+_TORCH_ONLY = {
+    "activities": "roofline counts every op of a measured step, whatever device it runs on",
+    "on_trace_ready": "use on_report=, called with each cycle's roofline.SteadyReport",
+    "record_shapes": "every op's shapes are recorded (r.signatures)",
+    "profile_memory": "compulsory bytes are counted for every op (bytes_read, bytes_written)",
+    "with_stack": "ops are credited to modules (r.table(by='module'))",
+    "with_flops": "FLOPs are always counted",
+    "with_modules": "ops are credited to modules (r.table(by='module'))",
+    "experimental_config": None, "execution_trace_observer": None, "acc_events": None, "use_cuda": None,
+    "custom_trace_id_callback": None,
+}
+
+
+def _steady_form(args, kwargs) -> bool:
+    """Whether a call of :func:`profile` is one of the steady repeat as ``roofline.profile`` took it before 0.5
+    (``profile(step, model=None, *, warmup=, repeat=, ...)``): a second positional argument, ``step``, ``warmup`` or
+    ``repeat``, or a first argument that is callable and not a module."""
+    if len(args) >= 2 or {"step", "warmup", "repeat"} & set(kwargs):
+        return True
+    if args and args[0] is not None and callable(args[0]):
+        torch = sys.modules.get("torch")  # an nn.Module exists only once torch is imported
+        return not (torch is not None and isinstance(args[0], torch.nn.Module))
+    return False
+
+
+@functools.wraps(_profile)
+def profile(*args, **kwargs) -> Profiler:  # the documented signature is _profile's (inspect follows __wrapped__)
+    if _steady_form(args, kwargs):
+        warnings.warn("roofline.profile(step, model, warmup=..., repeat=...) is deprecated since 0.5 and will be "
+                      "removed in 0.6: the steady repeat of a step function is roofline.steady(step, model, "
+                      "warmup=..., repeat=...); roofline.profile(model, schedule=...) is now what torch calls "
+                      "torch.profiler.profile", DeprecationWarning, stacklevel=2)
+        return steady(*args, **kwargs)
+    for name in kwargs:
+        if name in _TORCH_ONLY:
+            hint = _TORCH_ONLY[name]
+            raise TypeError(f"profile: {name} is an argument of torch.profiler.profile that roofline.profile does not "
+                            f"take" + (f" ({hint})" if hint else "") + "; roofline.profile takes model, schedule, "
+                            "on_report, timing, ceilings, attention and step_time")
+    return _profile(*args, **kwargs)
+
+
+def profiler(*args, **kwargs) -> Profiler:
+    """Deprecated since 0.5 (removed in 0.6): :func:`roofline.profile`, under its name before 0.5. Same arguments,
+    same result, and a DeprecationWarning."""
+    warnings.warn("roofline.profiler is deprecated since 0.5 and will be removed in 0.6: use roofline.profile (the "
+                  "same arguments; the name torch.profiler.profile has)", DeprecationWarning, stacklevel=2)
+    return _profile(*args, **kwargs)

@@ -1,7 +1,8 @@
-"""Steady-state measurement: :func:`roofline.profile` runs a step function a few times uncounted (warm-up), then
+"""Steady-state measurement: :func:`roofline.steady` runs a step function a few times uncounted (warm-up), then
 ``repeat`` times inside :func:`roofline.measure`, and reports the median step with the spread over the repeats.
 
-A ``with`` block runs once, so repeating needs the work as a function: ``profile(step)``. The first call of a
+A ``with`` block runs once, so repeating needs the work as a function: ``steady(step)``. (Before 0.5 this was
+``roofline.profile``, which now has ``torch.profiler.profile``'s meaning: :mod:`roofline._loops._schedule`.) The first call of a
 training step does work that later steps do not (the optimizer creates its state: ``aten.zeros_like`` for every
 parameter; lazy modules and caches initialise); the warm-up steps absorb it, so the measured step is the one a
 training loop repeats. ``warmup=0`` measures the first step on purpose, and the report says so.
@@ -26,7 +27,7 @@ from roofline._util import _warn
 _COUNTS = _records.COUNTS
 
 
-def _check_int(name: str, v, lo: int, where: str = "profile") -> int:
+def _check_int(name: str, v, lo: int, where: str = "steady") -> int:
     """``v`` as an int >= ``lo``, by the package's one rule (:func:`roofline._util._ints.count`)."""
     return _ints.count(v, name, where, lo)
 
@@ -34,8 +35,8 @@ def _check_int(name: str, v, lo: int, where: str = "profile") -> int:
 STEP_TIMES = ("median", "min", "unwaited")
 
 
-def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | None = "model",
-            ceilings="measured", attention: str | None = None, step_time: str = "median") -> "SteadyReport":
+def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | None = "model",
+           ceilings="measured", attention: str | None = None, step_time: str = "median") -> "SteadyReport":
     """Measure the steady state of ``step`` (a callable taking no arguments, e.g. one training step): run it
     ``warmup`` times uncounted, then ``repeat`` times each inside :func:`roofline.measure`, and return a
     :class:`SteadyReport` of the median step.
@@ -65,11 +66,14 @@ def profile(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str |
     generator or coroutine, running none of its body) is refused with TypeError, and so is a step that returns a
     generator, coroutine or other awaitable.
 
-    >>> r = roofline.profile(lambda: train_step(batch), model, warmup=2, repeat=5)   # doctest: +SKIP
+    Before 0.5 this function was ``roofline.profile`` (a call in that form still reaches it, with a
+    DeprecationWarning): ``roofline.profile`` is now the loop profiler, as ``torch.profiler.profile``.
+
+    >>> r = roofline.steady(lambda: train_step(batch), model, warmup=2, repeat=5)    # doctest: +SKIP
     >>> print(r)                                                                     # doctest: +SKIP
     """
     if not callable(step):
-        raise TypeError(f"profile: step must be a callable taking no arguments, got {type(step).__name__}")
+        raise TypeError(f"steady: step must be a callable taking no arguments, got {type(step).__name__}")
     _check_synchronous(step)
     warmup = _check_int("warmup", warmup, 0)
     repeat = _check_int("repeat", repeat, 1)
@@ -131,7 +135,7 @@ def _check_synchronous(step):
             (inspect.isasyncgenfunction, "an asynchronous generator function", "an asynchronous generator", ""),
             (inspect.isgeneratorfunction, "a generator function", "a generator", ", e.g. lambda: list(step())")):
         if fn is not None and test(fn):
-            raise TypeError(f"profile: step is {what}: calling it only creates {made}, which runs none of its body; "
+            raise TypeError(f"steady: step is {what}: calling it only creates {made}, which runs none of its body; "
                             f"pass a function that runs one step{hint}")
 
 
@@ -141,7 +145,7 @@ def _check_result(out):
     if inspect.isgenerator(out) or inspect.isasyncgen(out) or inspect.isawaitable(out):
         if inspect.isgenerator(out) or inspect.iscoroutine(out):
             out.close()
-        raise TypeError(f"profile: step() returned a {type(out).__name__}: the work it stands for has not run; pass a "
+        raise TypeError(f"steady: step() returned a {type(out).__name__}: the work it stands for has not run; pass a "
                         "function that runs one step, not one that returns a generator or coroutine")
 
 
@@ -173,7 +177,7 @@ def _median(xs):
 
 
 class SteadyReport(Report):
-    """The report :func:`roofline.profile` returns: a :class:`roofline.Report` of the median step, plus
+    """The report :func:`roofline.steady` returns: a :class:`roofline.Report` of the median step, plus
 
     * ``repeats``: the reports of every measured step, in order;
     * ``spread``: ``{"wall_time": {"min", "median", "max", "values"}, "ops": {op name: {"min", "median", "max"}}}``
@@ -186,7 +190,7 @@ class SteadyReport(Report):
       ``repeat >= 2``), ``steps`` (the 1-based steps aggregated: those that ran the most common op sequence, or
       with ``warmup=0`` the first step's) and ``other_steps`` (the steps left out, named in a warning).
 
-    A cycle of :func:`roofline.profiler` gives the same report, with ``steps`` (the loop's step numbers of the
+    A cycle of :func:`roofline.profile` gives the same report, with ``steps`` (the loop's step numbers of the
     cycle's active steps) and ``cycle`` (0-based) attributes; its ``meta["steady"]`` says ``warmup`` (warm-up
     steps counted and discarded in the cycle) and adds ``step_numbers`` (the loop's number of each measured
     step; ``steps`` and ``other_steps`` stay positions 1, 2, ... among them), ``cycle``, ``schedule`` (the
@@ -205,10 +209,10 @@ class SteadyReport(Report):
 
     @classmethod
     def _from_runs(cls, runs: list, *, warmup: int, ceilings, first_step: bool | None = None,
-                   step_numbers: list | None = None, extra: dict | None = None, who: str = "roofline.profile",
+                   step_numbers: list | None = None, extra: dict | None = None, who: str = "roofline.steady",
                    step_time: str = "median") -> "SteadyReport":
         """The report of measured steps ``runs`` (one :class:`roofline.Report` each, in order): shared by
-        :func:`profile` and :func:`roofline.profiler`'s cycles. ``first_step`` (default: ``warmup == 0``): the
+        :func:`steady` and :func:`roofline.profile`'s cycles. ``first_step`` (default: ``warmup == 0``): the
         first run is the program's first step, measured on purpose (its ops are the reference, no warning).
         ``step_numbers``: the loop's number of each run, for messages and ``meta["steady"]["step_numbers"]``
         (default: none, the runs are named 1, 2, ...). ``extra``: more keys for ``meta["steady"]``. ``who``: the caller

@@ -1,4 +1,4 @@
-"""Trainer integrations: callbacks that profile steps of a training run with :func:`roofline.profiler` (and
+"""Trainer integrations: callbacks that profile steps of a training run with :func:`roofline.profile` (and
 optionally time every step with :func:`roofline.monitor`), write each rank's report into the run's output folder,
 merge the ranks of a distributed run on rank 0, and log the figures through the trainer's own loggers.
 

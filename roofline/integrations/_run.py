@@ -1,5 +1,5 @@
 """What the trainer callbacks share: the options, and one training run's :class:`Run` (a
-:func:`roofline.profiler` and optionally a :func:`roofline.monitor` driven from the trainer's step boundaries, the
+:func:`roofline.profile` and optionally a :func:`roofline.monitor` driven from the trainer's step boundaries, the
 reports written and merged, the figures handed to the trainer's loggers).
 
 Step numbers. The callbacks take ``steps=(first, last)`` in the trainer's own numbering: a step is named by the
@@ -34,6 +34,7 @@ import operator
 import os
 import statistics
 import threading
+import warnings
 import weakref
 from collections.abc import Mapping
 
@@ -56,6 +57,21 @@ STEP_TIME_CODES = {"median": 0, "min": 1, "unwaited": 2}
 _TOKEN_KEYS = ("input_ids", "attention_mask")
 _MAX_TOKENS = 2**63 - 1  # a step's tokens: an int64, its tokens/s a finite float
 _RUNS = weakref.WeakSet()  # the runs made and not yet stopped or aborted (one per thread at a time)
+
+
+NOT_GIVEN = object()  # a callback's deprecated tokens= left out
+
+
+def token_count_option(who: str, token_count, tokens):
+    """A callback's ``token_count`` option, or its deprecated name ``tokens`` (before 0.5) with a
+    DeprecationWarning; TypeError when both are given."""
+    if tokens is NOT_GIVEN:
+        return token_count
+    warnings.warn(f"{who}(tokens=...) is deprecated since 0.5 and will be removed in 0.6: use token_count=... (tokens "
+                  "is which positions are real, as roofline.measure takes it)", DeprecationWarning, stacklevel=3)
+    if token_count is not None:
+        raise TypeError(f"{who}: give token_count only (tokens= is its deprecated name)")
+    return tokens
 
 
 class Options:
@@ -90,7 +106,7 @@ class Options:
             check_output_dir(who, "output_dir", output_dir)
         self.output_dir = output_dir
         if tokens is not None and tokens is not False and not callable(tokens):
-            raise TypeError(f"{who}: tokens must be None (read from the batch), False (none) or a callable "
+            raise TypeError(f"{who}: token_count must be None (read from the batch), False (none) or a callable "
                             f"batch -> number of tokens, got {type(tokens).__name__}")
         self.tokens = tokens
         if not isinstance(gather_timeout, (int, float)) or isinstance(gather_timeout, bool):
@@ -104,7 +120,7 @@ class Options:
         self.measure_kwargs = {"timing": timing, "ceilings": ceilings, "attention": attention}
         # the profiler's and the monitor's own checks, now rather than when training starts
         self.step_time = step_time  # the profiler's reports' step time (roofline.profile's step_time)
-        roofline.profiler(None, schedule=self.schedule, step_time=step_time, **self.measure_kwargs)
+        roofline.profile(None, schedule=self.schedule, step_time=step_time, **self.measure_kwargs)
         if self.monitor is not None:
             roofline.monitor(None, ceilings=ceilings, attention=attention, **self.monitor)
 
@@ -275,8 +291,8 @@ class Run:
             sched = self._steps_schedule(*opts.steps)
         self.schedule = sched
         kw = opts.measure_kwargs
-        self.profiler = (roofline.profiler(model, schedule=_Planned(self), on_report=self._on_report,
-                                           step_time=opts.step_time, **kw)
+        self.profiler = (roofline.profile(model, schedule=_Planned(self), on_report=self._on_report,
+                                          step_time=opts.step_time, **kw)
                          if sched is not None else None)
         self.monitor = None
         if opts.monitor is not None:
@@ -372,7 +388,7 @@ class Run:
 
     def _end(self, loop, inputs, tokens):
         if loop is self.monitor:
-            loop.step(inputs=inputs, tokens=tokens)
+            loop.step(inputs=inputs, token_count=tokens)
         else:
             loop.step()
 
@@ -421,7 +437,8 @@ class Run:
         acc["dram_time"] += m["mbu"] * t  # its bytes at the DRAM bandwidth, in seconds
         acc["flops"] += m["flops"]
         acc["bytes"] += m["bytes"]
-        acc["tokens"] = None if acc["tokens"] is None or m["tokens"] is None else acc["tokens"] + m["tokens"]
+        acc["tokens"] = (None if acc["tokens"] is None or m["token_count"] is None else
+                         acc["tokens"] + m["token_count"])
         self._pending = acc
 
     def take_monitor_figures(self):
@@ -445,7 +462,10 @@ class Run:
         self._tokens.clear()  # this cycle's steps and its warm-up steps
         # the loop is the trainer's: its step numbers label the report (steady_line, meta["steady"]["step_numbers"])
         report.steps, report.meta["steady"]["step_numbers"] = steps, list(steps)
-        report.meta["trainer"] = {"framework": self.framework, "steps": steps, "tokens": tokens}
+        # token_counts: the tokens of each step; "tokens" is the same list under its name before 0.5 (deprecated,
+        # removed in 0.6: a report's "tokens" is which positions are real, meta["tokens"])
+        report.meta["trainer"] = {"framework": self.framework, "steps": steps, "token_counts": tokens,
+                                  "tokens": tokens}
         self.reports.append(report)
         stem = f"step{steps[0]}" if len(steps) == 1 else f"steps{steps[0]}-{steps[-1]}"
         os.makedirs(self.output_dir, exist_ok=True)
@@ -514,7 +534,7 @@ class Outputs:
 
     @property
     def profiler(self):
-        """The :func:`roofline.profiler` of the latest training run (None before it, or without ``steps`` /
+        """The :func:`roofline.profile` of the latest training run (None before it, or without ``steps`` /
         ``schedule``)."""
         return self._runs[-1].profiler if self._runs else None
 

@@ -1,4 +1,4 @@
-"""``RooflineCallback``: :func:`roofline.profiler` (and optionally :func:`roofline.monitor`) inside a
+"""``RooflineCallback``: :func:`roofline.profile` (and optionally :func:`roofline.monitor`) inside a
 ``transformers.Trainer`` run.
 
 .. code-block:: python
@@ -43,7 +43,7 @@ _WHO = "RooflineCallback"
 
 
 class RooflineCallback(_run.Outputs, TrainerCallback):
-    """Profile steps of a ``transformers.Trainer`` run with :func:`roofline.profiler`, optionally time every step
+    """Profile steps of a ``transformers.Trainer`` run with :func:`roofline.profile`, optionally time every step
     with :func:`roofline.monitor`, write the reports and log their figures.
 
     ``trainer``: the Trainer the callback is added to, whose ``log`` method hands the figures to every reporter of
@@ -57,7 +57,7 @@ class RooflineCallback(_run.Outputs, TrainerCallback):
     of the run counted from 0, one report per cycle. ``monitor``: True, or a dict of :func:`roofline.monitor`'s
     ``warmup``, ``recount_every``, ``history_size``, ``max_signatures``. At least one of them is needed.
 
-    ``output_dir``: where the reports go (default ``args.output_dir/roofline``). ``tokens``: None (the elements of
+    ``output_dir``: where the reports go (default ``args.output_dir/roofline``). ``token_count``: None (the elements of
     the ``input_ids`` or ``attention_mask`` the model is called with), False (no tokens/s), or a callable taking the
     model's keyword inputs (a dict) and returning a number of tokens (run outside the measure blocks: its tensor ops
     are not counted; on CUDA, ``.item()`` in it synchronises every micro-batch). ``timing``, ``ceilings``,
@@ -65,6 +65,7 @@ class RooflineCallback(_run.Outputs, TrainerCallback):
     ``gather_timeout``: seconds :func:`roofline.gather` waits for the other ranks. ``log``: False to log nothing
     (the reports are still written). ``step_time``: the profiled reports' step time, as in :func:`roofline.profile`
     (``"unwaited"`` on a shared machine; the logged ``profile/step_time_code`` says which).
+    ``tokens``: ``token_count``'s name before 0.5 (deprecated, removed in 0.6).
 
     Attributes: ``reports`` (this rank's :class:`roofline.SteadyReport` s, every run), ``merged`` (the
     :class:`roofline.distributed.MergedReport` s, rank 0 of a distributed run), ``files`` (the paths written),
@@ -74,15 +75,16 @@ class RooflineCallback(_run.Outputs, TrainerCallback):
     for exceptions): call :meth:`close` (the next ``train()`` does it too) to close it and leave torch as it was.
     """
 
-    def __init__(self, trainer=None, *, steps=None, schedule=None, monitor=False, output_dir=None, tokens=None,
+    def __init__(self, trainer=None, *, steps=None, schedule=None, monitor=False, output_dir=None, token_count=None,
                  timing: str | None = "model", ceilings="measured", attention: str | None = None,
-                 gather_timeout: float = 120.0, log: bool = True, step_time: str = "median"):
+                 gather_timeout: float = 120.0, log: bool = True, step_time: str = "median", tokens=_run.NOT_GIVEN):
         if trainer is not None and not isinstance(trainer, transformers.Trainer):
             raise TypeError(f"{_WHO}: trainer must be a transformers.Trainer or None, got {type(trainer).__name__}")
         self.trainer = trainer
         self.options = _run.Options(_WHO, steps=steps, schedule=schedule, monitor=monitor, output_dir=output_dir,
-                                     tokens=tokens, timing=timing, ceilings=ceilings, attention=attention,
-                                     gather_timeout=gather_timeout, log=log, step_time=step_time)
+                                     tokens=_run.token_count_option(_WHO, token_count, tokens), timing=timing,
+                                     ceilings=ceilings, attention=attention, gather_timeout=gather_timeout, log=log,
+                                     step_time=step_time)
         if trainer is not None and output_dir is None:  # where the reports will go, checked now
             _run.check_output_dir(_WHO, "the report folder (args.output_dir/roofline)", self._folder(trainer.args))
         self._runs: list = []

@@ -1,4 +1,4 @@
-"""``RooflineCallback``: :func:`roofline.profiler` (and optionally :func:`roofline.monitor`) inside a Lightning
+"""``RooflineCallback``: :func:`roofline.profile` (and optionally :func:`roofline.monitor`) inside a Lightning
 ``Trainer`` run, for ``lightning`` (``lightning.pytorch``) or ``pytorch_lightning``, whichever is installed
 (``lightning`` when both are: :func:`callback_class` gives the other's).
 
@@ -50,7 +50,7 @@ except ImportError:
 
 
 class _Callback(_run.Outputs):
-    """Profile steps of a Lightning ``Trainer`` run with :func:`roofline.profiler`, optionally time every step with
+    """Profile steps of a Lightning ``Trainer`` run with :func:`roofline.profile`, optionally time every step with
     :func:`roofline.monitor`, write the reports and log their figures (the class of each package is made by
     :func:`callback_class` from this body).
 
@@ -60,13 +60,14 @@ class _Callback(_run.Outputs):
     of the ``fit`` counted from 0, one report per cycle. ``monitor``: True, or a dict of :func:`roofline.monitor`'s
     ``warmup``, ``recount_every``, ``history_size``, ``max_signatures``. At least one of them is needed.
 
-    ``output_dir``: where the reports go (default ``trainer.log_dir/roofline``). ``tokens``: None (the elements of
+    ``output_dir``: where the reports go (default ``trainer.log_dir/roofline``). ``token_count``: None (the elements of
     the batch's ``input_ids`` or ``attention_mask`` when the batch is a mapping), False (no tokens/s), or a callable
     ``batch -> number of tokens`` (run outside the measure blocks: its tensor ops are not counted). ``timing``,
     ``ceilings``, ``attention``: passed to :func:`roofline.measure` (the monitor takes ``ceilings`` and
     ``attention``). ``gather_timeout``: seconds :func:`roofline.gather` waits for the other ranks. ``log``: False to
     log nothing (the reports are still written). ``step_time``: the profiled reports' step time, as in
     :func:`roofline.profile` (``"unwaited"`` on a shared machine; the logged ``profile/step_time_code`` says which).
+    ``tokens``: ``token_count``'s name before 0.5 (deprecated, removed in 0.6).
 
     Attributes: ``reports`` (this rank's :class:`roofline.SteadyReport` s, every ``fit``), ``merged`` (the
     :class:`roofline.distributed.MergedReport` s, rank 0 of a distributed run), ``files`` (the paths written),
@@ -74,13 +75,14 @@ class _Callback(_run.Outputs):
     (``on_exception``) closes the open measure block with it: torch is left as it was.
     """
 
-    def __init__(self, *, steps=None, schedule=None, monitor=False, output_dir=None, tokens=None,
+    def __init__(self, *, steps=None, schedule=None, monitor=False, output_dir=None, token_count=None,
                  timing: str | None = "model", ceilings="measured", attention: str | None = None,
-                 gather_timeout: float = 120.0, log: bool = True, step_time: str = "median"):
+                 gather_timeout: float = 120.0, log: bool = True, step_time: str = "median", tokens=_run.NOT_GIVEN):
         super().__init__()
         self.options = _run.Options(_WHO, steps=steps, schedule=schedule, monitor=monitor, output_dir=output_dir,
-                                     tokens=tokens, timing=timing, ceilings=ceilings, attention=attention,
-                                     gather_timeout=gather_timeout, log=log, step_time=step_time)
+                                     tokens=_run.token_count_option(_WHO, token_count, tokens), timing=timing,
+                                     ceilings=ceilings, attention=attention, gather_timeout=gather_timeout, log=log,
+                                     step_time=step_time)
         self._runs: list = []
         self._trainer = None
         self._inputs, self._counts, self._stepped = [], [], False

@@ -463,7 +463,7 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
 
 UNTIMED_NOTE = ("not measured (timing=\"model\": the step is timed as a whole): each op is shown at its roofline "
                 "time, no measured point and no % of roof per op. For measured per-op points, time the ops: "
-                "timing=\"op\" in roofline.profile / roofline.measure / roofline.profiler / the trainer callbacks, "
+                "timing=\"op\" in roofline.steady / roofline.measure / roofline.profile / the trainer callbacks, "
                 "or --timing op on the command line (about 1-2 us per op)")
 
 
