@@ -77,7 +77,7 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     _check_synchronous(step)
     warmup = _check_int("warmup", warmup, 0)
     repeat = _check_int("repeat", repeat, 1)
-    _check_step_time(step_time)
+    _check_step_time(step_time, "steady")
     measure(model, timing=timing, ceilings=ceilings, attention=attention)  # checks the arguments now
     for _ in range(warmup):
         _check_result(step())
