@@ -641,7 +641,7 @@ def schemas_from_torch() -> tuple[dict, dict]:
 
 def write_schema_table(path=None) -> str:
     """Regenerate ``roofline/_counting/_schemas.py`` from the installed torch:
-    ``python -c "from roofline import _registry; _registry.write_schema_table()"``."""
+    ``python -c "from roofline._counting import _registry; _registry.write_schema_table()"``."""
     import torch
 
     rows, default = schemas_from_torch()
