@@ -1,4 +1,4 @@
-"""Random interrupts against the step loops: monitored and profiled loops (roofline.monitor, roofline.profiler),
+"""Random interrupts against the step loops: monitored and profiled loops (roofline.monitor, roofline.profile),
 their callbacks (some of which stop the loop from inside), and the trainer callbacks' machinery (a profiler and a
 monitor driven together; a second run started on the same thread, which must be refused), each hit by one
 asynchronous KeyboardInterrupt (or, one time in ten, SystemExit) at a random moment; after each loop, a check that
@@ -113,7 +113,7 @@ class _Loops:
 
             sched = roofline.schedule(wait=rng.randint(0, 1), warmup=rng.randint(0, 1), active=rng.randint(1, 2),
                                       repeat=rng.randint(0, 2))
-            prof = roofline.profiler(self.model, schedule=sched, on_report=on_report, ceilings=self.ceil,
+            prof = roofline.profile(self.model, schedule=sched, on_report=on_report, ceilings=self.ceil,
                                      timing=rng.choice(("model", "op", None)))
             prof._stopped_from_callback = False
             return {"kind": kind, "loop": prof, "steps": steps, "handed": handed, "ended": -1, "stopped": False,
@@ -146,7 +146,7 @@ class _Loops:
                     if not loop.running:
                         break
                     if kind == "monitor":
-                        loop.step(inputs=x, tokens=x.shape[0])
+                        loop.step(inputs=x, token_count=x.shape[0])
                     else:
                         loop.step()
                     spec["ended"] = i

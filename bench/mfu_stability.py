@@ -3,7 +3,7 @@ by side.
 
 Two busy-looping processes (``--hogs``) compete for the CPUs the whole time. Each run is a fresh process (as a
 user's new job is: a measurement under contention is never cached on disk) that measures the ceilings, profiles
-the same step (a small MLP's forward, backward and SGD update: ``roofline.profile``, one warm-up step, ``--repeat``
+the same step (a small MLP's forward, backward and SGD update: ``roofline.steady``, one warm-up step, ``--repeat``
 measured steps) and reports its MFU six times from the same counts and the same measured steps:
 
 * yardstick (the denominator's peak): ``stable``, judged as roofline does by default (``ceilings="measured"``):
@@ -62,7 +62,7 @@ def step():
 
 saved = sys.argv[2] or None
 repeat = int(sys.argv[3])
-r = roofline.profile(step, model, warmup=1, repeat=repeat, timing="model", ceilings=saved or "measured")
+r = roofline.steady(step, model, warmup=1, repeat=repeat, timing="model", ceilings=saved or "measured")
 plain_ceilings = _ceilings.ceilings("cpu")  # this run's own measurement (kept for the process, flagged)
 r.totals()  # judged: meta["ceilings_yardstick"] says against what
 out = {"flops": r.total_flops, "yardstick": r.meta.get("ceilings_yardstick", {}).get("kind"),

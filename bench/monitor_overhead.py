@@ -78,7 +78,7 @@ def run(name, make, rounds, steps, recount_every, rng):
     # step 0 (timed only) and step 1 (counted): the counting's cost, then timed steps only
     for _ in range(2):
         train_step()
-        mon.step(inputs=inputs, tokens=tokens)
+        mon.step(inputs=inputs, token_count=tokens)
     counted = mon.history[-1]
     assert counted["recounted"]
     rows = {"bare": [], "monitor": []}
@@ -95,7 +95,7 @@ def run(name, make, rounds, steps, recount_every, rng):
                 train_step()
                 t1 = time.perf_counter()
                 if variant == "monitor":
-                    mon.step(inputs=inputs, tokens=tokens)
+                    mon.step(inputs=inputs, token_count=tokens)
                     in_call.append(time.perf_counter() - t1)
                 times.append(time.perf_counter() - t0)
                 steps_alone.append(t1 - t0)
