@@ -117,8 +117,8 @@ returns), `Profiler`, `Schedule`, `ProfilerAction` (what a schedule returns: an 
 `torch.profiler.ProfilerAction`'s names in lower case, `"none"`, `"warmup"`, `"record"`, `"record_and_save"`, each equal
 to its string), `Monitor`, `PeakChoice`. Before, `Profiler`, `Schedule` and `Monitor` were documented at private paths.
 
-The subpackages are private: `roofline._analysis`, `_capture`, `_compiled`, `_counting`, `_datamodel` (was
-`roofline.model`), `_hardware`, `_io`, `_traces`, `_util`, and the step loops' `roofline._loops`; their modules were
+The subpackages are private: `roofline._analysis`, `_capture`, `_compiled`, `_counting`, `_datamodel` (0.4's
+`model` folder), `_hardware`, `_io`, `_traces`, `_util`, and the step loops' `roofline._loops`; their modules were
 never part of the API, and some were renamed for what they hold (`_counting._cost`, `_capture._session`,
 `_compiled._collector`, `_compiled._tracker_replay`, `integrations._run`). `roofline.devices` stays the public name
 of the datasheet table (`python -m roofline.devices` too); `import roofline` no longer shows `model`, `io`, `util`

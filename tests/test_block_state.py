@@ -678,7 +678,7 @@ class _CallableGenerator:
 ])
 def test_profile_refuses_generator_and_coroutine_functions(step, kind):
     with pytest.raises(TypeError, match=f"step is {kind}: calling it only creates"):
-        roofline.profile(step, warmup=0, repeat=1)
+        roofline.steady(step, warmup=0, repeat=1)
 
 
 @pytest.mark.parametrize("warmup", [0, 1])
@@ -697,7 +697,7 @@ def test_profile_refuses_a_step_that_returns_a_generator_or_coroutine(warmup):
         for make, what in ((lambda: body(), "generator"), (lambda: coro(), "coroutine")):
             before = global_state()
             with pytest.raises(TypeError, match=f"step\\(\\) returned a {what}: the work it stands for has not run"):
-                roofline.profile(make, warmup=warmup, repeat=1)
+                roofline.steady(make, warmup=warmup, repeat=1)
             assert global_state() == before
     assert ran == []
 

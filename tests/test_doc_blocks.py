@@ -144,10 +144,20 @@ def _import(name: str):
         if e.name and (name == e.name or name.startswith(e.name + ".")):
             return None
         raise
-    where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", [])), None)
-    if name.split(".")[0] == "roofline" and where and not Path(where).resolve().is_relative_to(PACKAGE):
+    if name.split(".")[0] == "roofline" and not _ours(module):
+        for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:  # leave no trace of it
+            if not _ours(sys.modules[key]):
+                del sys.modules[key]
+        parent, _, child = name.rpartition(".")
+        if getattr(sys.modules.get(parent), child, None) is module:
+            delattr(sys.modules[parent], child)
         return None
     return module
+
+
+def _ours(module) -> bool:
+    where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", None) or []), None)
+    return where is None or Path(where).resolve().is_relative_to(PACKAGE)
 
 
 @lru_cache(maxsize=None)

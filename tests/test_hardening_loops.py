@@ -71,7 +71,7 @@ def test_stop_from_on_report_stops_the_profiler_there_and_leaves_no_mode(clean):
         seen.append(r.steps)
         prof.stop()
 
-    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=2), ceilings=CEIL,
+    prof = roofline.profile(model, schedule=roofline.schedule(warmup=0, active=2), ceilings=CEIL,
                              on_report=on_report)
     with prof:
         for _ in range(5):
@@ -86,7 +86,7 @@ def test_stop_from_on_report_stops_the_profiler_there_and_leaves_no_mode(clean):
 
 def test_stop_from_the_partial_cycles_on_report_during_stop_does_nothing_more(clean):
     model = _model()
-    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=4), ceilings=CEIL,
+    prof = roofline.profile(model, schedule=roofline.schedule(warmup=0, active=4), ceilings=CEIL,
                              on_report=lambda r: prof.stop())
     with prof:
         for _ in range(2):
@@ -98,7 +98,7 @@ def test_stop_from_the_partial_cycles_on_report_during_stop_does_nothing_more(cl
 
 def test_step_from_on_report_is_refused_and_leaves_no_mode(clean):
     model = _model()
-    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=1), ceilings=CEIL,
+    prof = roofline.profile(model, schedule=roofline.schedule(warmup=0, active=1), ceilings=CEIL,
                              on_report=lambda r: prof.step())
     with pytest.raises(RuntimeError, match=r"step\(\) called from inside its own on_report callback"):
         with prof:
@@ -176,7 +176,7 @@ class _InterruptAt:
 
 def _interrupted_loop(kind, k):
     model = _model()
-    loop = (roofline.profiler(model, schedule=roofline.schedule(warmup=1, active=1), ceilings=CEIL)
+    loop = (roofline.profile(model, schedule=roofline.schedule(warmup=1, active=1), ceilings=CEIL)
             if kind == "profiler" else roofline.monitor(model, ceilings=CEIL))
     tracer = _InterruptAt(k)
     sys.settrace(tracer)
@@ -222,7 +222,7 @@ def test_an_interrupt_after_the_block_is_entered_leaves_it_held_and_the_next_ste
         return out
 
     monkeypatch.setattr(_schedule._Held, "enter", enter)
-    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=2), ceilings=CEIL).start()
+    prof = roofline.profile(model, schedule=roofline.schedule(warmup=0, active=2), ceilings=CEIL).start()
     _run(model, 2)
     with pytest.raises(KeyboardInterrupt):
         prof.step()  # step 1's block is open when the interrupt lands
@@ -469,7 +469,7 @@ def test_a_block_that_fails_to_open_leaves_the_profiler_consistent(clean):
     model = _model()
     other = roofline.measure(ceilings=CEIL)
     ctx = contextvars.copy_context()
-    prof = roofline.profiler(model, schedule=roofline.schedule(wait=1, warmup=0, active=1, repeat=2),
+    prof = roofline.profile(model, schedule=roofline.schedule(wait=1, warmup=0, active=1, repeat=2),
                              ceilings=CEIL).start()
     _run(model, 2)
     ctx.run(other.__enter__)
@@ -795,14 +795,14 @@ def test_tokens_per_s_of_steps_of_any_length(clean):
 # ---- the profiler's arguments and messages ---------------------------------------------------------------------
 def test_the_profilers_default_schedule_is_the_documented_one():
     """profiler's doc: default roofline.schedule(warmup=1, active=5, repeat=1)."""
-    prof = roofline.profiler(ceilings=CEIL)
+    prof = roofline.profile(ceilings=CEIL)
     assert prof.schedule == roofline.schedule(warmup=1, active=5, repeat=1)
     assert prof.schedule.as_dict() == {"wait": 0, "warmup": 1, "active": 5, "repeat": 1, "skip_first": 0}
 
 
 def test_a_schedule_returning_an_unknown_name_is_refused():
     with pytest.raises(ValueError, match=r"schedule\(0\) returned 'bogus'"):
-        roofline.profiler(ceilings=CEIL, schedule=lambda step: "bogus")
+        roofline.profile(ceilings=CEIL, schedule=lambda step: "bogus")
 
 
 def test_a_huge_argument_is_shown_whole_up_to_60_characters():
@@ -825,7 +825,7 @@ def test_a_schedules_repr_equality_and_defaults():
 
 
 def test_step_num_before_start_and_misuse_messages():
-    prof = roofline.profiler(ceilings=CEIL, schedule=roofline.schedule(warmup=0))
+    prof = roofline.profile(ceilings=CEIL, schedule=roofline.schedule(warmup=0))
     assert prof.step_num == 0 and not prof.running
     with pytest.raises(RuntimeError, match=r"__exit__ called outside a with block of it"):
         prof.__exit__(None, None, None)
@@ -839,7 +839,7 @@ def test_step_num_before_start_and_misuse_messages():
 def test_a_start_that_fails_names_step_0_afterwards(clean):
     other = roofline.measure(ceilings=CEIL)
     ctx = contextvars.copy_context()
-    prof = roofline.profiler(ceilings=CEIL, schedule=roofline.schedule(warmup=0))
+    prof = roofline.profile(ceilings=CEIL, schedule=roofline.schedule(warmup=0))
     ctx.run(other.__enter__)
     try:
         with pytest.raises(RuntimeError, match="another asyncio task"):
@@ -864,7 +864,7 @@ def test_an_interrupt_before_a_block_is_left_keeps_it_held_for_the_with_statemen
 
     monkeypatch.setattr(_schedule._Held, "exit", exit)
     model = _model()
-    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=2), ceilings=CEIL)
+    prof = roofline.profile(model, schedule=roofline.schedule(warmup=0, active=2), ceilings=CEIL)
     with pytest.raises(KeyboardInterrupt):
         with prof:
             _run(model, 2)
@@ -891,7 +891,7 @@ def test_an_interrupt_in_the_with_statements_closing_leaves_the_unwinding_to_clo
 
     monkeypatch.setattr(_schedule._StepLoop, "_close_block", close_block)
     model = _model()
-    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=2), ceilings=CEIL)
+    prof = roofline.profile(model, schedule=roofline.schedule(warmup=0, active=2), ceilings=CEIL)
     with pytest.raises((ValueError, KeyboardInterrupt)):
         with prof:
             _run(model, 2)
@@ -906,7 +906,7 @@ def test_a_step_that_failed_to_open_is_no_warm_up(warmup, clean):
     model = _model()
     other = roofline.measure(ceilings=CEIL)
     ctx = contextvars.copy_context()
-    prof = roofline.profiler(model, schedule=roofline.schedule(wait=1, warmup=warmup, active=2 - warmup, repeat=1),
+    prof = roofline.profile(model, schedule=roofline.schedule(wait=1, warmup=warmup, active=2 - warmup, repeat=1),
                              ceilings=CEIL).start()
     _run(model, 2)
     ctx.run(other.__enter__)
@@ -931,7 +931,7 @@ def test_the_profilers_warnings_point_at_the_users_step_and_stop_calls(clean):
 
     here = inspect.currentframe()
     sched = roofline.schedule(skip_first=1, warmup=0, active=3, repeat=1)  # steps 1-3: not the first step
-    prof = roofline.profiler(model, schedule=sched, ceilings=CEIL)
+    prof = roofline.profile(model, schedule=sched, ceilings=CEIL)
     with pytest.warns(UserWarning, match="did not all run the same ops") as w:
         with prof:
             for b in (2, 2, 2, 3):
@@ -940,7 +940,7 @@ def test_the_profilers_warnings_point_at_the_users_step_and_stop_calls(clean):
                 line = here.f_lineno + 1
                 prof.step()
     assert (w[0].filename, w[0].lineno) == (__file__, line)
-    prof = roofline.profiler(model, schedule=sched, ceilings=CEIL).start()
+    prof = roofline.profile(model, schedule=sched, ceilings=CEIL).start()
     for b in (2, 2, 3):
         _run(model, b)
         torch.relu(torch.ones(b)) if b == 3 else None
@@ -954,7 +954,7 @@ def test_the_profilers_warnings_point_at_the_users_step_and_stop_calls(clean):
 def test_first_step_is_said_only_of_a_cycle_starting_at_step_0(clean):
     model = _model()
     for skip, first in ((0, True), (1, False)):
-        prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=1, repeat=1, skip_first=skip),
+        prof = roofline.profile(model, schedule=roofline.schedule(warmup=0, active=1, repeat=1, skip_first=skip),
                                  ceilings=CEIL)
         with prof:
             for _ in range(2):
@@ -966,7 +966,7 @@ def test_first_step_is_said_only_of_a_cycle_starting_at_step_0(clean):
 
 def test_a_torch_profiler_schedule_gives_no_active_count(clean):
     sched = torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1)
-    prof = roofline.profiler(ceilings=CEIL, schedule=sched)
+    prof = roofline.profile(ceilings=CEIL, schedule=sched)
     with prof:
         prof.step()
         prof.step()

@@ -381,7 +381,7 @@ def test_load_gives_back_the_class_that_saved_the_report():
     torch = pytest.importorskip("torch")
     m = torch.nn.Linear(8, 4)
     x = torch.randn(2, 8)
-    r = roofline.profile(lambda: m(x), m, warmup=0, repeat=2, timing=None, ceilings=_ceil())
+    r = roofline.steady(lambda: m(x), m, warmup=0, repeat=2, timing=None, ceilings=_ceil())
     assert type(r) is roofline.SteadyReport
     back = roofline.load(r.to_json())
     assert type(back) is roofline.SteadyReport

@@ -205,7 +205,7 @@ def test_a_run_that_raises_leaves_its_block_to_close(tmp_path):
     (dict(monitor="yes"), TypeError, "monitor must be"),
     (dict(monitor={"every": 3}), ValueError, "'every'"),
     (dict(monitor={"recount_every": -1}), ValueError, "recount_every"),
-    (dict(steps=5, tokens=3), TypeError, "tokens must be"),
+    (dict(steps=5, token_count=3), TypeError, "token_count must be"),
     (dict(steps=5, timing="wall"), ValueError, "timing"),
     (dict(steps=5, gather_timeout=0), ValueError, "gather_timeout"),
     (dict(steps=5, output_dir=3), TypeError, "RooflineCallback"),
@@ -256,7 +256,7 @@ def test_steps_are_the_trainers_numbers_when_a_run_resumes(tmp_path):
     _drive(run, model, opt, 6)
     (r,) = run.reports
     assert r.steps == [5, 6, 7] and r.meta["trainer"] == {"framework": "loop", "steps": [5, 6, 7],
-                                                          "tokens": [2, 2, 2]}
+                                                          "token_counts": [2, 2, 2], "tokens": [2, 2, 2]}
     assert r.steady_line().startswith("profiler cycle 0, loop steps 5-7: 1 warm-up step")
     assert [step for step, _ in logged] == [7]
     with pytest.warns(UserWarning, match="steps 6-7 are profiled, not 2-7"):

@@ -1573,7 +1573,7 @@ class TestSteady:
             yield 1
 
         with pytest.raises(TypeError, match="step is a generator function"):
-            roofline.profile(gen, warmup=0, repeat=1, timing=None, ceilings="datasheet")
+            roofline.steady(gen, warmup=0, repeat=1, timing=None, ceilings="datasheet")
 
         async def coro():
             return 1
@@ -1585,7 +1585,7 @@ class TestSteady:
             return made[-1]
 
         with pytest.raises(TypeError, match="returned a coroutine"):
-            roofline.profile(step, warmup=0, repeat=1, timing=None, ceilings="datasheet")
+            roofline.steady(step, warmup=0, repeat=1, timing=None, ceilings="datasheet")
         # closed before the error: Python does not warn that it was never awaited
         assert inspect.getcoroutinestate(made[0]) == "CORO_CLOSED"
 
@@ -1600,7 +1600,7 @@ class TestSteady:
             calls.append(1)
             return x + 1
 
-        r = roofline.profile(step, timing=None, ceilings="datasheet")
+        r = roofline.steady(step, timing=None, ceilings="datasheet")
         assert len(calls) == 1 + 5
         assert (r.meta["steady"]["warmup"], r.meta["steady"]["repeat"]) == (1, 5) and len(r.repeats) == 5
 
@@ -1612,7 +1612,7 @@ class TestSteady:
             yield 1
 
         with pytest.raises(TypeError, match="returned a async_generator"):
-            roofline.profile(lambda: agen(), warmup=1, repeat=1, timing=None, ceilings="datasheet")
+            roofline.steady(lambda: agen(), warmup=1, repeat=1, timing=None, ceilings="datasheet")
 
 
 class TestSpec:

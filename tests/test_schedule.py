@@ -60,7 +60,7 @@ def test_schedule_actions_follow_torch_profiler_schedule(wait, warmup, active, r
 def test_two_cycles_over_fourteen_steps_give_two_reports_of_one_step_counts():
     model, step, ran = _train()
     seen = []
-    with roofline.profiler(model, schedule=roofline.schedule(wait=2, warmup=1, active=3, repeat=2),
+    with roofline.profile(model, schedule=roofline.schedule(wait=2, warmup=1, active=3, repeat=2),
                            on_report=seen.append, ceilings="datasheet") as prof:
         for _ in range(14):
             step()
@@ -91,7 +91,7 @@ def test_two_cycles_over_fourteen_steps_give_two_reports_of_one_step_counts():
 def test_warmup_steps_are_counted_and_discarded():
     # AdamW creates its state (zeros_like per parameter) in step 0, the warm-up step: not in the report
     model, step, _ = _train(torch.optim.AdamW)
-    with roofline.profiler(model, schedule=roofline.schedule(warmup=1, active=2, repeat=1),
+    with roofline.profile(model, schedule=roofline.schedule(warmup=1, active=2, repeat=1),
                            ceilings="datasheet") as prof:
         for _ in range(4):
             step()
@@ -100,7 +100,7 @@ def test_warmup_steps_are_counted_and_discarded():
     assert r.steps == [1, 2] and "aten.zeros_like.default" not in r.by_op()
     # a cycle whose first active step is step 0 measures the first step: labelled, state creation included
     model, step, _ = _train(torch.optim.AdamW)
-    with roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=2, repeat=1),
+    with roofline.profile(model, schedule=roofline.schedule(warmup=0, active=2, repeat=1),
                            ceilings="datasheet") as prof:
         for _ in range(3):
             step()
@@ -115,7 +115,7 @@ def test_active_steps_running_other_ops_are_named_not_averaged():
     model, step, _ = _train()
     x = torch.randn(B, D_IN)
     with pytest.warns(UserWarning, match=r"roofline\.profile: .*median of 2 of 3 steps .* step 4 ran other ops"):
-        with roofline.profiler(model, schedule=roofline.schedule(wait=1, warmup=1, active=3, repeat=1),
+        with roofline.profile(model, schedule=roofline.schedule(wait=1, warmup=1, active=3, repeat=1),
                                ceilings="datasheet") as prof:
             for n in range(6):
                 step()
@@ -133,7 +133,7 @@ def test_active_steps_running_other_ops_are_named_not_averaged():
 def test_stop_mid_cycle_gives_a_partial_report_and_drops_the_unfinished_step():
     model, step, _ = _train()
     seen = []
-    prof = roofline.profiler(model, schedule=roofline.schedule(warmup=0, active=4), on_report=seen.append,
+    prof = roofline.profile(model, schedule=roofline.schedule(warmup=0, active=4), on_report=seen.append,
                              ceilings="datasheet").start()
     for _ in range(2):
         step()
@@ -148,7 +148,7 @@ def test_stop_mid_cycle_gives_a_partial_report_and_drops_the_unfinished_step():
 
 def test_a_torch_profiler_schedule_is_accepted():
     model, step, _ = _train()
-    with roofline.profiler(model, schedule=torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1),
+    with roofline.profile(model, schedule=torch.profiler.schedule(wait=1, warmup=1, active=2, repeat=1),
                            ceilings="datasheet") as prof:
         for _ in range(5):
             step()
@@ -170,7 +170,7 @@ def test_an_exception_in_the_loop_leaves_torch_as_it_was_and_reports_nothing():
     model, step, _ = _train()
     before, seen = _torch_state(), []
     with pytest.raises(KeyError, match="boom"):
-        with roofline.profiler(model, schedule=roofline.schedule(warmup=1, active=3), on_report=seen.append,
+        with roofline.profile(model, schedule=roofline.schedule(warmup=1, active=3), on_report=seen.append,
                                ceilings="datasheet") as prof:
             for n in range(10):
                 step()
@@ -197,12 +197,12 @@ def test_bad_schedule_arguments_name_the_argument(kwargs, name, exc):
 def test_misuse_raises_clear_errors():
     model, step, _ = _train()
     with pytest.raises(TypeError, match="schedule must be"):
-        roofline.profiler(model, schedule=3)
+        roofline.profile(model, schedule=3)
     with pytest.raises(TypeError, match="on_report must be None or a callable"):
-        roofline.profiler(model, on_report="print")
+        roofline.profile(model, on_report="print")
     with pytest.raises(ValueError, match="timing must be"):
-        roofline.profiler(model, timing="ops")
-    prof = roofline.profiler(model, ceilings="datasheet")
+        roofline.profile(model, timing="ops")
+    prof = roofline.profile(model, ceilings="datasheet")
     with pytest.raises(RuntimeError, match=r"step\(\) called outside start\(\)/stop\(\): start\(\) it first"):
         prof.step()
     with pytest.raises(RuntimeError, match="not running"):
@@ -217,4 +217,4 @@ def test_misuse_raises_clear_errors():
     assert "another thread" in str(errors[0].value)
     prof.stop()
     with pytest.raises(ValueError, match=r"schedule\(0\) returned 7"):
-        roofline.profiler(schedule=lambda n: 7)
+        roofline.profile(schedule=lambda n: 7)

@@ -44,7 +44,7 @@ def _tiny_train():
 
 def test_warmup_keeps_optimizer_state_creation_out_of_the_measured_step():
     model, step, calls = _tiny_train()
-    r = roofline.profile(step, model, warmup=1, repeat=3, timing=None, ceilings="datasheet")
+    r = roofline.steady(step, model, warmup=1, repeat=3, timing=None, ceilings="datasheet")
     assert len(calls) == 4  # 1 warm-up + 3 measured
     assert _state_init_ops(r) == {}
     assert r.meta["steady"]["warmup"] == 1 and r.meta["steady"]["repeat"] == 3
@@ -61,7 +61,7 @@ def test_warmup_zero_measures_the_first_step_and_labels_it():
     model, step, calls = _tiny_train()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the first step differing from the next is expected here: no warning
-        r = roofline.profile(step, model, warmup=0, repeat=2, timing=None, ceilings="datasheet")
+        r = roofline.steady(step, model, warmup=0, repeat=2, timing=None, ceilings="datasheet")
     assert len(calls) == 2
     s = r.meta["steady"]
     assert s["first_step"] is True
@@ -73,7 +73,7 @@ def test_warmup_zero_measures_the_first_step_and_labels_it():
 
 def test_median_per_op_call_and_spread_come_from_the_repeats():
     model, step, _ = _tiny_train()
-    r = roofline.profile(step, model, warmup=1, repeat=3, timing="op", ceilings="datasheet")
+    r = roofline.steady(step, model, warmup=1, repeat=3, timing="op", ceilings="datasheet")
     walls = [x.wall_time for x in r.repeats]
     assert r.wall_time == statistics.median(walls)
     assert r.spread["wall_time"]["min"] == min(walls) and r.spread["wall_time"]["max"] == max(walls)
@@ -87,7 +87,7 @@ def test_median_per_op_call_and_spread_come_from_the_repeats():
 
 def test_steady_report_saves_and_loads_with_its_label():
     model, step, _ = _tiny_train()
-    r = roofline.profile(step, model, warmup=1, repeat=2, timing=None, ceilings="datasheet")
+    r = roofline.steady(step, model, warmup=1, repeat=2, timing=None, ceilings="datasheet")
     back = roofline.load(r.to_json())
     assert back.meta["steady"]["repeat"] == 2 and back.matrix_flops == r.matrix_flops
 
@@ -100,10 +100,10 @@ def test_steady_report_saves_and_loads_with_its_label():
 def test_bad_arguments_fail_before_any_step_runs(kwargs, exc):
     model, step, calls = _tiny_train()
     with pytest.raises(exc):
-        roofline.profile(step, model, **kwargs)
+        roofline.steady(step, model, **kwargs)
     assert calls == []
     with pytest.raises(TypeError, match="callable"):
-        roofline.profile("step")
+        roofline.steady("step")
 
 
 def test_an_exception_in_a_step_propagates_and_leaves_no_mode_behind():
@@ -114,7 +114,7 @@ def test_an_exception_in_a_step_propagates_and_leaves_no_mode_behind():
         raise KeyError("boom")
 
     with pytest.raises(KeyError, match="boom"):
-        roofline.profile(step, warmup=0, repeat=2, timing=None, attention="flash")
+        roofline.steady(step, warmup=0, repeat=2, timing=None, attention="flash")
     assert _get_current_function_mode_stack() == [] and _get_current_dispatch_mode_stack() == []
 
 
@@ -346,8 +346,8 @@ def test_readme_quickstart_pattern_reports_a_step_without_optimizer_state_creati
     import types
 
     text = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "roofline.profile(" in b)
-    head = block[:block.index("\n", block.index("roofline.profile("))]
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "roofline.steady(" in b)
+    head = block[:block.index("\n", block.index("roofline.steady("))]
     assert "warmup=1" in head and "opt.step()" in head
 
     def small():
@@ -365,7 +365,7 @@ def test_readme_quickstart_pattern_reports_a_step_without_optimizer_state_creati
     # the same pattern without the warm-up measures AdamW's state creation: the check above can fail
     model, opt, step = ns["model"], ns["opt"], ns["step"]
     opt.state.clear()
-    r0 = roofline.profile(step, model, warmup=0, repeat=1, timing=None)
+    r0 = roofline.steady(step, model, warmup=0, repeat=1, timing=None)
     assert _state_init_ops(r0)["aten.zeros_like.default"] == 2 * len(list(model.parameters()))
 
 
@@ -382,7 +382,7 @@ def test_an_outlier_first_measured_step_is_left_out_not_reported():
         y.sum().backward()
 
     with pytest.warns(UserWarning, match=r"median of 4 of 5 steps.*step 1 ran other ops"):
-        r = roofline.profile(step, m, warmup=1, repeat=5, timing="model", ceilings="H100 SXM")
+        r = roofline.steady(step, m, warmup=1, repeat=5, timing="model", ceilings="H100 SXM")
     # the common step: forward 2*4*16*16, backward weight gradient 2*4*16*16 (the input needs no gradient)
     assert r.matrix_flops == 2 * (2 * 4 * 16 * 16)
     s = r.meta["steady"]
@@ -440,7 +440,7 @@ def test_count_step_checks_its_arguments_first(kwargs, exc, match):
 
 def test_profile_takes_numpy_integers():
     calls = []
-    r = roofline.profile(lambda: calls.append(1), warmup=np.int64(1), repeat=np.int32(2), timing=None)
+    r = roofline.steady(lambda: calls.append(1), warmup=np.int64(1), repeat=np.int32(2), timing=None)
     assert len(calls) == 3 and r.meta["steady"]["warmup"] == 1 and type(r.meta["steady"]["warmup"]) is int
     with pytest.raises(TypeError, match="warmup must be an int"):
-        roofline.profile(lambda: None, warmup=True)
+        roofline.steady(lambda: None, warmup=True)
