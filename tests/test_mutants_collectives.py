@@ -412,7 +412,9 @@ class _Seen(TorchDispatchMode):
 
 
 def _roofline_modes():
-    return [m for m in mode_stack() if type(m).__module__ == "roofline._capture._session"]
+    from roofline._capture._modes import _Mode
+
+    return [m for m in mode_stack() if isinstance(m, _Mode)]
 
 
 def _in_new_thread(fn):

@@ -289,7 +289,7 @@ class _PropagationGuard:
         r = self.inner.__enter__()
         popped = []
         stack = _mode_stack()
-        while stack and type(stack[-1]).__module__ == "roofline._capture._session":
+        while stack and getattr(type(stack[-1]), "roofline_mode", False) is True:  # roofline._capture._modes._Mode
             popped.append(_pop_mode())
             stack = _mode_stack()
         _state.depth += 1
