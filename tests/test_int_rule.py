@@ -57,9 +57,9 @@ def _hf(v):
 ENTRY_POINTS = [
     ("schedule active", lambda v: roofline.schedule(active=v), "schedule", "active", 1, None),
     ("schedule wait", lambda v: roofline.schedule(wait=v, active=1), "schedule", "wait", 0, None),
-    ("profile warmup", lambda v: roofline.profile(lambda: None, warmup=v, repeat=1, ceilings="H100 SXM"), "profile",
+    ("steady warmup", lambda v: roofline.steady(lambda: None, warmup=v, repeat=1, ceilings="H100 SXM"), "steady",
      "warmup", 0, None),
-    ("profile repeat", lambda v: roofline.profile(lambda: None, warmup=0, repeat=v, ceilings="H100 SXM"), "profile",
+    ("steady repeat", lambda v: roofline.steady(lambda: None, warmup=0, repeat=v, ceilings="H100 SXM"), "steady",
      "repeat", 1, None),
     ("monitor history_size", lambda v: roofline.monitor(history_size=v), "monitor", "history_size", 1,
      2**63 - 1),

@@ -209,10 +209,11 @@ def test_a_cycle_on_one_floor_is_caught():
 
 # ---- who writes views, who measures (docs/design.md, "Layers") ------------------------------------------------------
 # The hardware modules that hold figures and measure nothing: the data model of ceilings, a report's roofs, the
-# interconnect figure measured earlier in this process. Every other hardware module measures the machine (or chooses
+# interconnect figure measured earlier in this process, the datasheet table (roofline.devices). Every other hardware module measures the machine (or chooses
 # ceilings, which may measure): roofline._hardware._ceilings (the entry point), _cpu_bench, _cpu_info, _sweep,
 # _cpu_contention, _yardstick, _ceilings_cache, _gpu, _contention, _choose.
-HARDWARE_DATA = {"roofline._hardware._ceilings_model", "roofline._hardware._roofs", "roofline._hardware._interconnect"}
+HARDWARE_DATA = {"roofline._hardware._ceilings_model", "roofline._hardware._roofs", "roofline._hardware._interconnect",
+                 "roofline._hardware._devices"}
 
 # The number formatters of roofline._util._format: what writes a figure for a reader.
 FORMATTERS = {"fmt", "dur", "ms", "pct", "cell"}

@@ -82,7 +82,7 @@ def test_torch_only_arguments_say_what_to_use(model, name, hint):
 
 def test_profile_documents_its_own_signature():
     params = list(inspect.signature(roofline.profile).parameters)
-    assert params == ["model", "schedule", "on_report", "timing", "ceilings", "attention"]
+    assert params == ["model", "schedule", "on_report", "timing", "ceilings", "attention", "step_time"]
     assert list(inspect.signature(roofline.steady).parameters)[:4] == ["step", "model", "warmup", "repeat"]
 
 
@@ -121,9 +121,9 @@ def test_monitor_step_token_count_and_its_deprecated_name(model):
         assert w[0].filename == __file__
         with pytest.raises(TypeError, match="give token_count only"), pytest.warns(DeprecationWarning):
             mon.step(token_count=1, tokens=1)
-        with pytest.raises(ValueError, match="monitor.step: token_count must be an int >= 0, got -1"):
+        with pytest.raises(ValueError, match=r"monitor.step: token_count must be an int in \[0, 9223372036854775807\], got -1"):
             mon.step(token_count=-1)
-        with pytest.raises(ValueError, match="monitor.step: tokens must be an int >= 0"), \
+        with pytest.raises(ValueError, match=r"monitor.step: tokens must be an int in \[0, "), \
                 pytest.warns(DeprecationWarning):
             mon.step(tokens=-1)  # the error names the keyword the caller used
     assert [m["token_count"] for m in seen] == [6, 6]

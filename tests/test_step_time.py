@@ -86,7 +86,7 @@ def step():
 def test_profile_divides_by_the_chosen_step_time(step):
     m, fn = step
     for kind in ("median", "min", "unwaited"):
-        r = roofline.profile(fn, m, warmup=1, repeat=3, step_time=kind, ceilings="theoretical")
+        r = roofline.steady(fn, m, warmup=1, repeat=3, step_time=kind, ceilings="theoretical")
         walls = [q.wall_time for q in r.repeats]
         assert r.spread["wall_time"]["median"] == statistics.median(walls)  # the spread stays the wall times'
         t = r.meta["steady"].get("step_time")
@@ -119,18 +119,18 @@ def test_step_time_is_checked_before_anything_runs(step):
     m, _ = step
     ran = []
     with pytest.raises(ValueError, match="step_time must be one of 'median', 'min', 'unwaited', got 'max'"):
-        roofline.profile(lambda: ran.append(1), m, step_time="max")
-    with pytest.raises(TypeError, match="profile: step_time must be one of"):
-        roofline.profile(lambda: ran.append(1), m, step_time=None)
-    with pytest.raises(ValueError, match="profiler: step_time must be one of"):
-        roofline.profiler(m, step_time="mean")
+        roofline.steady(lambda: ran.append(1), m, step_time="max")
+    with pytest.raises(TypeError, match="steady: step_time must be one of"):
+        roofline.steady(lambda: ran.append(1), m, step_time=None)
+    with pytest.raises(ValueError, match="profile: step_time must be one of"):
+        roofline.profile(m, step_time="mean")
     assert ran == []
 
 
 def test_the_profiler_takes_a_step_time(step):
     m, fn = step
-    with roofline.profiler(m, schedule=roofline.schedule(warmup=1, active=3), step_time="min",
-                           ceilings="theoretical") as prof:
+    with roofline.profile(m, schedule=roofline.schedule(warmup=1, active=3), step_time="min",
+                          ceilings="theoretical") as prof:
         for _ in range(4):
             fn()
             prof.step()

@@ -17,7 +17,6 @@ import itertools
 import math
 import sys
 import time
-import warnings
 
 from roofline._measure import measure
 from roofline._loops._schedule import _check_count, _StepLoop
@@ -256,9 +255,9 @@ class Monitor(_StepLoop):
         another thread or from inside ``on_step``; ValueError for a bad ``token_count`` (raised before anything is
         done: the step is still in progress)."""
         if tokens is not None:
-            warnings.warn("Monitor.step(tokens=n) is deprecated since 0.5 and will be removed in 0.6: use "
+            _warn.warn("Monitor.step(tokens=n) is deprecated since 0.5 and will be removed in 0.6: use "
                           "token_count=n (tokens is which positions are real, as roofline.measure takes it)",
-                          DeprecationWarning, stacklevel=2)
+                          DeprecationWarning)
             if token_count is not None:
                 raise TypeError("monitor.step: give token_count only (tokens= is its deprecated name)")
             token_count = tokens

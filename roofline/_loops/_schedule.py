@@ -21,7 +21,6 @@ import functools
 import operator
 import sys
 import threading
-import warnings
 
 from roofline import _core
 from roofline._measure import measure
@@ -585,10 +584,10 @@ def _steady_form(args, kwargs) -> bool:
 @functools.wraps(_profile)
 def profile(*args, **kwargs) -> Profiler:  # the documented signature is _profile's (inspect follows __wrapped__)
     if _steady_form(args, kwargs):
-        warnings.warn("roofline.profile(step, model, warmup=..., repeat=...) is deprecated since 0.5 and will be "
+        _warn.warn("roofline.profile(step, model, warmup=..., repeat=...) is deprecated since 0.5 and will be "
                       "removed in 0.6: the steady repeat of a step function is roofline.steady(step, model, "
                       "warmup=..., repeat=...); roofline.profile(model, schedule=...) is now what torch calls "
-                      "torch.profiler.profile", DeprecationWarning, stacklevel=2)
+                      "torch.profiler.profile", DeprecationWarning)
         return steady(*args, **kwargs)
     for name in kwargs:
         if name in _TORCH_ONLY:
@@ -602,6 +601,6 @@ def profile(*args, **kwargs) -> Profiler:  # the documented signature is _profil
 def profiler(*args, **kwargs) -> Profiler:
     """Deprecated since 0.5 (removed in 0.6): :func:`roofline.profile`, under its name before 0.5. Same arguments,
     same result, and a DeprecationWarning."""
-    warnings.warn("roofline.profiler is deprecated since 0.5 and will be removed in 0.6: use roofline.profile (the "
-                  "same arguments; the name torch.profiler.profile has)", DeprecationWarning, stacklevel=2)
+    _warn.warn("roofline.profiler is deprecated since 0.5 and will be removed in 0.6: use roofline.profile (the "
+                  "same arguments; the name torch.profiler.profile has)", DeprecationWarning)
     return _profile(*args, **kwargs)

@@ -34,7 +34,6 @@ import operator
 import os
 import statistics
 import threading
-import warnings
 import weakref
 from collections.abc import Mapping
 
@@ -67,8 +66,8 @@ def token_count_option(who: str, token_count, tokens):
     DeprecationWarning; TypeError when both are given."""
     if tokens is NOT_GIVEN:
         return token_count
-    warnings.warn(f"{who}(tokens=...) is deprecated since 0.5 and will be removed in 0.6: use token_count=... (tokens "
-                  "is which positions are real, as roofline.measure takes it)", DeprecationWarning, stacklevel=3)
+    _warn.warn(f"{who}(tokens=...) is deprecated since 0.5 and will be removed in 0.6: use token_count=... (tokens "
+                  "is which positions are real, as roofline.measure takes it)", DeprecationWarning)
     if token_count is not None:
         raise TypeError(f"{who}: give token_count only (tokens= is its deprecated name)")
     return tokens
