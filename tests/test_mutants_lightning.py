@@ -150,7 +150,7 @@ def test_a_step_of_accumulated_batches_runs_from_its_first_batch_to_the_next_ste
                          callbacks=[cb], enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, default_root_dir=str(tmp_path))
     loader = torch.utils.data.DataLoader([torch.randn(b, 8) for b in range(1, 7)], batch_size=None)
-    with pytest.warns(UserWarning, match="roofline.profiler: the measured steps"):  # 7 and 11 rows, the last step
+    with pytest.warns(UserWarning, match="roofline.profile: the measured steps"):  # 7 and 11 rows, the last step
         trainer.fit(Auto(), loader)  # ends at the end of training
     (r,) = cb.reports
     assert r.steps == [2, 3] and r.meta["trainer"]["tokens"] == [3 + 4, 5 + 6]

@@ -105,7 +105,7 @@ def test_tokens_false_none_or_a_callable():
     assert _options(tokens=None).tokens is None
     assert _options(tokens=len).tokens is len
     for bad in (True, 0, "input_ids"):
-        with pytest.raises(TypeError, match=f"cb: tokens must be None .* got {type(bad).__name__}"):
+        with pytest.raises(TypeError, match=f"cb: token_count must be None .* got {type(bad).__name__}"):
             _options(tokens=bad)
 
 
@@ -418,7 +418,8 @@ def test_the_monitor_figures_have_no_tokens_rate_when_a_step_has_no_tokens(tmp_p
 
 def test_a_step_without_a_positive_finite_time_is_not_logged(tmp_path):
     run = _run(tmp_path, None, monitor=True)
-    base = {"step": 3, "flops": 100.0, "bytes": 10.0, "mfu": 0.5, "mbu": 0.25, "recounted": False, "tokens": 2}
+    base = {"step": 3, "flops": 100.0, "bytes": 10.0, "mfu": 0.5, "mbu": 0.25, "recounted": False, "tokens": 2,
+            "token_count": 2}
     for t in (0.0, -1.0, float("nan"), float("inf"), None):
         run._on_step({**base, "time_s": t})
     assert run.take_monitor_figures() is None
