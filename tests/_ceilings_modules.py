@@ -12,6 +12,11 @@ MODULES = tuple(importlib.import_module(f"roofline._hardware.{m}") for m in (
 
 
 class _AllModules:
+    # name -> [(module, its value before the first stub)]: what deleting the name restores. pytest's monkeypatch
+    # undoes a stub either by setting the old value back (the value read through __getattr__) or, from pytest 9.2 on,
+    # for an object whose own __dict__ lacks the name (this one's always does), by deleting the name.
+    _ORIGINALS: dict = {}
+
     def __getattr__(self, name):
         for m in MODULES:
             if hasattr(m, name):
@@ -22,11 +27,13 @@ class _AllModules:
         holders = [m for m in MODULES if hasattr(m, name)]
         if not holders:
             raise AttributeError(f"no ceilings module has {name!r}")
+        self._ORIGINALS.setdefault(name, [(m, getattr(m, name)) for m in holders])
         for m in holders:
             setattr(m, name, value)
 
-    def __delattr__(self, name):  # pragma: no cover - monkeypatch undoes by setattr
-        raise AttributeError(name)
+    def __delattr__(self, name):
+        for m, value in self._ORIGINALS.pop(name, ()):  # a second delete of the same name has nothing left to undo
+            setattr(m, name, value)
 
 
 ceilings_mod = _AllModules()
