@@ -301,10 +301,8 @@ def test_scalar_type_codes_against_torch():
 
 # ---- the oracle: a recorded training step against measure of the same step ----------------------------------------
 
-def _tree(path):
-    """The trace's events (cpu_op and annotations) and each one's parent, nested by time per thread."""
-    with open(path) as f:
-        d = json.load(f)
+def _nest(d):
+    """A loaded trace's events (cpu_op and annotations) and each one's parent, nested by time per thread."""
     evs = [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation",
                                                                                     "python_function")]
     evs.sort(key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
@@ -317,6 +315,12 @@ def _tree(path):
         parents.append(stack[-1] if stack else -1)
         stack.append(i)
     return evs, parents
+
+
+def _tree(path):
+    """The events and parents (:func:`_nest`) of the trace at ``path``."""
+    with open(path) as f:
+        return _nest(json.load(f))
 
 
 Recorded = collections.namedtuple("Recorded", "report events parents costs path")
@@ -698,19 +702,7 @@ def _load_gz(path):
     import gzip
 
     with gzip.open(path, "rt") as f:
-        d = json.load(f)
-    evs = [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation",
-                                                                                    "python_function")]
-    evs.sort(key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
-    parents, stack, thread = [], [], None
-    for i, e in enumerate(evs):
-        if (e["pid"], e["tid"]) != thread:
-            stack, thread = [], (e["pid"], e["tid"])
-        while stack and evs[stack[-1]]["ts"] + evs[stack[-1]]["dur"] < e["ts"] + e["dur"]:
-            stack.pop()
-        parents.append(stack[-1] if stack else -1)
-        stack.append(i)
-    return evs, parents
+        return _nest(json.load(f))
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.breadth) if n.startswith("google") else n
