@@ -322,9 +322,9 @@ class TestAttentionPairs:
             f(dict(b, self=torch.empty((), device="meta")), torch.empty(4, device="meta"))
 
     def test_clog2(self):
-        from roofline._counting import _formulas
+        from roofline._counting import _formula_base
 
-        assert [_formulas._clog2(n) for n in (0, 1, 2, 3, 4, 5, 8, 9, 16, 17)] == [0, 0, 1, 2, 2, 3, 3, 4, 4, 5]
+        assert [_formula_base._clog2(n) for n in (0, 1, 2, 3, 4, 5, 8, 9, 16, 17)] == [0, 0, 1, 2, 2, 3, 3, 4, 4, 5]
 
 
 class TestLLM:

@@ -45,7 +45,7 @@ import re
 from dataclasses import dataclass
 
 from roofline import _core
-from roofline._counting import _formulas, _registry, _resolve, _cost as _spec
+from roofline._counting import _formula_base, _formulas, _registry, _resolve, _cost as _spec
 from roofline._counting._cost import TensorSpec
 from roofline._datamodel._records import COUNTS_AND_FLOP_COUNTER, DTYPE_CODES, DTYPE_NAMES, ITEMSIZE
 from roofline._traces import _ops_shapes
@@ -457,7 +457,7 @@ def _evaluate_python(name, overload, formula, key, packet_key, ov, functional, t
     if res is None:
         raise NoShape(f"{functional}'s formula counts this call with the C formula of its kind, which it lacks")
     st = int(res.get("status", 0))
-    if st == _formulas.E_DATA:
+    if st == _formula_base.E_DATA:
         raise NoShape(f"{functional}'s count depends on tensor values, which a trace does not record")
     if st != 0:
         raise ValueError(f"{functional}'s formula cannot count these arguments")
