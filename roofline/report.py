@@ -486,8 +486,8 @@ class Report(BaseReport, DerivedCounts):
         _check_choice("cache_analysis", "source", source, SOURCES, none=True)
 
         c = self.classification()
-        return _cache_model.analysis(self.records, _dataflow.report_accesses(self), c, self.ceilings,
-                                     source or self.ceilings_source)
+        roofs = self.roofs if source in (None, self.roofs.source) else _roofs.of(self.ceilings, source, self.meta)
+        return _cache_model.analysis(self.records, _dataflow.report_accesses(self), c, roofs)
 
     def fusion_opportunities(self, min_ops: int = 2, compiled=None) -> list:
         """Chains of memory-bound calls (optionally headed by a matrix product or convolution) connected through
@@ -740,7 +740,7 @@ class Report(BaseReport, DerivedCounts):
         roofs = _roofs.of(ceil, meta["ceilings_source"], meta)  # the projection's roofs, chosen here once
         t_min = _classify(self.records, roofs, meta=meta)[0]["t_min"]
 
-        meta["assumed"] = _assumptions.describe(self, ceil, meta["ceilings_source"])
+        meta["assumed"] = _assumptions.describe(self, roofs)
         if meta["assumed"]["no_peak_flop_share"] >= 1e-3:  # always in the summary; warned when it weighs
             warn(f"roofline: {label} has no peak for the dtype of these ops: {meta['assumed']['no_peak']}")
         t = np.where(np.isnan(t_min), 0.0, t_min)

@@ -13,11 +13,12 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
-from roofline._traces import _ops, _ops_shapes
+from roofline._traces import _events, _ops, _ops_shapes
 from roofline._traces._ops import cost_event, counted
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -302,18 +303,13 @@ def test_scalar_type_codes_against_torch():
 # ---- the oracle: a recorded training step against measure of the same step ----------------------------------------
 
 def _nest(d):
-    """A loaded trace's events (cpu_op and annotations) and each one's parent, nested by time per thread."""
-    evs = [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation",
-                                                                                    "python_function")]
-    evs.sort(key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
-    parents, stack, thread = [], [], None
-    for i, e in enumerate(evs):
-        if (e["pid"], e["tid"]) != thread:
-            stack, thread = [], (e["pid"], e["tid"])
-        while stack and evs[stack[-1]]["ts"] + evs[stack[-1]]["dur"] < e["ts"] + e["dur"]:
-            stack.pop()
-        parents.append(stack[-1] if stack else -1)
-        stack.append(i)
+    """A loaded trace's nodes (ops, annotations, module calls) as the trace reader nests them
+    (``roofline._traces._events``), each as a dict of its name, args and category (``cpu_op`` for an op), and each
+    one's parent."""
+    model = _events.build(types.SimpleNamespace(events=lambda: iter(d["traceEvents"]), header={}))
+    names, parents, args = model.tree()
+    evs = [{"name": name, "args": a if a is not None else {}, "cat": "cpu_op" if _events.KIND_NAMES[n.kind] == "op"
+            else _events.KIND_NAMES[n.kind]} for name, a, n in zip(names, args, model.nodes)]
     return evs, parents
 
 
