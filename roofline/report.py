@@ -20,7 +20,7 @@ from roofline._datamodel._records import ACCESS_DTYPE  # the dataflow rows' layo
 from roofline._datamodel._records import OpInfo  # noqa: F401  (the op table's entries, built by roofline._capture._session)
 from roofline._datamodel._records import (DTYPE_NAMES, RECORD_DTYPE,  # noqa: F401  (RECORD_DTYPE: the records' layout)
                                      DerivedCounts)
-from roofline.render import _advice, _kernels, _matplotlib, _plotly, _render, _svg, _tables, _text, _trace
+from roofline.render import _advice, _formats, _kernels, _matplotlib, _plotly, _render, _svg, _tables, _text, _trace
 from roofline._util import _ints, _safejson
 from roofline._util._warn import warn
 
@@ -116,6 +116,18 @@ class BaseReport:
 
     def _repr_html_(self) -> str:
         raise NotImplementedError
+
+    def save(self, path, format: str | None = None) -> str:
+        """Write the report to ``path`` in ``format``, or in the format its suffix names (the longest that
+        matches): ``.json`` the report document (:meth:`to_json`, which :func:`roofline.load` reads back),
+        ``.html`` the page (:meth:`to_html`), ``.csv`` one row per op call (``to_csv``), ``.trace.json`` the
+        Chrome trace (``to_chrome_trace``), ``.svg`` the roofline chart (``roofline_chart``), ``.png`` / ``.pdf``
+        the matplotlib chart (:meth:`plot`); ``format`` is one of those names ("json", "html", "csv",
+        "chrome-trace", "svg", "png", "pdf") or of a format a module of ``roofline/render/`` registers
+        (``roofline.render._formats.register``). Returns the format's name. ValueError for a suffix or name no
+        format has; TypeError for a format this class of report cannot write (a merged report has no per-call
+        rows)."""
+        return _formats.save(self, path, format)
 
     def __str__(self):
         return self.summary()
