@@ -43,3 +43,13 @@ def test_an_unknown_attribute_is_still_an_attribute_error():
                          "except AttributeError as e:\n    r = str(e)\n"
                          "print(json.dumps(r))")
     assert got == "module 'roofline' has no attribute 'no_such_name'"
+
+
+def test_the_trace_command_reads_rank_directories_without_the_package_face():
+    """``python -m roofline trace DIR`` imports the reader itself (not through roofline.load_trace): the reader of
+    rank directories must be installed there too."""
+    got = _modules_after("import json, sys\n"
+                         "from roofline import _trace_cmd\n"
+                         "from roofline._traces import _load\n"
+                         "print(json.dumps({'installed': _load.directory_loader is not None}))")
+    assert got == {"installed": True}

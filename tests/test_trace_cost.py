@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from roofline._traces import _events, _ops, _ops_shapes
+from roofline._traces import _events, _ops, _ops_dtypes_shapes, _ops_shapes
 from roofline._traces._ops import cost_event, counted
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,7 +175,7 @@ def test_cache_returns_the_same_answer():
 
 def test_type_promotion():
     T = _ops_shapes.TensorSpec
-    rt = _ops_shapes.result_type
+    rt = _ops_dtypes_shapes.result_type
     assert rt([T((3,), "float16"), T((3,), "float32")], []) == "float32"
     assert rt([T((3,), "bfloat16"), T((), "float32")], []) == "bfloat16"  # a 0-d tensor does not raise the width
     assert rt([T((3,), "int64"), T((), "float64")], []) == "float64"  # ... but raises the category
@@ -292,12 +292,12 @@ def test_table_matches_installed_torch():
 
 def test_scalar_type_codes_against_torch():
     torch = pytest.importorskip("torch")
-    dts = {name: getattr(torch, name) for name in set(_ops_shapes.SCALAR_TYPES.values())}
+    dts = {name: getattr(torch, name) for name in set(_ops_dtypes_shapes.SCALAR_TYPES.values())}
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as p:
         for dt in dts.values():
             torch.empty(1, dtype=dt)
     seen = [e.concrete_inputs[1] for e in p.events() if e.name == "aten::empty"]
-    assert [_ops_shapes.SCALAR_TYPES[c] for c in seen] == list(dts)
+    assert [_ops_dtypes_shapes.SCALAR_TYPES[c] for c in seen] == list(dts)
 
 
 # ---- the oracle: a recorded training step against measure of the same step ----------------------------------------
