@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from roofline import _core  # noqa: E402
-from roofline._hardware import _gpu
+from roofline._hardware import _gpu, _gpu_bench
 
 T = 1e12
 # Dense datasheet figures (TFLOP/s, TOPS for int8, TB/s) from docs/reference: shared/reference/gpu-datasheet.md.
@@ -136,27 +136,27 @@ def wgmma_smoke() -> int:
     if cc != (9, 0):
         print(f"wgmma smoke: {info['name']} is compute capability {cc}, not 9.0: nothing to check")
         return 0
-    ctx = _gpu._Context(0, info, _gpu._QUICK)
+    ctx = _gpu_bench._Context(0, info, _gpu_bench._QUICK)
     failures = 0
-    for bench in _gpu._REGISTRY:
+    for bench in _gpu_bench._REGISTRY:
         if bench.source != "wgmma":
             continue
         try:
-            _gpu._tensor_check(ctx, bench)
+            _gpu_bench._tensor_check(ctx, bench)
             integer = bench.param("integer")
             sentinel = ("i32", -1) if integer else ("f32", float("nan"))
-            res = _gpu._launch(ctx, bench, [(256, 0)], [("buffer", 0), ("i32", 256), ("u32", 1), sentinel,
+            res = _gpu_bench._launch(ctx, bench, [(256, 0)], [("buffer", 0), ("i32", 256), ("u32", 1), sentinel,
                                                         ("i32", 0)], block=256, warmup=1, reps=3, max_blocks_per_sm=1)
         except _gpu.GpuError as exc:
             failures += 1
             print(f"wgmma smoke: {bench.kernel} FAILED: {exc}")
-            if getattr(exc, "code", None) in _gpu._STICKY_ERRORS:
+            if getattr(exc, "code", None) in _gpu_bench._STICKY_ERRORS:
                 break
             continue
         median = statistics.median(res["times_s"])
         _m, _n, k = bench.param("shape")
         flops = res["grid"] * 2 * 256 * 16 * 2 * 64 * 256 * k  # 2 warpgroups x 256 loops x 16 wgmma x 2*m*n*k
-        clock = _gpu._clock_hz(res)
+        clock = _gpu_bench._clock_hz(res)
         print(f"wgmma smoke: {bench.kernel}: result ok, {median * 1e3:.3f} ms, ~{flops / median / T:.0f} T/s at SM "
               f"clock {clock / 1e9 if clock else float('nan'):.3f} GHz, {res['registers']} registers, "
               f"{res['local_bytes']} local bytes, grid {res['grid']}, params checked: {res['params_checked']}")

@@ -8,8 +8,6 @@ trace of a million op events made by repeating one of them (a real job's trace r
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import sys
 import time
@@ -23,28 +21,20 @@ def main():
     ap.add_argument("--events", type=int, default=1_000_000, help="op events of the synthetic trace")
     opts = ap.parse_args()
 
-    from roofline._traces import _ops
+    from roofline._traces import _events, _ops, _read
 
     folder = os.path.join(_ROOT, "tests", "data", "traces", "tracelens_h100")
     biggest = None
     print(f"{'trace':48s} {'events':>8s} {'counted/s':>10s} {'ops':>7s} {'cold/s':>9s} {'warm/s':>9s}")
     for name in sorted(f for f in os.listdir(folder) if f.endswith(".json.gz")):
-        with gzip.open(os.path.join(folder, name), "rt") as f:
-            evs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e.get("cat") in (
-                "cpu_op", "user_annotation", "python_function")]
-        evs.sort(key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
-        parents, stack, thread = [], [], None
-        for i, e in enumerate(evs):
-            if (e["pid"], e["tid"]) != thread:
-                stack, thread = [], (e["pid"], e["tid"])
-            while stack and evs[stack[-1]]["ts"] + evs[stack[-1]]["dur"] < e["ts"] + e["dur"]:
-                stack.pop()
-            parents.append(stack[-1] if stack else -1)
-            stack.append(i)
-        names, args, cats = [e["name"] for e in evs], [e.get("args", {}) for e in evs], [e.get("cat") for e in evs]
+        with _read.open_trace(os.path.join(folder, name)) as raw:
+            model = _events.build(raw)  # the op tree as load_trace nests it
+        names, parents, args = model.tree()
+        args = [a if a is not None else {} for a in args]
+        evs = model.nodes
         _ops._OWN.clear()
         t = time.perf_counter()
-        flags = _ops.counted(names, parents, args, [c == "cpu_op" for c in cats])
+        flags = _ops.counted(names, parents, args, [_events.KIND_NAMES[n.kind] == "op" for n in evs])
         t_counted = time.perf_counter() - t
         ops = [(n, a) for n, a, k in zip(names, args, flags) if k]
         _ops._CACHE.clear()

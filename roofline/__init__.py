@@ -21,8 +21,6 @@ from roofline._counting._cost import Cost, TensorSpec, cost
 from roofline._hardware._ceilings import Ceiling, CeilingNotAvailable, Ceilings, PeakChoice, ceilings
 from roofline.render import _ceilings_table  # noqa: F401  (installs the text view of Ceilings: table, str)
 from roofline.report import Report, load
-from roofline._traces import _ranks  # noqa: F401  (installs the reader of rank directories into load_trace)
-from roofline._traces._load import load_trace
 from roofline._util._version import VERSION as __version__
 
 __all__ = ["measure", "Measure", "steady", "SteadyReport", "profile", "Profiler", "schedule", "Schedule",
@@ -30,6 +28,21 @@ __all__ = ["measure", "Measure", "steady", "SteadyReport", "profile", "Profiler"
            "unregister", "load", "load_trace", "ceilings", "Ceilings", "Ceiling", "CeilingNotAvailable", "PeakChoice",
            "devices", "__version__"]
 # deprecated (0.5), not in __all__: profiler
+
+
+def __getattr__(name):
+    # the trace reader (roofline._traces: some 30 ms of imports) loads on first use of roofline.load_trace
+    if name == "load_trace":
+        from roofline._traces import _ranks  # noqa: F401  (installs the reader of rank directories into load_trace)
+        from roofline._traces._load import load_trace
+
+        globals()["load_trace"] = load_trace
+        return load_trace
+    raise AttributeError(f"module 'roofline' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"load_trace"})
 
 
 def register(op, formula=None, *, kind=None, flops=0, special=0):

@@ -207,30 +207,29 @@ def registered_names(package: str, folder: str, recursive: bool) -> list[str] | 
     return list(dict.fromkeys(names)) or None
 
 
-def _torchvision_names() -> list[str]:
-    """torchvision's classification models (``torchvision.models.list_models(module=torchvision.models)``): the
-    registered names of torchvision/models/*.py, else asked of torchvision; [] when it is not installed."""
-    names = registered_names("torchvision", "models", recursive=False)
+def _model_names(package: str, recursive: bool, listed) -> list[str]:
+    """The model names of ``package``: those registered in its ``models`` folder, else ``listed(package module)``
+    (what the package itself lists); [] when it is not installed."""
+    names = registered_names(package, "models", recursive=recursive)
     if names is not None:
         return names
     try:
-        import torchvision
+        module = importlib.import_module(package)
     except ImportError:
         return []
-    return list(torchvision.models.list_models(module=torchvision.models))
+    return list(listed(module))
+
+
+def _torchvision_names() -> list[str]:
+    """torchvision's classification models (``torchvision.models.list_models(module=torchvision.models)``): the
+    registered names of torchvision/models/*.py, else asked of torchvision; [] when it is not installed."""
+    return _model_names("torchvision", False, lambda tv: tv.models.list_models(module=tv.models))
 
 
 def _timm_names() -> list[str]:
     """timm's models (``timm.list_models()``): the registered names of timm/models/, else asked of timm; [] when it
     is not installed."""
-    names = registered_names("timm", "models", recursive=True)
-    if names is not None:
-        return names
-    try:
-        import timm
-    except ImportError:
-        return []
-    return list(timm.list_models())
+    return _model_names("timm", True, lambda timm: timm.list_models())
 
 
 def _load_callable(spec: str):

@@ -8,6 +8,7 @@ import sys
 
 from roofline._profile_cmd import PLOT_EXTENSIONS, check_output
 from roofline.report import Report
+from roofline._traces import _ranks  # noqa: F401  (installs the reader of rank directories into load_trace)
 from roofline._traces._load import load_trace
 from roofline._util._format import dur
 

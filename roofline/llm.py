@@ -52,6 +52,7 @@ from roofline._capture import _sdpa
 from roofline._datamodel import _records
 from roofline._datamodel._records import ITEMSIZE, canonical_dtype
 from roofline._util import _ints
+from roofline.render import _text
 
 __all__ = [
     "DecoderConfig", "CrossCheck", "param_count", "matmul_param_count", "forward_flops", "training_flops",
@@ -381,9 +382,7 @@ class CrossCheck:
         return self.ok
 
     def __str__(self):
-        verdict = "within" if self.ok else "NOT within"
-        return (f"{self.field}: measured {self.measured:,} vs expected {self.expected:,}: {self.rel_diff:+.3%} "
-                f"({verdict} {self.tolerance:.0%})")
+        return _text.cross_check(self)
 
 
 def cross_check(report, expected_flops, rel: float = 0.02, *, field: str = "matrix_flops") -> CrossCheck:

@@ -20,7 +20,7 @@ from roofline._datamodel._records import ACCESS_DTYPE  # the dataflow rows' layo
 from roofline._datamodel._records import OpInfo  # noqa: F401  (the op table's entries, built by roofline._capture._session)
 from roofline._datamodel._records import (DTYPE_NAMES, RECORD_DTYPE,  # noqa: F401  (RECORD_DTYPE: the records' layout)
                                      DerivedCounts)
-from roofline.render import _advice, _kernels, _matplotlib, _plotly, _render, _svg, _tables, _text, _trace
+from roofline.render import _advice, _formats, _kernels, _matplotlib, _plotly, _render, _svg, _tables, _text, _trace
 from roofline._util import _ints, _safejson
 from roofline._util._warn import warn
 
@@ -116,6 +116,18 @@ class BaseReport:
 
     def _repr_html_(self) -> str:
         raise NotImplementedError
+
+    def save(self, path, format: str | None = None) -> str:
+        """Write the report to ``path`` in ``format``, or in the format its suffix names (the longest that
+        matches): ``.json`` the report document (:meth:`to_json`, which :func:`roofline.load` reads back),
+        ``.html`` the page (:meth:`to_html`), ``.csv`` one row per op call (``to_csv``), ``.trace.json`` the
+        Chrome trace (``to_chrome_trace``), ``.svg`` the roofline chart (``roofline_chart``), ``.png`` / ``.pdf``
+        the matplotlib chart (:meth:`plot`); ``format`` is one of those names ("json", "html", "csv",
+        "chrome-trace", "svg", "png", "pdf") or of a format a module of ``roofline/render/`` registers
+        (``roofline.render._formats.register``). Returns the format's name. ValueError for a suffix or name no
+        format has; TypeError for a format this class of report cannot write (a merged report has no per-call
+        rows)."""
+        return _formats.save(self, path, format)
 
     def __str__(self):
         return self.summary()
@@ -486,8 +498,8 @@ class Report(BaseReport, DerivedCounts):
         _check_choice("cache_analysis", "source", source, SOURCES, none=True)
 
         c = self.classification()
-        return _cache_model.analysis(self.records, _dataflow.report_accesses(self), c, self.ceilings,
-                                     source or self.ceilings_source)
+        roofs = self.roofs if source in (None, self.roofs.source) else _roofs.of(self.ceilings, source, self.meta)
+        return _cache_model.analysis(self.records, _dataflow.report_accesses(self), c, roofs)
 
     def fusion_opportunities(self, min_ops: int = 2, compiled=None) -> list:
         """Chains of memory-bound calls (optionally headed by a matrix product or convolution) connected through
@@ -740,7 +752,7 @@ class Report(BaseReport, DerivedCounts):
         roofs = _roofs.of(ceil, meta["ceilings_source"], meta)  # the projection's roofs, chosen here once
         t_min = _classify(self.records, roofs, meta=meta)[0]["t_min"]
 
-        meta["assumed"] = _assumptions.describe(self, ceil, meta["ceilings_source"])
+        meta["assumed"] = _assumptions.describe(self, roofs)
         if meta["assumed"]["no_peak_flop_share"] >= 1e-3:  # always in the summary; warned when it weighs
             warn(f"roofline: {label} has no peak for the dtype of these ops: {meta['assumed']['no_peak']}")
         t = np.where(np.isnan(t_min), 0.0, t_min)

@@ -86,7 +86,7 @@ def test_python_formulas_and_llm_use_the_c_count(monkeypatch):
     """Both call roofline._core.attention_pairs: replaced, their results follow it."""
     pytest.importorskip("torch")
     from roofline import llm
-    from roofline._counting import _formulas
+    from roofline._counting import _formulas_nn
 
     calls = []
 
@@ -95,7 +95,7 @@ def test_python_formulas_and_llm_use_the_c_count(monkeypatch):
         return 7
 
     monkeypatch.setattr(_core, "attention_pairs", spy)
-    assert _formulas._pairs(5, 5, 1) == 7 and llm._pairs(5, "causal") == 7 and llm._pairs(4, "full") == 7
+    assert _formulas_nn._pairs(5, 5, 1) == 7 and llm._pairs(5, "causal") == 7 and llm._pairs(4, "full") == 7
     assert calls == [(5, 5, 1), (5, 5, 1), (4, 4, 0)]
 
 

@@ -320,7 +320,11 @@ def test_roofs_are_chosen_once_and_classified_once(monkeypatch):
 def test_roofs_value_figures():
     """The roofs of hand-made ceilings: each figure with its source and fallback note, read once."""
     roofs = _roofs.of(hand_ceilings(), "measured")
-    assert roofs.peak("matrix", "float32") == _roofs.Figure(100.0, "measured", "")
+    assert roofs.peak("matrix", "float32") == _roofs.Figure(100.0, "measured", "", ("matrix", "float32"))
+    # a bfloat16 product on this CPU falls back to the fp32 vector peak (10): the figure says whose peak it is
+    fallback = roofs.peak("matrix", "bfloat16")
+    assert fallback.value == 10.0 and fallback.peak_of == ("vector", "float32") and "float32" in fallback.note
+    assert roofs.peak("matrix", "float64").peak_of == ()  # no peak, no fallback: NaN, whose peak is no one's
     assert roofs.bandwidth("DRAM").value == 5.0 and roofs.levels()[-1][0] == "DRAM"
     assert math.isnan(roofs.peak("matrix", "no such dtype").value)
     # integer element-wise work is judged against the float32 vector rate (10)

@@ -418,7 +418,7 @@ def test_cudnn_rnn_formula():
 def test_a_formula_that_cannot_count_gives_an_error_record(monkeypatch):
     """Inside measure() a built-in formula's ValueError becomes an error record (zero counts), not an exception in
     the user's step and not a guess."""
-    from roofline._counting import _formulas
+    from roofline._counting import _formula_base, _formulas
 
     def refuse(b, out):
         raise ValueError("cannot count this call")
@@ -426,7 +426,7 @@ def test_a_formula_that_cannot_count_gives_an_error_record(monkeypatch):
     monkeypatch.setitem(_formulas.OPS, "aten::topk", refuse)
     with roofline.measure(timing=None) as r:
         X816.topk(2)
-    assert r.errors == {"aten.topk.default": (1, _core.status_str(_formulas.E_ARGS))}
+    assert r.errors == {"aten.topk.default": (1, _core.status_str(_formula_base.E_ARGS))}
     assert row(r, "aten.topk.default")["vector_flops"] == 0
 
 

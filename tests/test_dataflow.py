@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from roofline._analysis import _cache_model, _dataflow
+from roofline._hardware import _roofs
 from roofline._analysis._dataflow import ACCESS_DTYPE
 
 from _graph import ACT, MASK, SCORES, VEC, W, T, D, attention, ceilings, chain
@@ -229,7 +230,7 @@ def test_cache_analysis_splits_bytes_and_times_them_per_level():
 
 def test_hierarchy_from_ceilings_and_sysfs(tmp_path):
     c = ceilings(device="cuda", bandwidths={}, info={"l2_bytes": 50 << 20})
-    h = _cache_model.hierarchy(c)
+    h = _cache_model.hierarchy(_roofs.of(c))
     assert h[0][:2] == ("L2", float(50 << 20)) and h[0][2] == 1e11  # no L2 bandwidth: timed at DRAM's
     assert h[-1][0] == "DRAM"
     base = tmp_path / "cpu0" / "cache"
@@ -242,7 +243,7 @@ def test_hierarchy_from_ceilings_and_sysfs(tmp_path):
         (d / "size").write_text(size + "\n")
         (d / "shared_cpu_list").write_text(shared + "\n")
     c2 = ceilings(info={"caches": {"L1": {"bytes": 32768, "instances": 2}, "L2": {"bytes": 1 << 20, "instances": 2}}})
-    assert [(lv, cap) for lv, cap, _ in _cache_model.hierarchy(c2)] == [("L1", 65536.0), ("L2", float(2 << 20)),
+    assert [(lv, cap) for lv, cap, _ in _cache_model.hierarchy(_roofs.of(c2))] == [("L1", 65536.0), ("L2", float(2 << 20)),
                                                                         ("DRAM", math.inf)]
     got = _cache_model.sysfs_caches(0, str(tmp_path))
     assert got == {"L1": {"bytes": 32768, "shared_cpus": 1}, "L2": {"bytes": 1 << 20, "shared_cpus": 1},

@@ -55,7 +55,7 @@ def test_integers_are_checked_by_one_validator():
     # description (TensorSpec entries, an op's int arguments, a trace's recorded arguments); an environment variable;
     # two private helpers whose public callers (Report.plot / table / project) check the count first
     assert found == ["_analysis/_groups.py", "_analysis/_network.py", "_counting/_cost.py", "_hardware/_cpu_bench.py",
-                     "_traces/_ops_shapes.py"], found
+                     "_traces/_ops_dtypes_shapes.py"], found
 
 
 def test_projection_defaults_have_one_home():

@@ -15,7 +15,7 @@ import pytest
 
 import roofline
 from roofline import _core
-from roofline._hardware import _gpu
+from roofline._hardware import _gpu, _gpu_bench, _gpu_compile, _gpu_libs
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted(_gpu.kernel_sources())
@@ -86,13 +86,13 @@ def test_supported_filters(cc, supported, unsupported):
 
 
 def test_arch_normalization():
-    assert _gpu._normalize_arch("sm_90") == "sm_90"
-    assert _gpu._normalize_arch("sm_90a") == "sm_90a"
-    assert _gpu._normalize_arch(90) == "sm_90"
-    assert _gpu._normalize_arch((12, 0)) == "sm_120"
-    assert _gpu._normalize_arch("compute_80") == "sm_80"
+    assert _gpu_compile._normalize_arch("sm_90") == "sm_90"
+    assert _gpu_compile._normalize_arch("sm_90a") == "sm_90a"
+    assert _gpu_compile._normalize_arch(90) == "sm_90"
+    assert _gpu_compile._normalize_arch((12, 0)) == "sm_120"
+    assert _gpu_compile._normalize_arch("compute_80") == "sm_80"
     with pytest.raises(ValueError):
-        _gpu._normalize_arch("hopper")
+        _gpu_compile._normalize_arch("hopper")
 
 
 # ---- NVRTC ---------------------------------------------------------------------------------------------------
@@ -142,18 +142,18 @@ def test_nvrtc_compiles_every_kernel(source, arch, cache, cubins):
 
 def test_cache_key_changes_with_every_input():
     base = ("src", ["-arch=sm_90", "-std=c++17"], (13, 0), "sm_90")
-    key = _gpu._cache_key(*base)
-    assert key == _gpu._cache_key(*base)
-    assert key != _gpu._cache_key("src ", *base[1:])
-    assert key != _gpu._cache_key(base[0], ["-arch=sm_90", "-std=c++17", "-DX=1"], *base[2:])
-    assert key != _gpu._cache_key(base[0], base[1], (13, 1), base[3])
-    assert key != _gpu._cache_key(base[0], base[1], base[2], "sm_90a")
+    key = _gpu_compile._cache_key(*base)
+    assert key == _gpu_compile._cache_key(*base)
+    assert key != _gpu_compile._cache_key("src ", *base[1:])
+    assert key != _gpu_compile._cache_key(base[0], ["-arch=sm_90", "-std=c++17", "-DX=1"], *base[2:])
+    assert key != _gpu_compile._cache_key(base[0], base[1], (13, 1), base[3])
+    assert key != _gpu_compile._cache_key(base[0], base[1], base[2], "sm_90a")
     # headers: their text and their names count, their order does not
-    with_h = _gpu._cache_key(*base, {"a.cuh": "x", "b.cuh": "y"})
+    with_h = _gpu_compile._cache_key(*base, {"a.cuh": "x", "b.cuh": "y"})
     assert with_h != key
-    assert with_h == _gpu._cache_key(*base, {"b.cuh": "y", "a.cuh": "x"})
-    assert with_h != _gpu._cache_key(*base, {"a.cuh": "x ", "b.cuh": "y"})
-    assert with_h != _gpu._cache_key(*base, {"c.cuh": "x", "b.cuh": "y"})
+    assert with_h == _gpu_compile._cache_key(*base, {"b.cuh": "y", "a.cuh": "x"})
+    assert with_h != _gpu_compile._cache_key(*base, {"a.cuh": "x ", "b.cuh": "y"})
+    assert with_h != _gpu_compile._cache_key(*base, {"c.cuh": "x", "b.cuh": "y"})
 
 
 def test_shared_helpers_live_in_one_header():
@@ -188,7 +188,7 @@ def test_cached_cubin_is_reused(cache, monkeypatch):
         _gpu.compile_source((ROOT / "cuda" / "bandwidth.cu").read_text(), "bandwidth.cu", "sm_80", ["-DRL_BW_UNROLL=2"])
     # So does an edited header.
     edited = {k: v + "\n// edited\n" for k, v in _gpu.kernel_headers().items()}
-    monkeypatch.setattr(_gpu, "kernel_headers", lambda: edited)
+    monkeypatch.setattr(_gpu_compile, "kernel_headers", lambda: edited)
     with pytest.raises(AssertionError):
         _gpu.compile("bandwidth", "sm_80")
 
@@ -243,7 +243,7 @@ def test_virtual_architecture_is_rejected(cache):
 def test_cubin_check_accepts_real_cubins_and_rejects_damaged_ones(cache):
     _nvrtc_or_skip()
     good = _gpu.compile("fma", "sm_80")
-    assert _core.gpu_check_cubin(good) is None and _gpu._is_cubin(good)
+    assert _core.gpu_check_cubin(good) is None and _gpu_compile._is_cubin(good)
     # Every truncation is refused (the section header table sits at the end of a cubin, the sections before it).
     for length in (0, 10, 63, 64, len(good) // 2, len(good) - 64, len(good) - 1):
         with pytest.raises(ValueError, match="shorter than an ELF header|truncated"):
@@ -297,7 +297,7 @@ def test_cache_directory_must_be_private(cache):
     planted = _gpu.compile("fma", "sm_80")
     path.write_bytes(planted)
     os.chmod(cache, 0o777)
-    _gpu._warned_cache.clear()
+    _gpu_compile._warned_cache.clear()
     with pytest.warns(RuntimeWarning, match="not using the cubin cache: .* writable by its group or by others"):
         assert _gpu.compile("bandwidth", "sm_80") == good  # compiled afresh, the planted file ignored
     assert path.read_bytes() == planted  # and nothing written there
@@ -524,7 +524,7 @@ def test_batched_launches_and_the_clock_counters(fake_libcuda, cache):
     assert r["times_s"] == [pytest.approx(1e-3)] * 3 and r["launches_per_rep"] == 4
     # 12 timed launches, each counted by the fake as 1,755,000 cycles in 1,000,000 ns; the warm-up not at all.
     assert (r["clock_cycles"], r["clock_ns"]) == (12 * 1755000, 12 * 1000000)
-    assert _gpu._clock_hz(r) == pytest.approx(1.755e9)
+    assert _gpu_bench._clock_hz(r) == pytest.approx(1.755e9)
 
 
 def test_measure_end_to_end_through_the_c_layer(fake_libcuda, cache):
@@ -588,7 +588,7 @@ def test_nvcc_compiles_without_warnings(source, arch, tmp_path):
         target = [f"-gencode=arch=compute_{arch[3:]},code={arch}"]
     else:
         target = [f"-arch={arch}"]
-    flags = [f"-D{k}={v}" for k, v in sorted(_gpu._DEFINES[source].items())]
+    flags = [f"-D{k}={v}" for k, v in sorted(_gpu_compile._DEFINES[source].items())]
     cmd = [NVCC, "-cubin", *target, "-std=c++17", "-Werror", "all-warnings", *flags,
            "-o", str(tmp_path / "k.cubin"), str(ROOT / "cuda" / f"{source}.cu")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -601,7 +601,7 @@ def _ptx_params(source, arch):
     of the kernels' signatures, independent of roofline's own code); each (source, arch) read once."""
     import re
 
-    flags = [f"-D{k}={v}" for k, v in sorted(_gpu._DEFINES[source].items())]
+    flags = [f"-D{k}={v}" for k, v in sorted(_gpu_compile._DEFINES[source].items())]
     target = [f"-gencode=arch=compute_{arch[3:]},code={arch}"] if arch.endswith("a") else [f"-arch={arch}"]
     proc = subprocess.run([NVCC, "-ptx", *target, "-std=c++17", *flags, "-o", "-", str(ROOT / "cuda" / f"{source}.cu")],
                           capture_output=True, text=True, timeout=300)
@@ -702,7 +702,7 @@ def test_sass_work_per_loop_matches_the_counted_work(arch, cache, cubins, tmp_pa
     info = _nvrtc_or_skip()
     if info["archs"] and int(arch[3:].rstrip("a")) not in info["archs"]:
         pytest.skip(f"NVRTC does not know {arch}")
-    d = _gpu._DEFINES
+    d = _gpu_compile._DEFINES
     if arch == "sm_90a":
         functions = _sass(_cubin(cubins, "wgmma", arch), tmp_path)
         for kernel in ("rl_wgmma_f16", "rl_wgmma_bf16", "rl_wgmma_tf32", "rl_wgmma_s8", "rl_wgmma_e4m3"):
@@ -819,14 +819,14 @@ def test_nvrtc_search_order(monkeypatch, tmp_path):
     wheel.mkdir(parents=True)
     (wheel / "libnvrtc.so.13").write_bytes(b"")
     monkeypatch.setattr(sys, "path", [str(tmp_path)] + sys.path)
-    candidates = _gpu._nvrtc_candidates()
+    candidates = _gpu_libs._nvrtc_candidates()
     assert candidates[0] == str(wheel / "libnvrtc.so.13")
     assert candidates[-3:] == ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
     # With a CUDA 12 driver, CUDA 13 candidates go last.
-    older = _gpu._nvrtc_candidates(driver_version=12080)
+    older = _gpu_libs._nvrtc_candidates(driver_version=12080)
     assert older.index("libnvrtc.so.12") < older.index(str(wheel / "libnvrtc.so.13"))
     monkeypatch.setenv("ROOFLINE_NVRTC_PATH", "/opt/x/libnvrtc.so")
-    assert _gpu._nvrtc_candidates() == ["/opt/x/libnvrtc.so"]
+    assert _gpu_libs._nvrtc_candidates() == ["/opt/x/libnvrtc.so"]
 
 
 # ---- measure() with a simulated device -------------------------------------------------------------------------
@@ -885,7 +885,7 @@ class _FakeDevice:
             self.events.append(("compile", source, arch))
             return b"\x7fELF" + source.encode() + arch.encode()
 
-        monkeypatch.setattr(_gpu, "compile", fake_compile)
+        monkeypatch.setattr(_gpu_bench, "compile", fake_compile)
         monkeypatch.setattr(_core, "gpu_bench", self.bench)
 
     def bench(self, device, cubin, kernel, grid, block, shared, buffers, args, warmup, reps, readback=None,
@@ -1008,7 +1008,7 @@ def test_a_compile_error_fails_only_its_benchmarks(monkeypatch):
             raise exc
         return b"\x7fELF" + source.encode()
 
-    monkeypatch.setattr(_gpu, "compile", failing)
+    monkeypatch.setattr(_gpu_bench, "compile", failing)
     with pytest.warns(RuntimeWarning, match="bf16 wgmma failed: nvrtcCompileProgram"):
         result = _gpu.measure(0)
     assert result["method"]["matrix/bfloat16"].startswith("mma.sync")
@@ -1031,21 +1031,21 @@ def test_a_wrong_tensor_core_result_is_not_reported(monkeypatch):
     ("rl_wgmma_f16", "matrix/float16"), ("rl_wgmma_s8", "matrix/int8"), ("rl_wgmma_e4m3", "matrix/float8_e4m3fn"),
 ])
 def test_tensor_check_compares_every_value(kernel, bench_key):
-    bench = next(b for b in _gpu._REGISTRY if b.kernel == kernel and b.key == bench_key)
+    bench = next(b for b in _gpu_bench._REGISTRY if b.kernel == kernel and b.key == bench_key)
     threads = 256
     good = simulated_check_result(kernel, 4, threads)
-    assert _gpu._tensor_check_compare(bench, good, 4) == []
+    assert _gpu_bench._tensor_check_compare(bench, good, 4) == []
     # One wrong value anywhere is found and located.
     per_thread = 128 if "wgmma" in kernel else 32
     for index in (0, 37, threads * per_thread - 1):
         bad = bytearray(good)
         bad[4 * index: 4 * index + 4] = b"\x00\x00\xc0\x7f"  # a NaN, or a large int
-        problems = _gpu._tensor_check_compare(bench, bytes(bad), 4)
+        problems = _gpu_bench._tensor_check_compare(bench, bytes(bad), 4)
         thread, value = divmod(index, per_thread)
         assert len(problems) == 1 and problems[0].startswith(f"thread {thread} value {value}:"), problems
     # A result from another iteration count (a wrong K per instruction would look the same) fails everywhere.
-    assert _gpu._tensor_check_compare(bench, simulated_check_result(kernel, 5, threads), 4)[-1] == "..."
-    assert "read back" in _gpu._tensor_check_compare(bench, good[:-4], 4)[0]
+    assert _gpu_bench._tensor_check_compare(bench, simulated_check_result(kernel, 5, threads), 4)[-1] == "..."
+    assert "read back" in _gpu_bench._tensor_check_compare(bench, good[:-4], 4)[0]
 
 
 def test_calibration_scales_from_the_last_probe(monkeypatch):
@@ -1053,9 +1053,9 @@ def test_calibration_scales_from_the_last_probe(monkeypatch):
     code scaled from 16x more and overshot the target 16x)."""
     fake = _FakeDevice(seconds=lambda kernel, args: args[1][1] * 5e-12 if kernel == "rl_fma_f32" else 1e-3)
     fake.install(monkeypatch)
-    ctx = _gpu._Context(0, _gpu.device_info(0), _gpu._QUICK)
-    bench = next(b for b in _gpu._REGISTRY if b.kernel == "rl_fma_f32")
-    _gpu._run_fma(ctx, bench)
+    ctx = _gpu_bench._Context(0, _gpu.device_info(0), _gpu_bench._QUICK)
+    bench = next(b for b in _gpu_bench._REGISTRY if b.kernel == "rl_fma_f32")
+    _gpu_bench._run_fma(ctx, bench)
     probes = [launch[4][1][1] for launch in fake.launches]
     # Six probes, 16 .. 16**6 iterations; the last lasts 16**6 * 5 ps = 83.9 us < 100 us. Then 4 ms / 5 ps.
     assert probes[:6] == [16, 256, 4096, 65536, 16**5, 16**6]
@@ -1066,9 +1066,9 @@ def test_calibration_scales_from_the_last_probe(monkeypatch):
 def test_calibration_stops_at_the_first_probe_over_100_us(monkeypatch):
     fake = _FakeDevice(seconds=lambda kernel, args: args[1][1] * 1e-9 if kernel == "rl_fma_f32" else 1e-3)
     fake.install(monkeypatch)
-    ctx = _gpu._Context(0, _gpu.device_info(0), _gpu._QUICK)
-    bench = next(b for b in _gpu._REGISTRY if b.kernel == "rl_fma_f32")
-    _gpu._run_fma(ctx, bench)
+    ctx = _gpu_bench._Context(0, _gpu.device_info(0), _gpu_bench._QUICK)
+    bench = next(b for b in _gpu_bench._REGISTRY if b.kernel == "rl_fma_f32")
+    _gpu_bench._run_fma(ctx, bench)
     probes = [launch[4][1][1] for launch in fake.launches]
     # 16**5 iterations at 1 ns last 1.05 ms >= 100 us; 4 ms then needs 4,000,000 iterations.
     assert probes == [16, 256, 4096, 65536, 16**5, 4_000_000]
@@ -1087,7 +1087,7 @@ def test_calibration_stops_at_the_first_probe_over_100_us(monkeypatch):
     (64 << 20, 8, 1, 8, 128 * 8 * 256 * 4),
 ])
 def test_l2_working_set_is_whole_trips(l2, full_grid, sms, blocks, n):
-    assert _gpu._l2_shape(l2, full_grid, 256, sms) == (blocks, n)
+    assert _gpu_bench._l2_shape(l2, full_grid, 256, sms) == (blocks, n)
     assert n % (blocks * 256 * 4) == 0 and 16 * n <= l2 // 3
 
 
@@ -1187,14 +1187,14 @@ def test_tensor_kernels_compute_the_right_results_on_device():
     start value plus K per instruction. wgmma is skipped when ROOFLINE_GPU_WGMMA=0 (bench/gpu_check.sh sets it
     when the wgmma smoke test, run first in its own process, failed)."""
     info = _gpu.device_info(0)
-    ctx = _gpu._Context(0, info, _gpu._QUICK)
+    ctx = _gpu_bench._Context(0, info, _gpu_bench._QUICK)
     checked = []
-    for bench in _gpu._REGISTRY:
-        if bench.runner not in (_gpu._run_mma, _gpu._run_wgmma) or not bench.supported(ctx.cc):
+    for bench in _gpu_bench._REGISTRY:
+        if bench.runner not in (_gpu_bench._run_mma, _gpu_bench._run_wgmma) or not bench.supported(ctx.cc):
             continue
-        if bench.source == "wgmma" and not _gpu._wgmma_enabled():
+        if bench.source == "wgmma" and not _gpu_bench._wgmma_enabled():
             continue
-        _gpu._tensor_check(ctx, bench)  # raises GpuError naming the first wrong values
+        _gpu_bench._tensor_check(ctx, bench)  # raises GpuError naming the first wrong values
         checked.append(bench.kernel)
     if tuple(info["compute_capability"]) >= (8, 0):
         assert checked

@@ -41,6 +41,8 @@ OPTIONAL_PACKAGES = {"torch", "torchvision", "timm", "transformers", "matplotlib
 # The roofline modules imported inside a function, and why each must be: (importing module, imported module).
 IMPORTS_IN_FUNCTIONS: dict[tuple[str, str], str] = {
     ("roofline._measure", "roofline._capture._session"): "the dispatch session imports torch: made when a block is",
+    ("roofline", "roofline._traces._load"): "the trace reader (some 30 ms of imports): loaded by roofline.load_trace",
+    ("roofline", "roofline._traces._ranks"): "the rank-directory reader, installed into load_trace with it",
 }
 
 
@@ -228,6 +230,9 @@ TEXT_OUTSIDE_RENDER: dict[str, str] = {
 # Names of number formatters a module might define for itself (with or without a leading underscore).
 OWN_FORMATTERS = FORMATTERS | {"human", "scale", "fmt_row", "format_number", "si"}
 
+# An object's own text: a method of these names that formats a figure (an f-string format spec) builds a view.
+TEXT_METHODS = {"__repr__", "__str__", "__format__"}
+
 VIEW_PACKAGES = {"html", "matplotlib", "plotly", "pandas"}
 _TAG = __import__("re").compile(r"<(div|svg|table|tr|td|th|li|ul|span|details|summary|text|circle|line|b)[ >/]")
 
@@ -295,12 +300,31 @@ def view_problems(sources: dict[str, str]) -> list[str]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.lstrip("_") in OWN_FORMATTERS:
                 problems.append(f"{module}:{node.lineno} defines its own number formatter {node.name}: use "
                                 "roofline._util._format")
+        for cls in ast.walk(_tree(source)):  # an object's text (repr, str) is a view too: written in render/
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            for fn in cls.body:
+                if isinstance(fn, ast.FunctionDef) and fn.name in TEXT_METHODS and any(
+                        isinstance(n, ast.FormattedValue) and n.format_spec is not None for n in ast.walk(fn)):
+                    problems.append(f"{module}:{fn.lineno} {cls.name}.{fn.name} formats its own figures: a view, "
+                                    "which belongs in roofline/render/ (delegate to it)")
     return problems
 
 
+def _ceilings_lookups(source: str):
+    """(line, name) of every call that looks a figure up in a Ceilings rather than in a report's roofs:
+    ``c.resolve_peak(...)``, ``c.bandwidth(level, source)``, ``c.peak(unit, dtype, source)`` (the roofs' own
+    ``bandwidth(level)`` and ``peak(unit, dtype)`` take no source)."""
+    for node in ast.walk(_tree(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name, n_args = node.func.attr, len(node.args) + len(node.keywords)
+            if name == "resolve_peak" or (name == "bandwidth" and n_args >= 2) or (name == "peak" and n_args >= 3):
+                yield node.lineno, name
+
+
 def analysis_problems(sources: dict[str, str]) -> list[str]:
-    """Every analysis module that imports the render floor, writes HTML or text, or imports a hardware module
-    that measures (HARDWARE_DATA excepted)."""
+    """Every analysis module that imports the render floor, writes HTML or text, imports a hardware module that
+    measures (HARDWARE_DATA excepted), or looks a figure up in the ceilings instead of the report's roofs."""
     problems = []
     for module, source in sources.items():
         if not _in(module, "roofline._analysis"):
@@ -317,6 +341,9 @@ def analysis_problems(sources: dict[str, str]) -> list[str]:
             for base, name, line in _imported_names(module, source):
                 if base == "roofline._util._format" and name in FORMATTERS:
                     problems.append(f"{module}:{line} imports the formatter {name}: analysis writes no text")
+        for line, name in _ceilings_lookups(source):
+            problems.append(f"{module}:{line} looks a figure up in the ceilings ({name}): read the report's roofs "
+                            "(roofline._hardware._roofs), chosen once for the report")
     return problems
 
 
@@ -331,12 +358,8 @@ def render_problems(sources: dict[str, str]) -> list[str]:
         for target, _inside, line in imports(module, source, sources):
             if _in(target, "roofline._hardware") and target not in HARDWARE_DATA and target != "roofline._hardware":
                 problems.append(f"{module}:{line} imports {target}, which measures the machine")
-        for node in ast.walk(_tree(source)):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                name, n_args = node.func.attr, len(node.args) + len(node.keywords)
-                if name == "resolve_peak" or (name == "bandwidth" and n_args >= 2) or (name == "peak" and n_args >= 3):
-                    problems.append(f"{module}:{node.lineno} looks a figure up in the ceilings ({name}): read "
-                                    "report.roofs")
+        for line, name in _ceilings_lookups(source):
+            problems.append(f"{module}:{line} looks a figure up in the ceilings ({name}): read report.roofs")
     return problems
 
 
@@ -370,12 +393,18 @@ def test_the_text_allow_list_names_only_modules_that_format():
     ("roofline._analysis._rollup", "from roofline._hardware import _ceilings\n", "analysis", "measures the machine"),
     ("roofline._analysis._groups", "from roofline._hardware._cpu_bench import cpu_benchmarks\n", "analysis",
      "measures the machine"),
+    ("roofline._analysis._assumptions", "def f(c):\n    return c.resolve_peak('vector', 'float32', 'best')\n",
+     "analysis", "read the report's roofs"),
+    ("roofline._analysis._cache_model", "def f(c):\n    return c.bandwidth('L2', 'measured')\n", "analysis",
+     "read the report's roofs"),
     ("roofline.render._chart", "from roofline._hardware import _choose\n", "render", "measures the machine"),
     ("roofline.render._svg", "def f(c):\n    return c.bandwidth('DRAM', 'best')\n", "render", "read report.roofs"),
     ("roofline.report", "def f():\n    import matplotlib\n", "view", "a view, which belongs in roofline/render/"),
     ("roofline.report", "X = '<div class=\"x\">'\n", "view", "writes HTML"),
     ("roofline._hardware._ceilings_model", "from roofline._util._format import fmt\n", "view", "formatter fmt"),
     ("roofline._hardware._ceilings_model", "def _human(n):\n    return f'{n} B'\n", "view", "own number formatter"),
+    ("roofline._hardware._ceilings_model", "class C:\n    def __repr__(self):\n        return f'{self.v / 1e9:.1f} GB/s'\n",
+     "view", "formats its own figures"),
 ])
 def test_a_view_or_a_measurement_in_the_wrong_floor_is_caught(module, added, check_fn, expected):
     fn = {"analysis": analysis_problems, "render": render_problems, "view": view_problems}[check_fn]

@@ -7,6 +7,9 @@ projection's assumptions; which fusions the compiler took; the cache model; the 
 
 from __future__ import annotations
 
+import math
+import types
+
 import pytest
 
 from _graph import BF16, F32, Graph, ceilings
@@ -59,11 +62,13 @@ def _assumptions_report(rows, op_names, meta=None):
     return Report(rec, ops, [("Global",)], meta=dict(meta or {}, devices=["meta"]))
 
 
-def _assumptions_ceilings(*peaks):
+def _assumptions_roofs(*peaks):
+    """The roofs (figures of "best") of CPU ceilings with these peaks and a DRAM bandwidth."""
+    from roofline._hardware import _roofs
     from roofline._hardware._ceilings import Ceiling, Ceilings
 
-    return Ceilings(device="cpu", name="t", fingerprint="t", peaks={k: Ceiling(v) for k, v in peaks},
-                    bandwidths={"DRAM": Ceiling(1e10)})
+    return _roofs.of(Ceilings(device="cpu", name="t", fingerprint="t", peaks={k: Ceiling(v) for k, v in peaks},
+                              bandwidths={"DRAM": Ceiling(1e10)}), "best")
 
 
 # matrix/float32, matrix/int8, vector/float32 and vector/bfloat16 peaks: a bfloat16 product falls back to the
@@ -122,17 +127,16 @@ def _sysfs(tmp_path, cpu, entries):
     return str(tmp_path)
 
 
-class _FakeCeilings:
-    """What hierarchy() reads of a Ceilings: device, info, bandwidth(level, source)."""
+class _FakeRoofs:
+    """What hierarchy() reads of a report's roofs: their ceilings' device and info, and bandwidth(level).value (NaN
+    for a level without one)."""
 
     def __init__(self, device="cpu", info=None, bandwidths=None):
-        self.device, self.info, self.bws = device, info, dict(bandwidths or {})
+        self.ceilings = types.SimpleNamespace(device=device, info=info)
+        self.bws = dict(bandwidths or {})
 
-    def bandwidth(self, level, source):
-        assert source in ("best", "measured")
-        if level not in self.bws:
-            raise KeyError(level)
-        return self.bws[level]
+    def bandwidth(self, level):
+        return types.SimpleNamespace(value=self.bws.get(level, math.nan))
 
 
 INF = float("inf")
@@ -322,9 +326,9 @@ class TestAttentionPairs:
             f(dict(b, self=torch.empty((), device="meta")), torch.empty(4, device="meta"))
 
     def test_clog2(self):
-        from roofline._counting import _formulas
+        from roofline._counting import _formula_base
 
-        assert [_formulas._clog2(n) for n in (0, 1, 2, 3, 4, 5, 8, 9, 16, 17)] == [0, 0, 1, 2, 2, 3, 3, 4, 4, 5]
+        assert [_formula_base._clog2(n) for n in (0, 1, 2, 3, 4, 5, 8, 9, 16, 17)] == [0, 0, 1, 2, 2, 3, 3, 4, 4, 5]
 
 
 class TestLLM:
@@ -963,7 +967,7 @@ class TestAssumptions:
         from roofline._analysis import _assumptions
 
         r = _assumptions_report(MIXED, MIXED_OPS)
-        rich = _assumptions.no_peak(r, _assumptions_ceilings(*RICH), "best")
+        rich = _assumptions.no_peak(r, _assumptions_roofs(*RICH))
         assert rich == {
             "aten.mm.default (float16)": "1 call: judged against the matrix/float32 peak",
             "aten.add.Tensor (float64)": "2 calls: no peak: left out of the projected time",
@@ -971,7 +975,7 @@ class TestAssumptions:
         }
         # the same FLOPs over the total: the float16 product (500), the float64 adds (100), the int32 mul (100)
         assert _assumptions.no_peak_share(r, rich) == (500 + 40 + 60 + 100) / MIXED_TOTAL
-        poor = _assumptions.no_peak(r, _assumptions_ceilings(*POOR), "best")
+        poor = _assumptions.no_peak(r, _assumptions_roofs(*POOR))
         assert poor == {
             "aten.mm.default (float16)": "1 call: judged against the matrix/float32 peak",
             "aten.mm.default (bfloat16)": "2 calls: judged against the matrix/float32 peak",
@@ -983,22 +987,22 @@ class TestAssumptions:
         assert _assumptions.no_peak_share(r, poor) == (500 + 2000 + 100 + 2000 + 500 + 100) / MIXED_TOTAL
         assert _assumptions.no_peak_share(r, {}) == 0.0
         empty = _assumptions_report([(3, "float64", 0, 0)], MIXED_OPS)  # no FLOPs at all
-        assert _assumptions.no_peak(empty, _assumptions_ceilings(*POOR), "best") == {}
+        assert _assumptions.no_peak(empty, _assumptions_roofs(*POOR)) == {}
         assert _assumptions.no_peak_share(empty, {"aten.view.default (float64)": "1 call"}) == 0.0
 
     def test_vector_fallback_per_low_precision_dtype(self):
         from roofline._analysis import _assumptions
 
         r = _assumptions_report(MIXED, MIXED_OPS)
-        assert _assumptions.vector_fallback(r, _assumptions_ceilings(*RICH), "best") == {
+        assert _assumptions.vector_fallback(r, _assumptions_roofs(*RICH)) == {
             "float16": "judged against the vector/float32 peak (a lower bound on the rate)"}
-        assert _assumptions.vector_fallback(r, _assumptions_ceilings(*POOR), "best") == {
+        assert _assumptions.vector_fallback(r, _assumptions_roofs(*POOR)) == {
             "bfloat16": "no peak: left out of the projected time", "float16": "no peak: left out of the projected time"}
         # a product in float16 is not element-wise work
         only_mm = _assumptions_report([(0, "float16", 10, 0), (0, "float16", 10, 5)], MIXED_OPS)
-        assert _assumptions.vector_fallback(only_mm, _assumptions_ceilings(*POOR), "best") == {}
+        assert _assumptions.vector_fallback(only_mm, _assumptions_roofs(*POOR)) == {}
         no_flops = _assumptions_report([(3, "float16", 0, 0)], MIXED_OPS)  # a view: no work, no peak needed
-        assert _assumptions.vector_fallback(no_flops, _assumptions_ceilings(*POOR), "best") == {}
+        assert _assumptions.vector_fallback(no_flops, _assumptions_roofs(*POOR)) == {}
 
     @pytest.mark.parametrize("names,expected", [
         (["aten._scaled_dot_product_flash_attention_for_cpu.default"], "flash (CPU fused kernel) (as run)"),
@@ -1033,7 +1037,7 @@ class TestAssumptions:
         from roofline.render import _assumptions as _assumed
 
         r = _assumptions_report(MIXED, MIXED_OPS)
-        a = _assumptions.describe(r, _assumptions_ceilings(*RICH), "best")
+        a = _assumptions.describe(r, _assumptions_roofs(*RICH))
         assert set(a) == {"attention", "matrix_dtypes", "no_peak", "no_peak_flop_share", "vector_fallback"}
         lines = _assumed.line(a, "T")
         assert lines[0] == ("  assumed: attention none; matrix FLOPs in float32 38%, bfloat16 25%, int8 25%, float16 6%, "
@@ -1051,12 +1055,12 @@ class TestAssumptions:
 
         r = _assumptions_report([(0, "float16", 1, 0), (1, "float64", 0, 1)], MIXED_OPS)
         assert _assumptions.matrix_dtypes(r) == {"float16": 1.0}
-        assert _assumptions.no_peak(r, _assumptions_ceilings(*RICH), "best") == {
+        assert _assumptions.no_peak(r, _assumptions_roofs(*RICH)) == {
             "aten.mm.default (float16)": "1 call: judged against the matrix/float32 peak",
             "aten.add.Tensor (float64)": "1 call: no peak: left out of the projected time"}
         assert _assumptions.no_peak_share(r, {"aten.add.Tensor (float64)": "1 call"}) == 0.5
         v = _assumptions_report([(1, "float16", 0, 1)], MIXED_OPS)
-        assert _assumptions.vector_fallback(v, _assumptions_ceilings(*POOR), "best") == {
+        assert _assumptions.vector_fallback(v, _assumptions_roofs(*POOR)) == {
             "float16": "no peak: left out of the projected time"}
 
 
@@ -1204,11 +1208,11 @@ class TestCacheModel:
         from roofline._analysis import _cache_model
 
         assert _cache_model.hierarchy(None) == []
-        c = _FakeCeilings("cuda:0", {"l2_cache_bytes": 50 << 20}, {"L2": 7e12, "DRAM": 3e12})
+        c = _FakeRoofs("cuda:0", {"l2_cache_bytes": 50 << 20}, {"L2": 7e12, "DRAM": 3e12})
         assert _cache_model.hierarchy(c) == [("L2", float(50 << 20), 7e12), ("DRAM", INF, 3e12)]
-        c = _FakeCeilings("cuda", {"l2_bytes": 40 << 20}, {"DRAM": 2e12})  # no L2 bandwidth: DRAM's
-        assert _cache_model.hierarchy(c, "measured") == [("L2", float(40 << 20), 2e12), ("DRAM", INF, 2e12)]
-        assert _cache_model.hierarchy(_FakeCeilings("cuda", {}, {"DRAM": 2e12})) == [("DRAM", INF, 2e12)]
+        c = _FakeRoofs("cuda", {"l2_bytes": 40 << 20}, {"DRAM": 2e12})  # no L2 bandwidth: DRAM's
+        assert _cache_model.hierarchy(c) == [("L2", float(40 << 20), 2e12), ("DRAM", INF, 2e12)]
+        assert _cache_model.hierarchy(_FakeRoofs("cuda", {}, {"DRAM": 2e12})) == [("DRAM", INF, 2e12)]
 
     def test_hierarchy_cpu_capacities_order_and_bandwidths(self):
         import math
@@ -1216,21 +1220,21 @@ class TestCacheModel:
         from roofline._analysis import _cache_model
 
         # measured capacities, one of them 0 (unknown); L10 sorts after L2 (by number, not by text)
-        c = _FakeCeilings("cpu", {"cache_capacity_bytes": {"L10": 64 << 20, "L2": 2 << 20, "L1": 64 << 10, "L3": 0}},
+        c = _FakeRoofs("cpu", {"cache_capacity_bytes": {"L10": 64 << 20, "L2": 2 << 20, "L1": 64 << 10, "L3": 0}},
                           {"L2": 5e11, "DRAM": 1e11})
         assert _cache_model.hierarchy(c) == [("L1", float(64 << 10), 5e11), ("L2", float(2 << 20), 5e11),
                                              ("L10", float(64 << 20), 1e11), ("DRAM", INF, 1e11)]
         # the probe's per-instance sizes: bytes x instances; entries that are not caches are left out
-        c = _FakeCeilings("cpu", {"caches": {"L1": {"bytes": 32 << 10, "instances": 4}, "L2": {"bytes": 1 << 20},
+        c = _FakeRoofs("cpu", {"caches": {"L1": {"bytes": 32 << 10, "instances": 4}, "L2": {"bytes": 1 << 20},
                                              "L3": "8M", "L4": {"bytes": 0}}}, {"L1": 1e12, "DRAM": 1e11})
         assert _cache_model.hierarchy(c) == [("L1", float(128 << 10), 1e12), ("L2", float(1 << 20), 1e11),
                                              ("DRAM", INF, 1e11)]
         # a level no larger than an inner one is left out (here L3 below L2); no DRAM bandwidth: NaN all the way
-        c = _FakeCeilings("cpu", {"cache_capacity_bytes": {"L1": 1 << 16, "L2": 4 << 20, "L3": 2 << 20}}, {})
+        c = _FakeRoofs("cpu", {"cache_capacity_bytes": {"L1": 1 << 16, "L2": 4 << 20, "L3": 2 << 20}}, {})
         h = _cache_model.hierarchy(c)
         assert [(lv, cap) for lv, cap, _ in h] == [("L1", float(1 << 16)), ("L2", float(4 << 20)), ("DRAM", INF)]
         assert all(math.isnan(bw) for _, _, bw in h)
-        c = _FakeCeilings("cpu", {"cache_capacity_bytes": {"L1": 1 << 16, "L2": 1 << 16}}, {"DRAM": 1.0})
+        c = _FakeRoofs("cpu", {"cache_capacity_bytes": {"L1": 1 << 16, "L2": 1 << 16}}, {"DRAM": 1.0})
         assert [lv for lv, _, _ in _cache_model.hierarchy(c)] == ["L1", "DRAM"]  # equal: no larger
 
     def test_hierarchy_fills_missing_bandwidths_from_the_next_outer_level(self):
@@ -1239,14 +1243,14 @@ class TestCacheModel:
         from roofline._analysis import _cache_model
 
         caps = {"L1": 1 << 15, "L2": 1 << 20, "L3": 1 << 25}
-        c = _FakeCeilings("cpu", {"cache_capacity_bytes": caps}, {"L3": 4e11, "DRAM": 1e11})
+        c = _FakeRoofs("cpu", {"cache_capacity_bytes": caps}, {"L3": 4e11, "DRAM": 1e11})
         assert [bw for _, _, bw in _cache_model.hierarchy(c)] == [4e11, 4e11, 4e11, 1e11]
         # an inner level's bandwidth is never handed outwards: DRAM without one stays NaN
-        c = _FakeCeilings("cpu", {"cache_capacity_bytes": {"L1": 1 << 15}}, {"L1": 5e11})
+        c = _FakeRoofs("cpu", {"cache_capacity_bytes": {"L1": 1 << 15}}, {"L1": 5e11})
         (l1, dram) = _cache_model.hierarchy(c)
         assert l1[2] == 5e11 and math.isnan(dram[2])
         # the probe's instance count: 0 or missing counts as one instance
-        c = _FakeCeilings("cpu", {"caches": {"L1": {"bytes": 1000, "instances": 0}, "L2": {"bytes": 5000}}},
+        c = _FakeRoofs("cpu", {"caches": {"L1": {"bytes": 1000, "instances": 0}, "L2": {"bytes": 5000}}},
                           {"DRAM": 1e11})
         assert [cap for _, cap, _ in _cache_model.hierarchy(c)][:-1] == [1000.0, 5000.0]
 
@@ -1344,12 +1348,12 @@ class TestCacheModel:
             return [cap for _, cap, _ in _cache_model.hierarchy(ceil, threads=threads)][:-1]
 
         # one core: one instance of each
-        assert caps(_FakeCeilings("cpu", None, bws)) == [32 << 10, 1 << 20, 16 << 20]
+        assert caps(_FakeRoofs("cpu", None, bws)) == [32 << 10, 1 << 20, 16 << 20]
         # 4 cores: 4 L1s, 2 L2s, 1 L3
-        assert caps(_FakeCeilings("cpu", {}, bws), threads=4) == [128 << 10, 2 << 20, 16 << 20]
+        assert caps(_FakeRoofs("cpu", {}, bws), threads=4) == [128 << 10, 2 << 20, 16 << 20]
         # the ceilings' thread count when none is given: 12 cores, 12 L1s, 6 L2s, 2 L3s
-        assert caps(_FakeCeilings("cpu", {"threads": 12}, bws)) == [384 << 10, 6 << 20, 32 << 20]
-        assert caps(_FakeCeilings("cpu", {"threads": 12}, bws), threads=2) == [64 << 10, 1 << 20, 16 << 20]
+        assert caps(_FakeRoofs("cpu", {"threads": 12}, bws)) == [384 << 10, 6 << 20, 32 << 20]
+        assert caps(_FakeRoofs("cpu", {"threads": 12}, bws), threads=2) == [64 << 10, 1 << 20, 16 << 20]
 
     def test_cache_analysis_bounds_levels_and_above_level(self):
         """DRAM at 1e11 B/s, an L1 of 10 bytes at 1e12 B/s (only a 1-byte read fits), vector peak 1e12 FLOP/s.

@@ -12,7 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from roofline._counting import _formula_base as B  # noqa: E402
 from roofline._counting import _formulas as F  # noqa: E402
+from roofline._counting import _formulas_nn as NN  # noqa: E402
+from roofline._counting import _formulas_products as P  # noqa: E402
 
 F32 = 4
 
@@ -66,24 +69,24 @@ BAND_CASES = [(sq, sk, left, right)
 
 def test_band_pairs_match_a_double_loop():
     for sq, sk, left, right in BAND_CASES:
-        assert F._band_pairs(sq, sk, left, right) == band_brute(sq, sk, left, right), (sq, sk, left, right)
+        assert NN._band_pairs(sq, sk, left, right) == band_brute(sq, sk, left, right), (sq, sk, left, right)
 
 
 def test_band_pairs_small_cases_by_hand():
     # 4 x 4, window (1, 0): the diagonal and the one key before it: 4 + 3
-    assert F._band_pairs(4, 4, 1, 0) == 7
+    assert NN._band_pairs(4, 4, 1, 0) == 7
     # 4 x 4, window (0, 1): the diagonal and the key after it
-    assert F._band_pairs(4, 4, 0, 1) == 7
+    assert NN._band_pairs(4, 4, 0, 1) == 7
     # 2 queries over 5 keys, bottom-right: they sit at keys 3 and 4; window (0, 0) is one key each
-    assert F._band_pairs(2, 5, 0, 0) == 2
+    assert NN._band_pairs(2, 5, 0, 0) == 2
     # 5 queries over 2 keys: queries 0..2 sit before key 0 (c = -3..-1); window (0, 0) keeps only c = 0, 1
-    assert F._band_pairs(5, 2, 0, 0) == 2
+    assert NN._band_pairs(5, 2, 0, 0) == 2
     # unlimited both ways: every pair
-    assert F._band_pairs(3, 7, -1, -1) == 21
+    assert NN._band_pairs(3, 7, -1, -1) == 21
 
 
 def test_flash_window_bounds():
-    w = F._flash_window
+    w = NN._flash_window
     assert w({}) is None
     assert w({"window_size_left": None, "window_size_right": None}) is None
     assert w({"window_size_left": -1, "window_size_right": -1}) is None
@@ -248,7 +251,7 @@ def test_varlen_lengths_that_cannot_be_read():
     for side in ("cum_seq_q", "cum_seq_k"):
         b = _flash_b([2], [3])
         b[side] = b[side].to("meta")
-        assert F._varlen(b, None, flash=True, backward=False)["status"] == F.E_DATA
+        assert F._varlen(b, None, flash=True, backward=False)["status"] == B.E_DATA
 
 
 # ---- FlexAttention block masks --------------------------------------------------------------------------------------
@@ -289,19 +292,19 @@ def test_block_mask_pairs_partial_and_full():
     exp = _blocks_brute(5, 7, 2, 3, PARTIAL) + _blocks_brute(5, 7, 2, 3, FULL)
     # by hand: block 0 rows 2 x (3 + 3); block 1 rows 2 x (3 + 1); block 2 row 1 x (3 + 1 + 3)
     assert exp == 12 + 8 + 7
-    assert F._block_mask_pairs(_bm(), q, k) == 2 * 3 * exp
+    assert NN._block_mask_pairs(_bm(), q, k) == 2 * 3 * exp
 
 
 def test_block_mask_pairs_without_full_blocks():
     q, k = torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4)
-    assert F._block_mask_pairs(_bm(full=None), q, k) == _blocks_brute(5, 7, 2, 3, PARTIAL)
+    assert NN._block_mask_pairs(_bm(full=None), q, k) == _blocks_brute(5, 7, 2, 3, PARTIAL)
 
 
 def test_block_mask_pairs_full_count_without_indices_is_skipped():
     q, k = torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4)
     bm = list(_bm())
     bm[5] = None
-    assert F._block_mask_pairs(tuple(bm), q, k) == _blocks_brute(5, 7, 2, 3, PARTIAL)
+    assert NN._block_mask_pairs(tuple(bm), q, k) == _blocks_brute(5, 7, 2, 3, PARTIAL)
 
 
 def test_block_mask_pairs_per_batch_mask():
@@ -311,14 +314,14 @@ def test_block_mask_pairs_per_batch_mask():
     bm = (4, 4, kv_num, kv_idx, None, None, None, None, None, None, 2, 2, None)
     q, k = torch.zeros(2, 3, 4, 1), torch.zeros(2, 3, 4, 1)
     # batch 0: two blocks of 2 x 2; batch 1: every block, 4 x 4
-    assert F._block_mask_pairs(bm, q, k) == 3 * (2 * 4 + 16)
+    assert NN._block_mask_pairs(bm, q, k) == 3 * (2 * 4 + 16)
 
 
 def test_block_mask_sizes_are_the_last_two_ints():
     q, k = torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4)
     kv_num, kv_idx = _mask_tensors(PARTIAL, 3)
     bm = (5, 7, kv_num, kv_idx, None, None, 9, 2, 3, None)  # an extra int: the block sizes are read from the end
-    assert F._block_mask_pairs(bm, q, k) == _blocks_brute(5, 7, 2, 3, PARTIAL)
+    assert NN._block_mask_pairs(bm, q, k) == _blocks_brute(5, 7, 2, 3, PARTIAL)
 
 
 def test_block_mask_minimal_layout_and_unit_blocks():
@@ -326,7 +329,7 @@ def test_block_mask_minimal_layout_and_unit_blocks():
     num = torch.tensor([[[1, 2, 0]]], dtype=torch.int32)
     idx = torch.tensor([[[[0, 0], [1, 2], [0, 0]]]], dtype=torch.int32)
     bm = (3, 3, num, idx, None, None, 1, 1)
-    assert F._block_mask_pairs(bm, torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2)) == 3
+    assert NN._block_mask_pairs(bm, torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2)) == 3
 
 
 @pytest.mark.parametrize("bm", [
@@ -335,13 +338,13 @@ def test_block_mask_minimal_layout_and_unit_blocks():
 ])
 def test_block_mask_of_an_unknown_layout(bm):
     with pytest.raises(ValueError, match="unknown layout"):
-        F._block_mask_pairs(bm, torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4))
+        NN._block_mask_pairs(bm, torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4))
 
 
 @pytest.mark.parametrize("qb,kvb", [(0, 3), (2, 0), (-1, 3)])
 def test_block_mask_block_sizes_must_be_positive(qb, kvb):
     with pytest.raises(ValueError, match="block sizes"):
-        F._block_mask_pairs(_bm(qb=qb, kvb=kvb), torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4))
+        NN._block_mask_pairs(_bm(qb=qb, kvb=kvb), torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4))
 
 
 def test_block_mask_blocks_past_the_sequence_count_nothing():
@@ -354,7 +357,7 @@ def test_block_mask_blocks_past_the_sequence_count_nothing():
     exp = _blocks_brute(5, 7, 2, 3, visits)
     # by hand: block 0 rows 2 x 3; block 1 rows 2 x (3 + 1); block 2 row 1 x 0; block 3 no rows
     assert exp == 6 + 8
-    assert F._block_mask_pairs(bm, torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4)) == exp
+    assert NN._block_mask_pairs(bm, torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 7, 4)) == exp
 
 
 def test_block_mask_pairs_per_head_mask():
@@ -366,7 +369,7 @@ def test_block_mask_pairs_per_head_mask():
     q, k = torch.zeros(2, 3, 5, 4), torch.zeros(2, 3, 7, 4)
     exp = sum(_blocks_brute(5, 7, 2, 3, v) for v in per_head)
     assert exp == (6 + 8 + 4) + (6 + 6 + 1) + (0 + 2 * 7 + 3)
-    assert F._block_mask_pairs(bm, q, k) == 2 * exp
+    assert NN._block_mask_pairs(bm, q, k) == 2 * exp
 
 
 # grouped-query FlexAttention with fewer queries than keys and a value width of its own: q (B, Hq, L, E),
@@ -420,8 +423,8 @@ def test_flex_backward_grouped_heads_and_value_width():
 
 def test_clog2_values():
     for n in range(0, 70):
-        assert F._clog2(n) == ceil_log2(n), n
-    assert [F._clog2(n) for n in (2, 3, 4, 5, 8, 9)] == [1, 2, 2, 3, 3, 4]
+        assert B._clog2(n) == ceil_log2(n), n
+    assert [B._clog2(n) for n in (2, 3, 4, 5, 8, 9)] == [1, 2, 2, 3, 3, 4]
 
 
 def _zero_flops(got, *names):
@@ -498,21 +501,21 @@ def test_read_skips_the_out_argument():
 
 def test_is_tensor_needs_dtype_stride_and_shape():
     import numpy as np
-    assert F._is_tensor(torch.zeros(2))
-    assert not F._is_tensor(np.zeros(3))  # dtype and shape, no stride()
-    assert not F._is_tensor(torch.Size([2, 3]))
+    assert B._is_tensor(torch.zeros(2))
+    assert not B._is_tensor(np.zeros(3))  # dtype and shape, no stride()
+    assert not B._is_tensor(torch.Size([2, 3]))
 
 
 def test_touched_bytes_of_an_empty_broadcast():
     t = torch.empty(1, 3).expand(0, 3)  # a zero-size dimension with stride 0
     assert t.stride()[0] == 0
-    assert F._touched_bytes(t) == 0
-    assert F._touched_bytes(torch.empty(4, 1).expand(4, 6)) == 4 * F32
+    assert B._touched_bytes(t) == 0
+    assert B._touched_bytes(torch.empty(4, 1).expand(4, 6)) == 4 * F32
 
 
 def test_touched_bytes_of_a_nested_tensor():
     nt = torch.nested.nested_tensor([torch.zeros(2, 4), torch.zeros(3, 4)])
-    assert F._touched_bytes(nt) == (2 + 3) * 4 * F32
+    assert B._touched_bytes(nt) == (2 + 3) * 4 * F32
 
 
 # ---- recurrent layers -----------------------------------------------------------------------------------------------
@@ -824,8 +827,8 @@ def test_tensor_bytes_of_a_layout_without_strides():
     with pytest.raises(RuntimeError):
         t.stride()
     # 4 int64 row pointers (32) + 3 int64 column indices (24) + 3 fp32 values (12)
-    assert F._tensor_bytes(t) == 4 * 8 + 3 * 8 + 3 * F32
-    assert F._tensor_bytes(torch.zeros(4, 1).expand(4, 6)) == 4 * F32  # strided: the elements in memory
+    assert P._tensor_bytes(t) == 4 * 8 + 3 * 8 + 3 * F32
+    assert P._tensor_bytes(torch.zeros(4, 1).expand(4, 6)) == 4 * F32  # strided: the elements in memory
 
 
 def test_mkl_linear_of_a_batch_of_sequences():
@@ -901,5 +904,5 @@ def test_touched_bytes_of_a_onednn_layout_tensor_is_its_elements():
     if not torch.backends.mkldnn.is_available():
         pytest.skip("this torch has no oneDNN")
     m = torch.randn(2, 3, 4, 5).to_mkldnn()
-    assert F._touched_bytes(m) == 2 * 3 * 4 * 5 * 4
-    assert F._touched_bytes(torch.randn(2, 3).to_mkldnn()) == 2 * 3 * 4
+    assert B._touched_bytes(m) == 2 * 3 * 4 * 5 * 4
+    assert B._touched_bytes(torch.randn(2, 3).to_mkldnn()) == 2 * 3 * 4

@@ -427,7 +427,7 @@ def test_a_onednn_layout_tensor_is_not_taken_for_a_broadcast():
     such a tensor is not described from its strides (an error row says so) where a real broadcast is counted once."""
     if not torch.backends.mkldnn.is_available():
         pytest.skip("this torch has no oneDNN")
-    from roofline._counting import _formulas
+    from roofline._counting import _formula_base, _formulas
 
     x = torch.randn(2, 3, 4, 5)
     m = x.to_mkldnn()
@@ -449,4 +449,4 @@ def test_a_onednn_layout_tensor_is_not_taken_for_a_broadcast():
     assert r.records["bytes_read"][dense] == r.records["bytes_written"][dense] == 2 * 3 * 4 * 5 * F32
     assert r.records["bytes_read"][row] == 5 * F32  # the broadcast row read once
     assert r.records["bytes_read"][col] == 6 * F32 and r.records["status"][col] == 0  # the column read once
-    assert _formulas._touched_bytes(m) == 2 * 3 * 4 * 5 * F32  # the Python formulas: its elements
+    assert _formula_base._touched_bytes(m) == 2 * 3 * 4 * 5 * F32  # the Python formulas: its elements

@@ -13,11 +13,12 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
-from roofline._traces import _ops, _ops_shapes
+from roofline._traces import _events, _ops, _ops_dtypes_shapes, _ops_shapes
 from roofline._traces._ops import cost_event, counted
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,7 +175,7 @@ def test_cache_returns_the_same_answer():
 
 def test_type_promotion():
     T = _ops_shapes.TensorSpec
-    rt = _ops_shapes.result_type
+    rt = _ops_dtypes_shapes.result_type
     assert rt([T((3,), "float16"), T((3,), "float32")], []) == "float32"
     assert rt([T((3,), "bfloat16"), T((), "float32")], []) == "bfloat16"  # a 0-d tensor does not raise the width
     assert rt([T((3,), "int64"), T((), "float64")], []) == "float64"  # ... but raises the category
@@ -291,29 +292,24 @@ def test_table_matches_installed_torch():
 
 def test_scalar_type_codes_against_torch():
     torch = pytest.importorskip("torch")
-    dts = {name: getattr(torch, name) for name in set(_ops_shapes.SCALAR_TYPES.values())}
+    dts = {name: getattr(torch, name) for name in set(_ops_dtypes_shapes.SCALAR_TYPES.values())}
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as p:
         for dt in dts.values():
             torch.empty(1, dtype=dt)
     seen = [e.concrete_inputs[1] for e in p.events() if e.name == "aten::empty"]
-    assert [_ops_shapes.SCALAR_TYPES[c] for c in seen] == list(dts)
+    assert [_ops_dtypes_shapes.SCALAR_TYPES[c] for c in seen] == list(dts)
 
 
 # ---- the oracle: a recorded training step against measure of the same step ----------------------------------------
 
 def _nest(d):
-    """A loaded trace's events (cpu_op and annotations) and each one's parent, nested by time per thread."""
-    evs = [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation",
-                                                                                    "python_function")]
-    evs.sort(key=lambda e: (e["pid"], e["tid"], e["ts"], -e["dur"]))
-    parents, stack, thread = [], [], None
-    for i, e in enumerate(evs):
-        if (e["pid"], e["tid"]) != thread:
-            stack, thread = [], (e["pid"], e["tid"])
-        while stack and evs[stack[-1]]["ts"] + evs[stack[-1]]["dur"] < e["ts"] + e["dur"]:
-            stack.pop()
-        parents.append(stack[-1] if stack else -1)
-        stack.append(i)
+    """A loaded trace's nodes (ops, annotations, module calls) as the trace reader nests them
+    (``roofline._traces._events``), each as a dict of its name, args and category (``cpu_op`` for an op), and each
+    one's parent."""
+    model = _events.build(types.SimpleNamespace(events=lambda: iter(d["traceEvents"]), header={}))
+    names, parents, args = model.tree()
+    evs = [{"name": name, "args": a if a is not None else {}, "cat": "cpu_op" if _events.KIND_NAMES[n.kind] == "op"
+            else _events.KIND_NAMES[n.kind]} for name, a, n in zip(names, args, model.nodes)]
     return evs, parents
 
 

@@ -6,11 +6,12 @@ in float32.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from roofline._analysis._classification import FLOAT_DTYPES
 from roofline._capture import _sdpa
-from roofline._hardware._ceilings_model import CeilingNotAvailable
 from roofline._datamodel._records import DTYPE_NAMES
 
 # op-name fragment -> the attention kernel it is (first match wins)
@@ -54,8 +55,9 @@ def matrix_dtypes(report) -> dict[str, float]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def no_peak(report, ceilings, source: str) -> dict[str, str]:
-    """Ops whose unit and dtype have no peak of their own dtype on ``ceilings``: ``"op (dtype)"`` -> what happened
+def no_peak(report, roofs) -> dict[str, str]:
+    """Ops whose unit and dtype have no peak of their own dtype in ``roofs`` (a
+    :class:`roofline._hardware._roofs.Roofs`): ``"op (dtype)"`` -> what happened
     to them (``"N calls: judged against the <unit>/<dtype> peak"``, or left out of the projected time when nothing
     matches). A matrix product judged against the vector peak of its own dtype is not listed: that is the
     documented rule for products on the vector units, not a missing dtype."""
@@ -75,16 +77,13 @@ def no_peak(report, ceilings, source: str) -> dict[str, str]:
             if unit == "matrix" and dt in ("int8", "uint8"):
                 # the classification's rule: integer matrix products use the int8 matrix peak where there is one
                 # (VNNI / AMX / tensor cores), else the float32 rate
-                try:
-                    ceilings.resolve_peak("matrix", "int8", source)
+                if math.isfinite(roofs.peak("matrix", "int8").value):
                     asked, own = "int8", (dt, "int8")
-                except (CeilingNotAvailable, ValueError):
-                    pass
-            try:
-                choice = ceilings.resolve_peak(unit, asked, source)
-                verdict[(unit, dt)] = (None if choice.dtype in own else
-                                       f"judged against the {choice.unit}/{choice.dtype} peak")
-            except (CeilingNotAvailable, ValueError):
+            choice = roofs.peak(unit, asked)
+            if math.isfinite(choice.value):
+                verdict[(unit, dt)] = (None if choice.peak_of[1] in own else
+                                       f"judged against the {choice.peak_of[0]}/{choice.peak_of[1]} peak")
+            else:
                 verdict[(unit, dt)] = "no peak: left out of the projected time"
         v = verdict[(unit, dt)]
         if v is not None:
@@ -110,7 +109,7 @@ def no_peak_share(report, no_peak_ops: dict) -> float:
 _LOW_VECTOR = ("bfloat16", "float16")
 
 
-def vector_fallback(report, ceilings, source: str) -> dict[str, str]:
+def vector_fallback(report, roofs) -> dict[str, str]:
     """Low-precision dtypes of element-wise work (with FLOPs) judged against another dtype's vector peak, e.g. on
     a GPU whose datasheet lists no bfloat16 non-tensor rate: dtype -> what was used (a lower bound on the rate)."""
     rec = report.records
@@ -120,21 +119,21 @@ def vector_fallback(report, ceilings, source: str) -> dict[str, str]:
         dt = DTYPE_NAMES.get(code, str(code))
         if dt not in _LOW_VECTOR:
             continue
-        try:
-            choice = ceilings.resolve_peak("vector", dt, source)
-        except (CeilingNotAvailable, ValueError):
+        choice = roofs.peak("vector", dt)
+        if not math.isfinite(choice.value):
             out[dt] = "no peak: left out of the projected time"
             continue
-        if choice.dtype != dt:
-            out[dt] = f"judged against the {choice.unit}/{choice.dtype} peak (a lower bound on the rate)"
+        if choice.peak_of[1] != dt:
+            out[dt] = f"judged against the {choice.peak_of[0]}/{choice.peak_of[1]} peak (a lower bound on the rate)"
     return out
 
 
-def describe(report, ceilings, source: str) -> dict:
-    """The ``meta["assumed"]`` of a projection onto ``ceilings``: ``attention``, ``matrix_dtypes`` and
+def describe(report, roofs) -> dict:
+    """The ``meta["assumed"]`` of a projection onto ``roofs`` (the projection's
+    :class:`roofline._hardware._roofs.Roofs`): ``attention``, ``matrix_dtypes`` and
     ``no_peak`` (per op) with ``no_peak_flop_share`` (their share of the FLOPs), and ``vector_fallback`` (per dtype,
     element-wise work)."""
-    missing = no_peak(report, ceilings, source)
+    missing = no_peak(report, roofs)
     return {"attention": attention(report), "matrix_dtypes": matrix_dtypes(report),
             "no_peak": missing, "no_peak_flop_share": no_peak_share(report, missing),
-            "vector_fallback": vector_fallback(report, ceilings, source)}
+            "vector_fallback": vector_fallback(report, roofs)}

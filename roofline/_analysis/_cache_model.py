@@ -73,11 +73,13 @@ def _count_cpus(s: str) -> int:
     return max(1, n)
 
 
-def hierarchy(ceilings, source: str = "best", threads: int | None = None) -> list[tuple[str, float, float]]:
-    """``[(level, capacity bytes, bandwidth bytes/s), ...]`` inner to outer, DRAM last (capacity inf). Cache levels
-    of unknown capacity, or no larger than an inner level, are left out; a level without a bandwidth gets the next
-    outer level's (NaN for DRAM when the ceilings have none). ``threads``: CPU cores in use, for aggregating
-    private caches read from sysfs (default: the ceilings' thread count)."""
+def hierarchy(roofs, threads: int | None = None) -> list[tuple[str, float, float]]:
+    """``[(level, capacity bytes, bandwidth bytes/s), ...]`` inner to outer, DRAM last (capacity inf), from a
+    report's roofs (:class:`roofline._hardware._roofs.Roofs`: the bandwidths, and the capacities its ceilings
+    describe). Cache levels of unknown capacity, or no larger than an inner level, are left out; a level without a
+    bandwidth gets the next outer level's (NaN for DRAM when the roofs have none). ``threads``: CPU cores in use,
+    for aggregating private caches read from sysfs (default: the ceilings' thread count)."""
+    ceilings = roofs.ceilings if roofs is not None else None
     if ceilings is None:
         return []
     info = ceilings.info or {}
@@ -102,10 +104,7 @@ def hierarchy(ceilings, source: str = "best", threads: int | None = None) -> lis
     levels = [lv for i, lv in enumerate(levels) if all(caps[lv] > caps[inner] for inner in levels[:i])]
 
     def bw(level):
-        try:
-            return float(ceilings.bandwidth(level, source))
-        except Exception:
-            return math.nan
+        return float(roofs.bandwidth(level).value)
 
     out = [(lv, float(caps[lv]), bw(lv)) for lv in levels] + [("DRAM", math.inf, bw("DRAM"))]
     # a level without a bandwidth is timed at the next outer known one
@@ -172,8 +171,9 @@ def replay(accesses, n_records: int, capacities: list[float]) -> np.ndarray:
     return out
 
 
-def analysis(records, accesses, c, ceilings, source: str = "best") -> dict:
-    """The cache-aware figures of every record (see the module docstring): a dict with ``levels`` (names, inner to
+def analysis(records, accesses, c, roofs) -> dict:
+    """The cache-aware figures of every record (see the module docstring), against ``roofs`` (the report's
+    :class:`roofline._hardware._roofs.Roofs`, or those of another source): a dict with ``levels`` (names, inner to
     outer, DRAM last), ``capacities`` and ``bandwidths`` (per level), ``bytes_by_level`` (``(n, levels)`` float
     array of compulsory bytes split by where they come from), ``<level>_bytes`` (one column of it per level, e.g.
     ``l2_bytes``, ``dram_bytes``), ``level`` (per record, the level whose transfers take the longest: the one its
@@ -183,7 +183,7 @@ def analysis(records, accesses, c, ceilings, source: str = "best") -> dict:
     3 bandwidth, 0 none) and, with per-op timing, ``above_level`` (achieved bandwidth above the roof of the level
     the model assigns: the model put the data too far out)."""
     n = len(records)
-    h = hierarchy(ceilings, source)
+    h = hierarchy(roofs)
     if not h:
         raise ValueError("the cache model needs ceilings (a device with a memory hierarchy); this report has none")
     names = [lv for lv, _, _ in h]

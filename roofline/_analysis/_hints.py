@@ -222,21 +222,19 @@ def _rule_matmul_precision(x: _Ctx):
     idx = np.nonzero((x.rec["matrix_flops"] > 0) & (x.rec["dtype"] == f32) & x.active)[0]
     if not len(idx):
         return []
-    source = x.r.ceilings_source
-    try:
-        p32 = x.ceil.resolve_peak("matrix", "float32", source).value
-    except Exception:
+    roofs = x.r.roofs
+    p32 = roofs.peak("matrix", "float32").value
+    if not math.isfinite(p32):
         return []
     flops = x.c["flops"][idx].astype(float)
     nb = x.nbytes[idx].astype(float)
     best = None
     for dt, how, byte_scale in _FASTER:
-        entry = x.ceil.peaks.get(("matrix", dt))  # only a unit the device really has: no fallback
-        if entry is None:
+        own = roofs.peak("matrix", dt)  # only a unit the device really has, of the roofs' source: no fallback
+        if own.peak_of != ("matrix", dt) or (roofs.source != "best" and own.source != roofs.source):
             continue
-        value = entry.measured if source == "measured" else entry.datasheet if source == "datasheet" else \
-            (entry.measured if entry.measured is not None else entry.datasheet)
-        if not value or value <= p32 * 1.05:
+        value = own.value
+        if not value or not math.isfinite(value) or value <= p32 * 1.05:
             continue
         after = np.maximum(flops / value, nb * byte_scale / x.bw)
         saved = _t_sum(x.t_min[idx]) - _t_sum(after)

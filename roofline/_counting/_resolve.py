@@ -18,7 +18,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from roofline._counting import _formulas, _registry
+from roofline._counting import _formula_base, _formulas, _registry
 from roofline._counting._registry import Entry, FormulaError, Schema
 from roofline._datamodel._records import COUNTS
 from roofline._util import _ints
@@ -72,11 +72,11 @@ class Formula:
             else:
                 res = self.fn(_formulas.bind(self.names, args, kwargs), out)
         except (ValueError, IndexError):  # arguments the formula cannot count: an error record, never a guess
-            res = {"status": _formulas.E_ARGS}
+            res = {"status": _formula_base.E_ARGS}
         except Exception:  # noqa: BLE001 - inputs a built-in formula did not foresee: an error record (r.errors)
             if os.environ.get("ROOFLINE_DEBUG"):
                 raise
-            res = {"status": _formulas.E_ARGS}
+            res = {"status": _formula_base.E_ARGS}
         if res is None:
             return None
         return (*(count(op, k, res.get(k, 0)) for k in COUNT_KEYS + ("flop_counter_flops",)),

@@ -358,18 +358,7 @@ class Ceilings:
         return self.table()
 
     def __repr__(self) -> str:
-        parts = []
-        for key in (("vector", "float64"), ("vector", "float32"), ("matrix", "bfloat16")):
-            c = self.peaks.get(key)
-            if c is not None and (c.measured or c.datasheet):
-                v = c.measured if c.measured is not None else c.datasheet
-                parts.append(f"{key[0]}/{key[1]}={v / 1e9:.1f} GFLOP/s")
-        c = self.bandwidths.get("DRAM")
-        if c is not None and (c.measured or c.datasheet):
-            v = c.measured if c.measured is not None else c.datasheet
-            parts.append(f"DRAM={v / 1e9:.1f} GB/s")
-        when = f", measured in {self.duration_s:.2f} s" if self.duration_s is not None else ""
-        return f"Ceilings({self.device!r}, {self.name!r}, {', '.join(parts)}{when})"
+        return _view().summary(self)
 
 
 Progress = Callable[[str], None]

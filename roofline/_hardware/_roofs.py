@@ -34,12 +34,14 @@ NO_LINK = ("no interconnect bandwidth for the collectives: call roofline.distrib
 @dataclass(frozen=True)
 class Figure:
     """One figure of the roofs: ``value`` (FLOP/s or bytes/s; NaN when there is none), ``source`` (which figure of
-    the ceilings: "measured", "datasheet", "interconnect" for a measured link, "" when none) and ``note`` (the
-    fallback taken, or why there is none; "" when the figure asked for was used)."""
+    the ceilings: "measured", "datasheet", "interconnect" for a measured link, "" when none), ``note`` (the
+    fallback taken, or why there is none; "" when the figure asked for was used) and, for a peak, ``peak_of``: the
+    (unit, dtype) whose peak it is (another than the one asked for where a fallback was taken; () when none)."""
 
     value: float
     source: str = ""
     note: str = ""
+    peak_of: tuple = ()
 
 
 _NONE = Figure(math.nan)
@@ -108,7 +110,7 @@ def _peak(c: Ceilings, unit: str, dtype: str, source: str) -> Figure:
         choice = c.resolve_peak(unit, dtype, source)
     except (CeilingNotAvailable, ValueError) as e:  # e.g. complex or fp8 variants with no ceiling
         return Figure(math.nan, "", str(e))
-    return Figure(choice.value, choice.source, choice.note)
+    return Figure(choice.value, choice.source, choice.note, (choice.unit, choice.dtype))
 
 
 def _bandwidth(c: Ceilings, level: str, source: str) -> Figure | None:

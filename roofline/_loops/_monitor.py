@@ -390,7 +390,8 @@ class Monitor(_StepLoop):
 
 
 def monitor(model=None, *, on_step=None, ceilings="measured", warmup: int = 1, recount_every: int | None = 500,
-            history_size: int = 10000, max_signatures: int = 64, attention: str | None = None) -> Monitor:
+            history_size: int = 10000, max_signatures: int = 64, attention: str | None = None,
+            formulas=None) -> Monitor:
     """Counted MFU, MBU and achieved FLOP/s and bytes/s of every step of your training loop, for almost nothing:
     call ``mon.step()`` (or ``mon.step(inputs=batch, token_count=n)``) once at the end of each step. A step is counted
     inside a :func:`roofline.measure` block now and then; every step is timed at the step boundary, and its
@@ -437,8 +438,8 @@ def monitor(model=None, *, on_step=None, ceilings="measured", warmup: int = 1, r
     and the next step is counted; shapes that cycle (``A, B, C, A, B, C, ...``) are each counted once, the last
     where its period brings it back (here in the third cycle), and have figures from then on.
 
-    ``ceilings`` and ``attention`` are passed to the measure blocks (``timing="model"``), and checked now with
-    ``model``; ``warmup`` and ``max_signatures`` (ints, >= 0 and >= 1), ``recount_every`` (None or an int >= 0),
+    ``ceilings``, ``attention`` and ``formulas`` (the block's own formulas, as ``measure(formulas=...)`` takes them)
+    are passed to the measure blocks (``timing="model"``), and checked now with ``model``; ``warmup`` and ``max_signatures`` (ints, >= 0 and >= 1), ``recount_every`` (None or an int >= 0),
     ``history_size`` (int from 1 to ``sys.maxsize``) and ``on_step`` (None or callable) too. ``start`` /
     ``stop`` / ``with`` and their errors are :func:`roofline.profile`'s: ``step()`` outside them raises RuntimeError, and an exception in the
     loop leaves torch as it was (the step being counted is dropped, figures not yet handed over too). ``on_step``
@@ -458,7 +459,7 @@ def monitor(model=None, *, on_step=None, ceilings="measured", warmup: int = 1, r
     recount_every = 0 if recount_every is None else _check_count("monitor", "recount_every", recount_every, 0)
     history_size = _check_count("monitor", "history_size", history_size, 1, sys.maxsize)
     max_signatures = _check_count("monitor", "max_signatures", max_signatures, 1)
-    kwargs = {"timing": "model", "ceilings": ceilings, "attention": attention}
+    kwargs = {"timing": "model", "ceilings": ceilings, "attention": attention, "formulas": formulas}
     measure(model, **kwargs)  # checks the arguments now (and imports torch)
     return Monitor(model, on_step, warmup, recount_every, history_size, max_signatures, kwargs)
 

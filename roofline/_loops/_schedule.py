@@ -480,7 +480,7 @@ class Profiler(_StepLoop):
 
 
 def profile(model=None, *, schedule=None, on_report=None, timing: str | None = "model", ceilings="measured",
-             attention: str | None = None, step_time: str = "median") -> Profiler:
+             attention: str | None = None, step_time: str = "median", formulas=None) -> Profiler:
     """Measure steps of a training loop you already have, as ``torch.profiler.profile(schedule=...)`` does (the
     same name, the same ``schedule`` and ``step()``):
     call ``prof.step()`` once at the end of each step; the steps ``schedule`` makes active are each counted inside
@@ -519,8 +519,9 @@ def profile(model=None, *, schedule=None, on_report=None, timing: str | None = "
     ``step_time`` (``"median"``, ``"min"`` or ``"unwaited"``) chooses each report's step time as in
     :func:`roofline.profile`: ``"unwaited"`` keeps MFU comparable between runs on a shared machine.
 
-    ``model``, ``timing``, ``ceilings`` and ``attention`` are passed to :func:`roofline.measure` and checked
-    now, with ``step_time``, ``schedule`` (callable, TypeError; what it returns for step 0, ValueError) and
+    ``model``, ``timing``, ``ceilings``, ``attention`` and ``formulas`` (the block's own formulas, as
+    ``measure(formulas=...)`` takes them: used in every measured step) are passed to :func:`roofline.measure` and
+    checked now, with ``step_time``, ``schedule`` (callable, TypeError; what it returns for step 0, ValueError) and
     ``on_report`` (None or callable, TypeError). ``step()`` outside ``start()`` / ``stop()`` raises RuntimeError;
     so does calling it from another thread, and starting a profiler twice (single use).
 
@@ -544,7 +545,7 @@ def profile(model=None, *, schedule=None, on_report=None, timing: str | None = "
     if on_report is not None and not callable(on_report):
         raise TypeError(f"profile: on_report must be None or a callable taking the report, got "
                         f"{type(on_report).__name__}")
-    kwargs = {"timing": timing, "ceilings": ceilings, "attention": attention}
+    kwargs = {"timing": timing, "ceilings": ceilings, "attention": attention, "formulas": formulas}
     measure(model, **kwargs)  # checks the arguments now
     _check_step_time(step_time, "profile")
     _action(schedule, 0)  # and what the schedule returns

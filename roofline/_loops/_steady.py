@@ -36,7 +36,8 @@ STEP_TIMES = ("median", "min", "unwaited")
 
 
 def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | None = "model",
-           ceilings="measured", attention: str | None = None, step_time: str = "median") -> "SteadyReport":
+           ceilings="measured", attention: str | None = None, step_time: str = "median",
+           formulas=None) -> "SteadyReport":
     """Measure the steady state of ``step`` (a callable taking no arguments, e.g. one training step): run it
     ``warmup`` times uncounted, then ``repeat`` times each inside :func:`roofline.measure`, and return a
     :class:`SteadyReport` of the median step.
@@ -44,8 +45,8 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     The report's counts are those of the step: the steps that ran the most common op sequence are aggregated (a
     warning names the others, left out), its ``wall_time`` is the median of those steps' wall times and, with ``timing="op"``, each op call's time is
     the median of that call's times over the repeats. :attr:`SteadyReport.spread` has the minimum, median and
-    maximum of the wall time and of each op's time per step. ``model``, ``timing``, ``ceilings`` and ``attention``
-    are passed to :func:`roofline.measure` (checked before anything runs).
+    maximum of the wall time and of each op's time per step. ``model``, ``timing``, ``ceilings``, ``attention`` and
+    ``formulas`` (the block's own formulas) are passed to :func:`roofline.measure` (checked before anything runs).
 
     ``step_time`` chooses the step's time, the one its MFU and roofline figures divide by: ``"median"`` (default),
     the median wall time; ``"min"``, the least wall time of the repeats (the least disturbed one); ``"unwaited"``,
@@ -78,12 +79,12 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     warmup = _check_int("warmup", warmup, 0)
     repeat = _check_int("repeat", repeat, 1)
     _check_step_time(step_time, "steady")
-    measure(model, timing=timing, ceilings=ceilings, attention=attention)  # checks the arguments now
+    measure(model, timing=timing, ceilings=ceilings, attention=attention, formulas=formulas)  # checks them now
     for _ in range(warmup):
         _check_result(step())
     runs = []
     for _ in range(repeat):
-        with measure(model, timing=timing, ceilings=ceilings, attention=attention) as r:
+        with measure(model, timing=timing, ceilings=ceilings, attention=attention, formulas=formulas) as r:
             _check_result(step())
         runs.append(r)
     return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings, step_time=step_time)

@@ -105,8 +105,7 @@ class Calls:
         op enclosing a ``record_param_comms`` event (``c10d::allreduce_``), or that event itself when no counted op
         encloses it, is a collective with the sizes the event records."""
         nodes = self.model.nodes
-        chosen = _ops.counted([n.name for n in nodes], [n.parent.index if n.parent is not None else -1 for n in nodes],
-                              [n.args for n in nodes])
+        chosen = _ops.counted(*self.model.tree())
         # a composite op whose parts the trace does not show (no op below it) but which launched GPU work: the work
         # is its own, so it is a record (its cost is then that of the op itself, or unknown), never dropped
         for n in nodes:

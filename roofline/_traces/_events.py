@@ -111,6 +111,13 @@ class TraceModel:
         props = self.header.get("deviceProperties")
         return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
 
+    def tree(self) -> tuple[list, list, list]:
+        """The nodes as :func:`roofline._traces._ops.counted` reads them: each one's name, its parent's index (-1 for
+        a root) and its ``args`` (what its cost depends on; None for a module call)."""
+        nodes = self.nodes
+        return ([n.name for n in nodes], [n.parent.index if n.parent is not None else -1 for n in nodes],
+                [n.args for n in nodes])
+
     def device_name(self, index) -> str | None:
         """The name ``deviceProperties`` gives device ``index``, or None."""
         for p in self.device_properties:

@@ -45,8 +45,8 @@ import re
 from dataclasses import dataclass
 
 from roofline import _core
-from roofline._counting import _formulas, _registry, _resolve, _cost as _spec
-from roofline._counting._cost import TensorSpec
+from roofline._counting import _formula_base, _formulas, _registry, _resolve, _cost as _spec
+from roofline._counting._cost import Cost, TensorSpec
 from roofline._datamodel._records import COUNTS_AND_FLOP_COUNTER, DTYPE_CODES, DTYPE_NAMES, ITEMSIZE
 from roofline._traces import _ops_shapes
 from roofline._traces._ops_shapes import NoShape
@@ -75,9 +75,9 @@ _WRAPPING = frozenset({"where", "masked_fill", "index_fill", "fill"})
 
 
 @dataclass(frozen=True)
-class TraceOpCost:
-    """The cost of one recorded op call. Counts are exact integers with the meaning and names of a report's records
-    (``roofline._datamodel._records.RECORD_DTYPE``).
+class TraceOpCost(Cost):
+    """The cost of one recorded op call: a :class:`roofline.Cost` (its counts, exact integers with the meaning and
+    names of a report's records, ``roofline._datamodel._records.RECORD_DTYPE``) and what the trace said of the call.
 
     ``op``: the event's name; ``overload``: the overload chosen, named as a measured report names it
     (``"aten.addmm.default"``; ``""`` when none fits); ``kind``: the cost kind (``"mm"``, ``"ewise"``, ...; ``""``
@@ -87,16 +87,8 @@ class TraceOpCost:
     ``record_shapes``) or ``"error"`` (the recorded arguments contradict the op); ``reason`` says why for any status
     but ok. ``assumed``: what was taken for granted where the trace says less than the call had ("" when nothing)."""
 
-    op: str
     overload: str
     kind: str
-    matrix_flops: int
-    vector_flops: int
-    special_ops: int
-    bytes_read: int
-    bytes_written: int
-    flop_counter_flops: int
-    dtype: str
     status: str
     reason: str = ""
     assumed: str = ""
@@ -110,17 +102,10 @@ class TraceOpCost:
     def ok(self) -> bool:
         return self.status == OK
 
-    @property
-    def flops(self) -> int:
-        return self.matrix_flops + self.vector_flops
-
-    @property
-    def bytes(self) -> int:
-        return self.bytes_read + self.bytes_written
-
 
 def _fail(name, status, reason, overload="", kind="", assumed=""):
-    return TraceOpCost(name, overload, kind, 0, 0, 0, 0, 0, 0, "unknown", status, reason, assumed)
+    return TraceOpCost(name, 0, 0, 0, 0, 0, 0, "unknown", overload=overload, kind=kind, status=status, reason=reason,
+                       assumed=assumed)
 
 
 # ---- the overloads of each op, by packet --------------------------------------------------------------------------
@@ -406,10 +391,8 @@ def _evaluate(name, overload, entry, sch, qualified, ov, functional, types, dims
         raise OverflowError("a count does not fit in 64 bits")
     if st != 0:
         raise ValueError(_core.status_str(st))
-    return TraceOpCost(name, overload, entry.kind, int(row["matrix_flops"]), int(row["vector_flops"]),
-                       int(row["special_ops"]), int(row["bytes_read"]), int(row["bytes_written"]),
-                       int(row["flop_counter_flops"]), DTYPE_NAMES.get(int(row["dtype"]), "unknown"), OK, "",
-                       "; ".join(dict.fromkeys(assumed)))
+    return TraceOpCost(name, *(int(row[k]) for k in COUNTS_AND_FLOP_COUNTER),
+                       DTYPE_NAMES.get(int(row["dtype"]), "unknown"), overload=overload, kind=entry.kind, status=OK, assumed="; ".join(dict.fromkeys(assumed)))
 
 
 class _Tensor:
@@ -457,7 +440,7 @@ def _evaluate_python(name, overload, formula, key, packet_key, ov, functional, t
     if res is None:
         raise NoShape(f"{functional}'s formula counts this call with the C formula of its kind, which it lacks")
     st = int(res.get("status", 0))
-    if st == _formulas.E_DATA:
+    if st == _formula_base.E_DATA:
         raise NoShape(f"{functional}'s count depends on tensor values, which a trace does not record")
     if st != 0:
         raise ValueError(f"{functional}'s formula cannot count these arguments")
@@ -465,7 +448,8 @@ def _evaluate_python(name, overload, formula, key, packet_key, ov, functional, t
     if any(not 0 <= v < 1 << 64 for v in vals):
         raise OverflowError("a count does not fit in 64 bits")
     dtype = tensors[0].dtype if tensors else "unknown"
-    return TraceOpCost(name, overload, "python", *vals, dtype, OK, "", "; ".join(dict.fromkeys(assumed)))
+    return TraceOpCost(name, *vals, dtype, overload=overload, kind="python", status=OK,
+                       assumed="; ".join(dict.fromkeys(assumed)))
 
 
 _SPECS: dict = {}

@@ -1,4 +1,5 @@
-"""Ceilings as text: the table ``python -m roofline ceilings`` prints, ``str(c)`` and ``c.table()`` show.
+"""Ceilings as text: the table ``python -m roofline ceilings`` prints, ``str(c)`` and ``c.table()`` show, and
+``repr(c)``.
 Installed into :mod:`roofline._hardware._ceilings_model` when imported, so that the hardware floor writes no text."""
 
 from __future__ import annotations
@@ -78,6 +79,23 @@ def table(c: Ceilings, methods: bool = False) -> str:
         lines.append("")
         lines.extend(f"note: {n}" for n in c.notes)
     return "\n".join(lines)
+
+
+def summary(c: Ceilings) -> str:
+    """``repr(c)``: the device, the name, the fp64 and fp32 vector and bf16 matrix peaks and the DRAM bandwidth
+    (measured, else datasheet), and how long the measurement took."""
+    parts = []
+    for key in (("vector", "float64"), ("vector", "float32"), ("matrix", "bfloat16")):
+        e = c.peaks.get(key)
+        if e is not None and (e.measured or e.datasheet):
+            v = e.measured if e.measured is not None else e.datasheet
+            parts.append(f"{key[0]}/{key[1]}={v / 1e9:.1f} GFLOP/s")
+    e = c.bandwidths.get("DRAM")
+    if e is not None and (e.measured or e.datasheet):
+        v = e.measured if e.measured is not None else e.datasheet
+        parts.append(f"DRAM={v / 1e9:.1f} GB/s")
+    when = f", measured in {c.duration_s:.2f} s" if c.duration_s is not None else ""
+    return f"Ceilings({c.device!r}, {c.name!r}, {', '.join(parts)}{when})"
 
 
 _ceilings_model._VIEWS.append(sys.modules[__name__])  # Ceilings.table, rows and str() write through this module
