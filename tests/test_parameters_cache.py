@@ -107,9 +107,12 @@ def test_every_change_that_moves_a_count_is_seen():
     m.a = None
     p = counted(m)
     assert p["total"] == 100 + 12 == numel(m) and "Net.a" not in p["modules"]
+    m.a, m.b = m.b, None  # the same module moved to the other, earlier slot: its name changes
+    p = counted(m)
+    assert p["total"] == 112 and p["modules"]["Net.a"]["total"] == 12 and "Net.b" not in p["modules"]
 
     # the root's name is part of what is kept
-    assert _parameters.count(m, root="Model")["modules"].keys() >= {"Model", "Model.b"}
+    assert _parameters.count(m, root="Model")["modules"].keys() >= {"Model", "Model.a"}
 
 
 def test_the_returned_counts_are_a_copy_and_the_meta_device_is_counted():
