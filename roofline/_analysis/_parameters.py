@@ -28,6 +28,8 @@ afresh every time.
 
 from __future__ import annotations
 
+import functools
+import operator
 import weakref
 
 KEYS = ("total", "trainable", "frozen", "bytes")
@@ -46,6 +48,8 @@ def _dtype(p) -> str:
     return str(getattr(p, "dtype", "unknown")).replace("torch.", "")
 
 
+_ATTRS = operator.attrgetter("shape", "dtype", "requires_grad")
+_NOT_NONE = functools.partial(operator.is_not, None)
 _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> (root, fingerprint, counts)
 
 
@@ -62,9 +66,9 @@ def fingerprint(model) -> list | None:
     be fingerprinted this way (then it is counted afresh).
 
     A pre-order walk of the module tree as ``named_modules(remove_duplicate=False)`` makes it: per module, the
-    names and ids of its submodule slots (None's id for an empty slot: the walk's shape, hence every module's name,
-    can be read back) and its number of parameter slots, then per parameter slot
-    ``(name, id, shape, dtype, requires_grad)``. The ids of live parameters are unique,
+    names of its submodule slots and of its parameter slots; then the ids of every submodule slot's value and every
+    parameter slot's value (None's id for an empty slot: the walk's shape, hence every module's name, can be read
+    back), and ``(shape, dtype, requires_grad)`` of every parameter. The ids of live parameters are unique,
     so equal ids are the same sharing; an id reused by a new parameter after the old one was freed leaves the
     counts equal anyway when shape, dtype and ``requires_grad`` are equal too (counts read nothing else)."""
     base = _base(model)
@@ -72,21 +76,28 @@ def fingerprint(model) -> list | None:
         return None
     named_parameters, named_modules = base.named_parameters, base.named_modules
     fp: list = []
+    children: list = []  # every submodule slot's value, in walk order (None for an empty slot)
+    params: list = []    # every parameter slot's value, in walk order (None for an empty slot)
     stack = [model]
-    # plain loops, no comprehension: on Python 3.11 each comprehension is a call, and this runs at every block's end
+    # plain loops and C-level maps, no comprehension: on Python 3.11 each comprehension is a call, and this runs at
+    # every block's end
     try:
         while stack:
             m = stack.pop()
-            if m is None:  # a submodule slot set to None: named_modules skips it (its name is in the parent's entry)
+            if m is None:  # an empty submodule slot: named_modules skips it
                 continue
             t = type(m)
             if t.named_parameters is not named_parameters or t.named_modules is not named_modules:
                 return None
-            mods, params = m._modules, m._parameters
-            fp.append((tuple(mods), tuple(map(id, mods.values())), len(params)))
-            for k, p in params.items():
-                fp.append((k, id(p), p.shape, p.dtype, p.requires_grad) if p is not None else k)
+            mods, ps = m._modules, m._parameters
+            fp.append(tuple(mods))
+            fp.append(tuple(ps))
+            children.extend(mods.values())
+            params.extend(ps.values())
             stack.extend(reversed(mods.values()))
+        fp.append(tuple(map(id, children)))
+        fp.append(tuple(map(id, params)))
+        fp.append(tuple(map(_ATTRS, filter(_NOT_NONE, params))))
     except (AttributeError, RuntimeError, ValueError, TypeError, NotImplementedError):
         return None  # no _modules/_parameters dicts, or a lazy parameter without a shape
     return fp
