@@ -50,6 +50,8 @@ def _dtype(p) -> str:
 
 _ATTRS = operator.attrgetter("shape", "dtype", "requires_grad")
 _NOT_NONE = functools.partial(operator.is_not, None)
+_NONE_TYPE = type(None)
+_MAX_SLOTS = 1 << 20
 _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> (root, fingerprint, counts)
 
 
@@ -65,37 +67,38 @@ def fingerprint(model) -> list | None:
     """Everything :func:`count`'s result depends on, as a list to compare with ``==``; None when ``model`` cannot
     be fingerprinted this way (then it is counted afresh).
 
-    A pre-order walk of the module tree as ``named_modules(remove_duplicate=False)`` makes it: per module, the
-    names of its submodule slots and of its parameter slots; then the ids of every submodule slot's value and every
-    parameter slot's value (None's id for an empty slot: the walk's shape, hence every module's name, can be read
-    back), and ``(shape, dtype, requires_grad)`` of every parameter. The ids of live parameters are unique,
+    A breadth-first walk of the module tree (every path, as ``named_modules(remove_duplicate=False)``) makes it:
+    per module, the names of its submodule slots and of its parameter slots; then the ids of every submodule slot's
+    value and every parameter slot's value (None's id for an empty slot: the walk's shape, hence every module's
+    name, can be read back), and ``(shape, dtype, requires_grad)`` of every parameter. A module class that lists
+    its parameters or submodules its own way makes it None. The ids of live parameters are unique,
     so equal ids are the same sharing; an id reused by a new parameter after the old one was freed leaves the
     counts equal anyway when shape, dtype and ``requires_grad`` are equal too (counts read nothing else)."""
     base = _base(model)
     if base is None:
         return None
-    named_parameters, named_modules = base.named_parameters, base.named_modules
     fp: list = []
-    children: list = []  # every submodule slot's value, in walk order (None for an empty slot)
-    params: list = []    # every parameter slot's value, in walk order (None for an empty slot)
-    stack = [model]
+    params: list = []  # every parameter slot's value, in walk order (None for an empty slot)
+    walk = [model]     # every module slot's value in breadth-first order (None for an empty slot), grown as it goes
     # plain loops and C-level maps, no comprehension: on Python 3.11 each comprehension is a call, and this runs at
     # every block's end
     try:
-        while stack:
-            m = stack.pop()
+        for m in walk:
             if m is None:  # an empty submodule slot: named_modules skips it
                 continue
-            t = type(m)
-            if t.named_parameters is not named_parameters or t.named_modules is not named_modules:
-                return None
             mods, ps = m._modules, m._parameters
             fp.append(tuple(mods))
             fp.append(tuple(ps))
-            children.extend(mods.values())
+            walk.extend(mods.values())
             params.extend(ps.values())
-            stack.extend(reversed(mods.values()))
-        fp.append(tuple(map(id, children)))
+            if len(walk) > _MAX_SLOTS:  # a module that holds itself below it: named_modules would never end either
+                return None
+        named_parameters, named_modules = base.named_parameters, base.named_modules
+        for t in set(map(type, walk)):
+            if t is not _NONE_TYPE and (t.named_parameters is not named_parameters
+                                        or t.named_modules is not named_modules):
+                return None
+        fp.append(tuple(map(id, walk)))
         fp.append(tuple(map(id, params)))
         fp.append(tuple(map(_ATTRS, filter(_NOT_NONE, params))))
     except (AttributeError, RuntimeError, ValueError, TypeError, NotImplementedError):
