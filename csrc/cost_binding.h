@@ -64,6 +64,10 @@ typedef struct {
     PyObject *sigs;
     int64_t *keybuf;
     Py_ssize_t cap_keybuf;
+    /* undescribed(op, args, kwargs, out) -> None or (matrix, vector, special, bytes_read, bytes_written,
+     * flop_counter, status): asked for the counts of a call whose arguments cannot be described (a sparse layout
+     * has no strides), or NULL */
+    PyObject *undescribed;
     /* Set while record() describes a call: Python code runs then (a tensor's shape, stride() or dtype may be
      * Python, a finalizer may fire, another thread may take the GIL) and must not re-enter the recorder, whose
      * scratch arrays, op table and records are in use. */

@@ -201,6 +201,7 @@ static int Recorder_walk(Recorder *self, visitproc visit, void *arg) {
     RL_WALK(self->dtype_map)
     RL_WALK(self->storage_fn)
     RL_WALK(self->sigs)
+    RL_WALK(self->undescribed)
     for (Py_ssize_t i = 0; i < self->nops; i++) {
         RL_WALK(self->ops[i].kwnames)
         RL_WALK(self->ops[i].name)
@@ -547,6 +548,56 @@ static int parse_head(Recorder *self, const char *method, const char *usage, PyO
     return 0;
 }
 
+static int known_status(unsigned long long st);
+
+/* The counts of a call whose arguments could not be described, from the recorder's `undescribed` callable: 1 with
+ * *c and *st set from its tuple (matrix, vector, special, bytes_read, bytes_written, flop_counter, status), 0 when it
+ * returned None (the call keeps RL_E_DESCRIBE), -1 with an exception (it raised, or returned something else). The
+ * recorder stays busy meanwhile: the callable must not use it. */
+static int ask_undescribed(Recorder *self, Py_ssize_t opi, PyObject *args, PyObject *kwargs, PyObject *out, rl_cost *c,
+                           int *st) {
+    static const char *names[7] = {"matrix_flops",  "vector_flops",       "special_ops", "bytes_read",
+                                   "bytes_written", "flop_counter_flops", "status"};
+    PyObject *fn = Py_NewRef(self->undescribed), *idx = PyLong_FromSsize_t(opi);
+    PyObject *r = idx ? PyObject_CallFunctionObjArgs(fn, idx, args, kwargs, out, NULL) : NULL;
+    Py_DECREF(fn);
+    Py_XDECREF(idx);
+    if (!r) {
+        return -1;
+    }
+    if (r == Py_None) {
+        Py_DECREF(r);
+        return 0;
+    }
+    int rc = -1;
+    PyObject *label = self->ops[opi].name ? Py_NewRef(self->ops[opi].name) : PyUnicode_FromFormat("op %zd", opi);
+    if (!label) {
+        goto done;
+    }
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 7) {
+        PyErr_Format(PyExc_TypeError, "Recorder.record: %.200U: undescribed() must return None or a tuple of 7 ints, "
+                     "got %.100s", label, Py_TYPE(r)->tp_name);
+        goto done;
+    }
+    unsigned long long v[7];
+    for (int k = 0; k < 7; k++) {
+        if (parse_uint(PyTuple_GET_ITEM(r, k), k == 6 ? 255 : UINT64_MAX, label, "record", names[k], &v[k]) < 0) {
+            goto done;
+        }
+    }
+    if (!known_status(v[6])) {
+        PyErr_Format(PyExc_ValueError, "Recorder.record: %.200U: status %llu is not a record status", label, v[6]);
+        goto done;
+    }
+    *c = (rl_cost){v[0], v[1], v[2], v[3], v[4], v[5], 0};
+    *st = (int)v[6];
+    rc = 1;
+done:
+    Py_XDECREF(label);
+    Py_DECREF(r);
+    return rc;
+}
+
 /* record(op, module, phase, args, kwargs, out, t_start=nan, t_end=nan) */
 static PyObject *Recorder_record(Recorder *self, PyObject *const *argv, Py_ssize_t argc) {
     Py_ssize_t opi;
@@ -579,8 +630,19 @@ static PyObject *Recorder_record(Recorder *self, PyObject *const *argv, Py_ssize
         if (st == RL_OK && bad && e->op.kind != RL_K_ZERO) {
             st = RL_E_DESCRIBE;
         }
+        int32_t dtype = st == RL_OK || st == RL_E_DESCRIBE ? c.dtype : 0;
         if (st != RL_OK) {
             memset(&c, 0, sizeof(c));
+        }
+        if (st == RL_E_DESCRIBE && self->undescribed) {
+            int got = ask_undescribed(self, opi, argv[3], argv[4], argv[5], &c, &st);
+            if (got < 0) {
+                self->busy = 0;
+                return NULL;
+            }
+            if (got) {
+                c.dtype = dtype;
+            }
         }
         if (push_record(self, opi, e->op.kind, (uint32_t)module, phase, (unsigned)st, &c, t0, t1) == 0) {
             if (rl_capture_call(self, &e->op, &call, &c, self->nrecs - 1) == 0) {
@@ -795,7 +857,29 @@ static PyObject *Recorder_get_signatures(Recorder *self, void *Py_UNUSED(c)) {
     return PyList_GetSlice(self->sigs, 0, PyList_GET_SIZE(self->sigs));
 }
 
+static PyObject *Recorder_get_undescribed(Recorder *self, void *Py_UNUSED(c)) {
+    return Py_NewRef(self->undescribed ? self->undescribed : Py_None);
+}
+
+static int Recorder_set_undescribed(Recorder *self, PyObject *v, void *Py_UNUSED(c)) {
+    if (check_idle(self, "undescribed") < 0) {
+        return -1;
+    }
+    if (v && v != Py_None && !PyCallable_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "Recorder.undescribed must be a callable or None, got %.100s",
+                     Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    Py_XSETREF(self->undescribed, v && v != Py_None ? Py_NewRef(v) : NULL);
+    return 0;
+}
+
 static PyGetSetDef Recorder_getset[] = {
+    {"undescribed", (getter)Recorder_get_undescribed, (setter)Recorder_set_undescribed,
+     "undescribed(op, args, kwargs, out) -> None or (matrix_flops, vector_flops, special_ops, bytes_read, "
+     "bytes_written, flop_counter_flops, status): asked by record() for the counts of a call whose arguments cannot "
+     "be described (a sparse layout); None keeps the call's error record. None (the default): not asked.",
+     NULL},
     {"signatures", (getter)Recorder_get_signatures, NULL,
      "The call signatures by id (records' sig field), a list of str; empty when signatures are off.", NULL},
     {NULL, NULL, NULL, NULL, NULL},

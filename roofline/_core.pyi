@@ -71,6 +71,8 @@ class Recorder:
     def accesses_bytes(self) -> bytes: ...
     @property
     def signatures(self) -> list[str]: ...
+    # asked for the counts of a call whose arguments cannot be described (a sparse argument)
+    undescribed: Callable[[int, tuple, dict | None, Any], tuple[int, int, int, int, int, int, int] | None] | None
 
 # ---- classification (csrc/classify.c) ------------------------------------------------------------------------------
 def classify(flops: np.ndarray, bytes: np.ndarray, time: np.ndarray, peak: np.ndarray,

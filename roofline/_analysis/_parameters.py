@@ -11,9 +11,26 @@ A parameter is one tensor object: two modules holding the same ``Parameter`` (GP
 below it. This is what ``sum(p.numel() for p in model.parameters())`` counts (``parameters()`` yields each object
 once). Each module's figures are those of its subtree. A lazy module's parameter that is not initialised yet has
 no size: it is named in ``uninitialized`` and left out of the counts (which are then a lower bound).
+
+A report counts its model's parameters when its block ends, every block: in a training loop measured step after
+step that walk (``named_modules``, then ``named_parameters`` of each module) was a large share of what roofline
+adds to a step. :func:`count` therefore keeps each model's last counts (beside a fingerprint of everything they
+depend on) and returns a copy of them while the fingerprint is unchanged. The fingerprint is one walk over the
+modules' ``_modules`` and ``_parameters`` dicts, with no Python call per module or parameter: the tree's shape and
+names, and for each parameter slot its name, the parameter's identity, shape, dtype and ``requires_grad``. A
+parameter replaced, added or removed, a submodule replaced, added or removed, a parameter frozen or unfrozen, cast
+to another dtype, resized (``resize_``, or ``.data`` set to a tensor of another shape) or shared differently changes
+it; values written in place (initialisation, an optimizer step) change no count and are not looked at. A module
+whose class lists its parameters or submodules its own way (it overrides ``named_parameters`` or
+``named_modules``), a parameter without a shape yet (lazy) or a model that cannot be a weak dict key is counted
+afresh every time.
 """
 
 from __future__ import annotations
+
+import functools
+import operator
+import weakref
 
 KEYS = ("total", "trainable", "frozen", "bytes")
 
@@ -31,6 +48,74 @@ def _dtype(p) -> str:
     return str(getattr(p, "dtype", "unknown")).replace("torch.", "")
 
 
+_ATTRS = operator.attrgetter("shape", "dtype", "requires_grad")
+_NOT_NONE = functools.partial(operator.is_not, None)
+_NONE_TYPE = type(None)
+_MAX_SLOTS = 1 << 20
+_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> (root, fingerprint, counts)
+
+
+def _base(model):
+    """torch's ``nn.Module`` among the classes of ``model``, or None (a duck-typed module)."""
+    for c in type(model).__mro__:
+        if c.__name__ == "Module" and c.__module__ == "torch.nn.modules.module":
+            return c
+    return None
+
+
+def fingerprint(model) -> list | None:
+    """Everything :func:`count`'s result depends on, as a list to compare with ``==``; None when ``model`` cannot
+    be fingerprinted this way (then it is counted afresh).
+
+    A breadth-first walk of the module tree (every path, as ``named_modules(remove_duplicate=False)``) makes it:
+    per module, the names of its submodule slots and of its parameter slots; then the ids of every submodule slot's
+    value and every parameter slot's value (None's id for an empty slot: the walk's shape, hence every module's
+    name, can be read back), and ``(shape, dtype, requires_grad)`` of every parameter. A module class that lists
+    its parameters or submodules its own way makes it None. The ids of live parameters are unique,
+    so equal ids are the same sharing; an id reused by a new parameter after the old one was freed leaves the
+    counts equal anyway when shape, dtype and ``requires_grad`` are equal too (counts read nothing else)."""
+    base = _base(model)
+    if base is None:
+        return None
+    fp: list = []
+    params: list = []  # every parameter slot's value, in walk order (None for an empty slot)
+    walk = [model]     # every module slot's value in breadth-first order (None for an empty slot), grown as it goes
+    # plain loops and C-level maps, no comprehension: on Python 3.11 each comprehension is a call, and this runs at
+    # every block's end
+    try:
+        for m in walk:
+            if m is None:  # an empty submodule slot: named_modules skips it
+                continue
+            mods, ps = m._modules, m._parameters
+            fp.append(tuple(mods))
+            fp.append(tuple(ps))
+            walk.extend(mods.values())
+            params.extend(ps.values())
+            if len(walk) > _MAX_SLOTS:  # a module that holds itself below it: named_modules would never end either
+                return None
+        named_parameters, named_modules = base.named_parameters, base.named_modules
+        for t in set(map(type, walk)):
+            if t is not _NONE_TYPE and (t.named_parameters is not named_parameters
+                                        or t.named_modules is not named_modules):
+                return None
+        fp.append(tuple(map(id, walk)))
+        fp.append(tuple(map(id, params)))
+        fp.append(tuple(map(_ATTRS, filter(_NOT_NONE, params))))
+    except (AttributeError, RuntimeError, ValueError, TypeError, NotImplementedError):
+        return None  # no _modules/_parameters dicts, or a lazy parameter without a shape
+    return fp
+
+
+def _copy(counts: dict) -> dict:
+    """A copy of :func:`count`'s result that shares no mutable part with it."""
+    out = dict(counts)
+    out["by_dtype"] = dict(counts["by_dtype"])
+    out["tied"] = [list(g) for g in counts["tied"]]
+    out["uninitialized"] = list(counts["uninitialized"])
+    out["modules"] = {k: dict(v) for k, v in counts["modules"].items()}
+    return out
+
+
 def count(model, root: str | None = None) -> dict:
     """The parameter counts of ``model`` (an ``nn.Module``) as JSON data:
 
@@ -39,11 +124,33 @@ def count(model, root: str | None = None) -> dict:
     held, when more than one), ``uninitialized`` (names of lazy parameters without a size yet) and ``modules``:
     module name -> ``{"total", "trainable", "frozen", "bytes"}`` of the module's subtree, every module that holds a
     parameter at or below it. Module names are those of a report's module table: ``root`` (default: the model's
-    class name) for the model, ``root.path`` below it. TypeError when ``model`` has no ``named_modules``."""
+    class name) for the model, ``root.path`` below it. TypeError when ``model`` has no ``named_modules``.
+
+    The last counts of each model are kept while its :func:`fingerprint` is unchanged (see the module's
+    docstring); every call returns a fresh copy."""
     if not callable(getattr(model, "named_modules", None)):
         raise TypeError(f"parameter counts need an nn.Module, got {type(model).__name__}")
     if root is None:
         root = type(model).__name__
+    fp = fingerprint(model)
+    if fp is not None:
+        try:
+            hit = _cache.get(model)
+        except TypeError:  # unhashable (a class defining __eq__ without __hash__): not kept
+            hit, fp = None, None
+        if hit is not None and hit[0] == root and hit[1] == fp:
+            return _copy(hit[2])
+    out = _walk(model, root)
+    if fp is not None:
+        try:
+            _cache[model] = (root, fp, _copy(out))
+        except TypeError:
+            pass
+    return out
+
+
+def _walk(model, root: str) -> dict:
+    """:func:`count` without the cache."""
     try:
         mods = list(model.named_modules(remove_duplicate=False))
     except TypeError:  # a duck-typed module without the keyword

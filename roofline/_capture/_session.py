@@ -33,6 +33,7 @@ from roofline._capture._optable import OpTable
 from roofline._capture._recording import Recording
 from roofline._capture._tracking import _LINK, _Tracker
 from roofline._compiled import _view
+from roofline._counting import _sparse_calls
 from roofline._datamodel import _tokens
 from roofline._datamodel._records import OPTIMIZER, OpInfo
 
@@ -69,6 +70,8 @@ class Session(OpTable, Recording):
                          if self.capture else _core.Recorder(torch.Tensor, TORCH_DTYPES))
         self.op_index: dict = {}      # OpOverload -> recorder op index (int) or a slow-path marker
         self.ops: list[OpInfo] = []   # by recorder op index
+        # a call the C path cannot describe (a sparse argument to mm, sum, ...): counted from its stored values
+        self.recorder.undescribed = _sparse_calls.undescribed(self.ops)
         self._opt_depth = 0
         self.mode = _TimedMode(self) if timing == "op" else _Mode(self)
         self.tracker = _Tracker(self.mode, self)
