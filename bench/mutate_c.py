@@ -60,7 +60,7 @@ STAGE2_TESTS = {
     "attribution.c": ["tests/test_attribution.py"],
     # the measure blocks' entry and its nesting (Block_enter, block_acquire, block_release: run with --func): a step
     # loop's block nests, a block entered inside another block's step is refused, a failed entry is undone
-    "binding_track.c": ["tests/test_schedule.py::test_two_cycles_over_fourteen_steps_give_two_reports_of_one_step_counts",
+    "track_block.c": ["tests/test_schedule.py::test_two_cycles_over_fourteen_steps_give_two_reports_of_one_step_counts",
                         "tests/test_hardening_loops.py::test_step_from_on_report_is_refused_and_leaves_no_mode",
                         "tests/test_block_state.py::test_a_steps_interrupted_undo_is_repeated_until_it_completes_then_the_interrupt_propagates",
                         "tests/test_block_state.py::test_blocks_of_two_asyncio_tasks_cannot_interleave_on_one_thread",
@@ -73,7 +73,7 @@ C_UNIT_TESTS = {
     "classify.c": [],
     "link.c": ["tests/c/test_link.c"],
     "attribution.c": ["tests/c/test_attribution.c+csrc/link.c"],  # linked with the unmutated link.c
-    "binding_track.c": [],
+    "track_block.c": [],
 }
 
 OPERATOR_MUTANTS = {

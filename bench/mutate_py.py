@@ -12,8 +12,10 @@ masks it reads (_padding.py, _tokens.py), the report document's writer and reade
 groups of the tables and charts (_groups.py), the network view (_network.py), and the step loops: the monitor
 (_monitor.py), the profiler and its schedule (_schedule.py), the trainer callbacks' shared run
 (integrations/_run.py) and the Hugging Face and Lightning callbacks (integrations/huggingface.py,
-integrations/lightning.py), every method of the report (report.py), the text, HTML, SVG and trace views (render/*),
-the recovery of graphs compiled before a block (_compiled/_recover.py) and the capture session (_capture/_session.py).
+integrations/lightning.py), every method of the report (report.py), the text, HTML, SVG and trace views and the chart
+model, advice and summary they share (render/*), the recovery of graphs compiled before a block
+(_compiled/_recover.py) and the capture session (_capture/: the session, its op table, recording, dispatch modes,
+module tracking and stack of open blocks).
 
 Each mutant changes one node of the syntax tree inside one of the functions of TARGETS:
 
@@ -26,10 +28,12 @@ Each mutant changes one node of the syntax tree inside one of the functions of T
 One parent process imports NumPy, pytest, torch (when installed) and the package once; each mutant runs in a
 forked child that executes the mutated module in a scratch module and gives every function and method of the loaded
 one the mutated code (swapped in the function objects, so names imported elsewhere, inherited methods and
-registries all run it), then runs the tests of its file that reach it (-x: the first failure kills; POSIX only).
+registries all run it), then runs the tests of its file that reach it (-x: the first failure kills; POSIX only), in a scratch working
+directory (files a mutant writes to relative paths do not land in the source tree).
 Which tests reach a mutant is found once per file: the file's test subset runs on the unmutated module with a line
-tracer, and a mutant is judged by the tests that execute a line of its statement (a mutant no test reaches survives
-without a run; --all-tests judges each by the whole subset). Survivors are listed with their file, function, line and
+tracer, and a mutant is judged by the tests that execute a line of its statement, or by every test of a test file
+whose module- or class-scoped fixtures execute one (such a fixture runs in the setup of the first test that uses it,
+for all of them); a mutant no test reaches survives without a run; --all-tests judges each by the whole subset. Survivors are listed with their file, function, line and
 change; known equivalent mutants can be listed in the same file as bench/mutate_c.py's (--equivalent).
 
     python bench/mutate_py.py                                # all mutants of every target (hours)
@@ -109,8 +113,16 @@ TARGETS = {
     "render/_tables.py": [ALL],
     "render/_trace.py": [ALL],
     "render/_style.py": [ALL],
+    "render/_chart.py": [ALL],
+    "render/_advice.py": [ALL],
+    "render/_text.py": [ALL],
     "_compiled/_recover.py": [ALL],
     "_capture/_session.py": [ALL],
+    "_capture/_optable.py": [ALL],
+    "_capture/_recording.py": [ALL],
+    "_capture/_modes.py": [ALL],
+    "_capture/_tracking.py": [ALL],
+    "_capture/_modestack.py": [ALL],
     "integrations/huggingface.py": [ALL],
     "integrations/lightning.py": [ALL],
 }
@@ -118,6 +130,9 @@ _ROLLUP_TESTS = ["tests/test_mutants_rollup.py", "tests/test_rollups_exact.py", 
 # file under roofline/ -> the tests its mutants are judged by (paths or pytest node ids from the repository root),
 # the quick killers first (-x stops at the first failure)
 K = "tests/test_mutant_killers.py::"
+# the capture session (the op table, the recording, the dispatch modes, the module tracking, the stack of open blocks)
+_CAPTURE_TESTS = ["tests/test_mutants_capture.py", "tests/test_measure.py", "tests/test_recorder_capture.py",
+                  "tests/test_hardening_capture.py", "tests/test_block_state.py", "tests/test_tracking.py"]
 TESTS = {
     "_analysis/_rollup.py": _ROLLUP_TESTS,
     "_analysis/_classification.py": _ROLLUP_TESTS,
@@ -161,8 +176,21 @@ TESTS = {
     "render/_tables.py": ["tests/test_mutants_render.py"],
     "render/_trace.py": ["tests/test_mutants_trace.py", "tests/test_output.py"],
     "render/_style.py": ["tests/test_mutants_render.py"],
-    "_compiled/_recover.py": ["tests/test_mutants_recover.py", "tests/test_compiled_before.py"],
-    "_capture/_session.py": ["tests/test_mutants_session.py", "tests/test_recorder_capture.py"],
+    "render/_chart.py": ["tests/test_mutants_chart.py", "tests/test_mutants_svg.py", "tests/test_render_chart.py",
+                         "tests/test_output.py"],
+    "render/_advice.py": ["tests/test_mutants_advice.py", "tests/test_mutants_hints.py", "tests/test_hints.py",
+                          "tests/test_dataflow.py", "tests/test_one_definition.py"],
+    "render/_text.py": ["tests/test_mutants_advice.py", "tests/test_output.py", "tests/test_mutants_report_api.py"],
+    "_compiled/_recover.py": ["tests/test_mutants_recover.py", "tests/test_mutants_recover_backend.py",
+                              "tests/test_hardening_capture.py::test_a_recompilation_that_differs_names_what_was_tried",
+                              "tests/test_hardening_capture.py::test_compiled_before_the_block_under_autocast_is_recovered",
+                              "tests/test_compiled_before.py"],
+    "_capture/_session.py": _CAPTURE_TESTS,
+    "_capture/_optable.py": _CAPTURE_TESTS,
+    "_capture/_recording.py": _CAPTURE_TESTS,
+    "_capture/_modes.py": _CAPTURE_TESTS,
+    "_capture/_tracking.py": _CAPTURE_TESTS,
+    "_capture/_modestack.py": _CAPTURE_TESTS,
 }
 
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],
@@ -392,10 +420,16 @@ class _Select:
 
 class _Lines:
     """pytest plugin: the lines of one file (``filename``) each test executes, setup and teardown included:
-    ``{node id: [line, ...]}``, written as JSON to ``out`` at the end of the session."""
+    ``{node id: [line, ...]}``, written as JSON to ``out`` at the end of the session.
+
+    A fixture wider than a function (module, class, session scope) runs once, in the setup of the first test that
+    asks for it and the teardown of the last; every other test that uses it depends on what it did all the same. So
+    the lines a test's setup and teardown execute when it uses such a fixture are written apart (``shared``), and
+    credited to every test of its file (``reaching``)."""
 
     def __init__(self, filename, out):
         self.filename, self.out, self.lines, self.current = filename, out, {}, None
+        self.shared = {}  # test file -> lines run by the setup or teardown of a test that uses a wide fixture
         self.failed = set()  # tests that fail under the tracer (Dynamo, for one, compiles nothing while it runs)
 
     def _local(self, frame, event, arg):
@@ -422,6 +456,28 @@ class _Lines:
             sys.settrace(None)
             threading.settrace(None)
 
+    def _fixture_phase(self, item):
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
+        if any(getattr(d, "scope", "function") != "function" for ds in defs.values() for d in ds):
+            return self.shared.setdefault(item.nodeid.split("::")[0], set())
+        return self.lines.setdefault(item.nodeid, set())
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(self, item):
+        own, self.current = self.current, self._fixture_phase(item)
+        try:
+            yield
+        finally:
+            self.current = own
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(self, item, nextitem):
+        own, self.current = self.current, self._fixture_phase(item)
+        try:
+            yield
+        finally:
+            self.current = own
+
     def pytest_runtest_logreport(self, report):
         if report.failed:
             self.failed.add(report.nodeid)
@@ -430,6 +486,7 @@ class _Lines:
         import json
 
         Path(self.out).write_text(json.dumps({"lines": {k: sorted(v) for k, v in self.lines.items()},
+                                              "shared": {k: sorted(v) for k, v in self.shared.items()},
                                               "failed": sorted(self.failed)}))
 
 
@@ -468,13 +525,16 @@ def _hand_to_subprocesses(path: Path, text: str) -> None:
 def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=(), first_failure=True) -> tuple[int, str]:
     """Fork; in the child, execute `text` in place of the module at `path` and run pytest on `tests` (with
     `plugins`; stopping at the first failure unless `first_failure` is false). (exit code, output)."""
-    with tempfile.TemporaryFile(mode="w+") as log:
+    with tempfile.TemporaryFile(mode="w+") as log, tempfile.TemporaryDirectory(prefix="mutant-cwd-") as cwd:
         pid = os.fork()
         if pid == 0:  # child
             rc = 3
             try:
                 os.dup2(log.fileno(), 1)
                 os.dup2(log.fileno(), 2)
+                # a scratch working directory: what a mutant makes the code write to a relative path (a report's
+                # files) lands there, not in the source tree
+                os.chdir(cwd)
                 import pytest
 
                 if str(path.relative_to(ROOT / "roofline")) in SUBPROCESS_TARGETS:
@@ -482,7 +542,7 @@ def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=
                 substitute(path, text)
                 # no plugins found through entry points (loading them costs a second a run; the parent sets
                 # PYTEST_DISABLE_PLUGIN_AUTOLOAD), no cache, and no gc.collect() of the large heap at the end
-                rc = int(pytest.main(["-q", *(["-x"] if first_failure else []), "-p", "no:cacheprovider", "-p", "no:unraisableexception",
+                rc = int(pytest.main(["-q", "--rootdir", str(ROOT), *(["-x"] if first_failure else []), "-p", "no:cacheprovider", "-p", "no:unraisableexception",
                                       "-p", "no:threadexception", *tests], plugins=list(plugins)))
             except BaseException as e:  # noqa: BLE001 - a mutant that does not even import is killed
                 print(f"{type(e).__name__}: {e}", flush=True)
@@ -507,12 +567,15 @@ def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=
 
 
 def reaching(traced: dict, m: PyMutant) -> set | None:
-    """The node ids of the tests that execute a line of the mutant's reach, and those the tracer could not follow
-    (`traced` as _Lines writes it); None: every test (no reach known)."""
+    """The node ids of the tests that execute a line of the mutant's reach (every test of a file whose wide fixtures
+    execute one), and those the tracer could not follow (`traced` as _Lines writes it); None: every test (no reach
+    known)."""
     if m.reach is None:
         return None
     lo, hi = m.reach
-    return {t for t, lines in traced["lines"].items() if any(lo <= ln <= hi for ln in lines)} | set(traced["failed"])
+    files = {f for f, lines in traced.get("shared", {}).items() if any(lo <= ln <= hi for ln in lines)}
+    return ({t for t, lines in traced["lines"].items()
+             if t.split("::")[0] in files or any(lo <= ln <= hi for ln in lines)} | set(traced["failed"]))
 
 
 def main(argv=None) -> int:
