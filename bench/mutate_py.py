@@ -172,7 +172,7 @@ TESTS = {
     "integrations/lightning.py": ["tests/test_mutants_lightning.py", "tests/test_integrations_lightning.py",
                                   "tests/test_hardening_loops.py"],
     "render/_render.py": ["tests/test_mutants_render.py", "tests/test_output.py"],
-    "render/_svg.py": ["tests/test_mutants_svg.py", "tests/test_output.py"],
+    "render/_svg.py": ["tests/test_mutants_svg.py", "tests/test_mutants_chart.py", "tests/test_output.py"],
     "render/_tables.py": ["tests/test_mutants_render.py"],
     "render/_trace.py": ["tests/test_mutants_trace.py", "tests/test_output.py"],
     "render/_style.py": ["tests/test_mutants_render.py"],
@@ -419,29 +419,35 @@ class _Select:
 
 
 class _Lines:
-    """pytest plugin: the lines of one file (``filename``) each test executes, setup and teardown included:
-    ``{node id: [line, ...]}``, written as JSON to ``out`` at the end of the session.
+    """pytest plugin: the lines of some files (``filenames``) each test executes, setup and teardown included:
+    ``{file: {node id: [line, ...]}}``, written as JSON to ``out`` at the end of the session (one traced run serves
+    every target judged by the same tests).
 
     A fixture wider than a function (module, class, session scope) runs once, in the setup of the first test that
     asks for it and the teardown of the last; every other test that uses it depends on what it did all the same. So
     the lines a test's setup and teardown execute when it uses such a fixture are written apart (``shared``), and
     credited to every test of its file (``reaching``)."""
 
-    def __init__(self, filename, out):
-        self.filename, self.out, self.lines, self.current = filename, out, {}, None
-        self.shared = {}  # test file -> lines run by the setup or teardown of a test that uses a wide fixture
+    def __init__(self, filenames, out):
+        self.files = {f: k for k, f in enumerate(filenames)}
+        self.out, self.lines, self.current = out, {}, None  # lines: node id -> {(file index, line)}
+        self.shared = {}  # test file -> what the setup or teardown of a test that uses a wide fixture runs
         self.failed = set()  # tests that fail under the tracer (Dynamo, for one, compiles nothing while it runs)
+        self._locals = [self._local_for(k) for k in range(len(self.files))]
 
-    def _local(self, frame, event, arg):
-        if event == "line":
-            self.current.add(frame.f_lineno)
-        return self._local
+    def _local_for(self, k):
+        def local(frame, event, arg):
+            if event == "line":
+                self.current.add((k, frame.f_lineno))
+            return local
+        return local
 
     def _global(self, frame, event, arg):
-        if frame.f_code.co_filename != self.filename:
+        k = self.files.get(frame.f_code.co_filename)
+        if k is None:
             return None
-        self.current.add(frame.f_lineno)  # the first line of the code object (a def's body on one line)
-        return self._local
+        self.current.add((k, frame.f_lineno))  # the first line of the code object (a def's body on one line)
+        return self._locals[k]
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
@@ -485,8 +491,11 @@ class _Lines:
     def pytest_sessionfinish(self, session):
         import json
 
-        Path(self.out).write_text(json.dumps({"lines": {k: sorted(v) for k, v in self.lines.items()},
-                                              "shared": {k: sorted(v) for k, v in self.shared.items()},
+        def per_file(table):
+            return {f: {t: sorted(ln for kk, ln in v if kk == k) for t, v in table.items()}
+                    for f, k in self.files.items()}
+
+        Path(self.out).write_text(json.dumps({"lines": per_file(self.lines), "shared": per_file(self.shared),
                                               "failed": sorted(self.failed)}))
 
 
@@ -659,23 +668,35 @@ def main(argv=None) -> int:
     tests = {f: [str(ROOT / t) for t in TESTS[f] if (ROOT / t.split("::")[0]).exists()] for f in TARGETS}
     t0 = time.time()
     covered = {}  # target -> {test node id: lines of the target it executes}
-    for f in sorted({m.target for m in mutants}):  # the unmutated module, substituted the same way, must pass
-        path = ROOT / "roofline" / f
+    # the unmutated modules, substituted the same way, must pass; one traced run per set of tests (the targets judged
+    # by the same tests are traced together)
+    by_tests: dict = {}
+    for f in sorted({m.target for m in mutants}):
+        by_tests.setdefault(tuple(tests[f]), []).append(f)
+    for group in by_tests.values():
+        paths = [ROOT / "roofline" / f for f in group]
         with tempfile.TemporaryDirectory() as tmp:
-            trace = None if args.all_tests or f in SUBPROCESS_TARGETS else _Lines(str(path), os.path.join(tmp, "lines.json"))
-            rc, out = run_in_child(path, path.read_text(), tests[f], args.timeout * (1 if trace is None else 10),
-                                   [trace] if trace else [], first_failure=trace is None)
+            traced = not args.all_tests and not any(f in SUBPROCESS_TARGETS for f in group)
+            trace = _Lines([str(p) for p in paths], os.path.join(tmp, "lines.json")) if traced else None
+            rc, out = run_in_child(paths[0], paths[0].read_text(), tests[group[0]],
+                                   args.timeout * (1 if trace is None else 10), [trace] if trace else [],
+                                   first_failure=trace is None)
             if rc != 0 and trace is not None:  # a test that fails only under the tracer is run for every mutant
-                rc, out = run_in_child(path, path.read_text(), tests[f], args.timeout)
+                rc, out = run_in_child(paths[0], paths[0].read_text(), tests[group[0]], args.timeout)
             if rc != 0:
-                sys.exit(f"the unmutated {f} fails the tests the mutants are judged by:\n{out[-3000:]}")
+                sys.exit(f"the unmutated {', '.join(group)} fail the tests the mutants are judged by:\n{out[-3000:]}")
             if trace is not None:
                 import json
 
-                covered[f] = json.loads(Path(trace.out).read_text())
-                n_failed = len(covered[f]["failed"])
+                data = json.loads(Path(trace.out).read_text())
+                for f, p in zip(group, paths):
+                    covered[f] = {"lines": data["lines"][str(p)], "shared": data["shared"][str(p)],
+                                  "failed": data["failed"]}
+                n_failed = len(data["failed"])
                 untraced = f" ({n_failed} fail under the tracer: run for every mutant)" if n_failed else ""
-                print(f"{f}: {len(covered[f]['lines'])} tests, traced{untraced}", flush=True)
+                reached = ", ".join(f"{f} {len({ln for v in covered[f]['lines'].values() for ln in v})}" for f in group)
+                print(f"{len(next(iter(data['lines'].values()), {}))} tests, traced{untraced}; lines run: {reached}",
+                      flush=True)
     print(f"{len(mutants)} mutants of {', '.join(args.files)}", flush=True)
     results = []
     for k, m in enumerate(mutants, 1):
