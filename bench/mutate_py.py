@@ -131,8 +131,15 @@ _ROLLUP_TESTS = ["tests/test_mutants_rollup.py", "tests/test_rollups_exact.py", 
 # the quick killers first (-x stops at the first failure)
 K = "tests/test_mutant_killers.py::"
 # the capture session (the op table, the recording, the dispatch modes, the module tracking, the stack of open blocks)
+_HT = "tests/test_hardening_tokens.py::"
 _CAPTURE_TESTS = ["tests/test_mutants_capture.py", "tests/test_measure.py", "tests/test_recorder_capture.py",
-                  "tests/test_hardening_capture.py", "tests/test_block_state.py", "tests/test_tracking.py"]
+                  "tests/test_hardening_capture.py", "tests/test_block_state.py", "tests/test_tracking.py",
+                  # the token layout a block reads from its model's attention_mask or cu_seq_lens_q
+                  _HT + "test_attention_mask_detection_records_none_of_its_own_ops",
+                  _HT + "test_packed_batch_detection_records_none_of_its_own_ops",
+                  _HT + "test_a_mask_changed_in_place_in_the_block_is_read_as_it_was_passed",
+                  _HT + "test_fake_and_meta_masks_of_the_model_give_no_layout_and_say_why",
+                  "tests/test_padding.py::test_attention_mask_seen_on_the_models_first_call"]
 TESTS = {
     "_analysis/_rollup.py": _ROLLUP_TESTS,
     "_analysis/_classification.py": _ROLLUP_TESTS,
