@@ -59,13 +59,20 @@ STAGE2_TESTS = {
     "link.c": ["tests/test_attribution.py"],
     "attribution.c": ["tests/test_attribution.py"],
     # the measure blocks' entry and its nesting (Block_enter, block_acquire, block_release: run with --func): a step
-    # loop's block nests, a block entered inside another block's step is refused, a failed entry is undone
-    "binding_track.c": ["tests/test_schedule.py::test_two_cycles_over_fourteen_steps_give_two_reports_of_one_step_counts",
+    # loop's block nests, a block entered inside another block's step is refused, a failed entry is undone, the
+    # block lock is one thread's at a time
+    "track_block.c": ["tests/test_mutants_block.py",
+                      "tests/test_schedule.py::test_two_cycles_over_fourteen_steps_give_two_reports_of_one_step_counts",
                         "tests/test_hardening_loops.py::test_step_from_on_report_is_refused_and_leaves_no_mode",
                         "tests/test_block_state.py::test_a_steps_interrupted_undo_is_repeated_until_it_completes_then_the_interrupt_propagates",
                         "tests/test_block_state.py::test_blocks_of_two_asyncio_tasks_cannot_interleave_on_one_thread",
                         "tests/test_block_state.py::test_tasks_nested_in_one_block_may_each_open_a_block_in_turn",
-                        "tests/test_block_state.py::test_interleaved_blocks_of_generators_raise_at_exit_and_leave_torch_clean"],
+                        "tests/test_block_state.py::test_interleaved_blocks_of_generators_raise_at_exit_and_leave_torch_clean",
+                        # the lock between threads: blocks of two threads overlapping, a fork while another thread
+                        # holds it, a daemon thread frozen holding it at shutdown
+                        "tests/test_block_state.py::test_overlapping_blocks_in_two_threads_put_torch_mode_flags_back",
+                        "tests/test_block_state.py::test_a_process_forked_while_another_thread_is_entering_a_block_can_enter_blocks",
+                        "tests/test_block_state.py::test_a_block_left_during_interpreter_shutdown_does_not_wait_for_a_frozen_daemon_threads_lock"],
 }
 # Per mutated file: the C unit tests of stage 1 (none for classify.c: its tests go through the extension).
 C_UNIT_TESTS = {
@@ -73,7 +80,7 @@ C_UNIT_TESTS = {
     "classify.c": [],
     "link.c": ["tests/c/test_link.c"],
     "attribution.c": ["tests/c/test_attribution.c+csrc/link.c"],  # linked with the unmutated link.c
-    "binding_track.c": [],
+    "track_block.c": [],
 }
 
 OPERATOR_MUTANTS = {

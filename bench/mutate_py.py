@@ -12,8 +12,10 @@ masks it reads (_padding.py, _tokens.py), the report document's writer and reade
 groups of the tables and charts (_groups.py), the network view (_network.py), and the step loops: the monitor
 (_monitor.py), the profiler and its schedule (_schedule.py), the trainer callbacks' shared run
 (integrations/_run.py) and the Hugging Face and Lightning callbacks (integrations/huggingface.py,
-integrations/lightning.py), every method of the report (report.py), the text, HTML, SVG and trace views (render/*),
-the recovery of graphs compiled before a block (_compiled/_recover.py) and the capture session (_capture/_session.py).
+integrations/lightning.py), every method of the report (report.py), the text, HTML, SVG and trace views and the chart
+model, advice and summary they share (render/*), the recovery of graphs compiled before a block
+(_compiled/_recover.py) and the capture session (_capture/: the session, its op table, recording, dispatch modes,
+module tracking and stack of open blocks).
 
 Each mutant changes one node of the syntax tree inside one of the functions of TARGETS:
 
@@ -26,10 +28,12 @@ Each mutant changes one node of the syntax tree inside one of the functions of T
 One parent process imports NumPy, pytest, torch (when installed) and the package once; each mutant runs in a
 forked child that executes the mutated module in a scratch module and gives every function and method of the loaded
 one the mutated code (swapped in the function objects, so names imported elsewhere, inherited methods and
-registries all run it), then runs the tests of its file that reach it (-x: the first failure kills; POSIX only).
+registries all run it), then runs the tests of its file that reach it (-x: the first failure kills; POSIX only), in a scratch working
+directory (files a mutant writes to relative paths do not land in the source tree).
 Which tests reach a mutant is found once per file: the file's test subset runs on the unmutated module with a line
-tracer, and a mutant is judged by the tests that execute a line of its statement (a mutant no test reaches survives
-without a run; --all-tests judges each by the whole subset). Survivors are listed with their file, function, line and
+tracer, and a mutant is judged by the tests that execute a line of its statement, or by every test of a test file
+whose module- or class-scoped fixtures execute one (such a fixture runs in the setup of the first test that uses it,
+for all of them); a mutant no test reaches survives without a run; --all-tests judges each by the whole subset. Survivors are listed with their file, function, line and
 change; known equivalent mutants can be listed in the same file as bench/mutate_c.py's (--equivalent).
 
     python bench/mutate_py.py                                # all mutants of every target (hours)
@@ -114,8 +118,16 @@ TARGETS = {
     "render/_tables.py": [ALL],
     "render/_trace.py": [ALL],
     "render/_style.py": [ALL],
+    "render/_chart.py": [ALL],
+    "render/_advice.py": [ALL],
+    "render/_text.py": [ALL],
     "_compiled/_recover.py": [ALL],
     "_capture/_session.py": [ALL],
+    "_capture/_optable.py": [ALL],
+    "_capture/_recording.py": [ALL],
+    "_capture/_modes.py": [ALL],
+    "_capture/_tracking.py": [ALL],
+    "_capture/_modestack.py": [ALL],
     "integrations/huggingface.py": [ALL],
     "integrations/lightning.py": [ALL],
 }
@@ -125,6 +137,16 @@ _ROLLUP_TESTS = ["tests/test_mutants_rollup.py", "tests/test_rollups_exact.py", 
 K = "tests/test_mutant_killers.py::"
 _FORMULA_TESTS = [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "tests/test_formulas_sweep.py",
                   "tests/test_quantized.py", "tests/test_mutants_formulas.py"]
+# the capture session (the op table, the recording, the dispatch modes, the module tracking, the stack of open blocks)
+_HT = "tests/test_hardening_tokens.py::"
+_CAPTURE_TESTS = ["tests/test_mutants_capture.py", "tests/test_measure.py", "tests/test_recorder_capture.py",
+                  "tests/test_hardening_capture.py", "tests/test_block_state.py", "tests/test_tracking.py",
+                  # the token layout a block reads from its model's attention_mask or cu_seq_lens_q
+                  _HT + "test_attention_mask_detection_records_none_of_its_own_ops",
+                  _HT + "test_packed_batch_detection_records_none_of_its_own_ops",
+                  _HT + "test_a_mask_changed_in_place_in_the_block_is_read_as_it_was_passed",
+                  _HT + "test_fake_and_meta_masks_of_the_model_give_no_layout_and_say_why",
+                  "tests/test_padding.py::test_attention_mask_seen_on_the_models_first_call"]
 TESTS = {
     "_analysis/_rollup.py": _ROLLUP_TESTS,
     "_analysis/_classification.py": _ROLLUP_TESTS,
@@ -168,12 +190,25 @@ TESTS = {
     "integrations/lightning.py": ["tests/test_mutants_lightning.py", "tests/test_integrations_lightning.py",
                                   "tests/test_hardening_loops.py"],
     "render/_render.py": ["tests/test_mutants_render.py", "tests/test_output.py"],
-    "render/_svg.py": ["tests/test_mutants_svg.py", "tests/test_output.py"],
+    "render/_svg.py": ["tests/test_mutants_svg.py", "tests/test_mutants_chart.py", "tests/test_output.py"],
     "render/_tables.py": ["tests/test_mutants_render.py"],
     "render/_trace.py": ["tests/test_mutants_trace.py", "tests/test_output.py"],
     "render/_style.py": ["tests/test_mutants_render.py"],
-    "_compiled/_recover.py": ["tests/test_mutants_recover.py", "tests/test_compiled_before.py"],
-    "_capture/_session.py": ["tests/test_mutants_session.py", "tests/test_recorder_capture.py"],
+    "render/_chart.py": ["tests/test_mutants_chart.py", "tests/test_mutants_svg.py", "tests/test_render_chart.py",
+                         "tests/test_output.py"],
+    "render/_advice.py": ["tests/test_mutants_advice.py", "tests/test_mutants_hints.py", "tests/test_hints.py",
+                          "tests/test_dataflow.py", "tests/test_one_definition.py"],
+    "render/_text.py": ["tests/test_mutants_advice.py", "tests/test_output.py", "tests/test_mutants_report_api.py"],
+    "_compiled/_recover.py": ["tests/test_mutants_recover.py", "tests/test_mutants_recover_backend.py",
+                              "tests/test_hardening_capture.py::test_a_recompilation_that_differs_names_what_was_tried",
+                              "tests/test_hardening_capture.py::test_compiled_before_the_block_under_autocast_is_recovered",
+                              "tests/test_compiled_before.py"],
+    "_capture/_session.py": _CAPTURE_TESTS,
+    "_capture/_optable.py": _CAPTURE_TESTS,
+    "_capture/_recording.py": _CAPTURE_TESTS,
+    "_capture/_modes.py": _CAPTURE_TESTS,
+    "_capture/_tracking.py": _CAPTURE_TESTS,
+    "_capture/_modestack.py": _CAPTURE_TESTS,
 }
 
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],
@@ -402,23 +437,35 @@ class _Select:
 
 
 class _Lines:
-    """pytest plugin: the lines of one file (``filename``) each test executes, setup and teardown included:
-    ``{node id: [line, ...]}``, written as JSON to ``out`` at the end of the session."""
+    """pytest plugin: the lines of some files (``filenames``) each test executes, setup and teardown included:
+    ``{file: {node id: [line, ...]}}``, written as JSON to ``out`` at the end of the session (one traced run serves
+    every target judged by the same tests).
 
-    def __init__(self, filename, out):
-        self.filename, self.out, self.lines, self.current = filename, out, {}, None
+    A fixture wider than a function (module, class, session scope) runs once, in the setup of the first test that
+    asks for it and the teardown of the last; every other test that uses it depends on what it did all the same. So
+    the lines a test's setup and teardown execute when it uses such a fixture are written apart (``shared``), and
+    credited to every test of its file (``reaching``)."""
+
+    def __init__(self, filenames, out):
+        self.files = {f: k for k, f in enumerate(filenames)}
+        self.out, self.lines, self.current = out, {}, None  # lines: node id -> {(file index, line)}
+        self.shared = {}  # test file -> what the setup or teardown of a test that uses a wide fixture runs
         self.failed = set()  # tests that fail under the tracer (Dynamo, for one, compiles nothing while it runs)
+        self._locals = [self._local_for(k) for k in range(len(self.files))]
 
-    def _local(self, frame, event, arg):
-        if event == "line":
-            self.current.add(frame.f_lineno)
-        return self._local
+    def _local_for(self, k):
+        def local(frame, event, arg):
+            if event == "line":
+                self.current.add((k, frame.f_lineno))
+            return local
+        return local
 
     def _global(self, frame, event, arg):
-        if frame.f_code.co_filename != self.filename:
+        k = self.files.get(frame.f_code.co_filename)
+        if k is None:
             return None
-        self.current.add(frame.f_lineno)  # the first line of the code object (a def's body on one line)
-        return self._local
+        self.current.add((k, frame.f_lineno))  # the first line of the code object (a def's body on one line)
+        return self._locals[k]
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
@@ -433,6 +480,28 @@ class _Lines:
             sys.settrace(None)
             threading.settrace(None)
 
+    def _fixture_phase(self, item):
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
+        if any(getattr(d, "scope", "function") != "function" for ds in defs.values() for d in ds):
+            return self.shared.setdefault(item.nodeid.split("::")[0], set())
+        return self.lines.setdefault(item.nodeid, set())
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_setup(self, item):
+        own, self.current = self.current, self._fixture_phase(item)
+        try:
+            yield
+        finally:
+            self.current = own
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(self, item, nextitem):
+        own, self.current = self.current, self._fixture_phase(item)
+        try:
+            yield
+        finally:
+            self.current = own
+
     def pytest_runtest_logreport(self, report):
         if report.failed:
             self.failed.add(report.nodeid)
@@ -440,7 +509,11 @@ class _Lines:
     def pytest_sessionfinish(self, session):
         import json
 
-        Path(self.out).write_text(json.dumps({"lines": {k: sorted(v) for k, v in self.lines.items()},
+        def per_file(table):
+            return {f: {t: sorted(ln for kk, ln in v if kk == k) for t, v in table.items()}
+                    for f, k in self.files.items()}
+
+        Path(self.out).write_text(json.dumps({"lines": per_file(self.lines), "shared": per_file(self.shared),
                                               "failed": sorted(self.failed)}))
 
 
@@ -479,13 +552,16 @@ def _hand_to_subprocesses(path: Path, text: str) -> None:
 def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=(), first_failure=True) -> tuple[int, str]:
     """Fork; in the child, execute `text` in place of the module at `path` and run pytest on `tests` (with
     `plugins`; stopping at the first failure unless `first_failure` is false). (exit code, output)."""
-    with tempfile.TemporaryFile(mode="w+") as log:
+    with tempfile.TemporaryFile(mode="w+") as log, tempfile.TemporaryDirectory(prefix="mutant-cwd-") as cwd:
         pid = os.fork()
         if pid == 0:  # child
             rc = 3
             try:
                 os.dup2(log.fileno(), 1)
                 os.dup2(log.fileno(), 2)
+                # a scratch working directory: what a mutant makes the code write to a relative path (a report's
+                # files) lands there, not in the source tree
+                os.chdir(cwd)
                 import pytest
 
                 if str(path.relative_to(ROOT / "roofline")) in SUBPROCESS_TARGETS:
@@ -493,7 +569,7 @@ def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=
                 substitute(path, text)
                 # no plugins found through entry points (loading them costs a second a run; the parent sets
                 # PYTEST_DISABLE_PLUGIN_AUTOLOAD), no cache, and no gc.collect() of the large heap at the end
-                rc = int(pytest.main(["-q", *(["-x"] if first_failure else []), "-p", "no:cacheprovider", "-p", "no:unraisableexception",
+                rc = int(pytest.main(["-q", "--rootdir", str(ROOT), *(["-x"] if first_failure else []), "-p", "no:cacheprovider", "-p", "no:unraisableexception",
                                       "-p", "no:threadexception", *tests], plugins=list(plugins)))
             except BaseException as e:  # noqa: BLE001 - a mutant that does not even import is killed
                 print(f"{type(e).__name__}: {e}", flush=True)
@@ -518,12 +594,15 @@ def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=
 
 
 def reaching(traced: dict, m: PyMutant) -> set | None:
-    """The node ids of the tests that execute a line of the mutant's reach, and those the tracer could not follow
-    (`traced` as _Lines writes it); None: every test (no reach known)."""
+    """The node ids of the tests that execute a line of the mutant's reach (every test of a file whose wide fixtures
+    execute one), and those the tracer could not follow (`traced` as _Lines writes it); None: every test (no reach
+    known)."""
     if m.reach is None:
         return None
     lo, hi = m.reach
-    return {t for t, lines in traced["lines"].items() if any(lo <= ln <= hi for ln in lines)} | set(traced["failed"])
+    files = {f for f, lines in traced.get("shared", {}).items() if any(lo <= ln <= hi for ln in lines)}
+    return ({t for t, lines in traced["lines"].items()
+             if t.split("::")[0] in files or any(lo <= ln <= hi for ln in lines)} | set(traced["failed"]))
 
 
 def main(argv=None) -> int:
@@ -607,23 +686,35 @@ def main(argv=None) -> int:
     tests = {f: [str(ROOT / t) for t in TESTS[f] if (ROOT / t.split("::")[0]).exists()] for f in TARGETS}
     t0 = time.time()
     covered = {}  # target -> {test node id: lines of the target it executes}
-    for f in sorted({m.target for m in mutants}):  # the unmutated module, substituted the same way, must pass
-        path = ROOT / "roofline" / f
+    # the unmutated modules, substituted the same way, must pass; one traced run per set of tests (the targets judged
+    # by the same tests are traced together)
+    by_tests: dict = {}
+    for f in sorted({m.target for m in mutants}):
+        by_tests.setdefault(tuple(tests[f]), []).append(f)
+    for group in by_tests.values():
+        paths = [ROOT / "roofline" / f for f in group]
         with tempfile.TemporaryDirectory() as tmp:
-            trace = None if args.all_tests or f in SUBPROCESS_TARGETS else _Lines(str(path), os.path.join(tmp, "lines.json"))
-            rc, out = run_in_child(path, path.read_text(), tests[f], args.timeout * (1 if trace is None else 10),
-                                   [trace] if trace else [], first_failure=trace is None)
+            traced = not args.all_tests and not any(f in SUBPROCESS_TARGETS for f in group)
+            trace = _Lines([str(p) for p in paths], os.path.join(tmp, "lines.json")) if traced else None
+            rc, out = run_in_child(paths[0], paths[0].read_text(), tests[group[0]],
+                                   args.timeout * (1 if trace is None else 10), [trace] if trace else [],
+                                   first_failure=trace is None)
             if rc != 0 and trace is not None:  # a test that fails only under the tracer is run for every mutant
-                rc, out = run_in_child(path, path.read_text(), tests[f], args.timeout)
+                rc, out = run_in_child(paths[0], paths[0].read_text(), tests[group[0]], args.timeout)
             if rc != 0:
-                sys.exit(f"the unmutated {f} fails the tests the mutants are judged by:\n{out[-3000:]}")
+                sys.exit(f"the unmutated {', '.join(group)} fail the tests the mutants are judged by:\n{out[-3000:]}")
             if trace is not None:
                 import json
 
-                covered[f] = json.loads(Path(trace.out).read_text())
-                n_failed = len(covered[f]["failed"])
+                data = json.loads(Path(trace.out).read_text())
+                for f, p in zip(group, paths):
+                    covered[f] = {"lines": data["lines"][str(p)], "shared": data["shared"][str(p)],
+                                  "failed": data["failed"]}
+                n_failed = len(data["failed"])
                 untraced = f" ({n_failed} fail under the tracer: run for every mutant)" if n_failed else ""
-                print(f"{f}: {len(covered[f]['lines'])} tests, traced{untraced}", flush=True)
+                reached = ", ".join(f"{f} {len({ln for v in covered[f]['lines'].values() for ln in v})}" for f in group)
+                print(f"{len(next(iter(data['lines'].values()), {}))} tests, traced{untraced}; lines run: {reached}",
+                      flush=True)
     print(f"{len(mutants)} mutants of {', '.join(args.files)}", flush=True)
     results = []
     for k, m in enumerate(mutants, 1):

@@ -1,0 +1,255 @@
+"""The capture session where its other tests leave it open (roofline/_capture/): the optimizer phase around a step
+whatever its arguments (a closure passed either way, extra arguments, a block opened inside a step, a step of
+another thread), per-op timing against whole-block timing, the block's own formulas, the device synchronisation
+and per-op CUDA events of a timed block (on fake CUDA tensors: the bookkeeping is the host's), and a block entered
+before Inductor is imported. Expected values are worked out here (a Linear's products by hand)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import roofline  # noqa: E402
+from roofline import _core  # noqa: E402
+from roofline._capture import _modes, _session  # noqa: E402
+
+T, D = 4, 8
+
+
+def _mm(m, k, n):
+    return 2 * m * k * n
+
+
+def _linear():
+    torch.manual_seed(0)
+    return torch.nn.Linear(D, D), torch.randn(T, D)
+
+
+class _Scaled(torch.optim.SGD):
+    """SGD whose step takes an extra argument after the closure: the parameters are multiplied by ``scale``."""
+
+    def step(self, closure=None, scale=1.0):
+        loss = closure() if closure is not None else None
+        with torch.no_grad():
+            for p in self.param_groups[0]["params"]:
+                p.mul_(scale)
+        return loss
+
+
+def _phases(r):
+    return r.by_phase()
+
+
+@pytest.mark.parametrize("call", ["positional", "positional and an extra argument", "keyword", "no closure"])
+def test_a_closures_forward_and_backward_keep_their_phases_however_the_step_is_called(call):
+    model, x = _linear()
+    opt = _Scaled(model.parameters(), lr=0.0)
+
+    def closure():
+        opt.zero_grad()
+        loss = model(x).sum()
+        loss.backward()
+        return loss
+
+    w = model.weight.detach().clone()
+    if call == "no closure":
+        closure()
+    with roofline.measure(model, timing=None) as r:
+        if call == "positional":
+            opt.step(closure)
+        elif call == "positional and an extra argument":
+            opt.step(closure, 2.0)
+        elif call == "keyword":
+            opt.step(closure=closure)
+        else:
+            opt.step()
+        model(x)  # after the step: the forward phase again
+    ph = _phases(r)
+    # forward: (T x D) @ (D x D) per model call; backward: the weight's gradient (D x T) @ (T x D), x needs none
+    calls = 1 if call == "no closure" else 2
+    assert ph["forward"]["matrix_flops"] == calls * _mm(T, D, D)
+    assert ph.get("backward", {"matrix_flops": 0})["matrix_flops"] == (0 if call == "no closure" else _mm(D, T, D))
+    assert ph["optimizer"]["matrix_flops"] == 0 and ph["optimizer"]["calls"] >= 2  # the two mul_
+    # the extra argument reached the step
+    scale = 2.0 if call == "positional and an extra argument" else 1.0
+    assert torch.equal(model.weight.detach(), w * scale)
+
+
+def test_a_block_opened_inside_an_optimizer_step_counts_the_next_steps_phases():
+    """A block entered by a hook at the end of an optimizer step (a profiler stepped from the optimizer's post-hook)
+    has seen no start of that step: its end does not count as one, and the next step's forward, optimizer and the
+    forward after it keep their phases."""
+    model, x = _linear()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    block = roofline.measure(model, timing=None)
+    opened = []
+
+    def open_block(optimizer, args, kwargs):
+        if not opened:
+            opened.append(block.__enter__())
+
+    handle = opt.register_step_post_hook(open_block)
+    try:
+        model(x).sum().backward()
+        opt.step()  # the block opens in its post-hook
+        handle.remove()
+        opt.step()
+        model(x)
+    finally:
+        handle.remove()
+        block.__exit__(None, None, None)
+    r = opened[0] if isinstance(opened[0], roofline.Report) else block.report
+    ph = _phases(r)
+    assert ph["forward"]["matrix_flops"] == _mm(T, D, D) and ph["forward"]["calls"] >= 1
+    assert ph["optimizer"]["matrix_flops"] == 0 and ph["optimizer"]["calls"] >= 1
+    assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_another_threads_optimizer_step_leaves_this_blocks_step_in_its_phase():
+    """Optimizer hooks are process-wide: a step that another thread (no block open there) runs while this block is
+    inside its own step does not end this block's optimizer phase."""
+    model, x = _linear()
+    inside, other_done = threading.Event(), threading.Event()
+
+    class Slow(torch.optim.SGD):
+        def step(self, closure=None):
+            with torch.no_grad():
+                for p in self.param_groups[0]["params"]:
+                    p.add_(1.0)
+            inside.set()
+            other_done.wait(10)
+            with torch.no_grad():
+                for p in self.param_groups[0]["params"]:
+                    p.add_(1.0)  # after the other thread's step: still this step's
+
+    other_model = torch.nn.Linear(2, 2)
+    other = torch.optim.SGD(other_model.parameters(), lr=0.1)
+
+    def run_other():
+        inside.wait(10)
+        other_model(torch.randn(1, 2)).sum().backward()
+        other.step()
+        other_done.set()
+
+    slow = Slow(model.parameters(), lr=0.1)
+    t = threading.Thread(target=run_other)
+    t.start()
+    with roofline.measure(model, timing=None) as r:
+        slow.step()
+    t.join(10)
+    ph = _phases(r)
+    # two add_ per parameter (weight, bias), all in the optimizer phase
+    assert ph["optimizer"]["calls"] == 4
+    assert ph.get("forward", {"bytes": 0})["bytes"] == 0  # (the step's record_function markers: no bytes)
+
+
+def test_per_op_timing_times_each_op_and_block_timing_only_the_block():
+    model, x = _linear()
+    with roofline.measure(model, timing="op") as op:
+        model(x)
+    t = op.records["t_end"] - op.records["t_start"]
+    assert len(t) >= 1 and np.all(np.isfinite(t)) and np.all(t >= 0)
+    with roofline.measure(model, timing="model") as whole:
+        model(x)
+    assert np.all(np.isnan(whole.records["t_start"])) and math.isfinite(whole.wall_time)
+
+
+def test_the_blocks_own_formulas_count_its_ops():
+    x = torch.randn(T, D)
+    with roofline.measure(timing=None, formulas={"aten::gelu": lambda *a, **k: {"vector_flops": 7}}) as r:
+        torch.nn.functional.gelu(x)
+    assert r.vector_flops == 7
+
+
+# ---- the device's side of a timed block, on fake CUDA tensors (the host's bookkeeping, without a GPU) ----------------
+class _FakeEvent:
+    made: list = []
+    clock = 0  # one tick (1 ms) per record()
+
+    def __init__(self, enable_timing=False):
+        self.enable_timing = enable_timing
+        self.t = None
+        _FakeEvent.made.append(self)
+
+    def record(self, stream=None):
+        _FakeEvent.clock += 1
+        self.t = _FakeEvent.clock
+
+    def elapsed_time(self, end):
+        return float(end.t - self.t)  # milliseconds
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    syncs = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: syncs.append(a))
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    _FakeEvent.made, _FakeEvent.clock = [], 0
+    return syncs
+
+
+def _cuda_tensor():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        return torch.empty(T, D, device="cuda:0")
+
+
+def test_a_timed_block_synchronises_the_device_when_it_starts_and_ends(fake_cuda):
+    with roofline.measure(timing="model"):
+        pass
+    assert len(fake_cuda) == 2
+    fake_cuda.clear()
+    with roofline.measure(timing=None):
+        pass
+    assert fake_cuda == []
+
+
+def test_per_op_timing_of_cuda_ops_takes_event_pairs_read_after_the_block(fake_cuda):
+    a = _cuda_tensor()
+    with roofline.measure(timing="op") as r:
+        torch.relu(a)
+        torch.neg(a)
+    # events recorded 1 ms apart: the block's base event (1st), then a pair per op (2nd and 3rd, 4th and 5th):
+    # each op starts and ends (k - 1) ms after the base, in seconds
+    assert _FakeEvent.made[0].enable_timing and all(e.enable_timing for e in _FakeEvent.made)
+    assert r.records["t_start"].tolist() == [1e-3, 3e-3] and r.records["t_end"].tolist() == [2e-3, 4e-3]
+    # whole-block timing makes no event
+    _FakeEvent.made = []
+    with roofline.measure(timing="model"):
+        torch.relu(a)
+    assert _FakeEvent.made == []
+
+
+def test_cuda_ops_are_recognised_by_their_first_tensor_or_their_device_argument():
+    a = _cuda_tensor()
+    assert _modes._on_cuda((a,)) and _modes._on_cuda((1, [a])) and _modes._on_cuda(([a, 2],))
+    assert not _modes._on_cuda((torch.ones(1), a)) and not _modes._on_cuda(((),)) and not _modes._on_cuda(())
+    assert _modes._on_cuda((), {"device": "cuda:0"}) and not _modes._on_cuda((a,), {"device": "cpu"})
+    assert _modes._on_cuda((a,), {"dtype": torch.float32})
+
+
+def test_a_block_entered_before_inductor_is_imported_installs_the_compiled_view_when_dynamo_asks(monkeypatch):
+    """Dynamo asks the block's mode whether to compile (``ignore_compile_internals``): while the block is being
+    entered Inductor is not imported for it, and once entered it is (the hooks installed then), so that compiled code
+    first run inside the block is counted as compiled."""
+    from roofline._compiled import _collector
+
+    installed = []
+    monkeypatch.setitem(_collector._state, "installed", False)
+    monkeypatch.setattr(_collector, "install", lambda: installed.append(1))
+    monkeypatch.setattr(_collector, "hooks_in_place", lambda: None)
+    monkeypatch.delitem(sys.modules, "torch._inductor.compile_fx", raising=False)
+    with roofline.measure(timing=None):
+        (mode,) = [m for m in torch.utils._python_dispatch._get_current_dispatch_mode_stack()
+                   if isinstance(m, _modes._Mode)]
+        assert mode.ignore_compile_internals() is True
+    assert installed == [1]
