@@ -11,17 +11,21 @@ measured steps) and reports its MFU six times from the same counts and the same 
   (``meta["ceilings_yardstick"]`` says which); ``plain``, the ceilings this run measured, contended as they are;
 * step time (the numerator's time, ``profile(step_time=...)``): ``median``, the median wall time (the default);
   ``min``, the least wall time of the repeats; ``unwaited``, each step's wall time with its threads' waits for a
-  CPU taken out (Linux scheduler statistics), median over the repeats.
+  CPU taken out (Linux scheduler statistics), median over the repeats; ``unwaited_min``, the least of those.
 
-Per run: the step times, how much of their runnable time the step's threads waited for a CPU, and the six MFUs.
+Per run: the load average when it started, the step times, how much of their runnable time the step's threads
+waited for a CPU, the spread of the steps' unwaited times, whether the report flagged OpenMP spin-waiting, and the
+eight MFUs.
 Then for each choice the spread over the runs, (max - min) / median, and the largest deviation from the median:
 the target is an MFU within +-5% of its median. The FLOPs are exact and the same each run, so with the stable
 yardstick what remains is the step time's own variation under the load.
 
-    python bench/mfu_stability.py [--runs 5] [--hogs 2] [--threads N] [--repeat 5] [--saved PATH]
+    python bench/mfu_stability.py [--runs 5] [--hogs 2] [--threads N] [--repeat 5] [--saved PATH] [--omp-passive]
 
 ``--saved PATH``: saved idle ceilings (``python -m roofline ceilings --save PATH`` on an idle machine) as this
 machine's yardstick; without it each run starts from an empty cache folder, so the theoretical peak stands in.
+``--omp-passive``: the runs start with ``OMP_WAIT_POLICY=PASSIVE`` (intra-op threads sleep at a barrier instead of
+spinning on a CPU that the step's other thread may be waiting for).
 """
 
 from __future__ import annotations
@@ -71,6 +75,9 @@ out = {"flops": r.total_flops, "yardstick": r.meta.get("ceilings_yardstick", {})
        "contention": plain_ceilings.info.get("contention") or [],
        "wait_share": [q.meta.get("load", {}).get("wait_share") for q in r.repeats],
        "step_contention": sum(bool(q.meta.get("contention")) for q in r.repeats)}
+st = SteadyReport._from_runs(r.repeats, warmup=1, ceilings=saved or "measured", step_time="unwaited")
+out["unwaited_spread"] = st.meta["steady"]["step_time"].get("unwaited", {}).get("spread")
+out["spin"] = bool(st.meta["steady"]["step_time"].get("spin"))
 # the same measured steps, each step time: the package's own aggregation, judged against both yardsticks
 for st in STEP_TIMES:
     s = SteadyReport._from_runs(r.repeats, warmup=1, ceilings=saved or "measured", step_time=st)
@@ -80,7 +87,8 @@ for st in STEP_TIMES:
 print(json.dumps(out))
 """
 
-COMBOS = [(st, y) for st in ("median", "min", "unwaited") for y in ("stable", "plain")]
+KINDS = ("median", "min", "unwaited", "unwaited_min")
+COMBOS = [(st, y) for st in KINDS for y in ("stable", "plain")]
 
 
 def _hog() -> subprocess.Popen:
@@ -99,6 +107,7 @@ def main() -> int:
     ap.add_argument("--saved", default="", help="saved idle ceilings to use as the yardstick")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads of the step")
     ap.add_argument("--repeat", type=int, default=5, help="measured steps per run (profile's repeat)")
+    ap.add_argument("--omp-passive", action="store_true", help="run the steps with OMP_WAIT_POLICY=PASSIVE")
     args = ap.parse_args()
 
     hogs = [_hog() for _ in range(args.hogs)]
@@ -109,6 +118,9 @@ def main() -> int:
             cache = tempfile.mkdtemp(prefix="roofline-mfu-")
             env = dict(os.environ, ROOFLINE_CACHE_DIR=cache, PYTHONPATH=ROOT + os.pathsep
                        + os.environ.get("PYTHONPATH", ""), ROOFLINE_PROGRESS="0")
+            if args.omp_passive:
+                env["OMP_WAIT_POLICY"] = "PASSIVE"
+            load = os.getloadavg()
             try:
                 p = subprocess.run([sys.executable, "-c", RUN, str(args.threads), args.saved, str(args.repeat)],
                                    env=env, capture_output=True, text=True, timeout=900)
@@ -120,8 +132,11 @@ def main() -> int:
             row = json.loads(p.stdout.strip().splitlines()[-1])
             rows.append(row)
             waits = [w for w in row["wait_share"] if w is not None]
-            print(f"run {i + 1}: step median {row['median']['time'] * 1e3:7.1f} ms, min {row['min']['time'] * 1e3:7.1f}"
-                  f", unwaited {row['unwaited']['time'] * 1e3:7.1f}; threads waited "
+            print(f"run {i + 1} (load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at its start): step median "
+                  f"{row['median']['time'] * 1e3:7.1f} ms, min {row['min']['time'] * 1e3:7.1f}, unwaited "
+                  f"{row['unwaited']['time'] * 1e3:7.1f}, unwaited_min {row['unwaited_min']['time'] * 1e3:7.1f} "
+                  f"(spread of the steps' unwaited times {row['unwaited_spread'] or 0:.0%}"
+                  f"{', SPIN flagged' if row['spin'] else ''}); threads waited "
                   f"{statistics.median(waits) if waits else float('nan'):.0%} for a CPU (median), "
                   f"{row['step_contention']}/{args.repeat} steps flagged; peak stable {row['peak_stable'] / 1e9:.1f} "
                   f"({row['yardstick']}), plain {row['peak_plain'] / 1e9:.1f} GFLOP/s"
@@ -133,7 +148,8 @@ def main() -> int:
             h.wait()
 
     print()
-    print(f"{args.runs} runs, {args.hogs} busy processes, {args.threads} torch threads, {args.repeat} measured steps "
+    print(f"{args.runs} runs, {args.hogs} busy processes, {args.threads} torch threads"
+          f"{' (OMP_WAIT_POLICY=PASSIVE)' if args.omp_passive else ''}, {args.repeat} measured steps "
           f"per run, {rows[0]['flops'] / 1e9:.3f} GFLOP per step; load average now {os.getloadavg()[0]:.1f}")
     print(f"{'step time / yardstick':<22}{'median':>9}{'min':>9}{'max':>9}{'(max-min)/med':>15}{'largest dev':>13}"
           "  +-5%")
@@ -142,7 +158,7 @@ def main() -> int:
         rng, dev = _spread(vals)
         print(f"{st + ' / ' + y:<22}{statistics.median(vals):>9.2%}{min(vals):>9.2%}{max(vals):>9.2%}"
               f"{rng:>15.1%}{dev:>13.1%}  {'met' if dev <= 0.05 else 'NOT met'}")
-    for st in ("median", "min", "unwaited"):
+    for st in KINDS:
         vals = [r[st]["time"] for r in rows]
         rng, dev = _spread(vals)
         print(f"step time {st:<12}{statistics.median(vals) * 1e3:>7.1f} ms  min {min(vals) * 1e3:.1f}  max "

@@ -30,6 +30,9 @@ BUILTIN_MODELS = ("resnet50", "vit_b_16", "gpt2", "llama")
 LLMS = ("gpt2", "llama")
 PLOT_EXTENSIONS = (".png", ".svg", ".pdf")
 ATTENTION = ("flash", "efficient", "math")
+# roofline.steady's step_time choices (roofline._loops._steady.STEP_TIMES), spelled out here so that the options
+# are checked before torch is imported
+STEP_TIMES = ("median", "min", "unwaited", "unwaited_min")
 _DTYPES = {"float32": "float32", "fp32": "float32", "float": "float32", "float64": "float64", "fp64": "float64",
            "double": "float64", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
            "half": "float16"}
@@ -67,6 +70,11 @@ def add_profile(subparsers: argparse._SubParsersAction, func) -> None:
                    "creation and lazy initialisation stay out of the measured step); 0 measures the first step")
     p.add_argument("--repeat", type=int, default=None, help="measured steps; the report is the median step (default "
                    "3; 1 on meta, where nothing is timed)")
+    p.add_argument("--step-time", choices=STEP_TIMES, default="median", help="the step time the MFU and roofline "
+                   "figures divide by: the median wall time of the measured steps (default), the least, or "
+                   "'unwaited' (each step's wall time with its threads' waits for a CPU held by other processes "
+                   "taken out: for a shared machine; median over the steps) or 'unwaited_min' (the least of those); "
+                   "the report's first line says which")
     p.add_argument("--decode", action="store_true", help="language models: measure one decode step (one new token "
                    "per sequence) against a KV cache of --kv-len tokens, and print tokens/s and bytes per token "
                    "against the bandwidth roof")
@@ -98,6 +106,7 @@ class Plan:
     warmup: int = 1
     repeat: int = 3
     timing: str | None = "op"
+    step_time: str = "median"
     notes: list = field(default_factory=list)
 
 
@@ -334,7 +343,12 @@ def plan(args: argparse.Namespace) -> Plan:
     source, builder = resolve_model(args.model)
     p = Plan(model=args.model, source=source, builder=builder, device=device, dtype=dtype, autocast=autocast,
              attention=args.attention, warmup=args.warmup, repeat=3 if args.repeat is None else args.repeat,
-             timing=None if args.timing == "none" else args.timing)
+             timing=None if args.timing == "none" else args.timing,
+             step_time=getattr(args, "step_time", "median"))
+    if p.step_time != "median" and (device == "meta" or p.timing is None):
+        p.notes.append(f"--step-time {p.step_time} ignored: nothing is timed"
+                       + (" on meta" if device == "meta" else " (--timing none)"))
+        p.step_time = "median"
     if device == "meta":
         p.timing = None  # nothing runs on meta: only counts
         if p.repeat != 1 and args.repeat is not None:
@@ -457,6 +471,8 @@ def _what(p: Plan, args) -> str:
              + (f"median of {p.repeat} measured steps" if p.repeat > 1 else "1 measured step"))
     if p.warmup == 0:
         steps += " (the first step is measured: it includes one-off work such as optimizer state creation)"
+    if p.step_time != "median":
+        steps += f"; step time: {p.step_time}"
     return (f"profiling {p.model} ({kind}) on {p.device}" + (f" in {', '.join(prec)}" if prec else "")
             + f": {steps}" + "".join(f"; {n}" for n in p.notes) + "...")
 
@@ -485,7 +501,7 @@ def run(args: argparse.Namespace) -> int:
                 inner()
 
     r = roofline.steady(step, model, warmup=p.warmup, repeat=p.repeat, timing=p.timing, ceilings=args.ceilings,
-                        attention=p.attention)
+                        attention=p.attention, step_time=p.step_time)
     if p.dtype:
         r.meta["dtype"] = p.dtype
     report = r

@@ -516,8 +516,8 @@ def profile(model=None, *, schedule=None, on_report=None, timing: str | None = "
     raises that error and the step runs unmeasured: the profiler goes on, and a cycle none of whose active steps
     was measured gives no report (a warning says so); ``start()`` raises it and the profiler does not start.
 
-    ``step_time`` (``"median"``, ``"min"`` or ``"unwaited"``) chooses each report's step time as in
-    :func:`roofline.profile`: ``"unwaited"`` keeps MFU comparable between runs on a shared machine.
+    ``step_time`` (``"median"``, ``"min"``, ``"unwaited"`` or ``"unwaited_min"``) chooses each report's step time as
+    in :func:`roofline.steady`: the unwaited kinds keep MFU comparable between runs on a shared machine.
 
     ``model``, ``timing``, ``ceilings``, ``attention`` and ``formulas`` (the block's own formulas, as
     ``measure(formulas=...)`` takes them: used in every measured step) are passed to :func:`roofline.measure` and

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import os
 import statistics
 
 import numpy as np
@@ -32,7 +33,7 @@ def _check_int(name: str, v, lo: int, where: str = "steady") -> int:
     return _ints.count(v, name, where, lo)
 
 
-STEP_TIMES = ("median", "min", "unwaited")
+STEP_TIMES = ("median", "min", "unwaited", "unwaited_min")
 
 
 def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | None = "model",
@@ -52,10 +53,15 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     the median wall time; ``"min"``, the least wall time of the repeats (the least disturbed one); ``"unwaited"``,
     the median of each repeat's wall time with its threads' waits for a CPU held by other processes taken out
     (Linux's scheduler statistics: the step's wall time times ``meta["load"]["unwaited_s"] / meta["load"]["wall_s"]``
-    of its block; equal to the wall time on an idle machine, the wall time where the statistics are missing). On a
-    shared machine the last two keep MFU comparable between runs (docs/training.md); the report says which
-    (``meta["steady"]["step_time"]``, the first line of ``print(r)``). Per-op times (``timing="op"``) stay as
-    measured.
+    of its block; equal to the wall time on an idle machine, the wall time where the statistics are missing);
+    ``"unwaited_min"``, the least of those unwaited times (the least disturbed step: on a busy machine every step
+    is slowed, never sped up, by what the statistics cannot take out; use ``repeat`` of 10 or more). On a shared
+    machine the unwaited kinds keep MFU comparable between runs (docs/training.md); the report says which
+    (``meta["steady"]["step_time"]``, with the steps' unwaited ``min``, ``median``, ``max`` and ``spread``, and the
+    first line of ``print(r)``). When steps ran under contention with several intra-op threads whose OpenMP runtime
+    spin-waits, the spinning counts as time on a CPU and the unwaited time overstates the step: the report says so
+    (``meta["steady"]["step_time"]["spin"]``, a warning) and how to avoid it (``OMP_WAIT_POLICY=PASSIVE`` or one
+    thread). Per-op times (``timing="op"``) stay as measured.
 
     ``warmup`` (default 1) steps run first, uncounted: optimizer state creation, lazy initialisation and the
     first-call costs of the allocator and of kernel selection stay out of the measured steps. ``warmup=0``
@@ -98,15 +104,17 @@ def _check_step_time(step_time, who: str = "profile") -> None:
         raise ValueError(f"{who}: step_time must be one of {', '.join(map(repr, STEP_TIMES))}, got {step_time!r}")
 
 
-def _step_time(kind: str, runs: list, median_wall):
+def _step_time(kind: str, runs: list, median_wall, threads: int | None = None, env=None):
     """``(seconds, meta)`` of the step time ``kind`` (not "median") over the aggregated ``runs``: the time the
-    report divides by and what ``meta["steady"]["step_time"]`` says of it."""
+    report divides by and what ``meta["steady"]["step_time"]`` says of it. For the unwaited kinds, ``threads`` (the
+    intra-op threads the steps ran, default torch's now) and ``env`` (default ``os.environ``) decide the spin note
+    (:func:`_spin_note`)."""
     walls = [r.wall_time for r in runs if r.wall_time is not None]
     if not walls:
         return median_wall, {"kind": kind, "wall_median": median_wall}
     if kind == "min":
         return min(walls), {"kind": kind, "wall_median": median_wall}
-    values, known = [], 0
+    values, known, contended = [], 0, False
     for r in runs:
         if r.wall_time is None:
             continue
@@ -114,16 +122,67 @@ def _step_time(kind: str, runs: list, median_wall):
         # of unwaited time is applied to the step's own wall time
         load = r.meta.get("load") or {}
         u, w = load.get("unwaited_s"), load.get("wall_s")
+        contended = contended or bool(r.meta.get("contention"))
         if isinstance(u, (int, float)) and isinstance(w, (int, float)) and 0 < u <= w:
             known += 1
             values.append(r.wall_time * (u / w))
         else:
             values.append(r.wall_time)
     out = {"kind": kind, "wall_median": median_wall, "values": values}
+    lo, mid, hi = min(values), _median(values), max(values)
+    # how far apart the steps' unwaited times were: (max - min) / median, beside the figure the report divides by
+    out["unwaited"] = {"min": lo, "median": mid, "max": hi, "spread": (hi - lo) / mid if mid else None}
     if known < len(runs):
         out["missing"] = ("no scheduler statistics for some steps: their wall time stands" if known else
                           "no scheduler statistics on this system: the wall time stands")
-    return _median(values), out
+    if known and contended:
+        if threads is None:
+            import torch
+
+            threads = torch.get_num_threads()
+        note = _spin_note(threads, os.environ if env is None else env)
+        if note:
+            out["spin"] = note
+    return (lo if kind == "unwaited_min" else mid), out
+
+
+# environment settings under which an OpenMP runtime's waiting threads sleep at once instead of spinning
+_PASSIVE = (("OMP_WAIT_POLICY", "passive"), ("GOMP_SPINCOUNT", "0"), ("KMP_BLOCKTIME", "0"))
+
+
+def _spin_note(threads: int, env) -> str | None:
+    """What an unwaited time of contended steps cannot take out, or None: with more than one intra-op thread
+    (``threads``) and an OpenMP runtime left to spin-wait (none of ``OMP_WAIT_POLICY=PASSIVE``,
+    ``GOMP_SPINCOUNT=0``, ``KMP_BLOCKTIME=0`` in ``env``), a thread that reaches a barrier while another waits for a
+    CPU spins on its own CPU, and the scheduler counts the spinning as time on a CPU. A pure function."""
+    if threads <= 1:
+        return None
+    if any(str(env.get(k, "")).strip().lower() == v for k, v in _PASSIVE):
+        return None
+    return (f"the step ran {threads} intra-op threads whose OpenMP runtime spin-waits (OMP_WAIT_POLICY is not "
+            "PASSIVE): while a thread waits for a CPU the others spin at the barrier, and that spinning counts as "
+            "time on a CPU, so the unwaited time overstates the step; for a step time comparable between runs "
+            "set OMP_WAIT_POLICY=PASSIVE before Python starts, or torch.set_num_threads(1)")
+
+
+def _step_time_words(t: dict) -> str:
+    """What a step time other than the median wall time is, for the report's first line (``t``:
+    ``meta["steady"]["step_time"]``)."""
+    if t["kind"] == "min":
+        return "the least wall time"
+    words = ("UNWAITED (waits for a CPU held by other processes taken out" if t["kind"] == "unwaited" else
+             "the least UNWAITED time (waits for a CPU held by other processes taken out")
+    u = t.get("unwaited")
+    if isinstance(u, dict) and len(t.get("values") or ()) > 1 and u.get("median"):
+        words += (f"; unwaited min {u['min'] * 1e3:.1f}, median {u['median'] * 1e3:.1f}, max {u['max'] * 1e3:.1f} "
+                  f"ms, spread {u['spread']:.0%}")
+    if t.get("missing"):
+        words += f"; {t['missing']}"
+    words += ")"
+    if t.get("spin"):
+        words += ("; OVERSTATED: intra-op threads spin-waited under contention, which counts as time on a CPU "
+                  "(OMP_WAIT_POLICY=PASSIVE or one thread avoids it)")
+    return words
 
 
 def _check_synchronous(step):
@@ -260,6 +319,8 @@ class SteadyReport(Report):
         time, chosen = wall, None  # the step's time, what the report divides by
         if step_time != "median":
             time, chosen = _step_time(step_time, [runs[i] for i in same], wall)
+            if chosen.get("spin"):
+                _warn.warn(f"{who}: step_time={step_time!r}: {chosen['spin']}")
         ops = {}
         if b.timed:
             per = {}
@@ -328,11 +389,8 @@ class SteadyReport(Report):
         if w.get("median") is not None and n > 1:
             line += (f" (wall {w['median'] * 1e3:.1f} ms, min {w['min'] * 1e3:.1f}, max {w['max'] * 1e3:.1f})")
         t = s.get("step_time")
-        if isinstance(t, dict) and t.get("kind") in ("min", "unwaited") and self.wall_time is not None:
-            line += (f"; step time {self.wall_time * 1e3:.1f} ms: "
-                     + ("the least wall time" if t["kind"] == "min" else
-                        "UNWAITED (waits for a CPU held by other processes taken out"
-                        + (f"; {t['missing']}" if t.get("missing") else "") + ")"))
+        if isinstance(t, dict) and t.get("kind") in STEP_TIMES[1:] and self.wall_time is not None:
+            line += f"; step time {self.wall_time * 1e3:.1f} ms: " + _step_time_words(t)
         if s.get("no_warmup"):
             line += f" ({s['no_warmup']})"
         if s.get("first_step"):

@@ -52,7 +52,7 @@ PROFILE_SCALARS = {"mfu": "mfu", "mbu": "mbu", "achieved_flops": "achieved_flops
 PREFIX = "roofline/"
 # the logged ceilings_code: which figures MFU and MBU were divided by (meta["ceilings_yardstick"]["kind"])
 CEILINGS_CODES = {"measured": 0, "idle": 1, "theoretical": 2, "datasheet": 3, "file": 4, "given": 5}
-STEP_TIME_CODES = {"median": 0, "min": 1, "unwaited": 2}
+STEP_TIME_CODES = {"median": 0, "min": 1, "unwaited": 2, "unwaited_min": 3}
 _TOKEN_KEYS = ("input_ids", "attention_mask")
 _MAX_TOKENS = 2**63 - 1  # a step's tokens: an int64, its tokens/s a finite float
 _RUNS = weakref.WeakSet()  # the runs made and not yet stopped or aborted (one per thread at a time)
@@ -499,10 +499,13 @@ class Run:
         if kind in CEILINGS_CODES:
             vals[PREFIX + "profile/ceilings_code"] = float(CEILINGS_CODES[kind])
         # which step time they divide by (roofline.profile's step_time): 0 the median wall time, 1 the least, 2 the
-        # unwaited time (the threads' waits for a CPU taken out)
+        # unwaited time (the threads' waits for a CPU taken out), 3 the least unwaited time
         chosen = ((meta.get("steady") or {}).get("step_time") or {}).get("kind", "median")
         if chosen in STEP_TIME_CODES:
             vals[PREFIX + "profile/step_time_code"] = float(STEP_TIME_CODES[chosen])
+        if ((meta.get("steady") or {}).get("step_time") or {}).get("spin"):
+            # the unwaited time includes intra-op threads' spin-waiting: it overstates the step
+            vals[PREFIX + "profile/step_time_spin"] = 1.0
         wall = report.wall_time
         if _finite(wall) and wall > 0:
             vals[PREFIX + "profile/step_time"] = float(wall)

@@ -176,7 +176,8 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
         head = f", projected onto {projected}: {dur(r.wall_time)} of roofline time (ops back to back, not measured)"
     else:
         kind = ((r.meta.get("steady") or {}).get("step_time") or {}).get("kind")  # profile(step_time=...)
-        label = {"min": "least wall", "unwaited": "unwaited step time"}.get(kind, "wall")
+        label = {"min": "least wall", "unwaited": "unwaited step time",
+                 "unwaited_min": "least unwaited step time"}.get(kind, "wall")
         head = f", {dur(r.wall_time)} {label}" if r.wall_time is not None else ""
     lines = [f"roofline report: {len(r.records)} op calls" + head]
     incomplete = r.incomplete  # work that ran uncounted: said first, and on every total
@@ -439,12 +440,15 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
     if busy and not projected:
         out.append(("ceilings", "measured under contention: " + "; ".join(map(str, busy))))
     st = (r.meta.get("steady") or {}).get("step_time")  # profile(step_time=...): what the figures divide by
-    if isinstance(st, dict) and st.get("kind") in ("min", "unwaited") and r.wall_time and not projected:
+    if isinstance(st, dict) and st.get("kind") in ("min", "unwaited", "unwaited_min") and r.wall_time \
+            and not projected:
         med = st.get("wall_median")
-        out.append(("step time", f"{dur(r.wall_time)}: " + ("the least wall time of the measured steps"
-                                                            if st["kind"] == "min" else
-                                                            "UNWAITED (the threads' waits for a CPU taken out)")
-                    + (f"; median wall time {dur(med)}" if isinstance(med, (int, float)) else "")))
+        out.append(("step time", f"{dur(r.wall_time)}: " + {
+            "min": "the least wall time of the measured steps",
+            "unwaited": "UNWAITED (the threads' waits for a CPU taken out)",
+            "unwaited_min": "the least UNWAITED time of the measured steps (the threads' waits for a CPU taken out)",
+        }[st["kind"]] + (f"; median wall time {dur(med)}" if isinstance(med, (int, float)) else "")
+            + (f"; SPIN: {st['spin']}" if st.get("spin") else "")))
     if attribution_line(r):
         out.append(("attribution", attribution_line(r).strip()))
     if tokens_line(r):
