@@ -23,7 +23,8 @@ written. Needs no torch at import.
 
 from __future__ import annotations
 
-from roofline._counting._formulas import _counts, _nnz, _numel, _read, _sparse_bytes, _written
+from roofline._counting._formula_base import _counts, _numel, _read, _sparse_bytes, _written
+from roofline._counting._formulas_products import _nnz
 
 # (op packet, e.g. "aten.mm") -> (argument names in schema order, rule)
 _PRODUCTS = {"aten.mm": ("self", "mat2"), "aten.bmm": ("self", "mat2"),
