@@ -1967,10 +1967,10 @@ class TestContention:
         # the reaped children's time is pinned: a child of the test process reaped between two reads would move it
         t = os.times()
         monkeypatch.setattr(c.os, "times", lambda: t)
-        assert c.descendants_cpu([]) - (t.children_user + t.children_system) == 3.0
+        assert c.descendants_cpu([]) - (t.children_user + t.children_system) == pytest.approx(3.0, abs=1e-9)
         wide = {"self": [str(i) for i in range(5000)]}
         monkeypatch.setattr(c, "_children", lambda pid, tids=None: list(wide.get(pid, [])))
-        assert c.descendants_cpu([]) - (t.children_user + t.children_system) == 4097.0  # at most 4097 read
+        assert c.descendants_cpu([]) - (t.children_user + t.children_system) == pytest.approx(4097.0, abs=1e-9)  # at most 4097 read
 
     def test_snapshot_counts_other_runnable_threads(self, monkeypatch):
         import os

@@ -82,7 +82,7 @@ def test_torch_only_arguments_say_what_to_use(model, name, hint):
 
 def test_profile_documents_its_own_signature():
     params = list(inspect.signature(roofline.profile).parameters)
-    assert params == ["model", "schedule", "on_report", "timing", "ceilings", "attention", "step_time"]
+    assert params == ["model", "schedule", "on_report", "timing", "ceilings", "attention", "step_time", "formulas"]
     assert list(inspect.signature(roofline.steady).parameters)[:4] == ["step", "model", "warmup", "repeat"]
 
 
