@@ -94,6 +94,14 @@ def test_every_change_that_moves_a_count_is_seen():
     m.head.weight = nn.Parameter(torch.zeros(10, 4))
     p = counted(m)
     assert p["total"] == 40 + 20 + 40 == numel(m) and p["tied"] == []
+    # the same shared parameter under another name: only the names move
+    m.fc.register_parameter("shared", m.emb.weight)
+    assert counted(m)["tied"] == [["Net.emb.weight", "Net.fc.shared"]]
+    del m.fc.shared
+    m.fc.register_parameter("other", m.emb.weight)
+    p = counted(m)
+    assert p["tied"] == [["Net.emb.weight", "Net.fc.other"]] and p["total"] == 100 == numel(m)
+    del m.fc.other
 
     # a submodule added, shared under two names, replaced and emptied
     extra = nn.Linear(2, 2)  # 6

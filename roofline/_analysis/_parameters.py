@@ -29,6 +29,7 @@ afresh every time.
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 import weakref
 
@@ -50,7 +51,9 @@ def _dtype(p) -> str:
 
 _ATTRS = operator.attrgetter("shape", "dtype", "requires_grad")
 _NOT_NONE = functools.partial(operator.is_not, None)
-_NONE_TYPE = type(None)
+_MODULES = operator.attrgetter("_modules")
+_PARAMETERS = operator.attrgetter("_parameters")
+_chain = itertools.chain.from_iterable
 _MAX_SLOTS = 1 << 20
 _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> (root, fingerprint, counts)
 
@@ -68,37 +71,38 @@ def fingerprint(model) -> list | None:
     be fingerprinted this way (then it is counted afresh).
 
     A breadth-first walk of the module tree (every path, as ``named_modules(remove_duplicate=False)``) makes it:
-    per module, the names of its submodule slots and of its parameter slots; then the ids of every submodule slot's
-    value and every parameter slot's value (None's id for an empty slot: the walk's shape, hence every module's
-    name, can be read back), and ``(shape, dtype, requires_grad)`` of every parameter. A module class that lists
+    per depth, the names of each module's submodule slots and of its parameter slots and the ids of the submodule
+    slots' values (None's id for an empty slot: the walk's shape, hence every module's name, can be read back);
+    then the ids of every parameter slot's value and ``(shape, dtype, requires_grad)`` of every parameter. A module class that lists
     its parameters or submodules its own way makes it None. The ids of live parameters are unique,
     so equal ids are the same sharing; an id reused by a new parameter after the old one was freed leaves the
     counts equal anyway when shape, dtype and ``requires_grad`` are equal too (counts read nothing else)."""
     base = _base(model)
     if base is None:
         return None
+    named_parameters, named_modules = base.named_parameters, base.named_modules
     fp: list = []
-    params: list = []  # every parameter slot's value, in walk order (None for an empty slot)
-    walk = [model]     # every module slot's value in breadth-first order (None for an empty slot), grown as it goes
-    # plain loops and C-level maps, no comprehension: on Python 3.11 each comprehension is a call, and this runs at
-    # every block's end
+    params: list = []  # every parameter slot's value, level by level (None for an empty slot)
+    level = [model]    # the modules at one depth of the tree (every path: a shared module once per path)
+    seen = 0
+    # level by level, each level's modules read by C-level maps: no Python bytecode runs per module or parameter
+    # (this runs at every block's end; on Python 3.11 a comprehension would also be a call)
     try:
-        for m in walk:
-            if m is None:  # an empty submodule slot: named_modules skips it
-                continue
-            mods, ps = m._modules, m._parameters
-            fp.append(tuple(mods))
-            fp.append(tuple(ps))
-            walk.extend(mods.values())
-            params.extend(ps.values())
-            if len(walk) > _MAX_SLOTS:  # a module that holds itself below it: named_modules would never end either
+        while level:
+            for t in set(map(type, level)):
+                if t.named_parameters is not named_parameters or t.named_modules is not named_modules:
+                    return None
+            mods = list(map(_MODULES, level))
+            ps = list(map(_PARAMETERS, level))
+            fp.append(tuple(map(tuple, mods)))  # each module's submodule slot names, then its parameter slot names
+            fp.append(tuple(map(tuple, ps)))
+            slots = list(_chain(map(dict.values, mods)))
+            fp.append(tuple(map(id, slots)))    # None's id for an empty slot: named_modules skips it
+            params.extend(_chain(map(dict.values, ps)))
+            level = list(filter(_NOT_NONE, slots))
+            seen += len(level)
+            if seen > _MAX_SLOTS:  # a module that holds itself below it: named_modules would never end either
                 return None
-        named_parameters, named_modules = base.named_parameters, base.named_modules
-        for t in set(map(type, walk)):
-            if t is not _NONE_TYPE and (t.named_parameters is not named_parameters
-                                        or t.named_modules is not named_modules):
-                return None
-        fp.append(tuple(map(id, walk)))
         fp.append(tuple(map(id, params)))
         fp.append(tuple(map(_ATTRS, filter(_NOT_NONE, params))))
     except (AttributeError, RuntimeError, ValueError, TypeError, NotImplementedError):
