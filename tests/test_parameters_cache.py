@@ -149,6 +149,12 @@ def test_models_the_fingerprint_cannot_see_are_counted_afresh():
     m.fc.weight = nn.Parameter(torch.zeros(5, 4))
     assert counted(m)["total"] == 40 + 20 + 3 + 40 == numel(m)  # fc weight 4x3 -> 5x4, its bias kept
 
+    cyclic = nn.Sequential(nn.Linear(2, 2))
+    cyclic.add_module("again", cyclic)  # holds itself below it: named_modules would never end
+    assert _parameters.fingerprint(cyclic) is None
+    with pytest.raises(TypeError, match="3 arguments"):
+        roofline._core.module_fingerprint(m)
+
     lazy = nn.Sequential(nn.LazyLinear(4), nn.Linear(4, 2))
     assert _parameters.fingerprint(lazy) is None  # a parameter without a shape yet
     assert counted(lazy)["total"] == 4 * 2 + 2
