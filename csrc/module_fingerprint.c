@@ -84,12 +84,14 @@ static int fp_names(void) {
     return 0;
 }
 
-/* 1: type `tp` lists parameters and submodules as torch's nn.Module does (its named_parameters and named_modules
- * are `np` and `nm`); 0: its own way; -1: an exception. */
-static int fp_plain_type(PyTypeObject *tp, PyObject *np, PyObject *nm, PyTypeObject **seen, int *nseen) {
+/* 2: type `tp` lists parameters and submodules as torch's nn.Module does (its named_parameters and named_modules
+ * are `np` and `nm`) and defines no class attribute `_modules` or `_parameters` (so an instance's own __dict__ holds
+ * what attribute access returns); 1: the first only; 0: it lists them its own way; -1: an exception. The answers
+ * for the first RL_FP_TYPES types are kept in `seen` / `how` for the rest of the walk. */
+static int fp_plain_type(PyTypeObject *tp, PyObject *np, PyObject *nm, PyTypeObject **seen, int *how, int *nseen) {
     for (int i = 0; i < *nseen; i++) {
         if (seen[i] == tp) {
-            return 1;
+            return how[i];
         }
     }
     PyObject *a = PyObject_GetAttr((PyObject *)tp, names[S_NP]);
@@ -100,10 +102,78 @@ static int fp_plain_type(PyTypeObject *tp, PyObject *np, PyObject *nm, PyTypeObj
     if (!a || !b) {
         return fp_soft() < 0 ? -1 : 0;
     }
-    if (ok && *nseen < RL_FP_TYPES) {
-        seen[(*nseen)++] = tp;
+    if (ok) {
+        int h1 = PyObject_HasAttr((PyObject *)tp, names[S_MODULES]);
+        int h2 = PyObject_HasAttr((PyObject *)tp, names[S_PARAMETERS]);
+        ok = (h1 || h2) ? 1 : 2;
+    }
+    if (*nseen < RL_FP_TYPES) {
+        seen[*nseen] = tp;
+        how[(*nseen)++] = ok;
     }
     return ok;
+}
+
+/* mod.<name> (a new reference): from the instance's __dict__ when `direct` (fp_plain_type's 2) and it is there, else
+ * through attribute access. NULL with an exception. */
+static PyObject *fp_module_attr(PyObject *mod, PyObject *name, int direct) {
+    if (direct == 2) {
+        PyObject *d = PyObject_GenericGetDict(mod, NULL);
+        if (!d) {
+            return NULL;
+        }
+        PyObject *v = PyDict_Check(d) ? PyDict_GetItemWithError(d, name) : NULL;
+        Py_XINCREF(v);
+        Py_DECREF(d);
+        if (v || PyErr_Occurred()) {
+            return v;
+        }
+    }
+    return PyObject_GetAttr(mod, name);
+}
+
+/* The data descriptors (getset) `shape`, `dtype` and `requires_grad` of a tensor type, to call directly on its
+ * instances (what attribute access runs for a data descriptor, without the lookups): d[k] NULL where the type's
+ * attribute is something else. */
+typedef struct {
+    PyTypeObject *tp;
+    PyObject *d[3];
+} fp_getters;
+
+static void fp_getters_clear(fp_getters *g) {
+    for (int k = 0; k < 3; k++) {
+        Py_CLEAR(g->d[k]);
+    }
+    g->tp = NULL;
+}
+
+static int fp_getters_for(fp_getters *g, PyTypeObject *tp) {
+    if (g->tp == tp) {
+        return 0;
+    }
+    fp_getters_clear(g);
+    for (int k = 0; k < 3; k++) {
+        PyObject *d = PyObject_GetAttr((PyObject *)tp, names[S_SHAPE + k]);
+        if (!d) {
+            if (fp_soft() < 0) {
+                return -1;
+            }
+            continue;
+        }
+        if (Py_TYPE(d)->tp_descr_get && Py_TYPE(d)->tp_descr_set) {
+            g->d[k] = d;
+        } else {
+            Py_DECREF(d);
+        }
+    }
+    g->tp = tp;
+    return 0;
+}
+
+/* p.<k-th of shape, dtype, requires_grad> (a new reference), or NULL with an exception. */
+static PyObject *fp_tensor_attr(fp_getters *g, PyObject *p, int k) {
+    PyObject *d = g->d[k];
+    return d ? Py_TYPE(d)->tp_descr_get(d, p, (PyObject *)Py_TYPE(p)) : PyObject_GetAttr(p, names[S_SHAPE + k]);
 }
 
 PyObject *rl_module_fingerprint(PyObject *Py_UNUSED(m), PyObject *const *argv, Py_ssize_t argc) {
@@ -122,7 +192,9 @@ PyObject *rl_module_fingerprint(PyObject *Py_UNUSED(m), PyObject *const *argv, P
     PyObject **params = PyMem_Malloc(64 * sizeof(PyObject *));
     Py_ssize_t nparams = 0, capparams = 64;
     PyTypeObject *seen[RL_FP_TYPES];
+    int how[RL_FP_TYPES];
     int nseen = 0, rc = -1;
+    fp_getters g = {NULL, {NULL, NULL, NULL}};
     PyObject *result = NULL;
     if (!walk || !params) {
         PyErr_NoMemory();
@@ -131,13 +203,13 @@ PyObject *rl_module_fingerprint(PyObject *Py_UNUSED(m), PyObject *const *argv, P
     walk[nwalk++] = Py_NewRef(argv[0]);
     for (i = 0; i < nwalk; i++) {
         PyObject *mod = walk[i];
-        int plain = fp_plain_type(Py_TYPE(mod), np, nm, seen, &nseen);
+        int plain = fp_plain_type(Py_TYPE(mod), np, nm, seen, how, &nseen);
         if (plain <= 0) {
             rc = plain;
             goto done;
         }
-        PyObject *dicts[2] = {PyObject_GetAttr(mod, names[S_MODULES]), NULL};
-        dicts[1] = dicts[0] ? PyObject_GetAttr(mod, names[S_PARAMETERS]) : NULL;
+        PyObject *dicts[2] = {fp_module_attr(mod, names[S_MODULES], plain), NULL};
+        dicts[1] = dicts[0] ? fp_module_attr(mod, names[S_PARAMETERS], plain) : NULL;
         if (!dicts[0] || !dicts[1] || !PyDict_Check(dicts[0]) || !PyDict_Check(dicts[1])) {
             Py_XDECREF(dicts[0]);
             Py_XDECREF(dicts[1]);
@@ -188,9 +260,12 @@ PyObject *rl_module_fingerprint(PyObject *Py_UNUSED(m), PyObject *const *argv, P
     }
     for (Py_ssize_t k = 0; k < nparams; k++) {
         PyObject *p = params[k];
-        PyObject *shape = PyObject_GetAttr(p, names[S_SHAPE]);
-        PyObject *dtype = shape ? PyObject_GetAttr(p, names[S_DTYPE]) : NULL;
-        PyObject *rg = dtype ? PyObject_GetAttr(p, names[S_REQUIRES_GRAD]) : NULL;
+        if (fp_getters_for(&g, Py_TYPE(p)) < 0) {
+            goto done;
+        }
+        PyObject *shape = fp_tensor_attr(&g, p, 0);
+        PyObject *dtype = shape ? fp_tensor_attr(&g, p, 1) : NULL;
+        PyObject *rg = dtype ? fp_tensor_attr(&g, p, 2) : NULL;
         int ok = shape && dtype && rg && PyTuple_Check(shape);
         if (ok) {
             Py_ssize_t nd = PyTuple_GET_SIZE(shape);
@@ -223,6 +298,7 @@ done:
     for (Py_ssize_t k = 0; params && k < nparams; k++) {
         Py_DECREF(params[k]);
     }
+    fp_getters_clear(&g);
     PyMem_Free(walk);
     PyMem_Free(params);
     PyMem_Free(b.p);
