@@ -94,18 +94,31 @@ static int fp_plain_type(PyTypeObject *tp, PyObject *np, PyObject *nm, PyTypeObj
             return how[i];
         }
     }
-    PyObject *a = PyObject_GetAttr((PyObject *)tp, names[S_NP]);
-    PyObject *b = a ? PyObject_GetAttr((PyObject *)tp, names[S_NM]) : NULL;
-    int ok = a && b && a == np && b == nm;
-    Py_XDECREF(a);
-    Py_XDECREF(b);
-    if (!a || !b) {
-        return fp_soft() < 0 ? -1 : 0;
-    }
-    if (ok) {
-        int h1 = PyObject_HasAttr((PyObject *)tp, names[S_MODULES]);
-        int h2 = PyObject_HasAttr((PyObject *)tp, names[S_PARAMETERS]);
-        ok = (h1 || h2) ? 1 : 2;
+    /* the class attributes as the type's MRO resolves them (each class's own dict in order, no exception raised for
+     * a missing name); a type whose metaclass is not `type` is asked through attribute access */
+    PyObject *found[4] = {NULL, NULL, NULL, NULL}; /* named_parameters, named_modules, _modules, _parameters */
+    int ok;
+    PyObject *mro = tp->tp_mro;
+    if (Py_IS_TYPE(tp, &PyType_Type) && mro && PyTuple_Check(mro)) {
+        for (int k = 0; k < 4; k++) {
+            for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(mro) && !found[k]; j++) {
+                PyObject *dict = ((PyTypeObject *)PyTuple_GET_ITEM(mro, j))->tp_dict;
+                found[k] = dict ? PyDict_GetItemWithError(dict, names[S_NP + k]) : NULL;
+                if (!found[k] && PyErr_Occurred()) {
+                    return -1;
+                }
+            }
+        }
+        ok = found[0] == np && found[1] == nm ? (found[2] || found[3] ? 1 : 2) : 0;
+    } else {
+        PyObject *a = PyObject_GetAttr((PyObject *)tp, names[S_NP]);
+        PyObject *b = a ? PyObject_GetAttr((PyObject *)tp, names[S_NM]) : NULL;
+        ok = a && b && a == np && b == nm;
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        if (!a || !b) {
+            return fp_soft() < 0 ? -1 : 0;
+        }
     }
     if (*nseen < RL_FP_TYPES) {
         seen[*nseen] = tp;
