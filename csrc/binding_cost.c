@@ -96,12 +96,17 @@ static PyObject *attention_pairs(PyObject *Py_UNUSED(m), PyObject *const *argv, 
     return PyLong_FromUnsignedLongLong(n);
 }
 
+PyObject *rl_module_fingerprint(PyObject *m, PyObject *const *argv, Py_ssize_t argc); /* module_fingerprint.c */
+
 PyMethodDef rl_cost_methods[] = {
     {"dtype_table", dtype_table, METH_NOARGS, "[(code, name, itemsize)] of the cost model's scalar types."},
     {"kind_table", kind_table, METH_NOARGS,
      "[(code, name, params)] of the cost kinds; params: ((name, type, schema argument name or None, lo, hi), ...), "
      "type one of count, flag, arg, arg_required."},
     {"status_str", status_str, METH_O, "Text of a record status code."},
+    {"module_fingerprint", (PyCFunction)(void (*)(void))rl_module_fingerprint, METH_FASTCALL,
+     "module_fingerprint(model, named_parameters, named_modules) -> bytes or None: what the model's parameter counts "
+     "depend on (csrc/module_fingerprint.c)."},
     {"attention_pairs", (PyCFunction)(void (*)(void))attention_pairs, METH_FASTCALL,
      "attention_pairs(sq, sk, mask) -> (query, key) pairs of one head: mask 0 none, 1 causal top-left, 2 causal "
      "bottom-right (the cost model's count)."},

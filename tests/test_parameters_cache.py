@@ -94,6 +94,14 @@ def test_every_change_that_moves_a_count_is_seen():
     m.head.weight = nn.Parameter(torch.zeros(10, 4))
     p = counted(m)
     assert p["total"] == 40 + 20 + 40 == numel(m) and p["tied"] == []
+    # the same shared parameter under another name: only the names move
+    m.fc.register_parameter("shared", m.emb.weight)
+    assert counted(m)["tied"] == [["Net.emb.weight", "Net.fc.shared"]]
+    del m.fc.shared
+    m.fc.register_parameter("other", m.emb.weight)
+    p = counted(m)
+    assert p["tied"] == [["Net.emb.weight", "Net.fc.other"]] and p["total"] == 100 == numel(m)
+    del m.fc.other
 
     # a submodule added, shared under two names, replaced and emptied
     extra = nn.Linear(2, 2)  # 6
@@ -140,6 +148,12 @@ def test_models_the_fingerprint_cannot_see_are_counted_afresh():
     assert counted(m)["total"] == BASE
     m.fc.weight = nn.Parameter(torch.zeros(5, 4))
     assert counted(m)["total"] == 40 + 20 + 3 + 40 == numel(m)  # fc weight 4x3 -> 5x4, its bias kept
+
+    cyclic = nn.Sequential(nn.Linear(2, 2))
+    cyclic.add_module("again", cyclic)  # holds itself below it: named_modules would never end
+    assert _parameters.fingerprint(cyclic) is None
+    with pytest.raises(TypeError, match="3 arguments"):
+        roofline._core.module_fingerprint(m)
 
     lazy = nn.Sequential(nn.LazyLinear(4), nn.Linear(4, 2))
     assert _parameters.fingerprint(lazy) is None  # a parameter without a shape yet

@@ -77,6 +77,15 @@ SUBSET = textwrap.dedent(r"""
     assert a and all(v["flops"] >= 0 for v in a.values())
     cls = r.classification()
     assert len(cls["bound"]) == len(r.records)
+    # the parameter counts' fingerprint (kept counts on the second block) and a sparse argument (the recorder's
+    # undescribed callable): 16*32+32 + 32*4+4 parameters; 2 FLOPs per stored value (2) and column (4)
+    with roofline.measure(model) as r2:
+        model(x)
+    assert r2.meta["parameters"]["total"] == 16 * 32 + 32 + 32 * 4 + 4 == r.meta["parameters"]["total"]
+    sp = torch.tensor([[1.0, 0.0], [0.0, 2.0]]).to_sparse_csr()
+    with roofline.measure() as r3:
+        torch.mm(sp, torch.ones(2, 4))
+    assert not r3.errors and r3.matrix_flops == 2 * 2 * 4, (r3.errors, r3.matrix_flops)
 
     # to_json / load round trip
     back = roofline.load(r.to_json())

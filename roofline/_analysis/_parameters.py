@@ -15,9 +15,10 @@ no size: it is named in ``uninitialized`` and left out of the counts (which are 
 A report counts its model's parameters when its block ends, every block: in a training loop measured step after
 step that walk (``named_modules``, then ``named_parameters`` of each module) was a large share of what roofline
 adds to a step. :func:`count` therefore keeps each model's last counts (beside a fingerprint of everything they
-depend on) and returns a copy of them while the fingerprint is unchanged. The fingerprint is one walk over the
-modules' ``_modules`` and ``_parameters`` dicts, with no Python call per module or parameter: the tree's shape and
-names, and for each parameter slot its name, the parameter's identity, shape, dtype and ``requires_grad``. A
+depend on) and returns a copy of them while the fingerprint is unchanged. The fingerprint is one walk in C
+(csrc/module_fingerprint.c) over the modules' ``_modules`` and ``_parameters`` dicts, making no Python object per
+module or parameter: the tree's shape and names, and for each parameter slot its name, the parameter's identity,
+shape, dtype and ``requires_grad``. A
 parameter replaced, added or removed, a submodule replaced, added or removed, a parameter frozen or unfrozen, cast
 to another dtype, resized (``resize_``, or ``.data`` set to a tensor of another shape) or shared differently changes
 it; values written in place (initialisation, an optimizer step) change no count and are not looked at. A module
@@ -28,9 +29,9 @@ afresh every time.
 
 from __future__ import annotations
 
-import functools
-import operator
 import weakref
+
+from roofline import _core
 
 KEYS = ("total", "trainable", "frozen", "bytes")
 
@@ -48,10 +49,6 @@ def _dtype(p) -> str:
     return str(getattr(p, "dtype", "unknown")).replace("torch.", "")
 
 
-_ATTRS = operator.attrgetter("shape", "dtype", "requires_grad")
-_NOT_NONE = functools.partial(operator.is_not, None)
-_NONE_TYPE = type(None)
-_MAX_SLOTS = 1 << 20
 _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> (root, fingerprint, counts)
 
 
@@ -63,47 +60,22 @@ def _base(model):
     return None
 
 
-def fingerprint(model) -> list | None:
-    """Everything :func:`count`'s result depends on, as a list to compare with ``==``; None when ``model`` cannot
-    be fingerprinted this way (then it is counted afresh).
+def fingerprint(model) -> bytes | None:
+    """Everything :func:`count`'s result depends on, as bytes to compare with ``==``; None when ``model`` cannot be
+    fingerprinted this way (then it is counted afresh).
 
-    A breadth-first walk of the module tree (every path, as ``named_modules(remove_duplicate=False)``) makes it:
-    per module, the names of its submodule slots and of its parameter slots; then the ids of every submodule slot's
-    value and every parameter slot's value (None's id for an empty slot: the walk's shape, hence every module's
-    name, can be read back), and ``(shape, dtype, requires_grad)`` of every parameter. A module class that lists
-    its parameters or submodules its own way makes it None. The ids of live parameters are unique,
-    so equal ids are the same sharing; an id reused by a new parameter after the old one was freed leaves the
-    counts equal anyway when shape, dtype and ``requires_grad`` are equal too (counts read nothing else)."""
+    ``_core.module_fingerprint`` (csrc/module_fingerprint.c) walks every path of the module tree breadth first, as
+    ``named_modules(remove_duplicate=False)`` does, and writes per module the names of its submodule and parameter
+    slots with the address of each slot's value (0 for an empty slot: the walk's shape, hence every module's name,
+    can be read back), then per parameter its shape, dtype and ``requires_grad``. The addresses of live objects are
+    unique, so equal addresses are the same sharing; an address reused by a new parameter after the old one was
+    freed leaves the counts equal anyway when shape, dtype and ``requires_grad`` are equal too (counts read nothing
+    else). None for a module class that lists its parameters or submodules its own way, a parameter without a shape
+    (lazy), or a module that holds itself below it."""
     base = _base(model)
     if base is None:
         return None
-    fp: list = []
-    params: list = []  # every parameter slot's value, in walk order (None for an empty slot)
-    walk = [model]     # every module slot's value in breadth-first order (None for an empty slot), grown as it goes
-    # plain loops and C-level maps, no comprehension: on Python 3.11 each comprehension is a call, and this runs at
-    # every block's end
-    try:
-        for m in walk:
-            if m is None:  # an empty submodule slot: named_modules skips it
-                continue
-            mods, ps = m._modules, m._parameters
-            fp.append(tuple(mods))
-            fp.append(tuple(ps))
-            walk.extend(mods.values())
-            params.extend(ps.values())
-            if len(walk) > _MAX_SLOTS:  # a module that holds itself below it: named_modules would never end either
-                return None
-        named_parameters, named_modules = base.named_parameters, base.named_modules
-        for t in set(map(type, walk)):
-            if t is not _NONE_TYPE and (t.named_parameters is not named_parameters
-                                        or t.named_modules is not named_modules):
-                return None
-        fp.append(tuple(map(id, walk)))
-        fp.append(tuple(map(id, params)))
-        fp.append(tuple(map(_ATTRS, filter(_NOT_NONE, params))))
-    except (AttributeError, RuntimeError, ValueError, TypeError, NotImplementedError):
-        return None  # no _modules/_parameters dicts, or a lazy parameter without a shape
-    return fp
+    return _core.module_fingerprint(model, base.named_parameters, base.named_modules)
 
 
 def _copy(counts: dict) -> dict:
