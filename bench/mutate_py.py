@@ -363,15 +363,17 @@ def apply(path: Path, m: PyMutant) -> str:
 
 
 def _plain(f):
-    """The function object behind a module or class attribute (a staticmethod's, classmethod's or property's
-    functions, a functools.wraps or lru_cache wrapper's wrapped function), as a list."""
+    """The function objects behind a module or class attribute (a staticmethod's, classmethod's or property's
+    functions, a wrapper and the function it wraps, an lru_cache's wrapped function), as a list."""
     if isinstance(f, (staticmethod, classmethod)):
         return _plain(f.__func__)
     if isinstance(f, property):
         return [g for h in (f.fget, f.fset, f.fdel) if h is not None for g in _plain(h)]
-    if isinstance(f, types.FunctionType):
-        return [f]
     wrapped = getattr(f, "__wrapped__", None)
+    if isinstance(f, types.FunctionType):
+        # a wrapper function (functools.wraps: contextlib.contextmanager's, torch's around a dispatch mode's
+        # __torch_dispatch__) is followed to the function it wraps, whose code is the module's
+        return [f] + (_plain(wrapped) if wrapped is not None and wrapped is not f else [])
     return _plain(wrapped) if wrapped is not None else []
 
 
