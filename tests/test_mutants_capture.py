@@ -253,3 +253,65 @@ def test_a_block_entered_before_inductor_is_imported_installs_the_compiled_view_
                    if isinstance(m, _modes._Mode)]
         assert mode.ignore_compile_internals() is True
     assert installed == [1]
+
+
+# ---- the token layout a block reads from its model's attention_mask --------------------------------------------------
+class _Masked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(D, D)
+
+    def forward(self, x, attention_mask=None):
+        return self.lin(x)
+
+
+def test_the_first_call_with_a_mask_gives_the_layout():
+    m, x = _Masked(), torch.randn(2, 3, D)
+    first = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    with roofline.measure(m, timing=None) as r:
+        m(x, attention_mask=first)
+        m(x, attention_mask=torch.ones(2, 3, dtype=torch.long))  # a later call's mask is not read
+    assert r.meta["tokens"] == {"batch": 2, "seq_len": 3, "lengths": [2, 1], "packed": False}
+
+
+@pytest.fixture
+def device_mask(monkeypatch):
+    """A mask on a device (a fake CUDA tensor) whose values the block can read: when they are read, how many modes
+    are on torch's stack (the block's mode, while it is open)."""
+    from roofline._datamodel import _tokens
+
+    reads = []
+    mask = None
+
+    def values(t, name):
+        reads.append(torch._C._len_torch_dispatch_stack())
+        return np.array([[1, 1, 0], [1, 0, 0]])
+
+    monkeypatch.setattr(_tokens, "values_unknown", lambda t: None)
+    monkeypatch.setattr(_tokens, "tensor_values", values)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        mask = torch.ones(2, 3, dtype=torch.long, device="cuda:0")
+    return mask, reads
+
+
+def test_a_mask_on_a_device_is_read_once_the_block_is_left(device_mask):
+    mask, reads = device_mask
+    m, x = _Masked(), torch.randn(2, 3, D)
+    with roofline.measure(m, timing=None) as r:
+        m(x, attention_mask=mask)
+        assert reads == []  # not inside the block (a device copy there would synchronise it)
+    assert reads == [0]
+    assert r.meta["tokens"] == {"batch": 2, "seq_len": 3, "lengths": [2, 1], "packed": False}
+
+
+def test_a_mask_on_a_device_changed_in_place_in_the_block_gives_no_layout(device_mask):
+    mask, reads = device_mask
+    m, x = _Masked(), torch.randn(2, 3, D)
+    with roofline.measure(m, timing=None) as r:
+        m(x, attention_mask=mask)
+        mask.add_(1)  # before it could be read
+    assert reads == [] and "tokens" not in r.meta
+    assert r.meta["tokens_unknown"] == ("the model's attention_mask is a tensor changed in place during the block, "
+                                        "before it could be read: which of its tokens are real is unknown")
