@@ -315,3 +315,16 @@ def test_a_mask_on_a_device_changed_in_place_in_the_block_gives_no_layout(device
     assert reads == [] and "tokens" not in r.meta
     assert r.meta["tokens_unknown"] == ("the model's attention_mask is a tensor changed in place during the block, "
                                         "before it could be read: which of its tokens are real is unknown")
+
+
+@pytest.mark.parametrize("timing", [None, "op"])
+def test_ops_of_dtensors_sharding_propagation_run_uncounted_with_all_their_arguments(monkeypatch, timing):
+    """While DTensor propagates shardings (fake tensors), the block's mode runs the ops as they were called (keyword
+    arguments included) and records nothing."""
+    from roofline._capture import _collectives
+
+    monkeypatch.setattr(_collectives, "suppressed", lambda: True)
+    a, b = torch.ones(3), torch.ones(3)
+    with roofline.measure(timing=timing) as r:
+        out = torch.add(a, b, alpha=2)  # aten.add.Tensor(a, b, alpha=2): 1 + 2 x 1
+    assert out.tolist() == [3.0, 3.0, 3.0] and len(r.records) == 0
