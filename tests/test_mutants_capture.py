@@ -332,3 +332,23 @@ def test_ops_of_dtensors_sharding_propagation_run_uncounted_with_all_their_argum
     with roofline.measure(timing=timing) as r:
         out = torch.add(a, b, alpha=2)  # aten.add.Tensor(a, b, alpha=2): 1 + 2 x 1
     assert out.tolist() == [3.0, 3.0, 3.0] and len(r.records) == 0
+
+
+def test_a_mode_of_the_users_left_open_above_a_block_stays_and_the_block_says_why():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    log, block = Log(), roofline.measure(timing=None)
+    block.__enter__()
+    log.__enter__()  # entered after the block, left after it
+    try:
+        with pytest.raises(RuntimeError, match=r"left while 1 dispatch mode\(s\) entered after it were still open "
+                                               r"above it on this thread \(Log\)"):
+            block.__exit__(None, None, None)
+        assert torch.utils._python_dispatch._get_current_dispatch_mode_stack() == [log]
+    finally:
+        log.__exit__(None, None, None)
+    assert torch._C._len_torch_dispatch_stack() == 0
