@@ -155,6 +155,8 @@ def test_per_op_timing_times_each_op_and_block_timing_only_the_block():
         model(x)
     t = op.records["t_end"] - op.records["t_start"]
     assert len(t) >= 1 and np.all(np.isfinite(t)) and np.all(t >= 0)
+    # in seconds from the block's start: within its wall time
+    assert np.all(op.records["t_start"] >= 0) and np.all(op.records["t_end"] <= op.wall_time)
     import time
 
     t0 = time.perf_counter()
@@ -352,3 +354,20 @@ def test_a_mode_of_the_users_left_open_above_a_block_stays_and_the_block_says_wh
     finally:
         log.__exit__(None, None, None)
     assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_ops_on_fake_cuda_tensors_without_cuda_are_timed_on_the_host():
+    """Fake CUDA tensors (a model traced for a GPU on a host without one): per-op times come from the host clock,
+    no CUDA event is made."""
+    a = _cuda_tensor()
+    with roofline.measure(timing="op") as r:
+        torch.relu(a)
+    assert len(r.records) == 1 and 0 <= r.records["t_start"][0] <= r.records["t_end"][0] <= r.wall_time
+
+
+@pytest.mark.parametrize("timing", [None, "op"])
+def test_an_op_counted_by_a_python_formula_runs_with_its_keyword_arguments(timing):
+    a, b = torch.ones(3), torch.ones(3)
+    with roofline.measure(timing=timing, formulas={"aten::add": lambda *args, **kw: {"vector_flops": 3}}) as r:
+        out = torch.add(a, b, alpha=2)  # 1 + 2 x 1
+    assert out.tolist() == [3.0, 3.0, 3.0] and r.vector_flops == 3
