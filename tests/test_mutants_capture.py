@@ -371,3 +371,75 @@ def test_an_op_counted_by_a_python_formula_runs_with_its_keyword_arguments(timin
     with roofline.measure(timing=timing, formulas={"aten::add": lambda *args, **kw: {"vector_flops": 3}}) as r:
         out = torch.add(a, b, alpha=2)  # 1 + 2 x 1
     assert out.tolist() == [3.0, 3.0, 3.0] and r.vector_flops == 3
+
+
+# ---- what the C tracker takes from torch (computed once, at import) ---------------------------------------------------
+def test_the_hook_registration_steps_are_torchs_where_it_has_them_all(monkeypatch):
+    import collections
+
+    from roofline._capture import _tracking
+    from torch.utils.hooks import RemovableHandle
+
+    assert _tracking._register_steps() == (collections.OrderedDict, RemovableHandle,
+                                           torch._C._has_torch_function_unary)
+    monkeypatch.setattr(RemovableHandle, "next_id", "0")  # not an int: the counter is not torch's
+    assert _tracking._register_steps() is None
+    monkeypatch.undo()
+    monkeypatch.delattr(torch._C, "_has_torch_function_unary")
+    assert _tracking._register_steps() is None
+
+
+def test_the_link_steps_are_torchs_where_it_has_them_all(monkeypatch):
+    from roofline._capture import _tracking
+
+    steps = _tracking._link_steps()
+    assert steps is not None and steps[0] is torch._C._autograd._get_sequence_nr and steps[-1] is torch.is_grad_enabled
+    monkeypatch.delattr(torch._C, "_current_autograd_node")
+    assert _tracking._link_steps() is None
+
+
+def _hook(qualname, **closure):
+    """A function named ``qualname`` whose closure holds ``closure``'s variables (as torch.utils.checkpoint's
+    packing hooks hold their checkpoint frame)."""
+    names = ", ".join(closure) or "_unused"
+    src = f"def outer({names}):\n    def hook(x):\n        return ({names},)\n    return hook\n"
+    ns: dict = {}
+    exec(src, ns)
+    h = ns["outer"](*closure.values()) if closure else ns["outer"](None)
+    h.__qualname__ = qualname
+    return h
+
+
+def test_recomputation_is_read_from_the_packing_hook_on_top_of_torchs_stack():
+    from roofline._capture import _tracking
+
+    rec, other = _hook("_recomputation_hook.<locals>.pack"), _hook("save_on_cpu.<locals>.pack")
+    assert _tracking._recompute_hooks((rec, other)) and not _tracking._recompute_hooks((other, rec))
+    assert _tracking._recompute_hooks((_hook("_checkpoint_hook.<locals>.pack"), other))
+
+
+def test_a_checkpoints_region_is_the_set_of_its_first_module_call():
+    import weakref
+
+    from roofline._capture import _tracking
+
+    class Frame:  # torch.utils.checkpoint's _CheckpointFrame: held weakly
+        pass
+
+    frame = Frame()
+    regions = _tracking._Regions()
+    packing = (_hook("_checkpoint_hook.<locals>.pack", frame=frame), None)
+    regions.note(packing, 3)  # the first module forward inside the checkpointed function
+    regions.note(packing, 5)  # a later one: not the caller's set
+    regions.note((_hook("save_on_cpu.<locals>.pack"), None), 7)  # not a checkpoint's: nothing noted
+    recomputing = (_hook("_recomputation_hook.<locals>.pack", target_frame_ref=weakref.ref(frame)), None)
+    assert regions.of(recomputing) == 3 and len(regions.sets) == 1
+    assert regions.of((_hook("save_on_cpu.<locals>.pack"), None)) is None
+
+
+def test_a_leafs_gradient_accumulator_is_reached_through_a_view():
+    from roofline._capture import _tracking
+
+    leaf = torch.ones(2, requires_grad=True)
+    node = _tracking._view_node(leaf)
+    assert type(node).__name__ == "AccumulateGrad" and node.variable is leaf
