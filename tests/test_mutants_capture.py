@@ -6,6 +6,8 @@ before Inductor is imported. Expected values are worked out here (a Linear's pro
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import math
 import sys
 import threading
@@ -443,3 +445,81 @@ def test_a_leafs_gradient_accumulator_is_reached_through_a_view():
     leaf = torch.ones(2, requires_grad=True)
     node = _tracking._view_node(leaf)
     assert type(node).__name__ == "AccumulateGrad" and node.variable is leaf
+
+
+# ---- torch's mode stack, as a block leaves it -------------------------------------------------------------------------
+def test_every_release_step_runs_and_the_first_error_is_raised():
+    from roofline._capture import _modestack
+
+    ran = []
+
+    def fail(what):
+        def step():
+            ran.append(what)
+            raise KeyError(what)
+        return step
+
+    with pytest.raises(KeyError, match="first"):
+        _modestack._run_all([lambda: ran.append("a"), fail("first"), fail("second"), lambda: ran.append("b")])
+    assert ran == ["a", "first", "second", "b"]
+    _modestack._run_all([lambda: ran.append("c")])  # nothing raised: nothing raised after
+    assert ran[-1] == "c"
+
+
+def test_a_mode_stash_cut_off_by_an_interrupt_puts_the_modes_back_when_settled():
+    """An interrupt landing in ``_disable_current_modes``' ``__enter__`` once it has taken the modes off the stack
+    leaves its generator suspended, held by the traceback: settling the exception (and the one it interrupted)
+    closes it, and the modes are back on the stack."""
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+    from roofline._capture import _modestack
+
+    class Plain(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    enter_code = type(_disable_current_modes()).__enter__.__code__
+    closed = []
+
+    @contextlib.contextmanager
+    def users():  # a context manager of the user's, cut off the same way: not torch's, left alone
+        try:
+            yield
+        finally:
+            closed.append(True)
+
+    def interrupt(frame, event, arg):  # raises in __enter__ once the modes are off, the generator suspended
+        if frame.f_code is not enter_code:
+            return None
+        frame.f_trace_opcodes = True
+        gen = getattr(frame.f_locals.get("self"), "gen", None)
+        if event == "opcode" and gen is not None and inspect.getgeneratorstate(gen) == inspect.GEN_SUSPENDED:
+            raise KeyboardInterrupt
+        return interrupt
+
+    with Plain():
+        depth = torch._C._len_torch_dispatch_stack()
+        sys.settrace(interrupt)
+        try:
+            with _disable_current_modes():
+                pass
+        except KeyboardInterrupt as e:
+            caught = e
+        finally:
+            sys.settrace(None)
+        assert torch._C._len_torch_dispatch_stack() == 0  # cut off with the modes off
+        sys.settrace(interrupt)
+        try:
+            with users():
+                pass
+        except KeyboardInterrupt as e:
+            caught.__context__ = e
+        finally:
+            sys.settrace(None)
+        outer = ValueError("while leaving")
+        outer.__context__ = caught  # settled through the chain of the exception it interrupted
+        _modestack._settle_interrupted(outer)
+        assert torch._C._len_torch_dispatch_stack() == depth == 1 and closed == []
+        _modestack._settle_interrupted(outer)  # once closed, nothing more to do
+        assert torch._C._len_torch_dispatch_stack() == 1
+    assert torch._C._len_torch_dispatch_stack() == 0
