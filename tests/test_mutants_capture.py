@@ -523,3 +523,13 @@ def test_a_mode_stash_cut_off_by_an_interrupt_puts_the_modes_back_when_settled()
         _modestack._settle_interrupted(outer)  # once closed, nothing more to do
         assert torch._C._len_torch_dispatch_stack() == 1
     assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_backward_ops_are_credited_through_autograd_where_torch_allows_it():
+    from roofline._capture import _tracking
+
+    model, x = _linear()
+    with roofline.measure(model, timing=None) as r:
+        model(x).sum().backward()
+    att = r.meta["attribution"]
+    assert att["method"] == ("autograd" if _tracking._LINK is not None else "module_tracker") and "note" not in att
