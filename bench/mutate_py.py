@@ -28,10 +28,10 @@ Each mutant changes one node of the syntax tree inside one of the functions of T
 One parent process imports NumPy, pytest, torch (when installed) and the package once; each mutant runs in a
 forked child that executes the mutated module in a scratch module and gives every function and method of the loaded
 one the mutated code (swapped in the function objects, so names imported elsewhere, inherited methods and
-registries all run it), then runs the tests of its file that reach it (-x: the first failure kills; POSIX only), in a scratch working
+registries all run it; a wrapper's wrapped function included), then runs the tests of its file that reach it (-x: the first failure kills; POSIX only), in a scratch working
 directory (files a mutant writes to relative paths do not land in the source tree).
-Which tests reach a mutant is found once per file: the file's test subset runs on the unmutated module with a line
-tracer, and a mutant is judged by the tests that execute a line of its statement, or by every test of a test file
+Which tests reach a mutant is found once per test subset: the subset runs on the unmutated modules it judges with a
+line tracer, and a mutant is judged by the tests that execute a line of its statement, or by every test of a test file
 whose module- or class-scoped fixtures execute one (such a fixture runs in the setup of the first test that uses it,
 for all of them); a mutant no test reaches survives without a run; --all-tests judges each by the whole subset. Survivors are listed with their file, function, line and
 change; known equivalent mutants can be listed in the same file as bench/mutate_c.py's (--equivalent).
