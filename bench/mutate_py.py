@@ -28,10 +28,10 @@ Each mutant changes one node of the syntax tree inside one of the functions of T
 One parent process imports NumPy, pytest, torch (when installed) and the package once; each mutant runs in a
 forked child that executes the mutated module in a scratch module and gives every function and method of the loaded
 one the mutated code (swapped in the function objects, so names imported elsewhere, inherited methods and
-registries all run it), then runs the tests of its file that reach it (-x: the first failure kills; POSIX only), in a scratch working
+registries all run it; a wrapper's wrapped function included), then runs the tests of its file that reach it (-x: the first failure kills; POSIX only), in a scratch working
 directory (files a mutant writes to relative paths do not land in the source tree).
-Which tests reach a mutant is found once per file: the file's test subset runs on the unmutated module with a line
-tracer, and a mutant is judged by the tests that execute a line of its statement, or by every test of a test file
+Which tests reach a mutant is found once per test subset: the subset runs on the unmutated modules it judges with a
+line tracer, and a mutant is judged by the tests that execute a line of its statement, or by every test of a test file
 whose module- or class-scoped fixtures execute one (such a fixture runs in the setup of the first test that uses it,
 for all of them); a mutant no test reaches survives without a run; --all-tests judges each by the whole subset. Survivors are listed with their file, function, line and
 change; known equivalent mutants can be listed in the same file as bench/mutate_c.py's (--equivalent).
@@ -374,15 +374,17 @@ def apply(path: Path, m: PyMutant) -> str:
 
 
 def _plain(f):
-    """The function object behind a module or class attribute (a staticmethod's, classmethod's or property's
-    functions, a functools.wraps or lru_cache wrapper's wrapped function), as a list."""
+    """The function objects behind a module or class attribute (a staticmethod's, classmethod's or property's
+    functions, a wrapper and the function it wraps, an lru_cache's wrapped function), as a list."""
     if isinstance(f, (staticmethod, classmethod)):
         return _plain(f.__func__)
     if isinstance(f, property):
         return [g for h in (f.fget, f.fset, f.fdel) if h is not None for g in _plain(h)]
-    if isinstance(f, types.FunctionType):
-        return [f]
     wrapped = getattr(f, "__wrapped__", None)
+    if isinstance(f, types.FunctionType):
+        # a wrapper function (functools.wraps: contextlib.contextmanager's, torch's around a dispatch mode's
+        # __torch_dispatch__) is followed to the function it wraps, whose code is the module's
+        return [f] + (_plain(wrapped) if wrapped is not None and wrapped is not f else [])
     return _plain(wrapped) if wrapped is not None else []
 
 

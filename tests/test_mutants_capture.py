@@ -6,6 +6,8 @@ before Inductor is imported. Expected values are worked out here (a Linear's pro
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import math
 import sys
 import threading
@@ -155,9 +157,15 @@ def test_per_op_timing_times_each_op_and_block_timing_only_the_block():
         model(x)
     t = op.records["t_end"] - op.records["t_start"]
     assert len(t) >= 1 and np.all(np.isfinite(t)) and np.all(t >= 0)
+    # in seconds from the block's start: within its wall time
+    assert np.all(op.records["t_start"] >= 0) and np.all(op.records["t_end"] <= op.wall_time)
+    import time
+
+    t0 = time.perf_counter()
     with roofline.measure(model, timing="model") as whole:
         model(x)
-    assert np.all(np.isnan(whole.records["t_start"])) and math.isfinite(whole.wall_time)
+    elapsed = time.perf_counter() - t0  # the block's wall time lies within it
+    assert np.all(np.isnan(whole.records["t_start"])) and 0 < whole.wall_time <= elapsed
 
 
 def test_the_blocks_own_formulas_count_its_ops():
@@ -253,3 +261,275 @@ def test_a_block_entered_before_inductor_is_imported_installs_the_compiled_view_
                    if isinstance(m, _modes._Mode)]
         assert mode.ignore_compile_internals() is True
     assert installed == [1]
+
+
+# ---- the token layout a block reads from its model's attention_mask --------------------------------------------------
+class _Masked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(D, D)
+
+    def forward(self, x, attention_mask=None):
+        return self.lin(x)
+
+
+def test_the_first_call_with_a_mask_gives_the_layout():
+    m, x = _Masked(), torch.randn(2, 3, D)
+    first = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    with roofline.measure(m, timing=None) as r:
+        m(x, attention_mask=first)
+        m(x, attention_mask=torch.ones(2, 3, dtype=torch.long))  # a later call's mask is not read
+    assert r.meta["tokens"] == {"batch": 2, "seq_len": 3, "lengths": [2, 1], "packed": False}
+
+
+@pytest.fixture
+def device_mask(monkeypatch):
+    """A mask on a device (a fake CUDA tensor) whose values the block can read: when they are read, how many modes
+    are on torch's stack (the block's mode, while it is open)."""
+    from roofline._datamodel import _tokens
+
+    reads = []
+    mask = None
+
+    def values(t, name):
+        reads.append(torch._C._len_torch_dispatch_stack())
+        return np.array([[1, 1, 0], [1, 0, 0]])
+
+    monkeypatch.setattr(_tokens, "values_unknown", lambda t: None)
+    monkeypatch.setattr(_tokens, "tensor_values", values)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        mask = torch.ones(2, 3, dtype=torch.long, device="cuda:0")
+    return mask, reads
+
+
+def test_a_mask_on_a_device_is_read_once_the_block_is_left(device_mask):
+    mask, reads = device_mask
+    m, x = _Masked(), torch.randn(2, 3, D)
+    with roofline.measure(m, timing=None) as r:
+        m(x, attention_mask=mask)
+        assert reads == []  # not inside the block (a device copy there would synchronise it)
+    assert reads == [0]
+    assert r.meta["tokens"] == {"batch": 2, "seq_len": 3, "lengths": [2, 1], "packed": False}
+
+
+def test_a_mask_on_a_device_changed_in_place_in_the_block_gives_no_layout(device_mask):
+    mask, reads = device_mask
+    m, x = _Masked(), torch.randn(2, 3, D)
+    with roofline.measure(m, timing=None) as r:
+        m(x, attention_mask=mask)
+        mask.add_(1)  # before it could be read
+    assert reads == [] and "tokens" not in r.meta
+    assert r.meta["tokens_unknown"] == ("the model's attention_mask is a tensor changed in place during the block, "
+                                        "before it could be read: which of its tokens are real is unknown")
+
+
+@pytest.mark.parametrize("timing", [None, "op"])
+def test_ops_of_dtensors_sharding_propagation_run_uncounted_with_all_their_arguments(monkeypatch, timing):
+    """While DTensor propagates shardings (fake tensors), the block's mode runs the ops as they were called (keyword
+    arguments included) and records nothing."""
+    from roofline._capture import _collectives
+
+    monkeypatch.setattr(_collectives, "suppressed", lambda: True)
+    a, b = torch.ones(3), torch.ones(3)
+    with roofline.measure(timing=timing) as r:
+        out = torch.add(a, b, alpha=2)  # aten.add.Tensor(a, b, alpha=2): 1 + 2 x 1
+    assert out.tolist() == [3.0, 3.0, 3.0] and len(r.records) == 0
+
+
+def test_a_mode_of_the_users_left_open_above_a_block_stays_and_the_block_says_why():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    log, block = Log(), roofline.measure(timing=None)
+    block.__enter__()
+    log.__enter__()  # entered after the block, left after it
+    try:
+        with pytest.raises(RuntimeError, match=r"left while 1 dispatch mode\(s\) entered after it were still open "
+                                               r"above it on this thread \(Log\)"):
+            block.__exit__(None, None, None)
+        assert torch.utils._python_dispatch._get_current_dispatch_mode_stack() == [log]
+    finally:
+        log.__exit__(None, None, None)
+    assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_ops_on_fake_cuda_tensors_without_cuda_are_timed_on_the_host():
+    """Fake CUDA tensors (a model traced for a GPU on a host without one): per-op times come from the host clock,
+    no CUDA event is made."""
+    a = _cuda_tensor()
+    with roofline.measure(timing="op") as r:
+        torch.relu(a)
+    assert len(r.records) == 1 and 0 <= r.records["t_start"][0] <= r.records["t_end"][0] <= r.wall_time
+
+
+@pytest.mark.parametrize("timing", [None, "op"])
+def test_an_op_counted_by_a_python_formula_runs_with_its_keyword_arguments(timing):
+    a, b = torch.ones(3), torch.ones(3)
+    with roofline.measure(timing=timing, formulas={"aten::add": lambda *args, **kw: {"vector_flops": 3}}) as r:
+        out = torch.add(a, b, alpha=2)  # 1 + 2 x 1
+    assert out.tolist() == [3.0, 3.0, 3.0] and r.vector_flops == 3
+
+
+# ---- what the C tracker takes from torch (computed once, at import) ---------------------------------------------------
+def test_the_hook_registration_steps_are_torchs_where_it_has_them_all(monkeypatch):
+    import collections
+
+    from roofline._capture import _tracking
+    from torch.utils.hooks import RemovableHandle
+
+    assert _tracking._register_steps() == (collections.OrderedDict, RemovableHandle,
+                                           torch._C._has_torch_function_unary)
+    monkeypatch.setattr(RemovableHandle, "next_id", "0")  # not an int: the counter is not torch's
+    assert _tracking._register_steps() is None
+    monkeypatch.undo()
+    monkeypatch.delattr(torch._C, "_has_torch_function_unary")
+    assert _tracking._register_steps() is None
+
+
+def test_the_link_steps_are_torchs_where_it_has_them_all(monkeypatch):
+    from roofline._capture import _tracking
+
+    steps = _tracking._link_steps()
+    assert steps is not None and steps[0] is torch._C._autograd._get_sequence_nr and steps[-1] is torch.is_grad_enabled
+    monkeypatch.delattr(torch._C, "_current_autograd_node")
+    assert _tracking._link_steps() is None
+
+
+def _hook(qualname, **closure):
+    """A function named ``qualname`` whose closure holds ``closure``'s variables (as torch.utils.checkpoint's
+    packing hooks hold their checkpoint frame)."""
+    names = ", ".join(closure) or "_unused"
+    src = f"def outer({names}):\n    def hook(x):\n        return ({names},)\n    return hook\n"
+    ns: dict = {}
+    exec(src, ns)
+    h = ns["outer"](*closure.values()) if closure else ns["outer"](None)
+    h.__qualname__ = qualname
+    return h
+
+
+def test_recomputation_is_read_from_the_packing_hook_on_top_of_torchs_stack():
+    from roofline._capture import _tracking
+
+    rec, other = _hook("_recomputation_hook.<locals>.pack"), _hook("save_on_cpu.<locals>.pack")
+    assert _tracking._recompute_hooks((rec, other)) and not _tracking._recompute_hooks((other, rec))
+    assert _tracking._recompute_hooks((_hook("_checkpoint_hook.<locals>.pack"), other))
+
+
+def test_a_checkpoints_region_is_the_set_of_its_first_module_call():
+    import weakref
+
+    from roofline._capture import _tracking
+
+    class Frame:  # torch.utils.checkpoint's _CheckpointFrame: held weakly
+        pass
+
+    frame = Frame()
+    regions = _tracking._Regions()
+    packing = (_hook("_checkpoint_hook.<locals>.pack", frame=frame), None)
+    regions.note(packing, 3)  # the first module forward inside the checkpointed function
+    regions.note(packing, 5)  # a later one: not the caller's set
+    regions.note((_hook("save_on_cpu.<locals>.pack"), None), 7)  # not a checkpoint's: nothing noted
+    recomputing = (_hook("_recomputation_hook.<locals>.pack", target_frame_ref=weakref.ref(frame)), None)
+    assert regions.of(recomputing) == 3 and len(regions.sets) == 1
+    assert regions.of((_hook("save_on_cpu.<locals>.pack"), None)) is None
+
+
+def test_a_leafs_gradient_accumulator_is_reached_through_a_view():
+    from roofline._capture import _tracking
+
+    leaf = torch.ones(2, requires_grad=True)
+    node = _tracking._view_node(leaf)
+    assert type(node).__name__ == "AccumulateGrad" and node.variable is leaf
+
+
+# ---- torch's mode stack, as a block leaves it -------------------------------------------------------------------------
+def test_every_release_step_runs_and_the_first_error_is_raised():
+    from roofline._capture import _modestack
+
+    ran = []
+
+    def fail(what):
+        def step():
+            ran.append(what)
+            raise KeyError(what)
+        return step
+
+    with pytest.raises(KeyError, match="first"):
+        _modestack._run_all([lambda: ran.append("a"), fail("first"), fail("second"), lambda: ran.append("b")])
+    assert ran == ["a", "first", "second", "b"]
+    _modestack._run_all([lambda: ran.append("c")])  # nothing raised: nothing raised after
+    assert ran[-1] == "c"
+
+
+def test_a_mode_stash_cut_off_by_an_interrupt_puts_the_modes_back_when_settled():
+    """An interrupt landing in ``_disable_current_modes``' ``__enter__`` once it has taken the modes off the stack
+    leaves its generator suspended, held by the traceback: settling the exception (and the one it interrupted)
+    closes it, and the modes are back on the stack."""
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+    from roofline._capture import _modestack
+
+    class Plain(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    enter_code = type(_disable_current_modes()).__enter__.__code__
+    closed = []
+
+    @contextlib.contextmanager
+    def users():  # a context manager of the user's, cut off the same way: not torch's, left alone
+        try:
+            yield
+        finally:
+            closed.append(True)
+
+    def interrupt(frame, event, arg):  # raises in __enter__ once the modes are off, the generator suspended
+        if frame.f_code is not enter_code:
+            return None
+        frame.f_trace_opcodes = True
+        gen = getattr(frame.f_locals.get("self"), "gen", None)
+        if event == "opcode" and gen is not None and inspect.getgeneratorstate(gen) == inspect.GEN_SUSPENDED:
+            raise KeyboardInterrupt
+        return interrupt
+
+    with Plain():
+        depth = torch._C._len_torch_dispatch_stack()
+        sys.settrace(interrupt)
+        try:
+            with _disable_current_modes():
+                pass
+        except KeyboardInterrupt as e:
+            caught = e
+        finally:
+            sys.settrace(None)
+        assert torch._C._len_torch_dispatch_stack() == 0  # cut off with the modes off
+        sys.settrace(interrupt)
+        try:
+            with users():
+                pass
+        except KeyboardInterrupt as e:
+            caught.__context__ = e
+        finally:
+            sys.settrace(None)
+        outer = ValueError("while leaving")
+        outer.__context__ = caught  # settled through the chain of the exception it interrupted
+        _modestack._settle_interrupted(outer)
+        assert torch._C._len_torch_dispatch_stack() == depth == 1 and closed == []
+        _modestack._settle_interrupted(outer)  # once closed, nothing more to do
+        assert torch._C._len_torch_dispatch_stack() == 1
+    assert torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_backward_ops_are_credited_through_autograd_where_torch_allows_it():
+    from roofline._capture import _tracking
+
+    model, x = _linear()
+    with roofline.measure(model, timing=None) as r:
+        model(x).sum().backward()
+    att = r.meta["attribution"]
+    assert att["method"] == ("autograd" if _tracking._LINK is not None else "module_tracker") and "note" not in att
