@@ -95,7 +95,7 @@ SECTIONS = [
 # The names that changed, written here (not generated): what a user of 0.4 reads first.
 CHANGED = """## What changed in 0.5
 
-New names (the old spellings still work in 0.5, with a `DeprecationWarning`, and go in 0.6):
+New names (the old spellings still work in 0.5 and 0.6, with a `DeprecationWarning`, and go in 0.7):
 
 | 0.4 | 0.5 | why |
 |---|---|---|

@@ -5,7 +5,7 @@
 Every type a public function returns is importable from here (or from the public module that returns it:
 ``roofline.devices``, ``roofline.llm``, ``roofline.distributed``, ``roofline.report``). The subpackages are private
 (``roofline._capture``, ...): only the names below, those public modules and ``roofline.integrations`` are the API.
-Deprecated since 0.5, removed in 0.6: ``roofline.profiler`` (now :func:`profile`) and ``roofline.profile(step,
+Deprecated since 0.5, removed in 0.7: ``roofline.profiler`` (now :func:`profile`) and ``roofline.profile(step,
 model, warmup=, repeat=)`` (now :func:`steady`).
 """
 

@@ -255,7 +255,7 @@ class Monitor(_StepLoop):
         another thread or from inside ``on_step``; ValueError for a bad ``token_count`` (raised before anything is
         done: the step is still in progress)."""
         if tokens is not None:
-            _warn.warn("Monitor.step(tokens=n) is deprecated since 0.5 and will be removed in 0.6: use "
+            _warn.warn("Monitor.step(tokens=n) is deprecated since 0.5 and will be removed in 0.7: use "
                           "token_count=n (tokens is which positions are real, as roofline.measure takes it)",
                           DeprecationWarning)
             if token_count is not None:
@@ -406,7 +406,7 @@ def monitor(model=None, *, on_step=None, ceilings="measured", warmup: int = 1, r
     ``counts_from`` (the step whose counts were used), ``changed`` (its signature differs from the previous step's,
     or its recount found other ops than an earlier count of the same signature), ``token_count`` and ``tokens_per_s``
     (None unless ``step(token_count=...)``; ``tokens``, the same count under its name before 0.5, is deprecated
-    and goes in 0.6). Where no step with the same signature has been counted, ``flops`` to
+    and goes in 0.7). Where no step with the same signature has been counted, ``flops`` to
     ``achieved_bytes`` and ``counts_from`` are None: never a figure of other work.
 
     A step's time runs from the previous ``step()`` call (or ``start()``) to its own, so it includes the loop's own

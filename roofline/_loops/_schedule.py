@@ -586,7 +586,7 @@ def _steady_form(args, kwargs) -> bool:
 def profile(*args, **kwargs) -> Profiler:  # the documented signature is _profile's (inspect follows __wrapped__)
     if _steady_form(args, kwargs):
         _warn.warn("roofline.profile(step, model, warmup=..., repeat=...) is deprecated since 0.5 and will be "
-                      "removed in 0.6: the steady repeat of a step function is roofline.steady(step, model, "
+                      "removed in 0.7: the steady repeat of a step function is roofline.steady(step, model, "
                       "warmup=..., repeat=...); roofline.profile(model, schedule=...) is now what torch calls "
                       "torch.profiler.profile", DeprecationWarning)
         return steady(*args, **kwargs)
@@ -600,8 +600,8 @@ def profile(*args, **kwargs) -> Profiler:  # the documented signature is _profil
 
 
 def profiler(*args, **kwargs) -> Profiler:
-    """Deprecated since 0.5 (removed in 0.6): :func:`roofline.profile`, under its name before 0.5. Same arguments,
+    """Deprecated since 0.5 (removed in 0.7): :func:`roofline.profile`, under its name before 0.5. Same arguments,
     same result, and a DeprecationWarning."""
-    _warn.warn("roofline.profiler is deprecated since 0.5 and will be removed in 0.6: use roofline.profile (the "
+    _warn.warn("roofline.profiler is deprecated since 0.5 and will be removed in 0.7: use roofline.profile (the "
                   "same arguments; the name torch.profiler.profile has)", DeprecationWarning)
     return _profile(*args, **kwargs)

@@ -66,7 +66,7 @@ def token_count_option(who: str, token_count, tokens):
     DeprecationWarning; TypeError when both are given."""
     if tokens is NOT_GIVEN:
         return token_count
-    _warn.warn(f"{who}(tokens=...) is deprecated since 0.5 and will be removed in 0.6: use token_count=... (tokens "
+    _warn.warn(f"{who}(tokens=...) is deprecated since 0.5 and will be removed in 0.7: use token_count=... (tokens "
                   "is which positions are real, as roofline.measure takes it)", DeprecationWarning)
     if token_count is not None:
         raise TypeError(f"{who}: give token_count only (tokens= is its deprecated name)")
@@ -462,7 +462,7 @@ class Run:
         # the loop is the trainer's: its step numbers label the report (steady_line, meta["steady"]["step_numbers"])
         report.steps, report.meta["steady"]["step_numbers"] = steps, list(steps)
         # token_counts: the tokens of each step; "tokens" is the same list under its name before 0.5 (deprecated,
-        # removed in 0.6: a report's "tokens" is which positions are real, meta["tokens"])
+        # removed in 0.7: a report's "tokens" is which positions are real, meta["tokens"])
         report.meta["trainer"] = {"framework": self.framework, "steps": steps, "token_counts": tokens,
                                   "tokens": tokens}
         self.reports.append(report)

@@ -65,7 +65,7 @@ class RooflineCallback(_run.Outputs, TrainerCallback):
     ``gather_timeout``: seconds :func:`roofline.gather` waits for the other ranks. ``log``: False to log nothing
     (the reports are still written). ``step_time``: the profiled reports' step time, as in :func:`roofline.profile`
     (``"unwaited"`` on a shared machine; the logged ``profile/step_time_code`` says which).
-    ``tokens``: ``token_count``'s name before 0.5 (deprecated, removed in 0.6).
+    ``tokens``: ``token_count``'s name before 0.5 (deprecated, removed in 0.7).
 
     Attributes: ``reports`` (this rank's :class:`roofline.SteadyReport` s, every run), ``merged`` (the
     :class:`roofline.distributed.MergedReport` s, rank 0 of a distributed run), ``files`` (the paths written),

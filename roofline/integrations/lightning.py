@@ -67,7 +67,7 @@ class _Callback(_run.Outputs):
     ``attention``). ``gather_timeout``: seconds :func:`roofline.gather` waits for the other ranks. ``log``: False to
     log nothing (the reports are still written). ``step_time``: the profiled reports' step time, as in
     :func:`roofline.profile` (``"unwaited"`` on a shared machine; the logged ``profile/step_time_code`` says which).
-    ``tokens``: ``token_count``'s name before 0.5 (deprecated, removed in 0.6).
+    ``tokens``: ``token_count``'s name before 0.5 (deprecated, removed in 0.7).
 
     Attributes: ``reports`` (this rank's :class:`roofline.SteadyReport` s, every ``fit``), ``merged`` (the
     :class:`roofline.distributed.MergedReport` s, rank 0 of a distributed run), ``files`` (the paths written),
