@@ -533,3 +533,18 @@ def test_backward_ops_are_credited_through_autograd_where_torch_allows_it():
         model(x).sum().backward()
     att = r.meta["attribution"]
     assert att["method"] == ("autograd" if _tracking._LINK is not None else "module_tracker") and "note" not in att
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_the_instrumentations_own_cost_per_op_is_measured_in_seconds(monkeypatch, request, cuda):
+    if cuda:
+        request.getfixturevalue("fake_cuda")
+    monkeypatch.setattr(_session, "_OVERHEAD", {})  # measured now, not cached from an earlier block
+    o = _session.instrumentation_overhead("op")
+    # a dispatch through the block's mode and two clock reads cost microseconds: far under a millisecond an op
+    assert 0 <= o["counting_per_op_s"] < 1e-3 and 0 < o["timing_per_op_s"] < 1e-3
+    if cuda:  # two (fake) events made and recorded per op, with timing on
+        assert 0 < o["cuda_timing_per_op_s"] < 1e-3 and all(e.enable_timing for e in _FakeEvent.made)
+    else:
+        assert "cuda_timing_per_op_s" not in o
+    assert set(_session.instrumentation_overhead("model")) == {"counting_per_op_s"}
