@@ -56,7 +56,10 @@ def _spy_resolve(monkeypatch):
 @pytest.mark.parametrize("where", ["block", "registered"])
 def test_an_out_argument_of_an_op_counted_by_a_users_formula_is_its_one_written_storage(where):
     a, b, c = torch.randn(4, 8), torch.randn(4, 8), torch.empty(4, 8)
-    formula = lambda *args, **kw: {"vector_flops": 32, "bytes_read": 2 * 32 * F32, "bytes_written": 32 * F32}  # noqa: E731
+
+    def formula(*args, **kw):
+        return {"vector_flops": 32, "bytes_read": 2 * 32 * F32, "bytes_written": 32 * F32}
+
     if where == "block":
         with roofline.measure(formulas={"aten::add.out": formula}) as r:
             torch.add(a, b, out=c)
@@ -84,7 +87,8 @@ def test_a_blocks_own_formula_wins_over_the_resolution_an_earlier_block_kept():
     with roofline.measure(timing=None, formulas={"aten::gelu": lambda *a, **k: {"vector_flops": 7}}) as r:
         torch.nn.functional.gelu(x)
     assert r.vector_flops == 7
-    with roofline.measure(timing=None, formulas={torch.ops.aten.gelu.default: lambda *a, **k: {"vector_flops": 5}}) as r:
+    five = {torch.ops.aten.gelu.default: lambda *a, **k: {"vector_flops": 5}}
+    with roofline.measure(timing=None, formulas=five) as r:
         torch.nn.functional.gelu(x)
         torch.nn.functional.gelu(x)  # its second call: on the table the first one made
     assert r.vector_flops == 2 * 5
