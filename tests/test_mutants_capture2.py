@@ -189,3 +189,48 @@ def test_an_op_whose_composite_kernel_declines_is_counted_as_an_op_of_its_own():
         assert r.unknown_ops.get("rlmutcap.twice.default") == 2
     finally:
         lib._destroy()
+
+
+@pytest.fixture
+def mutlib():
+    lib = torch.library.Library("rlmutcap2", "DEF")
+    lib.define("bump(Tensor(a!) x, Tensor y) -> ()")  # writes x in place, returns nothing
+    lib.impl("bump", lambda x, y: x.add_(y).sum() and None, "CPU")
+    lib.define("scale(Tensor x) -> Tensor")  # no formula anywhere: an unknown op
+    lib.impl("scale", lambda x: x * 3, "CPU")
+    yield torch.ops.rlmutcap2
+    lib._destroy()
+
+
+def test_an_argument_written_in_place_by_an_op_counted_by_a_users_formula_is_written(mutlib):
+    n = 6
+    x, y = torch.zeros(n), torch.ones(n)
+    def formula(x, y, out=None):
+        return {"vector_flops": n, "bytes_read": 2 * n * F32, "bytes_written": n * F32}
+
+    with roofline.measure(formulas={"rlmutcap2::bump": formula}) as r:
+        mutlib.bump(x, y)
+    assert torch.equal(x, torch.ones(n))
+    (i,) = [k for k, o in enumerate(r.records["op"].tolist()) if r.op_names[o] == "rlmutcap2.bump.default"]
+    rows = _rows(r, i)
+    # x (argument 0, alias-annotated a!) is the one storage written: 6 float32 = 24 bytes; y is only read
+    assert [(s, n_) for s, w, n_ in rows if w] == [(sid(x), n * F32)]
+    assert (sid(y), 0, n * F32) in rows
+
+
+def test_an_unknown_ops_records_and_rows_in_a_later_block_are_the_first_blocks(fresh_caches, mutlib):
+    x = torch.randn(5)
+    reports = []
+    for _ in range(2):
+        with roofline.measure() as r:
+            mutlib.scale(x)
+        reports.append(r)
+    first, later = reports
+    assert first.unknown_ops == later.unknown_ops == {"rlmutcap2.scale.default": 1}
+    for f in COUNTS:
+        np.testing.assert_array_equal(later.records[f], first.records[f])
+    # x is read (5 float32 = 20 bytes) and not written, in both blocks
+    for r in reports:
+        assert (sid(x), 0, 5 * F32) in _rows(r, 0) and (sid(x), 1, 5 * F32) not in _rows(r, 0)
+    assert [(int(w), int(n)) for w, n in zip(later.accesses["write"], later.accesses["nbytes"])] == \
+        [(int(w), int(n)) for w, n in zip(first.accesses["write"], first.accesses["nbytes"])]
