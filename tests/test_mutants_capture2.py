@@ -234,3 +234,18 @@ def test_an_unknown_ops_records_and_rows_in_a_later_block_are_the_first_blocks(f
         assert (sid(x), 0, 5 * F32) in _rows(r, 0) and (sid(x), 1, 5 * F32) not in _rows(r, 0)
     assert [(int(w), int(n)) for w, n in zip(later.accesses["write"], later.accesses["nbytes"])] == \
         [(int(w), int(n)) for w, n in zip(first.accesses["write"], first.accesses["nbytes"])]
+
+
+def test_a_users_formula_gets_the_calls_keyword_arguments_and_its_record_the_first_tensors_dtype():
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+
+    def gelu(x, approximate="none", out=None):
+        return {"vector_flops": 3 if approximate == "tanh" else 5}
+
+    with roofline.measure(timing=None, formulas={"aten::gelu": gelu}) as r:
+        torch.nn.functional.gelu(x, approximate="tanh")  # approximate is keyword-only: it comes as a keyword
+        torch.nn.functional.gelu(x)
+        torch.mm(x, w)  # a float32 op on the C path: the dtype code a second way
+    assert r.records["vector_flops"][:2].tolist() == [3, 5]
+    dt = r.records["dtype"].tolist()
+    assert dt[0] == dt[1] == dt[2] != 0
