@@ -249,3 +249,21 @@ def test_a_users_formula_gets_the_calls_keyword_arguments_and_its_record_the_fir
     assert r.records["vector_flops"][:2].tolist() == [3, 5]
     dt = r.records["dtype"].tolist()
     assert dt[0] == dt[1] == dt[2] != 0
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")
+def test_a_users_formula_record_without_a_tensor_of_a_known_dtype_has_the_unknown_dtype():
+    lib = torch.library.Library("rlmutcap3", "DEF")
+    try:
+        lib.define("count(int n) -> int")  # no tensor in or out
+        lib.impl("count", lambda n: n + 1, "CompositeExplicitAutograd")
+        q = torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.quint8)  # a dtype the recorder does not know
+        one = lambda *a, out=None, **k: {"vector_flops": 1}  # noqa: E731
+        with roofline.measure(timing=None, formulas={"rlmutcap3::count": one, "aten::int_repr": one}) as r:
+            assert torch.ops.rlmutcap3.count(2) == 3
+            torch.int_repr(q)
+        names = [r.op_names[o] for o in r.records["op"].tolist()]
+        assert "rlmutcap3.count.default" in names and "aten.int_repr.default" in names
+        assert r.records["dtype"].tolist() == [0] * len(names)
+    finally:
+        lib._destroy()
