@@ -35,6 +35,7 @@ import roofline  # noqa: E402
 import roofline._capture._session  # noqa: E402,F401 - the first measure imports it (torch._dynamo: seconds); here, once
 from roofline import distributed as rd  # noqa: E402
 from roofline._capture import _collectives as coll  # noqa: E402
+from roofline._datamodel._records import FORWARD  # noqa: E402
 from roofline._hardware import _interconnect  # noqa: E402
 
 # all_gather_into_tensor and reduce_scatter_tensor are deprecated names in recent torch, still the ones older torch has
@@ -307,6 +308,8 @@ def test_fsdp_copy_counts_bytes_not_flops():
             assert int(rec[f][i]) == 0, f
         assert r.op_kinds[rec["op"][i]] == "copy"
     assert "collectives" not in r.meta  # a copy, not a collective
+    # outside a backward pass (no autograd graph task running): both in the forward phase
+    assert rec["phase"][first] == rec["phase"][second] == FORWARD
 
 
 # ---- times -------------------------------------------------------------------------------------------------------
