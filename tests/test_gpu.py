@@ -101,6 +101,9 @@ def test_arch_normalization():
 # Every architecture the kernels target: Turing (vector only), Ampere, Ada (native fp8 mma.sync), Hopper with and
 # without wgmma, Blackwell datacenter and consumer parts.
 ARCHS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120"]
+# the suite compiles for one architecture of each generation the kernels branch on (Ampere, Hopper with wgmma,
+# Blackwell); bench/breadth.sh compiles for every one of ARCHS
+SUITE_ARCHS = ("sm_80", "sm_90a", "sm_120")
 
 
 def _nvrtc_archs():
@@ -579,7 +582,8 @@ NVCC_ARCHS = _nvcc_archs()
 
 @pytest.mark.python_independent  # nvcc / the cubins' machine code (tests/conftest.py)
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)")
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", [a if a in SUITE_ARCHS else pytest.param(a, marks=pytest.mark.breadth)
+                                  for a in ARCHS])
 @pytest.mark.parametrize("source", SOURCES)
 def test_nvcc_compiles_without_warnings(source, arch, tmp_path):
     if arch.rstrip("a") not in NVCC_ARCHS:
@@ -694,7 +698,8 @@ def _opcodes(body, name):
 
 @pytest.mark.python_independent  # nvcc / the cubins' machine code (tests/conftest.py)
 @pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump not found (CUDA toolkit or the triton wheel)")
-@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90", "sm_90a", "sm_120"])
+@pytest.mark.parametrize("arch", [a if a in SUITE_ARCHS else pytest.param(a, marks=pytest.mark.breadth)
+                                  for a in ("sm_80", "sm_89", "sm_90", "sm_90a", "sm_120")])
 def test_sass_work_per_loop_matches_the_counted_work(arch, cache, cubins, tmp_path):
     """The machine code executes what _gpu.py counts: per trip of the timed loop, RL_FMA_CHAINS x RL_FMA_UNROLL
     FMAs, RL_MMA_CHAINS matrix instructions on that many distinct (A, B) register pairs, RL_WGMMA_UNROLL wgmma;

@@ -1,4 +1,5 @@
-"""Every notebook in notebooks/ runs top to bottom, and the facts its prose relies on hold on this machine.
+"""Every notebook in notebooks/ runs top to bottom, and the facts its prose relies on hold on this machine (the
+suite executes a sample of them; bench/breadth.sh the others, BREADTH_NOTEBOOKS).
 
 This module executes the notebooks of EXECUTED_BY["test_notebooks"] (tests/_notebooks.py: how, and the ``checks``
 cell each notebook ends with) and checks the committed copy of every notebook.
@@ -39,7 +40,13 @@ def test_committed_notebook_carries_its_outputs(name):
     assert sum("image/png" in o.get("data", {}) for c in code for o in c.outputs) >= 2
 
 
-@pytest.mark.parametrize("name", EXECUTED_BY["test_notebooks"])
+# the suite executes a sample of the notebooks (the CNN, LLM decoding, the ceilings and traces); bench/breadth.sh
+# executes the others (ViT, LLM training) and checks their facts
+BREADTH_NOTEBOOKS = ("vit", "llm_train")
+
+
+@pytest.mark.parametrize("name", [n if n not in BREADTH_NOTEBOOKS else pytest.param(n, marks=pytest.mark.breadth)
+                                  for n in EXECUTED_BY["test_notebooks"]])
 def test_notebook_runs_without_touching_the_repository(name, executed):
     check_runs_without_touching_the_repository(name, executed)
 
@@ -64,6 +71,7 @@ def test_resnet_facts(executed):
     assert 0 < c["h100_training_mfu_at_most"] < c["a100_training_mfu_at_most"] < 1
 
 
+@pytest.mark.breadth
 def test_vit_facts(executed):
     _, c, _ = executed("vit")
     assert c["gmacs_per_image"] == pytest.approx(17.56, rel=0.005)
@@ -96,6 +104,7 @@ def test_llm_decode_facts(executed):
     assert c["predicted_h100_bound_context512"] == ["memory"]
 
 
+@pytest.mark.breadth
 def test_llm_train_facts(executed):
     _, c, _ = executed("llm_train")
     n = len(c["tokens"])
