@@ -98,7 +98,21 @@ SKIP_PYTHON_INDEPENDENT = os.environ.get("ROOFLINE_SKIP_PYTHON_INDEPENDENT", "")
 BREADTH = os.environ.get("ROOFLINE_BREADTH", "") not in ("", "0")
 
 
+# The test files that take longest, longest first (worker seconds measured with --durations=0 on the 2-core
+# machine). The files run in this order, so that under `-n 2 --dist loadfile` the long ones start first and the two
+# processes finish together instead of one waiting for the other's last notebook; a file missing from the list runs
+# after these, in collection order. Only the run's length depends on this list being current.
+SLOWEST_FIRST = ("test_notebooks.py", "test_doc_snippets.py", "test_fuzz_c.py", "test_compiled_models.py",
+                 "test_gpu.py", "test_models.py", "test_sanitized_extension.py", "test_packaging.py",
+                 "test_compiled.py", "test_notebooks_vlm.py", "test_distributed.py", "test_leak.py",
+                 "test_block_state.py", "test_coverage_zoo.py", "test_opinfo_sample.py", "test_html.py",
+                 "test_report.py", "test_trace_import.py")
+
+
 def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):
+        # pytest-xdist orders the files by their number of tests unless told not to: keep the order set below
+        config.option.loadscopereorder = False
     config.addinivalue_line("markers", "python_independent: tests C or CUDA code no Python builds or loads (the "
                                        "second-Python CI run skips it: ROOFLINE_SKIP_PYTHON_INDEPENDENT=1)")
     config.addinivalue_line("markers", "breadth: more models or larger ones than the suite's sample; run by "
@@ -106,6 +120,8 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's own order is kept
     skips = []
     if SKIP_PYTHON_INDEPENDENT:
         skips.append(("python_independent", pytest.mark.skip(
