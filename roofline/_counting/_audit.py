@@ -54,7 +54,7 @@ for _n in "quantized_gru quantized_lstm".split():
     HAND[_n] = ("unknown", _BACKEND.format("quantized recurrent layers"))
 for _n in ("_cudnn_attention_forward _cudnn_attention_backward _cudnn_ctc_loss _cudnn_rnn_flatten_weight "
            "_flash_attention_forward_no_dropout_inplace _triton_multi_head_attention _triton_scaled_dot_attention "
-           "_scaled_grouped_mm _scaled_grouped_mm_v2 _scaled_mm_v2 _mixed_dtypes_linear _cslt_compress _cslt_sparse_mm "
+           "_mixed_dtypes_linear _cslt_compress _cslt_sparse_mm "
            "_cslt_sparse_mm_search _sparse_semi_structured_addmm _sparse_semi_structured_apply "
            "_sparse_semi_structured_apply_dense _sparse_semi_structured_linear _sparse_semi_structured_mm "
            "_sparse_semi_structured_tile _to_sparse_semi_structured _spsolve").split():

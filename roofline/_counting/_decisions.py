@@ -2,8 +2,8 @@
 Generated from torch 2.14.1 by python -m roofline._counting._audit; do not edit: change the registry, the
 formulas or _audit.HAND and regenerate.
 
-DECISIONS: ``ns::name.overload`` -> (class, detail, source). Classes: formula 2383, decomposes 742, view 14, metadata 36, unknown 78;
-128 formulas are estimates, 90 decisions are made by hand.
+DECISIONS: ``ns::name.overload`` -> (class, detail, source). Classes: formula 2388, decomposes 742, view 14, metadata 36, unknown 73;
+128 formulas are estimates, 85 decisions are made by hand.
 """
 
 TORCH_VERSION = '2.14.1'
@@ -638,13 +638,13 @@ DECISIONS = {
     'aten::_scaled_dot_product_flash_attention_for_cpu_backward.default': ('formula', 'attn_bwd', 'auto'),
     'aten::_scaled_dot_product_fused_attention_overrideable.default': ('formula', 'attn', 'auto'),
     'aten::_scaled_dot_product_fused_attention_overrideable_backward.default': ('formula', 'attn_bwd', 'auto'),
-    'aten::_scaled_grouped_mm.default': ('unknown', 'a CUDA-only kernel (cuDNN, cuSPARSELt, float8 or semi-structured sparsity): no formula yet', 'hand'),
-    'aten::_scaled_grouped_mm_v2.default': ('unknown', 'a CUDA-only kernel (cuDNN, cuSPARSELt, float8 or semi-structured sparsity): no formula yet', 'hand'),
-    'aten::_scaled_grouped_mm_v2.out': ('unknown', 'a CUDA-only kernel (cuDNN, cuSPARSELt, float8 or semi-structured sparsity): no formula yet', 'hand'),
+    'aten::_scaled_grouped_mm.default': ('formula', 'python', 'auto'),
+    'aten::_scaled_grouped_mm_v2.default': ('formula', 'python', 'auto'),
+    'aten::_scaled_grouped_mm_v2.out': ('formula', 'python', 'auto'),
     'aten::_scaled_mm.default': ('formula', 'scaled_mm', 'auto'),
     'aten::_scaled_mm.out': ('formula', 'scaled_mm', 'auto'),
-    'aten::_scaled_mm_v2.default': ('unknown', 'a CUDA-only kernel (cuDNN, cuSPARSELt, float8 or semi-structured sparsity): no formula yet', 'hand'),
-    'aten::_scaled_mm_v2.out': ('unknown', 'a CUDA-only kernel (cuDNN, cuSPARSELt, float8 or semi-structured sparsity): no formula yet', 'hand'),
+    'aten::_scaled_mm_v2.default': ('formula', 'scaled_mm', 'auto'),
+    'aten::_scaled_mm_v2.out': ('formula', 'scaled_mm', 'auto'),
     'aten::_segment_reduce_backward.default': ('formula', 'ewise_in, estimate', 'auto'),
     'aten::_segment_reduce_backward.out': ('formula', 'ewise_in, estimate', 'auto'),
     'aten::_shape_as_tensor.default': ('decomposes', 'CompositeImplicitAutograd', 'auto'),

@@ -28,9 +28,9 @@ from roofline._counting._formulas_nn import (
 from roofline._counting._formulas_products import (
     _addmm_activation, _compute_linear_combination, _conv_tbc, _convolution_pointwise, _foreach_mm, _linear,
     _linear_backward, _linear_cross_entropy, _linear_pointwise, _mkl_linear, _mkldnn_linear_backward_input,
-    _mkldnn_linear_backward_weights, _out_dtype, _quant_mm, _repack, _sampled_addmm, _slow_conv2d_backward,
-    _sparse_coalesce, _sparse_copy, _sparse_dense_mm, _sparse_mm_reduce_backward, _sparse_reduce, _sparse_sparse,
-    _transform_bias_rescale_qkv, _trilinear)
+    _mkldnn_linear_backward_weights, _out_dtype, _quant_mm, _repack, _sampled_addmm, _scaled_grouped_mm,
+    _slow_conv2d_backward, _sparse_coalesce, _sparse_copy, _sparse_dense_mm, _sparse_mm_reduce_backward,
+    _sparse_reduce, _sparse_sparse, _transform_bias_rescale_qkv, _trilinear)
 from roofline._counting._formulas_values import (
     _alias_or_copy, _allclose, _bucketize, _equal, _histogram, _isin, _searchsorted, _sort, _topk, _unique)
 
@@ -61,6 +61,7 @@ OPS = {
     "aten::_flash_attention_backward": lambda b, out: _varlen(b, out, flash=True, backward=True),
     "aten::_efficient_attention_forward": lambda b, out: _varlen(b, out, flash=False, backward=False),
     "aten::_efficient_attention_backward": lambda b, out: _varlen(b, out, flash=False, backward=True),
+    "aten::_scaled_grouped_mm": _scaled_grouped_mm, "aten::_scaled_grouped_mm_v2": _scaled_grouped_mm,
     "aten::_weight_int8pack_mm": lambda b, out: _quant_mm(b, out, output_terms=1),
     "aten::_weight_int4pack_mm": lambda b, out: _quant_mm(b, out, weight_terms=2),
     "aten::_weight_int4pack_mm_for_cpu": lambda b, out: _quant_mm(b, out, weight_terms=2),

@@ -34,6 +34,27 @@ def _quant_mm(b, out, x_name="self", weight_terms=0, output_terms=0, block=None)
     return _counts(matrix=2 * m * n * k, vector=vector, read=_read(b), written=_written(out))
 
 
+def _scaled_grouped_mm(b, out):
+    """The float8 grouped product of mixture-of-experts layers (``_scaled_grouped_mm`` and its ``_v2``): the layouts
+    of ``_grouped_mm`` -- a (total_M, K) x b (G, K, N), a (G, M, K) x b (G, K, N), a (G, M, K) x b (K, total_N),
+    a (M, total_K) x b (total_K, N) -- whose groups partition rows, columns or K, so the product is ``2 rows K cols``
+    with rows a's second-to-last dimension (times G when both are batched) and cols b's last; then, as
+    ``_scaled_mm``'s epilogue is counted, one vector FLOP per output element for the dequantising scale, and one
+    more where a bias is added. Bytes: every argument (the scale lists included) once, the result written."""
+    a, w = b["self"], b["mat2"]
+    sa, sw = [int(d) for d in a.shape], [int(d) for d in w.shape]
+    if not (2 <= len(sa) <= 3 and 2 <= len(sw) <= 3):
+        raise ValueError(f"scaled grouped product: operands must have 2 or 3 dims, got {len(sa)} and {len(sw)}")
+    batched = len(sa) == 3 and len(sw) == 3
+    k = sa[-1]
+    if sw[-2] != k or (batched and sa[0] != sw[0]):
+        raise ValueError(f"scaled grouped product: shapes {tuple(sa)} and {tuple(sw)} do not multiply")
+    rows = sa[0] * sa[1] if batched else sa[-2]
+    elements = _numel(out)
+    vector = elements * (2 if b.get("bias") is not None else 1)
+    return _counts(matrix=2 * rows * k * sw[-1], vector=vector, read=_read(b), written=_written(out))
+
+
 def _repack(b, out):
     """A weight repacked into a kernel's layout (int4 packing): no arithmetic, the weight read and written once."""
     return _counts(read=_read(b), written=_written(out))

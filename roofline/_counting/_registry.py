@@ -245,6 +245,8 @@ _put("dot vdot inner", _e("ewise_in", 2))
 _put("addmv", _e("ewise_in", 2, of="mat"))
 _put("addr", _e("ewise", 2))
 _put("_scaled_mm", _e("scaled_mm"))
+# its successor (scales as lists, with their recipes): the same product and per-element scale, self and mat2 first
+_put("_scaled_mm_v2", _e("scaled_mm"))
 _put("_grouped_mm", _e("grouped_mm"))  # mixture-of-experts: one product per group of rows, columns or K
 _put("_fft_r2c _fft_c2r _fft_c2c", _e("fft"))  # 5 N log2 N per complex transform (half with a real side)
 _put("convolution _convolution convolution_overrideable", _e("conv"))

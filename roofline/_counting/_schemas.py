@@ -486,6 +486,8 @@ SCHEMAS = {
     '_scaled_dot_product_fused_attention_overrideable_backward.default': ('grad_out query key value attn_bias grad_input_mask out logsumexp cum_seq_q cum_seq_k max_q max_k dropout_p is_causal philox_seed philox_offset scale', 1, '', 0),
     '_scaled_mm.default': ('self mat2 scale_a scale_b bias scale_result out_dtype use_fast_accum', 0, '', 0),
     '_scaled_mm.out': ('self mat2 scale_a scale_b bias scale_result out_dtype use_fast_accum out', 1, 'out', 1),
+    '_scaled_mm_v2.default': ('self mat2 scale_a recipe_a swizzle_a scale_b recipe_b swizzle_b bias out_dtype contraction_dim use_fast_accum', 0, '', 0),
+    '_scaled_mm_v2.out': ('self mat2 scale_a recipe_a swizzle_a scale_b recipe_b swizzle_b bias out_dtype contraction_dim use_fast_accum out', 1, 'out', 1),
     '_segment_reduce_backward.default': ('grad output data reduce lengths offsets axis initial', 4, '', 0),
     '_segment_reduce_backward.out': ('grad output data reduce lengths offsets axis initial out', 5, 'out', 1),
     '_slow_conv2d_forward.default': ('self weight kernel_size bias stride padding', 0, '', 0),

@@ -672,6 +672,25 @@ def _scaled_mm(a):
     return [_t((x.shape[0], w.shape[1]), scalar_type(a.get("out_dtype"), x.dtype))]
 
 
+def _scaled_grouped_mm(a):
+    """The result of a grouped float8 product: (total_M, N) for a 2-d a and a 3-d b, (G, M, N) for both 3-d,
+    (M, total_N) for a 3-d a and a 2-d b, (G, M, N) for both 2-d (the groups split K; G from ``offs``); bfloat16
+    unless ``out_dtype`` says otherwise (torch's meta kernel)."""
+    x, w = _tensor(a, "self"), _tensor(a, "mat2")
+    dtype = scalar_type(a.get("out_dtype"), "bfloat16")
+    if len(x.shape) == 2 and len(w.shape) == 3:
+        return [_t((x.shape[0], w.shape[2]), dtype)]
+    if len(x.shape) == 3 and len(w.shape) == 3:
+        return [_t((x.shape[0], x.shape[1], w.shape[2]), dtype)]
+    if len(x.shape) == 3 and len(w.shape) == 2:
+        return [_t((x.shape[1], w.shape[1]), dtype)]
+    offs = a.get("offs")
+    if len(x.shape) == 2 and len(w.shape) == 2 and isinstance(offs, TensorSpec) and len(offs.shape) == 1:
+        return [_t((offs.shape[0], x.shape[0], w.shape[1]), dtype)]
+    raise NoShape(f"a grouped product of a {len(x.shape)}-d and a {len(w.shape)}-d operand (with these offsets) "
+                  "has no result shape")
+
+
 def _normal(a):
     mean, std = a.get("mean"), a.get("std")
     ts = [t for t in (mean, std) if isinstance(t, TensorSpec)]
@@ -718,6 +737,7 @@ def _im2col(a):
 
 # packet (functional name) -> rule(a) or rule(a, tensors, scalars) when marked with "ts"
 RULES = {
+    "_scaled_grouped_mm": _scaled_grouped_mm, "_scaled_grouped_mm_v2": _scaled_grouped_mm,
     "_softmax": _softmax, "_log_softmax": _softmax, "_safe_softmax": lambda a: [_like(_tensor(a, "self"),
                                                                                       scalar_type(a.get("dtype")))],
     "_softmax_backward_data": lambda a: [_like(_tensor(a, "grad_output"), scalar_type(a.get("input_dtype")))],
