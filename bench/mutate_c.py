@@ -61,9 +61,10 @@ STAGE2_TESTS = {
     # the measure blocks' entry and its nesting (Block_enter, block_acquire, block_release: run with --func): a step
     # loop's block nests, a block entered inside another block's step is refused, a failed entry is undone, the
     # block lock is one thread's at a time
-    # (tests/test_mutants_block2.py first: nesting, refusal and the undo that never completes, each scenario in a
-    # thread joined with a timeout, so that a mutant that never releases the lock fails in seconds instead of hanging)
-    "track_block.c": ["tests/test_mutants_block2.py", "tests/test_mutants_block.py",
+    # (tests/test_mutants_block3.py first: remove_mode and call_alone over a stack of Python callables, in 2 s; then
+    # tests/test_mutants_block2.py: nesting, refusal and the undo that never completes, each scenario in a thread
+    # joined with a timeout, so that a mutant that never releases the lock fails in seconds instead of hanging)
+    "track_block.c": ["tests/test_mutants_block3.py", "tests/test_mutants_block2.py", "tests/test_mutants_block.py",
                       "tests/test_schedule.py::test_two_cycles_over_fourteen_steps_give_two_reports_of_one_step_counts",
                         "tests/test_hardening_loops.py::test_step_from_on_report_is_refused_and_leaves_no_mode",
                         "tests/test_block_state.py::test_a_steps_interrupted_undo_is_repeated_until_it_completes_then_the_interrupt_propagates",
