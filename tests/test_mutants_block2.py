@@ -53,6 +53,7 @@ class _Steps(_core.Block):
     def __init__(self, name, log, on_enter=None, enter_error=None, abort_error=None):
         self.name, self.log, self.on_enter = name, log, on_enter
         self.enter_error, self.abort_error = enter_error, abort_error
+        self.args = {}  # step -> the (exc_type, exc, tb) it was given
 
     def _note(self, step):
         self.log.append(f"{self.name}.{step}")
@@ -79,12 +80,14 @@ class _Steps(_core.Block):
 
     def _closing(self, exc_type, exc, tb):
         self._note("closing")
+        self.args["closing"] = (exc_type, exc, tb)
 
     def _unwind(self):
         self._note("unwind")
 
     def _finish(self, exc_type, exc, tb):
         self._note("finish")
+        self.args["finish"] = (exc_type, exc, tb)
         return False
 
     def _refused(self):
@@ -93,6 +96,7 @@ class _Steps(_core.Block):
 
     def _finish_refused(self, exc_type, exc, tb):
         self._note("finish_refused")
+        self.args["finish_refused"] = (exc_type, exc, tb)
         return False
 
 
@@ -441,3 +445,185 @@ def test_after_a_profiler_nested_its_first_steps_block_another_threads_block_sti
 
     _other_thread_waits(hold)
     assert torch._C._len_torch_dispatch_stack() == 0
+
+
+# ---- leaving a block -----------------------------------------------------------------------------------------------
+
+
+def test_exit_passes_its_three_arguments_to_closing_and_finish_and_to_finish_refused():
+    log = []
+    b = _Steps("b", log)
+    with pytest.raises(ValueError, match="body") as ei:
+        with b:
+            raise ValueError("body")
+    e = ei.value
+    assert e.__traceback__ is not None
+    assert b.args == {"closing": (ValueError, e, e.__traceback__), "finish": (ValueError, e, e.__traceback__)}
+    ok = _Steps("ok", log)
+    with ok:
+        pass
+    assert ok.args == {"closing": (None, None, None), "finish": (None, None, None)}
+
+    refused = []
+
+    def inside():
+        r = _Steps("r", log)
+        refused.append(r)
+        with pytest.raises(KeyError):
+            with r:
+                raise KeyError("in refused")
+
+    with _Steps("q", log, on_enter=inside):
+        pass
+    (r,) = refused
+    et, ev, tb = r.args["finish_refused"]
+    assert et is KeyError and str(ev) == "'in refused'" and tb is not None and tb is ev.__traceback__
+    assert list(r.args) == ["finish_refused"]
+
+
+def test_exit_with_the_wrong_number_of_arguments_is_a_type_error_and_leaves_the_block_open():
+    log = []
+    b = _Steps("b", log)
+    b.__enter__()
+    with pytest.raises(TypeError, match=r"__exit__ takes 3 arguments \(2 given\)"):
+        b.__exit__(None, None)
+    with pytest.raises(TypeError, match=r"__exit__ takes 3 arguments \(4 given\)"):
+        b.__exit__(None, None, None, None)
+    assert b.__exit__(None, None, None) is False
+    assert log == _full("b")
+
+
+class _Failing(_Steps):
+    """_closing / _unwind raise KeyError('<step> <call number>') on the calls listed in `fails`."""
+
+    def __init__(self, name, log, fails):
+        super().__init__(name, log)
+        self.fails, self.count = fails, {}
+
+    def _maybe(self, step):
+        self.count[step] = self.count.get(step, 0) + 1
+        if self.count[step] in self.fails.get(step, ()):
+            raise KeyError(f"{step} {self.count[step]}")
+
+    def _closing(self, exc_type, exc, tb):
+        super()._closing(exc_type, exc, tb)
+        self._maybe("closing")
+
+    def _unwind(self):
+        super()._unwind()
+        self._maybe("unwind")
+
+
+def test_a_closing_step_that_never_completes_raises_its_last_exception_after_the_unwind():
+    """_closing raises on all BLOCK_TRIES = 16 calls: _unwind still runs (once: it completes), _finish does not; the
+    16th exception propagates, the first as its __context__; the block is left (a second __exit__ is misuse)."""
+    log = []
+    b = _Failing("b", log, {"closing": range(1, 17)})
+    b.__enter__()
+    with pytest.raises(KeyError, match="closing 16") as ei:
+        b.__exit__(None, None, None)
+    assert str(ei.value.__context__) == "'closing 1'"
+    assert log == ["b.prepare", "b.enter", "b.entered", *["b.closing"] * 16, "b.unwind"]
+    with pytest.raises(RuntimeError, match="misuse: __exit__"):
+        b.__exit__(None, None, None)
+
+
+def test_an_unwind_step_that_never_completes_raises_its_last_exception_and_skips_finish():
+    log = []
+    b = _Failing("b", log, {"unwind": range(1, 17)})
+    b.__enter__()
+    with pytest.raises(KeyError, match="unwind 16") as ei:
+        b.__exit__(None, None, None)
+    assert str(ei.value.__context__) == "'unwind 1'"
+    assert log == ["b.prepare", "b.enter", "b.entered", "b.closing", *["b.unwind"] * 16]
+    with _Steps("n", log):  # the lock was given back
+        pass
+    assert log[-1] == "n.finish"
+
+
+def test_closing_and_unwind_that_each_fail_once_raise_the_unwinds_error_chained_to_the_closings():
+    log = []
+    b = _Failing("b", log, {"closing": {1}, "unwind": {1}})
+    b.__enter__()
+    with pytest.raises(KeyError, match="unwind 1") as ei:
+        b.__exit__(None, None, None)
+    assert str(ei.value.__context__) == "'closing 1'" and ei.value.__context__.__context__ is None
+    assert log == ["b.prepare", "b.enter", "b.entered", "b.closing", "b.closing", "b.unwind", "b.unwind"]
+
+
+def test_an_unwind_error_keeps_its_own_context_and_one_raised_again_is_not_its_own_context():
+    """An exception _unwind raised while handling another keeps that one as its __context__ (nothing earlier to
+    chain); the same exception object raised on every try is raised as is, never made its own __context__."""
+
+    class Contexted(_Steps):
+        def _unwind(self):
+            super()._unwind()
+            if self.log.count("c.unwind") == 1:
+                try:
+                    raise IndexError("inner")
+                except IndexError:
+                    raise KeyError("unwind")  # noqa: B904 - its __context__ is the IndexError
+
+    log = []
+    c = Contexted("c", log)
+    c.__enter__()
+    with pytest.raises(KeyError, match="unwind") as ei:
+        c.__exit__(None, None, None)
+    assert isinstance(ei.value.__context__, IndexError) and str(ei.value.__context__) == "inner"
+
+    same = KeyError("same")
+
+    class Same(_Steps):
+        def _unwind(self):
+            super()._unwind()
+            raise same
+
+    s = Same("s", log)
+    s.__enter__()
+    with pytest.raises(KeyError, match="same") as ei:
+        s.__exit__(None, None, None)
+    assert ei.value is same and same.__context__ is not same
+    assert log.count("s.unwind") == 16
+
+
+def test_a_step_missing_from_the_class_fails_like_one_that_raises():
+    """An AttributeError raised by the C caller itself (no Python frame, no traceback): a missing _enter is undone
+    by one _abort, then raised; a missing _unwind is tried 16 times, then raised."""
+
+    class NoEnter(_Steps):
+        _enter = None
+
+    log = []
+    b = NoEnter("b", log)
+    with pytest.raises(TypeError):  # None is not callable
+        b.__enter__()
+    assert log == ["b.prepare", "b.abort"]
+
+    class Missing(_core.Block):
+        def _prepare(self):
+            pass
+
+        def _enter(self):
+            return "in"
+
+        def _closing(self, et, ev, tb):
+            pass
+
+    m = Missing()
+    assert m.__enter__() == "in"
+    with pytest.raises(AttributeError, match="_unwind"):
+        m.__exit__(None, None, None)
+
+    class NoEnterAtAll(_core.Block):
+        calls = []
+
+        def _prepare(self):
+            pass
+
+        def _abort(self):
+            self.calls.append("abort")
+
+    n = NoEnterAtAll()
+    with pytest.raises(AttributeError, match="_enter"):
+        n.__enter__()
+    assert NoEnterAtAll.calls == ["abort"]
