@@ -22,7 +22,6 @@ torch = pytest.importorskip("torch")
 import roofline  # noqa: E402
 from roofline import _core  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WAIT = 0.3  # how long a blocked thread is given to (wrongly) get in: it needs microseconds once the lock is free
 
 
@@ -366,13 +365,24 @@ os.write(1, b"main done %.3f\n" % time.monotonic())
 """
 
 
-def test_blocks_left_during_shutdown_wait_for_a_frozen_threads_lock_once_and_still_refuse_blocks_in_their_steps():
+def _run_here(script, cwd):
+    """`script` in a fresh interpreter that imports this process's roofline (and its _core), wherever that is: not
+    the one a working directory or an installed copy would give (bench/mutate_c.py tests a mutated copy)."""
+    where = os.path.dirname(os.path.dirname(os.path.abspath(roofline.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (where, os.environ.get("PYTHONPATH")) if p))
+    check = "import roofline._core as c, sys; assert c.__file__ == sys.argv[1], (c.__file__, sys.argv[1])\n"
+    return subprocess.run([sys.executable, "-c", check + script, _core.__file__], capture_output=True, timeout=60,
+                          cwd=cwd, env=env)
+
+
+def test_blocks_left_during_shutdown_wait_for_a_frozen_threads_lock_once_and_still_refuse_blocks_in_their_steps(
+        tmp_path):
     """Four blocks are left during interpreter shutdown while a frozen daemon thread holds the block lock and another
     waits for it: the first block waits for the lock (BLOCK_FINAL_WAIT_US, 1 s), then takes it over; later blocks
     never wait again, even when the waiting thread got the lock given back (it froze holding it too). Waiting again
     would take >= 1 s more; the bound allows 0.9 s for three block exits of 0.05 s each. A block entered in the middle
     of one of those exits is refused, as at any other time."""
-    proc = subprocess.run([sys.executable, "-c", _SHUTDOWN_SCRIPT], capture_output=True, timeout=60, cwd=ROOT)
+    proc = _run_here(_SHUTDOWN_SCRIPT, tmp_path)
     assert proc.returncode == 0, proc.stderr.decode()
     lines = proc.stdout.decode().splitlines()
     assert lines[0].startswith("main done") and lines.count("inner refused") == 1, lines
