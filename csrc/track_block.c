@@ -408,7 +408,10 @@ PyObject *rl_call_alone(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
     PyObject *n_obj = PyObject_CallNoArgs(length);
     Py_ssize_t n = n_obj ? PyLong_AsSsize_t(n_obj) : -1;
     Py_XDECREF(n_obj);
-    if (n == -1 && PyErr_Occurred()) {
+    if (n < 0) { /* length() raised, or gave what no stack's size is */
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_ValueError, "call_alone: length() gave %zd, not a stack size", n);
+        }
         return NULL;
     }
     PyObject *saved = PyTuple_New(n); /* bottom first */

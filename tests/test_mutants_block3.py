@@ -249,6 +249,14 @@ def test_call_alone_raises_what_the_first_length_raises_and_calls_nothing():
     assert called == [] and s.items == [A] and "pop" not in s.calls
 
 
+@pytest.mark.parametrize("size", [-1, -7])
+def test_call_alone_refuses_a_negative_stack_size_and_calls_nothing(size):
+    called = []
+    with pytest.raises(ValueError, match=rf"call_alone: length\(\) gave {size}, not a stack size"):
+        _core.call_alone(M, called.append, 1, lambda: size, called.append, called.append)
+    assert called == []
+
+
 def test_call_alone_checks_its_arguments():
     s = Stack(A)
     with pytest.raises(TypeError, match=r"call_alone\(mode, fn, arg, length, pop, push\)"):
