@@ -22,6 +22,7 @@ with the source line. Known equivalent mutants (no observable change) can be lis
     python bench/mutate_c.py                       # full run over both files
     python bench/mutate_c.py --sample 40 --seed 1  # 40 random mutants, for a quick look
     python bench/mutate_c.py --files classify.c --list   # list the mutants only
+    python bench/mutate_c.py --files track_block.c --func Block_enter block_acquire block_release  # part of a file
 
 Slow by nature (seconds per mutant): run it under `nice`, in the background for a full run.
 """
@@ -58,10 +59,13 @@ STAGE2_TESTS = {
                    "tests/test_report.py::test_memory_and_bandwidth_bound_ops_roll_up_as_memory"],
     "link.c": ["tests/test_attribution.py"],
     "attribution.c": ["tests/test_attribution.py"],
-    # the measure blocks' entry and its nesting (Block_enter, block_acquire, block_release: run with --func): a step
-    # loop's block nests, a block entered inside another block's step is refused, a failed entry is undone, the
-    # block lock is one thread's at a time
-    "track_block.c": ["tests/test_mutants_block.py",
+    # the measure blocks' driver and mode-stack surgery (not in the default --files: about 40 min for its 261
+    # mutants; --func for part of it): a step loop's block nests, a block entered inside another block's step is
+    # refused, a failed entry is undone, the block lock is one thread's at a time (and taken over at shutdown)
+    # (tests/test_mutants_block3.py first: remove_mode and call_alone over a stack of Python callables, in 2 s; then
+    # tests/test_mutants_block2.py: nesting, refusal and the undo that never completes, each scenario in a thread
+    # joined with a timeout, so that a mutant that never releases the lock fails in seconds instead of hanging)
+    "track_block.c": ["tests/test_mutants_block3.py", "tests/test_mutants_block2.py", "tests/test_mutants_block.py",
                       "tests/test_schedule.py::test_two_cycles_over_fourteen_steps_give_two_reports_of_one_step_counts",
                         "tests/test_hardening_loops.py::test_step_from_on_report_is_refused_and_leaves_no_mode",
                         "tests/test_block_state.py::test_a_steps_interrupted_undo_is_repeated_until_it_completes_then_the_interrupt_propagates",

@@ -37,7 +37,7 @@
  * steps update process-global state (torch's global hook tables, the reference counts of what blocks share)
  * without locks of their own (a Python lock could be left held by an exception landing at its release). A thread
  * waiting for it releases the GIL. The per-op path never takes it. While the interpreter is finalizing, a block
- * waits for it a bounded time, then goes on without it (block_acquire). */
+ * waits for it a bounded time, then takes it over from the frozen thread holding it (block_acquire). */
 
 enum { BLOCK_NEW, BLOCK_ENTERING, BLOCK_OPEN, BLOCK_LEAVING, BLOCK_LEFT, BLOCK_FAILED, BLOCK_REFUSED };
 #define BLOCK_TRIES 16
@@ -55,7 +55,7 @@ static int block_depth;                /* its recursion depth; read and written 
  * where an entry is refused (see _refused). Saved and restored around each step. */
 static int block_nests;
 
-static int block_abandoned;            /* a finalizing thread gave up waiting for it: later ones do not wait */
+static int block_abandoned;            /* a finalizing thread gave up waiting for it: later ones take it at once */
 
 /* Whether the interpreter is shutting down: daemon threads are then frozen when they next take the GIL, and one
  * holding the lock never releases it. */
@@ -67,43 +67,37 @@ static int block_finalizing(void) {
 #endif
 }
 
-/* Take the lock (recursively). 1 when this thread holds it, 0 when it goes on without it: while the interpreter is
- * finalizing, a lock held by another thread (a daemon thread, frozen) is waited for BLOCK_FINAL_WAIT_US at most, and
- * not at all once such a wait has timed out; with nothing else left running, the steps are safe without it. Pass the
- * result to block_release. */
+/* Take the lock (recursively). While the interpreter is finalizing, a lock held by another thread is held by a thread
+ * frozen for good (a daemon thread stops when it next takes the GIL, and it needs the GIL to release the lock): it is
+ * waited for BLOCK_FINAL_WAIT_US at most, and not at all once such a wait has timed out, then this thread takes the
+ * frozen thread's place as the holder (block_release frees the lock). With nothing else left running the steps are
+ * safe, and a block entered in the middle of one of them is still refused. */
 #define BLOCK_FINAL_WAIT_US 1000000
-static int block_acquire(void) {
+static void block_acquire(void) {
     unsigned long me = PyThread_get_thread_ident();
     if (block_depth > 0 && block_owner == me) {
         block_depth++;
-        return 1;
+        return;
     }
     if (!PyThread_acquire_lock(block_lock, NOWAIT_LOCK)) {
-        PyLockStatus got;
-        if (block_finalizing()) {
-            if (block_abandoned) {
-                return 0;
-            }
-            Py_BEGIN_ALLOW_THREADS
-            got = PyThread_acquire_lock_timed(block_lock, BLOCK_FINAL_WAIT_US, 0);
-            Py_END_ALLOW_THREADS
-            if (got != PY_LOCK_ACQUIRED) {
-                block_abandoned = 1;
-                return 0;
-            }
-        } else {
+        if (!block_finalizing()) {
             Py_BEGIN_ALLOW_THREADS
             PyThread_acquire_lock(block_lock, WAIT_LOCK);
             Py_END_ALLOW_THREADS
+        } else if (!block_abandoned) {
+            PyLockStatus got;
+            Py_BEGIN_ALLOW_THREADS
+            got = PyThread_acquire_lock_timed(block_lock, BLOCK_FINAL_WAIT_US, 0);
+            Py_END_ALLOW_THREADS
+            block_abandoned = got != PY_LOCK_ACQUIRED;
         }
     }
     block_owner = me;
     block_depth = 1;
-    return 1;
 }
 
-static void block_release(int held) {
-    if (held && block_depth > 0 && --block_depth == 0) {
+static void block_release(void) {
+    if (block_depth > 0 && --block_depth == 0) {
         block_owner = 0;
         PyThread_release_lock(block_lock);
     }
@@ -223,7 +217,7 @@ static PyObject *Block_enter(Block *self, PyObject *Py_UNUSED(ignored)) {
         return NULL;
     }
     Py_DECREF(r);
-    int held = block_acquire();
+    block_acquire();
     int nests_saved = block_nests;
     PyObject *nests = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "_nests");
     block_nests = nests ? PyObject_IsTrue(nests) == 1 : 0;
@@ -233,7 +227,7 @@ static PyObject *Block_enter(Block *self, PyObject *Py_UNUSED(ignored)) {
     if (r) {
         block_nests = nests_saved;
         self->phase = BLOCK_OPEN;
-        block_release(held);
+        block_release();
         return r;
     }
     PyObject *exc = take_exception(), *pending = NULL;
@@ -244,7 +238,7 @@ static PyObject *Block_enter(Block *self, PyObject *Py_UNUSED(ignored)) {
     int rc = call_until_done((PyObject *)self, "_abort", NULL, &pending);
     block_nests = nests_saved;
     self->phase = BLOCK_FAILED;
-    block_release(held);
+    block_release();
     /* the exception that stopped the entry, with what interrupted the undo as its successor */
     exc = chain_exceptions(exc, pending);
     raise_exception(rc < 0 ? chain_exceptions(exc, take_exception()) : exc);
@@ -273,10 +267,10 @@ static PyObject *Block_exit(Block *self, PyObject *const *args, Py_ssize_t nargs
     }
     Py_XDECREF(closing_args);
     PyObject *pending = NULL;
-    int held = block_acquire();
+    block_acquire();
     int rc = call_until_done((PyObject *)self, "_unwind", NULL, &pending);
     self->phase = BLOCK_LEFT;
-    block_release(held);
+    block_release();
     raised = chain_exceptions(raised, pending);
     if (rc < 0) {
         raised = chain_exceptions(raised, take_exception());
@@ -414,7 +408,10 @@ PyObject *rl_call_alone(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
     PyObject *n_obj = PyObject_CallNoArgs(length);
     Py_ssize_t n = n_obj ? PyLong_AsSsize_t(n_obj) : -1;
     Py_XDECREF(n_obj);
-    if (n == -1 && PyErr_Occurred()) {
+    if (n < 0) { /* length() raised, or gave what no stack's size is */
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_ValueError, "call_alone: length() gave %zd, not a stack size", n);
+        }
         return NULL;
     }
     PyObject *saved = PyTuple_New(n); /* bottom first */
