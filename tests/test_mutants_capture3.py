@@ -1,0 +1,131 @@
+"""The capture session where the earlier tests leave it open (roofline/_capture/_recording.py, _session.py,
+_modestack.py): the keyword arguments a declining built-in formula hands to the op's C formula, the attribution notes
+of ops on the Python path, the attribution section of a report, torch's mode flags and stack after blocks that
+interleave, and the mode-stash code objects an interrupted block settles. Expected values are worked out here (bytes
+of float32 tensors by hand), come from FlopCounterMode, from the same ops counted on the C path (a second
+implementation of the attribution), or are torch's own state before the block."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+import roofline  # noqa: E402
+from roofline._capture import _modestack  # noqa: E402
+
+F32, I32 = 4, 4
+
+
+# ---- a built-in Python formula that declines: the C formula gets the call's keyword arguments ----------------------
+def test_a_declining_builtin_formula_leaves_the_keyword_arguments_to_the_c_formula():
+    # dense flash attention without a window: the Python formula (packed sequences, windows) declines, and the op's C
+    # formula counts the call, keyword-only arguments (seqused_k=) included
+    q, k, v = (torch.empty(1, 8, 2, 4, device="meta") for _ in range(3))
+    seqused_k = torch.empty(1, dtype=torch.int32, device="meta")
+    with roofline.measure(timing=None) as r:
+        torch.ops.aten._flash_attention_forward(q, k, v, None, None, 8, 8, 0.0, True, False, scale=0.5,
+                                                seqused_k=seqused_k)
+    assert r.op_names == ["aten._flash_attention_forward.default"]
+    # q, k, v: 1*8*2*4 float32 = 256 bytes each; seqused_k: one int32
+    assert int(r.records["bytes_read"][0]) == 3 * 1 * 8 * 2 * 4 * F32 + 1 * I32
+    reads = sorted(int(n) for n, w in zip(r.accesses["nbytes"], r.accesses["write"]) if not w)
+    assert reads == [1 * I32] + [1 * 8 * 2 * 4 * F32] * 3
+    assert r.signatures[r.records["sig"][0]].endswith(", i32[1]")
+
+
+# ---- ops on the Python path: their attribution notes ----------------------------------------------------------------
+class _LoRA(nn.Module):
+    """``base(x) + B(A(drop(x)))``: the adapter and the identity read the base layer's input, so ModuleTracker keeps
+    them all active in each other's backward, while autograd links each product to its own module."""
+
+    def __init__(self, d, r):
+        super().__init__()
+        self.base = nn.Linear(d, d, bias=False)
+        self.drop = nn.Identity()
+        self.A = nn.Linear(d, r, bias=False)
+        self.B = nn.Linear(r, d, bias=False)
+
+    def forward(self, x):
+        return self.base(x) + self.B(self.A(self.drop(x)))
+
+
+def _mm(a, b, out=None):
+    (m, k), n = a.shape, b.shape[1]
+    return {"matrix_flops": 2 * m * k * n, "bytes_read": F32 * (m * k + k * n), "bytes_written": F32 * m * n}
+
+
+def _attribution_rows(step, model, formulas):
+    with roofline.measure(model, timing=None, formulas=formulas) as r:
+        step()
+    a = r.meta["attribution"]
+    mm = {i for i, o in enumerate(r.records["op"].tolist()) if r.op_names[o] == "aten.mm.default"}
+    return r, list(zip(a["flop_counter_rows"], a["flop_counter_modules"])), a["unlinked_rows"], mm
+
+
+def test_python_path_ops_carry_the_same_attribution_notes_as_the_c_path():
+    torch.manual_seed(0)
+    model = nn.Sequential(_LoRA(8, 2), _LoRA(8, 2))
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def step():
+        model(x).sum().backward()
+
+    # the block's own formula for mm puts every product on the Python path; the C path is the reference
+    _, c_moved, c_unlinked, c_mm = _attribution_rows(step, model, None)
+    r, py_moved, py_unlinked, py_mm = _attribution_rows(step, model, {"aten::mm": _mm})
+    assert py_mm == c_mm
+    assert c_moved and {row for row, _ in c_moved} & c_mm  # products are among the rows ModuleTracker credits elsewhere
+    assert py_moved == c_moved and py_unlinked == c_unlinked == []
+    assert r.attribution["moved_calls"] == len(c_moved)
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+def test_python_path_ops_of_a_double_backward_say_they_are_not_linked():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8))
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def step():
+        model(x).sum().backward(create_graph=True)
+        x.grad.pow(2).sum().backward()  # nodes the first backward created: made by no forward module
+        x.grad = None
+        model.zero_grad(set_to_none=True)
+
+    _, c_moved, c_unlinked, c_mm = _attribution_rows(step, model, None)
+    r, py_moved, py_unlinked, py_mm = _attribution_rows(step, model, {"aten::mm": _mm})
+    assert py_mm == c_mm and set(c_unlinked) & c_mm  # products among the unlinked rows
+    assert py_unlinked == c_unlinked and py_moved == c_moved
+    assert r.attribution["unlinked_by_op"]["aten.mm.default"] == len(set(c_unlinked) & c_mm)
+
+
+# ---- the attribution section: FlopCounterMode's structure kept ----------------------------------------------------------
+def test_the_flop_counter_view_of_a_block_is_flop_counter_modes():
+    torch.manual_seed(0)
+    model = nn.Sequential(_LoRA(8, 2))
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def step():
+        model(x).sum().backward()
+
+    with roofline.measure(model, timing=None) as r:
+        step()
+    with FlopCounterMode(display=False) as f:
+        step()
+    assert r.attribution["method"] == "autograd" and r.attribution["moved_calls"] > 0
+    assert r.flop_counter_compatible() == f.get_flop_counts()
+
+
+# ---- torch's mode-stack context managers that an interrupt settles -------------------------------------------------
+def test_the_mode_stash_codes_are_those_of_torchs_context_managers_that_take_modes_off_the_stack():
+    import torch.overrides
+    import torch.utils._python_dispatch as pd
+
+    codes = _modestack._mode_stash_codes()
+    expected = [f.__wrapped__.__code__ for f in (getattr(torch.overrides, "_pop_mode_temporarily", None),
+                                                   pd._pop_mode_temporarily, pd._disable_current_modes)
+                if f is not None]
+    assert len(expected) >= 2 and list(codes) == expected
