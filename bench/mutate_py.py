@@ -144,7 +144,7 @@ _FORMULA_TESTS = [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "
                   "tests/test_quantized.py", "tests/test_mutants_formulas.py"]
 # the capture session (the op table, the recording, the dispatch modes, the module tracking, the stack of open blocks)
 _HT = "tests/test_hardening_tokens.py::"
-_CAPTURE_TESTS = ["tests/test_mutants_capture2.py", "tests/test_mutants_capture.py", "tests/test_measure.py",
+_CAPTURE_TESTS = ["tests/test_mutants_capture3.py", "tests/test_mutants_capture2.py", "tests/test_mutants_capture.py", "tests/test_measure.py",
                   "tests/test_recorder_capture.py", "tests/test_hardening_capture.py", "tests/test_block_state.py", "tests/test_tracking.py",
                   # a collective's marker on the Python path (an FSDP copy, without a process group)
                   "tests/test_mutants_collectives.py::test_fsdp_copy_counts_bytes_not_flops",

@@ -129,3 +129,44 @@ def test_the_mode_stash_codes_are_those_of_torchs_context_managers_that_take_mod
                                                    pd._pop_mode_temporarily, pd._disable_current_modes)
                 if f is not None]
     assert len(expected) >= 2 and list(codes) == expected
+
+
+# ---- torch's mode flags after a block -----------------------------------------------------------------------------
+def test_torchs_compile_internals_cache_is_put_back_after_a_block_inside_a_mode_that_ignores_them(monkeypatch):
+    """torch keeps, beside its Python flags, a thread-local cache of "a dispatch mode that does not ignore compile
+    internals is active" (read by Dynamo). A user's mode that ignores compile internals is open; a block whose mode
+    does not ignore them (Inductor's hooks not in place) is entered and left: the cache is False again, as before."""
+    import torch.utils._python_dispatch as pd
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from roofline._compiled import _collector
+
+    real = pd.set_is_in_mode_without_ignore_compile_internals
+    cache = []
+
+    def spy(value):
+        cache.append(bool(value))
+        real(value)
+
+    monkeypatch.setattr(pd, "set_is_in_mode_without_ignore_compile_internals", spy)
+    monkeypatch.setattr(_modestack, "_SET_COMPILE_FLAG", spy)
+    monkeypatch.setattr(_collector.Collector, "ready", lambda self: (False, "Inductor's hooks are not in place"))
+
+    class Quiet(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls):
+            return True
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    a = torch.ones(2, 2)
+    with Quiet():
+        assert cache == [False] and pd._is_in_torch_dispatch_mode  # the one mode open ignores compile internals
+        with roofline.measure(timing=None) as r:
+            a @ a
+            assert cache[-1] is True  # the block's mode does not
+        assert cache[-1] is False and pd._is_in_any_mode_without_ignore_compile_internals is False
+        assert pd._is_in_torch_dispatch_mode and pd._is_in_non_infra_torch_dispatch_mode
+    assert r.matrix_flops == 2 * 2 * 2 * 2
+    assert cache[-1] is False and not pd._is_in_torch_dispatch_mode
