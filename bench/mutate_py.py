@@ -189,7 +189,7 @@ TESTS = {
                             "tests/test_report.py"],
     "_analysis/_network.py": ["tests/test_mutants_network.py", "tests/test_one_definition.py", "tests/test_distributed.py"],
     "_loops/_monitor.py": ["tests/test_monitor.py", "tests/test_hardening_loops.py"],
-    "_loops/_schedule.py": ["tests/test_schedule.py", "tests/test_monitor.py", "tests/test_hardening_loops.py"],
+    "_loops/_schedule.py": ["tests/test_mutants_schedule.py", "tests/test_schedule.py", "tests/test_monitor.py", "tests/test_hardening_loops.py"],
     "integrations/_run.py": ["tests/test_mutants_loops.py", "tests/test_hardening_loops.py",
                               "tests/test_integrations_hf.py", "tests/test_integrations_lightning.py"],
     "integrations/huggingface.py": ["tests/test_mutants_hf.py", "tests/test_integrations_hf.py",

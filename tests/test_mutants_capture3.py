@@ -170,3 +170,53 @@ def test_torchs_compile_internals_cache_is_put_back_after_a_block_inside_a_mode_
         assert pd._is_in_torch_dispatch_mode and pd._is_in_non_infra_torch_dispatch_mode
     assert r.matrix_flops == 2 * 2 * 2 * 2
     assert cache[-1] is False and not pd._is_in_torch_dispatch_mode
+
+
+def _flags():
+    import torch.utils._python_dispatch as pd
+
+    return (pd._is_in_torch_dispatch_mode, pd._is_in_non_infra_torch_dispatch_mode,
+            getattr(pd, "_is_in_any_mode_without_ignore_compile_internals", False))
+
+
+def test_a_users_mode_left_open_above_a_block_puts_back_the_flags_from_before_the_block_when_it_leaves():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    before = _flags()
+    assert before == (False, False, False)  # no mode is active
+    log, block = Log(), roofline.measure(timing=None)
+    block.__enter__()
+    log.__enter__()  # entered after the block, left after it
+    try:
+        with pytest.raises(RuntimeError, match="still open above it"):
+            block.__exit__(None, None, None)
+        assert _flags()[:2] == (True, True)  # the user's mode is still active
+    finally:
+        log.__exit__(None, None, None)
+    assert _flags() == before and torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_interleaved_blocks_of_a_generator_and_its_caller_leave_the_flags_as_they_were():
+    a = torch.ones(2, 2)
+
+    def gen():
+        with roofline.measure(timing=None):
+            a @ a
+            yield
+            a @ a
+
+    before = _flags()
+    g = gen()
+    next(g)
+    caller = roofline.measure(timing=None)
+    caller.__enter__()
+    with pytest.raises(RuntimeError, match="still open above it"):
+        next(g)  # the generator's block is left under the caller's
+    assert _flags()[:2] == (True, True)  # the caller's block is still open
+    with pytest.raises(RuntimeError, match="a block entered before this one was left"):
+        caller.__exit__(None, None, None)
+    assert _flags() == before and torch._C._len_torch_dispatch_stack() == 0
