@@ -220,3 +220,134 @@ def test_interleaved_blocks_of_a_generator_and_its_caller_leave_the_flags_as_the
     with pytest.raises(RuntimeError, match="a block entered before this one was left"):
         caller.__exit__(None, None, None)
     assert _flags() == before and torch._C._len_torch_dispatch_stack() == 0
+
+
+class _Log(torch.utils._python_dispatch.TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_block_entered_above_a_users_mode_keeps_its_flags_when_a_block_below_the_mode_leaves():
+    # stack: block 1, the user's mode, block 2; block 1 leaves first (both blocks then say they interleaved)
+    before = _flags()
+    log, first, second = _Log(), roofline.measure(timing=None), roofline.measure(timing=None)
+    first.__enter__()
+    log.__enter__()
+    second.__enter__()
+    try:
+        with pytest.raises(RuntimeError, match="still open above it"):
+            first.__exit__(None, None, None)
+        with pytest.raises(RuntimeError, match="a block entered before this one was left"):
+            second.__exit__(None, None, None)
+        # the user's mode is still open: torch says a dispatch mode is active
+        assert torch.utils._python_dispatch._get_current_dispatch_mode_stack() == [log]
+        assert _flags()[:2] == (True, True)
+    finally:
+        log.__exit__(None, None, None)
+    assert _flags() == before and torch._C._len_torch_dispatch_stack() == 0
+
+
+def test_a_users_mode_entered_twice_above_a_block_that_leaves_puts_the_flags_back_when_it_leaves():
+    # the same mode object entered twice (nested) above a block, which leaves first: once the mode has left both
+    # times, no mode is active and torch's flags say so
+    before = _flags()
+    log, block = _Log(), roofline.measure(timing=None)
+    block.__enter__()
+    log.__enter__()
+    log.__enter__()
+    try:
+        with pytest.raises(RuntimeError, match=r"left while 2 dispatch mode\(s\) entered after it"):
+            block.__exit__(None, None, None)
+        log.__exit__(None, None, None)
+        assert _flags()[:2] == (True, True)  # still open once
+    finally:
+        log.__exit__(None, None, None)
+    assert torch._C._len_torch_dispatch_stack() == 0 and _flags() == before
+
+
+# ---- the instrumentation's own cost, on a clock of the test's ------------------------------------------------------
+class _Clock:
+    """A clock that a read advances by READ and a torch.add by ADD_BARE (no dispatch mode) or ADD_COUNTED (under the
+    block's mode); a fake CUDA event's record() by RECORD. Powers of two: the sums below are exact."""
+
+    READ, ADD_BARE, ADD_COUNTED, RECORD = 2.0 ** -10, 2.0 ** -6, 2.0 ** -4, 2.0 ** -3
+
+    def __init__(self):
+        self.t = 1000.0
+
+    def read(self):
+        self.t += self.READ
+        return self.t
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_the_instrumentations_own_cost_is_the_difference_of_its_clock_reads(monkeypatch, cuda):
+    import time
+
+    from roofline._capture import _session
+
+    clock = _Clock()
+    real_add = torch.add
+
+    def add(*args, **kwargs):
+        clock.t += clock.ADD_COUNTED if torch._C._len_torch_dispatch_stack() else clock.ADD_BARE
+        return real_add(*args, **kwargs)
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.enable_timing = enable_timing
+
+        def record(self, stream=None):
+            clock.t += clock.RECORD
+
+    monkeypatch.setattr(_session, "_OVERHEAD", {})  # measured now, not cached from an earlier block
+    monkeypatch.setattr(time, "perf_counter", clock.read)
+    monkeypatch.setattr(_session, "_now", clock.read)
+    monkeypatch.setattr(torch, "add", add)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    o = _session.instrumentation_overhead("op")
+    # an add costs ADD_BARE outside the mode and ADD_COUNTED under it; a loop of n adds is timed by two reads, so
+    # each loop gives (READ + n * ADD) / n, and the difference per op is ADD_COUNTED - ADD_BARE, whatever n
+    assert o["counting_per_op_s"] == pytest.approx(clock.ADD_COUNTED - clock.ADD_BARE, rel=1e-12)
+    # timing="op" reads the clock twice per op: 1000 pairs of reads, timed by one more read, over 1000
+    assert o["timing_per_op_s"] == pytest.approx((2 * 1000 + 1) * clock.READ / 1000, rel=1e-12)
+    if cuda:  # two events made and recorded per op: 200 pairs, timed by one read, over 200
+        assert o["cuda_timing_per_op_s"] == pytest.approx((2 * 200 * clock.RECORD + clock.READ) / 200, rel=1e-12)
+    else:
+        assert "cuda_timing_per_op_s" not in o
+
+
+def test_a_timed_block_leaves_cuda_uninitialised_when_the_process_has_not_used_it(monkeypatch):
+    # CUDA present but not initialised (a CPU workload): synchronising would initialise it, so the block does not
+    from roofline._capture import _session
+
+    _session.instrumentation_overhead("op")  # measured once per process, before CUDA is said to be present
+    syncs = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: syncs.append(a))
+    a = torch.ones(2, 2)
+    with roofline.measure(timing="model") as r:
+        a @ a
+    assert syncs == [] and r.matrix_flops == 2 * 2 * 2 * 2 and r.wall_time > 0
+
+
+def test_a_block_whose_autograd_links_broke_says_its_backward_is_credited_as_module_tracker_does():
+    import types
+
+    from roofline._capture import _session, _tracking
+
+    if _tracking._LINK is None:
+        pytest.skip("this torch lacks what linking backward ops to modules needs")
+
+    def session(broken):
+        c = types.SimpleNamespace(links_broken=broken, fcm_log=[5, 1, 7, 2], unlinked_log=[9])
+        return types.SimpleNamespace(attribution=lambda: (c.fcm_log, c.unlinked_log),
+                                     tracker=types.SimpleNamespace(c=c), root_name=None)
+
+    ok = _session.attribution_meta(session(False))
+    assert ok == {"method": "autograd", "flop_counter_rows": [5, 7], "flop_counter_modules": [1, 2],
+                  "unlinked_rows": [9]}
+    broken = _session.attribution_meta(session(True))
+    assert broken["method"] == "module_tracker" and "went backwards" in broken["note"]
