@@ -247,16 +247,20 @@ def test_a_block_entered_above_a_users_mode_keeps_its_flags_when_a_block_below_t
     assert _flags() == before and torch._C._len_torch_dispatch_stack() == 0
 
 
-def test_a_users_mode_entered_twice_above_a_block_that_leaves_puts_the_flags_back_when_it_leaves():
-    # the same mode object entered twice (nested) above a block, which leaves first: once the mode has left both
-    # times, no mode is active and torch's flags say so
+@pytest.mark.parametrize("below", [False, True])
+def test_a_users_mode_entered_twice_around_a_block_that_leaves_puts_the_flags_back_when_it_leaves(below):
+    # the same mode object entered twice (nested): both times above a block, or once below and once above it; the
+    # block leaves first. Once the mode has left both times, no mode is active and torch's flags say so
     before = _flags()
     log, block = _Log(), roofline.measure(timing=None)
+    if below:
+        log.__enter__()
     block.__enter__()
     log.__enter__()
-    log.__enter__()
+    if not below:
+        log.__enter__()
     try:
-        with pytest.raises(RuntimeError, match=r"left while 2 dispatch mode\(s\) entered after it"):
+        with pytest.raises(RuntimeError, match=rf"left while {1 if below else 2} dispatch mode\(s\) entered after it"):
             block.__exit__(None, None, None)
         log.__exit__(None, None, None)
         assert _flags()[:2] == (True, True)  # still open once

@@ -46,3 +46,53 @@ def test_a_schedule_is_checked_on_step_0_when_the_profiler_is_made():
     with pytest.raises(ValueError, match=r"schedule\(1\) returned 7"):
         prof.step()
     prof.stop()
+
+
+@pytest.mark.parametrize("form", ["model and warmup", "keywords only"])
+def test_the_steady_form_of_profile_is_still_the_steady_repeat_with_a_deprecation_warning(form):
+    model, step = _train()
+    with pytest.warns(DeprecationWarning, match=r"roofline\.profile\(step, model, warmup=\.\.\., repeat=\.\.\.\) is "
+                                                r"deprecated"):
+        if form == "keywords only":  # no positional argument at all: the keywords say it is the steady form
+            r = roofline.profile(step=step, model=model, warmup=1, repeat=2, ceilings="datasheet", timing=None)
+        else:  # a module first is the new form, unless warmup= or repeat= says otherwise
+            r = roofline.profile(step, model, warmup=1, repeat=2, ceilings="datasheet", timing=None)
+    assert isinstance(r, roofline.SteadyReport) and len(r.repeats) == 2
+    assert r.matrix_flops == 2 * 3 * 4 * 2 + 2 * 4 * 3 * 2  # one step of Linear(4, 2) on 3 rows, as above
+
+
+class _TrainStep(torch.nn.Module):
+    """A training step that is a module itself: called with no argument, it runs one step of ``model``."""
+
+    def __init__(self, model, step):
+        super().__init__()
+        self.model, self._step = model, step
+
+    def forward(self):
+        self._step()
+
+
+@pytest.mark.parametrize("form", ["a step function alone", "a step module and the model"])
+def test_profile_with_a_step_first_is_the_deprecated_steady_repeat(form):
+    # roofline.profile(step) and roofline.profile(step, model) are the steady repeat as roofline.profile took it
+    # before 0.5 (a step function, not a module, first; or two positional arguments): warmup 1, repeat 5
+    model, step = _train()
+    with pytest.warns(DeprecationWarning, match="is deprecated since 0.5"):
+        if form == "a step function alone":
+            r = roofline.profile(step)
+        else:
+            r = roofline.profile(_TrainStep(model, step), model)
+    assert isinstance(r, roofline.SteadyReport) and len(r.repeats) == 5
+    assert r.matrix_flops == 2 * 3 * 4 * 2 + 2 * 4 * 3 * 2
+
+
+@pytest.mark.parametrize("name,hint", [("activities", " (roofline counts every op of a measured step, whatever "
+                                                     "device it runs on)"),
+                                       ("use_cuda", "")])
+def test_an_argument_of_torch_profiler_only_is_refused_naming_it_and_what_to_use(name, hint):
+    model, _ = _train()
+    with pytest.raises(TypeError) as e:
+        roofline.profile(model, **{name: None})
+    assert str(e.value) == (f"profile: {name} is an argument of torch.profiler.profile that roofline.profile does "
+                            f"not take{hint}; roofline.profile takes model, schedule, on_report, timing, ceilings, "
+                            "attention, step_time and formulas")
