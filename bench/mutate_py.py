@@ -144,7 +144,8 @@ _FORMULA_TESTS = [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "
                   "tests/test_quantized.py", "tests/test_mutants_formulas.py"]
 # the capture session (the op table, the recording, the dispatch modes, the module tracking, the stack of open blocks)
 _HT = "tests/test_hardening_tokens.py::"
-_CAPTURE_TESTS = ["tests/test_mutants_capture3.py", "tests/test_mutants_capture2.py", "tests/test_mutants_capture.py", "tests/test_measure.py",
+_CAPTURE_TESTS = ["tests/test_mutants_capture3.py", "tests/test_mutants_capture2.py", "tests/test_mutants_capture.py",
+                  "tests/test_measure.py",
                   "tests/test_recorder_capture.py", "tests/test_hardening_capture.py", "tests/test_block_state.py", "tests/test_tracking.py",
                   # a collective's marker on the Python path (an FSDP copy, without a process group)
                   "tests/test_mutants_collectives.py::test_fsdp_copy_counts_bytes_not_flops",
@@ -189,7 +190,8 @@ TESTS = {
                             "tests/test_report.py"],
     "_analysis/_network.py": ["tests/test_mutants_network.py", "tests/test_one_definition.py", "tests/test_distributed.py"],
     "_loops/_monitor.py": ["tests/test_monitor.py", "tests/test_hardening_loops.py"],
-    "_loops/_schedule.py": ["tests/test_mutants_schedule.py", "tests/test_schedule.py", "tests/test_monitor.py", "tests/test_hardening_loops.py"],
+    "_loops/_schedule.py": ["tests/test_mutants_schedule.py", "tests/test_schedule.py", "tests/test_monitor.py",
+                            "tests/test_hardening_loops.py"],
     "integrations/_run.py": ["tests/test_mutants_loops.py", "tests/test_hardening_loops.py",
                               "tests/test_integrations_hf.py", "tests/test_integrations_lightning.py"],
     "integrations/huggingface.py": ["tests/test_mutants_hf.py", "tests/test_integrations_hf.py",

@@ -102,7 +102,7 @@ def test_python_path_ops_of_a_double_backward_say_they_are_not_linked():
     assert r.attribution["unlinked_by_op"]["aten.mm.default"] == len(set(c_unlinked) & c_mm)
 
 
-# ---- the attribution section: FlopCounterMode's structure kept ----------------------------------------------------------
+# ---- the attribution section: FlopCounterMode's structure kept ---------------------------------------------------
 def test_the_flop_counter_view_of_a_block_is_flop_counter_modes():
     torch.manual_seed(0)
     model = nn.Sequential(_LoRA(8, 2))
