@@ -31,9 +31,14 @@ one the mutated code (swapped in the function objects, so names imported elsewhe
 registries all run it; a wrapper's wrapped function included), then runs the tests of its file that reach it (-x: the first failure kills; POSIX only), in a scratch working
 directory (files a mutant writes to relative paths do not land in the source tree).
 Which tests reach a mutant is found once per test subset: the subset runs on the unmutated modules it judges with a
-line tracer, and a mutant is judged by the tests that execute a line of its statement, or by every test of a test file
-whose module- or class-scoped fixtures execute one (such a fixture runs in the setup of the first test that uses it,
-for all of them); a mutant no test reaches survives without a run; --all-tests judges each by the whole subset. Survivors are listed with their file, function, line and
+line tracer, and a mutant is judged by the tests that execute a line of its statement, or by every test that uses a
+module-, class- or session-scoped fixture whose setup or teardown executes one (such a fixture runs in the setup of
+the first test that uses it, for all of them, in any file); a test that sets a trace function of its own (an interrupt
+on a chosen line) has it chained after the line tracer, which goes on recording; a mutant no test reaches survives
+without a run; --all-tests judges each by the whole subset. A function the module runs only on import (a constant
+computed once) is swapped too, but the module keeps the value computed on import: its mutants are judged through the
+tests that call it. A name defined twice (a function that a ``functools.wraps`` wrapper of the same name replaces,
+a property's getter) has each definition mutated: the earlier ones as ``name#1``, ``name#2``. Survivors are listed with their file, function, line and
 change; known equivalent mutants can be listed in the same file as bench/mutate_c.py's (--equivalent).
 
     python bench/mutate_py.py                                # all mutants of every target (hours)
@@ -139,7 +144,8 @@ _FORMULA_TESTS = [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "
                   "tests/test_quantized.py", "tests/test_mutants_formulas.py"]
 # the capture session (the op table, the recording, the dispatch modes, the module tracking, the stack of open blocks)
 _HT = "tests/test_hardening_tokens.py::"
-_CAPTURE_TESTS = ["tests/test_mutants_capture2.py", "tests/test_mutants_capture.py", "tests/test_measure.py",
+_CAPTURE_TESTS = ["tests/test_mutants_capture3.py", "tests/test_mutants_capture2.py", "tests/test_mutants_capture.py",
+                  "tests/test_measure.py",
                   "tests/test_recorder_capture.py", "tests/test_hardening_capture.py", "tests/test_block_state.py", "tests/test_tracking.py",
                   # a collective's marker on the Python path (an FSDP copy, without a process group)
                   "tests/test_mutants_collectives.py::test_fsdp_copy_counts_bytes_not_flops",
@@ -184,7 +190,8 @@ TESTS = {
                             "tests/test_report.py"],
     "_analysis/_network.py": ["tests/test_mutants_network.py", "tests/test_one_definition.py", "tests/test_distributed.py"],
     "_loops/_monitor.py": ["tests/test_monitor.py", "tests/test_hardening_loops.py"],
-    "_loops/_schedule.py": ["tests/test_schedule.py", "tests/test_monitor.py", "tests/test_hardening_loops.py"],
+    "_loops/_schedule.py": ["tests/test_mutants_schedule.py", "tests/test_schedule.py", "tests/test_monitor.py",
+                            "tests/test_hardening_loops.py"],
     "integrations/_run.py": ["tests/test_mutants_loops.py", "tests/test_hardening_loops.py",
                               "tests/test_integrations_hf.py", "tests/test_integrations_lightning.py"],
     "integrations/huggingface.py": ["tests/test_mutants_hf.py", "tests/test_integrations_hf.py",
@@ -266,15 +273,27 @@ def _const_mutants(v):
 
 
 def _functions(tree):
-    """qualname -> FunctionDef node, for module-level functions and methods of module-level classes."""
+    """qualname -> FunctionDef node, for module-level functions and methods of module-level classes. A name defined
+    more than once in one namespace (a function that a ``functools.wraps`` wrapper of the same name replaces, a
+    property's getter before its setter) keeps every definition: the last under the plain name, the earlier ones as
+    ``name#1``, ``name#2``, ... in order (the substitution reaches them through the wrapper's ``__wrapped__`` or the
+    property)."""
     out = {}
+
+    def add(qual, node):
+        if qual in out:
+            earlier = [out.pop(qual)] + [out.pop(k) for k in [k for k in out if k.startswith(qual + "#")]]
+            for k, n in enumerate(sorted(earlier, key=lambda n: n.lineno), 1):
+                out[f"{qual}#{k}"] = n
+        out[qual] = node
+
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
-            out[node.name] = node
+            add(node.name, node)
         elif isinstance(node, ast.ClassDef):
             for sub in node.body:
                 if isinstance(sub, ast.FunctionDef):
-                    out[f"{node.name}.{sub.name}"] = sub
+                    add(f"{node.name}.{sub.name}", sub)
     return out
 
 
@@ -446,16 +465,26 @@ class _Lines:
     every target judged by the same tests).
 
     A fixture wider than a function (module, class, session scope) runs once, in the setup of the first test that
-    asks for it and the teardown of the last; every other test that uses it depends on what it did all the same. So
-    the lines a test's setup and teardown execute when it uses such a fixture are written apart (``shared``), and
-    credited to every test of its file (``reaching``)."""
+    asks for it and the teardown of the last; every other test that uses it depends on what it did all the same, in
+    whatever file it is (a session fixture of conftest.py). So the lines a test's setup and teardown execute when it
+    uses such fixtures are written apart, for each of those fixtures (``shared``), and credited to every test that
+    uses one of them (``users``; ``reaching``).
+
+    A test that sets a trace function of its own (an interrupt raised on a chosen line, a line counter) would switch
+    the line tracer off for what it runs, and the mutants of those lines would never be judged by it: while a test
+    runs, ``sys.settrace`` and ``sys.gettrace`` are wrapped, so that the test's function runs after the line tracer
+    (which goes on recording) and the test reads back its own function (None when it set none)."""
 
     def __init__(self, filenames, out):
+        import threading
+
         self.files = {f: k for k, f in enumerate(filenames)}
         self.out, self.lines, self.current = out, {}, None  # lines: node id -> {(file index, line)}
-        self.shared = {}  # test file -> what the setup or teardown of a test that uses a wide fixture runs
+        self.shared = {}  # wide fixture -> what the setup or teardown of a test that uses it runs
+        self.users = {}   # wide fixture -> the tests that use it
         self.failed = set()  # tests that fail under the tracer (Dynamo, for one, compiles nothing while it runs)
         self._locals = [self._local_for(k) for k in range(len(self.files))]
+        self._settrace, self._gettrace, self._theirs = sys.settrace, sys.gettrace, threading.local()
 
     def _local_for(self, k):
         def local(frame, event, arg):
@@ -471,23 +500,53 @@ class _Lines:
         self.current.add((k, frame.f_lineno))  # the first line of the code object (a def's body on one line)
         return self._locals[k]
 
+    def _chained(self, theirs):
+        """A global trace function that runs the line tracer's, then ``theirs`` (a test's own), each frame getting
+        both local functions (a local function that returns None keeps its place, as CPython's does)."""
+        def pair(a, b):
+            if a is None or b is None:
+                return b if a is None else a
+
+            def local(frame, event, arg):
+                na = a(frame, event, arg)
+                nb = b(frame, event, arg)  # may raise (an interrupt): then CPython unsets tracing, as without us
+                na, nb = a if na is None else na, b if nb is None else nb
+                return local if na is a and nb is b else pair(na, nb)
+            return local
+
+        return lambda frame, event, arg: pair(self._global(frame, event, arg), theirs(frame, event, arg))
+
+    def _test_settrace(self, fn):
+        self._theirs.fn = fn
+        self._settrace(self._global if fn is None else self._chained(fn))
+
+    def _test_gettrace(self):
+        return getattr(self._theirs, "fn", None)
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
         import threading
 
         self.current = self.lines.setdefault(item.nodeid, set())
-        sys.settrace(self._global)
+        self._theirs.fn = None
+        sys.settrace, sys.gettrace = self._test_settrace, self._test_gettrace
+        self._settrace(self._global)
         threading.settrace(self._global)
         try:
             yield
         finally:
-            sys.settrace(None)
+            self._settrace(None)
             threading.settrace(None)
+            sys.settrace, sys.gettrace = self._settrace, self._gettrace
 
     def _fixture_phase(self, item):
         defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
-        if any(getattr(d, "scope", "function") != "function" for ds in defs.values() for d in ds):
-            return self.shared.setdefault(item.nodeid.split("::")[0], set())
+        wide = sorted({f"{getattr(d, 'baseid', '')}::{name}" for name, ds in defs.items() for d in ds
+                       if getattr(d, "scope", "function") != "function"})
+        if wide:
+            for k in wide:
+                self.users.setdefault(k, set()).add(item.nodeid)
+            return _Both([self.shared.setdefault(k, set()) for k in wide])
         return self.lines.setdefault(item.nodeid, set())
 
     @pytest.hookimpl(hookwrapper=True)
@@ -518,7 +577,21 @@ class _Lines:
                     for f, k in self.files.items()}
 
         Path(self.out).write_text(json.dumps({"lines": per_file(self.lines), "shared": per_file(self.shared),
+                                              "users": {k: sorted(v) for k, v in self.users.items()},
                                               "failed": sorted(self.failed)}))
+
+
+class _Both:
+    """What a setup or teardown phase executes, added to each of several sets (one per wide fixture of the test)."""
+
+    __slots__ = ("sets",)
+
+    def __init__(self, sets):
+        self.sets = sets
+
+    def add(self, x):
+        for s in self.sets:
+            s.add(x)
 
 
 # Targets whose tests run the code in interpreters of their own (tests/test_distributed.py starts its ranks with
@@ -598,15 +671,17 @@ def run_in_child(path: Path, text: str, tests: list[str], timeout: int, plugins=
 
 
 def reaching(traced: dict, m: PyMutant) -> set | None:
-    """The node ids of the tests that execute a line of the mutant's reach (every test of a file whose wide fixtures
-    execute one), and those the tracer could not follow (`traced` as _Lines writes it); None: every test (no reach
-    known)."""
+    """The node ids of the tests that execute a line of the mutant's reach (every test that uses a wide fixture
+    whose setup or teardown executes one), and those the tracer could not follow (`traced` as _Lines writes it);
+    None: every test (no reach known)."""
     if m.reach is None:
         return None
     lo, hi = m.reach
-    files = {f for f, lines in traced.get("shared", {}).items() if any(lo <= ln <= hi for ln in lines)}
-    return ({t for t, lines in traced["lines"].items()
-             if t.split("::")[0] in files or any(lo <= ln <= hi for ln in lines)} | set(traced["failed"]))
+    users = traced.get("users", {})
+    via = {t for k, lines in traced.get("shared", {}).items() if any(lo <= ln <= hi for ln in lines)
+           for t in users.get(k, ())}
+    return ({t for t, lines in traced["lines"].items() if any(lo <= ln <= hi for ln in lines)} | via
+            | set(traced["failed"]))
 
 
 def main(argv=None) -> int:
@@ -713,7 +788,7 @@ def main(argv=None) -> int:
                 data = json.loads(Path(trace.out).read_text())
                 for f, p in zip(group, paths):
                     covered[f] = {"lines": data["lines"][str(p)], "shared": data["shared"][str(p)],
-                                  "failed": data["failed"]}
+                                  "users": data["users"], "failed": data["failed"]}
                 n_failed = len(data["failed"])
                 untraced = f" ({n_failed} fail under the tracer: run for every mutant)" if n_failed else ""
                 reached = ", ".join(f"{f} {len({ln for v in covered[f]['lines'].values() for ln in v})}" for f in group)

@@ -285,10 +285,13 @@ class Session(OpTable, Recording):
                     m.s.interleaved = ("roofline.measure: a block entered before this one was left while this one "
                                        f"was open on the same thread: {_INTERLEAVED}")
             low = above[0]  # its saved flags were this mode's; from now on they are those from before this mode
+            # its deques hold one entry per place it has on the stack, in order: the one of its lowest place above
+            # this mode is the one its exit from there restores (a mode entered again above itself has several)
+            places = sum(1 for m in above if m is low)
             for (_, queue), value in zip(_MODE_FLAGS, values):
                 q = getattr(low, queue, None)
                 if q:
-                    q[-1] = value
+                    q[max(len(q) - places, 0)] = value
         i = next((i for i, s in enumerate(_FLAG_HOLDERS) if s is self), None)
         if i is not None:  # else done by an earlier, interrupted call
             later = [s for s in _FLAG_HOLDERS[i + 1:] if s._flags is not None]

@@ -595,7 +595,7 @@ def profile(*args, **kwargs) -> Profiler:  # the documented signature is _profil
             hint = _TORCH_ONLY[name]
             raise TypeError(f"profile: {name} is an argument of torch.profiler.profile that roofline.profile does not "
                             f"take" + (f" ({hint})" if hint else "") + "; roofline.profile takes model, schedule, "
-                            "on_report, timing, ceilings, attention and step_time")
+                            "on_report, timing, ceilings, attention, step_time and formulas")
     return _profile(*args, **kwargs)
 
 
