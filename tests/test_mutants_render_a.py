@@ -286,3 +286,16 @@ def test_an_attribute_error_inside_a_writer_is_not_hidden(scratch_format):
     with pytest.raises(AttributeError, match="deep inside"):
         _formats.save(_Rep(), "a.zz4")
 
+
+
+def test_devices_table_divides_by_exactly_a_million_and_a_tera(monkeypatch):
+    # the table prints 6 significant digits: 1234565001 Hz / 1e6 = 1234.565001 MHz -> "1234.57", 1234564999 Hz ->
+    # "1234.56"; 1234565000000.05 B/s / 1e12 = 1.23456500000005 TB/s -> "1.23457" (5e-14 above the rounding
+    # boundary; a divisor 0.1 larger, 1e-13 relative, would take it 1.2e-13 down, below the boundary) and 1234564999999.95 B/s -> "1.23456"
+    monkeypatch.setattr(devices, "_ALL", (
+        _spec("Up", boost_clock_hz=1234565001, memory_bandwidth=1234565000000.05,
+              sources={"boost_clock_hz": "D", "memory_bandwidth": "D"}),
+        _spec("Down", boost_clock_hz=1234564999, memory_bandwidth=1234564999999.95,
+              sources={"boost_clock_hz": "D", "memory_bandwidth": "D"})))
+    rows = [line.split(" | ") for line in _devices_table.table().splitlines()[2:]]
+    assert [(r[3], r[6]) for r in rows] == [("1234.57", "1.23457"), ("1234.56", "1.23456")]
