@@ -146,6 +146,7 @@ def test_ceilings_table_text(rich):
     # the first column padded to 17, the numbers right-aligned
     assert "vector float64     1.00 GFLOP/s    4.00 GFLOP/s        25%" in str(rich).splitlines()
     assert rich.table() == str(rich)  # no method lines unless asked
+    assert _ceilings_table.table(rich) == str(rich)  # the view's own default: no method lines either
 
 
 def test_ceilings_table_methods(rich):
