@@ -212,7 +212,7 @@ TESTS = {
     "render/_advice.py": ["tests/test_mutants_advice.py", "tests/test_mutants_hints.py", "tests/test_hints.py",
                           "tests/test_dataflow.py", "tests/test_one_definition.py"],
     "render/_text.py": ["tests/test_mutants_advice.py", "tests/test_output.py", "tests/test_mutants_report_api.py"],
-    "render/_assumptions.py": ["tests/test_mutants_render_a.py"],
+    "render/_assumptions.py": ["tests/test_mutants_render_a.py", K + "TestAssumptions", "tests/test_steady.py"],
     "render/_devices_table.py": ["tests/test_mutants_render_a.py", "tests/test_devices.py"],
     "render/_ceilings_table.py": ["tests/test_mutants_render_a.py", "tests/test_ceilings_cpu.py"],
     "render/_formats.py": ["tests/test_mutants_render_a.py", "tests/test_save_formats.py"],

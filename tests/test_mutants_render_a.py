@@ -237,16 +237,27 @@ def test_register_refuses_bad_names_writers_and_suffixes(scratch_format):
 
 
 def test_formats_loads_every_render_module_once(monkeypatch):
-    import sys
+    import importlib
+    import pkgutil
+    import types
 
+    import roofline.render
+
+    imported = []
+
+    def record(name):
+        imported.append(name)
+        return importlib.import_module(name)  # loaded already: nothing runs again
+
+    monkeypatch.setattr(_formats, "importlib", types.SimpleNamespace(import_module=record))
     monkeypatch.setattr(_formats, "_LOADED", [False])
-    monkeypatch.delitem(sys.modules, "roofline.render._devices_table")
     assert "json" in _formats.formats()
-    assert "roofline.render._devices_table" in sys.modules  # imported again by formats()
+    every = {f"roofline.render.{m.name}" for m in pkgutil.iter_modules(roofline.render.__path__)}
+    assert "roofline.render._devices_table" in every and set(imported) == every | {"roofline.render"}
     assert _formats._LOADED == [True]
-    monkeypatch.delitem(sys.modules, "roofline.render._devices_table")
+    imported.clear()
     _formats.formats()
-    assert "roofline.render._devices_table" not in sys.modules  # loaded already: nothing imported
+    assert imported == []  # loaded once: the second call imports nothing
 
 
 def test_choose_by_name_or_longest_suffix():
