@@ -36,3 +36,24 @@ def test_the_deprecated_tokens_name_alone_is_taken_and_warns():
         warnings.simplefilter("ignore", DeprecationWarning)
         with pytest.raises(TypeError, match="cb: give token_count only"):
             _run.token_count_option("cb", fn, fn)
+
+
+_TAKEN_OUT = "waits for a CPU held by other processes taken out"
+
+
+def test_the_step_time_words_give_the_unwaited_spread_of_two_steps_or_more_and_what_is_missing():
+    u = {"min": 0.020, "median": 0.025, "max": 0.030, "spread": 0.4}  # (30 - 20) / 25 = 40%
+    missing = "no scheduler statistics on this system: the wall time stands"
+    t = {"kind": "unwaited", "values": [0.020, 0.030], "unwaited": u, "missing": missing}
+    # 0.020 s = 20.0 ms, 0.025 s = 25.0 ms, 0.030 s = 30.0 ms
+    assert _steady._step_time_words(t) == (
+        f"UNWAITED ({_TAKEN_OUT}; unwaited min 20.0, median 25.0, max 30.0 ms, spread 40%; {missing})")
+    # one step: no spread to tell
+    one = {"kind": "unwaited_min", "values": [0.02], "unwaited": {"min": 0.02, "median": 0.02, "max": 0.02,
+                                                                  "spread": 0.0}}
+    assert _steady._step_time_words(one) == f"the least UNWAITED time ({_TAKEN_OUT})"
+    # a step time read back without its unwaited figures, or with a zero median (no spread): no clause, no error
+    assert _steady._step_time_words({"kind": "unwaited", "values": [0.1, 0.2]}) == f"UNWAITED ({_TAKEN_OUT})"
+    zero = {"kind": "unwaited", "values": [0.0, 0.0], "unwaited": {"min": 0.0, "median": 0.0, "max": 0.0,
+                                                                    "spread": None}}
+    assert _steady._step_time_words(zero) == f"UNWAITED ({_TAKEN_OUT})"
