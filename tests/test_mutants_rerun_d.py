@@ -57,3 +57,17 @@ def test_the_step_time_words_give_the_unwaited_spread_of_two_steps_or_more_and_w
     zero = {"kind": "unwaited", "values": [0.0, 0.0], "unwaited": {"min": 0.0, "median": 0.0, "max": 0.0,
                                                                     "spread": None}}
     assert _steady._step_time_words(zero) == f"UNWAITED ({_TAKEN_OUT})"
+
+
+def test_a_median_step_time_adds_no_clause_to_the_steady_line():
+    # the median wall time is the default: a step time of kind "median" (as a document may carry it) says nothing
+    # more; "min" says which time the report divides by (0.002 s = 2.0 ms)
+    from roofline._loops._steady import SteadyReport
+
+    r = SteadyReport.__new__(SteadyReport)
+    r.wall_time = 0.002
+    r.meta = {"steady": {"repeat": 1, "warmup": 1, "step_time": {"kind": "median", "wall_median": 0.002}}}
+    assert r.steady_line() == "steady state: 1 warm-up step uncounted, 1 measured step"
+    r.meta["steady"]["step_time"] = {"kind": "min", "wall_median": 0.003}
+    assert r.steady_line() == ("steady state: 1 warm-up step uncounted, 1 measured step; step time 2.0 ms: the least "
+                               "wall time")
