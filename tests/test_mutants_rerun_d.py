@@ -71,3 +71,17 @@ def test_a_median_step_time_adds_no_clause_to_the_steady_line():
     r.meta["steady"]["step_time"] = {"kind": "min", "wall_median": 0.003}
     assert r.steady_line() == ("steady state: 1 warm-up step uncounted, 1 measured step; step time 2.0 ms: the least "
                                "wall time")
+
+
+@pytest.mark.parametrize("steady, expect", [
+    ({"cycle": 2, "step_numbers": [5, 6]}, ([5, 6], 2)),  # a profiler cycle's: its loop steps and its number
+    ({"cycle": 2}, None),                                 # no step numbers: not a cycle's report read back
+    ({"step_numbers": [5, 6]}, None),                     # no cycle number: likewise
+    ({}, None),
+])
+def test_a_loaded_report_is_a_profiler_cycle_only_with_its_cycle_and_step_numbers(steady, expect):
+    from roofline._loops._steady import SteadyReport
+
+    r = types.SimpleNamespace(meta={"steady": steady})
+    SteadyReport._loaded(r)
+    assert ((r.steps, r.cycle) if hasattr(r, "steps") or hasattr(r, "cycle") else None) == expect
