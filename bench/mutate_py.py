@@ -202,7 +202,7 @@ TESTS = {
                                     "tests/test_hardening_loops.py"],
     "integrations/lightning.py": ["tests/test_mutants_lightning.py", "tests/test_integrations_lightning.py",
                                   "tests/test_hardening_loops.py"],
-    "render/_render.py": ["tests/test_mutants_render.py", "tests/test_output.py"],
+    "render/_render.py": ["tests/test_mutants_render.py", "tests/test_mutants_rerun_c.py", "tests/test_output.py"],
     "render/_svg.py": ["tests/test_mutants_svg.py", "tests/test_mutants_chart.py", "tests/test_output.py"],
     "render/_tables.py": ["tests/test_mutants_render.py"],
     "render/_trace.py": ["tests/test_mutants_trace.py", "tests/test_output.py"],
