@@ -188,7 +188,7 @@ TESTS = {
     "_capture/_sdpa.py": ["tests/test_mutants_sdpa.py", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
     "_analysis/_padding.py": ["tests/test_mutants_padding.py", "tests/test_padding.py", "tests/test_hardening_tokens.py"],
     "_datamodel/_tokens.py": ["tests/test_mutants_tokens.py", "tests/test_hardening_tokens.py", "tests/test_padding.py"],
-    "_io/_export.py": ["tests/test_hardening_export.py", "tests/test_hardening_tokens.py", "tests/test_documents.py",
+    "_io/_export.py": ["tests/test_mutants_rerun_c.py", "tests/test_hardening_export.py", "tests/test_hardening_tokens.py", "tests/test_documents.py",
                       "tests/test_report.py"],
     "_analysis/_groups.py": ["tests/test_mutants_groups.py", "tests/test_one_definition.py", "tests/test_html.py", "tests/test_rollups_exact.py",
                             "tests/test_report.py"],

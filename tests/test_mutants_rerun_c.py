@@ -53,3 +53,37 @@ def test_facts_step_time_line_only_for_a_measured_chosen_step_time():
     assert _step_facts(r) == []                        # no time to divide by
     r = timed(meta={"steady": {"step_time": {"kind": "min"}}, "projected_to": "h100"})
     assert _step_facts(r) == []                        # a projection's time is not a measured step
+
+
+# ---- the report document's accesses block (roofline/_io/_export.py) ------------------------------------------------
+# an access row is 4 (record, u4) + 8 (storage, u8) + 8 (nbytes, u8) + 1 (write, u1) = 21 bytes
+ROW = (0).to_bytes(4, "little") + (7).to_bytes(8, "little") + (64).to_bytes(8, "little") + bytes([1])
+
+
+def _doc(block: bytes, n):
+    import base64
+    d = timed().to_dict()
+    d["accesses"] = base64.b64encode(block).decode()
+    d["n_accesses"] = n
+    return d
+
+
+def test_one_access_row_reads_back():
+    from roofline.report import Report
+    a = Report.from_dict(_doc(ROW, 1)).accesses
+    assert len(a) == 1 and int(a["record"][0]) == 0 and int(a["storage"][0]) == 7 and int(a["nbytes"][0]) == 64
+    assert int(a["write"][0]) == 1
+
+
+@pytest.mark.parametrize("block, n, shown", [
+    (b"", 1, "is 1: the block holds 0 bytes of 21-byte rows"),            # a count the block does not hold
+    (ROW, 2, "is 2: the block holds 21 bytes of 21-byte rows"),
+    (ROW, "1", "is '1': the block holds 21 bytes of 21-byte rows"),       # not an int
+    (ROW, True, "is True: the block holds 21 bytes of 21-byte rows"),     # a bool is not a count
+    (b"", -1, "is -1: the block holds 0 bytes of 21-byte rows"),          # negative
+])
+def test_a_wrong_access_count_is_refused(block, n, shown):
+    from roofline.report import Report
+    with pytest.raises(ValueError) as e:
+        Report.from_dict(_doc(block, n))
+    assert str(e.value) == "corrupt roofline report: n_accesses " + shown
