@@ -162,7 +162,7 @@ _CAPTURE_TESTS = ["tests/test_mutants_capture3.py", "tests/test_mutants_capture2
 TESTS = {
     "_analysis/_rollup.py": _ROLLUP_TESTS,
     "_analysis/_classification.py": _ROLLUP_TESTS,
-    "report.py": ["tests/test_mutants_report_api.py", "tests/test_mutants_report.py"] + _ROLLUP_TESTS + ["tests/test_output.py"],
+    "report.py": ["tests/test_mutants_rerun_c.py", "tests/test_mutants_report_api.py", "tests/test_mutants_report.py"] + _ROLLUP_TESTS + ["tests/test_output.py"],
     "_datamodel/_records.py": _ROLLUP_TESTS,
     "_counting/_formulas.py": _FORMULA_TESTS,
     "_counting/_formula_base.py": _FORMULA_TESTS,

@@ -87,3 +87,42 @@ def test_a_wrong_access_count_is_refused(block, n, shown):
     with pytest.raises(ValueError) as e:
         Report.from_dict(_doc(block, n))
     assert str(e.value) == "corrupt roofline report: n_accesses " + shown
+
+
+# ---- roofline.load: which reader, and path or text (roofline/report.py) ----------------------------------------------
+def _json(**extra):
+    import json
+    d = timed().to_dict()
+    d.update(extra)
+    return json.dumps(d)
+
+
+def test_load_hands_a_registered_format_to_its_reader(monkeypatch):
+    import roofline
+    from roofline import report
+    monkeypatch.setitem(report._READERS, "test-format", lambda d: ("read by the test reader", d["format"]))
+    assert roofline.load(_json(format="test-format")) == ("read by the test reader", "test-format")
+
+
+@pytest.mark.parametrize("fmt", ["no such format", ["a", "list"], 3])
+def test_load_reads_an_unregistered_or_odd_format_as_a_report(fmt):
+    import roofline
+    r = roofline.load(_json(format=fmt))
+    assert type(r).__name__ == "Report" and len(r.records) == 3
+
+
+@pytest.mark.parametrize("name", ["{x}.json", "[rank0].json", "x.json}", "{x", "}x}", "{x["])
+def test_load_reads_a_bracketed_file_name_as_a_path(name, tmp_path, monkeypatch):
+    import roofline
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_text(_json())
+    assert len(roofline.load(name).records) == 3
+    assert len(roofline.load(name.encode()).records) == 3
+
+
+def test_load_takes_a_bracketed_array_as_text_not_as_a_file_name(tmp_path, monkeypatch):
+    import roofline
+    monkeypatch.chdir(tmp_path)  # no file named "[1, 2]" here: read as a path, it would be a FileNotFoundError
+    for text in ("[1, 2]", b"[1, 2]", "  [1, 2]\n"):
+        with pytest.raises(ValueError):
+            roofline.load(text)
