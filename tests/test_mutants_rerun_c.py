@@ -126,3 +126,19 @@ def test_load_takes_a_bracketed_array_as_text_not_as_a_file_name(tmp_path, monke
     for text in ("[1, 2]", b"[1, 2]", "  [1, 2]\n"):
         with pytest.raises(ValueError):
             roofline.load(text)
+
+
+def test_register_reader_once_per_format(monkeypatch):
+    from roofline import report
+    monkeypatch.setattr(report, "_READERS", dict(report._READERS))  # the registry as it was, after the test
+
+    def first(d):
+        return "first"
+
+    report.register_reader("test-format", first)
+    report.register_reader("test-format", first)  # the same reader again: nothing to say
+    assert report._READERS["test-format"] is first
+    with pytest.raises(ValueError) as e:
+        report.register_reader("test-format", lambda d: "second")
+    assert str(e.value) == "register_reader: documents of format 'test-format' already have a reader"
+    assert report._READERS["test-format"] is first
