@@ -25,6 +25,7 @@ ADD_X, ADD_Y = 32 / 384, 32 / 1e-6
 MM_SHARE, ADD_SHARE = 152 / 153, 1 / 153
 # the x range: min(ADD_X / 4, 0.05) = 1/48; max(MM_X * 4, (100e9 / 20e9) * 4) = 131.60
 X_LO, X_HI = (32 / 384) / 4, 4 * 3_000_512 / 91_200
+NAMES = ["mm", "add.Tensor"]  # the points' labels
 TITLE = "roofline on handmade (best): 2 ops (1 without FLOPs not shown)"
 
 
@@ -96,3 +97,159 @@ def test_plotly_missing_is_an_import_error_naming_it(report, monkeypatch):
     monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)
     with pytest.raises(ImportError, match=r"^roofline_chart\(backend='plotly'\) needs plotly: pip install plotly$"):
         report.roofline_chart(backend="plotly")
+
+
+# ---- the merged report's views ----------------------------------------------------------------------------------
+
+def _merged():
+    from test_mutants_distributed import rank0, rank1, rd
+
+    return rd.merge([rank0(rank=0, world=2, wall_time=0.25),
+                     rank1(rank=1, world=2, wall_time=3.0, meta={"incomplete": ["2 graph <calls> not counted"]})])
+
+
+# rank 0 (test_mutants_distributed.ROWS0): bytes 8000 + 1200 + 9000 + 4000 + 3350 = 25,550 = 0.03 MB; messages
+# 4000 + 9000 + 2000 = 15,000 B = 0.015 MB; rank 1: bytes 6000 + 10,050 = 16,050 = 0.02 MB, messages 3000 B;
+# total 41,600 B = 0.04 MB, 18,000 B = 0.018 MB of messages (= bus bytes, groups of 2)
+# comm %: t_comm / (t_comm + t_compute) at NVLink 450e9 B/s and DRAM 3.35e12 B/s:
+#   rank 0: 15,000 B over the link, 4550 B over DRAM; rank 1: 3000 B over the link, 10,050 B over DRAM
+_SHARE0 = 100 * (15_000 / 450e9) / (15_000 / 450e9 + 4550 / 3.35e12)
+_SHARE1 = 100 * (3000 / 450e9) / (3000 / 450e9 + 10_050 / 3.35e12)
+_RANK_TABLE = ('<table class="rl-ranks"><tr><th>rank</th><th>wall s</th><th>GFLOP</th><th>mem MB</th><th>colls</th>'
+               "<th>msg MB</th><th>bus MB</th><th>t_comp ms</th><th>t_comm ms</th><th>comm %</th></tr>"
+               "<tr><td>0</td><td>0.2500</td><td>0.000</td><td>0.03</td><td>3</td><td>0.015</td><td>0.015</td>"
+               f"<td>0.000</td><td>0.000</td><td>{_SHARE0:.1f}</td></tr>"
+               "<tr><td>1</td><td>3.0000</td><td>0.000</td><td>0.02</td><td>1</td><td>0.003</td><td>0.003</td>"
+               f"<td>0.000</td><td>0.000</td><td>{_SHARE1:.1f}</td></tr></table>")
+_TOTALS = ("<p>total: 0.000 GFLOP, 0.04 MB memory, 4 collectives, 0.018 MB messages, 0.018 MB bus "
+           "[INCOMPLETE: a lower bound]; slowest rank: 1</p>")
+
+
+def test_merged_notebook_view_text():
+    h = _merged()._repr_html_()
+    head = ('<div class="rl-merged"><h3>roofline merged report: 2 ranks, world size 2, backend gloo</h3>'
+            + _RANK_TABLE + _TOTALS
+            + '<p class="rl-incomplete">INCOMPLETE: rank 1: 2 graph &lt;calls&gt; not counted</p>'
+            + "<div><b>every rank's ops together</b> (each op's time summed over the ranks)</div>"
+            + '<div class="rl-report">')
+    assert h.startswith(head)
+    assert h.endswith("</div>") and h.count('<div class="rl-merged">') == 1
+
+
+def test_merged_without_ceilings_says_why_no_ops_are_shown_and_the_page_wraps_it():
+    from test_mutants_distributed import rank0, rank1, rd
+
+    m = rd.merge([rank0(ceilings=None), rank1(ceilings=None)])
+    nulls = "<td>-</td><td>-</td><td>-</td>"  # no wall time, no roofline times, no share
+    view = ('<div class="rl-merged"><h3>roofline merged report: 2 ranks</h3>'
+            '<table class="rl-ranks"><tr><th>rank</th><th>wall s</th><th>GFLOP</th><th>mem MB</th><th>colls</th>'
+            "<th>msg MB</th><th>bus MB</th><th>t_comp ms</th><th>t_comm ms</th><th>comm %</th></tr>"
+            "<tr><td>0</td><td>-</td><td>0.000</td><td>0.03</td><td>3</td><td>0.015</td><td>0.015</td>" + nulls
+            + "</tr><tr><td>1</td><td>-</td><td>0.000</td><td>0.02</td><td>1</td><td>0.003</td><td>0.003</td>"
+            + nulls + "</tr></table>"
+            "<p>total: 0.000 GFLOP, 0.04 MB memory, 4 collectives, 0.018 MB messages, 0.018 MB bus; "
+            "slowest rank: 0</p>"
+            "<p>(no rank has ceilings: the job&#x27;s ops are not judged; project a rank onto a device)</p></div>")
+    assert m._repr_html_() == view
+    head = '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>'
+    tail = '</title><meta name="viewport" content="width=device-width, initial-scale=1"></head>\n<body>\n'
+    assert m.to_html() == head + "roofline merged report (2 ranks)" + tail + view + "\n</body></html>\n"
+    assert m.to_html(title="job <7>") == head + "job &lt;7&gt;" + tail + view + "\n</body></html>\n"
+
+
+# ---- matplotlib -------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def mpl():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    return matplotlib
+
+
+def _axes(mpl, dpi=100):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 6), dpi=dpi)
+    return fig, fig.subplots()
+
+
+def test_matplotlib_roofs_points_legend_and_grid(mpl, report):
+    from matplotlib.colors import to_rgba
+
+    fig, ax = _axes(mpl)
+    assert report.plot(ax=ax) is fig
+    lines = [ln for ln in ax.get_lines() if ln.get_gid()]
+    # the peaks first (vector, then matrix), then the bandwidths (innermost first)
+    assert [ln.get_gid() for ln in lines] == ["roof:vector/float32", "roof:matrix/float32", "bandwidth:L2",
+                                              "bandwidth:DRAM"]
+    # a peak: dark grey, 1.5 points, dashed (vector) or solid (matrix); a bandwidth: light grey, 1.2 points, dotted
+    # (a cache) or solid (DRAM)
+    assert [(ln.get_linestyle(), ln.get_linewidth(), ln.get_color()) for ln in lines] == [
+        ("--", 1.5, "#444"), ("-", 1.5, "#444"), (":", 1.2, "#888"), ("-", 1.2, "#888")]
+    assert tuple(lines[2].get_xdata()) == pytest.approx((X_LO, 1.25))
+    assert tuple(lines[2].get_ydata()) == pytest.approx((80e9 * X_LO, 100e9))
+    (pts,) = [c for c in ax.collections if c.get_gid() == "ops"]
+    assert pts.get_offsets().ravel().tolist() == pytest.approx([MM_X, MM_Y, ADD_X, ADD_Y])
+    # marker areas 20 + 600 * share (points^2)
+    assert pts.get_sizes().tolist() == pytest.approx([20 + 600 * MM_SHARE, 20 + 600 * ADD_SHARE])
+    assert pts.get_facecolors().ravel().tolist() == pytest.approx([*to_rgba("#c0392b", 0.75), *to_rgba("#2471a3", 0.75)])
+    assert pts.get_alpha() == 0.75 and pts.get_zorder() == 3
+    assert pts.get_edgecolors().ravel().tolist() == pytest.approx([*to_rgba("k", 0.75)])
+    assert pts.get_linewidths().tolist() == [0.5]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_xlim() == pytest.approx((X_LO, X_HI))
+    # y range: the lowest height / 5 (the add's 32e6 FLOP/s), the highest * 3 (the 100 GFLOP/s peak)
+    assert ax.get_ylim() == pytest.approx((32e6 / 5, 3 * 100e9))
+    assert ax.get_title() == TITLE
+    assert ax.get_xlabel() == "arithmetic intensity (FLOP / compulsory byte)"
+    assert ax.get_ylabel() == "FLOP/s achieved"
+    leg = ax.get_legend()
+    assert [t.get_text() for t in leg.get_texts()] == [
+        "peak vector/float32: 20.00 GFLOP/s", "peak matrix/float32: 100.00 GFLOP/s", "L2 80.00 GB/s",
+        "DRAM 20.00 GB/s", "compute-bound", "memory-bound", "mixed-bound"]
+    assert {t.get_fontsize() for t in leg.get_texts()} == {8}
+    bounds = leg.legend_handles[-3:]
+    assert [h.get_color() for h in bounds] == ["#c0392b", "#2471a3", "#7d3c98"]
+    assert all(h.get_marker() == "o" and h.get_linestyle() == "None" for h in bounds)
+    # outside the axes: its upper left corner at (1.01, 1.0) in axes coordinates, no padding
+    assert leg._loc == 2 and leg.borderaxespad == 0.0  # 2: "upper left"
+    anchor = leg.get_bbox_to_anchor()
+    assert (anchor.x0, anchor.y0) == pytest.approx(tuple(ax.transAxes.transform((1.01, 1.0))))
+    grid = ax.xaxis.get_gridlines()[0]
+    assert grid.get_visible() and grid.get_alpha() == 0.3
+
+
+def test_matplotlib_labels_are_placed_in_pixels(mpl, report, monkeypatch):
+    from roofline.render import _chart
+
+    calls = []
+    place = _chart.place_labels
+
+    def spy(px, cands, font_px, bounds):
+        out = place(px, cands, font_px, bounds)
+        calls.append((px, cands, font_px, bounds, out))
+        return out
+
+    monkeypatch.setattr(_chart, "place_labels", spy)
+    fig, ax = _axes(mpl, dpi=90)
+    report.plot(ax=ax)
+    ((px, cands, font_px, bounds, placed),) = calls
+    h = fig.bbox.height  # 6 inches at 90 dpi: 540 pixels
+    assert h == 540
+    assert font_px == 8 * 90 / 72  # an 8-point font at 90 dpi
+    # each point in pixels with y down, and its marker's radius: area s points^2 = pi r^2
+    for (x, y, r), (dx, dy), s in zip(px, ax.transData.transform([(MM_X, MM_Y), (ADD_X, ADD_Y)]),
+                                      (20 + 600 * MM_SHARE, 20 + 600 * ADD_SHARE)):
+        assert (x, y) == pytest.approx((dx, 540 - dy))
+        assert r == pytest.approx(math.sqrt(s / math.pi) * 90 / 72)
+    b = ax.bbox
+    assert bounds == pytest.approx((b.x0, 540 - b.y1, b.x1, 540 - b.y0))
+    assert cands == [(0, "mm"), (1, "add.Tensor")]  # most time first
+    texts = {t.get_gid(): t for t in ax.texts}
+    assert set(texts) == {f"label:{NAMES[i]}" for i in placed}
+    for i, (tx, ty, _box) in placed.items():
+        t = texts[f"label:{NAMES[i]}"]
+        assert t.get_text() == NAMES[i] and t.xy == pytest.approx([(MM_X, MM_Y), (ADD_X, ADD_Y)][i])
+        # the text's anchor at the placed pixel (y down), in data coordinates
+        assert tuple(ax.transData.transform(t.get_position())) == pytest.approx((tx, 540 - ty))
+        assert t.get_fontsize() == 8 and t.get_ha() == "left" and t.get_va() == "baseline"
