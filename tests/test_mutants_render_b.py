@@ -253,3 +253,145 @@ def test_matplotlib_labels_are_placed_in_pixels(mpl, report, monkeypatch):
         # the text's anchor at the placed pixel (y down), in data coordinates
         assert tuple(ax.transData.transform(t.get_position())) == pytest.approx((tx, 540 - ty))
         assert t.get_fontsize() == 8 and t.get_ha() == "left" and t.get_va() == "baseline"
+
+
+def _ten_ops():
+    """Ten ops of 1000 FLOPs, op i taking (10 - i) microseconds: op 0 the slowest."""
+    from roofline.report import OpInfo, Report
+    from test_html import SETS, _ceil, _records
+
+    ops = [OpInfo(f"aten.op{i}.default", f"aten.op{i}", "mm") for i in range(10)]
+    rows = [(i, 2, 0, 1000, 0, 100 * (i + 1), 100, 1e-6 * (10 - i)) for i in range(10)]
+    return Report(_records(rows), ops, SETS, wall_time=1e-3, meta={"timing": "op", "devices": ["cpu"]},
+                  ceilings=_ceil())
+
+
+def test_matplotlib_labels_the_eight_slowest_points_by_default(mpl, monkeypatch):
+    from roofline.plot import plot_report
+    from roofline.render import _chart
+
+    seen = []
+    monkeypatch.setattr(_chart, "place_labels", lambda px, cands, font_px, bounds: seen.append(cands) or {})
+    r = _ten_ops()
+    fig, ax = _axes(mpl)
+    plot_report(r, ax=ax)
+    fig, ax = _axes(mpl)
+    r.plot(ax=ax, top=3)
+    assert seen == [[(i, f"op{i}") for i in range(8)], [(0, "op0"), (1, "op1"), (2, "op2")]]
+
+
+def test_matplotlib_figures_files_and_pyplot(mpl, report, tmp_path):
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    before = plt.get_fignums()
+    # a file only: a bare 9 x 6 inch Figure, pyplot left alone, the PNG written at 120 dpi
+    fig = report.plot(tmp_path / "c.png")
+    assert type(fig) is Figure and plt.get_fignums() == before
+    assert tuple(fig.get_size_inches()) == (9, 6)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.png"]
+    with Image.open(tmp_path / "c.png") as im:
+        assert im.format == "PNG" and im.info["dpi"] == pytest.approx((120, 120), abs=0.05)
+    # no extension: savefig.format's (png), its extension added; a trailing dot is not doubled
+    report.plot(str(tmp_path / "bare"))
+    report.plot(str(tmp_path / "dot."))
+    report.plot(tmp_path / "c.SVG")  # the extension's format, whatever its case
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bare.png", "c.SVG", "c.png", "dot.png"]
+    assert (tmp_path / "bare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "c.SVG").read_bytes().lstrip().startswith(b"<?xml")
+    # a binary file object: handed to matplotlib, at 120 dpi
+    with open(tmp_path / "obj.png", "wb") as f:
+        assert type(report.plot(f)) is Figure
+    with Image.open(tmp_path / "obj.png") as im:
+        assert im.info["dpi"] == pytest.approx((120, 120), abs=0.05)
+    # an axes given: drawn on it, nothing written, pyplot left alone
+    own, ax = _axes(mpl)
+    assert report.plot(ax=ax) is own and plt.get_fignums() == before and len(list(tmp_path.iterdir())) == 5
+    # neither: a 9 x 6 inch pyplot figure of the notebook class, made once
+    fig = report.plot()
+    try:
+        from roofline.render import _matplotlib
+
+        cls = _matplotlib._notebook_figure()
+        assert cls is _matplotlib._notebook_figure() and cls is not Figure and issubclass(cls, Figure)
+        assert type(fig) is cls and plt.get_fignums() == before + [fig.number]
+        assert tuple(fig.get_size_inches()) == (9, 6)
+    finally:
+        plt.close(fig)
+
+
+def test_matplotlib_refusals_before_drawing(mpl, report, tmp_path):
+    from roofline.plot import plot_report
+
+    with pytest.raises(TypeError, match=r"^plot: path must be a file name \(str or os.PathLike\), not int 3$"):
+        plot_report(report, 3)
+    with pytest.raises(ValueError, match=r"^depth applies to by='module' only, not by='op'$"):
+        plot_report(report, tmp_path / "d.png", depth=2)
+    from roofline.report import Report
+    from test_html import OPS, ROWS, SETS, _records
+
+    bare = Report(_records(ROWS), OPS, SETS, wall_time=1e-3, meta={"timing": "op"}, ceilings=None)
+    with pytest.raises(ValueError, match=r"^this report has no ceilings to draw \(counted on meta\?\): plot "
+                                         r"r.project\('<device>'\) instead$"):
+        plot_report(bare, tmp_path / "n.png")
+    assert list(tmp_path.iterdir()) == []
+    # depth 3: Net.blocks.0 and Net.blocks.1 (depth 3) and Net.head, a leaf at depth 2 that comes first: the title
+    # names the level asked for, not the first module's depth
+    fig = plot_report(report, tmp_path / "m.png", by="module", depth=3)
+    assert fig.axes[0].get_title() == "roofline on handmade (best): 3 modules at depth 3"
+
+
+class _Formatter:
+    def __init__(self, printer):
+        self.printer, self.added = printer, {}
+
+    def lookup_by_type(self, cls):
+        if self.printer is None:
+            raise KeyError(cls)
+        return self.printer
+
+    def for_type(self, cls, fn):
+        self.added[cls] = fn
+
+
+def test_matplotlib_notebook_printers_close_the_figure_first(mpl, monkeypatch):
+    import types
+
+    import matplotlib.pyplot as plt
+    from roofline.render import _matplotlib
+
+    fig = plt.figure()  # before IPython is faked: pyplot looks for it when it makes its first figure
+    shown = []
+    png, none = _Formatter(lambda fig, *a, **k: shown.append((fig, a, k)) or "png"), _Formatter(None)
+    shell = types.SimpleNamespace(display_formatter=types.SimpleNamespace(formatters={"png": png, "x": none}))
+    fake = types.ModuleType("IPython")
+    fake.get_ipython = lambda: shell
+    monkeypatch.setitem(sys.modules, "IPython", fake)
+
+    class Cls:
+        pass
+
+    _matplotlib._register_display(Cls)
+    assert list(png.added) == [Cls] and none.added == {}  # no printer for Figure: nothing registered
+    assert png.added[Cls](fig, 1, k=2) == "png"
+    assert shown == [(fig, (1,), {"k": 2})] and fig.number not in plt.get_fignums()  # closed, then printed
+    # IPython imported but not running: nothing to register
+    fake.get_ipython = lambda: None
+    png.added.clear()
+    _matplotlib._register_display(Cls)
+    assert png.added == {}
+
+
+def test_matplotlib_does_not_import_ipython(mpl, monkeypatch):
+    from roofline.render import _matplotlib
+
+    class Refuse:
+        def find_spec(self, name, path=None, target=None):
+            if name == "IPython":
+                raise AssertionError("IPython imported")
+
+    monkeypatch.delitem(sys.modules, "IPython", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Refuse(), *sys.meta_path])
+    _matplotlib._register_display(object)
+    assert "IPython" not in sys.modules
