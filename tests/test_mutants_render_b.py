@@ -101,14 +101,59 @@ def test_plotly_missing_is_an_import_error_naming_it(report, monkeypatch):
 
 # ---- the merged report's views ----------------------------------------------------------------------------------
 
+_H100 = None
+
+
+def _rank(rows, colls, rank=None, wall_time=None, ceilings=True, meta=None):
+    """A rank's report (without torch): ``rows`` of (op, bytes_read, bytes_written, vector FLOPs, t_start, t_end),
+    op 0 an all-reduce, 1 a broadcast, 2 an add; ``colls``: {record: message (= bus) bytes} (groups of 2), judged
+    by the H100 SXM datasheet (NVLink 450e9 B/s per direction, DRAM 3.35e12 B/s)."""
+    import numpy as np
+
+    from roofline import devices
+    from roofline._datamodel._records import DTYPE_CODES, RECORD_DTYPE
+    from roofline.report import OpInfo, Report
+
+    global _H100
+    if _H100 is None:
+        _H100 = roofline.Ceilings.from_datasheet(devices.get("H100 SXM"))
+    ops = [OpInfo("c10d.allreduce_.default", "c10d.allreduce_", "collective"),
+           OpInfo("c10d.broadcast_.default", "c10d.broadcast_", "collective"),
+           OpInfo("aten.add.Tensor", "aten.add", "ewise")]
+    rec = np.zeros(len(rows), dtype=RECORD_DTYPE)
+    for i, (op, br, bw, vf, t0, t1) in enumerate(rows):
+        rec[i]["op"], rec[i]["bytes_read"], rec[i]["bytes_written"] = op, br, bw
+        rec[i]["vector_flops"], rec[i]["t_start"], rec[i]["t_end"] = vf, t0, t1
+    rec["dtype"] = DTYPE_CODES["float32"]
+    m = dict(meta or {})
+    recs = sorted(colls)
+    m["collectives"] = {"record": recs, "collective": [("all_reduce", "broadcast")[rows[r][0]] for r in recs],
+                        "group_size": [2] * len(recs), "message_bytes": [colls[r] for r in recs],
+                        "bus_bytes": [colls[r] for r in recs], "async_op": [False] * len(recs),
+                        "uncertain": [False] * len(recs)}
+    if rank is not None:
+        m["distributed"] = {"rank": rank, "world_size": 2, "backend": "gloo"}
+    return Report(rec, ops, [("Global",)], wall_time, m, ceilings=_H100 if ceilings else None)
+
+
+# rank 0: all-reduces of 4000 and 2000 bytes, a broadcast of 9000 bytes, adds of 800 + 400 and 3350 bytes
+ROWS0 = [(0, 4000, 4000, 0, 1.0, 1.5), (2, 800, 400, 100, 2.0, 3.0), (1, 9000, 0, 0, 3.0, 3.25),
+         (0, 2000, 2000, 0, 4.0, 4.125), (2, 3350, 0, 0, 5.0, 5.0625)]
+COLLS0 = {0: 4000, 2: 9000, 3: 2000}
+# rank 1: an all-reduce of 3000 bytes, an add of 6700 + 3350 bytes
+ROWS1 = [(0, 3000, 3000, 0, 10.0, 10.75), (2, 6700, 3350, 50, 11.0, 13.0)]
+COLLS1 = {0: 3000}
+
+
 def _merged():
-    from test_mutants_distributed import rank0, rank1, rd
+    from roofline import distributed as rd
 
-    return rd.merge([rank0(rank=0, world=2, wall_time=0.25),
-                     rank1(rank=1, world=2, wall_time=3.0, meta={"incomplete": ["2 graph <calls> not counted"]})])
+    return rd.merge([_rank(ROWS0, COLLS0, rank=0, wall_time=0.25),
+                     _rank(ROWS1, COLLS1, rank=1, wall_time=3.0,
+                           meta={"incomplete": ["2 graph <calls> not counted"]})])
 
 
-# rank 0 (test_mutants_distributed.ROWS0): bytes 8000 + 1200 + 9000 + 4000 + 3350 = 25,550 = 0.03 MB; messages
+# rank 0: bytes 8000 + 1200 + 9000 + 4000 + 3350 = 25,550 = 0.03 MB; messages
 # 4000 + 9000 + 2000 = 15,000 B = 0.015 MB; rank 1: bytes 6000 + 10,050 = 16,050 = 0.02 MB, messages 3000 B;
 # total 41,600 B = 0.04 MB, 18,000 B = 0.018 MB of messages (= bus bytes, groups of 2)
 # comm %: t_comm / (t_comm + t_compute) at NVLink 450e9 B/s and DRAM 3.35e12 B/s:
@@ -137,9 +182,9 @@ def test_merged_notebook_view_text():
 
 
 def test_merged_without_ceilings_says_why_no_ops_are_shown_and_the_page_wraps_it():
-    from test_mutants_distributed import rank0, rank1, rd
+    from roofline import distributed as rd
 
-    m = rd.merge([rank0(ceilings=None), rank1(ceilings=None)])
+    m = rd.merge([_rank(ROWS0, COLLS0, ceilings=False), _rank(ROWS1, COLLS1, ceilings=False)])
     nulls = "<td>-</td><td>-</td><td>-</td>"  # no wall time, no roofline times, no share
     view = ('<div class="rl-merged"><h3>roofline merged report: 2 ranks</h3>'
             '<table class="rl-ranks"><tr><th>rank</th><th>wall s</th><th>GFLOP</th><th>mem MB</th><th>colls</th>'
@@ -291,23 +336,25 @@ def test_matplotlib_figures_files_and_pyplot(mpl, report, tmp_path):
     assert type(fig) is Figure and plt.get_fignums() == before
     assert tuple(fig.get_size_inches()) == (9, 6)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.png"]
-    with Image.open(tmp_path / "c.png") as im:
+    with Image.open(tmp_path / "c.png") as im:  # PNG stores pixels per metre: 120 dpi reads back as 119.99
         assert im.format == "PNG" and im.info["dpi"] == pytest.approx((120, 120), abs=0.05)
-    # no extension: savefig.format's (png), its extension added; a trailing dot is not doubled
-    report.plot(str(tmp_path / "bare"))
-    report.plot(str(tmp_path / "dot."))
-    report.plot(tmp_path / "c.SVG")  # the extension's format, whatever its case
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bare.png", "c.SVG", "c.png", "dot.png"]
+    # (small figures of an axes of their own from here on: quicker to write)
+    # no extension: savefig.format's (png), its extension added
+    small, ax = _axes(mpl, dpi=20)
+    small.set_size_inches(2, 1.5)
+    report.plot(str(tmp_path / "bare"), ax=ax)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bare.png", "c.png"]
     assert (tmp_path / "bare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (tmp_path / "c.SVG").read_bytes().lstrip().startswith(b"<?xml")
     # a binary file object: handed to matplotlib, at 120 dpi
+    small, ax = _axes(mpl, dpi=20)
+    small.set_size_inches(2, 1.5)
     with open(tmp_path / "obj.png", "wb") as f:
-        assert type(report.plot(f)) is Figure
+        assert report.plot(f, ax=ax) is small
     with Image.open(tmp_path / "obj.png") as im:
         assert im.info["dpi"] == pytest.approx((120, 120), abs=0.05)
     # an axes given: drawn on it, nothing written, pyplot left alone
     own, ax = _axes(mpl)
-    assert report.plot(ax=ax) is own and plt.get_fignums() == before and len(list(tmp_path.iterdir())) == 5
+    assert report.plot(ax=ax) is own and plt.get_fignums() == before and len(list(tmp_path.iterdir())) == 3
     # neither: a 9 x 6 inch pyplot figure of the notebook class, made once
     fig = report.plot()
     try:
@@ -338,8 +385,9 @@ def test_matplotlib_refusals_before_drawing(mpl, report, tmp_path):
     assert list(tmp_path.iterdir()) == []
     # depth 3: Net.blocks.0 and Net.blocks.1 (depth 3) and Net.head, a leaf at depth 2 that comes first: the title
     # names the level asked for, not the first module's depth
-    fig = plot_report(report, tmp_path / "m.png", by="module", depth=3)
-    assert fig.axes[0].get_title() == "roofline on handmade (best): 3 modules at depth 3"
+    fig, ax = _axes(mpl)
+    plot_report(report, ax=ax, by="module", depth=3)
+    assert ax.get_title() == "roofline on handmade (best): 3 modules at depth 3"
 
 
 class _Formatter:
@@ -395,3 +443,60 @@ def test_matplotlib_does_not_import_ipython(mpl, monkeypatch):
     monkeypatch.setattr(sys, "meta_path", [Refuse(), *sys.meta_path])
     _matplotlib._register_display(object)
     assert "IPython" not in sys.modules
+
+
+# ---- the compiled kernels' table and DataFrame -------------------------------------------------------------------
+
+def _kernels_report(timed=True, **compiled):
+    """Two kernels on tests/_graph.py's ceilings (matrix 2e12, vector 1e12 FLOP/s, DRAM 1e11 B/s):
+    k_mm: 4 calls of 12e9 matrix FLOPs (6 ms at 2e12) over 3e8 + 1e8 B (4 ms at 1e11): 6 ms per call, 40 ms
+      measured for the 4 calls: 4 x 6 / 40 = 60.0% of roof; intensity 12e9 / 4e8 = 30
+    k_add: 1 call of 1e8 vector FLOPs (0.1 ms) over 2e8 + 1e8 B (3 ms): 3 ms, 6 ms measured: 50.0%; 1e8 / 3e8 = 0.33
+    """
+    from test_mutants_compiled_view import _kernel, _report as kreport
+
+    ks = [_kernel("k_add", calls=1, vector_flops=10**8, bytes_read=2 * 10**8, bytes_written=10**8, time=6e-3,
+                  ops=["aten.add.Tensor", "aten.relu.default"]),
+          _kernel("k_mm", calls=4, matrix_flops=12 * 10**9, vector_flops=0, bytes_read=3 * 10**8,
+                  bytes_written=10**8, time=40e-3, ops=["aten.mm.default"])]
+    if not timed:
+        for k in ks:
+            del k["time"]
+    r = kreport(ks)
+    r.meta["compiled"] = {"kernels": ks, **compiled}
+    return r
+
+
+def test_kernel_table_timed():
+    r = _kernels_report(graphs=2, graph_calls=7, graph_breaks=3)
+    assert r.table(by="kernel").splitlines() == [
+        "kernel    phase calls     FLOPs     bytes  FLOP/B  roof ms  time ms  % roof  fused ops",
+        "k_mm   forward     4   12.00 G 400.00 MB   30.00    6.000   40.000   60.0%  mm.default",
+        "k_add  forward     1  100.00 M 300.00 MB    0.33    3.000    6.000   50.0%  add.Tensor, relu.default",
+        "2 compiled graphs (7 calls), 3 graph breaks"]
+
+
+def test_kernel_table_untimed_most_bytes_first_and_counts_default_to_zero():
+    r = _kernels_report(timed=False)
+    assert r.table(by="kernel").splitlines() == [
+        "kernel    phase calls     FLOPs     bytes  FLOP/B  roof ms  fused ops",
+        "k_mm   forward     4   12.00 G 400.00 MB   30.00    6.000  mm.default",
+        "k_add  forward     1  100.00 M 300.00 MB    0.33    3.000  add.Tensor, relu.default",
+        "0 compiled graphs (0 calls), 0 graph breaks"]
+
+
+def test_kernel_dataframe():
+    pytest.importorskip("pandas")
+    r = _kernels_report()
+    del r.meta["compiled"]["kernels"][0]["ops"]  # a document may leave a kernel's ops out: none
+    df = r.to_dataframe(by="kernel")
+    assert list(df.columns) == ["name", "graph", "phase", "calls", "module", "ops", "matrix_flops", "vector_flops",
+                                "flops", "bytes_read", "bytes_written", "bytes", "unfused_bytes", "intensity",
+                                "t_min", "time", "achieved_flops", "achieved_bytes", "efficiency", "extern",
+                                "bytes_known"]
+    assert df["name"].tolist() == ["k_add", "k_mm"]  # the order of the compiled graphs
+    assert df["ops"].tolist() == ["", "aten.mm.default"]
+    assert df["flops"].tolist() == [10**8, 12 * 10**9] and df["bytes"].tolist() == [3 * 10**8, 4 * 10**8]
+    assert df["t_min"].tolist() == pytest.approx([3e-3, 6e-3])
+    assert df["efficiency"].tolist() == pytest.approx([0.5, 0.6])
+    assert df["graph"].isna().all() and df["module"].isna().all()  # fields the kernels do not carry: empty
