@@ -330,20 +330,29 @@ def test_matplotlib_figures_files_and_pyplot(mpl, report, tmp_path):
     from matplotlib.figure import Figure
     from PIL import Image
 
+    from roofline.render import _matplotlib
+
     before = plt.get_fignums()
-    # a file only: a bare 9 x 6 inch Figure, pyplot left alone, the PNG written at 120 dpi
-    fig = report.plot(tmp_path / "c.png")
+    # a file only: a bare 9 x 6 inch Figure, pyplot left alone (handed to _save, here a stand-in: drawing a 9 x 6
+    # inch chart takes most of a second; _save is checked below on small figures)
+    saved = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_matplotlib, "_save", lambda fig, path: saved.append((fig, path)))
+        fig = report.plot(tmp_path / "c.png")
+    assert saved == [(fig, str(tmp_path / "c.png"))]
     assert type(fig) is Figure and plt.get_fignums() == before
     assert tuple(fig.get_size_inches()) == (9, 6)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.png"]
-    with Image.open(tmp_path / "c.png") as im:  # PNG stores pixels per metre: 120 dpi reads back as 119.99
-        assert im.format == "PNG" and im.info["dpi"] == pytest.approx((120, 120), abs=0.05)
     # (small figures of an axes of their own from here on: quicker to write)
-    # no extension: savefig.format's (png), its extension added
+    # a file name: its extension's format (whatever its case), at 120 dpi
     small, ax = _axes(mpl, dpi=20)
     small.set_size_inches(2, 1.5)
+    report.plot(tmp_path / "c.PNG", ax=ax)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.PNG"]
+    with Image.open(tmp_path / "c.PNG") as im:  # PNG stores pixels per metre: 120 dpi reads back as 119.99
+        assert im.format == "PNG" and im.info["dpi"] == pytest.approx((120, 120), abs=0.05)
+    # no extension: savefig.format's (png), its extension added
     report.plot(str(tmp_path / "bare"), ax=ax)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bare.png", "c.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bare.png", "c.PNG"]
     assert (tmp_path / "bare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # a binary file object: handed to matplotlib, at 120 dpi
     small, ax = _axes(mpl, dpi=20)
@@ -351,7 +360,7 @@ def test_matplotlib_figures_files_and_pyplot(mpl, report, tmp_path):
     with open(tmp_path / "obj.png", "wb") as f:
         assert report.plot(f, ax=ax) is small
     with Image.open(tmp_path / "obj.png") as im:
-        assert im.info["dpi"] == pytest.approx((120, 120), abs=0.05)
+        assert im.format == "PNG" and im.info["dpi"] == pytest.approx((120, 120), abs=0.05)
     # an axes given: drawn on it, nothing written, pyplot left alone
     own, ax = _axes(mpl)
     assert report.plot(ax=ax) is own and plt.get_fignums() == before and len(list(tmp_path.iterdir())) == 3
