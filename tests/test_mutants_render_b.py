@@ -509,3 +509,14 @@ def test_kernel_dataframe():
     assert df["t_min"].tolist() == pytest.approx([3e-3, 6e-3])
     assert df["efficiency"].tolist() == pytest.approx([0.5, 0.6])
     assert df["graph"].isna().all() and df["module"].isna().all()  # fields the kernels do not carry: empty
+
+
+def test_merged_views_show_fifteen_job_ops_unless_told(monkeypatch):
+    from roofline.render import _render
+
+    monkeypatch.setattr(_render, "to_html", lambda job, top: f"[the job's {len(job.records)} records, top {top}]")
+    m = _merged()
+    # the job: rank 0's 5 records and rank 1's 2
+    assert m._repr_html_().endswith("</div>[the job's 7 records, top 15]</div>")
+    assert "</div>[the job's 7 records, top 15]</div>\n</body></html>\n" in m.to_html()
+    assert "</div>[the job's 7 records, top 3]</div>\n</body></html>\n" in m.to_html(top=3)
