@@ -221,8 +221,12 @@ def _axes(mpl, dpi=100):
 def test_matplotlib_roofs_points_legend_and_grid(mpl, report):
     from matplotlib.colors import to_rgba
 
+    import warnings
+
     fig, ax = _axes(mpl)
-    assert report.plot(ax=ax) is fig
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # drawn without a warning (matplotlib warns of contradictory grid settings)
+        assert report.plot(ax=ax) is fig
     lines = [ln for ln in ax.get_lines() if ln.get_gid()]
     # the peaks first (vector, then matrix), then the bandwidths (innermost first)
     assert [ln.get_gid() for ln in lines] == ["roof:vector/float32", "roof:matrix/float32", "bandwidth:L2",
@@ -290,6 +294,7 @@ def test_matplotlib_labels_are_placed_in_pixels(mpl, report, monkeypatch):
     b = ax.bbox
     assert bounds == pytest.approx((b.x0, 540 - b.y1, b.x1, 540 - b.y0))
     assert cands == [(0, "mm"), (1, "add.Tensor")]  # most time first
+    assert sorted(placed) == [0, 1]  # both labels fit
     texts = {t.get_gid(): t for t in ax.texts}
     assert set(texts) == {f"label:{NAMES[i]}" for i in placed}
     for i, (tx, ty, _box) in placed.items():
