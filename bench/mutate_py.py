@@ -137,6 +137,10 @@ TARGETS = {
     "_capture/_modes.py": [ALL],
     "_capture/_tracking.py": [ALL],
     "_capture/_modestack.py": [ALL],
+    "render/_plotly.py": [ALL],
+    "render/_kernels.py": [ALL],
+    "render/_merged.py": [ALL],
+    "render/_matplotlib.py": [ALL],
     "integrations/huggingface.py": [ALL],
     "integrations/lightning.py": [ALL],
 }
@@ -230,6 +234,12 @@ TESTS = {
     "_capture/_modes.py": _CAPTURE_TESTS,
     "_capture/_tracking.py": _CAPTURE_TESTS,
     "_capture/_modestack.py": _CAPTURE_TESTS,
+    "render/_plotly.py": ["tests/test_mutants_render_b.py", "tests/test_render_chart.py", "tests/test_html.py"],
+    "render/_kernels.py": ["tests/test_mutants_render_b.py", "tests/test_mutants_compiled_view.py",
+                           "tests/test_mutants_report_api.py", "tests/test_compiled.py"],
+    # (not tests/test_distributed.py: its module fixture runs a two-process job, which would judge every mutant)
+    "render/_merged.py": ["tests/test_mutants_render_b.py", "tests/test_mutants_distributed.py"],
+    "render/_matplotlib.py": ["tests/test_mutants_render_b.py", "tests/test_render_chart.py", "tests/test_html.py"],
 }
 
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Div, ast.Add], ast.Div: [ast.Mult],

@@ -127,7 +127,8 @@ def _groups_of(report, by, depth):
         groups = _groups.module_level(report, depth)
         pts = [(n.name, n.row, n.mask) for n in groups]
         skipped = sum(1 for n in groups if not n.row["flops"])
-        shown_depth = groups[0].depth if groups else depth
+        # the level drawn: its deepest node (the first may be a leaf above it, drawn at its own depth)
+        shown_depth = max((n.depth for n in groups), default=depth)
     elif by in ("op", "op_shape"):
         if depth is not None:
             raise ValueError(f"depth applies to by='module' only, not by={by!r}")

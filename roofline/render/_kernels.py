@@ -49,5 +49,7 @@ def dataframe(report):
             "bytes_read", "bytes_written", "bytes", "unfused_bytes", "intensity", "t_min", "time", "achieved_flops",
             "achieved_bytes", "efficiency", "extern", "bytes_known")
     rows = kernel_rows(report)
-    return pd.DataFrame([{c: (", ".join(r[c]) if c == "ops" else r.get(c)) for c in cols} for r in rows],
+    # a kernel's ops, as the table shows them: none when the document leaves them out (only name, phase and calls
+    # are required)
+    return pd.DataFrame([{c: (", ".join(r.get("ops", ())) if c == "ops" else r.get(c)) for c in cols} for r in rows],
                         columns=list(cols))
