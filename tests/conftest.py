@@ -84,8 +84,8 @@ def sanitized_cc(tmp_path_factory) -> SanitizedCC:
 
 # ---- C and CUDA that no Python builds or loads -----------------------------------------------------------------
 # A test marked `python_independent` checks C or CUDA code that the interpreter neither builds nor loads (the C unit
-# tests, the C fuzzer's harness, nvcc's and cuobjdump's view of the kernels): its outcome is the same under every
-# Python. CI's run on a second Python sets ROOFLINE_SKIP_PYTHON_INDEPENDENT=1 and skips them (its first run ran
+# tests, the C fuzzer's harness, nvcc's and cuobjdump's view of the kernels), or reads the package's source
+# statically (tests/test_layers.py): its outcome is the same under every Python. CI's run on a second Python sets ROOFLINE_SKIP_PYTHON_INDEPENDENT=1 and skips them (its first run ran
 # them); the extension, which each Python builds for itself, is tested on both.
 SKIP_PYTHON_INDEPENDENT = os.environ.get("ROOFLINE_SKIP_PYTHON_INDEPENDENT", "") not in ("", "0")
 
@@ -113,8 +113,9 @@ def pytest_configure(config):
     if hasattr(config.option, "loadscopereorder"):
         # pytest-xdist orders the files by their number of tests unless told not to: keep the order set below
         config.option.loadscopereorder = False
-    config.addinivalue_line("markers", "python_independent: tests C or CUDA code no Python builds or loads (the "
-                                       "second-Python CI run skips it: ROOFLINE_SKIP_PYTHON_INDEPENDENT=1)")
+    config.addinivalue_line("markers", "python_independent: tests C or CUDA code no Python builds or loads, or reads "
+                                       "the package's source statically (the second-Python CI run skips it: "
+                                       "ROOFLINE_SKIP_PYTHON_INDEPENDENT=1)")
     config.addinivalue_line("markers", "breadth: more models or larger ones than the suite's sample; run by "
                                        "bench/breadth.sh (ROOFLINE_BREADTH=1)")
 

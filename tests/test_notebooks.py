@@ -40,9 +40,9 @@ def test_committed_notebook_carries_its_outputs(name):
     assert sum("image/png" in o.get("data", {}) for c in code for o in c.outputs) >= 2
 
 
-# the suite executes a sample of the notebooks (the CNN, LLM decoding, the ceilings and traces); bench/breadth.sh
-# executes the others (ViT, LLM training) and checks their facts
-BREADTH_NOTEBOOKS = ("vit", "llm_train")
+# the suite executes a sample of the notebooks (the CNN, the ceilings and traces; the VLM in its own file);
+# bench/breadth.sh executes the others (ViT, LLM decoding and training) and checks their facts
+BREADTH_NOTEBOOKS = ("vit", "llm_decode", "llm_train")
 
 
 @pytest.mark.parametrize("name", [n if n not in BREADTH_NOTEBOOKS else pytest.param(n, marks=pytest.mark.breadth)
@@ -86,6 +86,7 @@ def test_vit_facts(executed):
         assert c[phase]["ViT-B/16"] > c[phase]["ResNet-50"] > 0
 
 
+@pytest.mark.breadth
 def test_llm_decode_facts(executed):
     _, c, _ = executed("llm_decode")
     b1 = c["batch1"]
