@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The suite's breadth tests: what the suite checks on a representative sample, on every model and at full size
-# (tests marked `breadth`: the compiled models in both modes, GPT-2 with all of its layers, the ViT and LLM-training
+# (tests marked `breadth`: the compiled models in both modes, GPT-2 with all of its layers, the ViT, LLM-decoding and LLM-training
 # notebooks, the CUDA kernels compiled for every architecture). The suite skips them,
 # saying so; run this after changing counting, compiled-graph reading or attribution.
 #
