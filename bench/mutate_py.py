@@ -172,7 +172,7 @@ TESTS = {
     "_counting/_formula_base.py": _FORMULA_TESTS,
     "_counting/_formulas_values.py": _FORMULA_TESTS,
     "_counting/_formulas_nn.py": _FORMULA_TESTS,
-    "_counting/_formulas_products.py": _FORMULA_TESTS,
+    "_counting/_formulas_products.py": _FORMULA_TESTS + ["tests/test_scaled_products.py"],
     "_counting/_formulas_linalg.py": _FORMULA_TESTS,
     "_counting/_cost.py": [K + "TestSpec", "tests/test_cost_table.py", "tests/test_cost_branches.py", "tests/test_cost_reentry.py",
                  "tests/test_arguments.py"],
