@@ -66,7 +66,7 @@ def step():
 
 saved = sys.argv[2] or None
 repeat = int(sys.argv[3])
-r = roofline.steady(step, model, warmup=1, repeat=repeat, timing="model", ceilings=saved or "measured")
+r = roofline.steady(step, model, warmup=1, repeat=repeat, timing="op", ceilings=saved or "measured")
 plain_ceilings = _ceilings.ceilings("cpu")  # this run's own measurement (kept for the process, flagged)
 r.totals()  # judged: meta["ceilings_yardstick"] says against what
 out = {"flops": r.total_flops, "yardstick": r.meta.get("ceilings_yardstick", {}).get("kind"),
@@ -87,7 +87,7 @@ for st in STEP_TIMES:
 print(json.dumps(out))
 """
 
-KINDS = ("median", "min", "unwaited", "unwaited_min")
+KINDS = ("median", "min", "unwaited", "unwaited_min", "ops_min")
 COMBOS = [(st, y) for st in KINDS for y in ("stable", "plain")]
 
 
@@ -134,7 +134,8 @@ def main() -> int:
             waits = [w for w in row["wait_share"] if w is not None]
             print(f"run {i + 1} (load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at its start): step median "
                   f"{row['median']['time'] * 1e3:7.1f} ms, min {row['min']['time'] * 1e3:7.1f}, unwaited "
-                  f"{row['unwaited']['time'] * 1e3:7.1f}, unwaited_min {row['unwaited_min']['time'] * 1e3:7.1f} "
+                  f"{row['unwaited']['time'] * 1e3:7.1f}, unwaited_min {row['unwaited_min']['time'] * 1e3:7.1f}, "
+                  f"ops_min {row['ops_min']['time'] * 1e3:7.1f} "
                   f"(spread of the steps' unwaited times {row['unwaited_spread'] or 0:.0%}"
                   f"{', SPIN flagged' if row['spin'] else ''}); threads waited "
                   f"{statistics.median(waits) if waits else float('nan'):.0%} for a CPU (median), "

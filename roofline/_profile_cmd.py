@@ -32,7 +32,7 @@ PLOT_EXTENSIONS = (".png", ".svg", ".pdf")
 ATTENTION = ("flash", "efficient", "math")
 # roofline.steady's step_time choices (roofline._loops._steady.STEP_TIMES), spelled out here so that the options
 # are checked before torch is imported
-STEP_TIMES = ("median", "min", "unwaited", "unwaited_min")
+STEP_TIMES = ("median", "min", "unwaited", "unwaited_min", "ops_min")
 _DTYPES = {"float32": "float32", "fp32": "float32", "float": "float32", "float64": "float64", "fp64": "float64",
            "double": "float64", "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
            "half": "float16"}
@@ -73,8 +73,9 @@ def add_profile(subparsers: argparse._SubParsersAction, func) -> None:
     p.add_argument("--step-time", choices=STEP_TIMES, default="median", help="the step time the MFU and roofline "
                    "figures divide by: the median wall time of the measured steps (default), the least, or "
                    "'unwaited' (each step's wall time with its threads' waits for a CPU held by other processes "
-                   "taken out: for a shared machine; median over the steps) or 'unwaited_min' (the least of those); "
-                   "the report's first line says which")
+                   "taken out: for a shared machine; median over the steps), 'unwaited_min' (the least of those) or "
+                   "'ops_min' (each op's least time over the steps plus the least time between ops: the steadiest on "
+                   "a shared machine; needs --timing op); the report's first line says which")
     p.add_argument("--decode", action="store_true", help="language models: measure one decode step (one new token "
                    "per sequence) against a KV cache of --kv-len tokens, and print tokens/s and bytes per token "
                    "against the bandwidth roof")
@@ -349,6 +350,9 @@ def plan(args: argparse.Namespace) -> Plan:
         p.notes.append(f"--step-time {p.step_time} ignored: nothing is timed"
                        + (" on meta" if device == "meta" else " (--timing none)"))
         p.step_time = "median"
+    elif p.step_time == "ops_min" and p.timing != "op":
+        raise ValueError(f"--step-time ops_min composes the step from each op's time: it needs --timing op, got "
+                         f"--timing {args.timing}")
     if device == "meta":
         p.timing = None  # nothing runs on meta: only counts
         if p.repeat != 1 and args.repeat is not None:

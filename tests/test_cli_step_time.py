@@ -40,7 +40,8 @@ def test_the_cli_offers_exactly_the_apis_choices():
 @pytest.mark.parametrize("kind", [k for k in _steady.STEP_TIMES if k != "median"])
 def test_step_time_reaches_the_report_and_is_named(kind, tmp_path, capsys):
     js = tmp_path / "r.json"
-    rc = cli.main(["profile", "test_cli_step_time:tiny", "--timing", "model", "--ceilings", "datasheet",
+    timing = "op" if kind == "ops_min" else "model"  # ops_min is composed from each op's time
+    rc = cli.main(["profile", "test_cli_step_time:tiny", "--timing", timing, "--ceilings", "datasheet",
                    "--repeat", "3", "--step-time", kind, "--json", str(js)])
     out = capsys.readouterr()
     assert rc == 0, out.err
@@ -51,6 +52,8 @@ def test_step_time_reaches_the_report_and_is_named(kind, tmp_path, capsys):
     walls = r.meta["steady"]["wall_times"]
     if kind == "min":
         assert r.wall_time == min(walls)  # the least of the three measured wall times
+    if kind == "ops_min":  # composed: never more than the least wall time (each step's parts sum to its wall)
+        assert r.wall_time <= min(walls) and st["ops"]["least"] <= min(st["ops"]["values"])
     assert r.wall_time <= max(walls)  # no choice divides by more than the slowest step's wall time
     assert "step time " in out.out.splitlines()[0]  # the report's first line says which
 
@@ -82,6 +85,13 @@ def test_step_time_without_timing_is_ignored_and_says_so(extra, note, capsys):
     err = capsys.readouterr().err
     assert rc == 0, err
     assert note in err and "step time: min" not in err
+
+
+def test_ops_min_without_op_timing_is_refused_before_anything_is_built(capsys):
+    rc = cli.main(["profile", "test_cli_step_time:tiny", "--timing", "model", "--step-time", "ops_min"])
+    err = capsys.readouterr().err
+    assert rc != 0 and BUILT == []
+    assert "--step-time ops_min composes the step from each op's time: it needs --timing op, got --timing model" in err
 
 
 def test_help_lists_step_time():

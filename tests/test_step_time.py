@@ -120,7 +120,7 @@ def test_profile_divides_by_the_chosen_step_time(step):
 def test_step_time_is_checked_before_anything_runs(step):
     m, _ = step
     ran = []
-    with pytest.raises(ValueError, match="step_time must be one of 'median', 'min', 'unwaited', 'unwaited_min', got 'max'"):
+    with pytest.raises(ValueError, match="step_time must be one of 'median', 'min', 'unwaited', 'unwaited_min', 'ops_min', got 'max'"):
         roofline.steady(lambda: ran.append(1), m, step_time="max")
     with pytest.raises(TypeError, match="steady: step_time must be one of"):
         roofline.steady(lambda: ran.append(1), m, step_time=None)

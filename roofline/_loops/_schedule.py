@@ -516,8 +516,9 @@ def profile(model=None, *, schedule=None, on_report=None, timing: str | None = "
     raises that error and the step runs unmeasured: the profiler goes on, and a cycle none of whose active steps
     was measured gives no report (a warning says so); ``start()`` raises it and the profiler does not start.
 
-    ``step_time`` (``"median"``, ``"min"``, ``"unwaited"`` or ``"unwaited_min"``) chooses each report's step time as
-    in :func:`roofline.steady`: the unwaited kinds keep MFU comparable between runs on a shared machine.
+    ``step_time`` (``"median"``, ``"min"``, ``"unwaited"``, ``"unwaited_min"`` or ``"ops_min"``, the last with
+    ``timing="op"``) chooses each report's step time as in :func:`roofline.steady`: ``"ops_min"`` and the unwaited
+    kinds keep MFU comparable between runs on a shared machine.
 
     ``model``, ``timing``, ``ceilings``, ``attention`` and ``formulas`` (the block's own formulas, as
     ``measure(formulas=...)`` takes them: used in every measured step) are passed to :func:`roofline.measure` and
@@ -547,7 +548,7 @@ def profile(model=None, *, schedule=None, on_report=None, timing: str | None = "
                         f"{type(on_report).__name__}")
     kwargs = {"timing": timing, "ceilings": ceilings, "attention": attention, "formulas": formulas}
     measure(model, **kwargs)  # checks the arguments now
-    _check_step_time(step_time, "profile")
+    _check_step_time(step_time, "profile", timing)
     _action(schedule, 0)  # and what the schedule returns
     prof = Profiler(model, schedule, on_report, kwargs)
     prof.step_time = step_time

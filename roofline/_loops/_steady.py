@@ -33,7 +33,7 @@ def _check_int(name: str, v, lo: int, where: str = "steady") -> int:
     return _ints.count(v, name, where, lo)
 
 
-STEP_TIMES = ("median", "min", "unwaited", "unwaited_min")
+STEP_TIMES = ("median", "min", "unwaited", "unwaited_min", "ops_min")
 
 
 def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | None = "model",
@@ -55,8 +55,11 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     (Linux's scheduler statistics: the step's wall time times ``meta["load"]["unwaited_s"] / meta["load"]["wall_s"]``
     of its block; equal to the wall time on an idle machine, the wall time where the statistics are missing);
     ``"unwaited_min"``, the least of those unwaited times (the least disturbed step: on a busy machine every step
-    is slowed, never sped up, by what the statistics cannot take out; use ``repeat`` of 10 or more). On a shared
-    machine the unwaited kinds keep MFU comparable between runs (docs/training.md); the report says which
+    is slowed, never sped up, by what the statistics cannot take out; use ``repeat`` of 10 or more);
+    ``"ops_min"`` (needs ``timing="op"``), the step composed of its least disturbed parts: each op call's least time
+    over the steps, summed, plus the least time the steps spent outside ops (:func:`_ops_min`; use ``repeat`` of 10
+    or more). On a shared machine ``"ops_min"`` keeps MFU comparable between runs best, then the unwaited kinds
+    (docs/training.md); the report says which
     (``meta["steady"]["step_time"]``, with the steps' unwaited ``min``, ``median``, ``max`` and ``spread``, and the
     first line of ``print(r)``). When steps ran under contention with several intra-op threads whose OpenMP runtime
     spin-waits, the spinning counts as time on a CPU and the unwaited time overstates the step: the report says so
@@ -84,7 +87,7 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     _check_synchronous(step)
     warmup = _check_int("warmup", warmup, 0)
     repeat = _check_int("repeat", repeat, 1)
-    _check_step_time(step_time, "steady")
+    _check_step_time(step_time, "steady", timing)
     measure(model, timing=timing, ceilings=ceilings, attention=attention, formulas=formulas)  # checks them now
     for _ in range(warmup):
         _check_result(step())
@@ -96,12 +99,68 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings, step_time=step_time)
 
 
-def _check_step_time(step_time, who: str = "profile") -> None:
+def _check_step_time(step_time, who: str = "profile", timing="op") -> None:
+    """TypeError / ValueError for a ``step_time`` that is not one of :data:`STEP_TIMES`, or ``"ops_min"`` without
+    ``timing="op"`` (it is composed from each op's time)."""
     if not isinstance(step_time, str):
         raise TypeError(f"{who}: step_time must be one of {', '.join(map(repr, STEP_TIMES))}, got "
                         f"{type(step_time).__name__}")
     if step_time not in STEP_TIMES:
         raise ValueError(f"{who}: step_time must be one of {', '.join(map(repr, STEP_TIMES))}, got {step_time!r}")
+    if step_time == "ops_min" and timing != "op":
+        raise ValueError(f"{who}: step_time='ops_min' composes the step from each op call's time, which needs "
+                         f"timing='op' (every op timed), got timing={timing!r}")
+
+
+def _ops_min(runs: list, median_wall) -> tuple:
+    """``(seconds, meta)`` of the step time ``"ops_min"`` over the aggregated ``runs`` (steps that ran the same op
+    sequence, each op timed): the step composed of its least disturbed parts. The parts of step i are its op calls'
+    times ``d[i, k]`` and the intervals around them ``g[i, k]`` (from the block's start to the first call, between
+    calls k - 1 and k, from the last call to the block's end: Python, autograd and the instrumentation); the step is
+
+        sum over k of min over i of d[i, k]  +  sum over k of min over i of g[i, k]
+
+    Other work on the machine only ever adds to a part's time (a time slice lost to another process, caches refilled
+    after it, a hypervisor's pause), so each part's least time over the steps is its least disturbed one, and it is
+    found far more often than a whole step without any disturbance: on a busy machine the composition holds still
+    where the step's wall or CPU time moves. Never more than the least wall time (each step's parts add up to its
+    wall time). An estimate of the undisturbed step, and a low one where the parts' least times cannot occur
+    together (an op faster because the one before left its data in cache).
+
+    Where it does not apply, the median wall time stands and ``meta["missing"]`` says why: a step without a wall
+    time or without op times, an op call without a time, or ops whose times overlap (several threads or device
+    streams at once: their times do not add up to the step's)."""
+    out = {"kind": "ops_min", "wall_median": median_wall}
+    if not runs or any(r.wall_time is None for r in runs) or not all(r.timed for r in runs):
+        out["missing"] = "the steps' ops were not all timed (timing='op'): the median wall time stands"
+        return median_wall, out
+    start = np.stack([r.records["t_start"] for r in runs])  # steps x op calls, seconds from the block's start
+    end = np.stack([r.records["t_end"] for r in runs])
+    if not (np.isfinite(start).all() and np.isfinite(end).all()) or (end < start).any():
+        out["missing"] = "some op calls have no time: the median wall time stands"
+        return median_wall, out
+    if (start[:, 1:] < end[:, :-1] - 1e-9).any():
+        out["missing"] = ("the ops' times overlap (ops ran on several threads or device streams at once), so "
+                          "they do not add up to a step: the median wall time stands")
+        return median_wall, out
+    walls = np.array([r.wall_time for r in runs], dtype=np.float64)
+    d = end - start
+    # the intervals before, between and after the calls (a clock read a little early or late: none below 0)
+    g = np.maximum(_intervals(start, end, walls), 0.0)
+    least_ops, between = float(d.min(axis=0).sum()), float(g.min(axis=0).sum())
+    in_ops = d.sum(axis=1)
+    out["ops"] = {"least": least_ops, "between_least": between, "median": float(np.median(in_ops)),
+                  "values": [float(v) for v in in_ops]}
+    return least_ops + between, out
+
+
+def _intervals(start, end, walls) -> np.ndarray:
+    """Steps x (calls + 1): the time from the block's start to the first call, between consecutive calls, and from
+    the last call to the block's end (``walls``)."""
+    before = start[:, :1]
+    between = start[:, 1:] - end[:, :-1]
+    after = walls[:, None] - end[:, -1:]
+    return np.concatenate([before, between, after], axis=1)
 
 
 def _step_time(kind: str, runs: list, median_wall, threads: int | None = None, env=None):
@@ -109,6 +168,8 @@ def _step_time(kind: str, runs: list, median_wall, threads: int | None = None, e
     report divides by and what ``meta["steady"]["step_time"]`` says of it. For the unwaited kinds, ``threads`` (the
     intra-op threads the steps ran, default torch's now) and ``env`` (default ``os.environ``) decide the spin note
     (:func:`_spin_note`)."""
+    if kind == "ops_min":
+        return _ops_min(runs, median_wall)
     walls = [r.wall_time for r in runs if r.wall_time is not None]
     if not walls:
         return median_wall, {"kind": kind, "wall_median": median_wall}
@@ -170,6 +231,13 @@ def _step_time_words(t: dict) -> str:
     ``meta["steady"]["step_time"]``)."""
     if t["kind"] == "min":
         return "the least wall time"
+    if t["kind"] == "ops_min":
+        o = t.get("ops")
+        if not isinstance(o, dict):
+            return f"the median wall time (step_time='ops_min' could not be composed: {t.get('missing', 'no op times')})"
+        return (f"LEAST OPS (each op call's least time over the steps, {o['least'] * 1e3:.1f} ms, plus the least time "
+                f"between ops, {o['between_least'] * 1e3:.1f} ms; the steps' time in ops: median "
+                f"{o['median'] * 1e3:.1f} ms)")
     words = ("UNWAITED (waits for a CPU held by other processes taken out" if t["kind"] == "unwaited" else
              "the least UNWAITED time (waits for a CPU held by other processes taken out")
     u = t.get("unwaited")

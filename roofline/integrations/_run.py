@@ -52,7 +52,7 @@ PROFILE_SCALARS = {"mfu": "mfu", "mbu": "mbu", "achieved_flops": "achieved_flops
 PREFIX = "roofline/"
 # the logged ceilings_code: which figures MFU and MBU were divided by (meta["ceilings_yardstick"]["kind"])
 CEILINGS_CODES = {"measured": 0, "idle": 1, "theoretical": 2, "datasheet": 3, "file": 4, "given": 5}
-STEP_TIME_CODES = {"median": 0, "min": 1, "unwaited": 2, "unwaited_min": 3}
+STEP_TIME_CODES = {"median": 0, "min": 1, "unwaited": 2, "unwaited_min": 3, "ops_min": 4}
 _TOKEN_KEYS = ("input_ids", "attention_mask")
 _MAX_TOKENS = 2**63 - 1  # a step's tokens: an int64, its tokens/s a finite float
 _RUNS = weakref.WeakSet()  # the runs made and not yet stopped or aborted (one per thread at a time)
@@ -499,8 +499,12 @@ class Run:
         if kind in CEILINGS_CODES:
             vals[PREFIX + "profile/ceilings_code"] = float(CEILINGS_CODES[kind])
         # which step time they divide by (roofline.profile's step_time): 0 the median wall time, 1 the least, 2 the
-        # unwaited time (the threads' waits for a CPU taken out), 3 the least unwaited time
-        chosen = ((meta.get("steady") or {}).get("step_time") or {}).get("kind", "median")
+        # unwaited time (the threads' waits for a CPU taken out), 3 the least unwaited time, 4 the step composed of
+        # each op's least time (0 when it could not be composed: the median wall time stood)
+        st = (meta.get("steady") or {}).get("step_time") or {}
+        chosen = st.get("kind", "median")
+        if chosen == "ops_min" and not isinstance(st.get("ops"), dict):
+            chosen = "median"
         if chosen in STEP_TIME_CODES:
             vals[PREFIX + "profile/step_time_code"] = float(STEP_TIME_CODES[chosen])
         if ((meta.get("steady") or {}).get("step_time") or {}).get("spin"):

@@ -177,7 +177,9 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
     else:
         kind = ((r.meta.get("steady") or {}).get("step_time") or {}).get("kind")  # profile(step_time=...)
         label = {"min": "least wall", "unwaited": "unwaited step time",
-                 "unwaited_min": "least unwaited step time"}.get(kind, "wall")
+                 "unwaited_min": "least unwaited step time", "ops_min": "step time of least ops"}.get(kind, "wall")
+        if kind == "ops_min" and not isinstance((r.meta["steady"]["step_time"]).get("ops"), dict):
+            label = "wall"  # could not be composed: the median wall time stands
         head = f", {dur(r.wall_time)} {label}" if r.wall_time is not None else ""
     lines = [f"roofline report: {len(r.records)} op calls" + head]
     incomplete = r.incomplete  # work that ran uncounted: said first, and on every total
@@ -440,6 +442,13 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
     if busy and not projected:
         out.append(("ceilings", "measured under contention: " + "; ".join(map(str, busy))))
     st = (r.meta.get("steady") or {}).get("step_time")  # profile(step_time=...): what the figures divide by
+    if isinstance(st, dict) and st.get("kind") == "ops_min" and r.wall_time and not projected:
+        o, med = st.get("ops"), st.get("wall_median")
+        out.append(("step time", f"{dur(r.wall_time)}: " + (
+            f"LEAST OPS (each op call's least time over the measured steps, {dur(o['least'])}, plus the least time "
+            f"between ops, {dur(o['between_least'])})" if isinstance(o, dict) else
+            f"the median wall time (least ops not composed: {st.get('missing', 'no op times')})")
+            + (f"; median wall time {dur(med)}" if isinstance(med, (int, float)) else "")))
     if isinstance(st, dict) and st.get("kind") in ("min", "unwaited", "unwaited_min") and r.wall_time \
             and not projected:
         med = st.get("wall_median")

@@ -1,0 +1,190 @@
+"""``step_time="ops_min"``: the step composed of each op call's least time over the measured steps plus the least
+time outside ops (roofline._loops._steady._ops_min). Real measured steps give the reports; their op times and wall
+times are then overwritten with values written here, so every expected figure is arithmetic in the test."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import roofline  # noqa: E402
+from roofline import SteadyReport  # noqa: E402
+
+MS = 1e-3
+
+
+@pytest.fixture(scope="module")
+def step():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(8, 4)
+    x = torch.randn(2, 8)
+    return m, lambda: m(x).sum().backward()
+
+
+def _runs(step, n=3):
+    m, fn = step
+    r = roofline.steady(fn, m, warmup=1, repeat=n, timing="op", ceilings="theoretical")
+    return r.repeats
+
+
+def _set_times(run, durations_ms, gap_ms):
+    """Lay the run's op calls back to back with ``durations_ms`` (one per call, in call order), ``gap_ms`` before the
+    first, and make its wall time their sum plus the gap."""
+    rec = run.records
+    assert len(rec) == len(durations_ms)
+    t = gap_ms * MS
+    for k, d in enumerate(durations_ms):
+        rec["t_start"][k] = t
+        rec["t_end"][k] = t + d * MS
+        t += d * MS
+    run.wall_time = t
+
+
+def test_the_step_is_each_calls_least_time_plus_the_least_time_between_ops(step):
+    runs = _runs(step)
+    n = len(runs[0].records)
+    assert n >= 3 and all(len(r.records) == n for r in runs)
+    base = [1.0] * n
+    # each step disturbed somewhere else: call 0 by 5 ms in step 1, call 1 by 3 ms in step 2, call 2 by 2 ms in
+    # step 3; outside ops 4, 2 and 3 ms
+    d1, d2, d3 = list(base), list(base), list(base)
+    d1[0] += 5.0
+    d2[1] += 3.0
+    d3[2] += 2.0
+    for r, d, gap in zip(runs, (d1, d2, d3), (4.0, 2.0, 3.0)):
+        _set_times(r, d, gap)
+    rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    # least per call: 1 ms each, n calls; least outside ops: 2 ms
+    assert rep.wall_time == pytest.approx((n * 1.0 + 2.0) * MS)
+    st = rep.meta["steady"]["step_time"]
+    assert st["kind"] == "ops_min" and "missing" not in st
+    assert st["ops"]["least"] == pytest.approx(n * MS) and st["ops"]["between_least"] == pytest.approx(2 * MS)
+    # each step's time in ops: n + 5, n + 3, n + 2 ms; median n + 3
+    assert st["ops"]["values"] == pytest.approx([(n + 5) * MS, (n + 3) * MS, (n + 2) * MS])
+    assert st["ops"]["median"] == pytest.approx((n + 3) * MS)
+    # walls n + 9, n + 5, n + 5 ms: the median wall time is said beside it, and the spread keeps the wall times
+    assert st["wall_median"] == pytest.approx((n + 5) * MS)
+    assert rep.spread["wall_time"]["min"] == pytest.approx((n + 5) * MS)
+    # what it says: the first line, the summary's header, the HTML page's facts
+    line = rep.steady_line()
+    assert f"step time {n + 2:.1f} ms: LEAST OPS" in line and f"{n:.1f} ms, plus the least time between ops, 2.0 ms" in line
+    assert rep.summary().split("\n")[1].endswith(f"{n + 2:.1f} ms step time of least ops")
+    assert "LEAST OPS (each op call&#x27;s least time over the measured steps" in rep.to_html()
+    # the MFU divides by it: the same FLOPs over n + 2 ms instead of the median wall time's n + 5
+    med = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical")
+    assert med.wall_time == pytest.approx((n + 5) * MS)
+    assert rep.totals()["mfu"] == pytest.approx(med.totals()["mfu"] * (n + 5) / (n + 2), rel=1e-9)
+    back = roofline.load(rep.to_json())
+    assert back.wall_time == rep.wall_time and back.meta["steady"]["step_time"] == st
+
+
+def test_each_interval_between_ops_is_its_own_part(step):
+    runs = _runs(step)[:2]
+    n = len(runs[0].records)
+    for r in runs:
+        _set_times(r, [1.0] * n, 0.0)
+    # step 1: 1 ms before its first call and 3 ms after its last; step 2: 3 ms before and 1 ms after
+    for r, before, after in zip(runs, (1.0, 3.0), (3.0, 1.0)):
+        r.records["t_start"] += before * MS
+        r.records["t_end"] += before * MS
+        r.wall_time = (before + n + after) * MS
+    rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    # both walls are n + 4 ms; the least of each interval: 1 ms before, 0 between, 1 ms after
+    assert rep.wall_time == pytest.approx((n + 2.0) * MS)
+    assert rep.meta["steady"]["step_time"]["ops"]["between_least"] == pytest.approx(2.0 * MS)
+
+
+def test_a_step_with_ops_faster_than_the_rest_never_goes_below_zero_outside_ops(step):
+    runs = _runs(step)
+    n = len(runs[0].records)
+    for r, gap in zip(runs, (0.0, 0.5, 1.0)):
+        _set_times(r, [2.0] * n, gap)
+    rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    assert rep.wall_time == pytest.approx(2.0 * n * MS)  # outside ops: 0 ms at least
+    # and never more than the least wall time
+    assert rep.wall_time <= min(r.wall_time for r in runs)
+
+
+def test_overlapping_op_times_leave_the_median_wall_time_and_say_why(step):
+    runs = _runs(step)
+    n = len(runs[0].records)
+    for r, gap in zip(runs, (1.0, 2.0, 3.0)):
+        _set_times(r, [1.0] * n, gap)
+    # the second call of the second step starts half a millisecond before the first one ends (another thread)
+    runs[1].records["t_start"][1] -= 0.5 * MS
+    rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    assert rep.wall_time == pytest.approx((n + 2.0) * MS)  # the median wall time
+    st = rep.meta["steady"]["step_time"]
+    assert "ops" not in st and "overlap" in st["missing"]
+    assert "the median wall time (step_time='ops_min' could not be composed" in rep.steady_line()
+    assert rep.summary().split("\n")[1].endswith(" wall")
+    assert "least ops not composed" in rep.to_html()
+
+
+def test_untimed_steps_leave_the_median_wall_time_and_say_why(step):
+    m, fn = step
+    r = roofline.steady(fn, m, warmup=1, repeat=3, timing="model", ceilings="theoretical")
+    rep = SteadyReport._from_runs(r.repeats, warmup=1, ceilings="theoretical", step_time="ops_min")
+    st = rep.meta["steady"]["step_time"]
+    assert rep.wall_time == r.wall_time and "ops" not in st and "timing='op'" in st["missing"]
+    # and an op call without a time
+    runs = _runs(step)
+    runs[0].records["t_end"][0] = np.nan
+    st = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min").meta["steady"]["step_time"]
+    assert st["missing"] == "some op calls have no time: the median wall time stands"
+
+
+def test_ops_min_needs_op_timing_and_is_refused_before_anything_runs(step):
+    m, _ = step
+    ran = []
+    msg = "step_time='ops_min' composes the step from each op call's time, which needs timing='op'"
+    with pytest.raises(ValueError, match="steady: " + msg + r" \(every op timed\), got timing='model'"):
+        roofline.steady(lambda: ran.append(1), m, step_time="ops_min")
+    with pytest.raises(ValueError, match="profile: " + msg):
+        roofline.profile(m, step_time="ops_min", timing=None)
+    from roofline.integrations import _run
+
+    kw = dict(steps=(2, 4), schedule=None, monitor=False, output_dir=None, tokens=None, timing="model",
+              ceilings="measured", attention=None, gather_timeout=10.0, log=True)
+    with pytest.raises(ValueError, match=msg):
+        _run.Options("cb", **kw, step_time="ops_min")
+    assert _run.Options("cb", **dict(kw, timing="op"), step_time="ops_min").step_time == "ops_min"
+    assert ran == []
+
+
+def test_the_profiler_composes_each_cycle(step):
+    m, fn = step
+    with roofline.profile(m, schedule=roofline.schedule(warmup=1, active=4), step_time="ops_min", timing="op",
+                          ceilings="theoretical") as prof:
+        for _ in range(5):
+            fn()
+            prof.step()
+    (r,) = prof.reports
+    st = r.meta["steady"]["step_time"]
+    assert st["kind"] == "ops_min" and "missing" not in st
+    # composed from the same steps' records: recomputed here from them, part by part (each call; the time before
+    # the first call, between calls, after the last)
+    parts = []
+    for q in r.repeats:
+        s, e = q.records["t_start"], q.records["t_end"]
+        gaps = [s[0]] + [s[k] - e[k - 1] for k in range(1, len(s))] + [q.wall_time - e[-1]]
+        parts.append(list(e - s) + [max(x, 0.0) for x in gaps])
+    expect = sum(min(col) for col in zip(*parts))
+    assert r.wall_time == pytest.approx(expect) and r.wall_time <= min(q.wall_time for q in r.repeats)
+
+
+def test_the_logged_code_says_ops_min_only_when_composed():
+    from roofline.integrations import _run
+
+    def code(step_time):
+        totals = {"mfu": 0.25, "mbu": 0.5, "achieved_flops": 1e9, "achieved_bytes": 2e9, "compute_share": 0.75}
+        rep = types.SimpleNamespace(totals=lambda: totals, wall_time=0.5, meta={"steady": {"step_time": step_time}})
+        return _run.Run.profile_figures(rep, None)["roofline/profile/step_time_code"]
+
+    # docs/training.md: 4 the step composed of each op's least time; 0 when it could not be (the median wall time)
+    assert code({"kind": "ops_min", "ops": {"least": 0.1, "between_least": 0.0, "median": 0.2, "values": [0.2]}}) == 4.0
+    assert code({"kind": "ops_min", "missing": "some op calls have no time: the median wall time stands"}) == 0.0
