@@ -4,23 +4,29 @@ by side.
 Two busy-looping processes (``--hogs``) compete for the CPUs the whole time. Each run is a fresh process (as a
 user's new job is: a measurement under contention is never cached on disk) that measures the ceilings, profiles
 the same step (a small MLP's forward, backward and SGD update: ``roofline.steady``, one warm-up step, ``--repeat``
-measured steps) and reports its MFU six times from the same counts and the same measured steps:
+measured steps, every op timed with its thread's waits for a CPU: ``timing="op"``, ``step_time="ops_min"``) and
+reports its MFU ten times from the same counts and the same measured steps:
 
 * yardstick (the denominator's peak): ``stable``, judged as roofline does by default (``ceilings="measured"``):
   under contention, the last idle measurement of this machine, else the CPU's theoretical peak
   (``meta["ceilings_yardstick"]`` says which); ``plain``, the ceilings this run measured, contended as they are;
 * step time (the numerator's time, ``profile(step_time=...)``): ``median``, the median wall time (the default);
   ``min``, the least wall time of the repeats; ``unwaited``, each step's wall time with its threads' waits for a
-  CPU taken out (Linux scheduler statistics), median over the repeats; ``unwaited_min``, the least of those.
+  CPU taken out (Linux scheduler statistics), median over the repeats; ``unwaited_min``, the least of those;
+  ``ops_min``, the step composed of each op call's and each interval between ops' least time over the repeats,
+  each with its waits for a CPU taken out.
 
 Per run: the load average when it started, the step times, how much of their runnable time the step's threads
 waited for a CPU, the spread of the steps' unwaited times, whether the report flagged OpenMP spin-waiting, and the
-eight MFUs.
+ten MFUs.
 Then for each choice the spread over the runs, (max - min) / median, and the largest deviation from the median:
 the target is an MFU within +-5% of its median. The FLOPs are exact and the same each run, so with the stable
 yardstick what remains is the step time's own variation under the load.
 
     python bench/mfu_stability.py [--runs 5] [--hogs 2] [--threads N] [--repeat 5] [--saved PATH] [--omp-passive]
+
+The issue's target, measured: ``python bench/mfu_stability.py --runs 5 --threads 1 --repeat 20`` (``ops_min /
+stable`` within +-5%).
 
 ``--saved PATH``: saved idle ceilings (``python -m roofline ceilings --save PATH`` on an idle machine) as this
 machine's yardstick; without it each run starts from an empty cache folder, so the theoretical peak stands in.
@@ -66,7 +72,8 @@ def step():
 
 saved = sys.argv[2] or None
 repeat = int(sys.argv[3])
-r = roofline.steady(step, model, warmup=1, repeat=repeat, timing="op", ceilings=saved or "measured")
+r = roofline.steady(step, model, warmup=1, repeat=repeat, timing="op", ceilings=saved or "measured",
+                    step_time="ops_min")  # every op timed, with its waits for a CPU: every kind can be judged
 plain_ceilings = _ceilings.ceilings("cpu")  # this run's own measurement (kept for the process, flagged)
 r.totals()  # judged: meta["ceilings_yardstick"] says against what
 out = {"flops": r.total_flops, "yardstick": r.meta.get("ceilings_yardstick", {}).get("kind"),

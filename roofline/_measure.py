@@ -223,6 +223,8 @@ class Measure(_core.Block):
                          session.module_sets, wall_time=session.wall_time, meta=meta, ceilings=ceilings,
                          overhead=_session.instrumentation_overhead(timing) if timing is not None else None,
                          **dict(zip(("signatures", "accesses"), session.captured())))
+        if session.fix_records is None:  # (records rewritten from compiled graphs: no longer one per op run)
+            report.op_waits = session.op_waits_array(len(records))
         if mode is not None:
             _sdpa.warn_if_unredirected(meta["attention"], report.op_names)
         if session.tokens is not None and len(report.records):

@@ -186,6 +186,10 @@ class Report(BaseReport, DerivedCounts):
 
     # A saved report loads back as the class that saved it (SteadyReport, ...): each subclass registers under its
     # name, which to_dict writes as meta["report_class"] and from_dict looks up
+    # per record, its thread's waits for a CPU before and after it, from a block measured for
+    # step_time="ops_min" (roofline._capture._session.Session.op_waits_array); not saved
+    op_waits = None
+
     _CLASSES: dict = {}
 
     def __init_subclass__(cls, **kwargs):

@@ -71,7 +71,8 @@ def test_the_step_is_each_calls_least_time_plus_the_least_time_between_ops(step)
     assert rep.spread["wall_time"]["min"] == pytest.approx((n + 5) * MS)
     # what it says: the first line, the summary's header, the HTML page's facts
     line = rep.steady_line()
-    assert f"step time {n + 2:.1f} ms: LEAST OPS" in line and f"{n:.1f} ms, plus the least time between ops, 2.0 ms" in line
+    assert f"step time {n + 2:.1f} ms: LEAST OPS" in line
+    assert f"{n:.1f} ms, plus the least time between ops, 2.0 ms" in line
     assert rep.summary().split("\n")[1].endswith(f"{n + 2:.1f} ms step time of least ops")
     assert "LEAST OPS (each op call&#x27;s least time over the measured steps" in rep.to_html()
     # the MFU divides by it: the same FLOPs over n + 2 ms instead of the median wall time's n + 5
@@ -134,7 +135,8 @@ def test_untimed_steps_leave_the_median_wall_time_and_say_why(step):
     # and an op call without a time
     runs = _runs(step)
     runs[0].records["t_end"][0] = np.nan
-    st = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min").meta["steady"]["step_time"]
+    rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    st = rep.meta["steady"]["step_time"]
     assert st["missing"] == "some op calls have no time: the median wall time stands"
 
 
@@ -166,15 +168,120 @@ def test_the_profiler_composes_each_cycle(step):
     (r,) = prof.reports
     st = r.meta["steady"]["step_time"]
     assert st["kind"] == "ops_min" and "missing" not in st
-    # composed from the same steps' records: recomputed here from them, part by part (each call; the time before
-    # the first call, between calls, after the last)
+    # composed from the same steps' records and waits: recomputed here from them, part by part (each call; the
+    # time before the first call, between calls, after the last), each less the waits for a CPU inside it
     parts = []
     for q in r.repeats:
         s, e = q.records["t_start"], q.records["t_end"]
-        gaps = [s[0]] + [s[k] - e[k - 1] for k in range(1, len(s))] + [q.wall_time - e[-1]]
-        parts.append(list(e - s) + [max(x, 0.0) for x in gaps])
+        waits, at_end = q.op_waits
+        before, after = waits[:, 0], waits[:, 1]
+        calls = [e[k] - s[k] - (after[k] - before[k]) for k in range(len(s))]
+        gaps = ([s[0] - before[0]] + [s[k] - e[k - 1] - (before[k] - after[k - 1]) for k in range(1, len(s))]
+                + [q.wall_time - e[-1] - (at_end - after[-1])])
+        parts.append([max(x, 0.0) for x in calls + gaps])
     expect = sum(min(col) for col in zip(*parts))
     assert r.wall_time == pytest.approx(expect) and r.wall_time <= min(q.wall_time for q in r.repeats)
+
+
+def test_waits_for_a_cpu_are_taken_out_of_each_part(step):
+    runs = _runs(step)
+    n = len(runs[0].records)
+    # every step's first call took 5 ms instead of 1: in steps 1 and 2 it waited 4 ms for a CPU (recorded), in
+    # step 3 its thread was not the block's (its wait unknown: NaN); 3 ms before the first call in every step, of
+    # which steps 1 and 3 waited 2 ms and step 2 waited 0.5 ms
+    for r, before_wait, op_wait in zip(runs, (2.0, 0.5, 2.0), (4.0, 4.0, None)):
+        _set_times(r, [5.0] + [1.0] * (n - 1), 3.0)
+        w = np.zeros((n, 2))
+        w[:, :] = before_wait * MS  # waited since the block's start, before and after each call
+        if op_wait is None:
+            w[0] = np.nan
+        else:
+            w[0, 1] += op_wait * MS
+            w[1:, :] += op_wait * MS
+        r.op_waits = (w, w[-1, 1])  # nothing waited after the last call
+    rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    st = rep.meta["steady"]["step_time"]
+    # first call: 5 - 4 = 1 ms in steps 1 and 2 (step 3: 5 ms, nothing known to take out); the others 1 ms each;
+    # before the first call: 3 - 2 = 1, 3 - 0.5 = 2.5, 3 - 2 = 1 ms: 1 ms
+    assert st["ops"]["least"] == pytest.approx(n * MS) and st["ops"]["between_least"] == pytest.approx(1 * MS)
+    assert rep.wall_time == pytest.approx((n + 1) * MS)
+    # taken out, per step on average: in ops (4 + 4 + 0) / 3 ms, between ops (2 + 0.5 + 0) / 3 ms (step 3's waits
+    # around its first call are unknown: nothing is taken out of the intervals next to it)
+    assert st["waits"]["ops"] == pytest.approx(8 / 3 * MS) and st["waits"]["between"] == pytest.approx(2.5 / 3 * MS)
+    # without the waits: the first call's least is 5 ms, the interval's 3 ms
+    for r in runs:
+        r.op_waits = None
+    plain = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    assert plain.wall_time == pytest.approx((n + 4 + 3) * MS) and "waits" not in plain.meta["steady"]["step_time"]
+
+
+def test_a_block_of_an_ops_min_loop_records_its_threads_waits(step):
+    from roofline._hardware._contention import OP_WAITS
+    from roofline._hardware import _contention
+
+    m, fn = step
+    if _contention.run_delay_ns() is None:
+        pytest.skip("no scheduler statistics on this system")
+    r = roofline.steady(fn, m, warmup=1, repeat=2, timing="op", step_time="ops_min")
+    for q in r.repeats:
+        waits, at_end = q.op_waits
+        assert waits.shape == (len(q.records), 2) and np.isfinite(waits).all()
+        # seconds waited since the block's start only grow: before <= after each call <= before the next <= the end
+        flat = waits.ravel()
+        assert (flat >= 0).all() and (np.diff(flat) >= 0).all() and at_end >= flat[-1]
+    assert "waits" in r.meta["steady"]["step_time"] and OP_WAITS.get() is False
+    # other step times and plain blocks record none
+    assert roofline.steady(fn, m, warmup=0, repeat=1, timing="op").repeats[0].op_waits is None
+    with roofline.measure(m, timing="op") as plain:
+        fn()
+    assert plain.op_waits is None
+
+    # a step that raises leaves the switch as it was
+    def bad():
+        raise KeyError("step")
+
+    with pytest.raises(KeyError):
+        roofline.steady(bad, m, warmup=0, repeat=1, timing="op", step_time="ops_min")
+    assert OP_WAITS.get() is False
+
+
+def test_each_thread_reads_its_own_waits_and_a_forked_child_its_own(tmp_path):
+    import os
+    import threading
+
+    from roofline._hardware import _contention
+
+    if _contention.run_delay_ns() is None:
+        pytest.skip("no scheduler statistics on this system")
+
+    def direct():
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+            return int(f.read().split()[1])
+
+    # the value read is the calling thread's own (it only grows: the file's reading comes between two of ours)
+    a, b, c = _contention.run_delay_ns(), direct(), _contention.run_delay_ns()
+    assert a <= b <= c
+    seen = {}
+    t = threading.Thread(target=lambda: seen.update(mine=(_contention.run_delay_ns(), direct(),
+                                                          _contention.run_delay_ns())))
+    t.start()
+    t.join()
+    x, y, z = seen["mine"]
+    assert x <= y <= z
+    # a forked child reads its own thread's file, not the one its parent's thread kept open
+    out = tmp_path / "child"
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            ok = _contention.run_delay_ns() <= direct() <= _contention.run_delay_ns()
+            fresh = getattr(_contention._OWN, "f", None)
+            own = fresh is not None and os.path.realpath(f"/proc/self/fd/{fresh.fileno()}").endswith(
+                f"/task/{threading.get_native_id()}/schedstat")
+            out.write_text(f"{ok} {own}")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert out.read_text() == "True True"
 
 
 def test_the_logged_code_says_ops_min_only_when_composed():

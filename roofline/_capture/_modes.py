@@ -4,6 +4,7 @@ table does not hold yet: first calls, decomposed ops, Python formulas, higher-or
 
 from __future__ import annotations
 
+import threading
 import time
 
 import torch
@@ -11,6 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from roofline._capture import _collectives
 from roofline._capture._optable import _DECOMPOSE, _runner
+from roofline._hardware._contention import run_delay_ns
 
 _now = time.perf_counter
 
@@ -90,6 +92,8 @@ class _TimedMode(_Mode):
             return s.slow_path(self, idx, func, types, args, kwargs or {})
         cuda = s.cuda_possible and _on_cuda(args, kwargs)
         if cuda:
+            if s._base_event is None:  # the block's first op on CUDA, CUDA unused when it began
+                s.cuda_base()
             e0 = torch.cuda.Event(enable_timing=True)
             e1 = torch.cuda.Event(enable_timing=True)
             e0.record()
@@ -97,10 +101,18 @@ class _TimedMode(_Mode):
             e1.record()
             s.events.append((len(s.recorder), e0, e1))
             t0 = t1 = float("nan")
-        else:
+        elif s.op_waits is None:
             t0 = _now()
             out = func(*args, **kwargs) if kwargs else func(*args)
             t1 = _now()
+        else:  # the thread's waits for a CPU read inside the op's timed window (step_time="ops_min")
+            t0 = _now()
+            own = threading.get_ident() == s.thread
+            w0 = run_delay_ns() if own else None
+            out = func(*args, **kwargs) if kwargs else func(*args)
+            w1 = run_delay_ns() if own else None
+            t1 = _now()
+            s.op_waits.append((len(s.recorder), w0, w1))
         mid, phase, note = s._where()
         s.recorder.record(idx, mid, phase, args, kwargs, out, t0 - s.t_base, t1 - s.t_base)
         s._noted(note)

@@ -11,9 +11,11 @@ its state and its lifecycle (entering and leaving the block, the optimizer hooks
 from __future__ import annotations
 
 import functools
+import threading
 import time
 import types
 
+import numpy as np
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack as _mode_stack
 
@@ -36,6 +38,7 @@ from roofline._compiled import _view
 from roofline._counting import _sparse_calls
 from roofline._datamodel import _tokens
 from roofline._datamodel._records import OPTIMIZER, OpInfo
+from roofline._hardware._contention import OP_WAITS, run_delay_ns
 
 _graph_task_id = torch._C._current_graph_task_id
 _now = time.perf_counter
@@ -62,6 +65,14 @@ class Session(OpTable, Recording):
         self._seen = None  # (keyword, tensor, its version): a mask see() keeps until finish() reads it
         self.timing = timing
         self.events: list = []
+        # timing="op" inside roofline.steady / profile with step_time="ops_min" (OP_WAITS): each CPU op's record
+        # index and its thread's waits for a CPU before and after it (run_delay_ns; None from another thread), and
+        # the block's own at its start and end (op_waits_array)
+        self.op_waits = [] if timing == "op" and OP_WAITS.get() else None
+        self.wait_at = [None, None]
+        self.thread = None
+        self._base_event = None  # the CUDA event the ops' events are timed from (timing="op" with CUDA in use)
+        self._base_offset = 0.0  # seconds from the block's start to that event
         self.t_base = 0.0
         self.cuda_possible = False
         self.devices: set[str] = set()
@@ -152,13 +163,18 @@ class Session(OpTable, Recording):
             self.root_name = self.tracker.name(self.model)  # name the model's modules from its root
         self._hook_optimizer()
         self.tracker.module_id  # noqa: B018 - interns {"Global"} as module set 0
-        if self.timing == "op" and self.cuda_possible:
-            self._base_event = torch.cuda.Event(enable_timing=True)
-            self._base_event.record()
         _collectives.install(self)  # DTensor's sharding propagation is not counted
 
         _view.start(self)  # sets self.compiled first
         self._t0 = self.t_base = time.perf_counter()
+        if self.op_waits is not None:
+            self.thread, self.wait_at[0] = threading.get_ident(), run_delay_ns()
+        if self.timing == "op" and self.cuda_possible and torch.cuda.is_initialized():
+            # CUDA already in use: the ops' events are timed from here, the block's start. A process that has not
+            # used CUDA yet is not made to (that costs seconds and device memory, and a process forked later could
+            # not use CUDA): the first op on a CUDA tensor records the base event instead (cuda_base)
+            self._base_event = torch.cuda.Event(enable_timing=True)
+            self._base_event.record()
         _FLAG_HOLDERS.append(self)  # recorded first: _leave_mode takes it out whatever follows
         self._flags = _mode_flags(self.mode)
         self.mode.__enter__()
@@ -239,6 +255,8 @@ class Session(OpTable, Recording):
         if exc_type is None and self.timing is not None and self._t1 is None and self._t0 is not None:
             _sync_all(self.cuda_possible)
             self._t1 = time.perf_counter()
+            if self.op_waits is not None and threading.get_ident() == self.thread:
+                self.wait_at[1] = run_delay_ns()
 
     def release(self):
         """Take out everything :meth:`enter` installed, from whatever state it is in. Idempotent; every step runs
@@ -331,12 +349,36 @@ class Session(OpTable, Recording):
     def _uninstall_collectives(self):
         _collectives.uninstall(self)
 
+    def op_waits_array(self, n: int):
+        """``(waits, at_end)``: per record of ``n``, seconds its thread had waited for a CPU since the block's start,
+        before and after the op (NaN where unknown: a device op, an op of another thread, no scheduler statistics),
+        and that of the block's end (NaN where unknown); None when the block did not record them."""
+        start = self.wait_at[0]
+        if self.op_waits is None or start is None:
+            return None
+        out = np.full((n, 2), np.nan)
+        for i, w0, w1 in self.op_waits:
+            if w0 is not None and w1 is not None and i < n:
+                out[i] = ((w0 - start) * 1e-9, (w1 - start) * 1e-9)
+        end = self.wait_at[1]
+        return out, (np.nan if end is None else (end - start) * 1e-9)
+
+    def cuda_base(self):
+        """Record the base event now, when the block's first op on a CUDA tensor finds none (CUDA was not in use
+        when the block began): its time from the block's start is the host clock's now. Nothing was queued on the
+        device before it (CUDA had not been used), so the event is reached at once."""
+        if self._base_event is None:
+            self._base_event = torch.cuda.Event(enable_timing=True)
+            self._base_event.record()
+            self._base_offset = _now() - self.t_base
+
     def _resolve_events(self):
         """Turn the CUDA event pairs into op start/end times, in seconds from the block's start (the device was
-        synchronised at entry, so the base event and the host clock start together)."""
-        base = self._base_event
+        synchronised at entry, so the base event and the host clock start together; a base event recorded by the
+        block's first CUDA op starts ``_base_offset`` seconds in)."""
+        base, offset = self._base_event, self._base_offset
         for i, e0, e1 in self.events:
-            self.recorder.set_times(i, base.elapsed_time(e0) / 1e3, base.elapsed_time(e1) / 1e3)
+            self.recorder.set_times(i, offset + base.elapsed_time(e0) / 1e3, offset + base.elapsed_time(e1) / 1e3)
         self.events.clear()
 
 
@@ -409,13 +451,15 @@ def instrumentation_overhead(timing) -> dict:
             _now()
         _OVERHEAD["counting_per_op_s"] = max(counted - bare, 0.0)
         _OVERHEAD["timing_per_op_s"] = (time.perf_counter() - t0) / 1000
-        if torch.cuda.is_available():  # the CUDA path creates and records two events per op instead
-            t0 = time.perf_counter()
-            for _ in range(200):
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record()
-                e1.record()
-            _OVERHEAD["cuda_timing_per_op_s"] = (time.perf_counter() - t0) / 200
+    if "cuda_timing_per_op_s" not in _OVERHEAD and torch.cuda.is_available() and torch.cuda.is_initialized():
+        # the CUDA path creates and records two events per op instead; measured once CUDA is in use (a process
+        # that has not used CUDA is not made to)
+        t0 = time.perf_counter()
+        for _ in range(200):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            e1.record()
+        _OVERHEAD["cuda_timing_per_op_s"] = (time.perf_counter() - t0) / 200
     out = {"counting_per_op_s": _OVERHEAD["counting_per_op_s"]}
     if timing == "op":
         out["timing_per_op_s"] = _OVERHEAD["timing_per_op_s"]

@@ -35,7 +35,9 @@ counts do not depend on it.
 
 from __future__ import annotations
 
+import contextvars
 import os
+import threading
 import time
 from typing import Any, NamedTuple
 
@@ -273,6 +275,40 @@ def snapshot(count_own_threads: bool = True) -> Snapshot:
     cpu = t.user + t.system + descendants_cpu(tids)
     return Snapshot(time.monotonic(), cpu, busy, steal, others, load, len(cpus) if cpus else machine, machine,
                     _schedstats(tids))
+
+
+# set by roofline.steady and roofline.profile around the blocks of steps measured with step_time="ops_min": their
+# op-timed sessions read their thread's waits for a CPU around each op (roofline._capture._session.Session.op_waits)
+OP_WAITS: contextvars.ContextVar = contextvars.ContextVar("roofline_op_waits", default=False)
+
+_OWN = threading.local()  # per thread: its schedstat file, kept open (False: not opened yet; None: unreadable)
+
+
+def _forget_own():
+    _OWN.__dict__.clear()  # in a forked child: the file open in the forking thread is the parent thread's
+
+
+os.register_at_fork(after_in_child=_forget_own)
+
+
+def run_delay_ns() -> int | None:
+    """Nanoseconds the calling thread has spent runnable but waiting for a CPU since it started (the second field
+    of its ``schedstat``; exact: the kernel adds each wait when the thread gets a CPU back), None where the kernel
+    does not keep it. One read of a file each thread keeps open (a microsecond or two): cheap enough around each op
+    of a step measured with ``step_time="ops_min"`` (roofline._loops._steady._ops_min)."""
+    f = getattr(_OWN, "f", False)
+    if f is False:
+        try:
+            f = open(f"/proc/self/task/{threading.get_native_id()}/schedstat", "rb", buffering=0)
+        except OSError:
+            f = None
+        _OWN.f = f
+    if f is None:
+        return None
+    try:
+        return int(os.pread(f.fileno(), 64, 0).split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def thread_times(start: Snapshot, end: Snapshot) -> tuple[float, float] | None:

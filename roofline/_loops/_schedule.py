@@ -23,6 +23,7 @@ import sys
 import threading
 
 from roofline import _core
+from roofline._hardware._contention import OP_WAITS
 from roofline._measure import measure
 from roofline._loops._steady import SteadyReport, _check_step_time, steady
 from roofline._util import _ints
@@ -365,7 +366,11 @@ class _StepLoop(_core.Block):
         if held is not None and held.open:  # never two: a block of the loop's is closed before the next opens
             raise RuntimeError(f"roofline.{self._who}(...): a measure block of the loop is still open")
         held = self._block = _Held(measure(model, **kwargs))
-        held.enter()
+        waits = OP_WAITS.set(getattr(self, "step_time", "median") == "ops_min")  # read as the block's session is made
+        try:
+            held.enter()
+        finally:
+            OP_WAITS.reset(waits)
 
     def _close_block(self, exc_type, exc, tb):
         """Leave the open measure block, if any; its report (None when none was open). On an error leaving it,

@@ -20,6 +20,7 @@ import numpy as np
 
 from roofline._measure import measure
 from roofline._datamodel import _records
+from roofline._hardware._contention import OP_WAITS
 from roofline.report import Report
 from roofline._util import _ints
 from roofline._util import _warn
@@ -92,10 +93,14 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     for _ in range(warmup):
         _check_result(step())
     runs = []
-    for _ in range(repeat):
-        with measure(model, timing=timing, ceilings=ceilings, attention=attention, formulas=formulas) as r:
-            _check_result(step())
-        runs.append(r)
+    waits = OP_WAITS.set(step_time == "ops_min")  # each op's waits for a CPU, for the composition (_ops_min)
+    try:
+        for _ in range(repeat):
+            with measure(model, timing=timing, ceilings=ceilings, attention=attention, formulas=formulas) as r:
+                _check_result(step())
+            runs.append(r)
+    finally:
+        OP_WAITS.reset(waits)
     return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings, step_time=step_time)
 
 
@@ -114,18 +119,21 @@ def _check_step_time(step_time, who: str = "profile", timing="op") -> None:
 
 def _ops_min(runs: list, median_wall) -> tuple:
     """``(seconds, meta)`` of the step time ``"ops_min"`` over the aggregated ``runs`` (steps that ran the same op
-    sequence, each op timed): the step composed of its least disturbed parts. The parts of step i are its op calls'
-    times ``d[i, k]`` and the intervals around them ``g[i, k]`` (from the block's start to the first call, between
-    calls k - 1 and k, from the last call to the block's end: Python, autograd and the instrumentation); the step is
+    sequence, each op timed): the step composed of its least disturbed parts. The parts of step i are its op calls
+    ``d[i, k]`` and the intervals around them ``g[i, k]`` (from the block's start to the first call, between calls
+    k - 1 and k, from the last call to the block's end: Python, autograd and the instrumentation), each with the
+    time its thread waited for a CPU inside it taken out where the block recorded it (``Report.op_waits``: blocks of
+    ``steady`` / ``profile`` with this step time; Linux); the step is
 
         sum over k of min over i of d[i, k]  +  sum over k of min over i of g[i, k]
 
-    Other work on the machine only ever adds to a part's time (a time slice lost to another process, caches refilled
-    after it, a hypervisor's pause), so each part's least time over the steps is its least disturbed one, and it is
-    found far more often than a whole step without any disturbance: on a busy machine the composition holds still
-    where the step's wall or CPU time moves. Never more than the least wall time (each step's parts add up to its
-    wall time). An estimate of the undisturbed step, and a low one where the parts' least times cannot occur
-    together (an op faster because the one before left its data in cache).
+    Other work on the machine only ever adds to a part's time (a wait for a CPU, caches refilled after it, a
+    hypervisor's pause), so each part's least time over the steps is its least disturbed one, and it is found far
+    more often than a whole step without any disturbance: on a busy machine the composition holds still where the
+    step's wall or CPU time moves. Never more than the least wall time (each step's parts add up to its wall time).
+    An estimate of the undisturbed step, and a low one where the parts' least times cannot occur together (an op
+    faster because the one before left its data in cache). An op's intra-op threads' own waits are not taken out
+    (only its calling thread's): they stay in its time, and the least over the steps is what removes them.
 
     Where it does not apply, the median wall time stands and ``meta["missing"]`` says why: a step without a wall
     time or without op times, an op call without a time, or ops whose times overlap (several threads or device
@@ -144,14 +152,33 @@ def _ops_min(runs: list, median_wall) -> tuple:
                           "they do not add up to a step: the median wall time stands")
         return median_wall, out
     walls = np.array([r.wall_time for r in runs], dtype=np.float64)
-    d = end - start
-    # the intervals before, between and after the calls (a clock read a little early or late: none below 0)
-    g = np.maximum(_intervals(start, end, walls), 0.0)
+    d, g = end - start, _intervals(start, end, walls)
+    waited = _waits(runs, start.shape)
+    if waited is not None:  # a wait not known (NaN) takes nothing out
+        d = d - np.nan_to_num(waited[0], nan=0.0)
+        g = g - np.nan_to_num(waited[1], nan=0.0)
+        out["waits"] = {"ops": float(np.nansum(waited[0])) / len(runs), "between": float(np.nansum(waited[1]))
+                        / len(runs)}  # per step, the mean: what was taken out
+    d, g = np.maximum(d, 0.0), np.maximum(g, 0.0)  # (a clock read a little early or late: no part below 0)
     least_ops, between = float(d.min(axis=0).sum()), float(g.min(axis=0).sum())
-    in_ops = d.sum(axis=1)
+    in_ops = (end - start).sum(axis=1)
     out["ops"] = {"least": least_ops, "between_least": between, "median": float(np.median(in_ops)),
                   "values": [float(v) for v in in_ops]}
     return least_ops + between, out
+
+
+def _waits(runs: list, shape) -> tuple | None:
+    """``(ops, intervals)``: the seconds each op call's thread waited for a CPU inside it, and inside each interval
+    of :func:`_intervals` (NaN where not known), from the runs' ``op_waits``; None when any run has none."""
+    got = [getattr(r, "op_waits", None) for r in runs]
+    if any(w is None or len(w[0]) != shape[1] for w in got):
+        return None
+    before = np.stack([w[0][:, 0] for w in got])  # steps x calls: waited since the block's start, before the call
+    after = np.stack([w[0][:, 1] for w in got])
+    at_end = np.array([w[1] for w in got], dtype=np.float64)
+    ops = after - before
+    gaps = np.concatenate([before[:, :1], before[:, 1:] - after[:, :-1], at_end[:, None] - after[:, -1:]], axis=1)
+    return ops, gaps
 
 
 def _intervals(start, end, walls) -> np.ndarray:
@@ -234,9 +261,11 @@ def _step_time_words(t: dict) -> str:
     if t["kind"] == "ops_min":
         o = t.get("ops")
         if not isinstance(o, dict):
-            return f"the median wall time (step_time='ops_min' could not be composed: {t.get('missing', 'no op times')})"
+            why = t.get("missing", "no op times")
+            return f"the median wall time (step_time='ops_min' could not be composed: {why})"
+        waits = "; each part's waits for a CPU taken out" if t.get("waits") else ""
         return (f"LEAST OPS (each op call's least time over the steps, {o['least'] * 1e3:.1f} ms, plus the least time "
-                f"between ops, {o['between_least'] * 1e3:.1f} ms; the steps' time in ops: median "
+                f"between ops, {o['between_least'] * 1e3:.1f} ms{waits}; the steps' time in ops: median "
                 f"{o['median'] * 1e3:.1f} ms)")
     words = ("UNWAITED (waits for a CPU held by other processes taken out" if t["kind"] == "unwaited" else
              "the least UNWAITED time (waits for a CPU held by other processes taken out")

@@ -446,7 +446,8 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
         o, med = st.get("ops"), st.get("wall_median")
         out.append(("step time", f"{dur(r.wall_time)}: " + (
             f"LEAST OPS (each op call's least time over the measured steps, {dur(o['least'])}, plus the least time "
-            f"between ops, {dur(o['between_least'])})" if isinstance(o, dict) else
+            f"between ops, {dur(o['between_least'])}" + ("; each part's waits for a CPU taken out" if st.get("waits")
+                                                         else "") + ")" if isinstance(o, dict) else
             f"the median wall time (least ops not composed: {st.get('missing', 'no op times')})")
             + (f"; median wall time {dur(med)}" if isinstance(med, (int, float)) else "")))
     if isinstance(st, dict) and st.get("kind") in ("min", "unwaited", "unwaited_min") and r.wall_time \
