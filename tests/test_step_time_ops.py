@@ -173,11 +173,14 @@ def test_the_profiler_composes_each_cycle(step):
     parts = []
     for q in r.repeats:
         s, e = q.records["t_start"], q.records["t_end"]
-        waits, at_end = q.op_waits
-        before, after = waits[:, 0], waits[:, 1]
-        calls = [e[k] - s[k] - (after[k] - before[k]) for k in range(len(s))]
-        gaps = ([s[0] - before[0]] + [s[k] - e[k - 1] - (before[k] - after[k - 1]) for k in range(1, len(s))]
-                + [q.wall_time - e[-1] - (at_end - after[-1])])
+        waits, at_end, cost = q.op_waits
+        before, after, read0, read1 = waits.T
+        # a call: its time and its two reads of the waits, less what was waited between them and the reads' cost
+        calls = [e[k] - s[k] + read0[k] + read1[k] - (after[k] - before[k]) - 2 * cost for k in range(len(s))]
+        # an interval: less what was waited in it and its two reads' cost (the block's own at its start and end)
+        gaps = ([s[0] - before[0] - 2 * cost]
+                + [s[k] - e[k - 1] - (before[k] - after[k - 1]) - 2 * cost for k in range(1, len(s))]
+                + [q.wall_time - e[-1] - (at_end - after[-1]) - 2 * cost])
         parts.append([max(x, 0.0) for x in calls + gaps])
     expect = sum(min(col) for col in zip(*parts))
     assert r.wall_time == pytest.approx(expect) and r.wall_time <= min(q.wall_time for q in r.repeats)
@@ -191,14 +194,14 @@ def test_waits_for_a_cpu_are_taken_out_of_each_part(step):
     # which steps 1 and 3 waited 2 ms and step 2 waited 0.5 ms
     for r, before_wait, op_wait in zip(runs, (2.0, 0.5, 2.0), (4.0, 4.0, None)):
         _set_times(r, [5.0] + [1.0] * (n - 1), 3.0)
-        w = np.zeros((n, 2))
-        w[:, :] = before_wait * MS  # waited since the block's start, before and after each call
+        w = np.zeros((n, 4))  # the reads of the waits took no time here (the next test has them)
+        w[:, :2] = before_wait * MS  # waited since the block's start, before and after each call
         if op_wait is None:
             w[0] = np.nan
         else:
             w[0, 1] += op_wait * MS
-            w[1:, :] += op_wait * MS
-        r.op_waits = (w, w[-1, 1])  # nothing waited after the last call
+            w[1:, :2] += op_wait * MS
+        r.op_waits = (w, w[-1, 1], 0.0)  # nothing waited after the last call
     rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
     st = rep.meta["steady"]["step_time"]
     # first call: 5 - 4 = 1 ms in steps 1 and 2 (step 3: 5 ms, nothing known to take out); the others 1 ms each;
@@ -215,6 +218,22 @@ def test_waits_for_a_cpu_are_taken_out_of_each_part(step):
     assert plain.wall_time == pytest.approx((n + 4 + 3) * MS) and "waits" not in plain.meta["steady"]["step_time"]
 
 
+def test_the_reads_of_the_waits_are_taken_out_by_their_least_cost(step):
+    runs = _runs(step, 2)
+    n = len(runs[0].records)
+    for r in runs:
+        _set_times(r, [1.0] * n, 0.5)  # 0.5 ms before the first call, then back to back, nothing waited
+        w = np.zeros((n, 4))
+        w[:, 2:] = 0.003 * MS  # each read of the waits took 3 us (outside the call's own times)
+        r.op_waits = (w, 0.0, 0.002 * MS)  # ... and 2 us at least
+    rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    st = rep.meta["steady"]["step_time"]
+    # a call: 1 ms + 2 x 3 us of reads - 2 x 2 us; an interval: the recorded time less 2 x 2 us of reads at least,
+    # never below 0 (0.5 ms before the first call, 0 between calls and after the last)
+    assert st["ops"]["least"] == pytest.approx(n * (1.0 + 0.002) * MS)
+    assert st["ops"]["between_least"] == pytest.approx((0.5 - 0.004) * MS)
+
+
 def test_a_block_of_an_ops_min_loop_records_its_threads_waits(step):
     from roofline._hardware._contention import OP_WAITS
     from roofline._hardware import _contention
@@ -224,11 +243,13 @@ def test_a_block_of_an_ops_min_loop_records_its_threads_waits(step):
         pytest.skip("no scheduler statistics on this system")
     r = roofline.steady(fn, m, warmup=1, repeat=2, timing="op", step_time="ops_min")
     for q in r.repeats:
-        waits, at_end = q.op_waits
-        assert waits.shape == (len(q.records), 2) and np.isfinite(waits).all()
+        waits, at_end, cost = q.op_waits
+        assert waits.shape == (len(q.records), 4) and np.isfinite(waits).all()
         # seconds waited since the block's start only grow: before <= after each call <= before the next <= the end
-        flat = waits.ravel()
+        flat = waits[:, :2].ravel()
         assert (flat >= 0).all() and (np.diff(flat) >= 0).all() and at_end >= flat[-1]
+        # a read takes some time, far less than a millisecond
+        assert 0 < cost < 1e-3 and (waits[:, 2:] > 0).all() and np.median(waits[:, 2:]) < 1e-3
     assert "waits" in r.meta["steady"]["step_time"] and OP_WAITS.get() is False
     # other step times and plain blocks record none
     assert roofline.steady(fn, m, warmup=0, repeat=1, timing="op").repeats[0].op_waits is None

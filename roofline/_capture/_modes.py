@@ -105,14 +105,20 @@ class _TimedMode(_Mode):
             t0 = _now()
             out = func(*args, **kwargs) if kwargs else func(*args)
             t1 = _now()
-        else:  # the thread's waits for a CPU read inside the op's timed window (step_time="ops_min")
+        elif threading.get_ident() == s.thread:
+            # step_time="ops_min": the thread's waits for a CPU read just before and after the op, each read between
+            # two clock reads (the op's own times stay those of the op alone)
+            a0 = _now()
+            w0 = run_delay_ns()
             t0 = _now()
-            own = threading.get_ident() == s.thread
-            w0 = run_delay_ns() if own else None
             out = func(*args, **kwargs) if kwargs else func(*args)
-            w1 = run_delay_ns() if own else None
             t1 = _now()
-            s.op_waits.append((len(s.recorder), w0, w1))
+            w1 = run_delay_ns()
+            s.op_waits.append((len(s.recorder), w0, w1, t0 - a0, _now() - t1))
+        else:  # another thread's op: its waits are not the block's thread's
+            t0 = _now()
+            out = func(*args, **kwargs) if kwargs else func(*args)
+            t1 = _now()
         mid, phase, note = s._where()
         s.recorder.record(idx, mid, phase, args, kwargs, out, t0 - s.t_base, t1 - s.t_base)
         s._noted(note)

@@ -38,7 +38,7 @@ from roofline._compiled import _view
 from roofline._counting import _sparse_calls
 from roofline._datamodel import _tokens
 from roofline._datamodel._records import OPTIMIZER, OpInfo
-from roofline._hardware._contention import OP_WAITS, run_delay_ns
+from roofline._hardware._contention import OP_WAITS, read_cost_s, run_delay_ns
 
 _graph_task_id = torch._C._current_graph_task_id
 _now = time.perf_counter
@@ -254,9 +254,9 @@ class Session(OpTable, Recording):
             _settle_interrupted(exc)
         if exc_type is None and self.timing is not None and self._t1 is None and self._t0 is not None:
             _sync_all(self.cuda_possible)
-            self._t1 = time.perf_counter()
             if self.op_waits is not None and threading.get_ident() == self.thread:
-                self.wait_at[1] = run_delay_ns()
+                self.wait_at[1] = run_delay_ns()  # read inside the block's time, as every read of the waits
+            self._t1 = time.perf_counter()
 
     def release(self):
         """Take out everything :meth:`enter` installed, from whatever state it is in. Idempotent; every step runs
@@ -350,18 +350,21 @@ class Session(OpTable, Recording):
         _collectives.uninstall(self)
 
     def op_waits_array(self, n: int):
-        """``(waits, at_end)``: per record of ``n``, seconds its thread had waited for a CPU since the block's start,
-        before and after the op (NaN where unknown: a device op, an op of another thread, no scheduler statistics),
-        and that of the block's end (NaN where unknown); None when the block did not record them."""
+        """``(waits, at_end, read_s)`` for a block that recorded its thread's waits for a CPU (None otherwise):
+        ``waits`` per record of ``n``: seconds its thread had waited since the block's start before and after the op,
+        and the seconds the two reads took (before, after: outside the op's own times, inside the intervals around
+        it); NaN where unknown (an op of another thread, a device op, no scheduler statistics). ``at_end``: the
+        seconds waited by the block's end (NaN where unknown); ``read_s``: the least time one read takes
+        (roofline._hardware._contention.read_cost_s)."""
         start = self.wait_at[0]
         if self.op_waits is None or start is None:
             return None
-        out = np.full((n, 2), np.nan)
-        for i, w0, w1 in self.op_waits:
+        out = np.full((n, 4), np.nan)
+        for i, w0, w1, r0, r1 in self.op_waits:
             if w0 is not None and w1 is not None and i < n:
-                out[i] = ((w0 - start) * 1e-9, (w1 - start) * 1e-9)
+                out[i] = ((w0 - start) * 1e-9, (w1 - start) * 1e-9, r0, r1)
         end = self.wait_at[1]
-        return out, (np.nan if end is None else (end - start) * 1e-9)
+        return out, (np.nan if end is None else (end - start) * 1e-9), read_cost_s()
 
     def cuda_base(self):
         """Record the base event now, when the block's first op on a CUDA tensor finds none (CUDA was not in use

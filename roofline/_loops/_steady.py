@@ -153,12 +153,11 @@ def _ops_min(runs: list, median_wall) -> tuple:
         return median_wall, out
     walls = np.array([r.wall_time for r in runs], dtype=np.float64)
     d, g = end - start, _intervals(start, end, walls)
-    waited = _waits(runs, start.shape)
-    if waited is not None:  # a wait not known (NaN) takes nothing out
-        d = d - np.nan_to_num(waited[0], nan=0.0)
-        g = g - np.nan_to_num(waited[1], nan=0.0)
-        out["waits"] = {"ops": float(np.nansum(waited[0])) / len(runs), "between": float(np.nansum(waited[1]))
-                        / len(runs)}  # per step, the mean: what was taken out
+    taken = _waits(runs, start.shape)
+    if taken is not None:
+        d, g = d - taken[0], g - taken[1]
+        # per step, the mean: what was taken out (waits, and the reads' own cost)
+        out["waits"] = {"ops": float(taken[0].sum()) / len(runs), "between": float(taken[1].sum()) / len(runs)}
     d, g = np.maximum(d, 0.0), np.maximum(g, 0.0)  # (a clock read a little early or late: no part below 0)
     least_ops, between = float(d.min(axis=0).sum()), float(g.min(axis=0).sum())
     in_ops = (end - start).sum(axis=1)
@@ -168,16 +167,32 @@ def _ops_min(runs: list, median_wall) -> tuple:
 
 
 def _waits(runs: list, shape) -> tuple | None:
-    """``(ops, intervals)``: the seconds each op call's thread waited for a CPU inside it, and inside each interval
-    of :func:`_intervals` (NaN where not known), from the runs' ``op_waits``; None when any run has none."""
+    """``(ops, intervals)``: seconds to take out of each op call's time and of each interval of :func:`_intervals`,
+    per step, from the runs' ``op_waits`` (:meth:`roofline._capture._session.Session.op_waits_array`); None when any
+    run has none.
+
+    An op call's part is its time plus the two reads of the waits around it (each between two clock reads) less the
+    waits between those reads, less the two reads' least cost: its time on a CPU, the reads' excess aside. An
+    interval holds the reads next to it (the block's own at its start and end, the ops' next to it): it loses the
+    waits between them and their least cost. Where a call's waits are unknown (another thread's op) nothing is taken
+    out of it or of the waits around it, only the known reads' least cost: a part is then never less than its time
+    on a CPU."""
     got = [getattr(r, "op_waits", None) for r in runs]
     if any(w is None or len(w[0]) != shape[1] for w in got):
         return None
-    before = np.stack([w[0][:, 0] for w in got])  # steps x calls: waited since the block's start, before the call
-    after = np.stack([w[0][:, 1] for w in got])
-    at_end = np.array([w[1] for w in got], dtype=np.float64)
-    ops = after - before
-    gaps = np.concatenate([before[:, :1], before[:, 1:] - after[:, :-1], at_end[:, None] - after[:, -1:]], axis=1)
+    w = np.stack([g[0] for g in got])  # steps x calls x (waited before, after, read before, read after)
+    at_end = np.array([g[1] for g in got], dtype=np.float64)
+    cost = np.array([g[2] for g in got], dtype=np.float64)[:, None]
+    before, after, read0, read1 = w[..., 0], w[..., 1], w[..., 2], w[..., 3]
+    known = np.isfinite(before) & np.isfinite(after)
+    ops = np.where(known, (after - before) - read0 - read1 + 2 * cost, 0.0)
+    start = np.zeros((len(runs), 1))  # waited by the block's start: 0 by definition
+    edges_before = np.concatenate([start, after], axis=1)  # steps x (calls + 1): the reading each interval opens on
+    edges_after = np.concatenate([before, at_end[:, None]], axis=1)  # ... and the one it closes on
+    waited = edges_after - edges_before
+    reads = (np.concatenate([np.ones((len(runs), 1), bool), known], axis=1).astype(float)
+             + np.concatenate([known, np.isfinite(at_end)[:, None]], axis=1))
+    gaps = np.where(np.isfinite(waited), waited, 0.0) + reads * cost
     return ops, gaps
 
 
