@@ -289,6 +289,17 @@ def test_each_thread_reads_its_own_waits_and_a_forked_child_its_own(tmp_path):
     t.join()
     x, y, z = seen["mine"]
     assert x <= y <= z
+    # each thread keeps its file open while it lives, and no longer: 20 threads that read leave no descriptor open
+    import gc
+
+    fds = len(os.listdir("/proc/self/fd"))
+    threads = [threading.Thread(target=_contention.run_delay_ns) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) <= fds
     # a forked child reads its own thread's file, not the one its parent's thread kept open
     out = tmp_path / "child"
     pid = os.fork()
@@ -296,13 +307,41 @@ def test_each_thread_reads_its_own_waits_and_a_forked_child_its_own(tmp_path):
         try:
             ok = _contention.run_delay_ns() <= direct() <= _contention.run_delay_ns()
             fresh = getattr(_contention._OWN, "f", None)
-            own = fresh is not None and os.path.realpath(f"/proc/self/fd/{fresh.fileno()}").endswith(
+            own = fresh is not None and os.path.realpath(f"/proc/self/fd/{fresh.fd}").endswith(
                 f"/task/{threading.get_native_id()}/schedstat")
             out.write_text(f"{ok} {own}")
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
     assert out.read_text() == "True True"
+
+
+def test_several_threads_under_contention_are_said_to_overstate_it(step, monkeypatch):
+    runs = _runs(step)
+    n = len(runs[0].records)
+    for r in runs:
+        _set_times(r, [1.0] * n, 1.0)
+    # one thread, or no contention: nothing to say
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    for r in runs:
+        r.meta["contention"] = ["this process's threads waited 50% of their runnable time for a CPU (10.0 ms)"]
+    one = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    assert "threads" not in one.meta["steady"]["step_time"]
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    with pytest.warns(UserWarning, match="step_time='ops_min': the steps ran 2 intra-op threads under contention"):
+        two = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    assert "torch.set_num_threads(1)" in two.meta["steady"]["step_time"]["threads"]
+    assert "OVERSTATED: several intra-op threads under contention" in two.steady_line()
+    assert two.wall_time == pytest.approx((n + 1) * MS)  # the figure itself is the same composition
+    from roofline.integrations import _run
+
+    logged = _run.Run.profile_figures(two, None)
+    assert logged["roofline/profile/step_time_spin"] == 1.0 and logged["roofline/profile/step_time_code"] == 4.0
+    for r in runs:
+        r.meta["contention"] = []
+    calm = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    assert "threads" not in calm.meta["steady"]["step_time"]
+    assert "roofline/profile/step_time_spin" not in _run.Run.profile_figures(calm, None)
 
 
 def test_the_logged_code_says_ops_min_only_when_composed():

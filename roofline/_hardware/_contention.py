@@ -284,6 +284,22 @@ OP_WAITS: contextvars.ContextVar = contextvars.ContextVar("roofline_op_waits", d
 _OWN = threading.local()  # per thread: its schedstat file, kept open (False: not opened yet; None: unreadable)
 
 
+class _Fd:
+    """A file descriptor closed when its holder goes (a thread's ``_OWN`` when the thread ends), without the
+    ResourceWarning an unclosed file object would give."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __del__(self):
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
 def _forget_own():
     _OWN.__dict__.clear()  # in a forked child: the file open in the forking thread is the parent thread's
 
@@ -299,14 +315,14 @@ def run_delay_ns() -> int | None:
     f = getattr(_OWN, "f", False)
     if f is False:
         try:
-            f = open(f"/proc/self/task/{threading.get_native_id()}/schedstat", "rb", buffering=0)
+            f = _Fd(os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY | os.O_CLOEXEC))
         except OSError:
             f = None
         _OWN.f = f
     if f is None:
         return None
     try:
-        return int(os.pread(f.fileno(), 64, 0).split()[1])
+        return int(os.pread(f.fd, 64, 0).split()[1])
     except (OSError, IndexError, ValueError):
         return None
 

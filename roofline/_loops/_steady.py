@@ -207,11 +207,22 @@ def _intervals(start, end, walls) -> np.ndarray:
 
 def _step_time(kind: str, runs: list, median_wall, threads: int | None = None, env=None):
     """``(seconds, meta)`` of the step time ``kind`` (not "median") over the aggregated ``runs``: the time the
-    report divides by and what ``meta["steady"]["step_time"]`` says of it. For the unwaited kinds, ``threads`` (the
-    intra-op threads the steps ran, default torch's now) and ``env`` (default ``os.environ``) decide the spin note
+    report divides by and what ``meta["steady"]["step_time"]`` says of it. ``threads`` (the intra-op threads the
+    steps ran, default torch's now) decides, for ``"ops_min"``, the note on several threads under contention and,
+    for the unwaited kinds, with ``env`` (default ``os.environ``), the spin note
     (:func:`_spin_note`)."""
     if kind == "ops_min":
-        return _ops_min(runs, median_wall)
+        seconds, out = _ops_min(runs, median_wall)
+        if threads is None:
+            import torch
+
+            threads = torch.get_num_threads()
+        if "ops" in out and threads > 1 and any(r.meta.get("contention") for r in runs):
+            out["threads"] = (f"the steps ran {threads} intra-op threads under contention: an op is undisturbed only "
+                              "when all of them hold a CPU at once, which a busy machine seldom gives, and only the "
+                              "calling thread's waits are taken out; for a step time comparable between runs use "
+                              "torch.set_num_threads(1)")
+        return seconds, out
     walls = [r.wall_time for r in runs if r.wall_time is not None]
     if not walls:
         return median_wall, {"kind": kind, "wall_median": median_wall}
@@ -281,7 +292,8 @@ def _step_time_words(t: dict) -> str:
         waits = "; each part's waits for a CPU taken out" if t.get("waits") else ""
         return (f"LEAST OPS (each op call's least time over the steps, {o['least'] * 1e3:.1f} ms, plus the least time "
                 f"between ops, {o['between_least'] * 1e3:.1f} ms{waits}; the steps' time in ops: median "
-                f"{o['median'] * 1e3:.1f} ms)")
+                f"{o['median'] * 1e3:.1f} ms)" + ("; OVERSTATED: several intra-op threads under contention (one "
+                                                  "thread avoids it)" if t.get("threads") else ""))
     words = ("UNWAITED (waits for a CPU held by other processes taken out" if t["kind"] == "unwaited" else
              "the least UNWAITED time (waits for a CPU held by other processes taken out")
     u = t.get("unwaited")
@@ -431,8 +443,9 @@ class SteadyReport(Report):
         time, chosen = wall, None  # the step's time, what the report divides by
         if step_time != "median":
             time, chosen = _step_time(step_time, [runs[i] for i in same], wall)
-            if chosen.get("spin"):
-                _warn.warn(f"{who}: step_time={step_time!r}: {chosen['spin']}")
+            for note in ("spin", "threads"):
+                if chosen.get(note):
+                    _warn.warn(f"{who}: step_time={step_time!r}: {chosen[note]}")
         ops = {}
         if b.timed:
             per = {}

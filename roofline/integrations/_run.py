@@ -507,8 +507,9 @@ class Run:
             chosen = "median"
         if chosen in STEP_TIME_CODES:
             vals[PREFIX + "profile/step_time_code"] = float(STEP_TIME_CODES[chosen])
-        if ((meta.get("steady") or {}).get("step_time") or {}).get("spin"):
-            # the unwaited time includes intra-op threads' spin-waiting: it overstates the step
+        if st.get("spin") or st.get("threads"):
+            # the step time overstates the step: the unwaited time includes intra-op threads' spin-waiting, or the
+            # composed one (ops_min) several threads' waits under contention
             vals[PREFIX + "profile/step_time_spin"] = 1.0
         wall = report.wall_time
         if _finite(wall) and wall > 0:
