@@ -115,8 +115,9 @@ def test_overlapping_op_times_leave_the_median_wall_time_and_say_why(step):
     n = len(runs[0].records)
     for r, gap in zip(runs, (1.0, 2.0, 3.0)):
         _set_times(r, [1.0] * n, gap)
-    # the second call of the second step starts half a millisecond before the first one ends (another thread)
-    runs[1].records["t_start"][1] -= 0.5 * MS
+    # the third call of the second step starts half a millisecond before the second one ends (another thread)
+    assert n >= 3
+    runs[1].records["t_start"][2] -= 0.5 * MS
     rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
     assert rep.wall_time == pytest.approx((n + 2.0) * MS)  # the median wall time
     st = rep.meta["steady"]["step_time"]
@@ -124,6 +125,24 @@ def test_overlapping_op_times_leave_the_median_wall_time_and_say_why(step):
     assert "the median wall time (step_time='ops_min' could not be composed" in rep.steady_line()
     assert rep.summary().split("\n")[1].endswith(" wall")
     assert "least ops not composed" in rep.to_html()
+
+
+def test_ops_that_touch_or_take_no_time_do_not_overlap(step):
+    runs = _runs(step)
+    n = len(runs[0].records)
+    for r, gap in zip(runs, (1.0, 2.0, 3.0)):
+        _set_times(r, [1.0] * n, gap)
+    # the clocks' rounding: a call starting up to a nanosecond before the previous one ended touches it, and a call
+    # that took no time is a call; neither is an overlap
+    rec = runs[0].records
+    rec["t_start"][1] = rec["t_end"][0] - 1e-9
+    rec = runs[1].records
+    rec["t_start"][1] = rec["t_end"][0] - 0.5e-9
+    rec = runs[2].records
+    rec["t_end"][0] = rec["t_start"][0]
+    rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    assert "missing" not in rep.meta["steady"]["step_time"]
+    assert rep.wall_time < min(r.wall_time for r in runs)
 
 
 def test_untimed_steps_leave_the_median_wall_time_and_say_why(step):
@@ -342,6 +361,29 @@ def test_several_threads_under_contention_are_said_to_overstate_it(step, monkeyp
     calm = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
     assert "threads" not in calm.meta["steady"]["step_time"]
     assert "roofline/profile/step_time_spin" not in _run.Run.profile_figures(calm, None)
+
+
+def test_the_read_cost_is_measured_once_and_is_zero_without_statistics(monkeypatch):
+    import fcntl
+    import time
+
+    from roofline._hardware import _contention
+
+    if _contention.run_delay_ns() is None:
+        pytest.skip("no scheduler statistics on this system")
+    # the descriptor kept open is not passed on to programs the process runs (os.open: non-inheritable)
+    _contention._forget_own()  # this thread's opened again
+    assert _contention.run_delay_ns() is not None
+    assert fcntl.fcntl(_contention._OWN.f.fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+    monkeypatch.setattr(_contention, "_READ_COST", [])
+    t0 = time.perf_counter()
+    cost = _contention.read_cost_s()
+    took = time.perf_counter() - t0
+    # the least of 50 reads: positive, and no more than a 50th of the time all of them took
+    assert 0 < cost <= took / 50 and _contention.read_cost_s() == cost  # measured once
+    monkeypatch.setattr(_contention, "_READ_COST", [])
+    monkeypatch.setattr(_contention, "run_delay_ns", lambda: None)
+    assert _contention.read_cost_s() == 0.0
 
 
 def test_the_logged_code_says_ops_min_only_when_composed():

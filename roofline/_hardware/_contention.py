@@ -315,7 +315,7 @@ def run_delay_ns() -> int | None:
     f = getattr(_OWN, "f", False)
     if f is False:
         try:
-            f = _Fd(os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY | os.O_CLOEXEC))
+            f = _Fd(os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY))
         except OSError:
             f = None
         _OWN.f = f
