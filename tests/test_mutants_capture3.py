@@ -312,6 +312,7 @@ def test_the_instrumentations_own_cost_is_the_difference_of_its_clock_reads(monk
     monkeypatch.setattr(_session, "_now", clock.read)
     monkeypatch.setattr(torch, "add", add)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: cuda)  # measured once CUDA is in use
     monkeypatch.setattr(torch.cuda, "Event", Event)
     o = _session.instrumentation_overhead("op")
     # an add costs ADD_BARE outside the mode and ADD_COUNTED under it; a loop of n adds is timed by two reads, so
