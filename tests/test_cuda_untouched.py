@@ -58,6 +58,7 @@ class _FakeEvent:
 
     def __init__(self, enable_timing=False):
         self.t = None
+        self.timing = enable_timing
         _FakeEvent.made.append(self)
 
     def record(self):
@@ -65,6 +66,8 @@ class _FakeEvent:
         self.t = time.perf_counter() * 1e3
 
     def elapsed_time(self, other):
+        if not (self.timing and other.timing):  # as CUDA's: only events made with enable_timing=True
+            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
         return other.t - self.t
 
 

@@ -285,6 +285,37 @@ def test_a_block_of_an_ops_min_loop_records_its_threads_waits(step):
     assert OP_WAITS.get() is False
 
 
+def test_the_waits_recorded_are_the_readings_in_order(step, monkeypatch):
+    # the thread's waits read through a counter that grows by 1000 ns a read: the block's start reads 1000, call k
+    # (0-based) reads 1000 * (2k + 2) before and 1000 * (2k + 3) after, the block's end 1000 * (2n + 2)
+    from roofline._capture import _modes, _session
+
+    count = {"ns": 0}
+
+    def reading():
+        count["ns"] += 1000
+        return count["ns"]
+
+    monkeypatch.setattr(_session, "run_delay_ns", reading)
+    monkeypatch.setattr(_modes, "run_delay_ns", reading)
+    m, fn = step
+    r = roofline.steady(fn, m, warmup=0, repeat=1, timing="op", step_time="ops_min").repeats[0]
+    n = len(r.records)
+    waits, at_end, cost = r.op_waits
+    # seconds since the block's start reading: (2k + 1) and (2k + 2) microseconds, the end (2n + 1)
+    k = np.arange(n)
+    assert waits[:, 0] == pytest.approx((2 * k + 1) * 1e-6) and waits[:, 1] == pytest.approx((2 * k + 2) * 1e-6)
+    assert at_end == pytest.approx((2 * n + 1) * 1e-6) and count["ns"] == 1000 * (2 * n + 2)
+    assert (waits[:, 2:] > 0).all()  # each read between two clock reads took some time
+    # no scheduler statistics: nothing recorded, and the composition is of the parts' wall times
+    monkeypatch.setattr(_session, "run_delay_ns", lambda: None)
+    monkeypatch.setattr(_modes, "run_delay_ns", lambda: None)
+    r = roofline.steady(fn, m, warmup=0, repeat=2, timing="op", step_time="ops_min")
+    assert all(q.op_waits is None for q in r.repeats)
+    st = r.meta["steady"]["step_time"]
+    assert "ops" in st and "waits" not in st
+
+
 def test_each_thread_reads_its_own_waits_and_a_forked_child_its_own(tmp_path):
     import os
     import threading
