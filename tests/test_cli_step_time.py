@@ -52,9 +52,8 @@ def test_step_time_reaches_the_report_and_is_named(kind, tmp_path, capsys):
     walls = r.meta["steady"]["wall_times"]
     if kind == "min":
         assert r.wall_time == min(walls)  # the least of the three measured wall times
-    if kind == "ops_min":  # composed: never more than the least wall time (each step's parts sum to its wall)
-        assert r.wall_time <= min(walls)
-        assert r.wall_time == st["ops"]["least"] + st["ops"]["between_least"]  # the parts' least times, summed
+    if kind == "ops_min":  # composed: the parts' least times, summed
+        assert r.wall_time == st["ops"]["least"] + st["ops"]["between_least"] and "waits" in st
     assert r.wall_time <= max(walls)  # no choice divides by more than the slowest step's wall time
     assert "step time " in out.out.splitlines()[0]  # the report's first line says which
 

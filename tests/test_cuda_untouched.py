@@ -80,7 +80,8 @@ def test_the_first_cuda_op_of_a_block_records_the_base_event(monkeypatch):
     init = {"done": False}
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: init["done"])
     monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    syncs = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: syncs.append(a))
     monkeypatch.setattr(_modes, "_on_cuda", lambda args, kwargs=None: True)
     monkeypatch.setattr(_session, "_OVERHEAD", {"counting_per_op_s": 0.0, "timing_per_op_s": 0.0})
     _FakeEvent.made.clear()
@@ -91,6 +92,7 @@ def test_the_first_cuda_op_of_a_block_records_the_base_event(monkeypatch):
         time.sleep(0.01)  # 10 ms before the first op: the base event's offset
         m(x).sum()
     assert len(_FakeEvent.made) == 1 + 2 * len(r.records)  # one base event, a pair per op
+    assert len(syncs) == 1  # the device synchronised once, before the base event (CUDA was not in use at entry)
     start, end = r.records["t_start"], r.records["t_end"]
     assert start[0] >= 0.01  # counted from the block's start, not from the first op
     assert (start[1:] >= end[:-1]).all() and (end >= start).all() and end[-1] <= r.wall_time

@@ -38,7 +38,7 @@ from roofline._compiled import _view
 from roofline._counting import _sparse_calls
 from roofline._datamodel import _tokens
 from roofline._datamodel._records import OPTIMIZER, OpInfo
-from roofline._hardware._contention import OP_WAITS, read_cost_s, run_delay_ns
+from roofline._hardware._contention import OP_WAITS, run_delay_ns
 
 _graph_task_id = torch._C._current_graph_task_id
 _now = time.perf_counter
@@ -167,14 +167,13 @@ class Session(OpTable, Recording):
 
         _view.start(self)  # sets self.compiled first
         self._t0 = self.t_base = time.perf_counter()
-        if self.op_waits is not None:
-            self.thread, self.wait_at[0] = threading.get_ident(), run_delay_ns()
         if self.timing == "op" and self.cuda_possible and torch.cuda.is_initialized():
             # CUDA already in use: the ops' events are timed from here, the block's start. A process that has not
             # used CUDA yet is not made to (that costs seconds and device memory, and a process forked later could
-            # not use CUDA): the first op on a CUDA tensor records the base event instead (cuda_base)
-            self._base_event = torch.cuda.Event(enable_timing=True)
-            self._base_event.record()
+            # not use CUDA): the first op on a CUDA tensor records the base event instead
+            self.cuda_base(synchronize=False)  # (the device was synchronised in prepare)
+        if self.op_waits is not None:
+            self.thread, self.wait_at[0] = threading.get_ident(), run_delay_ns()
         _FLAG_HOLDERS.append(self)  # recorded first: _leave_mode takes it out whatever follows
         self._flags = _mode_flags(self.mode)
         self.mode.__enter__()
@@ -350,12 +349,11 @@ class Session(OpTable, Recording):
         _collectives.uninstall(self)
 
     def op_waits_array(self, n: int):
-        """``(waits, at_end, read_s)`` for a block that recorded its thread's waits for a CPU (None otherwise):
-        ``waits`` per record of ``n``: seconds its thread had waited since the block's start before and after the op,
-        and the seconds the two reads took (before, after: outside the op's own times, inside the intervals around
-        it); NaN where unknown (an op of another thread, a device op, no scheduler statistics). ``at_end``: the
-        seconds waited by the block's end (NaN where unknown); ``read_s``: the least time one read takes
-        (roofline._hardware._contention.read_cost_s)."""
+        """``(waits, at_end)`` for a block that recorded its thread's waits for a CPU (None otherwise): ``waits`` per
+        record of ``n``: seconds its thread had waited since the block's start before and after the op, and the
+        seconds the two reads took (before, after: outside the op's own times, inside the intervals around it); NaN
+        where unknown (an op of another thread, a device op, no scheduler statistics). ``at_end``: the seconds waited
+        by the block's end (NaN where unknown)."""
         start = self.wait_at[0]
         if self.op_waits is None or start is None:
             return None
@@ -364,13 +362,17 @@ class Session(OpTable, Recording):
             if w0 is not None and w1 is not None and i < n:
                 out[i] = ((w0 - start) * 1e-9, (w1 - start) * 1e-9, r0, r1)
         end = self.wait_at[1]
-        return out, (np.nan if end is None else (end - start) * 1e-9), read_cost_s()
+        return out, (np.nan if end is None else (end - start) * 1e-9)
 
-    def cuda_base(self):
-        """Record the base event now, when the block's first op on a CUDA tensor finds none (CUDA was not in use
-        when the block began): its time from the block's start is the host clock's now. Nothing was queued on the
-        device before it (CUDA had not been used), so the event is reached at once."""
+    def cuda_base(self, synchronize: bool = True):
+        """Record the event the ops' CUDA events are timed from, and its time from the block's start by the host
+        clock (read once the event is recorded): at the block's start when CUDA is in use, else when the block's first
+        op on a CUDA tensor finds none. The device is synchronised first (``synchronize``), so that the event is
+        reached at once whatever was queued before it (CUDA work of the block that no op timing saw: a formula's op, a
+        collective)."""
         if self._base_event is None:
+            if synchronize:
+                torch.cuda.synchronize()
             self._base_event = torch.cuda.Event(enable_timing=True)
             self._base_event.record()
             self._base_offset = _now() - self.t_base

@@ -327,23 +327,6 @@ def run_delay_ns() -> int | None:
         return None
 
 
-_READ_COST: list = []
-
-
-def read_cost_s() -> float:
-    """The least time one :func:`run_delay_ns` takes in this process, seconds (measured once: the least of 50 timed
-    reads; 0.0 without scheduler statistics). The least, so that taking it out of a measured interval never takes
-    out more than the read cost there."""
-    if not _READ_COST:
-        best = float("inf")
-        for _ in range(50):
-            t0 = time.perf_counter()
-            got = run_delay_ns()
-            best = min(best, time.perf_counter() - t0)
-        _READ_COST.append(best if got is not None else 0.0)
-    return _READ_COST[0]
-
-
 def thread_times(start: Snapshot, end: Snapshot) -> tuple[float, float] | None:
     """(seconds on a CPU, seconds waiting for one) of this process's threads between two snapshots, None without
     scheduler statistics. A thread started in between counts from zero; one that ended is left out."""

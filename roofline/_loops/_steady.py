@@ -169,22 +169,24 @@ def _ops_min(runs: list, median_wall) -> tuple:
 def _waits(runs: list, shape) -> tuple | None:
     """``(ops, intervals)``: seconds to take out of each op call's time and of each interval of :func:`_intervals`,
     per step, from the runs' ``op_waits`` (:meth:`roofline._capture._session.Session.op_waits_array`); None when any
-    run has none.
+    run has none, or no call's waits are known.
 
     An op call's part is its time plus the two reads of the waits around it (each between two clock reads) less the
-    waits between those reads, less the two reads' least cost: its time on a CPU, the reads' excess aside. An
-    interval holds the reads next to it (the block's own at its start and end, the ops' next to it): it loses the
-    waits between them and their least cost. Where a call's waits are unknown (another thread's op) nothing is taken
-    out of it or of the waits around it, only the known reads' least cost: a part is then never less than its time
-    on a CPU."""
+    waits between those reads: its time on a CPU and its reads'. An interval holds the reads next to it (the block's
+    own at its start and end, the ops' next to it) and loses the waits between them. Each read is so counted in two
+    parts, and each part loses the quickest read of all the steps per read it holds: never more than any read took,
+    so no part drops below its time on a CPU. Where a call's waits are unknown (another thread's op) nothing is taken
+    out of it or of the waits around it."""
     got = [getattr(r, "op_waits", None) for r in runs]
     if any(w is None or len(w[0]) != shape[1] for w in got):
         return None
     w = np.stack([g[0] for g in got])  # steps x calls x (waited before, after, read before, read after)
     at_end = np.array([g[1] for g in got], dtype=np.float64)
-    cost = np.array([g[2] for g in got], dtype=np.float64)[:, None]
     before, after, read0, read1 = w[..., 0], w[..., 1], w[..., 2], w[..., 3]
     known = np.isfinite(before) & np.isfinite(after)
+    if not known.any():
+        return None
+    cost = max(float(np.concatenate([read0[known], read1[known]]).min()), 0.0)  # the quickest read
     ops = np.where(known, (after - before) - read0 - read1 + 2 * cost, 0.0)
     start = np.zeros((len(runs), 1))  # waited by the block's start: 0 by definition
     edges_before = np.concatenate([start, after], axis=1)  # steps x (calls + 1): the reading each interval opens on
