@@ -118,3 +118,16 @@ def test_scaled_grouped_mm_bias_and_refused_shapes():
                  ([1, 4, 12, 32], [4, 32, 16]), ([48, 32], [1, 4, 32, 16])):
         c = _grouped_event(a, b)
         assert c.status != "ok" and c.matrix_flops == 0, (a, b, c)
+
+
+@pytest.mark.parametrize("a, b", [((32,), (32, 16)), ((48, 32), (32,)), ((2, 4, 12, 32), (32, 16)),
+                                  ((48, 32), (2, 4, 32, 16)), ((2, 4, 12, 32), (4, 32, 16))])
+def test_the_formula_itself_refuses_operands_of_1_or_4_dims(a, b):
+    # the formula's own check, below torch's meta kernels and the trace's shape rule (which refuse such calls first):
+    # operands of 1 or 4 dims are a ValueError naming their ranks, never a count
+    from roofline._counting import _formulas_products as P
+
+    desc = {"self": torch.empty(a, device="meta", dtype=F8), "mat2": torch.empty(b, device="meta", dtype=F8)}
+    out = torch.empty((48, 16), device="meta", dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match=f"operands must have 2 or 3 dims, got {len(a)} and {len(b)}"):
+        P._scaled_grouped_mm(desc, out)
