@@ -25,7 +25,7 @@ yardstick what remains is the step time's own variation under the load.
 
     python bench/mfu_stability.py [--runs 5] [--hogs 2] [--threads N] [--repeat 5] [--saved PATH] [--omp-passive]
 
-The issue's target, measured: ``python bench/mfu_stability.py --runs 5 --threads 1 --repeat 20`` (``ops_min /
+The target (MFU within +-5% over 5 runs under two busy processes): ``python bench/mfu_stability.py --runs 5 --threads 1 --repeat 20`` (``ops_min /
 stable`` within +-5%).
 
 ``--saved PATH``: saved idle ceilings (``python -m roofline ceilings --save PATH`` on an idle machine) as this
