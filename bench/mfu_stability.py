@@ -25,8 +25,8 @@ yardstick what remains is the step time's own variation under the load.
 
     python bench/mfu_stability.py [--runs 5] [--hogs 2] [--threads N] [--repeat 5] [--saved PATH] [--omp-passive]
 
-The target (MFU within +-5% over 5 runs under two busy processes): ``python bench/mfu_stability.py --runs 5 --threads 1 --repeat 20`` (``ops_min /
-stable`` within +-5%).
+The target, MFU within +-5% over 5 runs under two busy processes: ``python bench/mfu_stability.py --runs 5
+--threads 1 --repeat 20`` (the ``ops_min / stable`` row).
 
 ``--saved PATH``: saved idle ceilings (``python -m roofline ceilings --save PATH`` on an idle machine) as this
 machine's yardstick; without it each run starts from an empty cache folder, so the theoretical peak stands in.
