@@ -417,6 +417,18 @@ def test_the_descriptor_kept_open_is_not_inherited():
     assert fcntl.fcntl(_contention._OWN.f.fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
 
 
+def test_a_saved_report_with_a_broken_composition_still_prints(step):
+    import json
+
+    m, fn = step
+    r = roofline.steady(fn, m, warmup=1, repeat=2, timing="op", step_time="ops_min", ceilings="theoretical")
+    d = json.loads(r.to_json())
+    d["meta"]["steady"]["step_time"]["ops"] = {"least": "x"}  # a file edited by hand
+    back = roofline.load(json.dumps(d))
+    assert "could not be composed" in back.steady_line()
+    assert "least ops not composed" in back.to_html()
+
+
 def test_the_logged_code_says_ops_min_only_when_composed():
     from roofline.integrations import _run
 

@@ -288,7 +288,8 @@ def _step_time_words(t: dict) -> str:
         return "the least wall time"
     if t["kind"] == "ops_min":
         o = t.get("ops")
-        if not isinstance(o, dict):
+        if not isinstance(o, dict) or not all(isinstance(o.get(k), (int, float))
+                                              for k in ("least", "between_least", "median")):  # (a hand-edited file)
             why = t.get("missing", "no op times")
             return f"the median wall time (step_time='ops_min' could not be composed: {why})"
         waits = "; each part's waits for a CPU taken out" if t.get("waits") else ""

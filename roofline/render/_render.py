@@ -444,6 +444,8 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
     st = (r.meta.get("steady") or {}).get("step_time")  # profile(step_time=...): what the figures divide by
     if isinstance(st, dict) and st.get("kind") == "ops_min" and r.wall_time and not projected:
         o, med = st.get("ops"), st.get("wall_median")
+        if not (isinstance(o, dict) and all(isinstance(o.get(k), (int, float)) for k in ("least", "between_least"))):
+            o = None  # not composed (or a hand-edited file): said as such
         out.append(("step time", f"{dur(r.wall_time)}: " + (
             f"LEAST OPS (each op call's least time over the measured steps, {dur(o['least'])}, plus the least time "
             f"between ops, {dur(o['between_least'])}" + ("; each part's waits for a CPU taken out" if st.get("waits")
