@@ -23,10 +23,13 @@ Then for each choice the spread over the runs, (max - min) / median, and the lar
 the target is an MFU within +-5% of its median. The FLOPs are exact and the same each run, so with the stable
 yardstick what remains is the step time's own variation under the load.
 
-    python bench/mfu_stability.py [--runs 5] [--hogs 2] [--threads N] [--repeat 5] [--saved PATH] [--omp-passive]
+    python bench/mfu_stability.py [--runs 5] [--hogs 2] [--threads N] [--repeat 5] [--seconds S] [--saved PATH]
+                                  [--omp-passive]
 
 The target, MFU within +-5% over 5 runs under two busy processes: ``python bench/mfu_stability.py --runs 5
---threads 1 --repeat 20`` (the ``ops_min / stable`` row).
+--threads 1 --seconds 15`` (the ``ops_min / stable`` row). ``--seconds S``: each run keeps measuring steps past
+``--repeat`` until they have taken S seconds (``roofline.steady(seconds=...)``): the host's own speed moves in phases
+of seconds, and steps spread over them let the least times reach its quicker phases in every run.
 
 ``--saved PATH``: saved idle ceilings (``python -m roofline ceilings --save PATH`` on an idle machine) as this
 machine's yardstick; without it each run starts from an empty cache folder, so the theoretical peak stands in.
@@ -72,8 +75,9 @@ def step():
 
 saved = sys.argv[2] or None
 repeat = int(sys.argv[3])
+seconds = float(sys.argv[4]) or None
 r = roofline.steady(step, model, warmup=1, repeat=repeat, timing="op", ceilings=saved or "measured",
-                    step_time="ops_min")  # every op timed, with its waits for a CPU: every kind can be judged
+                    step_time="ops_min", seconds=seconds)  # every op timed, with its waits for a CPU: every kind can be judged
 plain_ceilings = _ceilings.ceilings("cpu")  # this run's own measurement (kept for the process, flagged)
 r.totals()  # judged: meta["ceilings_yardstick"] says against what
 out = {"flops": r.total_flops, "yardstick": r.meta.get("ceilings_yardstick", {}).get("kind"),
@@ -81,7 +85,8 @@ out = {"flops": r.total_flops, "yardstick": r.meta.get("ceilings_yardstick", {})
        "peak_plain": plain_ceilings.peak("vector", "float32"),
        "contention": plain_ceilings.info.get("contention") or [],
        "wait_share": [q.meta.get("load", {}).get("wait_share") for q in r.repeats],
-       "step_contention": sum(bool(q.meta.get("contention")) for q in r.repeats)}
+       "step_contention": sum(bool(q.meta.get("contention")) for q in r.repeats),
+       "steps": len(r.repeats), "halves": r.meta["steady"]["step_time"].get("halves")}
 st = SteadyReport._from_runs(r.repeats, warmup=1, ceilings=saved or "measured", step_time="unwaited")
 out["unwaited_spread"] = st.meta["steady"]["step_time"].get("unwaited", {}).get("spread")
 out["spin"] = bool(st.meta["steady"]["step_time"].get("spin"))
@@ -114,6 +119,8 @@ def main() -> int:
     ap.add_argument("--saved", default="", help="saved idle ceilings to use as the yardstick")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads of the step")
     ap.add_argument("--repeat", type=int, default=5, help="measured steps per run (profile's repeat)")
+    ap.add_argument("--seconds", type=float, default=0.0, help="keep measuring steps past --repeat until they "
+                    "have taken this long (steady(seconds=...)); 0: just --repeat")
     ap.add_argument("--omp-passive", action="store_true", help="run the steps with OMP_WAIT_POLICY=PASSIVE")
     args = ap.parse_args()
 
@@ -129,7 +136,8 @@ def main() -> int:
                 env["OMP_WAIT_POLICY"] = "PASSIVE"
             load = os.getloadavg()
             try:
-                p = subprocess.run([sys.executable, "-c", RUN, str(args.threads), args.saved, str(args.repeat)],
+                p = subprocess.run([sys.executable, "-c", RUN, str(args.threads), args.saved, str(args.repeat),
+                                    str(args.seconds)],
                                    env=env, capture_output=True, text=True, timeout=900)
             finally:
                 shutil.rmtree(cache, ignore_errors=True)
@@ -146,7 +154,10 @@ def main() -> int:
                   f"(spread of the steps' unwaited times {row['unwaited_spread'] or 0:.0%}"
                   f"{', SPIN flagged' if row['spin'] else ''}); threads waited "
                   f"{statistics.median(waits) if waits else float('nan'):.0%} for a CPU (median), "
-                  f"{row['step_contention']}/{args.repeat} steps flagged; peak stable {row['peak_stable'] / 1e9:.1f} "
+                  f"{row['step_contention']}/{row['steps']} steps flagged"
+                  + (f"; ops_min from each half of the steps {row['halves'][0] * 1e3:.2f} and "
+                     f"{row['halves'][1] * 1e3:.2f} ms" if row["halves"] else "")
+                  + f"; peak stable {row['peak_stable'] / 1e9:.1f} "
                   f"({row['yardstick']}), plain {row['peak_plain'] / 1e9:.1f} GFLOP/s"
                   f"{' (contended)' if row['contention'] else ''}", flush=True)
             print("       MFU " + "  ".join(f"{st}/{y} {row[st][y]:6.2%}" for st, y in COMBOS), flush=True)
@@ -157,8 +168,11 @@ def main() -> int:
 
     print()
     print(f"{args.runs} runs, {args.hogs} busy processes, {args.threads} torch threads"
-          f"{' (OMP_WAIT_POLICY=PASSIVE)' if args.omp_passive else ''}, {args.repeat} measured steps "
-          f"per run, {rows[0]['flops'] / 1e9:.3f} GFLOP per step; load average now {os.getloadavg()[0]:.1f}")
+          f"{' (OMP_WAIT_POLICY=PASSIVE)' if args.omp_passive else ''}, "
+          + (f"steps measured for {args.seconds:g} s (at least {args.repeat}; "
+             f"{min(r['steps'] for r in rows)} to {max(r['steps'] for r in rows)})" if args.seconds
+             else f"{args.repeat} measured steps")
+          + f" per run, {rows[0]['flops'] / 1e9:.3f} GFLOP per step; load average now {os.getloadavg()[0]:.1f}")
     print(f"{'step time / yardstick':<22}{'median':>9}{'min':>9}{'max':>9}{'(max-min)/med':>15}{'largest dev':>13}"
           "  +-5%")
     for st, y in COMBOS:

@@ -225,6 +225,9 @@ class Measure(_core.Block):
                          **dict(zip(("signatures", "accesses"), session.captured())))
         if session.fix_records is None:  # (records rewritten from compiled graphs: no longer one per op run)
             report.op_waits = session.op_waits_array(len(records))
+        step = session.step_load()
+        if step is not None and isinstance(report.meta.get("load"), dict):
+            report.meta["load"]["step"] = step  # the timed window's own waits (the block's load spans more)
         if mode is not None:
             _sdpa.warn_if_unredirected(meta["attention"], report.op_names)
         if session.tokens is not None and len(report.records):

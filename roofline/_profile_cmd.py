@@ -12,6 +12,7 @@ import argparse
 import difflib
 import importlib
 import importlib.util
+import math
 import os
 import re
 import site
@@ -70,6 +71,9 @@ def add_profile(subparsers: argparse._SubParsersAction, func) -> None:
                    "creation and lazy initialisation stay out of the measured step); 0 measures the first step")
     p.add_argument("--repeat", type=int, default=None, help="measured steps; the report is the median step (default "
                    "3; 1 on meta, where nothing is timed)")
+    p.add_argument("--seconds", type=float, default=None, help="keep measuring steps, past --repeat, until they "
+                   "have taken this much wall time (on a shared host, 15 spreads them over the machine's phases of "
+                   "speed: the least times are then comparable between runs)")
     p.add_argument("--step-time", choices=STEP_TIMES, default="median", help="the step time the MFU and roofline "
                    "figures divide by: the median wall time of the measured steps (default), the least, or "
                    "'unwaited' (each step's wall time with its threads' waits for a CPU held by other processes "
@@ -106,6 +110,7 @@ class Plan:
     attention: str | None = None
     warmup: int = 1
     repeat: int = 3
+    seconds: float | None = None
     timing: str | None = "op"
     step_time: str = "median"
     notes: list = field(default_factory=list)
@@ -308,6 +313,9 @@ def plan(args: argparse.Namespace) -> Plan:
     for flag in ("batch", "seq", "top", "by-module", "repeat", "kv-len"):
         _positive(args, flag)
     _positive(args, "warmup", 0)
+    seconds = getattr(args, "seconds", None)
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"--seconds must be a finite number of seconds > 0, got {seconds:g}")
     device = check_device(args.device)
     dtype = _dtype("--dtype", args.dtype)
     autocast = _dtype("--autocast", args.autocast, _AUTOCAST)
@@ -345,7 +353,7 @@ def plan(args: argparse.Namespace) -> Plan:
     p = Plan(model=args.model, source=source, builder=builder, device=device, dtype=dtype, autocast=autocast,
              attention=args.attention, warmup=args.warmup, repeat=3 if args.repeat is None else args.repeat,
              timing=None if args.timing == "none" else args.timing,
-             step_time=getattr(args, "step_time", "median"))
+             step_time=getattr(args, "step_time", "median"), seconds=getattr(args, "seconds", None))
     if p.step_time != "median" and (device == "meta" or p.timing is None):
         p.notes.append(f"--step-time {p.step_time} ignored: nothing is timed"
                        + (" on meta" if device == "meta" else " (--timing none)"))
@@ -358,6 +366,9 @@ def plan(args: argparse.Namespace) -> Plan:
         if p.repeat != 1 and args.repeat is not None:
             p.notes.append(f"--repeat {p.repeat} ignored: nothing is timed on meta")
         p.repeat = 1
+        if p.seconds is not None:
+            p.notes.append(f"--seconds {p.seconds:g} ignored: nothing is timed on meta")
+            p.seconds = None
         if p.attention is None:
             p.attention = META_DEFAULTS["attention"]
             p.notes.append(f"attention counted as {p.attention} (--attention to change)")
@@ -472,7 +483,8 @@ def _what(p: Plan, args) -> str:
     if p.autocast:
         prec.append(f"autocast {p.autocast}")
     steps = (f"{p.warmup} warm-up step{'s' if p.warmup != 1 else ''} uncounted, then "
-             + (f"median of {p.repeat} measured steps" if p.repeat > 1 else "1 measured step"))
+             + (f"median of {p.repeat} measured steps" if p.repeat > 1 else "1 measured step")
+             + (f", more until they have taken {p.seconds:g} s" if p.seconds is not None else ""))
     if p.warmup == 0:
         steps += " (the first step is measured: it includes one-off work such as optimizer state creation)"
     if p.step_time != "median":
@@ -505,7 +517,7 @@ def run(args: argparse.Namespace) -> int:
                 inner()
 
     r = roofline.steady(step, model, warmup=p.warmup, repeat=p.repeat, timing=p.timing, ceilings=args.ceilings,
-                        attention=p.attention, step_time=p.step_time)
+                        attention=p.attention, step_time=p.step_time, seconds=p.seconds)
     if p.dtype:
         r.meta["dtype"] = p.dtype
     report = r

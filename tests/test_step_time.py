@@ -99,11 +99,10 @@ def test_profile_divides_by_the_chosen_step_time(step):
             assert r.wall_time == min(walls) and t == {"kind": "min", "wall_median": statistics.median(walls)}
             assert "the least wall time" in r.steady_line() and r.summary().split("\n")[1].endswith(" least wall")
         else:
-            own = [q.meta["load"].get("unwaited_s") for q in r.repeats]
-            # each step's wall time times its block's unwaited share (unwaited_s / wall_s of the load's interval)
-            # where the statistics exist, else its wall time; the median of those
-            expect = [w * u / q.meta["load"]["wall_s"] if u is not None and 0 < u <= q.meta["load"]["wall_s"]
-                      else w for u, w, q in zip(own, walls, r.repeats)]
+            own = [(q.meta["load"].get("step") or {}).get("unwaited_s") for q in r.repeats]
+            # each step's own unwaited time, read next to its clock reads, where the statistics exist, else its
+            # wall time; the median of those
+            expect = [u if u is not None and 0 < u <= w else w for u, w in zip(own, walls)]
             assert r.wall_time == pytest.approx(statistics.median(expect)) and t["kind"] == "unwaited"
             assert t["values"] == pytest.approx(expect) and "UNWAITED" in r.steady_line()
             # the summary's header and the HTML page's header facts say it too

@@ -38,7 +38,7 @@ from roofline._compiled import _view
 from roofline._counting import _sparse_calls
 from roofline._datamodel import _tokens
 from roofline._datamodel._records import OPTIMIZER, OpInfo
-from roofline._hardware._contention import OP_WAITS, run_delay_ns
+from roofline._hardware._contention import OP_WAITS, run_delay_ns, step_readings, thread_stats
 
 _graph_task_id = torch._C._current_graph_task_id
 _now = time.perf_counter
@@ -96,6 +96,7 @@ class Session(OpTable, Recording):
         self.collectives = _collectives.Collectives()  # one row per collective call (network bytes, group size)
         self.wall_time = None
         self._t0 = self._t1 = None
+        self.threads_at = [None, None]  # every own thread's scheduler statistics next to _t0 and _t1 (timed blocks)
         self._flags = None  # torch's mode flags before the mode was entered; None while it is not (see enter)
         self._left: list = []  # what leaving the mode found above it (roofline._core.remove_mode's log)
         self.token = None  # this block in _OPEN, once it is entered
@@ -166,6 +167,8 @@ class Session(OpTable, Recording):
         _collectives.install(self)  # DTensor's sharding propagation is not counted
 
         _view.start(self)  # sets self.compiled first
+        if self.timing is not None:
+            self.threads_at[0] = thread_stats()  # the step's own waits: read next to the clock (step_load)
         self._t0 = self.t_base = time.perf_counter()
         if self.timing == "op" and self.cuda_possible and torch.cuda.is_initialized():
             # CUDA already in use: the ops' events are timed from here, the block's start. A process that has not
@@ -256,6 +259,13 @@ class Session(OpTable, Recording):
             if self.op_waits is not None and threading.get_ident() == self.thread:
                 self.wait_at[1] = run_delay_ns()  # read inside the block's time, as every read of the waits
             self._t1 = time.perf_counter()
+            self.threads_at[1] = thread_stats()
+
+    def step_load(self) -> dict | None:
+        """The block's threads' time on a CPU and waiting for one over exactly its timed window, and its unwaited
+        time (:func:`roofline._hardware._contention.step_readings`): ``meta["load"]["step"]``. The block's own
+        ``meta["load"]`` spans its entry and exit as well, whose waits are not the step's."""
+        return step_readings(self.threads_at[0], self.threads_at[1], self.wall_time)
 
     def release(self):
         """Take out everything :meth:`enter` installed, from whatever state it is in. Idempotent; every step runs

@@ -340,6 +340,53 @@ def thread_times(start: Snapshot, end: Snapshot) -> tuple[float, float] | None:
     return run * 1e-9, wait * 1e-9
 
 
+def thread_stats() -> dict | None:
+    """Thread id -> (ns on a CPU, ns waiting for one) of every thread of this process now (``schedstat``), None
+    where the kernel does not keep them: what a block reads next to its clock reads, so that its step's own waits
+    are known (:func:`step_readings`). One file read per thread. Never raises."""
+    try:
+        stats = _schedstats(_tids("self"))
+        if stats:
+            for tid, (run, wait) in stats.items():
+                run = thread_cpu_ns(tid)
+                if run is not None:
+                    stats[tid] = (run, wait)
+        return stats
+    except Exception:  # noqa: BLE001 - a reading, never a failure
+        return None
+
+
+def thread_cpu_ns(tid) -> int | None:
+    """Thread ``tid`` (of this process)'s time on a CPU in nanoseconds from its CPU-time clock, None where it
+    cannot be read. ``schedstat``'s own figure is the kernel's last update of it, which for a thread running at
+    the time of the read trails by up to a scheduler tick (milliseconds): too coarse for one step. The clock brings
+    a running thread's time up to date first. Its id is Linux's encoding of a thread's CPU clock (what
+    ``pthread_getcpuclockid`` returns: ``~tid << 3 | 6``), readable for any thread of the calling process."""
+    try:
+        return time.clock_gettime_ns((~int(tid) << 3) | 6)
+    except (OSError, ValueError, OverflowError, AttributeError):
+        return None
+
+
+def step_readings(before: dict | None, after: dict | None, wall: float | None) -> dict[str, Any] | None:
+    """The scheduler's view of the block's threads over exactly its timed window (``before`` and ``after``: two
+    :func:`thread_stats` read next to the clock reads of a ``wall``-second window): ``threads_cpu_s``,
+    ``threads_wait_s`` and ``unwaited_s`` (:func:`unwaited`), or None where either reading or the wall time is
+    missing. A thread started in between counts from zero; one that ended is left out."""
+    if not before or not after or wall is None or not wall > 0:
+        return None
+    run = wait = 0
+    for tid, (r, w) in after.items():
+        r0, w0 = before.get(tid, (0, 0))
+        run += max(r - r0, 0)
+        wait += max(w - w0, 0)
+    run_s, wait_s = run * 1e-9, wait * 1e-9
+    allowed, machine = _affinity(), _cpu_count()
+    cpus = len(allowed) if allowed and len(allowed) < machine else machine  # as a snapshot counts them
+    return {"threads_cpu_s": round(run_s, 6), "threads_wait_s": round(wait_s, 6),
+            "unwaited_s": round(unwaited(wall, run_s, wait_s, cpus), 6)}
+
+
 def unwaited(wall: float, cpu_s: float, wait_s: float, cpus: int) -> float:
     """The time of a block of ``wall`` seconds had its threads never waited for a CPU: the wall time scaled by the
     share of their runnable time they spent on one, ``wall * cpu / (cpu + wait)``, and never less than ``cpu /

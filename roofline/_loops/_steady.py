@@ -15,6 +15,7 @@ import inspect
 import math
 import os
 import statistics
+from time import perf_counter as _perf_counter
 
 import numpy as np
 
@@ -36,10 +37,30 @@ def _check_int(name: str, v, lo: int, where: str = "steady") -> int:
 
 STEP_TIMES = ("median", "min", "unwaited", "unwaited_min", "ops_min")
 
+# steady(seconds=...): the most steps it measures to fill the time (every measured step's report is kept until
+# they are aggregated); more only when repeat asks for more
+SECONDS_MAX_STEPS = 2000
+
+
+def _check_seconds(v, where: str = "steady"):
+    """``v`` (``seconds=``) as a float > 0, or None: TypeError for a non-number (a bool included), ValueError
+    for a number that is not finite and positive."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+        raise TypeError(f"{where}: seconds must be a number of seconds or None, got {type(v).__name__}")
+    try:
+        f = float(v)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{where}: seconds must be a number of seconds or None, got {type(v).__name__}") from e
+    if not math.isfinite(f) or f <= 0:
+        raise ValueError(f"{where}: seconds must be a finite number of seconds > 0, got {v!r}")
+    return f
+
 
 def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | None = "model",
            ceilings="measured", attention: str | None = None, step_time: str = "median",
-           formulas=None) -> "SteadyReport":
+           formulas=None, seconds: float | None = None) -> "SteadyReport":
     """Measure the steady state of ``step`` (a callable taking no arguments, e.g. one training step): run it
     ``warmup`` times uncounted, then ``repeat`` times each inside :func:`roofline.measure`, and return a
     :class:`SteadyReport` of the median step.
@@ -53,8 +74,9 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     ``step_time`` chooses the step's time, the one its MFU and roofline figures divide by: ``"median"`` (default),
     the median wall time; ``"min"``, the least wall time of the repeats (the least disturbed one); ``"unwaited"``,
     the median of each repeat's wall time with its threads' waits for a CPU held by other processes taken out
-    (Linux's scheduler statistics: the step's wall time times ``meta["load"]["unwaited_s"] / meta["load"]["wall_s"]``
-    of its block; equal to the wall time on an idle machine, the wall time where the statistics are missing);
+    (Linux's scheduler statistics of every thread of the process, read next to the step's clock reads:
+    ``meta["load"]["step"]["unwaited_s"]``; equal to the wall time on an idle machine, the wall time where the
+    statistics are missing);
     ``"unwaited_min"``, the least of those unwaited times (the least disturbed step: on a busy machine every step
     is slowed, never sped up, by what the statistics cannot take out; use ``repeat`` of 10 or more);
     ``"ops_min"`` (needs ``timing="op"``), the step composed of its least disturbed parts: each op call's least time
@@ -66,6 +88,15 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     spin-waits, the spinning counts as time on a CPU and the unwaited time overstates the step: the report says so
     (``meta["steady"]["step_time"]["spin"]``, a warning) and how to avoid it (``OMP_WAIT_POLICY=PASSIVE`` or one
     thread). Per-op times (``timing="op"``) stay as measured.
+
+    ``seconds``: keep measuring steps, past ``repeat``, until the measured steps have taken this much wall time
+    (at most :data:`SECONDS_MAX_STEPS` steps, or ``repeat`` where it asks for more; a warning says when the limit
+    stopped it). On a shared host the machine's own speed moves in phases of seconds (other tenants' work), slowing
+    every op alike; a fraction of a second of steps may all fall in a slow phase, so a step time comparable between
+    runs there (``"ops_min"``, ``"unwaited_min"``) needs steps spread over ten seconds or more: ``seconds=15``.
+    ``meta["steady"]["seconds"]`` has what was asked, the time the steps took and whether the limit stopped them;
+    with ``"ops_min"``, ``meta["steady"]["step_time"]["halves"]`` compares the first half of the steps with the
+    second. Every measured step's report is kept until they are aggregated (memory grows with the steps).
 
     ``warmup`` (default 1) steps run first, uncounted: optimizer state creation, lazy initialisation and the
     first-call costs of the allocator and of kernel selection stay out of the measured steps. ``warmup=0``
@@ -88,20 +119,42 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     _check_synchronous(step)
     warmup = _check_int("warmup", warmup, 0)
     repeat = _check_int("repeat", repeat, 1)
+    seconds = _check_seconds(seconds)
     _check_step_time(step_time, "steady", timing)
     measure(model, timing=timing, ceilings=ceilings, attention=attention, formulas=formulas)  # checks them now
     for _ in range(warmup):
         _check_result(step())
     runs = []
+    most = max(repeat, SECONDS_MAX_STEPS) if seconds is not None else repeat
     waits = OP_WAITS.set(step_time == "ops_min")  # each op's waits for a CPU, for the composition (_ops_min)
+    began = _clock()
     try:
-        for _ in range(repeat):
+        while len(runs) < repeat or (seconds is not None and _clock() - began < seconds and len(runs) < most):
             with measure(model, timing=timing, ceilings=ceilings, attention=attention, formulas=formulas) as r:
                 _check_result(step())
             runs.append(r)
     finally:
         OP_WAITS.reset(waits)
-    return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings, step_time=step_time)
+    extra = None
+    if seconds is not None:
+        took = _clock() - began
+        capped = took < seconds
+        extra = {"seconds": {"asked": seconds, "took": took, "steps": len(runs), "capped": capped}}
+        if capped:
+            _warn.warn(f"roofline.steady: seconds={seconds:g}: stopped at {len(runs)} measured steps after "
+                       f"{took:.3g} s, the most it measures to fill the time (SECONDS_MAX_STEPS; a larger repeat "
+                       "measures more)")
+    return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings, step_time=step_time, extra=extra)
+
+
+def _ms(seconds: float) -> str:
+    """Seconds as milliseconds with two decimals, for figures that must tell a change of a percent apart."""
+    return f"{seconds * 1e3:.2f}"
+
+
+def _clock() -> float:
+    """The wall clock ``steady(seconds=...)`` fills (a function, so a test can stand in for it)."""
+    return _perf_counter()
 
 
 def _check_step_time(step_time, who: str = "profile", timing="op") -> None:
@@ -135,6 +188,12 @@ def _ops_min(runs: list, median_wall) -> tuple:
     faster because the one before left its data in cache). An op's intra-op threads' own waits are not taken out
     (only its calling thread's): they stay in its time, and the least over the steps is what removes them.
 
+    ``meta["halves"]`` (4 steps or more): the same composition from the first and from the second half of the
+    steps. Where they differ, the machine's own speed moved during the measurement (a shared host's other tenants
+    work in phases of seconds, slowing every part alike: nothing within the steps can take that out); measured over
+    more time (``roofline.steady(seconds=...)``), the least times reach the machine's quicker phases and the halves
+    agree.
+
     Where it does not apply, the median wall time stands and ``meta["missing"]`` says why: a step without a wall
     time or without op times, an op call without a time, or ops whose times overlap (several threads or device
     streams at once: their times do not add up to the step's)."""
@@ -163,6 +222,10 @@ def _ops_min(runs: list, median_wall) -> tuple:
     in_ops = (end - start).sum(axis=1)
     out["ops"] = {"least": least_ops, "between_least": between, "median": float(np.median(in_ops)),
                   "values": [float(v) for v in in_ops]}
+    if len(runs) >= 4:  # the same composition from each half of the steps: has the least time settled?
+        h = len(runs) // 2
+        out["halves"] = [float(d[:h].min(axis=0).sum() + g[:h].min(axis=0).sum()),
+                         float(d[h:].min(axis=0).sum() + g[h:].min(axis=0).sum())]
     return least_ops + between, out
 
 
@@ -234,11 +297,18 @@ def _step_time(kind: str, runs: list, median_wall, threads: int | None = None, e
     for r in runs:
         if r.wall_time is None:
             continue
-        # the load's interval holds the step's timed window and the block's entry and exit around it: its share
-        # of unwaited time is applied to the step's own wall time
+        # the step's own readings, taken next to its clock reads (meta["load"]["step"]); a report without them
+        # (saved before 0.6) has only the block's load, whose interval holds the block's entry and exit as well:
+        # its share of unwaited time is applied to the step's wall time
         load = r.meta.get("load") or {}
-        u, w = load.get("unwaited_s"), load.get("wall_s")
+        step = load.get("step")
         contended = contended or bool(r.meta.get("contention"))
+        u = step.get("unwaited_s") if isinstance(step, dict) else None
+        if isinstance(u, (int, float)) and 0 < u <= r.wall_time * (1 + 1e-6):
+            known += 1
+            values.append(min(u, r.wall_time))
+            continue
+        u, w = load.get("unwaited_s"), load.get("wall_s")
         if isinstance(u, (int, float)) and isinstance(w, (int, float)) and 0 < u <= w:
             known += 1
             values.append(r.wall_time * (u / w))
@@ -293,9 +363,12 @@ def _step_time_words(t: dict) -> str:
             why = t.get("missing", "no op times")
             return f"the median wall time (step_time='ops_min' could not be composed: {why})"
         waits = "; each part's waits for a CPU taken out" if t.get("waits") else ""
+        h = t.get("halves")
+        halves = (f"; from each half of the steps: {_ms(h[0])} and {_ms(h[1])} ms" if isinstance(h, list)
+                  and len(h) == 2 and all(isinstance(v, (int, float)) for v in h) else "")
         return (f"LEAST OPS (each op call's least time over the steps, {o['least'] * 1e3:.1f} ms, plus the least time "
                 f"between ops, {o['between_least'] * 1e3:.1f} ms{waits}; the steps' time in ops: median "
-                f"{o['median'] * 1e3:.1f} ms)" + ("; OVERSTATED: several intra-op threads under contention (one "
+                f"{o['median'] * 1e3:.1f} ms{halves})" + ("; OVERSTATED: several intra-op threads under contention (one "
                                                   "thread avoids it)" if t.get("threads") else ""))
     words = ("UNWAITED (waits for a CPU held by other processes taken out" if t["kind"] == "unwaited" else
              "the least UNWAITED time (waits for a CPU held by other processes taken out")

@@ -383,6 +383,14 @@ def _tree_html(node, use_measured, projected, open_depth=2, params=None) -> str:
     return f"<details{op}><summary>{line}</summary>{inner}</details>"
 
 
+def _halves(h, dur) -> str:
+    """The ops_min composition from each half of the steps (``meta["steady"]["step_time"]["halves"]``), or
+    nothing where it is missing or malformed (a hand-edited file)."""
+    if not (isinstance(h, list) and len(h) == 2 and all(isinstance(v, (int, float)) for v in h)):
+        return ""
+    return f"; from each half of the steps: {dur(h[0])} and {dur(h[1])}"
+
+
 def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
     """The header facts of a report as (label, text) pairs: what the notebook view lists above its tables."""
     r = report
@@ -449,7 +457,8 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
         out.append(("step time", f"{dur(r.wall_time)}: " + (
             f"LEAST OPS (each op call's least time over the measured steps, {dur(o['least'])}, plus the least time "
             f"between ops, {dur(o['between_least'])}" + ("; each part's waits for a CPU taken out" if st.get("waits")
-                                                         else "") + ")" if isinstance(o, dict) else
+                                                         else "") + _halves(st.get("halves"), dur) + ")"
+            if isinstance(o, dict) else
             f"the median wall time (least ops not composed: {st.get('missing', 'no op times')})")
             + (f"; median wall time {dur(med)}" if isinstance(med, (int, float)) else "")))
     if isinstance(st, dict) and st.get("kind") in ("min", "unwaited", "unwaited_min") and r.wall_time \

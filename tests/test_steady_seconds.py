@@ -1,0 +1,181 @@
+"""``roofline.steady(seconds=...)``: steps measured until they have taken a given wall time (on a shared host the
+machine's speed moves in phases of seconds, so a comparable least time needs steps spread over them), and the
+``"ops_min"`` composition from each half of the steps (``meta["steady"]["step_time"]["halves"]``). The clock is
+stood in for by one the step advances, so every count below is arithmetic in the test."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import roofline  # noqa: E402
+from roofline import SteadyReport, cli  # noqa: E402
+from roofline._loops import _steady  # noqa: E402
+
+MS = 1e-3
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(8, 4)
+    return m, torch.randn(2, 8)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """A clock that only the step moves: one second per step."""
+    now = [100.0]
+    monkeypatch.setattr(_steady, "_clock", lambda: now[0])
+
+    def tick():
+        now[0] += 1.0
+
+    return tick
+
+
+def test_steps_are_measured_past_repeat_until_they_have_taken_the_seconds(model, clock):
+    m, x = model
+    calls = []
+
+    def step():
+        calls.append(1)
+        clock()
+        m(x).sum().backward()
+
+    r = roofline.steady(step, m, warmup=1, repeat=2, seconds=5.5, ceilings="theoretical")
+    # one second a step (the warm-up's too, before the clock starts): 5 steps take 5 s < 5.5, the 6th reaches 6
+    assert len(r.repeats) == 6 and len(calls) == 7
+    assert r.meta["steady"]["repeat"] == 6
+    assert r.meta["steady"]["seconds"] == {"asked": 5.5, "took": 6.0, "steps": 6, "capped": False}
+    assert "median of 6 measured steps" in r.steady_line()
+
+
+def test_repeat_still_sets_the_least_number_of_steps(model, clock):
+    m, x = model
+
+    def step():
+        clock()
+        m(x).sum().backward()
+
+    r = roofline.steady(step, m, warmup=0, repeat=4, seconds=1.5, ceilings="theoretical")
+    assert len(r.repeats) == 4  # 2 s were enough, 4 were asked
+    assert r.meta["steady"]["seconds"]["took"] == 4.0
+
+
+def test_the_step_limit_stops_it_with_a_warning_unless_repeat_asks_for_more(model, clock, monkeypatch):
+    m, x = model
+    monkeypatch.setattr(_steady, "SECONDS_MAX_STEPS", 3)
+    step = lambda: m(x).sum().backward()  # noqa: E731  (the clock never moves: only the limit stops it)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        r = roofline.steady(step, m, warmup=0, repeat=1, seconds=10, ceilings="theoretical")
+    assert len(r.repeats) == 3
+    assert r.meta["steady"]["seconds"] == {"asked": 10.0, "took": 0.0, "steps": 3, "capped": True}
+    said = [str(x.message) for x in w if "seconds=10" in str(x.message)]
+    assert said and "stopped at 3 measured steps" in said[0]
+    assert all(x.filename == __file__ for x in w if "seconds=10" in str(x.message))  # the user's line
+    with pytest.warns(UserWarning, match="stopped at 5 measured steps"):
+        r = roofline.steady(step, m, warmup=0, repeat=5, seconds=10, ceilings="theoretical")
+    assert len(r.repeats) == 5 and r.meta["steady"]["seconds"]["capped"]  # repeat above the limit: repeat wins
+
+
+def test_without_seconds_nothing_is_added(model):
+    m, x = model
+    r = roofline.steady(lambda: m(x).sum().backward(), m, warmup=0, repeat=2, ceilings="theoretical")
+    assert len(r.repeats) == 2 and "seconds" not in r.meta["steady"]
+
+
+@pytest.mark.parametrize("bad,exc", [(True, TypeError), ("5", TypeError), ([1], TypeError), (0, ValueError),
+                                     (-1.0, ValueError), (math.nan, ValueError), (math.inf, ValueError)])
+def test_bad_seconds_are_refused_before_any_step_runs(model, bad, exc):
+    m, x = model
+    ran = []
+    with pytest.raises(exc, match="seconds"):
+        roofline.steady(lambda: ran.append(1), m, seconds=bad)
+    assert not ran
+
+
+def test_numpy_and_int_seconds_are_taken(model, clock):
+    m, x = model
+
+    def step():
+        clock()
+        m(x).sum().backward()
+
+    assert roofline.steady(step, m, warmup=0, repeat=1, seconds=np.float64(2.0),
+                           ceilings="theoretical").meta["steady"]["seconds"]["steps"] == 2
+    assert roofline.steady(step, m, warmup=0, repeat=1, seconds=3,
+                           ceilings="theoretical").meta["steady"]["seconds"]["asked"] == 3.0
+
+
+def _lay(run, durations_ms, gap_ms):
+    """The run's op calls back to back with ``durations_ms``, ``gap_ms`` before the first; its wall time the sum."""
+    rec = run.records
+    t = gap_ms * MS
+    for k, d in enumerate(durations_ms):
+        rec["t_start"][k], rec["t_end"][k] = t, t + d * MS
+        t += d * MS
+    run.wall_time = t
+
+
+def test_ops_min_from_each_half_of_the_steps(model):
+    m, x = model
+    runs = roofline.steady(lambda: m(x).sum().backward(), m, warmup=1, repeat=5, timing="op",
+                           ceilings="theoretical").repeats
+    n = len(runs[0].records)
+    # steps 1-2 (the first half of 5) in a slow phase: every call 2 ms, 3 ms outside ops; steps 3-5: 1 ms and 1 ms,
+    # one of them disturbed (call 0 by 4 ms)
+    _lay(runs[0], [2.0] * n, 3.0)
+    _lay(runs[1], [2.0] * n, 3.0)
+    _lay(runs[2], [5.0] + [1.0] * (n - 1), 1.0)
+    _lay(runs[3], [1.0] * n, 1.0)
+    _lay(runs[4], [1.0] * n, 1.0)
+    rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
+    st = rep.meta["steady"]["step_time"]
+    assert st["halves"] == pytest.approx([(2.0 * n + 3.0) * MS, (1.0 * n + 1.0) * MS])
+    assert rep.wall_time == pytest.approx((n + 1.0) * MS)  # the least over all the steps
+    line = rep.steady_line()
+    assert f"from each half of the steps: {2 * n + 3:.2f} and {n + 1:.2f} ms" in line
+    html = rep.to_html()
+    assert "from each half of the steps" in html
+    # three steps: no halves
+    rep3 = SteadyReport._from_runs(runs[:3], warmup=1, ceilings="theoretical", step_time="ops_min")
+    assert "halves" not in rep3.meta["steady"]["step_time"]
+    assert "half of the steps" not in rep3.steady_line()
+
+
+def test_halves_edited_by_hand_are_left_out_of_the_views(model):
+    m, x = model
+    rep = roofline.steady(lambda: m(x).sum().backward(), m, warmup=1, repeat=4, timing="op",
+                          ceilings="theoretical", step_time="ops_min")
+    rep.meta["steady"]["step_time"]["halves"] = ["a", None]
+    assert "half of the steps" not in rep.steady_line()
+    assert "half of the steps" not in rep.to_html()
+
+
+def test_cli_seconds(capsys, monkeypatch):
+    assert cli.main(["profile", "test_cli:tiny", "--seconds", "0"]) == 1
+    assert "--seconds must be a finite number of seconds > 0, got 0" in capsys.readouterr().err
+    assert cli.main(["profile", "test_cli:tiny", "--seconds", "nan"]) == 1
+    assert "got nan" in capsys.readouterr().err
+    seen = {}
+    real = roofline.steady
+
+    def spy(*a, **k):
+        seen.update(k)
+        return real(*a, **{**k, "seconds": None})
+
+    monkeypatch.setattr(roofline, "steady", spy)
+    assert cli.main(["profile", "test_cli:tiny", "--timing", "op", "--step-time", "ops_min", "--ceilings",
+                     "datasheet", "--repeat", "4", "--seconds", "12.5"]) == 0
+    err = capsys.readouterr().err
+    assert seen["seconds"] == 12.5 and seen["repeat"] == 4
+    assert "median of 4 measured steps, more until they have taken 12.5 s" in err
+    assert cli.main(["profile", "test_cli:tiny", "--device", "meta", "--seconds", "3"]) == 0
+    assert "--seconds 3 ignored: nothing is timed on meta" in capsys.readouterr().err

@@ -1,0 +1,111 @@
+"""The step's own scheduler readings (``meta["load"]["step"]``): every thread's time on a CPU and waiting for one
+over exactly the block's timed window, read next to its clock reads, and the unwaited step time taken from them.
+The block's ``meta["load"]`` spans its entry and exit too; scaling the step's wall time by that interval's share
+misplaced the waits that fell outside the step (a least unwaited time well under the step's time on a CPU)."""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import roofline  # noqa: E402
+from roofline._capture import _session  # noqa: E402
+from roofline._hardware import _contention  # noqa: E402
+from roofline._loops import _steady  # noqa: E402
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="scheduler statistics are Linux's")
+
+
+@linux
+def test_a_timed_block_records_its_steps_own_readings():
+    x = 0
+    with roofline.measure() as r:
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < 0.05:  # 50 ms on a CPU, in this thread
+            x += 1
+        spent = time.thread_time() - t0
+    step = r.meta["load"]["step"]
+    assert set(step) == {"threads_cpu_s", "threads_wait_s", "unwaited_s"}
+    # this thread's 50 ms are in it (the kernel's count of the running thread may trail by well under a ms)
+    assert step["threads_cpu_s"] >= spent - 0.002
+    assert step["threads_wait_s"] >= 0 and 0 < step["unwaited_s"] <= r.wall_time + 1e-6
+    # the block's own interval holds the step's and more
+    assert r.meta["load"]["wall_s"] >= r.wall_time
+
+
+def test_count_only_blocks_have_no_step_readings():
+    with roofline.measure(timing=None) as r:
+        torch.ones(3) + 1
+    assert "step" not in (r.meta.get("load") or {})
+
+
+def test_the_readings_are_the_windows_and_go_into_the_unwaited_time(monkeypatch):
+    # every thread's (ns on a CPU, ns waiting): thread 1 ran 10 ms and waited 5, thread 2 (started in the window)
+    # ran 2 ms and waited 3, thread 3 ended in the window (left out)
+    readings = iter([{"1": (100_000_000, 40_000_000), "3": (5, 5)},
+                     {"1": (110_000_000, 45_000_000), "2": (2_000_000, 3_000_000)}])
+    monkeypatch.setattr(_session, "thread_stats", lambda: next(readings))
+    with roofline.measure() as r:
+        torch.ones(3) + 1
+        time.sleep(0.03)  # a window of 30 ms or more
+    step = r.meta["load"]["step"]
+    assert step["threads_cpu_s"] == pytest.approx(0.012) and step["threads_wait_s"] == pytest.approx(0.008)
+    # the wall time scaled by the share of runnable time on a CPU, 12 / 20 (at least 18 ms: above the 12 ms of
+    # CPU time over the CPUs, its floor, and below the wall time, its ceiling)
+    assert r.wall_time >= 0.03
+    assert step["unwaited_s"] == pytest.approx(r.wall_time * 12 / 20, abs=2e-6)
+
+
+@pytest.mark.parametrize("missing", [None, {}])
+def test_no_reading_no_step(monkeypatch, missing):
+    monkeypatch.setattr(_session, "thread_stats", lambda: missing)
+    with roofline.measure() as r:
+        torch.ones(3) + 1
+    assert "step" not in r.meta["load"]
+    assert _contention.step_readings({"1": (0, 0)}, {"1": (1, 1)}, None) is None
+    assert _contention.step_readings({"1": (0, 0)}, {"1": (1, 1)}, 0.0) is None
+
+
+def _run(wall, load):
+    return types.SimpleNamespace(wall_time=wall, meta={"load": load, "contention": []})
+
+
+def test_the_unwaited_step_time_takes_the_steps_own_reading_before_the_blocks_share():
+    # block: 25 ms, 20 ms unwaited (share 0.8); the step inside it: 20 ms of wall, its own unwaited 12 ms
+    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"unwaited_s": 0.012}}),
+            _run(0.030, {"wall_s": 0.040, "unwaited_s": 0.030, "step": {"unwaited_s": 0.018}}),
+            _run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020})]  # saved before 0.6: the block's share
+    t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
+    assert out["values"] == pytest.approx([0.012, 0.018, 0.020 * 0.8])
+    assert t == pytest.approx(0.016)  # the median
+    t, _ = _steady._step_time("unwaited_min", runs, 0.02, threads=1, env={})
+    assert t == pytest.approx(0.012)
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.001, 0.5, "12", None])
+def test_a_step_reading_out_of_range_falls_back_to_the_blocks_share(bad):
+    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"unwaited_s": bad}})]
+    t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
+    assert out["values"] == pytest.approx([0.016]) and "missing" not in out
+
+
+@linux
+def test_a_threads_cpu_time_is_read_up_to_date_from_its_cpu_clock():
+    import threading
+
+    tid = threading.get_native_id()
+    x, t0 = 0, time.thread_time()
+    while time.thread_time() - t0 < 0.01:  # running: schedstat's own figure may trail here
+        x += 1
+    before = time.thread_time_ns()
+    got = _contention.thread_cpu_ns(tid)
+    after = time.thread_time_ns()
+    assert before <= got <= after  # the calling thread's own clock, read between two readings of it
+    assert _contention.thread_cpu_ns(1) is None  # another process's thread: no reading, no exception
+    stats = _contention.thread_stats()
+    assert str(tid) in stats and stats[str(tid)][0] >= got
