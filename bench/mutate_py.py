@@ -152,7 +152,7 @@ _FORMULA_TESTS = [K + "TestAttentionPairs", "tests/test_coverage_formulas.py", "
                   "tests/test_quantized.py", "tests/test_mutants_formulas.py"]
 # the capture session (the op table, the recording, the dispatch modes, the module tracking, the stack of open blocks)
 _HT = "tests/test_hardening_tokens.py::"
-_CAPTURE_TESTS = ["tests/test_step_time_ops.py", "tests/test_cuda_untouched.py", "tests/test_mutants_capture3.py", "tests/test_mutants_capture2.py", "tests/test_mutants_capture.py",
+_CAPTURE_TESTS = ["tests/test_step_time_ops.py", "tests/test_step_load.py", "tests/test_cuda_untouched.py", "tests/test_mutants_capture3.py", "tests/test_mutants_capture2.py", "tests/test_mutants_capture.py",
                   "tests/test_measure.py",
                   "tests/test_recorder_capture.py", "tests/test_hardening_capture.py", "tests/test_block_state.py", "tests/test_tracking.py",
                   # a collective's marker on the Python path (an FSDP copy, without a process group)
@@ -183,13 +183,13 @@ TESTS = {
     "_loops/_steady.py": [K + "TestSteady", "tests/test_steady.py", "tests/test_mutants_steady.py",
                    "tests/test_mutants_loops.py::TestSteadyLoaded", "tests/test_step_time.py",
                    "tests/test_step_time_spin.py", "tests/test_loops_formulas.py", "tests/test_mutants_rerun_d.py",
-                   "tests/test_step_time_ops.py"],
+                   "tests/test_step_time_ops.py", "tests/test_steady_seconds.py", "tests/test_step_load.py"],
     "_capture/_collectives.py": ["tests/test_mutants_collectives.py", "tests/test_distributed.py"],
     "distributed.py": ["tests/test_mutants_distributed.py", "tests/test_distributed.py"],
     "llm.py": [K + "TestLLM", "tests/test_mutants_llm.py", "tests/test_llm.py"],
     "_analysis/_assumptions.py": [K + "TestAssumptions", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
     "_hardware/_contention.py": [K + "TestContention", "tests/test_mutants_contention.py", "tests/test_contention.py",
-                                 "tests/test_step_time_ops.py"],
+                                 "tests/test_step_time_ops.py", "tests/test_step_load.py"],
     "_analysis/_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
     "_analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_mutants_compiled_view.py", "tests/test_compiled.py"],
     "_capture/_sdpa.py": ["tests/test_mutants_sdpa.py", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
@@ -212,7 +212,8 @@ TESTS = {
                                     "tests/test_hardening_loops.py"],
     "integrations/lightning.py": ["tests/test_mutants_lightning.py", "tests/test_integrations_lightning.py",
                                   "tests/test_hardening_loops.py"],
-    "render/_render.py": ["tests/test_mutants_render.py", "tests/test_mutants_rerun_c.py", "tests/test_output.py"],
+    "render/_render.py": ["tests/test_mutants_render.py", "tests/test_mutants_rerun_c.py", "tests/test_output.py",
+                          "tests/test_steady_seconds.py"],
     "render/_svg.py": ["tests/test_mutants_svg.py", "tests/test_mutants_chart.py", "tests/test_output.py"],
     "render/_tables.py": ["tests/test_mutants_render.py"],
     "render/_trace.py": ["tests/test_mutants_trace.py", "tests/test_output.py"],

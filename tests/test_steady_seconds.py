@@ -110,8 +110,14 @@ def test_numpy_and_int_seconds_are_taken(model, clock):
 
     assert roofline.steady(step, m, warmup=0, repeat=1, seconds=np.float64(2.0),
                            ceilings="theoretical").meta["steady"]["seconds"]["steps"] == 2
-    assert roofline.steady(step, m, warmup=0, repeat=1, seconds=3,
-                           ceilings="theoretical").meta["steady"]["seconds"]["asked"] == 3.0
+    r = roofline.steady(step, m, warmup=0, repeat=1, seconds=3, ceilings="theoretical")
+    # three steps take exactly the three seconds asked: filled, not stopped by the limit
+    assert r.meta["steady"]["seconds"] == {"asked": 3.0, "took": 3.0, "steps": 3, "capped": False}
+    from fractions import Fraction
+
+    for half in (0.5, Fraction(1, 2)):  # under a second, and any real number
+        assert roofline.steady(step, m, warmup=0, repeat=1, seconds=half,
+                               ceilings="theoretical").meta["steady"]["seconds"]["asked"] == 0.5
 
 
 def _lay(run, durations_ms, gap_ms):
@@ -144,6 +150,12 @@ def test_ops_min_from_each_half_of_the_steps(model):
     assert f"from each half of the steps: {2 * n + 3:.2f} and {n + 1:.2f} ms" in line
     html = rep.to_html()
     assert "from each half of the steps" in html
+    # four steps, two halves of two: step 1 slow, step 2 less so, steps 3 and 4 quick
+    _lay(runs[0], [3.0] * n, 3.0)
+    _lay(runs[1], [2.0] * n, 2.0)
+    _lay(runs[2], [1.0] * n, 1.0)
+    rep4 = SteadyReport._from_runs(runs[:4], warmup=1, ceilings="theoretical", step_time="ops_min")
+    assert rep4.meta["steady"]["step_time"]["halves"] == pytest.approx([(2.0 * n + 2.0) * MS, (n + 1.0) * MS])
     # three steps: no halves
     rep3 = SteadyReport._from_runs(runs[:3], warmup=1, ceilings="theoretical", step_time="ops_min")
     assert "halves" not in rep3.meta["steady"]["step_time"]

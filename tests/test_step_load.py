@@ -109,3 +109,37 @@ def test_a_threads_cpu_time_is_read_up_to_date_from_its_cpu_clock():
     assert _contention.thread_cpu_ns(1) is None  # another process's thread: no reading, no exception
     stats = _contention.thread_stats()
     assert str(tid) in stats and stats[str(tid)][0] >= got
+
+
+def test_the_cpu_clock_reading_replaces_schedstats_own(monkeypatch):
+    monkeypatch.setattr(_contention, "_schedstats", lambda tids: {"11": (5, 7), "12": (6, 8)})
+    monkeypatch.setattr(_contention, "thread_cpu_ns", lambda tid: {"11": 123, "12": None}[tid])
+    assert _contention.thread_stats() == {"11": (123, 7), "12": (6, 8)}  # no clock reading: schedstat's stands
+
+
+@pytest.mark.parametrize("allowed,machine,cpus", [({0}, 4, 1), ({0, 1, 2, 3}, 4, 4), (None, 4, 4), (set(), 2, 2)])
+def test_step_readings_to_the_microsecond_over_the_cpus_this_process_may_use(monkeypatch, allowed, machine, cpus):
+    monkeypatch.setattr(_contention, "_affinity", lambda: allowed)
+    monkeypatch.setattr(_contention, "_cpu_count", lambda: machine)
+    # 8,000,600 ns on a CPU and 8,004,600 waiting over a 10 ms window
+    got = _contention.step_readings({"1": (1_000_000, 2_000_000)}, {"1": (9_000_600, 10_004_600)}, 0.010)
+    assert got["threads_cpu_s"] == 0.008001 and got["threads_wait_s"] == 0.008005  # rounded to the microsecond
+    # the window's share on a CPU (about a half: 5 ms), floored at the CPU time spread over the usable CPUs
+    share = 0.010 * 8_000_600 / 16_005_200
+    assert got["unwaited_s"] == round(max(share, 0.0080006 / cpus), 6)
+
+
+def test_a_step_reading_at_the_wall_time_is_taken_and_one_past_it_is_not():
+    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"unwaited_s": 0.020}}),  # all of it
+            _run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"unwaited_s": 0.020 * (1 + 5e-7)}}),
+            _run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"unwaited_s": 0.0202}})]  # 1% past
+    t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
+    # the first two: their own reading (the second, a rounding past the wall time, held to it); the third refused
+    assert out["values"] == pytest.approx([0.020, 0.020, 0.016], rel=1e-9)
+
+
+def test_steps_without_any_reading_are_said_to_be_missing():
+    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"unwaited_s": 0.012}}), _run(0.020, {})]
+    t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
+    assert out["values"] == pytest.approx([0.012, 0.020])
+    assert out["missing"] == "no scheduler statistics for some steps: their wall time stands"

@@ -147,11 +147,6 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings, step_time=step_time, extra=extra)
 
 
-def _ms(seconds: float) -> str:
-    """Seconds as milliseconds with two decimals, for figures that must tell a change of a percent apart."""
-    return f"{seconds * 1e3:.2f}"
-
-
 def _clock() -> float:
     """The wall clock ``steady(seconds=...)`` fills (a function, so a test can stand in for it)."""
     return _perf_counter()
@@ -364,7 +359,7 @@ def _step_time_words(t: dict) -> str:
             return f"the median wall time (step_time='ops_min' could not be composed: {why})"
         waits = "; each part's waits for a CPU taken out" if t.get("waits") else ""
         h = t.get("halves")
-        halves = (f"; from each half of the steps: {_ms(h[0])} and {_ms(h[1])} ms" if isinstance(h, list)
+        halves = (f"; from each half of the steps: {h[0] * 1e3:.2f} and {h[1] * 1e3:.2f} ms" if isinstance(h, list)
                   and len(h) == 2 and all(isinstance(v, (int, float)) for v in h) else "")
         return (f"LEAST OPS (each op call's least time over the steps, {o['least'] * 1e3:.1f} ms, plus the least time "
                 f"between ops, {o['between_least'] * 1e3:.1f} ms{waits}; the steps' time in ops: median "
