@@ -130,6 +130,7 @@ def _lay(run, durations_ms, gap_ms):
     run.wall_time = t
 
 
+@pytest.mark.filterwarnings("ignore:.*intra-op threads under contention:UserWarning")  # a busy machine
 def test_ops_min_from_each_half_of_the_steps(model):
     m, x = model
     runs = roofline.steady(lambda: m(x).sum().backward(), m, warmup=1, repeat=5, timing="op",
@@ -162,6 +163,7 @@ def test_ops_min_from_each_half_of_the_steps(model):
     assert "half of the steps" not in rep3.steady_line()
 
 
+@pytest.mark.filterwarnings("ignore:.*intra-op threads under contention:UserWarning")  # a busy machine
 def test_halves_edited_by_hand_are_left_out_of_the_views(model):
     m, x = model
     rep = roofline.steady(lambda: m(x).sum().backward(), m, warmup=1, repeat=4, timing="op",

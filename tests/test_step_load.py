@@ -30,10 +30,12 @@ def test_a_timed_block_records_its_steps_own_readings():
             x += 1
         spent = time.thread_time() - t0
     step = r.meta["load"]["step"]
-    assert set(step) == {"threads_cpu_s", "threads_wait_s", "unwaited_s"}
-    # this thread's 50 ms are in it (the kernel's count of the running thread may trail by well under a ms)
-    assert step["threads_cpu_s"] >= spent - 0.002
-    assert step["threads_wait_s"] >= 0 and 0 < step["unwaited_s"] <= r.wall_time + 1e-6
+    assert set(step) == {"wall_s", "threads_cpu_s", "threads_wait_s", "unwaited_s"}
+    # the readings' window: the step's and the readings at its edges (microseconds; a millisecond at most here)
+    assert r.wall_time <= step["wall_s"] + 1e-6 and step["wall_s"] - r.wall_time < 0.001
+    # this thread's 50 ms are in it
+    assert step["threads_cpu_s"] >= spent
+    assert step["threads_wait_s"] >= 0 and 0 < step["unwaited_s"] <= step["wall_s"]
     # the block's own interval holds the step's and more
     assert r.meta["load"]["wall_s"] >= r.wall_time
 
@@ -55,10 +57,13 @@ def test_the_readings_are_the_windows_and_go_into_the_unwaited_time(monkeypatch)
         time.sleep(0.03)  # a window of 30 ms or more
     step = r.meta["load"]["step"]
     assert step["threads_cpu_s"] == pytest.approx(0.012) and step["threads_wait_s"] == pytest.approx(0.008)
-    # the wall time scaled by the share of runnable time on a CPU, 12 / 20 (at least 18 ms: above the 12 ms of
-    # CPU time over the CPUs, its floor, and below the wall time, its ceiling)
-    assert r.wall_time >= 0.03
-    assert step["unwaited_s"] == pytest.approx(r.wall_time * 12 / 20, abs=2e-6)
+    # the window's time scaled by the share of runnable time on a CPU, 12 / 20 (at least 18 ms: above the 12 ms of
+    # CPU time over the CPUs, its floor, and below the window's time, its ceiling)
+    assert step["wall_s"] >= r.wall_time >= 0.03
+    assert step["unwaited_s"] == pytest.approx(step["wall_s"] * 12 / 20, abs=1e-6)
+    # the step time divides the step's wall time in the same share
+    s = _steady._step_time("unwaited", [r], r.wall_time, threads=1, env={})[1]
+    assert s["values"] == pytest.approx([r.wall_time * step["unwaited_s"] / step["wall_s"]])
 
 
 @pytest.mark.parametrize("missing", [None, {}])
@@ -76,9 +81,10 @@ def _run(wall, load):
 
 
 def test_the_unwaited_step_time_takes_the_steps_own_reading_before_the_blocks_share():
-    # block: 25 ms, 20 ms unwaited (share 0.8); the step inside it: 20 ms of wall, its own unwaited 12 ms
-    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"unwaited_s": 0.012}}),
-            _run(0.030, {"wall_s": 0.040, "unwaited_s": 0.030, "step": {"unwaited_s": 0.018}}),
+    # block: 25 ms, 20 ms unwaited (share 0.8); the step inside it: 20 ms of wall, its own window 20.01 ms of which
+    # 12.006 ms unwaited (share 0.6)
+    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"wall_s": 0.02001, "unwaited_s": 0.012006}}),
+            _run(0.030, {"wall_s": 0.040, "unwaited_s": 0.030, "step": {"wall_s": 0.030, "unwaited_s": 0.018}}),
             _run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020})]  # saved before 0.6: the block's share
     t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
     assert out["values"] == pytest.approx([0.012, 0.018, 0.020 * 0.8])
@@ -87,9 +93,12 @@ def test_the_unwaited_step_time_takes_the_steps_own_reading_before_the_blocks_sh
     assert t == pytest.approx(0.012)
 
 
-@pytest.mark.parametrize("bad", [0.0, -0.001, 0.5, "12", None])
+@pytest.mark.parametrize("bad", [{"unwaited_s": 0.0, "wall_s": 0.02}, {"unwaited_s": -0.001, "wall_s": 0.02},
+                                 {"unwaited_s": 0.021, "wall_s": 0.02}, {"unwaited_s": "12", "wall_s": 0.02},
+                                 {"unwaited_s": None, "wall_s": 0.02}, {"unwaited_s": 0.01, "wall_s": None},
+                                 {"unwaited_s": 0.01}, "x"])
 def test_a_step_reading_out_of_range_falls_back_to_the_blocks_share(bad):
-    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"unwaited_s": bad}})]
+    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": bad})]
     t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
     assert out["values"] == pytest.approx([0.016]) and "missing" not in out
 
@@ -124,22 +133,23 @@ def test_step_readings_to_the_microsecond_over_the_cpus_this_process_may_use(mon
     # 8,000,600 ns on a CPU and 8,004,600 waiting over a 10 ms window
     got = _contention.step_readings({"1": (1_000_000, 2_000_000)}, {"1": (9_000_600, 10_004_600)}, 0.010)
     assert got["threads_cpu_s"] == 0.008001 and got["threads_wait_s"] == 0.008005  # rounded to the microsecond
+    assert got["wall_s"] == 0.010
     # the window's share on a CPU (about a half: 5 ms), floored at the CPU time spread over the usable CPUs
     share = 0.010 * 8_000_600 / 16_005_200
     assert got["unwaited_s"] == round(max(share, 0.0080006 / cpus), 6)
 
 
-def test_a_step_reading_at_the_wall_time_is_taken_and_one_past_it_is_not():
-    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"unwaited_s": 0.020}}),  # all of it
-            _run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"unwaited_s": 0.020 * (1 + 5e-7)}}),
-            _run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"unwaited_s": 0.0202}})]  # 1% past
+def test_a_step_reading_of_all_its_window_is_taken_and_one_past_it_is_not():
+    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"wall_s": 0.0201, "unwaited_s": 0.0201}}),
+            _run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"wall_s": 0.0201, "unwaited_s": 0.0202}})]
     t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
-    # the first two: their own reading (the second, a rounding past the wall time, held to it); the third refused
-    assert out["values"] == pytest.approx([0.020, 0.020, 0.016], rel=1e-9)
+    # the first: all of its window unwaited, so all of its wall time; the second past its window: refused
+    assert out["values"] == pytest.approx([0.020, 0.016], rel=1e-9)
 
 
 def test_steps_without_any_reading_are_said_to_be_missing():
-    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"unwaited_s": 0.012}}), _run(0.020, {})]
+    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"wall_s": 0.020, "unwaited_s": 0.012}}),
+            _run(0.020, {})]
     t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
     assert out["values"] == pytest.approx([0.012, 0.020])
     assert out["missing"] == "no scheduler statistics for some steps: their wall time stands"

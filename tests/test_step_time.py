@@ -99,16 +99,16 @@ def test_profile_divides_by_the_chosen_step_time(step):
             assert r.wall_time == min(walls) and t == {"kind": "min", "wall_median": statistics.median(walls)}
             assert "the least wall time" in r.steady_line() and r.summary().split("\n")[1].endswith(" least wall")
         else:
-            own = [(q.meta["load"].get("step") or {}).get("unwaited_s") for q in r.repeats]
-            # each step's own unwaited time, read next to its clock reads, where the statistics exist, else its
-            # wall time; the median of those
-            expect = [u if u is not None and 0 < u <= w else w for u, w in zip(own, walls)]
+            own = [q.meta["load"].get("step") or {} for q in r.repeats]
+            # each step's wall time in its own window's unwaited share (read right outside its clock reads) where
+            # the statistics exist, else its wall time; the median of those
+            expect = [w * o["unwaited_s"] / o["wall_s"] if o else w for o, w in zip(own, walls)]
             assert r.wall_time == pytest.approx(statistics.median(expect)) and t["kind"] == "unwaited"
             assert t["values"] == pytest.approx(expect) and "UNWAITED" in r.steady_line()
             # the summary's header and the HTML page's header facts say it too
             assert r.summary().split("\n")[1].endswith(" unwaited step time")  # after the steady-state line
             assert "UNWAITED (the threads&#x27; waits for a CPU taken out); median wall time" in r.to_html()
-            assert ("missing" in t) == (None in own)
+            assert ("missing" in t) == ({} in own)
         back = roofline.load(r.to_json())
         assert back.meta["steady"].get("step_time") == t and back.wall_time == r.wall_time
         # the MFU divides by that time: of the same steps, each kind's MFU times its time is the same number

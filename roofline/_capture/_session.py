@@ -96,7 +96,10 @@ class Session(OpTable, Recording):
         self.collectives = _collectives.Collectives()  # one row per collective call (network bytes, group size)
         self.wall_time = None
         self._t0 = self._t1 = None
-        self.threads_at = [None, None]  # every own thread's scheduler statistics next to _t0 and _t1 (timed blocks)
+        # every own thread's scheduler statistics next to _t0 and _t1 (timed blocks), and the clock read just
+        # outside each reading: the window they describe (step_load)
+        self.threads_at = [None, None]
+        self.threads_window = [None, None]
         self._flags = None  # torch's mode flags before the mode was entered; None while it is not (see enter)
         self._left: list = []  # what leaving the mode found above it (roofline._core.remove_mode's log)
         self.token = None  # this block in _OPEN, once it is entered
@@ -168,6 +171,7 @@ class Session(OpTable, Recording):
 
         _view.start(self)  # sets self.compiled first
         if self.timing is not None:
+            self.threads_window[0] = time.perf_counter()
             self.threads_at[0] = thread_stats()  # the step's own waits: read next to the clock (step_load)
         self._t0 = self.t_base = time.perf_counter()
         if self.timing == "op" and self.cuda_possible and torch.cuda.is_initialized():
@@ -260,12 +264,21 @@ class Session(OpTable, Recording):
                 self.wait_at[1] = run_delay_ns()  # read inside the block's time, as every read of the waits
             self._t1 = time.perf_counter()
             self.threads_at[1] = thread_stats()
+            self.threads_window[1] = time.perf_counter()
 
     def step_load(self) -> dict | None:
-        """The block's threads' time on a CPU and waiting for one over exactly its timed window, and its unwaited
-        time (:func:`roofline._hardware._contention.step_readings`): ``meta["load"]["step"]``. The block's own
-        ``meta["load"]`` spans its entry and exit as well, whose waits are not the step's."""
-        return step_readings(self.threads_at[0], self.threads_at[1], self.wall_time)
+        """The block's threads' time on a CPU and waiting for one over its timed window and the two readings at
+        its edges (microseconds), and its unwaited time (:func:`roofline._hardware._contention.step_readings`):
+        ``meta["load"]["step"]``. The block's own ``meta["load"]`` spans its entry and exit as well, whose waits
+        are not the step's."""
+        w0, w1 = self.threads_window
+        if w0 is None or w1 is None:
+            return None
+        # over the window from the clock read before the first reading to the one after the last: a wait for a CPU
+        # that falls within a reading (between it and the step's own clock read) is then inside the window's time
+        # too, never counted against the step's (its unwaited time is at most the readings' own time, microseconds,
+        # above the step's; the steps' least is never pulled below their time on a CPU by a wait placed wrong)
+        return step_readings(self.threads_at[0], self.threads_at[1], w1 - w0)
 
     def release(self):
         """Take out everything :meth:`enter` installed, from whatever state it is in. Idempotent; every step runs

@@ -369,10 +369,10 @@ def thread_cpu_ns(tid) -> int | None:
 
 
 def step_readings(before: dict | None, after: dict | None, wall: float | None) -> dict[str, Any] | None:
-    """The scheduler's view of the block's threads over exactly its timed window (``before`` and ``after``: two
-    :func:`thread_stats` read next to the clock reads of a ``wall``-second window): ``threads_cpu_s``,
-    ``threads_wait_s`` and ``unwaited_s`` (:func:`unwaited`), or None where either reading or the wall time is
-    missing. A thread started in between counts from zero; one that ended is left out."""
+    """The scheduler's view of the block's threads over a ``wall``-second window (``before`` and ``after``: two
+    :func:`thread_stats` read at its edges, inside it): ``wall_s``, ``threads_cpu_s``, ``threads_wait_s`` and
+    ``unwaited_s`` (:func:`unwaited`), or None where either reading or the wall time is missing. A thread started in
+    between counts from zero; one that ended is left out."""
     if not before or not after or wall is None or not wall > 0:
         return None
     run = wait = 0
@@ -383,7 +383,7 @@ def step_readings(before: dict | None, after: dict | None, wall: float | None) -
     run_s, wait_s = run * 1e-9, wait * 1e-9
     allowed, machine = _affinity(), _cpu_count()
     cpus = len(allowed) if allowed and len(allowed) < machine else machine  # as a snapshot counts them
-    return {"threads_cpu_s": round(run_s, 6), "threads_wait_s": round(wait_s, 6),
+    return {"wall_s": round(wall, 6), "threads_cpu_s": round(run_s, 6), "threads_wait_s": round(wait_s, 6),
             "unwaited_s": round(unwaited(wall, run_s, wait_s, cpus), 6)}
 
 

@@ -74,9 +74,9 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     ``step_time`` chooses the step's time, the one its MFU and roofline figures divide by: ``"median"`` (default),
     the median wall time; ``"min"``, the least wall time of the repeats (the least disturbed one); ``"unwaited"``,
     the median of each repeat's wall time with its threads' waits for a CPU held by other processes taken out
-    (Linux's scheduler statistics of every thread of the process, read next to the step's clock reads:
-    ``meta["load"]["step"]["unwaited_s"]``; equal to the wall time on an idle machine, the wall time where the
-    statistics are missing);
+    (Linux's scheduler statistics of every thread of the process, read right outside the step's clock reads: the
+    wall time times ``meta["load"]["step"]``'s ``unwaited_s / wall_s``; equal to the wall time on an idle machine,
+    the wall time where the statistics are missing);
     ``"unwaited_min"``, the least of those unwaited times (the least disturbed step: on a busy machine every step
     is slowed, never sped up, by what the statistics cannot take out; use ``repeat`` of 10 or more);
     ``"ops_min"`` (needs ``timing="op"``), the step composed of its least disturbed parts: each op call's least time
@@ -292,17 +292,18 @@ def _step_time(kind: str, runs: list, median_wall, threads: int | None = None, e
     for r in runs:
         if r.wall_time is None:
             continue
-        # the step's own readings, taken next to its clock reads (meta["load"]["step"]); a report without them
-        # (saved before 0.6) has only the block's load, whose interval holds the block's entry and exit as well:
-        # its share of unwaited time is applied to the step's wall time
+        # the unwaited share of the step's own window (meta["load"]["step"]: read right outside its clock reads,
+        # microseconds longer than its wall time) applied to its wall time; a report without it (saved before 0.6)
+        # has only the block's load, whose interval holds the block's entry and exit as well
         load = r.meta.get("load") or {}
-        step = load.get("step")
         contended = contended or bool(r.meta.get("contention"))
-        u = step.get("unwaited_s") if isinstance(step, dict) else None
-        if isinstance(u, (int, float)) and 0 < u <= r.wall_time * (1 + 1e-6):
-            known += 1
-            values.append(min(u, r.wall_time))
-            continue
+        step = load.get("step")
+        if isinstance(step, dict):
+            u, w = step.get("unwaited_s"), step.get("wall_s")
+            if isinstance(u, (int, float)) and isinstance(w, (int, float)) and 0 < u <= w:
+                known += 1
+                values.append(r.wall_time * (u / w))
+                continue
         u, w = load.get("unwaited_s"), load.get("wall_s")
         if isinstance(u, (int, float)) and isinstance(w, (int, float)) and 0 < u <= w:
             known += 1
