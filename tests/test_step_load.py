@@ -61,9 +61,9 @@ def test_the_readings_are_the_windows_and_go_into_the_unwaited_time(monkeypatch)
     # CPU time over the CPUs, its floor, and below the window's time, its ceiling)
     assert step["wall_s"] >= r.wall_time >= 0.03
     assert step["unwaited_s"] == pytest.approx(step["wall_s"] * 12 / 20, abs=1e-6)
-    # the step time divides the step's wall time in the same share
+    # the step's unwaited time: the window's, which is below the step's wall time here (18 ms of at least 30)
     s = _steady._step_time("unwaited", [r], r.wall_time, threads=1, env={})[1]
-    assert s["values"] == pytest.approx([r.wall_time * step["unwaited_s"] / step["wall_s"]])
+    assert s["values"] == [step["unwaited_s"]] and step["unwaited_s"] < r.wall_time
 
 
 @pytest.mark.parametrize("missing", [None, {}])
@@ -81,9 +81,9 @@ def _run(wall, load):
 
 
 def test_the_unwaited_step_time_takes_the_steps_own_reading_before_the_blocks_share():
-    # block: 25 ms, 20 ms unwaited (share 0.8); the step inside it: 20 ms of wall, its own window 20.01 ms of which
-    # 12.006 ms unwaited (share 0.6)
-    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"wall_s": 0.02001, "unwaited_s": 0.012006}}),
+    # block: 25 ms, 20 ms unwaited (share 0.8); the step inside it: 20 ms of wall, its own window 25 ms (a wait of
+    # 5 ms fell in a reading) of which 12 ms unwaited: 12 ms, not the window's share 12/25 of 20 ms (9.6 ms)
+    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"wall_s": 0.025, "unwaited_s": 0.012}}),
             _run(0.030, {"wall_s": 0.040, "unwaited_s": 0.030, "step": {"wall_s": 0.030, "unwaited_s": 0.018}}),
             _run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020})]  # saved before 0.6: the block's share
     t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
@@ -141,10 +141,12 @@ def test_step_readings_to_the_microsecond_over_the_cpus_this_process_may_use(mon
 
 def test_a_step_reading_of_all_its_window_is_taken_and_one_past_it_is_not():
     runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"wall_s": 0.0201, "unwaited_s": 0.0201}}),
-            _run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"wall_s": 0.0201, "unwaited_s": 0.0202}})]
+            _run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"wall_s": 0.0201, "unwaited_s": 0.0202}}),
+            _run(0.020, {"wall_s": 0.025, "unwaited_s": 0.020, "step": {"wall_s": 0.0201, "unwaited_s": 0.0199}})]
     t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
-    # the first: all of its window unwaited, so all of its wall time; the second past its window: refused
-    assert out["values"] == pytest.approx([0.020, 0.016], rel=1e-9)
+    # the first: all of its window unwaited, held to its wall time; the second past its window: refused (the
+    # block's share); the third just under the wall time: taken
+    assert out["values"] == pytest.approx([0.020, 0.016, 0.0199], rel=1e-9)
 
 
 def test_steps_without_any_reading_are_said_to_be_missing():

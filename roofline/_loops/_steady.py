@@ -74,9 +74,9 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     ``step_time`` chooses the step's time, the one its MFU and roofline figures divide by: ``"median"`` (default),
     the median wall time; ``"min"``, the least wall time of the repeats (the least disturbed one); ``"unwaited"``,
     the median of each repeat's wall time with its threads' waits for a CPU held by other processes taken out
-    (Linux's scheduler statistics of every thread of the process, read right outside the step's clock reads: the
-    wall time times ``meta["load"]["step"]``'s ``unwaited_s / wall_s``; equal to the wall time on an idle machine,
-    the wall time where the statistics are missing);
+    (Linux's scheduler statistics of every thread of the process, read right outside the step's clock reads:
+    ``meta["load"]["step"]["unwaited_s"]``, at most the wall time; equal to the wall time on an idle machine, the
+    wall time where the statistics are missing);
     ``"unwaited_min"``, the least of those unwaited times (the least disturbed step: on a busy machine every step
     is slowed, never sped up, by what the statistics cannot take out; use ``repeat`` of 10 or more);
     ``"ops_min"`` (needs ``timing="op"``), the step composed of its least disturbed parts: each op call's least time
@@ -292,9 +292,14 @@ def _step_time(kind: str, runs: list, median_wall, threads: int | None = None, e
     for r in runs:
         if r.wall_time is None:
             continue
-        # the unwaited share of the step's own window (meta["load"]["step"]: read right outside its clock reads,
-        # microseconds longer than its wall time) applied to its wall time; a report without it (saved before 0.6)
-        # has only the block's load, whose interval holds the block's entry and exit as well
+        # the unwaited time of the step's own window (meta["load"]["step"]: read right outside its clock reads, so
+        # the window holds the step and the readings at its edges), at most the step's wall time. The window's
+        # extra time is the readings' (microseconds) and whatever waits fell in them: the step's unwaited time lies
+        # between the window's less that extra and the window's, and the window's is taken, so that no step is
+        # ever put below its time on a CPU (the least of many steps would find such an error). Scaling the wall
+        # time by the window's share instead would charge the step for a wait that fell in a reading. A report
+        # without it (saved before 0.6) has only the block's load, whose interval holds the block's entry and exit
+        # as well: its share is applied to the step's wall time
         load = r.meta.get("load") or {}
         contended = contended or bool(r.meta.get("contention"))
         step = load.get("step")
@@ -302,7 +307,7 @@ def _step_time(kind: str, runs: list, median_wall, threads: int | None = None, e
             u, w = step.get("unwaited_s"), step.get("wall_s")
             if isinstance(u, (int, float)) and isinstance(w, (int, float)) and 0 < u <= w:
                 known += 1
-                values.append(r.wall_time * (u / w))
+                values.append(min(u, r.wall_time))
                 continue
         u, w = load.get("unwaited_s"), load.get("wall_s")
         if isinstance(u, (int, float)) and isinstance(w, (int, float)) and 0 < u <= w:
