@@ -155,3 +155,10 @@ def test_steps_without_any_reading_are_said_to_be_missing():
     t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
     assert out["values"] == pytest.approx([0.012, 0.020])
     assert out["missing"] == "no scheduler statistics for some steps: their wall time stands"
+
+
+def test_a_saved_blocks_load_with_no_wait_is_a_reading():
+    # a report saved before 0.6 from an idle machine: its block never waited (unwaited_s == wall_s)
+    runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.025})]
+    t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
+    assert out["values"] == [0.020] and "missing" not in out
