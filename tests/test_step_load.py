@@ -134,6 +134,7 @@ def test_step_readings_to_the_microsecond_over_the_cpus_this_process_may_use(mon
     got = _contention.step_readings({"1": (1_000_000, 2_000_000)}, {"1": (9_000_600, 10_004_600)}, 0.010)
     assert got["threads_cpu_s"] == 0.008001 and got["threads_wait_s"] == 0.008005  # rounded to the microsecond
     assert got["wall_s"] == 0.010
+    assert _contention.step_readings({"1": (0, 0)}, {"1": (1, 1)}, 0.01234567)["wall_s"] == 0.012346
     # the window's share on a CPU (about a half: 5 ms), floored at the CPU time spread over the usable CPUs
     share = 0.010 * 8_000_600 / 16_005_200
     assert got["unwaited_s"] == round(max(share, 0.0080006 / cpus), 6)
@@ -162,3 +163,15 @@ def test_a_saved_blocks_load_with_no_wait_is_a_reading():
     runs = [_run(0.020, {"wall_s": 0.025, "unwaited_s": 0.025})]
     t, out = _steady._step_time("unwaited", runs, 0.02, threads=1, env={})
     assert out["values"] == [0.020] and "missing" not in out
+
+
+def test_thread_times_need_both_readings():
+    s = _contention.snapshot()
+    with_threads = s._replace(threads={"1": (10, 20)})
+    assert _contention.thread_times(s._replace(threads=None), with_threads) is None
+    assert _contention.thread_times(with_threads, s._replace(threads={})) is None
+    assert _contention.thread_times(s._replace(threads={"1": (4, 5)}), with_threads) == pytest.approx((6e-9, 15e-9))
+    # thread 1 unchanged, thread 2 new (from zero), thread 3 ended (left out), thread 4 read lower (never below 0)
+    before = {"1": (10, 20), "3": (50, 50), "4": (9, 9)}
+    after = {"1": (10, 20), "2": (3, 4), "4": (7, 9)}
+    assert _contention.thread_times(s._replace(threads=before), s._replace(threads=after)) == pytest.approx((3e-9, 4e-9), rel=1e-9)

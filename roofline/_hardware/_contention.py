@@ -255,14 +255,20 @@ def descendants_cpu(tids: list[str] | None = None) -> float:
     return total
 
 
+def _usable_cpus(allowed, machine: int) -> tuple[int, Any]:
+    """(how many CPUs this process may run on, the set of them or None when that is all of the machine's): the
+    affinity ``allowed`` where it names fewer CPUs than the ``machine`` has, else the machine's count."""
+    cpus = allowed if allowed and len(allowed) < machine else None
+    return (len(cpus) if cpus else machine), cpus
+
+
 def snapshot(count_own_threads: bool = True) -> Snapshot:
     """The machine's load now. Never raises. ``count_own_threads=False`` skips the scan of this process's threads
     (one file read per thread) and counts only the calling thread as this process's: the cheap reading taken at
     the start of a block, inside its timed window (an own thread still spinning from earlier work then counts as
     another's; the check at exit is exact, and the runnable-threads evidence needs both)."""
-    allowed = _affinity()
     machine = _cpu_count()
-    cpus = allowed if allowed and len(allowed) < machine else None
+    count, cpus = _usable_cpus(_affinity(), machine)
     busy, steal, running = _proc_stat(cpus)
     tids = _tids("self")  # listed once: the own-threads scan and the children walk both read them
     own = _own_running_threads(tids) if count_own_threads else 1
@@ -273,7 +279,7 @@ def snapshot(count_own_threads: bool = True) -> Snapshot:
         load = None
     t = os.times()
     cpu = t.user + t.system + descendants_cpu(tids)
-    return Snapshot(time.monotonic(), cpu, busy, steal, others, load, len(cpus) if cpus else machine, machine,
+    return Snapshot(time.monotonic(), cpu, busy, steal, others, load, count, machine,
                     _schedstats(tids))
 
 
@@ -332,9 +338,16 @@ def thread_times(start: Snapshot, end: Snapshot) -> tuple[float, float] | None:
     scheduler statistics. A thread started in between counts from zero; one that ended is left out."""
     if not start.threads or not end.threads:
         return None
+    return _thread_deltas(start.threads, end.threads)
+
+
+def _thread_deltas(before: dict, after: dict) -> tuple[float, float]:
+    """(seconds on a CPU, seconds waiting for one) summed over the threads of ``after`` (thread id -> (ns, ns)),
+    from their readings in ``before``: a thread missing there counts from zero, one missing in ``after`` (it ended)
+    is left out, and no thread's change counts below zero."""
     run = wait = 0
-    for tid, (r, w) in end.threads.items():
-        r0, w0 = start.threads.get(tid, (0, 0))
+    for tid, (r, w) in after.items():
+        r0, w0 = before.get(tid, (0, 0))
         run += max(r - r0, 0)
         wait += max(w - w0, 0)
     return run * 1e-9, wait * 1e-9
@@ -375,14 +388,8 @@ def step_readings(before: dict | None, after: dict | None, wall: float | None) -
     between counts from zero; one that ended is left out."""
     if not before or not after or wall is None or not wall > 0:
         return None
-    run = wait = 0
-    for tid, (r, w) in after.items():
-        r0, w0 = before.get(tid, (0, 0))
-        run += max(r - r0, 0)
-        wait += max(w - w0, 0)
-    run_s, wait_s = run * 1e-9, wait * 1e-9
-    allowed, machine = _affinity(), _cpu_count()
-    cpus = len(allowed) if allowed and len(allowed) < machine else machine  # as a snapshot counts them
+    run_s, wait_s = _thread_deltas(before, after)
+    cpus = _usable_cpus(_affinity(), _cpu_count())[0]
     return {"wall_s": round(wall, 6), "threads_cpu_s": round(run_s, 6), "threads_wait_s": round(wait_s, 6),
             "unwaited_s": round(unwaited(wall, run_s, wait_s, cpus), 6)}
 
