@@ -24,7 +24,7 @@ the target is an MFU within +-5% of its median. The FLOPs are exact and the same
 yardstick what remains is the step time's own variation under the load.
 
     python bench/mfu_stability.py [--runs 5] [--hogs 2] [--threads N] [--repeat 5] [--seconds S] [--saved PATH]
-                                  [--omp-passive]
+                                  [--omp-passive] [--plain]
 
 The target, MFU within +-5% over 5 runs under two busy processes: ``python bench/mfu_stability.py --runs 5
 --threads 1 --seconds 15`` (the ``ops_min / stable`` row). ``--seconds S``: each run keeps measuring steps past
@@ -33,6 +33,10 @@ of seconds, and steps spread over them let the least times reach its quicker pha
 
 ``--saved PATH``: saved idle ceilings (``python -m roofline ceilings --save PATH`` on an idle machine) as this
 machine's yardstick; without it each run starts from an empty cache folder, so the theoretical peak stands in.
+``--plain``: each run also runs the step outside roofline right after each measured step (``steady(plain=True)``)
+and prints the least of those plain wall times and ops_min's ratio to it. The plain step's least time moves with
+the host's own speed alone: where ops_min moves with it and their ratio holds still, what remains of ops_min's
+spread is the machine's, not the measurement's; the ratio itself is what the instrumentation adds.
 ``--omp-passive``: the runs start with ``OMP_WAIT_POLICY=PASSIVE`` (intra-op threads sleep at a barrier instead of
 spinning on a CPU that the step's other thread may be waiting for).
 """
@@ -76,8 +80,9 @@ def step():
 saved = sys.argv[2] or None
 repeat = int(sys.argv[3])
 seconds = float(sys.argv[4]) or None
+plain = sys.argv[5] == "1"
 r = roofline.steady(step, model, warmup=1, repeat=repeat, timing="op", ceilings=saved or "measured",
-                    step_time="ops_min", seconds=seconds)  # every op timed, with its waits for a CPU: every kind can be judged
+                    step_time="ops_min", seconds=seconds, plain=plain)  # every op timed, with its waits for a CPU: every kind can be judged
 plain_ceilings = _ceilings.ceilings("cpu")  # this run's own measurement (kept for the process, flagged)
 r.totals()  # judged: meta["ceilings_yardstick"] says against what
 out = {"flops": r.total_flops, "yardstick": r.meta.get("ceilings_yardstick", {}).get("kind"),
@@ -86,7 +91,8 @@ out = {"flops": r.total_flops, "yardstick": r.meta.get("ceilings_yardstick", {})
        "contention": plain_ceilings.info.get("contention") or [],
        "wait_share": [q.meta.get("load", {}).get("wait_share") for q in r.repeats],
        "step_contention": sum(bool(q.meta.get("contention")) for q in r.repeats),
-       "steps": len(r.repeats), "halves": r.meta["steady"]["step_time"].get("halves")}
+       "steps": len(r.repeats), "halves": r.meta["steady"]["step_time"].get("halves"),
+       "plain": r.meta["steady"].get("plain")}
 st = SteadyReport._from_runs(r.repeats, warmup=1, ceilings=saved or "measured", step_time="unwaited")
 out["unwaited_spread"] = st.meta["steady"]["step_time"].get("unwaited", {}).get("spread")
 out["spin"] = bool(st.meta["steady"]["step_time"].get("spin"))
@@ -122,6 +128,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=0.0, help="keep measuring steps past --repeat until they "
                     "have taken this long (steady(seconds=...)); 0: just --repeat")
     ap.add_argument("--omp-passive", action="store_true", help="run the steps with OMP_WAIT_POLICY=PASSIVE")
+    ap.add_argument("--plain", action="store_true", help="also run the step outside roofline after each "
+                    "measured step (steady(plain=True)): its least wall time moves with the host's speed alone")
     args = ap.parse_args()
 
     hogs = [_hog() for _ in range(args.hogs)]
@@ -137,7 +145,7 @@ def main() -> int:
             load = os.getloadavg()
             try:
                 p = subprocess.run([sys.executable, "-c", RUN, str(args.threads), args.saved, str(args.repeat),
-                                    str(args.seconds)],
+                                    str(args.seconds), "1" if args.plain else "0"],
                                    env=env, capture_output=True, text=True, timeout=900)
             finally:
                 shutil.rmtree(cache, ignore_errors=True)
@@ -161,6 +169,10 @@ def main() -> int:
                   f"({row['yardstick']}), plain {row['peak_plain'] / 1e9:.1f} GFLOP/s"
                   f"{' (contended)' if row['contention'] else ''}", flush=True)
             print("       MFU " + "  ".join(f"{st}/{y} {row[st][y]:6.2%}" for st, y in COMBOS), flush=True)
+            if row["plain"]:
+                print(f"       plain steps (outside roofline, each after a measured one): least "
+                      f"{row['plain']['least'] * 1e3:.2f} ms of {row['plain']['steps']}; ops_min / that "
+                      f"{row['ops_min']['time'] / row['plain']['least']:.3f}", flush=True)
     finally:
         for h in hogs:
             h.kill()
@@ -185,6 +197,13 @@ def main() -> int:
         rng, dev = _spread(vals)
         print(f"step time {st:<12}{statistics.median(vals) * 1e3:>7.1f} ms  min {min(vals) * 1e3:.1f}  max "
               f"{max(vals) * 1e3:.1f}  (max-min)/median {rng:.1%}  largest deviation {dev:.1%}")
+    if args.plain:
+        for name, vals in (("plain least wall", [r["plain"]["least"] for r in rows]),
+                           ("ops_min / plain least", [r["ops_min"]["time"] / r["plain"]["least"] for r in rows])):
+            rng, dev = _spread(vals)
+            unit = (lambda v: f"{v * 1e3:.2f} ms") if "wall" in name else (lambda v: f"{v:.3f}")
+            print(f"{name:<22}{unit(statistics.median(vals))}  min {unit(min(vals))}  max {unit(max(vals))}  "
+                  f"(max-min)/median {rng:.1%}  largest deviation {dev:.1%}")
     peaks = [r["peak_plain"] for r in rows]
     print(f"measured float32 peak per run: {', '.join(f'{p / 1e9:.1f}' for p in peaks)} GFLOP/s")
     return 0

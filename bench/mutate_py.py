@@ -189,7 +189,7 @@ TESTS = {
     "llm.py": [K + "TestLLM", "tests/test_mutants_llm.py", "tests/test_llm.py"],
     "_analysis/_assumptions.py": [K + "TestAssumptions", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],
     "_hardware/_contention.py": [K + "TestContention", "tests/test_mutants_contention.py", "tests/test_contention.py",
-                                 "tests/test_step_time_ops.py", "tests/test_step_load.py"],
+                                 "tests/test_step_time_ops.py", "tests/test_step_load.py", "tests/test_step_time.py"],
     "_analysis/_fusion_compiled.py": [K + "TestFusionCompiled", "tests/test_fusion_compiled.py"],
     "_analysis/_compiled_view.py": [K + "TestCompiledView", "tests/test_mutants_compiled_view.py", "tests/test_compiled.py"],
     "_capture/_sdpa.py": ["tests/test_mutants_sdpa.py", "tests/test_sdpa_rules.py", "tests/test_sdpa_redirect.py"],

@@ -74,6 +74,9 @@ def add_profile(subparsers: argparse._SubParsersAction, func) -> None:
     p.add_argument("--seconds", type=float, default=None, help="keep measuring steps, past --repeat, until they "
                    "have taken this much wall time (on a shared host, 15 spreads them over the machine's phases of "
                    "speed: the least times are then comparable between runs)")
+    p.add_argument("--plain", action="store_true", help="after each measured step, run the step once more outside "
+                   "roofline and time it: the report says the least of those beside the step time (what the "
+                   "instrumentation adds)")
     p.add_argument("--step-time", choices=STEP_TIMES, default="median", help="the step time the MFU and roofline "
                    "figures divide by: the median wall time of the measured steps (default), the least, or "
                    "'unwaited' (each step's wall time with its threads' waits for a CPU held by other processes "
@@ -111,6 +114,7 @@ class Plan:
     warmup: int = 1
     repeat: int = 3
     seconds: float | None = None
+    plain: bool = False
     timing: str | None = "op"
     step_time: str = "median"
     notes: list = field(default_factory=list)
@@ -353,7 +357,8 @@ def plan(args: argparse.Namespace) -> Plan:
     p = Plan(model=args.model, source=source, builder=builder, device=device, dtype=dtype, autocast=autocast,
              attention=args.attention, warmup=args.warmup, repeat=3 if args.repeat is None else args.repeat,
              timing=None if args.timing == "none" else args.timing,
-             step_time=getattr(args, "step_time", "median"), seconds=getattr(args, "seconds", None))
+             step_time=getattr(args, "step_time", "median"), seconds=getattr(args, "seconds", None),
+             plain=bool(getattr(args, "plain", False)))
     if p.step_time != "median" and (device == "meta" or p.timing is None):
         p.notes.append(f"--step-time {p.step_time} ignored: nothing is timed"
                        + (" on meta" if device == "meta" else " (--timing none)"))
@@ -369,6 +374,9 @@ def plan(args: argparse.Namespace) -> Plan:
         if p.seconds is not None:
             p.notes.append(f"--seconds {p.seconds:g} ignored: nothing is timed on meta")
             p.seconds = None
+        if p.plain:
+            p.notes.append("--plain ignored: nothing is timed on meta")
+            p.plain = False
         if p.attention is None:
             p.attention = META_DEFAULTS["attention"]
             p.notes.append(f"attention counted as {p.attention} (--attention to change)")
@@ -484,7 +492,8 @@ def _what(p: Plan, args) -> str:
         prec.append(f"autocast {p.autocast}")
     steps = (f"{p.warmup} warm-up step{'s' if p.warmup != 1 else ''} uncounted, then "
              + (f"median of {p.repeat} measured steps" if p.repeat > 1 else "1 measured step")
-             + (f", more until they have taken {p.seconds:g} s" if p.seconds is not None else ""))
+             + (f", more until they have taken {p.seconds:g} s" if p.seconds is not None else "")
+             + (", each followed by one outside roofline (timed)" if p.plain else ""))
     if p.warmup == 0:
         steps += " (the first step is measured: it includes one-off work such as optimizer state creation)"
     if p.step_time != "median":
@@ -517,7 +526,7 @@ def run(args: argparse.Namespace) -> int:
                 inner()
 
     r = roofline.steady(step, model, warmup=p.warmup, repeat=p.repeat, timing=p.timing, ceilings=args.ceilings,
-                        attention=p.attention, step_time=p.step_time, seconds=p.seconds)
+                        attention=p.attention, step_time=p.step_time, seconds=p.seconds, plain=p.plain)
     if p.dtype:
         r.meta["dtype"] = p.dtype
     report = r

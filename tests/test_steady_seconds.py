@@ -78,9 +78,9 @@ def test_the_step_limit_stops_it_with_a_warning_unless_repeat_asks_for_more(mode
     assert len(r.repeats) == 3
     assert r.meta["steady"]["seconds"] == {"asked": 10.0, "took": 0.0, "steps": 3, "capped": True}
     said = [str(x.message) for x in w if "seconds=10" in str(x.message)]
-    assert said and "stopped at 3 measured steps" in said[0]
+    assert said and "stopped at 3 measured steps" in said[0] and "3 steps; a larger repeat measures more" in said[0]
     assert all(x.filename == __file__ for x in w if "seconds=10" in str(x.message))  # the user's line
-    with pytest.warns(UserWarning, match="stopped at 5 measured steps"):
+    with pytest.warns(UserWarning, match=r"stopped at 5 measured steps after 0 s \(repeat=5\)"):
         r = roofline.steady(step, m, warmup=0, repeat=5, seconds=10, ceilings="theoretical")
     assert len(r.repeats) == 5 and r.meta["steady"]["seconds"]["capped"]  # repeat above the limit: repeat wins
 
@@ -92,7 +92,8 @@ def test_without_seconds_nothing_is_added(model):
 
 
 @pytest.mark.parametrize("bad,exc", [(True, TypeError), ("5", TypeError), ([1], TypeError), (0, ValueError),
-                                     (-1.0, ValueError), (math.nan, ValueError), (math.inf, ValueError)])
+                                     (-1.0, ValueError), (math.nan, ValueError), (math.inf, ValueError),
+                                     (10**400, ValueError), (np.bool_(True), TypeError)])
 def test_bad_seconds_are_refused_before_any_step_runs(model, bad, exc):
     m, x = model
     ran = []
@@ -137,20 +138,20 @@ def test_ops_min_from_each_half_of_the_steps(model):
                            ceilings="theoretical").repeats
     n = len(runs[0].records)
     # steps 1-2 (the first half of 5) in a slow phase: every call 2 ms, 3 ms outside ops; steps 3-5: 1 ms and 1 ms,
-    # one of them disturbed (call 0 by 4 ms)
+    # the middle one (in neither half: each half has 2 steps) disturbed in call 0 by 4 ms and 0.5 ms outside ops
     _lay(runs[0], [2.0] * n, 3.0)
     _lay(runs[1], [2.0] * n, 3.0)
-    _lay(runs[2], [5.0] + [1.0] * (n - 1), 1.0)
+    _lay(runs[2], [5.0] + [1.0] * (n - 1), 0.5)
     _lay(runs[3], [1.0] * n, 1.0)
     _lay(runs[4], [1.0] * n, 1.0)
     rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
     st = rep.meta["steady"]["step_time"]
     assert st["halves"] == pytest.approx([(2.0 * n + 3.0) * MS, (1.0 * n + 1.0) * MS])
-    assert rep.wall_time == pytest.approx((n + 1.0) * MS)  # the least over all the steps
+    assert rep.wall_time == pytest.approx((n + 0.5) * MS)  # the least over all the steps, the middle one's too
     line = rep.steady_line()
     assert f"from each half of the steps: {2 * n + 3:.2f} and {n + 1:.2f} ms" in line
     html = rep.to_html()
-    assert "from each half of the steps" in html
+    assert f"from each half of the steps: {2 * n + 3:.2f} and {n + 1:.2f} ms" in html
     # four steps, two halves of two: step 1 slow, step 2 less so, steps 3 and 4 quick
     _lay(runs[0], [3.0] * n, 3.0)
     _lay(runs[1], [2.0] * n, 2.0)
@@ -168,9 +169,11 @@ def test_halves_edited_by_hand_are_left_out_of_the_views(model):
     m, x = model
     rep = roofline.steady(lambda: m(x).sum().backward(), m, warmup=1, repeat=4, timing="op",
                           ceilings="theoretical", step_time="ops_min")
-    rep.meta["steady"]["step_time"]["halves"] = ["a", None]
-    assert "half of the steps" not in rep.steady_line()
-    assert "half of the steps" not in rep.to_html()
+    assert "half of the steps" in rep.steady_line() and "half of the steps" in rep.to_html()  # composed: shown
+    for bad in (["a", None], [math.nan, 0.01], [True, 0.01], [0.01, -0.01], [0.01], 0.01):
+        rep.meta["steady"]["step_time"]["halves"] = bad
+        assert "half of the steps" not in rep.steady_line()
+        assert "half of the steps" not in rep.to_html()
 
 
 def test_cli_seconds(capsys, monkeypatch):
@@ -193,3 +196,88 @@ def test_cli_seconds(capsys, monkeypatch):
     assert "median of 4 measured steps, more until they have taken 12.5 s" in err
     assert cli.main(["profile", "test_cli:tiny", "--device", "meta", "--seconds", "3"]) == 0
     assert "--seconds 3 ignored: nothing is timed on meta" in capsys.readouterr().err
+
+
+def test_plain_steps_run_after_each_measured_one_outside_roofline(model, monkeypatch):
+    m, x = model
+    now = [0.0]
+    monkeypatch.setattr(_steady, "_clock", lambda: now[0])
+    inside = []
+    costs = iter([30, 20, 25, 16, 18, 17, 19])  # ms: the warm-up, then measured and plain in turn: plain 25, 18, 19
+
+    def step():
+        inside.append(torch._C._len_torch_dispatch_stack() > 0)  # under roofline's dispatch mode or not
+        now[0] += next(costs) * MS
+        m(x).sum().backward()
+
+    r = roofline.steady(step, m, warmup=1, repeat=3, ceilings="theoretical", plain=True)
+    # warm-up (outside), then measured (inside) and plain (outside) in turn
+    assert inside == [False, True, False, True, False, True, False]
+    p = r.meta["steady"]["plain"]
+    assert p["steps"] == 3 and p["least"] == pytest.approx(18 * MS) and p["median"] == pytest.approx(19 * MS)
+    # the report's step time: its median wall time (what the block's own clock read), against the least plain step
+    want = f"without roofline: least 18.00 ms over 3 steps run outside roofline; the step time is " \
+           f"{r.wall_time / (18 * MS) - 1:+.1%} against it"
+    assert want in r.steady_line()
+    assert "least 18.00 ms over 3 steps run outside roofline" in r.to_html()
+
+
+def test_plain_steps_are_timed_with_the_device_synchronised(model, monkeypatch):
+    m, x = model
+    synced = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: synced.append(len(ran)))
+    ran = []
+    assert _steady._plain_step(lambda: ran.append(1)) >= 0
+    assert synced == [0, 1]  # before the step and after it
+
+
+def test_without_plain_nothing_is_added_and_a_bad_plain_is_refused(model):
+    m, x = model
+    r = roofline.steady(lambda: m(x).sum().backward(), m, warmup=0, repeat=2, ceilings="theoretical")
+    assert "plain" not in r.meta["steady"] and "without roofline" not in r.steady_line()
+    ran = []
+    for bad in ("yes", 1, None):
+        with pytest.raises(TypeError, match="plain must be True or False"):
+            roofline.steady(lambda: ran.append(1), m, plain=bad)
+    assert not ran
+
+
+def test_plain_figures_edited_by_hand_are_left_out_of_the_views(model):
+    m, x = model
+    rep = roofline.steady(lambda: m(x).sum().backward(), m, warmup=0, repeat=2, ceilings="theoretical", plain=True)
+    assert "without roofline" in rep.steady_line() and "without roofline" in rep.to_html()
+    for bad in ({"steps": 2, "least": math.nan}, {"steps": 2, "least": 0.0}, {"steps": True, "least": 0.01},
+                {"steps": 0, "least": 0.01}, {"steps": 2, "least": "1"}, {"steps": 2}, [1, 2], None):
+        rep.meta["steady"]["plain"] = bad
+        assert "without roofline" not in rep.steady_line()
+        assert "without roofline" not in rep.to_html()
+    rep.meta["steady"]["plain"] = {"steps": 1, "least": 0.002}
+    from roofline.render._render import plain_text
+    assert plain_text(rep.meta["steady"], None) == "least 2.00 ms over 1 step run outside roofline"
+    assert plain_text(rep.meta["steady"], 0.003).endswith("the step time is +50.0% against it (what roofline's "
+                                                          "instrumentation adds, and any load only the measured "
+                                                          "steps met)")
+
+
+def test_cli_plain(capsys, monkeypatch):
+    seen = {}
+    real = roofline.steady
+
+    def spy(*a, **k):
+        seen.update(k)
+        return real(*a, **k)
+
+    monkeypatch.setattr(roofline, "steady", spy)
+    assert cli.main(["profile", "test_cli:tiny", "--ceilings", "datasheet", "--repeat", "2", "--plain"]) == 0
+    out = capsys.readouterr()
+    assert seen["plain"] is True
+    assert "median of 2 measured steps, each followed by one outside roofline (timed)" in out.err
+    assert "without roofline: least " in out.out and "over 2 steps run outside roofline" in out.out
+    seen.clear()
+    assert cli.main(["profile", "test_cli:tiny", "--ceilings", "datasheet", "--repeat", "2"]) == 0
+    assert seen["plain"] is False and "without roofline" not in capsys.readouterr().out
+    assert cli.main(["profile", "test_cli:tiny", "--device", "meta", "--plain"]) == 0
+    assert "--plain ignored: nothing is timed on meta" in capsys.readouterr().err
+    assert seen["plain"] is False

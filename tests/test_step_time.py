@@ -162,3 +162,44 @@ def test_the_callbacks_take_a_step_time_and_log_which():
     # a block whose own threads waited for a CPU logs the contention flag
     busy = figures({"contention": ["this process's threads waited 90% of their runnable time for a CPU (9.0 ms)"]})
     assert busy["roofline/profile/contention"] == 1.0
+
+
+def test_unwaited_time_never_below_one_threads_time_on_a_cpu():
+    # the waits are pooled over the threads: the main thread 18 ms on a CPU and 2 ms waiting, a helper 2 ms on a
+    # CPU and 18 ms waiting, in a 20 ms window on 2 CPUs: 20 * 20 / 40 = 10 ms by the share, but the main thread
+    # alone ran 18 ms: 18 ms
+    assert C.unwaited(0.020, 0.020, 0.020, 2) == pytest.approx(0.010)
+    assert C.unwaited(0.020, 0.020, 0.020, 2, busiest=0.018) == pytest.approx(0.018)
+    # and never above the wall time
+    assert C.unwaited(0.020, 0.020, 0.020, 2, busiest=0.025) == pytest.approx(0.020)
+    before = {"1": (0, 0), "2": (0, 0)}
+    after = {"1": (18_000_000, 2_000_000), "2": (2_000_000, 18_000_000)}
+    assert C._busiest_thread(before, after) == pytest.approx(0.018, abs=1e-13)
+    assert C.step_readings(before, after, 0.020)["unwaited_s"] == pytest.approx(0.018)
+    # each thread from its own time on a CPU (not its waits): 7 ms and 1 ms since; a thread started in the window
+    # counts from zero; one that ended is left out; one whose reading went back counts zero; none: 0
+    assert C._busiest_thread({"1": (3_000_000, 9_000_000), "2": (0, 0)},
+                             {"1": (10_000_000, 9_500_000), "2": (1_000_000, 0)}) == pytest.approx(0.007, abs=1e-13)
+    assert C._busiest_thread({"9": (0, 0)}, {"3": (5_000_000, 0)}) == pytest.approx(0.005, abs=1e-13)
+    assert C._busiest_thread({"1": (5_000_000, 0)}, {"1": (4_000_000, 0)}) == 0
+    assert C._busiest_thread({"9": (0, 0)}, {}) == 0
+    # threads that only waited: nothing ran, no time; no usable CPU count is taken as one
+    assert C.unwaited(1.0, 0.0, 0.5, 2) == 0.0
+    assert C.unwaited(1.0, 0.2, 0.2, 0) == pytest.approx(0.5)
+
+
+def test_a_blocks_thread_readings_to_the_microsecond():
+    # 1,234,567 ns on a CPU and 2,345,678 waiting (two threads), in a 4 ms block on 2 CPUs
+    start = _snap(0.0, {"1": (0, 0), "2": (0, 0)})
+    end = _snap(0.004, {"1": (1_000_000, 2_000_000), "2": (234_567, 345_678)})
+    got = C._thread_readings(start, end, 0.004)
+    assert got["threads_cpu_s"] == 0.001235 and got["threads_wait_s"] == 0.002346
+    assert got["wait_share"] == 0.6552  # 2345678 / 3580245 = 0.65518...
+    # 4 * 1234567 / 3580245 = 1.37931... ms, above 1234567 / 2 ns and the busier thread's 1 ms
+    assert got["unwaited_s"] == 0.001379
+    # nothing ran and nothing waited: no share, the block's time
+    idle = C._thread_readings(start, _snap(0.004, {"1": (0, 0), "2": (0, 0)}), 0.004)
+    assert idle["wait_share"] == 0.0 and idle["unwaited_s"] == 0.004
+    # only waited: all of the runnable time a wait
+    waited = C._thread_readings(start, _snap(0.004, {"1": (0, 3_000_000), "2": (0, 0)}), 0.004)
+    assert waited["wait_share"] == 1.0 and waited["unwaited_s"] == 0.0

@@ -353,6 +353,12 @@ def _thread_deltas(before: dict, after: dict) -> tuple[float, float]:
     return run * 1e-9, wait * 1e-9
 
 
+def _busiest_thread(before: dict, after: dict) -> float:
+    """Seconds on a CPU of the thread of ``after`` that spent the most on one since ``before`` (the same rules as
+    :func:`_thread_deltas`): the least wall time the window can have taken."""
+    return max((max(r - before.get(tid, (0, 0))[0], 0) for tid, (r, _) in after.items()), default=0) * 1e-9
+
+
 def thread_stats() -> dict | None:
     """Thread id -> (ns on a CPU, ns waiting for one) of every thread of this process now (``schedstat``), None
     where the kernel does not keep them: what a block reads next to its clock reads, so that its step's own waits
@@ -391,18 +397,19 @@ def step_readings(before: dict | None, after: dict | None, wall: float | None) -
     run_s, wait_s = _thread_deltas(before, after)
     cpus = _usable_cpus(_affinity(), _cpu_count())[0]
     return {"wall_s": round(wall, 6), "threads_cpu_s": round(run_s, 6), "threads_wait_s": round(wait_s, 6),
-            "unwaited_s": round(unwaited(wall, run_s, wait_s, cpus), 6)}
+            "unwaited_s": round(unwaited(wall, run_s, wait_s, cpus, _busiest_thread(before, after)), 6)}
 
 
-def unwaited(wall: float, cpu_s: float, wait_s: float, cpus: int) -> float:
+def unwaited(wall: float, cpu_s: float, wait_s: float, cpus: int, busiest: float = 0.0) -> float:
     """The time of a block of ``wall`` seconds had its threads never waited for a CPU: the wall time scaled by the
     share of their runnable time they spent on one, ``wall * cpu / (cpu + wait)``, and never less than ``cpu /
-    cpus`` (all the CPUs busy with the block's own threads: waits for each other's CPU are not others' doing).
-    Equal to ``wall`` when nothing waited. An estimate: time a thread spent blocked (I/O, a device, a lock) is
+    cpus`` (all the CPUs busy with the block's own threads: waits for each other's CPU are not others' doing) nor
+    than ``busiest``, the most one thread spent on a CPU (the waits are pooled over the threads: one thread's long
+    wait would otherwise shorten another's time on a CPU). Equal to ``wall`` when nothing waited. An estimate: time a thread spent blocked (I/O, a device, a lock) is
     scaled as if it were runnable, and a contended cache or memory bus slows the time on a CPU as well."""
     if wall <= 0 or cpu_s + wait_s <= 0:
         return wall
-    return min(wall, max(wall * cpu_s / (cpu_s + wait_s), cpu_s / max(cpus, 1)))
+    return min(wall, max(wall * cpu_s / (cpu_s + wait_s), cpu_s / max(cpus, 1), busiest))
 
 
 def readings(start: Snapshot, end: Snapshot) -> dict[str, Any]:
@@ -442,7 +449,8 @@ def _thread_readings(start: Snapshot, end: Snapshot, wall: float) -> dict[str, A
     run, wait = tt
     return {"threads_cpu_s": round(run, 6), "threads_wait_s": round(wait, 6),
             "wait_share": round(wait / (run + wait), 4) if run + wait > 0 else 0.0,
-            "unwaited_s": round(unwaited(wall, run, wait, end.cpus), 6)}
+            "unwaited_s": round(unwaited(wall, run, wait, end.cpus, _busiest_thread(start.threads, end.threads)),
+                                6)}
 
 
 def judge(load: dict[str, Any]) -> list[str]:

@@ -22,6 +22,7 @@ import numpy as np
 from roofline._measure import measure
 from roofline._datamodel import _records
 from roofline._hardware._contention import OP_WAITS
+from roofline.render._render import plain_text
 from roofline.report import Report
 from roofline._util import _ints
 from roofline._util import _warn
@@ -47,10 +48,12 @@ def _check_seconds(v, where: str = "steady"):
     for a number that is not finite and positive."""
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
         raise TypeError(f"{where}: seconds must be a number of seconds or None, got {type(v).__name__}")
     try:
         f = float(v)
+    except OverflowError:  # an int beyond a float's range
+        f = math.inf
     except (TypeError, ValueError) as e:
         raise TypeError(f"{where}: seconds must be a number of seconds or None, got {type(v).__name__}") from e
     if not math.isfinite(f) or f <= 0:
@@ -60,7 +63,7 @@ def _check_seconds(v, where: str = "steady"):
 
 def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | None = "model",
            ceilings="measured", attention: str | None = None, step_time: str = "median",
-           formulas=None, seconds: float | None = None) -> "SteadyReport":
+           formulas=None, seconds: float | None = None, plain: bool = False) -> "SteadyReport":
     """Measure the steady state of ``step`` (a callable taking no arguments, e.g. one training step): run it
     ``warmup`` times uncounted, then ``repeat`` times each inside :func:`roofline.measure`, and return a
     :class:`SteadyReport` of the median step.
@@ -89,11 +92,17 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     (``meta["steady"]["step_time"]["spin"]``, a warning) and how to avoid it (``OMP_WAIT_POLICY=PASSIVE`` or one
     thread). Per-op times (``timing="op"``) stay as measured.
 
-    ``seconds``: keep measuring steps, past ``repeat``, until the measured steps have taken this much wall time
-    (at most :data:`SECONDS_MAX_STEPS` steps, or ``repeat`` where it asks for more; a warning says when the limit
-    stopped it). On a shared host the machine's own speed moves in phases of seconds (other tenants' work), slowing
+    ``seconds``: keep measuring steps, past ``repeat``, until this much wall time has passed since the first
+    measured step began (the steps and the building of each one's report; at most 2,000 steps, or ``repeat`` where
+    it asks for more; a warning says when that limit stopped it). On a shared host the machine's own speed moves in phases of seconds (other tenants' work), slowing
     every op alike; a fraction of a second of steps may all fall in a slow phase, so a step time comparable between
     runs there (``"ops_min"``, ``"unwaited_min"``) needs steps spread over ten seconds or more: ``seconds=15``.
+    ``plain=True``: after each measured step, run the step once more outside any measure block and time it (the
+    device synchronised around it): ``meta["steady"]["plain"]`` has their number, ``least`` and ``median`` wall
+    time, and the report's first line compares the step time with the least. That is the step without roofline:
+    what the instrumentation adds to the measured step (its dispatch mode on every op, on the CPU) is the
+    difference, less whatever load fell on the measured steps only. Each plain step runs right after a measured one,
+    in the same phase of a shared host. It doubles the steps ``step`` runs.
     ``meta["steady"]["seconds"]`` has what was asked, the time the steps took and whether the limit stopped them;
     with ``"ops_min"``, ``meta["steady"]["step_time"]["halves"]`` compares the first half of the steps with the
     second. Every measured step's report is kept until they are aggregated (memory grows with the steps).
@@ -120,11 +129,13 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     warmup = _check_int("warmup", warmup, 0)
     repeat = _check_int("repeat", repeat, 1)
     seconds = _check_seconds(seconds)
+    if not isinstance(plain, (bool, np.bool_)):
+        raise TypeError(f"steady: plain must be True or False, got {type(plain).__name__}")
     _check_step_time(step_time, "steady", timing)
     measure(model, timing=timing, ceilings=ceilings, attention=attention, formulas=formulas)  # checks them now
     for _ in range(warmup):
         _check_result(step())
-    runs = []
+    runs, plain_times = [], []
     most = max(repeat, SECONDS_MAX_STEPS) if seconds is not None else repeat
     waits = OP_WAITS.set(step_time == "ops_min")  # each op's waits for a CPU, for the composition (_ops_min)
     began = _clock()
@@ -133,23 +144,45 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
             with measure(model, timing=timing, ceilings=ceilings, attention=attention, formulas=formulas) as r:
                 _check_result(step())
             runs.append(r)
+            if plain:  # the same step outside any block, right after the measured one (the same phase of the host)
+                plain_times.append(_plain_step(step))
     finally:
         OP_WAITS.reset(waits)
-    extra = None
+    extra = {}
+    if plain:
+        extra["plain"] = {"steps": len(plain_times), "least": min(plain_times),
+                          "median": statistics.median(plain_times)}
     if seconds is not None:
         took = _clock() - began
         capped = took < seconds
-        extra = {"seconds": {"asked": seconds, "took": took, "steps": len(runs), "capped": capped}}
+        extra["seconds"] = {"asked": seconds, "took": took, "steps": len(runs), "capped": capped}
         if capped:
+            why = (f"repeat={repeat}" if repeat > SECONDS_MAX_STEPS else
+                   f"the most it measures to fill the time, {SECONDS_MAX_STEPS} steps; a larger repeat measures more")
             _warn.warn(f"roofline.steady: seconds={seconds:g}: stopped at {len(runs)} measured steps after "
-                       f"{took:.3g} s, the most it measures to fill the time (SECONDS_MAX_STEPS; a larger repeat "
-                       "measures more)")
-    return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings, step_time=step_time, extra=extra)
+                       f"{took:.3g} s ({why})")
+    return SteadyReport._from_runs(runs, warmup=warmup, ceilings=ceilings, step_time=step_time, extra=extra or None)
 
 
 def _clock() -> float:
-    """The wall clock ``steady(seconds=...)`` fills (a function, so a test can stand in for it)."""
+    """The wall clock ``steady(seconds=...)`` fills and ``steady(plain=True)`` times its steps with (a function,
+    so a test can stand in for it)."""
     return _perf_counter()
+
+
+def _plain_step(step) -> float:
+    """Seconds ``step`` takes outside any measure block, every CUDA device synchronised before and after (as a
+    block's wall time is)."""
+    import torch
+
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = _clock()
+    _check_result(step())
+    if cuda:
+        torch.cuda.synchronize()
+    return _clock() - t0
 
 
 def _check_step_time(step_time, who: str = "profile", timing="op") -> None:
@@ -183,8 +216,8 @@ def _ops_min(runs: list, median_wall) -> tuple:
     faster because the one before left its data in cache). An op's intra-op threads' own waits are not taken out
     (only its calling thread's): they stay in its time, and the least over the steps is what removes them.
 
-    ``meta["halves"]`` (4 steps or more): the same composition from the first and from the second half of the
-    steps. Where they differ, the machine's own speed moved during the measurement (a shared host's other tenants
+    ``meta["halves"]`` (4 steps or more): the same composition from the first and from the last half of the
+    steps (as many in each: with an odd count, the middle step is in neither). Where they differ, the machine's own speed moved during the measurement (a shared host's other tenants
     work in phases of seconds, slowing every part alike: nothing within the steps can take that out); measured over
     more time (``roofline.steady(seconds=...)``), the least times reach the machine's quicker phases and the halves
     agree.
@@ -218,9 +251,10 @@ def _ops_min(runs: list, median_wall) -> tuple:
     out["ops"] = {"least": least_ops, "between_least": between, "median": float(np.median(in_ops)),
                   "values": [float(v) for v in in_ops]}
     if len(runs) >= 4:  # the same composition from each half of the steps: has the least time settled?
-        h = len(runs) // 2
+        h = len(runs) // 2  # as many steps in each (an odd count's middle step in neither): a least time over more
+        k = len(runs) - h   # steps leans lower by chance alone
         out["halves"] = [float(d[:h].min(axis=0).sum() + g[:h].min(axis=0).sum()),
-                         float(d[h:].min(axis=0).sum() + g[h:].min(axis=0).sum())]
+                         float(d[k:].min(axis=0).sum() + g[k:].min(axis=0).sum())]
     return least_ops + between, out
 
 
@@ -366,7 +400,8 @@ def _step_time_words(t: dict) -> str:
         waits = "; each part's waits for a CPU taken out" if t.get("waits") else ""
         h = t.get("halves")
         halves = (f"; from each half of the steps: {h[0] * 1e3:.2f} and {h[1] * 1e3:.2f} ms" if isinstance(h, list)
-                  and len(h) == 2 and all(isinstance(v, (int, float)) for v in h) else "")
+                  and len(h) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                          and math.isfinite(v) and v > 0 for v in h) else "")
         return (f"LEAST OPS (each op call's least time over the steps, {o['least'] * 1e3:.1f} ms, plus the least time "
                 f"between ops, {o['between_least'] * 1e3:.1f} ms{waits}; the steps' time in ops: median "
                 f"{o['median'] * 1e3:.1f} ms{halves})" + ("; OVERSTATED: several intra-op threads under contention (one "
@@ -593,6 +628,8 @@ class SteadyReport(Report):
         t = s.get("step_time")
         if isinstance(t, dict) and t.get("kind") in STEP_TIMES[1:] and self.wall_time is not None:
             line += f"; step time {self.wall_time * 1e3:.1f} ms: " + _step_time_words(t)
+        if plain_text(s, self.wall_time):
+            line += "; without roofline: " + plain_text(s, self.wall_time)
         if s.get("no_warmup"):
             line += f" ({s['no_warmup']})"
         if s.get("first_step"):

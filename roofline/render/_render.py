@@ -221,7 +221,7 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
             est = o["counting_per_op_s"] * len(r.records) + o.get("timing_per_op_s", 0) * len(r.records)
             lines.append(f"  instrumentation: ~{o['counting_per_op_s'] * 1e6:.1f} us/op counting"
                          + (f" + {o['timing_per_op_s'] * 1e6:.2f} us/op timing" if o.get("timing_per_op_s")
-                            else "") + f" (~{dur(est)} of the wall time)")
+                            else "") + f" (at least ~{dur(est)} of the wall time, as calibrated on one small op)")
     elif ceilings_note:
         lines.append(f"  {ceilings_note}")
     if attribution_line(r):
@@ -383,12 +383,34 @@ def _tree_html(node, use_measured, projected, open_depth=2, params=None) -> str:
     return f"<details{op}><summary>{line}</summary>{inner}</details>"
 
 
+def _positive(v) -> bool:
+    """A number of seconds a view can show: a finite int or float above 0, not a bool (a hand-edited file)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def plain_text(steady, step_time) -> str:
+    """The step run outside roofline (``steady(plain=True)``: ``meta["steady"]["plain"]``) against the report's
+    ``step_time`` (seconds), or nothing where it is missing or malformed (a hand-edited file)."""
+    p = steady.get("plain") if isinstance(steady, dict) else None
+    if not isinstance(p, dict):
+        return ""
+    least, n = p.get("least"), p.get("steps")
+    if not (_positive(least) and isinstance(n, int) and not isinstance(n, bool) and n > 0):
+        return ""
+    text = f"least {least * 1e3:.2f} ms over {n} step{'s' if n != 1 else ''} run outside roofline"
+    if _positive(step_time):
+        text += (f"; the step time is {step_time / least - 1:+.1%} against it (what roofline's instrumentation "
+                 "adds, and any load only the measured steps met)")
+    return text
+
+
 def _halves(h, dur) -> str:
     """The ops_min composition from each half of the steps (``meta["steady"]["step_time"]["halves"]``), or
     nothing where it is missing or malformed (a hand-edited file)."""
-    if not (isinstance(h, list) and len(h) == 2 and all(isinstance(v, (int, float)) for v in h)):
+    if not (isinstance(h, list) and len(h) == 2 and all(_positive(v) for v in h)):
         return ""
-    return f"; from each half of the steps: {dur(h[0])} and {dur(h[1])}"
+    # to the hundredth of a millisecond, as the first line says them: halves of a step differ by a few percent
+    return f"; from each half of the steps: {h[0] * 1e3:.2f} and {h[1] * 1e3:.2f} ms"
 
 
 def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
@@ -441,7 +463,7 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
         est = (o["counting_per_op_s"] + o.get("timing_per_op_s", 0)) * len(r.records)
         out.append(("instrumentation", f"~{o['counting_per_op_s'] * 1e6:.1f} us/op counting"
                     + (f" + {o['timing_per_op_s'] * 1e6:.2f} us/op timing" if o.get("timing_per_op_s") else "")
-                    + f" (~{dur(est)} of the wall time)"))
+                    + f" (at least ~{dur(est)} of the wall time, as calibrated on one small op)"))
     cont = r.meta.get("contention")
     if cont and not projected:  # reasons the block counts as measured under contention
         out.append(("contention", "measured under contention: "
@@ -470,6 +492,8 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
             "unwaited_min": "the least UNWAITED time of the measured steps (the threads' waits for a CPU taken out)",
         }[st["kind"]] + (f"; median wall time {dur(med)}" if isinstance(med, (int, float)) else "")
             + (f"; SPIN: {st['spin']}" if st.get("spin") else "")))
+    if plain_text(r.meta.get("steady"), r.wall_time) and not projected:
+        out.append(("without roofline", plain_text(r.meta.get("steady"), r.wall_time)))
     if attribution_line(r):
         out.append(("attribution", attribution_line(r).strip()))
     if tokens_line(r):
