@@ -80,6 +80,9 @@ def test_the_step_limit_stops_it_with_a_warning_unless_repeat_asks_for_more(mode
     said = [str(x.message) for x in w if "seconds=10" in str(x.message)]
     assert said and "stopped at 3 measured steps" in said[0] and "3 steps; a larger repeat measures more" in said[0]
     assert all(x.filename == __file__ for x in w if "seconds=10" in str(x.message))  # the user's line
+    with pytest.warns(UserWarning, match=r"stopped at 3 measured steps after 0 s \(the most it measures to fill "
+                                         r"the time, 3 steps; a larger repeat measures more\)"):
+        roofline.steady(step, m, warmup=0, repeat=3, seconds=10, ceilings="theoretical")  # repeat at the limit
     with pytest.warns(UserWarning, match=r"stopped at 5 measured steps after 0 s \(repeat=5\)"):
         r = roofline.steady(step, m, warmup=0, repeat=5, seconds=10, ceilings="theoretical")
     assert len(r.repeats) == 5 and r.meta["steady"]["seconds"]["capped"]  # repeat above the limit: repeat wins
@@ -231,6 +234,8 @@ def test_plain_steps_are_timed_with_the_device_synchronised(model, monkeypatch):
     ran = []
     assert _steady._plain_step(lambda: ran.append(1)) >= 0
     assert synced == [0, 1]  # before the step and after it
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # CUDA present, not in use: nothing to wait for
+    assert _steady._plain_step(lambda: ran.append(1)) >= 0 and synced == [0, 1] and len(ran) == 2
 
 
 def test_without_plain_nothing_is_added_and_a_bad_plain_is_refused(model):
