@@ -27,7 +27,8 @@ yardstick what remains is the step time's own variation under the load.
                                   [--omp-passive] [--plain]
 
 The target, MFU within +-5% over 5 runs under two busy processes: ``python bench/mfu_stability.py --runs 5
---threads 1 --seconds 15`` (the ``ops_min / stable`` row). ``--seconds S``: each run keeps measuring steps past
+--threads 1 --seconds 15 --plain`` (the ``ops_min / stable`` row; ``--plain`` adds the step run outside roofline as
+a control: where it moves more than 5% itself, so does any measurement of it). ``--seconds S``: each run keeps measuring steps past
 ``--repeat`` until they have taken S seconds (``roofline.steady(seconds=...)``): the host's own speed moves in phases
 of seconds, and steps spread over them let the least times reach its quicker phases in every run.
 
