@@ -75,8 +75,8 @@ def add_profile(subparsers: argparse._SubParsersAction, func) -> None:
                    "have taken this much wall time (on a shared host, 15 spreads them over the machine's phases of "
                    "speed: the least times are then comparable between runs)")
     p.add_argument("--plain", action="store_true", help="after each measured step, run the step once more outside "
-                   "roofline and time it: the report says the least of those beside the step time (what the "
-                   "instrumentation adds)")
+                   "roofline and time it: the report compares the least of those with the least measured step (what "
+                   "the instrumentation adds)")
     p.add_argument("--step-time", choices=STEP_TIMES, default="median", help="the step time the MFU and roofline "
                    "figures divide by: the median wall time of the measured steps (default), the least, or "
                    "'unwaited' (each step's wall time with its threads' waits for a CPU held by other processes "
@@ -359,6 +359,9 @@ def plan(args: argparse.Namespace) -> Plan:
              timing=None if args.timing == "none" else args.timing,
              step_time=getattr(args, "step_time", "median"), seconds=getattr(args, "seconds", None),
              plain=bool(getattr(args, "plain", False)))
+    if p.plain and p.timing is None and device != "meta":
+        p.notes.append("--plain ignored: nothing is timed (--timing none) to compare the plain steps with")
+        p.plain = False
     if p.step_time != "median" and (device == "meta" or p.timing is None):
         p.notes.append(f"--step-time {p.step_time} ignored: nothing is timed"
                        + (" on meta" if device == "meta" else " (--timing none)"))

@@ -176,14 +176,14 @@ def test_summary_flags_incompleteness_contention_instrumentation_and_unlinked_ca
         "  achieved 21 FLOP/s, 4 B/s; MFU 30.0%, MBU 70.0%" + low,
         "  roofline time 14.00 s; compute-bound share 0.0%",
         # (1 + 2) us per op x 3 ops = 9 us
-        "  instrumentation: ~1.0 us/op counting + 2.00 us/op timing (at least ~9.00 us of the wall time, as calibrated on one small op)",
+        "  instrumentation: ~1.0 us/op counting + 2.00 us/op timing (~9.00 us of the wall time as calibrated on one small op; a CPU step pays more)",
         # rows 0, 1, 2, 1: 400 + 20 + 0 + 20 = 440 FLOPs; add twice, then copy and mm once each (by name)
         "  backward calls not linked to the forward module that caused them: 4 (440 FLOP; aten.add.Tensor x2, "
         "aten.copy_.default x1, aten.mm.default x1): credited as torch's ModuleTracker credits them"]
     assert repr(r) == "<roofline.Report 3 calls, 420 FLOP, 70 B, INCOMPLETE>"
     # counting only: no timing part; 1 us x 3 = 3 us
     r = timed(overhead={"counting_per_op_s": 1e-6})
-    assert "  instrumentation: ~1.0 us/op counting (at least ~3.00 us of the wall time, as calibrated on one small op)" in r.summary().splitlines()
+    assert "  instrumentation: ~1.0 us/op counting (~3.00 us of the wall time as calibrated on one small op; a CPU step pays more)" in r.summary().splitlines()
 
 
 def test_unlinked_calls_list_four_ops_at_most_and_a_note_otherwise():
@@ -461,14 +461,14 @@ def test_facts_list_overhead_errors_unknown_ops_and_the_recorder():
     r._ops[2] = OpInfo("aten.weird.default", "aten.weird", "unknown")
     f = _facts(r._repr_html_())
     # (2 + 1) us x 3 ops = 9 us
-    assert f["instrumentation"] == "~2.0 us/op counting + 1.00 us/op timing (at least ~9.00 us of the wall time, as calibrated on one small op)"
+    assert f["instrumentation"] == "~2.0 us/op counting + 1.00 us/op timing (~9.00 us of the wall time as calibrated on one small op; a CPU step pays more)"
     assert f["recorded by"] == "roofline 9.9, timing=&#x27;op&#x27;, devices cpu, cuda:0"
     assert f["no formula"] == "aten.weird.default (1): FLOPs not counted"
     assert f["attribution"] == "module attribution: n"
     assert "errors" not in f
     g = _facts(timed(meta={"version": "1"}, overhead={"counting_per_op_s": 1e-6})._repr_html_())
     assert g["recorded by"] == "roofline 1"
-    assert g["instrumentation"] == "~1.0 us/op counting (at least ~3.00 us of the wall time, as calibrated on one small op)"
+    assert g["instrumentation"] == "~1.0 us/op counting (~3.00 us of the wall time as calibrated on one small op; a CPU step pays more)"
 
 
 def test_html_only_shows_the_tree_when_there_are_modules():

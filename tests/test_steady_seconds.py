@@ -218,10 +218,10 @@ def test_plain_steps_run_after_each_measured_one_outside_roofline(model, monkeyp
     assert inside == [False, True, False, True, False, True, False]
     p = r.meta["steady"]["plain"]
     assert p["steps"] == 3 and p["least"] == pytest.approx(18 * MS) and p["median"] == pytest.approx(19 * MS)
-    # the report's step time: its median wall time (what the block's own clock read), against the least plain step
-    want = f"without roofline: least 18.00 ms over 3 steps run outside roofline; the step time is " \
-           f"{r.wall_time / (18 * MS) - 1:+.1%} against it"
-    assert want in r.steady_line()
+    # like with like: the least plain step against the least measured one (the blocks' own clock reads)
+    assert p["measured_least"] == min(q.wall_time for q in r.repeats)
+    assert "without roofline: least 18.00 ms over 3 steps run outside roofline; the least measured step took " \
+        f"{p['measured_least'] * 1e3:.2f} ms" in r.steady_line()
     assert "least 18.00 ms over 3 steps run outside roofline" in r.to_html()
 
 
@@ -230,10 +230,15 @@ def test_plain_steps_are_timed_with_the_device_synchronised(model, monkeypatch):
     synced = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: synced.append(len(ran)))
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: (synced.append(len(ran)), events.append("sync")))
+    now = iter([10.0, 10.25])
+    monkeypatch.setattr(_steady, "_clock", lambda: (events.append("clock"), next(now))[1])
     ran = []
-    assert _steady._plain_step(lambda: ran.append(1)) >= 0
+    assert _steady._plain_step(lambda: (ran.append(1), events.append("step"))) == 0.25
     assert synced == [0, 1]  # before the step and after it
+    assert events == ["sync", "clock", "step", "sync", "clock"]  # the clock inside the synchronised span
+    monkeypatch.setattr(_steady, "_clock", lambda: 0.0)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)  # CUDA present, not in use: nothing to wait for
     assert _steady._plain_step(lambda: ran.append(1)) >= 0 and synced == [0, 1] and len(ran) == 2
 
@@ -258,12 +263,20 @@ def test_plain_figures_edited_by_hand_are_left_out_of_the_views(model):
         rep.meta["steady"]["plain"] = bad
         assert "without roofline" not in rep.steady_line()
         assert "without roofline" not in rep.to_html()
-    rep.meta["steady"]["plain"] = {"steps": 1, "least": 0.002}
     from roofline.render._render import plain_text
-    assert plain_text(rep.meta["steady"], None) == "least 2.00 ms over 1 step run outside roofline"
-    assert plain_text(rep.meta["steady"], 0.003).endswith("the step time is +50.0% against it (what roofline's "
-                                                          "instrumentation adds, and any load only the measured "
-                                                          "steps met)")
+    # nothing measured to compare with (timing=None), or a malformed measured figure: the plain figure alone
+    for measured in (None, math.nan, 0.0, True):
+        rep.meta["steady"]["plain"] = {"steps": 1, "least": 0.002, "measured_least": measured}
+        assert plain_text(rep.meta["steady"]) == "least 2.00 ms over 1 step run outside roofline"
+    # 3 ms measured against 2 ms plain: +50%, the instrumentation; 1.5 ms against 2 ms: -25%, the host
+    rep.meta["steady"]["plain"] = {"steps": 4, "least": 0.002, "measured_least": 0.003}
+    assert plain_text(rep.meta["steady"]) == ("least 2.00 ms over 4 steps run outside roofline; the least measured "
+                                              "step took 3.00 ms, +50.0%: what roofline's instrumentation adds")
+    rep.meta["steady"]["plain"]["measured_least"] = 0.0015
+    assert plain_text(rep.meta["steady"]).endswith("step took 1.50 ms, -25.0%: quicker than the plain steps (the "
+                                                   "host's speed or load differed between them)")
+    rep.meta["steady"]["plain"]["measured_least"] = 0.002  # equal: nothing added
+    assert plain_text(rep.meta["steady"]).endswith("took 2.00 ms, +0.0%: what roofline's instrumentation adds")
 
 
 def test_cli_plain(capsys, monkeypatch):
@@ -285,4 +298,7 @@ def test_cli_plain(capsys, monkeypatch):
     assert seen["plain"] is False and "without roofline" not in capsys.readouterr().out
     assert cli.main(["profile", "test_cli:tiny", "--device", "meta", "--plain"]) == 0
     assert "--plain ignored: nothing is timed on meta" in capsys.readouterr().err
+    assert seen["plain"] is False
+    assert cli.main(["profile", "test_cli:tiny", "--timing", "none", "--plain"]) == 0
+    assert "--plain ignored: nothing is timed (--timing none)" in capsys.readouterr().err
     assert seen["plain"] is False

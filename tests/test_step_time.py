@@ -200,6 +200,10 @@ def test_a_blocks_thread_readings_to_the_microsecond():
     # nothing ran and nothing waited: no share, the block's time
     idle = C._thread_readings(start, _snap(0.004, {"1": (0, 0), "2": (0, 0)}), 0.004)
     assert idle["wait_share"] == 0.0 and idle["unwaited_s"] == 0.004
+    # one thread ran 3 ms and waited 9 ms, another waited 1 ms, in a 12 ms block on 2 CPUs: by the share 12 * 3 / 13
+    # = 2.77 ms, below the first thread's own 3 ms on a CPU: 3 ms
+    busy = C._thread_readings(start, _snap(0.012, {"1": (3_000_000, 9_000_000), "2": (0, 1_000_000)}), 0.012)
+    assert busy["unwaited_s"] == 0.003
     # only waited: all of the runnable time a wait
     waited = C._thread_readings(start, _snap(0.004, {"1": (0, 3_000_000), "2": (0, 0)}), 0.004)
     assert waited["wait_share"] == 1.0 and waited["unwaited_s"] == 0.0

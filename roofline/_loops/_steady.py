@@ -98,14 +98,16 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
     every op alike; a fraction of a second of steps may all fall in a slow phase, so a step time comparable between
     runs there (``"ops_min"``, ``"unwaited_min"``) needs steps spread over ten seconds or more: ``seconds=15``.
     ``plain=True``: after each measured step, run the step once more outside any measure block and time it (the
-    device synchronised around it): ``meta["steady"]["plain"]`` has their number, ``least`` and ``median`` wall
-    time, and the report's first line compares the step time with the least. That is the step without roofline:
-    what the instrumentation adds to the measured step (its dispatch mode on every op, on the CPU) is the
-    difference, less whatever load fell on the measured steps only. Each plain step runs right after a measured one,
-    in the same phase of a shared host. It doubles the steps ``step`` runs.
+    current CUDA device synchronised around it, as a block's wall time is): ``meta["steady"]["plain"]`` has their
+    number, ``least`` and ``median`` wall time and the least measured step's wall time (``measured_least``), and the
+    report's first line compares the two least times. That is the step without roofline: what the instrumentation
+    adds to the measured step (on a CPU, tens of microseconds an op) is the difference, less whatever load fell on
+    one kind of step only. Each plain step runs right after a measured one, in the same phase of a shared host. It
+    doubles the steps ``step`` runs for a given ``repeat``; with ``seconds``, the plain steps share the time, so
+    about half as many steps are measured.
     ``meta["steady"]["seconds"]`` has what was asked, the time the steps took and whether the limit stopped them;
     with ``"ops_min"``, ``meta["steady"]["step_time"]["halves"]`` compares the first half of the steps with the
-    second. Every measured step's report is kept until they are aggregated (memory grows with the steps).
+    last (as many steps in each). Every measured step's report is kept until they are aggregated (memory grows with the steps).
 
     ``warmup`` (default 1) steps run first, uncounted: optimizer state creation, lazy initialisation and the
     first-call costs of the allocator and of kernel selection stay out of the measured steps. ``warmup=0``
@@ -150,8 +152,9 @@ def steady(step, model=None, *, warmup: int = 1, repeat: int = 5, timing: str | 
         OP_WAITS.reset(waits)
     extra = {}
     if plain:
+        walls = [r.wall_time for r in runs if r.wall_time is not None]  # None when nothing is timed
         extra["plain"] = {"steps": len(plain_times), "least": min(plain_times),
-                          "median": statistics.median(plain_times)}
+                          "median": statistics.median(plain_times), "measured_least": min(walls) if walls else None}
     if seconds is not None:
         took = _clock() - began
         capped = took < seconds
@@ -171,8 +174,8 @@ def _clock() -> float:
 
 
 def _plain_step(step) -> float:
-    """Seconds ``step`` takes outside any measure block, every CUDA device synchronised before and after (as a
-    block's wall time is)."""
+    """Seconds ``step`` takes outside any measure block, the current CUDA device synchronised before and after (as
+    a block's wall time is)."""
     import torch
 
     cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
@@ -628,8 +631,8 @@ class SteadyReport(Report):
         t = s.get("step_time")
         if isinstance(t, dict) and t.get("kind") in STEP_TIMES[1:] and self.wall_time is not None:
             line += f"; step time {self.wall_time * 1e3:.1f} ms: " + _step_time_words(t)
-        if plain_text(s, self.wall_time):
-            line += "; without roofline: " + plain_text(s, self.wall_time)
+        if plain_text(s):
+            line += "; without roofline: " + plain_text(s)
         if s.get("no_warmup"):
             line += f" ({s['no_warmup']})"
         if s.get("first_step"):

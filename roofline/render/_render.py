@@ -221,7 +221,7 @@ def summary(report, top: int = 10, ceilings_note: str = "") -> str:
             est = o["counting_per_op_s"] * len(r.records) + o.get("timing_per_op_s", 0) * len(r.records)
             lines.append(f"  instrumentation: ~{o['counting_per_op_s'] * 1e6:.1f} us/op counting"
                          + (f" + {o['timing_per_op_s'] * 1e6:.2f} us/op timing" if o.get("timing_per_op_s")
-                            else "") + f" (at least ~{dur(est)} of the wall time, as calibrated on one small op)")
+                            else "") + f" (~{dur(est)} of the wall time as calibrated on one small op; a CPU step pays more)")
     elif ceilings_note:
         lines.append(f"  {ceilings_note}")
     if attribution_line(r):
@@ -388,23 +388,25 @@ def _positive(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
-def plain_text(steady, step_time) -> str:
-    """The step run outside roofline (``steady(plain=True)``: ``meta["steady"]["plain"]``) against the report's
-    ``step_time`` (seconds), or nothing where it is missing or malformed (a hand-edited file)."""
+def plain_text(steady) -> str:
+    """The step run outside roofline (``steady(plain=True)``: ``meta["steady"]["plain"]``) against the least measured
+    step, like with like, or nothing where it is missing or malformed (a hand-edited file)."""
     p = steady.get("plain") if isinstance(steady, dict) else None
     if not isinstance(p, dict):
         return ""
-    least, n = p.get("least"), p.get("steps")
+    least, n, measured = p.get("least"), p.get("steps"), p.get("measured_least")
     if not (_positive(least) and isinstance(n, int) and not isinstance(n, bool) and n > 0):
         return ""
     text = f"least {least * 1e3:.2f} ms over {n} step{'s' if n != 1 else ''} run outside roofline"
-    if _positive(step_time):
-        text += (f"; the step time is {step_time / least - 1:+.1%} against it (what roofline's instrumentation "
-                 "adds, and any load only the measured steps met)")
+    if _positive(measured):
+        more = measured / least - 1
+        text += (f"; the least measured step took {measured * 1e3:.2f} ms, {more:+.1%}: "
+                 + ("what roofline's instrumentation adds" if more >= 0 else
+                    "quicker than the plain steps (the host's speed or load differed between them)"))
     return text
 
 
-def _halves(h, dur) -> str:
+def _halves(h) -> str:
     """The ops_min composition from each half of the steps (``meta["steady"]["step_time"]["halves"]``), or
     nothing where it is missing or malformed (a hand-edited file)."""
     if not (isinstance(h, list) and len(h) == 2 and all(_positive(v) for v in h)):
@@ -463,7 +465,7 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
         est = (o["counting_per_op_s"] + o.get("timing_per_op_s", 0)) * len(r.records)
         out.append(("instrumentation", f"~{o['counting_per_op_s'] * 1e6:.1f} us/op counting"
                     + (f" + {o['timing_per_op_s'] * 1e6:.2f} us/op timing" if o.get("timing_per_op_s") else "")
-                    + f" (at least ~{dur(est)} of the wall time, as calibrated on one small op)"))
+                    + f" (~{dur(est)} of the wall time as calibrated on one small op; a CPU step pays more)"))
     cont = r.meta.get("contention")
     if cont and not projected:  # reasons the block counts as measured under contention
         out.append(("contention", "measured under contention: "
@@ -479,7 +481,7 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
         out.append(("step time", f"{dur(r.wall_time)}: " + (
             f"LEAST OPS (each op call's least time over the measured steps, {dur(o['least'])}, plus the least time "
             f"between ops, {dur(o['between_least'])}" + ("; each part's waits for a CPU taken out" if st.get("waits")
-                                                         else "") + _halves(st.get("halves"), dur) + ")"
+                                                         else "") + _halves(st.get("halves")) + ")"
             if isinstance(o, dict) else
             f"the median wall time (least ops not composed: {st.get('missing', 'no op times')})")
             + (f"; median wall time {dur(med)}" if isinstance(med, (int, float)) else "")))
@@ -492,8 +494,8 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
             "unwaited_min": "the least UNWAITED time of the measured steps (the threads' waits for a CPU taken out)",
         }[st["kind"]] + (f"; median wall time {dur(med)}" if isinstance(med, (int, float)) else "")
             + (f"; SPIN: {st['spin']}" if st.get("spin") else "")))
-    if plain_text(r.meta.get("steady"), r.wall_time) and not projected:
-        out.append(("without roofline", plain_text(r.meta.get("steady"), r.wall_time)))
+    if plain_text(r.meta.get("steady")) and not projected:
+        out.append(("without roofline", plain_text(r.meta.get("steady"))))
     if attribution_line(r):
         out.append(("attribution", attribution_line(r).strip()))
     if tokens_line(r):
