@@ -45,6 +45,8 @@ OPTIONAL_PACKAGES = {"torch", "torchvision", "timm", "transformers", "matplotlib
 # The roofline modules imported inside a function, and why each must be: (importing module, imported module).
 IMPORTS_IN_FUNCTIONS: dict[tuple[str, str], str] = {
     ("roofline._measure", "roofline._capture._session"): "the dispatch session imports torch: made when a block is",
+    ("roofline._loops._steady", "roofline._capture._session"): "its device synchronisation, for steady(plain=True)'s "
+                                                              "steps outside any block: the session imports torch",
     ("roofline", "roofline._traces._load"): "the trace reader (some 30 ms of imports): loaded by roofline.load_trace",
     ("roofline", "roofline._traces._ranks"): "the rank-directory reader, installed into load_trace with it",
 }

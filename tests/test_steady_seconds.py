@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 import roofline  # noqa: E402
 from roofline import SteadyReport, cli  # noqa: E402
 from roofline._loops import _steady  # noqa: E402
+from test_step_time_ops import _set_times  # noqa: E402  (lay a step's op calls back to back)
 
 MS = 1e-3
 
@@ -124,16 +125,6 @@ def test_numpy_and_int_seconds_are_taken(model, clock):
                                ceilings="theoretical").meta["steady"]["seconds"]["asked"] == 0.5
 
 
-def _lay(run, durations_ms, gap_ms):
-    """The run's op calls back to back with ``durations_ms``, ``gap_ms`` before the first; its wall time the sum."""
-    rec = run.records
-    t = gap_ms * MS
-    for k, d in enumerate(durations_ms):
-        rec["t_start"][k], rec["t_end"][k] = t, t + d * MS
-        t += d * MS
-    run.wall_time = t
-
-
 @pytest.mark.filterwarnings("ignore:.*intra-op threads under contention:UserWarning")  # a busy machine
 def test_ops_min_from_each_half_of_the_steps(model):
     m, x = model
@@ -142,11 +133,11 @@ def test_ops_min_from_each_half_of_the_steps(model):
     n = len(runs[0].records)
     # steps 1-2 (the first half of 5) in a slow phase: every call 2 ms, 3 ms outside ops; steps 3-5: 1 ms and 1 ms,
     # the middle one (in neither half: each half has 2 steps) disturbed in call 0 by 4 ms and 0.5 ms outside ops
-    _lay(runs[0], [2.0] * n, 3.0)
-    _lay(runs[1], [2.0] * n, 3.0)
-    _lay(runs[2], [5.0] + [1.0] * (n - 1), 0.5)
-    _lay(runs[3], [1.0] * n, 1.0)
-    _lay(runs[4], [1.0] * n, 1.0)
+    _set_times(runs[0], [2.0] * n, 3.0)
+    _set_times(runs[1], [2.0] * n, 3.0)
+    _set_times(runs[2], [5.0] + [1.0] * (n - 1), 0.5)
+    _set_times(runs[3], [1.0] * n, 1.0)
+    _set_times(runs[4], [1.0] * n, 1.0)
     rep = SteadyReport._from_runs(runs, warmup=1, ceilings="theoretical", step_time="ops_min")
     st = rep.meta["steady"]["step_time"]
     assert st["halves"] == pytest.approx([(2.0 * n + 3.0) * MS, (1.0 * n + 1.0) * MS])
@@ -156,9 +147,9 @@ def test_ops_min_from_each_half_of_the_steps(model):
     html = rep.to_html()
     assert f"from each half of the steps: {2 * n + 3:.2f} and {n + 1:.2f} ms" in html
     # four steps, two halves of two: step 1 slow, step 2 less so, steps 3 and 4 quick
-    _lay(runs[0], [3.0] * n, 3.0)
-    _lay(runs[1], [2.0] * n, 2.0)
-    _lay(runs[2], [1.0] * n, 1.0)
+    _set_times(runs[0], [3.0] * n, 3.0)
+    _set_times(runs[1], [2.0] * n, 2.0)
+    _set_times(runs[2], [1.0] * n, 1.0)
     rep4 = SteadyReport._from_runs(runs[:4], warmup=1, ceilings="theoretical", step_time="ops_min")
     assert rep4.meta["steady"]["step_time"]["halves"] == pytest.approx([(2.0 * n + 2.0) * MS, (n + 1.0) * MS])
     # three steps: no halves

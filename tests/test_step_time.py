@@ -174,15 +174,15 @@ def test_unwaited_time_never_below_one_threads_time_on_a_cpu():
     assert C.unwaited(0.020, 0.020, 0.020, 2, busiest=0.025) == pytest.approx(0.020)
     before = {"1": (0, 0), "2": (0, 0)}
     after = {"1": (18_000_000, 2_000_000), "2": (2_000_000, 18_000_000)}
-    assert C._busiest_thread(before, after) == pytest.approx(0.018, abs=1e-13)
+    assert C._thread_deltas(before, after)[2] == pytest.approx(0.018, abs=1e-13)
     assert C.step_readings(before, after, 0.020)["unwaited_s"] == pytest.approx(0.018)
     # each thread from its own time on a CPU (not its waits): 7 ms and 1 ms since; a thread started in the window
     # counts from zero; one that ended is left out; one whose reading went back counts zero; none: 0
-    assert C._busiest_thread({"1": (3_000_000, 9_000_000), "2": (0, 0)},
-                             {"1": (10_000_000, 9_500_000), "2": (1_000_000, 0)}) == pytest.approx(0.007, abs=1e-13)
-    assert C._busiest_thread({"9": (0, 0)}, {"3": (5_000_000, 0)}) == pytest.approx(0.005, abs=1e-13)
-    assert C._busiest_thread({"1": (5_000_000, 0)}, {"1": (4_000_000, 0)}) == 0
-    assert C._busiest_thread({"9": (0, 0)}, {}) == 0
+    assert C._thread_deltas({"1": (3_000_000, 9_000_000), "2": (0, 0)},
+                            {"1": (10_000_000, 9_500_000), "2": (1_000_000, 0)})[2] == pytest.approx(0.007, abs=1e-13)
+    assert C._thread_deltas({"9": (0, 0)}, {"3": (5_000_000, 0)})[2] == pytest.approx(0.005, abs=1e-13)
+    assert C._thread_deltas({"1": (5_000_000, 0)}, {"1": (4_000_000, 0)})[2] == 0
+    assert C._thread_deltas({"9": (0, 0)}, {})[2] == 0
     # threads that only waited: nothing ran, no time; no usable CPU count is taken as one
     assert C.unwaited(1.0, 0.0, 0.5, 2) == 0.0
     assert C.unwaited(1.0, 0.2, 0.2, 0) == pytest.approx(0.5)
@@ -197,6 +197,9 @@ def test_a_blocks_thread_readings_to_the_microsecond():
     assert got["wait_share"] == 0.6552  # 2345678 / 3580245 = 0.65518...
     # 4 * 1234567 / 3580245 = 1.37931... ms, above 1234567 / 2 ns and the busier thread's 1 ms
     assert got["unwaited_s"] == 0.001379
+    # either reading missing (no scheduler statistics): no thread figures at all
+    assert C._thread_readings(_snap(0.0, None), end, 0.004) == {}
+    assert C._thread_readings(start, _snap(0.004, {}), 0.004) == {}
     # nothing ran and nothing waited: no share, the block's time
     idle = C._thread_readings(start, _snap(0.004, {"1": (0, 0), "2": (0, 0)}), 0.004)
     assert idle["wait_share"] == 0.0 and idle["unwaited_s"] == 0.004

@@ -338,25 +338,22 @@ def thread_times(start: Snapshot, end: Snapshot) -> tuple[float, float] | None:
     scheduler statistics. A thread started in between counts from zero; one that ended is left out."""
     if not start.threads or not end.threads:
         return None
-    return _thread_deltas(start.threads, end.threads)
+    return _thread_deltas(start.threads, end.threads)[:2]
 
 
-def _thread_deltas(before: dict, after: dict) -> tuple[float, float]:
-    """(seconds on a CPU, seconds waiting for one) summed over the threads of ``after`` (thread id -> (ns, ns)),
-    from their readings in ``before``: a thread missing there counts from zero, one missing in ``after`` (it ended)
-    is left out, and no thread's change counts below zero."""
-    run = wait = 0
+def _thread_deltas(before: dict, after: dict) -> tuple[float, float, float]:
+    """(seconds on a CPU, seconds waiting for one, both summed, and the seconds on a CPU of the busiest thread: the
+    least wall time the window can have taken) over the threads of ``after`` (thread id -> (ns, ns)), from their
+    readings in ``before``: a thread missing there counts from zero, one missing in ``after`` (it ended) is left
+    out, and no thread's change counts below zero."""
+    run = wait = busiest = 0
     for tid, (r, w) in after.items():
         r0, w0 = before.get(tid, (0, 0))
-        run += max(r - r0, 0)
+        ran = max(r - r0, 0)
+        run += ran
         wait += max(w - w0, 0)
-    return run * 1e-9, wait * 1e-9
-
-
-def _busiest_thread(before: dict, after: dict) -> float:
-    """Seconds on a CPU of the thread of ``after`` that spent the most on one since ``before`` (the same rules as
-    :func:`_thread_deltas`): the least wall time the window can have taken."""
-    return max((max(r - before.get(tid, (0, 0))[0], 0) for tid, (r, _) in after.items()), default=0) * 1e-9
+        busiest = max(busiest, ran)
+    return run * 1e-9, wait * 1e-9, busiest * 1e-9
 
 
 def thread_stats() -> dict | None:
@@ -394,10 +391,10 @@ def step_readings(before: dict | None, after: dict | None, wall: float | None) -
     between counts from zero; one that ended is left out."""
     if not before or not after or wall is None or not wall > 0:
         return None
-    run_s, wait_s = _thread_deltas(before, after)
+    run_s, wait_s, busiest = _thread_deltas(before, after)
     cpus = _usable_cpus(_affinity(), _cpu_count())[0]
     return {"wall_s": round(wall, 6), "threads_cpu_s": round(run_s, 6), "threads_wait_s": round(wait_s, 6),
-            "unwaited_s": round(unwaited(wall, run_s, wait_s, cpus, _busiest_thread(before, after)), 6)}
+            "unwaited_s": round(unwaited(wall, run_s, wait_s, cpus, busiest), 6)}
 
 
 def unwaited(wall: float, cpu_s: float, wait_s: float, cpus: int, busiest: float = 0.0) -> float:
@@ -443,14 +440,12 @@ def readings(start: Snapshot, end: Snapshot) -> dict[str, Any]:
 def _thread_readings(start: Snapshot, end: Snapshot, wall: float) -> dict[str, Any]:
     """The scheduler's view of the block's own threads (empty without it): ``threads_cpu_s``, ``threads_wait_s``,
     ``wait_share`` and ``unwaited_s``."""
-    tt = thread_times(start, end)
-    if tt is None:
+    if not start.threads or not end.threads:
         return {}
-    run, wait = tt
+    run, wait, busiest = _thread_deltas(start.threads, end.threads)
     return {"threads_cpu_s": round(run, 6), "threads_wait_s": round(wait, 6),
             "wait_share": round(wait / (run + wait), 4) if run + wait > 0 else 0.0,
-            "unwaited_s": round(unwaited(wall, run, wait, end.cpus, _busiest_thread(start.threads, end.threads)),
-                                6)}
+            "unwaited_s": round(unwaited(wall, run, wait, end.cpus, busiest), 6)}
 
 
 def judge(load: dict[str, Any]) -> list[str]:

@@ -22,7 +22,7 @@ import numpy as np
 from roofline._measure import measure
 from roofline._datamodel import _records
 from roofline._hardware._contention import OP_WAITS
-from roofline.render._render import plain_text
+from roofline.render._render import halves_text, plain_text
 from roofline.report import Report
 from roofline._util import _ints
 from roofline._util import _warn
@@ -178,13 +178,13 @@ def _plain_step(step) -> float:
     a block's wall time is)."""
     import torch
 
-    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-    if cuda:
-        torch.cuda.synchronize()
+    from roofline._capture._session import _sync_all
+
+    cuda_possible = torch.cuda.is_available()
+    _sync_all(cuda_possible)
     t0 = _clock()
     _check_result(step())
-    if cuda:
-        torch.cuda.synchronize()
+    _sync_all(cuda_possible)
     return _clock() - t0
 
 
@@ -401,10 +401,7 @@ def _step_time_words(t: dict) -> str:
             why = t.get("missing", "no op times")
             return f"the median wall time (step_time='ops_min' could not be composed: {why})"
         waits = "; each part's waits for a CPU taken out" if t.get("waits") else ""
-        h = t.get("halves")
-        halves = (f"; from each half of the steps: {h[0] * 1e3:.2f} and {h[1] * 1e3:.2f} ms" if isinstance(h, list)
-                  and len(h) == 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                          and math.isfinite(v) and v > 0 for v in h) else "")
+        halves = halves_text(t.get("halves"))
         return (f"LEAST OPS (each op call's least time over the steps, {o['least'] * 1e3:.1f} ms, plus the least time "
                 f"between ops, {o['between_least'] * 1e3:.1f} ms{waits}; the steps' time in ops: median "
                 f"{o['median'] * 1e3:.1f} ms{halves})" + ("; OVERSTATED: several intra-op threads under contention (one "
@@ -631,8 +628,9 @@ class SteadyReport(Report):
         t = s.get("step_time")
         if isinstance(t, dict) and t.get("kind") in STEP_TIMES[1:] and self.wall_time is not None:
             line += f"; step time {self.wall_time * 1e3:.1f} ms: " + _step_time_words(t)
-        if plain_text(s):
-            line += "; without roofline: " + plain_text(s)
+        plain = plain_text(s)
+        if plain:
+            line += "; without roofline: " + plain
         if s.get("no_warmup"):
             line += f" ({s['no_warmup']})"
         if s.get("first_step"):

@@ -406,7 +406,7 @@ def plain_text(steady) -> str:
     return text
 
 
-def _halves(h) -> str:
+def halves_text(h) -> str:
     """The ops_min composition from each half of the steps (``meta["steady"]["step_time"]["halves"]``), or
     nothing where it is missing or malformed (a hand-edited file)."""
     if not (isinstance(h, list) and len(h) == 2 and all(_positive(v) for v in h)):
@@ -481,7 +481,7 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
         out.append(("step time", f"{dur(r.wall_time)}: " + (
             f"LEAST OPS (each op call's least time over the measured steps, {dur(o['least'])}, plus the least time "
             f"between ops, {dur(o['between_least'])}" + ("; each part's waits for a CPU taken out" if st.get("waits")
-                                                         else "") + _halves(st.get("halves")) + ")"
+                                                         else "") + halves_text(st.get("halves")) + ")"
             if isinstance(o, dict) else
             f"the median wall time (least ops not composed: {st.get('missing', 'no op times')})")
             + (f"; median wall time {dur(med)}" if isinstance(med, (int, float)) else "")))
@@ -494,8 +494,9 @@ def facts(report, ceilings_note: str = "") -> list[tuple[str, str]]:
             "unwaited_min": "the least UNWAITED time of the measured steps (the threads' waits for a CPU taken out)",
         }[st["kind"]] + (f"; median wall time {dur(med)}" if isinstance(med, (int, float)) else "")
             + (f"; SPIN: {st['spin']}" if st.get("spin") else "")))
-    if plain_text(r.meta.get("steady")) and not projected:
-        out.append(("without roofline", plain_text(r.meta.get("steady"))))
+    plain = plain_text(r.meta.get("steady"))
+    if plain and not projected:
+        out.append(("without roofline", plain))
     if attribution_line(r):
         out.append(("attribution", attribution_line(r).strip()))
     if tokens_line(r):
